@@ -1,0 +1,10 @@
+"""avv-locust harness: configuration, samples, the streaming wire client, records and the Locust glue.
+
+Importing this package does not import Locust (the scoring side reads the record schema from here);
+the Locust integration lives in :mod:`avv_harness.locust_plugin`.
+"""
+
+from .errors import InputError
+from .records import COLUMN_NAMES, ERROR_KINDS, RecordWriter, read_records
+
+__all__ = ["COLUMN_NAMES", "ERROR_KINDS", "InputError", "RecordWriter", "read_records"]

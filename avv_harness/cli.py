@@ -1,0 +1,24 @@
+"""``avv-locust``: Locust with our options registered before it parses ``--help``.
+
+Locust prints ``--help`` before it imports the locustfile (locust issue #2917), so
+``locust -f locustfiles/vendors.py --help`` cannot list the ``--avv-*`` options; ``avv-locust --help``
+does. Any other arguments go to Locust unchanged; ``-f`` defaults to the bundled locustfile.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .locust_plugin import REPO_ROOT
+
+
+def main(argv: list[str] | None = None) -> None:
+    from . import locust_plugin  # noqa: F401  (registers the --avv-* options)
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not any(a in ("-f", "--locustfile") or a.startswith("--locustfile=") for a in args):
+        args = ["-f", str(REPO_ROOT / "locustfiles" / "vendors.py"), *args]
+    sys.argv = ["locust", *args]
+    from locust.main import main as locust_main
+
+    locust_main()

@@ -1,0 +1,200 @@
+"""One work item = (vendor, sample, repeat): build the request, run attempts with retries, make the record.
+
+Retries: on ``connect``, ``timeout``, ``http_429``, ``http_5xx`` and ``truncated``; exponential back-off
+with full jitter (``base · 2^(n−1) · U(0.5, 1)``, capped), ``Retry-After`` honoured up to
+``retry_after_cap_s``. The record's timings are those of the final attempt; ``wall_ms`` covers all.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import requests
+
+from .config import Vendor
+from .records import STATUS_FAILED, STATUS_SUCCESS
+from .samples import Sample
+from .stream import Attempt, stream_chat
+
+RETRYABLE = frozenset({"connect", "timeout", "http_429", "http_5xx", "truncated"})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    retries: int = 3
+    backoff_base_s: float = 0.5
+    backoff_cap_s: float = 30.0
+    retry_after_cap_s: float = 60.0
+
+    def delay(self, attempt: int, retry_after_s: float | None, rng: random.Random) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        if retry_after_s is not None:
+            return min(retry_after_s, self.retry_after_cap_s)
+        backoff = self.backoff_base_s * (2 ** (attempt - 1)) * rng.uniform(0.5, 1.0)
+        return min(backoff, self.backoff_cap_s)
+
+
+def build_body(sample: Sample, vendor: Vendor) -> dict[str, Any]:
+    """The request body: sample body, ``model`` = vendor model_id, ``stream: true``, usage requested
+    unless the vendor disables it, vendor ``extra_body`` merged (deeply) and provider pinning."""
+    body: dict[str, Any] = dict(sample.body)
+    body["model"] = vendor.model_id
+    body["stream"] = True
+    if vendor.include_usage:
+        body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    else:
+        body.pop("stream_options", None)
+    if vendor.provider:
+        body = _deep_merge(body, {"provider": {"only": list(vendor.provider)}})
+    if vendor.extra_body:
+        body = _deep_merge(body, vendor.extra_body)
+    return body
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def build_headers(vendor: Vendor, item_tag: str) -> dict[str, str]:
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream",
+        "Accept-Encoding": "identity",  # compressed SSE would be buffered by the decoder
+        "X-AVV-Item": item_tag,
+        **vendor.headers,
+    }
+    if vendor.api_key:
+        headers["Authorization"] = f"Bearer {vendor.api_key}"
+    return headers
+
+
+def _ms(start: float | None, end: float | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return (end - start) * 1000.0
+
+
+def _usage_int(usage: dict[str, Any] | None, key: str) -> int | None:
+    if not usage:
+        return None
+    value = usage.get(key)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def attempt_record(att: Attempt, include_usage: bool) -> dict[str, Any]:
+    """Record fields derived from one attempt (the final one)."""
+    prompt = _usage_int(att.usage, "prompt_tokens")
+    completion = _usage_int(att.usage, "completion_tokens")
+    total = _usage_int(att.usage, "total_tokens")
+    if total is None and prompt is not None and completion is not None:
+        total = prompt + completion
+    decode_ms = _ms(att.t_first_token, att.t_last_token)
+    tps = None
+    if completion is not None and completion >= 2 and decode_ms:
+        tps = (completion - 1) / (decode_ms / 1000.0)
+    calls = [att.tool_calls[i].as_dict() for i in sorted(att.tool_calls)]
+    anomalies = []
+    if att.http_status == 200 and att.t_headers is not None and att.chunks and not att.saw_done:
+        anomalies.append("no_done")
+    if att.saw_tool_call_delta and att.finish_reason not in (None, "tool_calls"):
+        anomalies.append("tool_calls_under_stop")
+    if include_usage and att.ok and att.usage is None:
+        anomalies.append("usage_missing")
+    return {
+        "status": STATUS_SUCCESS if att.ok else STATUS_FAILED,
+        "error_kind": att.error_kind,
+        "error_detail": att.error_detail or None,
+        "anomalies": ";".join(anomalies) or None,
+        "http_status": att.http_status,
+        "t0_monotonic": att.t0,
+        "ttfb_ms": _ms(att.t0, att.t_headers),
+        "ttft_ms": _ms(att.t0, att.t_first_token),
+        "ttft_kind": att.first_token_kind,
+        "latency_ms": _ms(att.t0, att.t_end),
+        "decode_ms": decode_ms,
+        "chunks": att.chunks,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": total,
+        "usage_reported": att.usage is not None,
+        "tps": tps,
+        "finish_reason": att.finish_reason,
+        "saw_tool_call_delta": att.saw_tool_call_delta,
+        "tool_calls": json.dumps(calls, ensure_ascii=False),
+        "tool_call_count": len(calls),
+        "content": "".join(att.content),
+        "reasoning_chars": att.reasoning_chars,
+    }
+
+
+@dataclass
+class ItemOutcome:
+    record: dict[str, Any]
+    final: Attempt
+    attempts: list[Attempt]
+
+
+def execute_item(
+    session: requests.Session,
+    vendor: Vendor,
+    url: str,
+    sample: Sample,
+    repeat: int,
+    policy: RetryPolicy,
+    *,
+    run_id: str,
+    worker: str,
+    timeout_s: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    on_attempt: Callable[[Attempt], None] | None = None,
+    rng: random.Random | None = None,
+) -> ItemOutcome:
+    """Run one item to completion (retries inside) and return its record."""
+    rng = rng or random.Random()
+    body_dict = build_body(sample, vendor)
+    body = json.dumps(body_dict, ensure_ascii=False).encode("utf-8")
+    endpoint = url.rstrip("/") + "/chat/completions"
+    read_timeout = timeout_s or vendor.timeout_s
+    connect_timeout = min(10.0, read_timeout)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    attempts: list[Attempt] = []
+    first_t0 = None
+    for number in range(1, policy.retries + 2):
+        tag = f"{run_id}/{vendor.model}/{vendor.name}/{sample.sample_id}/{repeat}/{number}"
+        headers = build_headers(vendor, tag)
+        headers["X-AVV-Attempt"] = str(number)
+        att = stream_chat(session, endpoint, body, headers, connect_timeout, read_timeout)
+        attempts.append(att)
+        first_t0 = att.t0 if first_t0 is None else first_t0
+        if on_attempt is not None:
+            on_attempt(att)
+        if att.ok or att.error_kind not in RETRYABLE or number > policy.retries:
+            break
+        sleep(policy.delay(number, att.retry_after_s, rng))
+    final = attempts[-1]
+    record = {
+        "run_id": run_id,
+        "model": vendor.model,
+        "vendor": vendor.name,
+        "is_baseline": vendor.is_baseline,
+        "sample_id": sample.sample_id,
+        "repeat": repeat,
+        "worker": worker,
+        "started_at": started_at,
+        "attempts": len(attempts),
+        **attempt_record(final, vendor.include_usage),
+        "wall_ms": (time.monotonic() - first_t0) * 1000.0,
+    }
+    return ItemOutcome(record=record, final=final, attempts=attempts)

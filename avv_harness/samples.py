@@ -1,0 +1,131 @@
+"""Sample files: JSONL, one OpenAI chat-completions body per line.
+
+Sample id = ``data_index`` when present, else the 1-based line number. Keys that are not request fields
+(``data_index``, ``expected_tool_call``, ``check_type``, ``scenario_check`` and any key starting with
+``_``) are removed before sending and kept as metadata. K2VV's custom ``_input`` message role is
+rewritten to ``system`` (as K2VV itself does before sending).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InputError
+
+METADATA_KEYS = frozenset({"data_index", "expected_tool_call", "check_type", "scenario_check"})
+
+
+@dataclass(frozen=True)
+class Sample:
+    sample_id: str
+    line: int
+    body: dict[str, Any]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return list(self.body.get("tools") or [])
+
+
+@dataclass
+class SampleSet:
+    path: str
+    sha256: str
+    samples: list[Sample]
+    skipped_lines: list[tuple[int, str]] = field(default_factory=list)
+
+    def by_id(self) -> dict[str, Sample]:
+        return {s.sample_id: s for s in self.samples}
+
+
+def _is_metadata_key(key: str) -> bool:
+    return key in METADATA_KEYS or key.startswith("_")
+
+
+def _normalise_messages(messages: list[Any]) -> list[Any]:
+    out = []
+    for msg in messages:
+        if isinstance(msg, dict) and msg.get("role") == "_input":
+            msg = {**msg, "role": "system"}
+        out.append(msg)
+    return out
+
+
+def parse_sample_line(text: str, line_no: int, path: str) -> Sample | None:
+    """Parse one JSONL line; None for a blank line. Raises InputError naming file and line."""
+    if not text.strip():
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{line_no}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"{path}:{line_no}: a sample must be a JSON object, got {type(obj).__name__}")
+    messages = obj.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InputError(f"{path}:{line_no}: field 'messages' is missing or not a non-empty list")
+    tools = obj.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise InputError(f"{path}:{line_no}: field 'tools' must be a list")
+    metadata = {k: v for k, v in obj.items() if _is_metadata_key(k)}
+    body = {k: v for k, v in obj.items() if not _is_metadata_key(k)}
+    body["messages"] = _normalise_messages(messages)
+    sample_id = str(obj["data_index"]) if obj.get("data_index") is not None else str(line_no)
+    return Sample(sample_id=sample_id, line=line_no, body=body, metadata=metadata)
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_samples(path: str | os.PathLike[str], skip_bad_lines: bool = False) -> SampleSet:
+    """Load and validate a whole sample file before any request is sent.
+
+    With ``skip_bad_lines`` a malformed line is skipped and listed in ``skipped_lines`` instead of
+    raising. Duplicate sample ids are always an error (records could not be told apart).
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read sample file ({exc.strerror})") from None
+    samples: list[Sample] = []
+    skipped: list[tuple[int, str]] = []
+    seen: dict[str, int] = {}
+    for line_no, raw_line in enumerate(raw.split(b"\n"), start=1):
+        try:
+            text = raw_line.decode("utf-8")
+        except UnicodeDecodeError:
+            error = InputError(f"{path}:{line_no}: not valid UTF-8")
+            if not skip_bad_lines:
+                raise error from None
+            skipped.append((line_no, str(error)))
+            continue
+        try:
+            sample = parse_sample_line(text, line_no, path)
+        except InputError as exc:
+            if not skip_bad_lines:
+                raise
+            skipped.append((line_no, str(exc)))
+            continue
+        if sample is None:
+            continue
+        if sample.sample_id in seen:
+            raise InputError(
+                f"{path}:{line_no}: duplicate sample id {sample.sample_id!r} (first on line {seen[sample.sample_id]})"
+            )
+        seen[sample.sample_id] = line_no
+        samples.append(sample)
+    if not samples:
+        raise InputError(f"{path}: no samples found")
+    digest = hashlib.sha256(raw).hexdigest()
+    return SampleSet(path=path, sha256=digest, samples=samples, skipped_lines=skipped)

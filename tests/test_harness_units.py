@@ -1,0 +1,239 @@
+"""Fast unit tests: config validation, samples, record schema, the work ledger, body building."""
+
+import json
+import random
+
+import pytest
+import yaml
+
+from avv_harness.config import load_config, parse_config, redact_url
+from avv_harness.errors import InputError
+from avv_harness.execute import RetryPolicy, build_body, build_headers
+from avv_harness.records import COLUMN_NAMES, RecordWriter, encode_row, iter_csv_rows, read_records
+from avv_harness.samples import load_samples
+from avv_harness.work import Ledger
+
+
+def vendor(name, **extra):
+    return {"name": name, "model_id": "m", "url": "https://api.example.com/v1", "api_key": "sk-x", **extra}
+
+
+def config(*vendors):
+    return {"kimi-k2": {"vendors": list(vendors)}}
+
+
+# ------------------------------------------------------------------------------------------ config
+
+
+def test_config_parses_fields_and_provider_pinning():
+    cfg = parse_config(config(vendor("a", is_baseline=True, provider="fireworks", concurrency=3)), "c.yaml", {})
+    (v,) = cfg.vendors
+    assert (v.model, v.name, v.provider, v.concurrency, v.include_usage) == ("kimi-k2", "a", ["fireworks"], 3, True)
+
+
+@pytest.mark.parametrize(
+    "data, needle",
+    [
+        (config(vendor("a", is_baseline=True, colour="red")), "kimi-k2.vendors[0] (a).colour: unknown key"),
+        (config({"name": "a", "api_key": "k", "is_baseline": True}), "kimi-k2.vendors[0] (a).url: missing"),
+        (config(vendor("a"), vendor("b")), "no vendor has is_baseline"),
+        (config(vendor("a", is_baseline=True), vendor("b", is_baseline=True)), "several baselines (a, b)"),
+        (config(vendor("a", is_baseline=True), vendor("a")), "vendor name 'a' appears twice"),
+        (config(vendor("a", is_baseline=True, concurrency="lots")), "concurrency: must be int"),
+        ({"kimi-k2": {"vendors": []}}, "kimi-k2.vendors: missing or empty"),
+    ],
+)
+def test_config_errors_name_file_and_field(data, needle):
+    with pytest.raises(InputError) as err:
+        parse_config(data, "cfg.yaml", {})
+    assert "cfg.yaml" in str(err.value) and needle in str(err.value)
+
+
+def test_missing_key_is_an_error_for_remote_vendors_only():
+    remote = {"name": "openrouter", "url": "https://openrouter.ai/api/v1", "is_baseline": True}
+    with pytest.raises(InputError, match=r"vendors\[0\] \(openrouter\)\.api_key: no API key"):
+        parse_config(config(remote), "c.yaml", {})
+    local = {"name": "sim", "url": "{sim}/reference/v1", "is_baseline": True}
+    assert parse_config(config(local), "c.yaml", {}).vendors[0].api_key is None
+
+
+def test_key_lookup_order_yaml_then_api_key_env_then_vendor_name():
+    remote = {"name": "open-router", "url": "https://x.test/v1", "is_baseline": True}
+    env = {"open-router": "k-name", "OPEN_ROUTER": "k-upper", "MYKEY": "k-env"}
+    assert parse_config(config(remote), "c", env).vendors[0].api_key == "k-name"
+    assert parse_config(config({**remote, "api_key_env": "MYKEY"}), "c", env).vendors[0].api_key == "k-env"
+    assert parse_config(config({**remote, "api_key": "k-yaml"}), "c", env).vendors[0].api_key == "k-yaml"
+    assert parse_config(config(remote), "c", {"OPEN_ROUTER": "k-upper"}).vendors[0].api_key == "k-upper"
+
+
+def test_dotenv_file_supplies_keys(tmp_cwd, monkeypatch):
+    monkeypatch.delenv("acme", raising=False)
+    (tmp_cwd / ".env").write_text("acme=sk-from-dotenv\n")
+    (tmp_cwd / "c.yaml").write_text(yaml.safe_dump(config({"name": "acme", "url": "https://a.test/v1",
+                                                           "is_baseline": True})))
+    assert load_config(tmp_cwd / "c.yaml").vendors[0].api_key == "sk-from-dotenv"
+
+
+def test_unreadable_and_invalid_yaml(tmp_path):
+    with pytest.raises(InputError, match="cannot read config"):
+        load_config(tmp_path / "nope.yaml", env={})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kimi:\n  vendors: [\n")
+    with pytest.raises(InputError, match=r"bad.yaml: line \d+: not valid YAML"):
+        load_config(bad, env={})
+
+
+def test_redaction_of_keys_in_urls_and_run_json():
+    assert redact_url("https://x/v1?key=abc&x=1&api_key=zz") == "https://x/v1?key=***&x=1&api_key=***"
+    v = parse_config(config(vendor("a", is_baseline=True, headers={"X-Api-Key": "h-secret", "X-Trace": "1"})),
+                     "c", {}).vendors[0]
+    dumped = json.dumps(v.redacted())
+    assert "sk-x" not in dumped and "h-secret" not in dumped and '"X-Trace": "1"' in dumped
+
+
+# ----------------------------------------------------------------------------------------- samples
+
+
+def write_lines(path, lines):
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_sample_ids_metadata_and_input_role(tmp_path):
+    path = write_lines(tmp_path / "s.jsonl", [
+        json.dumps({"data_index": 7, "messages": [{"role": "_input", "content": "sys"}], "expected_tool_call": True,
+                    "_note": "x", "tools": []}),
+        "",
+        json.dumps({"messages": [{"role": "user", "content": "hi"}], "check_type": "lang"}),
+    ])
+    s = load_samples(path)
+    assert [x.sample_id for x in s.samples] == ["7", "3"]
+    first = s.samples[0]
+    assert first.metadata == {"data_index": 7, "expected_tool_call": True, "_note": "x"}
+    assert "data_index" not in first.body and "_note" not in first.body
+    assert first.body["messages"][0]["role"] == "system"
+    assert len(s.sha256) == 64
+
+
+@pytest.mark.parametrize(
+    "line, needle",
+    [
+        ('{"messages": [', ":2: not valid JSON"),
+        ("[1, 2]", ":2: a sample must be a JSON object, got list"),
+        ('{"model": "x"}', ":2: field 'messages' is missing"),
+        ('{"messages": [{"role":"user","content":"x"}], "tools": {}}', ":2: field 'tools' must be a list"),
+    ],
+)
+def test_bad_sample_lines_name_file_and_line(tmp_path, line, needle):
+    path = write_lines(tmp_path / "s.jsonl", ['{"messages": [{"role": "user", "content": "ok"}]}', line])
+    with pytest.raises(InputError) as err:
+        load_samples(path)
+    assert str(path) in str(err.value) and needle in str(err.value)
+    skipped = load_samples(path, skip_bad_lines=True)
+    assert [s.sample_id for s in skipped.samples] == ["1"] and skipped.skipped_lines[0][0] == 2
+
+
+def test_duplicate_ids_and_missing_file(tmp_path):
+    path = write_lines(tmp_path / "s.jsonl", ['{"data_index": 1, "messages": [{"role":"user","content":"a"}]}'] * 2)
+    with pytest.raises(InputError, match="duplicate sample id '1'"):
+        load_samples(path)
+    with pytest.raises(InputError, match="cannot read sample file"):
+        load_samples(tmp_path / "missing.jsonl")
+
+
+# ---------------------------------------------------------------------------------------- records
+
+
+def test_records_roundtrip_keeps_missing_values_missing(tmp_path):
+    path = tmp_path / "records.csv"
+    writer = RecordWriter(path)
+    writer.write({"run_id": "r", "model": "m", "vendor": "v", "sample_id": "1", "repeat": 1, "status": "success",
+                  "total_tokens": None, "usage_reported": False, "ttft_ms": 12.3456, "content": 'a,"b"\nc',
+                  "tool_calls": [{"id": "c1", "name": "f", "arguments": '{"x": 1}'}]})
+    writer.write({"run_id": "r", "model": "m", "vendor": "v", "sample_id": "2", "repeat": 1, "status": "failed",
+                  "total_tokens": 0})
+    writer.close()
+    frame = read_records(path)
+    assert list(frame.columns) == list(COLUMN_NAMES)
+    assert frame["total_tokens"].isna().iloc[0] and frame["total_tokens"].iloc[1] == 0
+    assert frame["ttft_ms"].iloc[0] == pytest.approx(12.346)
+    assert frame["content"].iloc[0] == 'a,"b"\nc'
+    assert json.loads(frame["tool_calls"].iloc[0])[0]["arguments"] == '{"x": 1}'
+    assert bool(frame["usage_reported"].iloc[0]) is False
+
+
+def test_torn_last_row_is_dropped(tmp_path, caplog):
+    path = tmp_path / "records.csv"
+    writer = RecordWriter(path)
+    writer.write({"run_id": "r", "model": "m", "vendor": "v", "sample_id": "1", "repeat": 1, "status": "success"})
+    writer.close()
+    row = encode_row({"run_id": "r", "model": "m", "vendor": "v", "sample_id": "2", "repeat": 1})
+    with open(path, "ab") as fh:
+        fh.write(row[: len(row) // 2])
+    assert list(read_records(path)["sample_id"]) == ["1"]
+    assert "torn last row" in caplog.text
+    assert [r["sample_id"] for r in iter_csv_rows(path)] == ["1"]
+
+
+def test_unknown_record_column_is_rejected():
+    with pytest.raises(KeyError):
+        encode_row({"vendor": "v", "colour": "red"})
+
+
+# ----------------------------------------------------------------------------------------- ledger
+
+
+def test_ledger_each_item_once_and_requeue_of_lost_taker():
+    ledger = Ledger.for_items(["a", "b"], ["1", "2", "3"], repeats=2)
+    assert ledger.total == 12
+    got = ledger.take("a", "w1", limit=4)
+    assert got == [("1", 1), ("2", 1), ("3", 1), ("1", 2)]
+    assert ledger.complete(("a", "1", 1)) is True
+    assert ledger.requeue_taker("w1") == [("a", "2", 1), ("a", "3", 1), ("a", "1", 2)]
+    assert ledger.complete(("a", "1", 1)) is False  # a duplicate record is dropped
+    taken = []
+    while batch := ledger.take("a", "w2", 10):
+        taken += batch
+    assert sorted(taken) == [("1", 2), ("2", 1), ("2", 2), ("3", 1), ("3", 2)]
+    for sid, rep in taken:
+        ledger.complete(("a", sid, rep))
+    assert not ledger.finished and ledger.remaining == 6
+    ledger.drop_pending()
+    assert ledger.finished
+
+
+def test_ledger_resume_skips_done_items_and_round_robin_is_endless():
+    ledger = Ledger.for_items(["a"], ["1", "2"], repeats=1, skip={("a", "1", 1)})
+    assert ledger.take("a", "x", 5) == [("2", 1)]
+    rr = Ledger.round_robin(["a"], ["1", "2"])
+    assert rr.take("a", "x", 5) == [("1", 1), ("2", 1), ("1", 2), ("2", 2), ("1", 3)]
+    assert not rr.finished
+
+
+# --------------------------------------------------------------------------------- request build
+
+
+def test_request_body_and_headers():
+    cfg = parse_config(config(vendor("a", is_baseline=True, model_id="moonshotai/kimi-k2", provider="fireworks",
+                                     extra_body={"temperature": 0.6, "provider": {"sort": "price"}},
+                                     headers={"X-Extra": "1"})), "c", {})
+    v = cfg.vendors[0]
+    samples_body = {"messages": [{"role": "user", "content": "hi"}], "stream": False, "model": "old"}
+    from avv_harness.samples import Sample
+
+    body = build_body(Sample("1", 1, samples_body), v)
+    assert body["model"] == "moonshotai/kimi-k2" and body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["provider"] == {"only": ["fireworks"], "sort": "price"} and body["temperature"] == 0.6
+    headers = build_headers(v, "tag")
+    assert headers["Authorization"] == "Bearer sk-x" and headers["X-Extra"] == "1"
+    no_usage = parse_config(config(vendor("a", is_baseline=True, include_usage=False)), "c", {}).vendors[0]
+    assert "stream_options" not in build_body(Sample("1", 1, {"messages": [], "stream_options": {"x": 1}}), no_usage)
+
+
+def test_backoff_grows_with_jitter_and_retry_after_is_capped():
+    policy = RetryPolicy(retries=5, backoff_base_s=0.5, backoff_cap_s=3.0, retry_after_cap_s=10)
+    rng = random.Random(1)
+    delays = [policy.delay(n, None, rng) for n in range(1, 6)]
+    assert 0.25 <= delays[0] <= 0.5 and 0.5 <= delays[1] <= 1.0 and delays[4] == 3.0
+    assert policy.delay(1, 4.0, rng) == 4.0 and policy.delay(1, 120.0, rng) == 10
