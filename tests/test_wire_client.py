@@ -1,0 +1,178 @@
+"""Wire-level tests of the streaming client against a scripted server: framing, timing and every fault."""
+
+import json
+import socket
+
+import pytest
+import requests
+
+from avv_harness.execute import attempt_record
+from avv_harness.stream import stream_chat
+from tests.wire_server import ScriptServer, chunk, headers, sse
+
+ROLE = sse(chunk({"role": "assistant", "content": ""}))
+DONE = b"data: [DONE]\n\n"
+USAGE = {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = ScriptServer()
+    yield srv
+    srv.stop()
+
+
+def run(server, name, script, read_timeout=2.0, include_usage=True):
+    server.scripts[f"/{name}"] = script
+    with requests.Session() as session:
+        att = stream_chat(session, server.url(name) + "/chat/completions", b"{}", {}, 2.0, read_timeout)
+    return att, attempt_record(att, include_usage)
+
+
+def normal_stream(*middle):
+    return [headers(), ROLE, *middle, sse(chunk({}, "stop")), sse(chunk(choices=False, usage=USAGE)), DONE]
+
+
+def test_timing_role_chunk_does_not_count_and_tps(server):
+    script = [headers(), ROLE, 0.10, sse(chunk({"content": "a"})), 0.05, sse(chunk({"content": "b"})), 0.05,
+              sse(chunk({"content": "c"})), sse(chunk({}, "stop")), sse(chunk(choices=False, usage=USAGE)), DONE]
+    att, rec = run(server, "timing", script)
+    assert rec["status"] == "success" and rec["finish_reason"] == "stop" and rec["content"] == "abc"
+    assert rec["ttft_kind"] == "content"
+    assert 95 <= rec["ttft_ms"] <= 140 and rec["ttfb_ms"] < 40
+    assert 95 <= rec["decode_ms"] <= 130
+    assert rec["tps"] == pytest.approx(2 / (rec["decode_ms"] / 1000))
+    assert (rec["prompt_tokens"], rec["completion_tokens"], rec["total_tokens"]) == (10, 3, 13)
+    assert rec["anomalies"] is None and rec["chunks"] == 6
+
+
+def test_reasoning_counts_as_first_token(server):
+    att, rec = run(server, "reason", normal_stream(sse(chunk({"reasoning_content": "hmm"})),
+                                                   sse(chunk({"reasoning": "!"})), sse(chunk({"content": "x"}))))
+    assert rec["ttft_kind"] == "reasoning" and rec["reasoning_chars"] == 4 and rec["content"] == "x"
+
+
+def test_tool_call_deltas_assembled_and_parallel_interleaved(server):
+    def tc(index, **kw):
+        return sse(chunk({"tool_calls": [{"index": index, **kw}]}))
+    script = [headers(), ROLE,
+              tc(0, id="call_a", type="function", function={"name": "get_weather", "arguments": ""}),
+              tc(1, id="call_b", type="function", function={"name": "get_time", "arguments": ""}),
+              tc(0, function={"arguments": '{"city": '}), tc(1, function={"arguments": '{"tz"'}),
+              tc(0, function={"arguments": '"Paris"}'}), tc(1, function={"arguments": ': "UTC"}'}),
+              sse(chunk({}, "tool_calls")), sse(chunk(choices=False, usage=USAGE)), DONE]
+    att, rec = run(server, "parallel", script)
+    calls = json.loads(rec["tool_calls"])
+    assert calls == [{"id": "call_a", "name": "get_weather", "arguments": '{"city": "Paris"}'},
+                     {"id": "call_b", "name": "get_time", "arguments": '{"tz": "UTC"}'}]
+    assert rec["ttft_kind"] == "tool_call" and rec["tool_call_count"] == 2 and rec["finish_reason"] == "tool_calls"
+
+
+def test_llama_cpp_style_repeated_header_is_not_concatenated(server):
+    def tc(args):
+        return sse(chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                          "function": {"name": "search", "arguments": args}}]}))
+    att, rec = run(server, "llama", [headers(), ROLE, tc('{"q":'), tc(' "x"}'), sse(chunk({}, "tool_calls")), DONE])
+    assert json.loads(rec["tool_calls"]) == [{"id": "call_1", "name": "search", "arguments": '{"q": "x"}'}]
+    assert rec["anomalies"] == "usage_missing"
+
+
+def test_crlf_comments_multiline_data_chunked(server):
+    def crlf(obj):
+        return b"data: " + json.dumps(obj).encode() + b"\r\n\r\n"
+
+    def body(raw):  # chunked transfer framing
+        return f"{len(raw):x}\r\n".encode() + raw + b"\r\n"
+    payload = json.dumps(chunk({"content": "hello"}))
+    half = len(payload) // 2
+    multiline = f"data: {payload[:half]}\ndata: {payload[half:]}\n\n".encode()
+    script = [headers(chunked=True), body(b": keep-alive\r\n\r\n"), body(crlf(chunk({"role": "assistant"}))),
+              body(b": ping\n\n"), body(multiline), body(crlf(chunk({}, "stop"))), body(b"data: [DONE]\r\n\r\n"),
+              b"0\r\n\r\n"]
+    att, rec = run(server, "crlf", script, include_usage=False)
+    assert rec["status"] == "success" and rec["content"] == "hel" + "lo" and rec["chunks"] == 3
+
+
+def test_usage_in_last_content_chunk_and_duplicate_done(server):
+    script = [headers(), ROLE, sse(chunk({"content": "a"})), sse(chunk({"content": "b"}, "stop", usage=USAGE)),
+              DONE, DONE]
+    att, rec = run(server, "usagelast", script)
+    assert rec["status"] == "success" and rec["usage_reported"] is True and rec["total_tokens"] == 13
+    assert rec["anomalies"] is None
+
+
+def test_missing_usage_leaves_tokens_empty(server):
+    att, rec = run(server, "nousage", [headers(), ROLE, sse(chunk({"content": "a"})), sse(chunk({}, "stop")), DONE])
+    assert rec["prompt_tokens"] is None and rec["total_tokens"] is None and rec["tps"] is None
+    assert rec["usage_reported"] is False and rec["anomalies"] == "usage_missing"
+
+
+def test_tool_calls_under_stop_is_flagged(server):
+    tc = sse(chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{}"}}]}))
+    att, rec = run(server, "understop", normal_stream(tc))
+    assert rec["status"] == "success" and rec["finish_reason"] == "stop"
+    assert rec["anomalies"] == "tool_calls_under_stop" and rec["tool_call_count"] == 1
+
+
+@pytest.mark.parametrize(
+    "name, script, kind, detail",
+    [
+        ("done_no_finish", [headers(), ROLE, sse(chunk({"content": "a"})), DONE], "truncated", "[DONE] without"),
+        ("closed", [headers(), ROLE, sse(chunk({"content": "a"})), "close"], "truncated", "without finish_reason"),
+        ("errevent", [headers(), ROLE, sse(chunk({"content": "a"})),
+                      sse({"error": {"message": "overloaded", "type": "server_error"}})], "stream_error", "overloaded"),
+        ("garbage", [headers(), ROLE, b"data: {not json\n\n", sse(chunk({}, "stop")), DONE], "bad_sse", "unparseable"),
+        ("jsonbody", [headers(content_type="application/json"), json.dumps({"choices": []}).encode()], "bad_sse",
+         "JSON body"),
+        ("htmlbody", [headers(content_type="text/html"), b"<html>oops</html>"], "bad_sse", "non-SSE body"),
+        ("emptybody", [headers(content_type="text/event-stream", extra="Content-Length: 0\r\n")], "truncated",
+         "without finish_reason"),
+        ("badutf8", [headers(), ROLE, b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe"}}]}\n\n',
+                     sse(chunk({}, "stop")), DONE], "bad_sse", "UTF-8"),
+        ("http500", [headers(500, "application/json"), b'{"error": {"message": "boom"}}'], "http_5xx", "boom"),
+        ("http503", [headers(503, "text/plain"), b"unavailable"], "http_5xx", "HTTP 503"),
+        ("http401", [headers(401, "application/json"), b'{"error": {"message": "bad key"}}'], "http_4xx", "bad key"),
+    ],
+)
+def test_fault_classification(server, name, script, kind, detail):
+    att, rec = run(server, name, script)
+    assert rec["status"] == "failed" and rec["error_kind"] == kind, rec["error_detail"]
+    assert detail in rec["error_detail"]
+
+
+def test_429_retry_after_parsed_and_absent(server):
+    att, rec = run(server, "r429", [headers(429, "application/json", "Retry-After: 7\r\n"), b'{"error": "slow"}'])
+    assert rec["error_kind"] == "http_429" and att.retry_after_s == 7.0 and rec["http_status"] == 429
+    att, rec = run(server, "r429b", [headers(429, "application/json"), b"{}"])
+    assert rec["error_kind"] == "http_429" and att.retry_after_s is None
+
+
+def test_header_timeout_and_stall_midstream(server):
+    att, rec = run(server, "slowhead", [1.0, headers(), ROLE], read_timeout=0.3)
+    assert rec["error_kind"] == "timeout" and "headers" in rec["error_detail"]
+    att, rec = run(server, "stall", [headers(), ROLE, sse(chunk({"content": "a"})), 1.0, sse(chunk({}, "stop"))],
+                   read_timeout=0.3)
+    assert rec["error_kind"] == "timeout" and "stalled" in rec["error_detail"]
+
+
+def test_close_after_finish_reason_is_success_without_done(server):
+    att, rec = run(server, "nodone", [headers(), ROLE, sse(chunk({"content": "a"})), sse(chunk({}, "stop"))])
+    assert rec["status"] == "success" and rec["anomalies"] == "no_done;usage_missing"
+
+
+def test_connection_refused_and_connect_timeout():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with requests.Session() as session:
+        att = stream_chat(session, f"http://127.0.0.1:{port}/v1/chat/completions", b"{}", {}, 1.0, 1.0)
+    assert att.error_kind == "connect" and "cannot connect" in att.error_detail
+
+
+def test_megabyte_tool_argument(server):
+    big = "x" * (1 << 20)
+    args = json.dumps({"blob": big})
+    tc0 = sse(chunk({"tool_calls": [{"index": 0, "id": "c", "type": "function", "function": {"name": "f"}}]}))
+    tc1 = sse(chunk({"tool_calls": [{"index": 0, "function": {"arguments": args}}]}))
+    att, rec = run(server, "huge", [headers(), ROLE, tc0, tc1, sse(chunk({}, "tool_calls")), DONE])
+    assert rec["status"] == "success" and json.loads(json.loads(rec["tool_calls"])[0]["arguments"])["blob"] == big
