@@ -1,0 +1,249 @@
+"""Input layer: find records.csv / run.json, read and de-duplicate rows, load the request tools.
+
+Nothing here computes a metric. Everything a user can get wrong (a missing file, a missing column, a
+sample file that changed since the run) is raised as :class:`avv_harness.errors.InputError` with a
+message that names the file and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from avv_harness.errors import InputError
+from avv_harness.records import STATUS_SUCCESS, read_records
+from avv_harness.samples import file_sha256, load_samples
+
+log = logging.getLogger(__name__)
+
+RECORDS_NAME = "records.csv"
+RUN_JSON_NAME = "run.json"
+
+#: Identity of a work item (same fields as :func:`avv_harness.records.item_key`).
+ITEM_KEY = ("model", "vendor", "sample_id", "repeat")
+#: Columns without which a row cannot be scored.
+REQUIRED_COLUMNS = ("model", "vendor", "sample_id", "status")
+
+#: Helper columns added by :func:`load_records` (not part of the record schema).
+SOURCE_COL = "_source"
+FILE_ORDER_COL = "_file_index"
+ROW_ORDER_COL = "_row_index"
+
+ToolsBySample = Mapping[str, Sequence[Mapping[str, Any]]]
+
+
+@dataclass
+class RunInput:
+    """One input: a records.csv and, when found next to it, its run.json."""
+
+    csv_path: str
+    run_dir: str | None  # set when the user named a folder
+    run_json: dict[str, Any] | None = None
+    run_json_path: str | None = None
+
+
+@dataclass
+class ToolSource:
+    """Where the request tool definitions came from."""
+
+    tools_by_sample: dict[str, list[dict[str, Any]]] | None
+    sample_files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _read_run_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def resolve_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[RunInput]:
+    """Turn the user's arguments (run folders or records.csv files) into :class:`RunInput` objects.
+
+    A folder must contain ``records.csv``; its ``run.json`` is read when present. For a CSV file, a
+    ``run.json`` in the same folder is read too.
+    """
+    inputs: list[RunInput] = []
+    for raw in paths:
+        path = os.fspath(raw)
+        if os.path.isdir(path):
+            csv_path = os.path.join(path, RECORDS_NAME)
+            if not os.path.isfile(csv_path):
+                raise InputError(f"{path}: run folder has no {RECORDS_NAME}")
+            run_dir: str | None = path
+        elif os.path.isfile(path):
+            csv_path = path
+            run_dir = None
+        else:
+            raise InputError(f"{path}: no such run folder or records file")
+        json_path = os.path.join(os.path.dirname(os.path.abspath(csv_path)), RUN_JSON_NAME)
+        run_json = _read_run_json(json_path) if os.path.isfile(json_path) else None
+        inputs.append(
+            RunInput(
+                csv_path=csv_path,
+                run_dir=run_dir,
+                run_json=run_json,
+                run_json_path=json_path if run_json is not None else None,
+            )
+        )
+    if not inputs:
+        raise InputError("no input: name at least one run folder or records.csv")
+    return inputs
+
+
+def _check_columns(frame: pd.DataFrame, path: str) -> None:
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)} (is this a records.csv?)")
+    for col in ("model", "vendor", "sample_id"):
+        empty = frame[col].isna()
+        if empty.any():
+            line = int(empty.to_numpy().nonzero()[0][0]) + 2  # header is line 1
+            raise InputError(f"{path}:{line}: field {col!r} is empty")
+
+
+def read_one(path: str) -> pd.DataFrame:
+    """Read one records.csv with the schema's dtypes and check the fields scoring relies on."""
+    try:
+        frame = read_records(path)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{path}: cannot parse records ({exc})") from None
+    _check_columns(frame, path)
+    if "repeat" not in frame.columns:
+        frame["repeat"] = pd.array([1] * len(frame), dtype="Int64")
+    else:
+        frame["repeat"] = frame["repeat"].fillna(1)
+    return frame
+
+
+def dedupe_latest(frame: pd.DataFrame) -> pd.DataFrame:
+    """Keep one row per item (model, vendor, sample_id, repeat): the latest one.
+
+    "Latest" = greatest ``started_at`` (ISO 8601, compared as UTC instants); rows with equal or
+    unparseable ``started_at`` are ordered by input order (file order, then row order), the later
+    one winning. A row without ``started_at`` sorts before every row that has one.
+    """
+    if frame.empty:
+        return frame.copy()
+    work = frame.copy()
+    if FILE_ORDER_COL not in work.columns:
+        work[FILE_ORDER_COL] = 0
+    if ROW_ORDER_COL not in work.columns:
+        work[ROW_ORDER_COL] = range(len(work))
+    if "started_at" in work.columns:
+        started = pd.to_datetime(
+            work["started_at"].astype("object"), utc=True, errors="coerce", format="ISO8601"
+        )
+    else:
+        started = pd.Series(pd.NaT, index=work.index, dtype="datetime64[ns, UTC]")
+    work["_started_ts"] = started
+    work = work.sort_values(
+        ["_started_ts", FILE_ORDER_COL, ROW_ORDER_COL], na_position="first", kind="stable"
+    )
+    work = work.drop_duplicates(subset=list(ITEM_KEY), keep="last")
+    work = work.sort_values([FILE_ORDER_COL, ROW_ORDER_COL], kind="stable").drop(columns="_started_ts")
+    return work.reset_index(drop=True)
+
+
+def load_records(paths: Iterable[str | os.PathLike[str]]) -> pd.DataFrame:
+    """Read records from run folders and/or records.csv files and keep the latest row per item.
+
+    Adds the helper columns ``_source`` (file), ``_file_index`` and ``_row_index`` (input order).
+    """
+    inputs = resolve_inputs(paths)
+    return read_inputs(inputs)
+
+
+def read_inputs(inputs: Sequence[RunInput]) -> pd.DataFrame:
+    """Read every input's records.csv (in order) and keep the latest row per item."""
+    frames = []
+    for index, item in enumerate(inputs):
+        frame = read_one(item.csv_path)
+        frame[SOURCE_COL] = item.csv_path
+        frame[FILE_ORDER_COL] = index
+        frame[ROW_ORDER_COL] = range(len(frame))
+        frames.append(frame)
+    frames = [f for f in frames if not f.empty] or frames[:1]
+    merged = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    return dedupe_latest(merged)
+
+
+def tools_from_sample_set(sample_set) -> dict[str, list[dict[str, Any]]]:
+    """``sample_id → body["tools"]`` for every sample of a :class:`avv_harness.samples.SampleSet`."""
+    return {s.sample_id: list(s.body.get("tools") or []) for s in sample_set.samples}
+
+
+def _samples_info(run: RunInput) -> tuple[str | None, str | None]:
+    info = (run.run_json or {}).get("samples")
+    if not isinstance(info, dict):
+        return None, None
+    path = info.get("path")
+    sha = info.get("sha256")
+    return (path if isinstance(path, str) and path else None, sha if isinstance(sha, str) and sha else None)
+
+
+def load_tools(inputs: Sequence[RunInput], samples: str | os.PathLike[str] | None = None) -> ToolSource:
+    """Load the request tool definitions, keyed by sample id.
+
+    With ``samples`` that file is used for every run (a warning notes a run whose recorded sha256
+    differs). Otherwise each run.json's ``samples.path`` is loaded and its sha256 must equal
+    ``samples.sha256``. Raises InputError when no sample file is known or one changed since the run.
+    """
+    warnings: list[str] = []
+    if samples is not None:
+        path = os.fspath(samples)
+        sample_set = load_samples(path, skip_bad_lines=True)
+        for run in inputs:
+            _, sha = _samples_info(run)
+            if sha and sha != sample_set.sha256:
+                warnings.append(
+                    f"{path}: sha256 differs from the sample file recorded in {run.run_json_path}"
+                )
+        return ToolSource(tools_from_sample_set(sample_set), [path], warnings)
+
+    tools: dict[str, list[dict[str, Any]]] = {}
+    loaded: dict[str, str] = {}  # path -> sha256
+    for run in inputs:
+        path, sha = _samples_info(run)
+        if path is None:
+            where = run.run_json_path or f"{run.csv_path} (no {RUN_JSON_NAME} next to it)"
+            raise InputError(f"{where}: no sample file recorded (field 'samples.path'); pass --samples FILE")
+        if path in loaded:
+            continue
+        if not os.path.isfile(path):
+            raise InputError(f"{run.run_json_path}: samples.path {path} does not exist; pass --samples FILE")
+        actual = file_sha256(path)
+        if sha is None:
+            warnings.append(f"{run.run_json_path}: no samples.sha256 recorded; {path} used unchecked")
+        elif actual != sha:
+            raise InputError(
+                f"{path}: sha256 {actual[:12]}… differs from samples.sha256 {sha[:12]}… "
+                f"in {run.run_json_path} (the sample file changed since the run); "
+                "pass --samples FILE to score against it anyway"
+            )
+        sample_set = load_samples(path, skip_bad_lines=True)
+        if loaded:
+            warnings.append(f"runs use different sample files: {', '.join([*loaded, path])}")
+        loaded[path] = actual
+        tools.update(tools_from_sample_set(sample_set))
+    return ToolSource(tools, list(loaded), warnings)
+
+
+def is_success(frame: pd.DataFrame) -> pd.Series:
+    """Boolean mask of successful rows: ``status == "success"``; anything else (or empty) is a failure."""
+    return (frame["status"].astype("object") == STATUS_SUCCESS).fillna(False).astype(bool)

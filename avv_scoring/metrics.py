@@ -1,0 +1,404 @@
+"""Per-vendor metrics: one pure function per metric over the (de-duplicated) rows of one vendor.
+
+Every function takes a pandas DataFrame with the record columns of :mod:`avv_harness.records` — the
+rows of ONE (model, vendor), one row per item (sample_id, repeat) — and returns a dict holding the
+metric and the counts it was computed from. A metric that cannot be computed is ``nan`` (missing),
+never 0 and never 1 by default.
+
+The rule behind every definition: **a vendor's failure never improves its score.** A failed item
+counts in the denominators of the rate metrics (success rate, finish-tool-calls rate) and is never
+read as a "correct" answer anywhere else; missing token counts and TTFTs are missing, not 0.
+
+Notation: *items* = rows of the vendor; *successful* = rows with ``status == "success"``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .load import is_success
+from .schema import INVALID, UNCHECKABLE, VALID, check_call, parse_tool_calls, tool_schemas
+
+NAN = float("nan")
+TOOL_CALLS = "tool_calls"
+
+# Helper columns written by annotate_tool_calls.
+TC_N = "_tc_n"
+TC_VALID = "_tc_valid"
+TC_INVALID = "_tc_invalid"
+TC_UNCHECKABLE = "_tc_uncheckable"
+TC_PARSE_ERROR = "_tc_parse_error"
+
+
+def _ratio(num: float, den: float) -> float:
+    return float(num) / float(den) if den else NAN
+
+
+def _values(series: pd.Series) -> np.ndarray:
+    return pd.to_numeric(series.astype("object"), errors="coerce").dropna().to_numpy(dtype=float)
+
+
+def _finished_with_tool_calls(rows: pd.DataFrame) -> pd.Series:
+    """Successful rows whose finish_reason is ``tool_calls`` (the trigger "positive")."""
+    finish = rows["finish_reason"].astype("object") == TOOL_CALLS
+    return is_success(rows) & finish.fillna(False).astype(bool)
+
+
+# --------------------------------------------------------------------------------------------------
+# Success
+
+
+def success_rate(rows: pd.DataFrame) -> dict[str, Any]:
+    """Item-level success rate (the harness retries before an item counts as failed).
+
+    ``success_rate = successful items / items``. Failed items stay in the denominator, so a vendor
+    whose every request fails scores 0. Missing only when the vendor has no items at all.
+    """
+    ok = is_success(rows)
+    items = len(rows)
+    successes = int(ok.sum())
+    return {
+        "items": items,
+        "successes": successes,
+        "failures": items - successes,
+        "success_rate": _ratio(successes, items),
+    }
+
+
+def attempt_success_rate(rows: pd.DataFrame) -> dict[str, Any]:
+    """Success rate per HTTP attempt (the MiniMax "query" reading before retries are credited).
+
+    ``attempt_success_rate = successful attempts / attempts`` where ``attempts = Σ attempts`` over all
+    items (an empty ``attempts`` cell counts as 1) and each successful item contributed exactly one
+    successful attempt (its last), so ``successful attempts = successful items``.
+    """
+    ok = is_success(rows)
+    attempts = pd.to_numeric(rows["attempts"].astype("object"), errors="coerce").fillna(1).clip(lower=1)
+    total = int(attempts.sum())
+    return {"attempts": total, "attempt_success_rate": _ratio(int(ok.sum()), total)}
+
+
+def error_breakdown(rows: pd.DataFrame) -> dict[str, Any]:
+    """Failed items per ``error_kind``, as ``kind:count`` joined by ``;`` (most frequent first)."""
+    failed = rows.loc[~is_success(rows), "error_kind"].astype("object").fillna("unknown")
+    counts = Counter(failed.tolist())
+    return {
+        "error_kinds": ";".join(f"{k}:{n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Trigger F1
+
+
+def trigger_f1(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[str, Any]:
+    """Tool-call trigger agreement with the baseline (K2VV "ToolCall-Trigger Similarity").
+
+    Items are joined on ``(sample_id, repeat)`` — never by position. Positive = the response finished
+    with ``finish_reason == "tool_calls"``. A pair where either side failed is left out of the
+    confusion matrix (``f1_excluded``); a vendor item without a baseline item is ``f1_unmatched``.
+    Over the ``f1_pairs`` remaining pairs::
+
+        TP = vendor +, baseline +      FP = vendor +, baseline −
+        FN = vendor −, baseline +      TN = vendor −, baseline −
+        precision = TP / (TP + FP)     (missing when TP + FP = 0)
+        recall    = TP / (TP + FN)     (missing when TP + FN = 0)
+        F1        = 2·TP / (2·TP + FP + FN)
+
+    which equals 2PR / (P + R) wherever that is defined, and is 0 (not a crash) when P = R = 0.
+    F1 is 1.0 when TP + FP + FN = 0 and there is at least one pair; with no pairs F1 is missing.
+    Scoring the baseline against itself gives 1.0 whenever it has a successful item.
+    """
+    keys = ["sample_id", "repeat"]
+
+    def side(frame: pd.DataFrame) -> pd.DataFrame:
+        out = pd.DataFrame(
+            {
+                "sample_id": frame["sample_id"].astype("object").astype(str),
+                "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce")
+                .fillna(1)
+                .astype(int),
+                "ok": is_success(frame),
+                "pos": _finished_with_tool_calls(frame),
+            }
+        )
+        return out.drop_duplicates(subset=keys, keep="last")
+
+    vendor = side(rows)
+    base = side(baseline_rows)
+    joined = vendor.merge(base, on=keys, how="inner", suffixes=("_v", "_b"))
+    both_ok = joined["ok_v"] & joined["ok_b"]
+    pairs = joined[both_ok]
+    tp = int((pairs["pos_v"] & pairs["pos_b"]).sum())
+    fp = int((pairs["pos_v"] & ~pairs["pos_b"]).sum())
+    fn = int((~pairs["pos_v"] & pairs["pos_b"]).sum())
+    tn = int((~pairs["pos_v"] & ~pairs["pos_b"]).sum())
+    n_pairs = len(pairs)
+    if n_pairs == 0:
+        f1 = NAN
+    elif tp + fp + fn == 0:
+        f1 = 1.0
+    else:
+        f1 = 2 * tp / (2 * tp + fp + fn)
+    return {
+        "f1": f1,
+        "precision": _ratio(tp, tp + fp),
+        "recall": _ratio(tp, tp + fn),
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "tn": tn,
+        "f1_pairs": n_pairs,
+        "f1_excluded": int((~both_ok).sum()),
+        "f1_unmatched": len(vendor) - len(joined),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Schema accuracy
+
+
+def annotate_tool_calls(
+    rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[Any]] | None
+) -> pd.DataFrame:
+    """Copy of ``rows`` with per-row tool-call classification columns (see :mod:`avv_scoring.schema`).
+
+    Adds ``_tc_n`` (calls), ``_tc_valid``, ``_tc_invalid``, ``_tc_uncheckable`` and ``_tc_parse_error``
+    (the ``tool_calls`` cell is not a JSON list: every call of the row counts as invalid). A sample
+    missing from ``tools_by_sample`` (or ``tools_by_sample=None``) makes its calls uncheckable.
+    """
+    cache: dict[str, dict[str, Any] | None] = {}
+    n, valid, invalid, unchecked, parse_error = [], [], [], [], []
+    counts_col = rows["tool_call_count"] if "tool_call_count" in rows.columns else pd.Series(index=rows.index)
+    for sid, cell, count in zip(
+        rows["sample_id"].astype("object"),
+        rows["tool_calls"].astype("object"),
+        counts_col.astype("object"),
+        strict=True,
+    ):
+        sid = str(sid)
+        if sid not in cache:
+            tools = None if tools_by_sample is None else tools_by_sample.get(sid)
+            cache[sid] = None if tools is None else tool_schemas(tools)
+        calls = parse_tool_calls(cell)
+        if calls is None:
+            k = int(count) if isinstance(count, (int, np.integer)) and count > 0 else 1
+            n.append(k), valid.append(0), invalid.append(k), unchecked.append(0), parse_error.append(True)
+            continue
+        verdicts = Counter(check_call(call, cache[sid]) for call in calls)
+        n.append(len(calls)), valid.append(verdicts[VALID]), invalid.append(verdicts[INVALID])
+        unchecked.append(verdicts[UNCHECKABLE]), parse_error.append(False)
+    out = rows.copy()
+    out[TC_N], out[TC_VALID], out[TC_INVALID] = n, valid, invalid
+    out[TC_UNCHECKABLE], out[TC_PARSE_ERROR] = unchecked, parse_error
+    return out
+
+
+def schema_accuracy(
+    rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[Any]] | None = None
+) -> dict[str, Any]:
+    """Schema accuracy of tool calls against the request's tool definitions.
+
+    Response level (the headline, as in K2VV / MiniMax), over successful responses with
+    ``finish_reason == "tool_calls"``::
+
+        schema_accuracy = responses whose every tool call is valid / such responses (schema_responses)
+
+    A ``tool_calls`` finish with no tool call at all is invalid (an empty list is not "every call
+    valid"). A response with no invalid call but at least one uncheckable call (invalid request schema,
+    unknown sample) is left out of both counts and reported in ``schema_uncheckable_responses``.
+
+    Call level, over every tool call of those responses: ``call_accuracy = valid calls / (valid +
+    invalid calls)``; uncheckable calls are counted in ``schema_uncheckable_calls``.
+    ``tool_calls_other_finish`` = tool calls in successful responses that finished with another
+    finish_reason (they are not scored). Missing when the denominator is 0.
+
+    ``rows`` may already carry the columns of :func:`annotate_tool_calls`; otherwise they are computed
+    here from ``tools_by_sample``.
+    """
+    if TC_N not in rows.columns:
+        rows = annotate_tool_calls(rows, tools_by_sample)
+    ok = is_success(rows)
+    tc = _finished_with_tool_calls(rows)
+    scored = rows[tc]
+    empty = scored[TC_N] == 0
+    bad = (scored[TC_INVALID] > 0) | empty
+    unknown = ~bad & (scored[TC_UNCHECKABLE] > 0)
+    good = ~bad & ~unknown
+    responses = int((good | bad).sum())
+    valid_calls = int(scored[TC_VALID].sum())
+    invalid_calls = int(scored[TC_INVALID].sum())
+    return {
+        "schema_accuracy": _ratio(int(good.sum()), responses),
+        "schema_responses": responses,
+        "schema_valid_responses": int(good.sum()),
+        "schema_uncheckable_responses": int(unknown.sum()),
+        "call_accuracy": _ratio(valid_calls, valid_calls + invalid_calls),
+        "schema_calls": valid_calls + invalid_calls,
+        "schema_valid_calls": valid_calls,
+        "schema_uncheckable_calls": int(scored[TC_UNCHECKABLE].sum()),
+        "tool_calls_other_finish": int(rows.loc[ok & ~tc, TC_N].sum()),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Cost and performance
+
+
+def avg_tokens(rows: pd.DataFrame) -> dict[str, Any]:
+    """Mean total tokens per request (prompt + completion, as reported in the streamed usage).
+
+    ``avg_tokens = mean(total_tokens)`` over successful rows whose ``total_tokens`` is present
+    (``usage_rows`` of them). A vendor that reports no usage has a missing avg_tokens — never 0, which
+    would be the best rank.
+    """
+    values = _values(rows.loc[is_success(rows), "total_tokens"])
+    return {"avg_tokens": float(values.mean()) if values.size else NAN, "usage_rows": int(values.size)}
+
+
+def _percentile(values: np.ndarray, q: float) -> float:
+    """Percentile with linear interpolation between closest ranks (numpy's default)."""
+    return float(np.percentile(values, q)) if values.size else NAN
+
+
+def ttft_stats(rows: pd.DataFrame) -> dict[str, Any]:
+    """Time to first token over successful rows that have one (``ttft_rows``).
+
+    ``avg_ttft_ms = mean(ttft_ms)``; ``ttft_p50_ms``, ``ttft_p90_ms``, ``ttft_p99_ms`` = percentiles
+    with linear interpolation. Missing when no successful row has a TTFT (never 0).
+    """
+    values = _values(rows.loc[is_success(rows), "ttft_ms"])
+    return {
+        "avg_ttft_ms": float(values.mean()) if values.size else NAN,
+        "ttft_p50_ms": _percentile(values, 50),
+        "ttft_p90_ms": _percentile(values, 90),
+        "ttft_p99_ms": _percentile(values, 99),
+        "ttft_rows": int(values.size),
+    }
+
+
+def tps_stats(rows: pd.DataFrame) -> dict[str, Any]:
+    """Decode throughput: mean of the per-request ``tps`` over successful rows that have one.
+
+    Per request (computed by the harness) ``tps = (completion_tokens − 1) / (decode_ms / 1000)``.
+    ``tps = mean(tps)``, ``tps_p50 = median(tps)`` over ``tps_rows`` rows; missing when there are none.
+    """
+    values = _values(rows.loc[is_success(rows), "tps"])
+    return {
+        "tps": float(values.mean()) if values.size else NAN,
+        "tps_p50": _percentile(values, 50),
+        "tps_rows": int(values.size),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# MiniMax extras
+
+
+def finish_tool_calls_rate(rows: pd.DataFrame) -> dict[str, Any]:
+    """MiniMax Finish-ToolCalls-Rate.
+
+    ``finish_tool_calls_rate = successful items finishing with "tool_calls" / items``; failed items
+    stay in the denominator.
+    """
+    count = int(_finished_with_tool_calls(rows).sum())
+    return {"finish_tool_calls": count, "finish_tool_calls_rate": _ratio(count, len(rows))}
+
+
+def reasoning_only_rate(rows: pd.DataFrame) -> dict[str, Any]:
+    """MiniMax reasoning-only pattern: reasoning arrived but no answer and no tool call.
+
+    ``reasoning_only_rate = successful responses with reasoning_chars > 0, empty (or blank) content and
+    no tool call / successful responses``. Missing when there is no successful response.
+    """
+    ok = rows[is_success(rows)]
+    reasoning = pd.to_numeric(ok["reasoning_chars"].astype("object"), errors="coerce").fillna(0) > 0
+    content = ok["content"].astype("object").map(lambda v: isinstance(v, str) and v.strip() != "")
+    if TC_N in ok.columns:
+        calls = ok[TC_N] > 0
+    else:
+        calls = (
+            ok["tool_calls"].astype("object").map(lambda v: (c := parse_tool_calls(v)) is None or len(c) > 0)
+        )
+    count = int((reasoning & ~content & ~calls).sum())
+    return {"reasoning_only": count, "reasoning_only_rate": _ratio(count, len(ok))}
+
+
+# --------------------------------------------------------------------------------------------------
+# All metrics of one vendor, and repeats
+
+
+def vendor_metrics(
+    rows: pd.DataFrame,
+    baseline_rows: pd.DataFrame,
+    tools_by_sample: Mapping[str, Sequence[Any]] | None = None,
+) -> dict[str, Any]:
+    """Every metric above for one vendor, as one flat dict (the baseline passes its own rows)."""
+    if TC_N not in rows.columns:
+        rows = annotate_tool_calls(rows, tools_by_sample)
+    out: dict[str, Any] = {}
+    out.update(success_rate(rows))
+    out.update(attempt_success_rate(rows))
+    out.update(trigger_f1(rows, baseline_rows))
+    out.update(schema_accuracy(rows))
+    out.update(avg_tokens(rows))
+    out.update(ttft_stats(rows))
+    out.update(tps_stats(rows))
+    out.update(finish_tool_calls_rate(rows))
+    out.update(reasoning_only_rate(rows))
+    out.update(error_breakdown(rows))
+    return out
+
+
+#: Metrics computed per repeat and summarised as mean ± std across repeats.
+REPEAT_METRICS = (
+    "success_rate",
+    "attempt_success_rate",
+    "f1",
+    "schema_accuracy",
+    "call_accuracy",
+    "avg_tokens",
+    "avg_ttft_ms",
+    "tps",
+    "finish_tool_calls_rate",
+    "reasoning_only_rate",
+)
+
+
+def per_repeat(
+    rows: pd.DataFrame,
+    baseline_rows: pd.DataFrame,
+    tools_by_sample: Mapping[str, Sequence[Any]] | None = None,
+) -> pd.DataFrame:
+    """One row per repeat number with :data:`REPEAT_METRICS` computed on that repeat's items only
+    (F1 joins the vendor's repeat r with the baseline's repeat r)."""
+    if TC_N not in rows.columns:
+        rows = annotate_tool_calls(rows, tools_by_sample)
+    repeats = pd.to_numeric(rows["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
+    base_repeats = (
+        pd.to_numeric(baseline_rows["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
+    )
+    out = []
+    for r in sorted(set(repeats.tolist())):
+        metrics = vendor_metrics(rows[repeats == r], baseline_rows[base_repeats == r])
+        out.append({"repeat": r, **{m: metrics[m] for m in REPEAT_METRICS}})
+    return pd.DataFrame(out, columns=["repeat", *REPEAT_METRICS])
+
+
+def repeat_summary(by_repeat: pd.DataFrame) -> dict[str, Any]:
+    """``<metric>_mean`` and ``<metric>_std`` across repeats for each of :data:`REPEAT_METRICS`.
+
+    mean = arithmetic mean of the per-repeat values that are present; std = sample standard deviation
+    (ddof = 1) of those values, missing with fewer than two. ``n_repeats`` = number of repeats.
+    """
+    out: dict[str, Any] = {"n_repeats": len(by_repeat)}
+    for m in REPEAT_METRICS:
+        values = _values(by_repeat[m]) if m in by_repeat.columns else np.array([])
+        out[f"{m}_mean"] = float(values.mean()) if values.size else NAN
+        out[f"{m}_std"] = float(values.std(ddof=1)) if values.size >= 2 else NAN
+    return out

@@ -1,0 +1,131 @@
+"""Tool-call validation against the request's tool definitions.
+
+A tool call is **valid** when
+
+1. its ``name`` is the name of one of the request's tools,
+2. its ``arguments`` (the raw string the vendor streamed) parse as a JSON *object*, and
+3. ``jsonschema`` validates that object against the tool's ``parameters`` — using the draft named by
+   ``$schema``, else Draft 2020-12. A missing or empty (``{}``) ``parameters`` accepts any object.
+
+A call is **not checkable** (neither valid nor invalid) when the request's schema is itself invalid
+(``check_schema`` fails or a ``$ref`` cannot be resolved) or the sample's tools are unknown. That is
+the request's fault, not the vendor's, so it is reported separately and left out of the accuracy.
+
+Compiled validators are cached per schema (keyed by the schema's canonical JSON); this cache is the
+package's only module-level state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.validators import validator_for
+
+VALID = "valid"
+INVALID = "invalid"
+UNCHECKABLE = "uncheckable"
+
+_VALIDATORS: dict[str, Any] = {}
+
+
+class _BadSchema:
+    """Cache marker for a schema that failed ``check_schema``."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def compiled_validator(schema: Any):
+    """The cached validator for ``schema``, or a ``_BadSchema`` marker when the schema is invalid."""
+    key = canonical_json(schema)
+    cached = _VALIDATORS.get(key)
+    if cached is None:
+        try:
+            cls = validator_for(schema, default=Draft202012Validator)
+            cls.check_schema(schema)
+            cached = cls(schema)
+        except Exception as exc:  # SchemaError, TypeError for non-schema values, ...
+            cached = _BadSchema(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        _VALIDATORS[key] = cached
+    return cached
+
+
+def clear_cache() -> None:
+    _VALIDATORS.clear()
+
+
+def tool_schemas(tools: Sequence[Any] | None) -> dict[str, Any]:
+    """``name → parameters`` for a request's ``tools`` list (first definition of a name wins).
+
+    Accepts the OpenAI shape ``{"type": "function", "function": {"name", "parameters"}}`` and a flat
+    ``{"name", "parameters"}``. A tool without ``parameters`` maps to None (any object is accepted).
+    """
+    out: dict[str, Any] = {}
+    for tool in tools or ():
+        if not isinstance(tool, Mapping):
+            continue
+        fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+        name = fn.get("name")
+        if isinstance(name, str) and name not in out:
+            out[name] = fn.get("parameters")
+    return out
+
+
+def parse_tool_calls(value: Any) -> list[dict[str, Any]] | None:
+    """The ``tool_calls`` record column as a list of dicts; ``[]`` when empty, None when unparseable."""
+    if value is None or (isinstance(value, float) and value != value):
+        return []
+    if isinstance(value, list):
+        calls = value
+    else:
+        text = str(value).strip()
+        if not text:
+            return []
+        try:
+            calls = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(calls, list):
+        return None
+    return [c if isinstance(c, dict) else {"name": None, "arguments": c} for c in calls]
+
+
+def check_call(call: Mapping[str, Any], schemas: Mapping[str, Any] | None) -> str:
+    """Classify one tool call as ``valid``, ``invalid`` or ``uncheckable`` (see the module docstring).
+
+    ``schemas`` is :func:`tool_schemas` of the request; None means the request's tools are unknown.
+    """
+    if schemas is None:
+        return UNCHECKABLE
+    name = call.get("name")
+    if not isinstance(name, str) or name not in schemas:
+        return INVALID
+    raw = call.get("arguments")
+    if isinstance(raw, Mapping):
+        args: Any = raw
+    elif isinstance(raw, str):
+        try:
+            args = json.loads(raw)
+        except json.JSONDecodeError:
+            return INVALID
+    else:
+        return INVALID
+    if not isinstance(args, dict):
+        return INVALID
+    parameters = schemas[name]
+    if parameters is None or (isinstance(parameters, Mapping) and not parameters):
+        return VALID
+    validator = compiled_validator(parameters)
+    if isinstance(validator, _BadSchema):
+        return UNCHECKABLE
+    try:
+        return VALID if validator.is_valid(args) else INVALID
+    except Exception:  # an unresolvable $ref and similar: the request's schema is at fault
+        return UNCHECKABLE

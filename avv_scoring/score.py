@@ -1,0 +1,329 @@
+"""Orchestration: records → per-vendor metrics → IRF → verdicts (:func:`score_frame`), and the
+file-level entry point used by the CLI and the harness (:func:`score_paths`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from avv_harness.errors import InputError
+
+from .irf import irf_scores
+from .load import (
+    REQUIRED_COLUMNS,
+    ToolsBySample,
+    dedupe_latest,
+    load_tools,
+    read_inputs,
+    resolve_inputs,
+)
+from .metrics import REPEAT_METRICS, annotate_tool_calls, per_repeat, repeat_summary, vendor_metrics
+from .verdict import Thresholds, verdict
+
+#: Columns of scores.csv, in order. The six IRF inputs carry the same names as in the ``irf`` table.
+SCORE_COLUMNS: tuple[str, ...] = (
+    "model",
+    "vendor",
+    "is_baseline",
+    "baseline",
+    "run_ids",
+    "irf",
+    "verdict",
+    "verdict_reasons",
+    # the six IRF inputs
+    "success_rate",
+    "f1",
+    "schema_accuracy",
+    "avg_tokens",
+    "avg_ttft_ms",
+    "tps",
+    # success
+    "items",
+    "successes",
+    "failures",
+    "error_kinds",
+    "attempts",
+    "attempt_success_rate",
+    # trigger F1
+    "precision",
+    "recall",
+    "tp",
+    "fp",
+    "fn",
+    "tn",
+    "f1_pairs",
+    "f1_excluded",
+    "f1_unmatched",
+    # schema
+    "schema_responses",
+    "schema_valid_responses",
+    "schema_uncheckable_responses",
+    "call_accuracy",
+    "schema_calls",
+    "schema_valid_calls",
+    "schema_uncheckable_calls",
+    "tool_calls_other_finish",
+    # cost and performance
+    "usage_rows",
+    "ttft_p50_ms",
+    "ttft_p90_ms",
+    "ttft_p99_ms",
+    "ttft_rows",
+    "tps_p50",
+    "tps_rows",
+    # MiniMax extras
+    "finish_tool_calls",
+    "finish_tool_calls_rate",
+    "reasoning_only",
+    "reasoning_only_rate",
+    # repeats
+    "n_repeats",
+    *(f"{m}_{stat}" for m in REPEAT_METRICS for stat in ("mean", "std")),
+)
+#: Columns of the per-repeat table (scores.json "by_repeat" and scores_by_repeat.csv).
+REPEAT_COLUMNS: tuple[str, ...] = ("model", "vendor", "repeat", *REPEAT_METRICS)
+
+BaselineSpec = str | Mapping[str, str] | None
+
+
+@dataclass
+class ScoreResult:
+    """Everything :func:`score_frame` computed. ``scores`` has one row per (model, vendor) with
+    :data:`SCORE_COLUMNS`, grouped by model (first-seen order) and sorted by IRF within a model."""
+
+    scores: pd.DataFrame
+    by_repeat: pd.DataFrame
+    baselines: dict[str, str]
+    thresholds: Thresholds
+    warnings: list[str] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+    sample_files: list[str] = field(default_factory=list)
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def models(self) -> list[str]:
+        return list(dict.fromkeys(self.scores["model"].tolist()))
+
+    def model_scores(self, model: str) -> pd.DataFrame:
+        return self.scores[self.scores["model"] == model]
+
+    @property
+    def passed(self) -> bool:
+        """True when every vendor passed its verdict."""
+        return bool((self.scores["verdict"] == "pass").all())
+
+
+def _normalise_baseline(baseline: BaselineSpec) -> dict[str, str]:
+    if baseline is None:
+        return {}
+    if isinstance(baseline, str):
+        return {"*": baseline}
+    return {str(k): str(v) for k, v in baseline.items()}
+
+
+def resolve_baselines(records: pd.DataFrame, baseline: BaselineSpec = None) -> dict[str, str]:
+    """The baseline vendor of every model.
+
+    ``baseline`` may be a vendor name (used for every model that has a vendor of that name; other
+    models fall back to ``is_baseline``) or a mapping ``{model: vendor}`` (key ``"*"`` = any model).
+    Without an override, exactly one vendor of the model must have ``is_baseline`` true. No baseline,
+    several, or an override naming no vendor → InputError.
+    """
+    wanted = _normalise_baseline(baseline)
+    vendors: dict[str, list[str]] = {}
+    flagged: dict[str, list[str]] = {}
+    flags = (
+        records["is_baseline"].astype("object").fillna(False).astype(bool)
+        if "is_baseline" in records.columns
+        else pd.Series(False, index=records.index)
+    )
+    for (model, vendor), is_base in flags.groupby(
+        [records["model"].astype(str), records["vendor"].astype(str)], sort=False
+    ):
+        vendors.setdefault(model, []).append(vendor)
+        if is_base.any():
+            flagged.setdefault(model, []).append(vendor)
+    for model in wanted:
+        if model != "*" and model not in vendors:
+            raise InputError(
+                f"--baseline {model}={wanted[model]}: no records for model {model!r} "
+                f"(models: {', '.join(vendors)})"
+            )
+    if "*" in wanted and not any(wanted["*"] in vs for vs in vendors.values()):
+        raise InputError(
+            f"--baseline {wanted['*']}: no model has a vendor of that name "
+            f"(vendors: {', '.join(sorted({v for vs in vendors.values() for v in vs}))})"
+        )
+    out: dict[str, str] = {}
+    for model, names in vendors.items():
+        if model in wanted:
+            if wanted[model] not in names:
+                raise InputError(
+                    f"--baseline {model}={wanted[model]}: model {model!r} has no vendor of that "
+                    f"name (vendors: {', '.join(names)})"
+                )
+            out[model] = wanted[model]
+        elif "*" in wanted and wanted["*"] in names:
+            out[model] = wanted["*"]
+        else:
+            marked = flagged.get(model, [])
+            if not marked:
+                raise InputError(
+                    f"model {model!r}: no baseline vendor (field 'is_baseline' is false for "
+                    f"{', '.join(names)}); mark one in the config or pass --baseline NAME"
+                )
+            if len(marked) > 1:
+                raise InputError(
+                    f"model {model!r}: several baseline vendors ({', '.join(marked)} have "
+                    "'is_baseline' true); pass --baseline NAME to choose one"
+                )
+            out[model] = marked[0]
+    return out
+
+
+def _check_frame(records: pd.DataFrame) -> None:
+    missing = [c for c in (*REQUIRED_COLUMNS, "repeat") if c not in records.columns]
+    if missing:
+        raise InputError(f"records: missing column(s) {', '.join(missing)}")
+
+
+def score_frame(
+    records: pd.DataFrame,
+    tools_by_sample: ToolsBySample | None,
+    baseline: BaselineSpec = None,
+    thresholds: Thresholds | None = None,
+) -> ScoreResult:
+    """Score a records table: one row per (model, vendor) with every metric, IRF and verdict.
+
+    ``records`` uses the record schema (:func:`avv_harness.records.coerce_frame` dtypes); duplicate
+    items keep their latest row (see :func:`avv_scoring.load.dedupe_latest`). ``tools_by_sample`` maps
+    sample id → the request's ``tools`` list; None leaves schema metrics missing (with a warning).
+    """
+    thresholds = thresholds or Thresholds()
+    _check_frame(records)
+    records = dedupe_latest(records)
+    warnings: list[str] = []
+    if records.empty:
+        warnings.append("no records to score")
+        return ScoreResult(
+            pd.DataFrame(columns=list(SCORE_COLUMNS)),
+            pd.DataFrame(columns=list(REPEAT_COLUMNS)),
+            {},
+            thresholds,
+            warnings,
+        )
+    if tools_by_sample is None:
+        warnings.append("no request tool definitions: schema accuracy not computed (pass --samples FILE)")
+    else:
+        unknown = sorted(set(records["sample_id"].astype(str)) - set(tools_by_sample))
+        if unknown:
+            warnings.append(
+                f"{len(unknown)} sample id(s) not in the sample file, their tool calls are not "
+                f"checkable: {', '.join(unknown[:5])}{' …' if len(unknown) > 5 else ''}"
+            )
+    baselines = resolve_baselines(records, baseline)
+    records = annotate_tool_calls(records, tools_by_sample)
+    model_col = records["model"].astype(str)
+    vendor_col = records["vendor"].astype(str)
+
+    rows: list[dict[str, Any]] = []
+    repeat_frames: list[pd.DataFrame] = []
+    for (model, vendor), index in records.groupby([model_col, vendor_col], sort=False).groups.items():
+        vendor_rows = records.loc[index]
+        base_name = baselines[model]
+        base_rows = records[(model_col == model) & (vendor_col == base_name)]
+        metrics = vendor_metrics(vendor_rows, base_rows)
+        by_rep = per_repeat(vendor_rows, base_rows)
+        metrics.update(repeat_summary(by_rep))
+        run_ids = (
+            vendor_rows["run_id"].astype("object").dropna().unique().tolist()
+            if "run_id" in vendor_rows.columns
+            else []
+        )
+        rows.append(
+            {
+                "model": model,
+                "vendor": vendor,
+                "is_baseline": vendor == base_name,
+                "baseline": base_name,
+                "run_ids": ";".join(map(str, run_ids)),
+                **metrics,
+            }
+        )
+        repeat_frames.append(by_rep.assign(model=model, vendor=vendor))
+        if metrics["f1_unmatched"] and vendor != base_name:
+            warnings.append(
+                f"{model}/{vendor}: {metrics['f1_unmatched']} item(s) have no baseline item with the "
+                "same (sample_id, repeat); left out of F1"
+            )
+        if vendor == base_name and metrics["successes"] == 0:
+            warnings.append(
+                f"{model}: the baseline {vendor} has no successful item; F1 is missing for every vendor"
+            )
+
+    scores = pd.DataFrame(rows)
+    scores["irf"] = irf_scores(scores)
+    outcomes = [verdict(row, thresholds) for row in scores.to_dict("records")]
+    scores["verdict"] = [v for v, _ in outcomes]
+    scores["verdict_reasons"] = ["; ".join(r) for _, r in outcomes]
+    model_order = {m: i for i, m in enumerate(dict.fromkeys(scores["model"]))}
+    scores = (
+        scores.assign(_m=scores["model"].map(model_order))
+        .sort_values(["_m", "irf", "vendor"], ascending=[True, False, True], kind="stable")
+        .drop(columns="_m")
+        .reset_index(drop=True)
+    )
+    scores = scores.reindex(columns=list(SCORE_COLUMNS))
+    by_repeat = pd.concat(repeat_frames, ignore_index=True).reindex(columns=list(REPEAT_COLUMNS))
+    return ScoreResult(scores, by_repeat, baselines, thresholds, warnings)
+
+
+def default_out_dir(paths: Sequence[str]) -> str:
+    """The run folder when exactly one run folder was given, else ``./scores``."""
+    if len(paths) == 1 and os.path.isdir(paths[0]):
+        return paths[0]
+    return "scores"
+
+
+def score_paths(
+    paths: Iterable[str | os.PathLike[str]],
+    baseline: BaselineSpec = None,
+    samples: str | os.PathLike[str] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    thresholds: Thresholds | None = None,
+    write: bool = True,
+) -> ScoreResult:
+    """Load run folders / records.csv files, score them and (``write=True``) write ``scores.csv``,
+    ``scores_by_repeat.csv``, ``scores.json`` and ``report.md`` into ``out_dir``.
+
+    Tools come from ``samples`` when given, else from the sample file recorded in each run.json
+    (sha256-checked). Raises :class:`avv_harness.errors.InputError` on bad input.
+    """
+    from .report import write_outputs
+
+    paths = [os.fspath(p) for p in paths]
+    inputs = resolve_inputs(paths)
+    records = read_inputs(inputs)
+    tool_source = load_tools(inputs, samples)
+    result = score_frame(records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds)
+    result.warnings[:0] = tool_source.warnings
+    result.inputs = [i.csv_path for i in inputs]
+    result.sample_files = tool_source.sample_files
+    if write:
+        target = os.fspath(out_dir) if out_dir is not None else default_out_dir(paths)
+        result.outputs = write_outputs(result, target)
+    return result
+
+
+__all__ = [
+    "SCORE_COLUMNS",
+    "REPEAT_COLUMNS",
+    "ScoreResult",
+    "resolve_baselines",
+    "score_frame",
+    "score_paths",
+]

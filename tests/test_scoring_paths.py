@@ -1,0 +1,230 @@
+"""File-level scoring: run folders, run.json / sample file, baselines, outputs and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from avv_harness.errors import InputError
+from avv_harness.records import RecordWriter
+from avv_harness.samples import file_sha256
+from avv_scoring import SCORE_COLUMNS, load_records, render_tables, score_paths
+from avv_scoring.cli import main
+from avv_scoring.testing import call, record
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+def write_samples(path: Path, n: int = 4) -> Path:
+    lines = [
+        json.dumps({"data_index": i, "messages": [{"role": "user", "content": f"q{i}"}], "tools": [TOOL]})
+        for i in range(1, n + 1)
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_run(folder: Path, rows: list[dict], samples: Path | None, sha: str | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    writer = RecordWriter(folder / "records.csv")
+    for row in rows:
+        writer.write(record(run_id=folder.name, **row))
+    writer.close()
+    run = {"run_id": folder.name, "mode": "verify", "vendors": [], "options": {}, "completed": True}
+    if samples is not None:
+        run["samples"] = {
+            "path": str(samples.resolve()),
+            "sha256": sha or file_sha256(str(samples)),
+            "count": 4,
+            "skipped_lines": [],
+        }
+    (folder / "run.json").write_text(json.dumps(run), encoding="utf-8")
+    return folder
+
+
+def _tc(city):
+    return {"finish_reason": "tool_calls", "tool_calls": [call("get_weather", {"city": city})]}
+
+
+def baseline_rows(vendor="official"):
+    return [
+        {
+            "vendor": vendor,
+            "is_baseline": True,
+            "sample_id": "1",
+            **_tc("Paris"),
+            "ttft_ms": 300,
+            "tps": 50,
+            "total_tokens": 1000,
+        },
+        {
+            "vendor": vendor,
+            "is_baseline": True,
+            "sample_id": "2",
+            **_tc("Rome"),
+            "ttft_ms": 300,
+            "tps": 50,
+            "total_tokens": 1000,
+        },
+        {
+            "vendor": vendor,
+            "is_baseline": True,
+            "sample_id": "3",
+            "ttft_ms": 300,
+            "tps": 50,
+            "total_tokens": 1000,
+        },
+        {
+            "vendor": vendor,
+            "is_baseline": True,
+            "sample_id": "4",
+            "ttft_ms": 300,
+            "tps": 50,
+            "total_tokens": 1000,
+        },
+    ]
+
+
+def vendor_rows(vendor="cheap"):
+    return [
+        {"vendor": vendor, "sample_id": "1", **_tc("Paris"), "ttft_ms": 100, "tps": 80, "total_tokens": 900},
+        {
+            "vendor": vendor,
+            "sample_id": "2",
+            "finish_reason": "tool_calls",
+            "tool_calls": [call("get_weather", {"city": 7})],
+            "ttft_ms": 100,
+            "tps": 80,
+            "total_tokens": 900,
+        },
+        {"vendor": vendor, "sample_id": "3", **_tc("Oslo"), "ttft_ms": 100, "tps": 80, "total_tokens": 900},
+        {"vendor": vendor, "sample_id": "4", "status": "failed", "error_kind": "http_5xx", "attempts": 3},
+    ]
+
+
+@pytest.fixture()
+def samples(tmp_path) -> Path:
+    return write_samples(tmp_path / "samples.jsonl")
+
+
+def test_score_run_folder_writes_outputs(tmp_path, samples):
+    run = write_run(tmp_path / "run1", baseline_rows() + vendor_rows(), samples)
+    result = score_paths([run])
+    assert set(result.outputs) == {"scores.csv", "scores_by_repeat.csv", "scores.json", "report.md"}
+    assert all(Path(p).parent == run for p in result.outputs.values())  # default: the run folder
+
+    table = pd.read_csv(run / "scores.csv", keep_default_na=False, dtype=str)
+    assert list(table.columns) == list(SCORE_COLUMNS)
+    row = table.set_index("vendor").loc["cheap"]
+    # pairs 1 (TP), 2 (TP), 3 (FP); 4 excluded (vendor failed)
+    assert (row["tp"], row["fp"], row["fn"], row["tn"], row["f1_pairs"], row["f1_excluded"]) == (
+        "2",
+        "1",
+        "0",
+        "0",
+        "3",
+        "1",
+    )
+    assert float(row["f1"]) == pytest.approx(0.8)
+    assert float(row["success_rate"]) == 0.75
+    assert float(row["attempt_success_rate"]) == pytest.approx(3 / 6)
+    assert float(row["schema_accuracy"]) == pytest.approx(2 / 3)  # sample 2's city is not a string
+    assert row["verdict"] == "fail"
+    assert row["verdict_reasons"] == "success_rate 0.75 < 0.99; schema_accuracy 0.666667 < 0.98"
+    assert table.set_index("vendor").loc["official", "is_baseline"] == "true"
+
+    data = json.loads((run / "scores.json").read_text())
+    assert data["baselines"] == {"m": "official"}
+    vendors = {v["vendor"]: v for v in data["models"][0]["vendors"]}
+    assert vendors["cheap"]["tp"] == 2 and vendors["official"]["f1"] == 1.0
+    assert vendors["cheap"]["success_rate_std"] is None  # NaN → null
+
+    report = (run / "report.md").read_text()
+    assert "| Vendor | IRF | Success Rate | F1 | TPS | Schema Accuracy | TTFT (ms) | Avg Token |" in report
+    assert "cheap: FAIL (success_rate 0.75 < 0.99" in report
+    text = render_tables(result)
+    assert "official (baseline)" in text and "cheap: FAIL" in text
+
+
+def test_baseline_run_reused_with_a_later_vendor_run(tmp_path, samples):
+    base = write_run(tmp_path / "base_run", baseline_rows(), samples)
+    later = write_run(tmp_path / "later_run", vendor_rows(), samples)
+    out = tmp_path / "out"
+    result = score_paths([base, later], out_dir=out)
+    assert (out / "scores.csv").is_file()
+    cheap = result.scores.set_index("vendor").loc["cheap"]
+    assert cheap["f1"] == pytest.approx(0.8) and cheap["run_ids"] == "later_run"
+
+
+def test_records_csv_path_and_latest_row_across_files(tmp_path, samples):
+    first = write_run(
+        tmp_path / "r1",
+        [{"vendor": "a", "sample_id": "1", "status": "failed", "started_at": "2025-01-01T00:00:00Z"}],
+        samples,
+    )
+    second = write_run(
+        tmp_path / "r2", [{"vendor": "a", "sample_id": "1", "started_at": "2025-01-02T00:00:00Z"}], samples
+    )
+    frame = load_records([second / "records.csv", first / "records.csv"])
+    assert len(frame) == 1 and frame.loc[0, "status"] == "success"
+
+
+def test_sample_file_changed_since_the_run(tmp_path, samples):
+    run = write_run(tmp_path / "run1", baseline_rows() + vendor_rows(), samples, sha="0" * 64)
+    with pytest.raises(InputError, match="changed since the run"):
+        score_paths([run], write=False)
+    result = score_paths([run], samples=samples, write=False)  # explicit --samples wins, with a warning
+    assert any("sha256 differs" in w for w in result.warnings)
+
+
+def test_no_sample_file_known(tmp_path):
+    run = write_run(tmp_path / "run1", baseline_rows(), None)
+    with pytest.raises(InputError, match="--samples"):
+        score_paths([run], write=False)
+
+
+def test_baseline_resolution(tmp_path, samples):
+    rows = [{**r, "is_baseline": False} for r in baseline_rows()] + vendor_rows()
+    none = write_run(tmp_path / "none", rows, samples)
+    with pytest.raises(InputError, match="no baseline vendor"):
+        score_paths([none], write=False)
+    result = score_paths([none], baseline="official", write=False)
+    assert result.baselines == {"m": "official"}
+    result = score_paths([none], baseline={"m": "cheap"}, write=False)
+    assert result.scores.set_index("vendor").loc["cheap", "f1"] == 1.0
+    with pytest.raises(InputError, match="no model has a vendor"):
+        score_paths([none], baseline="nobody", write=False)
+
+    two = write_run(
+        tmp_path / "two", baseline_rows() + [{**r, "is_baseline": True} for r in vendor_rows()], samples
+    )
+    with pytest.raises(InputError, match="several baseline vendors"):
+        score_paths([two], write=False)
+
+
+def test_cli_scores_and_reports_bad_input_with_status_2(tmp_path, samples, capsys):
+    run = write_run(tmp_path / "run1", baseline_rows() + vendor_rows(), samples)
+    out = tmp_path / "scores"
+    assert main([str(run), "--out", str(out), "--min-success", "0.5", "--min-schema", "off"]) == 0
+    printed = capsys.readouterr().out
+    assert "cheap: PASS" in printed and (out / "report.md").is_file()
+    assert main([str(run), "--out", str(out), "--strict", "-q"]) == 1  # default thresholds: cheap fails
+
+    assert main([str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert "missing" in err and "Traceback" not in err
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "records.csv").write_text("model,vendor\nm,a\n", encoding="utf-8")
+    assert main([str(broken)]) == 2
+    assert "missing column(s) sample_id, status" in capsys.readouterr().err
