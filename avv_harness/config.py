@@ -90,7 +90,8 @@ class VendorConfig:
             return self
         unknown = [m for m in models if m not in self.models]
         if unknown:
-            raise InputError(f"{self.path}: --avv-model {', '.join(unknown)} not in config (has: {', '.join(self.models)})")
+            known = ", ".join(self.models)
+            raise InputError(f"{self.path}: --avv-model {', '.join(unknown)} not in config (has: {known})")
         return VendorConfig(self.path, [v for v in self.vendors if v.model in models])
 
     def secrets(self) -> list[str]:

@@ -56,21 +56,38 @@ if not hasattr(events, "avv_record"):
 
 @events.init_command_line_parser.add_listener
 def add_arguments(parser: Any) -> None:
-    group = parser.add_argument_group("avv-locust", "Vendor verification options (also from locust.conf / LOCUST_AVV_*)")
+    group = parser.add_argument_group(
+        "avv-locust", "Vendor verification options (also from locust.conf / LOCUST_AVV_*)"
+    )
     group.add_argument("--avv-config", default=str(DEFAULT_CONFIG), help="Vendor config YAML (AVV layout).")
     group.add_argument("--avv-samples", default=str(DEFAULT_SAMPLES), help="Sample JSONL (one request body per line).")
     group.add_argument("--avv-model", default="", help="Comma-separated models of the config to run (default all).")
     group.add_argument("--avv-repeats", type=int, default=1, help="Times each sample is sent to each vendor.")
     group.add_argument("--avv-out", default="results", help="Folder for run folders (records.csv, run.json, scores).")
     group.add_argument("--avv-run-id", default="", help="Run folder name (default: timestamp).")
-    group.add_argument("--avv-retries", type=int, default=3, help="Retries per item (connect, timeout, 429, 5xx, truncated).")
+    group.add_argument(
+        "--avv-retries", type=int, default=3,
+        help="Retries per item (connect, timeout, 429, 5xx, truncated).",
+    )
     group.add_argument("--avv-backoff-s", type=float, default=0.5, help="Base of the exponential back-off, seconds.")
-    group.add_argument("--avv-retry-after-cap-s", type=float, default=30.0, help="Longest Retry-After honoured, seconds.")
-    group.add_argument("--avv-timeout", type=float, default=0.0, help="Read timeout in seconds (default: vendor timeout_s).")
-    group.add_argument("--avv-sim-config", default=str(DEFAULT_SIM_CONFIG), help="Simulator profiles for {sim} vendors.")
+    group.add_argument(
+        "--avv-retry-after-cap-s", type=float, default=30.0,
+        help="Longest Retry-After honoured, seconds.",
+    )
+    group.add_argument(
+        "--avv-timeout", type=float, default=0.0,
+        help="Read timeout in seconds (default: vendor timeout_s).",
+    )
+    group.add_argument(
+        "--avv-sim-config", default=str(DEFAULT_SIM_CONFIG),
+        help="Simulator profiles for {sim} vendors.",
+    )
     group.add_argument("--avv-skip-bad-lines", action="store_true", default=False, help="Skip malformed sample lines.")
     group.add_argument("--avv-resume", default="", help="Run folder to resume: runs only its missing or failed items.")
-    group.add_argument("--avv-max-total-tokens", type=int, default=0, help="Stop starting items once reported tokens reach N.")
+    group.add_argument(
+        "--avv-max-total-tokens", type=int, default=0,
+        help="Stop starting items once reported tokens reach N.",
+    )
     group.add_argument("--avv-no-score", action="store_true", default=False, help="Do not score the run at the end.")
     stress.add_arguments(group)
 

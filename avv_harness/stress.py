@@ -31,10 +31,16 @@ DEFAULT_LADDER_CAP = 32
 
 def add_arguments(group: Any) -> None:
     group.add_argument("--avv-mode", default="verify", choices=["verify", "stress"], help="verify (default) or stress.")
-    group.add_argument("--avv-stress-levels", default="", help="Concurrency ladder, e.g. 1,2,4,8 (default doubling to 32).")
+    group.add_argument(
+        "--avv-stress-levels", default="",
+        help="Concurrency ladder, e.g. 1,2,4,8 (default doubling to 32).",
+    )
     group.add_argument("--avv-stress-step-s", type=float, default=30.0, help="Seconds each level is held.")
     group.add_argument("--avv-slo-ttft-p95-ms", type=float, default=5000.0, help="SLO: TTFT p95 at most this.")
-    group.add_argument("--avv-slo-error-rate", type=float, default=0.01, help="SLO: share of failed requests at most this.")
+    group.add_argument(
+        "--avv-slo-error-rate", type=float, default=0.01,
+        help="SLO: share of failed requests at most this.",
+    )
 
 
 def enabled(options: Any) -> bool:

@@ -29,7 +29,9 @@ def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, usage:
     return obj
 
 
-def headers(status: int = 200, content_type: str = "text/event-stream", extra: str = "", chunked: bool = False) -> bytes:
+def headers(
+    status: int = 200, content_type: str = "text/event-stream", extra: str = "", chunked: bool = False
+) -> bytes:
     reason = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
               503: "Service Unavailable", 401: "Unauthorized"}.get(status, "X")
     te = "Transfer-Encoding: chunked\r\n" if chunked else ""
