@@ -456,10 +456,14 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         runner.register_message("avv_items", _on_items)
         return
     STATE.role = "master" if isinstance(runner, MasterRunner) else "local"
-    if STATE.samples is None:  # a --processes child turned master never happens; guard anyway
-        STATE.samples = load_samples(STATE.options.avv_samples, skip_bad_lines=STATE.options.avv_skip_bad_lines)
-        STATE.sample_by_id = STATE.samples.by_id()
-    _prepare_run(environment)
+    try:
+        _prepare_run(environment)
+    except InputError as error:
+        _fail_input(error)
+    except Exception as exc:  # e.g. the simulator did not start: nothing can run, say so and stop
+        log.exception("avv-locust: cannot start the run")
+        sys.stderr.write(f"avv-locust: error: cannot start the run: {exc}\n")
+        sys.exit(1)
     if STATE.role == "master":
         runner.register_message("avv_want", _on_want)
         runner.register_message("avv_record", _on_remote_record)

@@ -170,9 +170,13 @@ def _consume_events(att: Attempt, resp: requests.Response) -> None:
         now = time.monotonic()
         data = event.data
         if data.strip() == "[DONE]":
+            # Keep reading to the end of the body, as the official SDK does: the last byte is the
+            # true end, and a fully read response lets the connection be reused.
             att.saw_done = True
             att.t_end = now
-            return
+            continue
+        if att.saw_done:
+            continue  # nothing after [DONE] is part of the answer
         try:
             obj = json.loads(data)
         except ValueError:
@@ -224,11 +228,14 @@ def stream_chat(
 
     Never raises for network or protocol problems: they are classified into ``Attempt.error_kind``.
     """
-    att = Attempt()
-    att.t0 = time.monotonic()
+    att = Attempt(t0=time.monotonic())
     resp = None
     try:
-        resp = session.post(url, data=body, headers=headers, stream=True, timeout=(connect_timeout, read_timeout))
+        # Prepare (headers, proxies, netrc) before t0, so t0 is the hand-over to the transport.
+        prepared = session.prepare_request(requests.Request("POST", url, data=body, headers=headers))
+        settings = session.merge_environment_settings(prepared.url, {}, True, None, None)
+        att.t0 = time.monotonic()
+        resp = session.send(prepared, timeout=(connect_timeout, read_timeout), **settings)
         att.t_headers = time.monotonic()
         att.http_status = resp.status_code
         if resp.status_code != 200:
@@ -241,6 +248,7 @@ def stream_chat(
             _non_sse_body(att, resp, content_type)
             return att
         _consume_events(att, resp)
+        att.t_end = time.monotonic()
     except requests.exceptions.ConnectTimeout as exc:
         att.fail("timeout", f"connect timeout after {connect_timeout:g}s ({type(exc).__name__})")
     except requests.exceptions.ReadTimeout:

@@ -39,8 +39,8 @@ def test_timing_role_chunk_does_not_count_and_tps(server):
     att, rec = run(server, "timing", script)
     assert rec["status"] == "success" and rec["finish_reason"] == "stop" and rec["content"] == "abc"
     assert rec["ttft_kind"] == "content"
-    assert 95 <= rec["ttft_ms"] <= 140 and rec["ttfb_ms"] < 40
-    assert 95 <= rec["decode_ms"] <= 130
+    assert 95 <= rec["ttft_ms"] <= 400 and rec["ttfb_ms"] < rec["ttft_ms"]
+    assert 95 <= rec["decode_ms"] <= 400
     assert rec["tps"] == pytest.approx(2 / (rec["decode_ms"] / 1000))
     assert (rec["prompt_tokens"], rec["completion_tokens"], rec["total_tokens"]) == (10, 3, 13)
     assert rec["anomalies"] is None and rec["chunks"] == 6

@@ -1,0 +1,66 @@
+"""Helpers for tests that run real Locust processes against the simulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCUSTFILE = ROOT / "locustfiles" / "vendors.py"
+DEMO_SAMPLES = ROOT / "samples" / "demo.jsonl"
+
+
+def locust_cmd(*args: str) -> list[str]:
+    """The same command a user types (`locust -f locustfiles/vendors.py …`), via this interpreter."""
+    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOCUST_", "AVV_"))}
+    env.update(extra)
+    return env
+
+
+def run_locust(args: list[str], cwd: Path, timeout: float = 240, env: dict[str, str] | None = None):
+    return subprocess.run(locust_cmd(*args), cwd=cwd, env=env or clean_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def write_yaml(path: Path, data: Any) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def sim_vendors(model: str, names: list[str], baseline: str, **per_vendor: Any) -> dict[str, Any]:
+    vendors = []
+    for name in names:
+        vendor = {"name": name, "model_id": model, "url": "{sim}/" + name + "/v1", "concurrency": 1,
+                  "timeout_s": 15, "is_baseline": name == baseline}
+        vendor.update(per_vendor.get(name, {}))
+        vendors.append(vendor)
+    return {model: {"vendors": vendors}}
+
+
+def only_run_dir(out: Path) -> Path:
+    runs = [p for p in out.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def read_truth(path: Path) -> dict[str, dict[str, Any]]:
+    """Simulator truth lines by client tag (run/model/vendor/sample/repeat/attempt)."""
+    out = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        out[row["client_tag"]] = row
+    return out
+
+
+def truth_tag(record: dict[str, Any]) -> str:
+    return "/".join(str(record[k]) for k in ("run_id", "model", "vendor", "sample_id", "repeat", "attempts"))
