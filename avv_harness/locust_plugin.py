@@ -450,6 +450,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         return  # not our locustfile
     runner = runner or environment.runner
     _RUNNER[:] = [runner]
+    STATE.worker_id = f"{socket.gethostname()}:{os.getpid()}"  # --processes forks after import
     STATE.options = environment.parsed_options or STATE.options
     if isinstance(runner, WorkerRunner):
         STATE.role = "worker"
