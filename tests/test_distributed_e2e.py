@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from avv_harness.records import read_records
+from tests.e2e_ports import free_port
 from tests.locust_runs import clean_env, locust_cmd, only_run_dir, run_locust, sim_vendors, write_yaml
 
 pytestmark = pytest.mark.e2e
@@ -25,12 +25,6 @@ PROFILES = {
 }
 COMPARED = ["vendor", "sample_id", "repeat", "status", "error_kind", "finish_reason", "tool_calls",
             "completion_tokens", "attempts"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def setup(work: Path, concurrency: int = 2, **profile_overrides) -> list[str]:

@@ -1,0 +1,9 @@
+"""Free loopback ports for tests that start servers."""
+
+import socket
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

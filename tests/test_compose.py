@@ -1,0 +1,73 @@
+"""docker-compose.yml: valid offline, and the commands it runs work when run here as processes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from avv_harness.records import read_records
+from tests.e2e_ports import free_port
+from tests.locust_runs import ROOT, clean_env
+
+pytestmark = pytest.mark.e2e
+
+
+def compose_config() -> dict:
+    if shutil.which("docker-compose") is None:
+        pytest.skip("docker-compose is not installed (.ci/run installs Debian's package)")
+    proc = subprocess.run(["docker-compose", "-f", "docker-compose.yml", "config"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env=clean_env())
+    assert proc.returncode == 0, proc.stderr
+    return yaml.safe_load(proc.stdout)
+
+
+def test_compose_file_is_valid_and_wires_the_demo():
+    services = compose_config()["services"]
+    assert set(services) == {"sim", "master", "worker"}
+    assert services["master"]["environment"]["AVV_SIM_URL"] == "http://sim:8080"
+    assert "results:/results" in services["master"]["volumes"][0]
+    assert services["master"]["command"][:3] == ["locust", "-f", "locustfiles/vendors.py"]
+    assert services["worker"]["command"][:3] == ["locust", "-f", "locustfiles/vendors.py"]
+    assert (ROOT / "Dockerfile").exists()
+
+
+def test_compose_commands_run_as_processes(tmp_path):
+    services = compose_config()["services"]
+    sim_port, master_port = free_port(), free_port()
+
+    def localise(command: list[str]) -> list[str]:
+        out = []
+        for arg in command:
+            arg = {"/results": str(tmp_path / "results"), "master": "127.0.0.1", "0.0.0.0": "127.0.0.1",
+                   "8080": str(sim_port)}.get(arg, arg)
+            out.append(arg)
+        if out[0] == "locust":
+            out = [sys.executable, "-m", "locust", *out[1:]]
+        elif out[0] == "python":
+            out = [sys.executable, *out[1:]]
+        return out
+
+    env = clean_env(AVV_SIM_URL=f"http://127.0.0.1:{sim_port}")
+    sim = subprocess.Popen(localise(services["sim"]["command"]), cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert "listening on" in sim.stdout.readline()
+        master_cmd = [*localise(services["master"]["command"]), "--master-bind-port", str(master_port),
+                      "--avv-no-score"]
+        worker_cmd = localise(services["worker"]["command"]) + ["--master-port", str(master_port)]
+        master = subprocess.Popen(master_cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True)
+        workers = [subprocess.Popen(worker_cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL) for _ in range(2)]
+        _, err = master.communicate(timeout=180)
+        assert master.returncode == 0, err[-3000:]
+        assert [w.wait(timeout=30) for w in workers] == [0, 0]
+    finally:
+        sim.terminate()
+        sim.wait(timeout=10)
+    (run_dir,) = list((tmp_path / "results").iterdir())
+    frame = read_records(run_dir / "records.csv")
+    assert len(frame) == 3 * 32 and frame["worker"].nunique() == 2
