@@ -1,0 +1,73 @@
+"""``avv-sim``: serve simulated vendors from a YAML config or from flags.
+
+Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 2 for a bad config or bad flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from .profiles import Profile, ProfileError, load_profiles, make_profile, parse_set
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="avv-sim",
+        description="Simulated OpenAI-compatible chat-completions vendors, one per /<profile>/v1 prefix.",
+    )
+    p.add_argument("--config", help="YAML file with a top-level 'profiles' mapping (name -> knobs)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=0, help="port to bind; 0 picks a free port (default 0)")
+    p.add_argument("--truth-log", help="append one JSON line of ground truth per request to this file")
+    p.add_argument("--profile", help="define (or, with --config, override) the profile NAME from --set flags")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
+        help="a knob for --profile (or for every profile without --profile); VALUE is YAML",
+    )
+    return p
+
+
+def resolve_profiles(args: argparse.Namespace) -> dict[str, Profile]:
+    """Profiles from --config, then --profile/--set applied on top."""
+    overrides = parse_set(args.sets)
+    profiles = load_profiles(args.config) if args.config else {}
+    if args.profile:
+        base = profiles[args.profile].to_knobs() if args.profile in profiles else {}
+        profiles[args.profile] = make_profile(args.profile, {**base, **overrides})
+    elif overrides:
+        if not profiles:
+            raise ProfileError("--set needs --profile NAME (or --config)")
+        profiles = {n: make_profile(n, {**p.to_knobs(), **overrides}) for n, p in profiles.items()}
+    if not profiles:
+        raise ProfileError("no profiles: give --config FILE or --profile NAME [--set KNOB=VALUE ...]")
+    return profiles
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        profiles = resolve_profiles(args)
+    except ProfileError as exc:
+        print(f"avv-sim: error: {exc}", file=sys.stderr)
+        return 2
+    from .server import serve  # aiohttp is imported only once the config is known to be good
+
+    try:
+        asyncio.run(serve(profiles, host=args.host, port=args.port, truth_log=args.truth_log))
+    except OSError as exc:
+        print(f"avv-sim: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # a second Ctrl-C during shutdown
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

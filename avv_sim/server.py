@@ -1,0 +1,650 @@
+"""The aiohttp app: one or more simulated OpenAI-compatible vendors under ``/<profile>/v1``.
+
+Per request: parse → auth → admission (max_concurrency) → plan (pure, see behaviour.py) → respond on an
+absolute-deadline schedule (loop.time() == time.monotonic()) → one truth-log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+
+from . import behaviour
+from .behaviour import Plan, RequestError
+from .profiles import Profile
+from .wire import HTML_BODY, Wire, error_body
+
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+ATTEMPT_HEADER = "X-AVV-Attempt"
+ITEM_HEADER = "X-AVV-Item"
+
+
+class TruthLog:
+    """Append-only JSON-lines file; each record is one ``os.write`` (O_APPEND), so lines never interleave."""
+
+    def __init__(self, path: str | os.PathLike[str] | None):
+        self.path = os.fspath(path) if path is not None else None
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if self.path else -1
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        if self._fd >= 0:
+            os.write(self._fd, (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
+
+class ProfileState:
+    """Per-profile runtime state: in-flight count, queue, arrival counters for attempt numbers."""
+
+    def __init__(self, profile: Profile):
+        self.profile = profile
+        self.inflight = 0
+        limit = profile.max_concurrency
+        self.queue = asyncio.Semaphore(limit) if limit and profile.over_limit == "queue" else None
+        self.arrivals: dict[str, int] = {}
+
+    def attempt_for(self, h: str | None, header: str | None) -> int:
+        """X-AVV-Attempt if given, else the count of arrivals of this body at this profile."""
+        key = h or ""
+        count = self.arrivals.get(key, 0) + 1
+        self.arrivals[key] = count
+        if header:
+            try:
+                value = int(header)
+                if value >= 1:
+                    return value
+            except ValueError:
+                pass
+        return count
+
+
+def new_record(profile: str, t_arrival: float, client_tag: str | None) -> dict[str, Any]:
+    """A truth-log record with every field present (filled in as the request proceeds)."""
+    return {
+        "profile": profile,
+        "request_hash": None,
+        "attempt": None,
+        "client_tag": client_tag,
+        "stream": None,
+        "has_tools": None,
+        "reference_decision": None,
+        "decision": None,
+        "flipped": None,
+        "tool_calls": [],
+        "fault": None,
+        "http_status": None,
+        "finish_reason": None,
+        "reasoning_only": False,
+        "usage_sent": False,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "content_tokens": 0,
+        "reasoning_tokens": 0,
+        "queued_ms": 0.0,
+        "quirks": [],
+        "client_disconnected": False,
+        "t_arrival": t_arrival,
+        "t_first_token": None,
+        "t_last_byte": None,
+    }
+
+
+# epoll rounds its timeout UP to whole milliseconds, so a timer fires 0-1 ms late; aiming this much early
+# centres the error on the deadline instead of always being late.
+TIMER_LEAD_S = 0.00075
+
+
+class Pacer:
+    """Writes one stream's token events from event-loop callbacks at absolute deadlines.
+
+    Callbacks (``loop.call_at``) + direct ``transport.write`` cost far less per event than a coroutine
+    that sleeps and awaits ``StreamResponse.write``, which matters with hundreds of concurrent streams.
+    Events already due when a callback runs (the loop fell behind) go out in one write.
+    The caller has sent the headers (aiohttp buffers them until the first body write) and enabled chunked
+    encoding, so each event is framed as one HTTP chunk here.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        transport: asyncio.BaseTransport | None,
+        deadlines: list[float],
+        make_event: Callable[[int], bytes],
+        rec: dict[str, Any],
+    ):
+        self.loop = loop
+        self.transport = transport
+        self.deadlines = deadlines
+        self.make_event = make_event
+        self.rec = rec
+        self.next = 0
+        self.future: asyncio.Future | None = None
+        self.handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> asyncio.Future:
+        self.future = self.loop.create_future()
+        self.handle = self.loop.call_at(self.deadlines[0] - TIMER_LEAD_S, self._step)
+        return self.future
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+    def _step(self) -> None:
+        self.handle = None
+        fut = self.future
+        if fut is None or fut.done():
+            return
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            fut.set_exception(ConnectionResetError("client went away"))
+            return
+        now = self.loop.time()
+        j = self.next
+        n = len(self.deadlines)
+        parts = []
+        while True:
+            data = self.make_event(j)
+            parts.append(b"%x\r\n%s\r\n" % (len(data), data))
+            j += 1
+            if j >= n or self.deadlines[j] - TIMER_LEAD_S > now:
+                break
+        transport.write(b"".join(parts) if len(parts) > 1 else parts[0])
+        if self.next == 0:
+            self.rec["t_first_token"] = self.loop.time()
+        self.next = j
+        self.rec["_sent"] = j  # token counts are derived once, when the record is written
+        if j < n:
+            self.handle = self.loop.call_at(self.deadlines[j] - TIMER_LEAD_S, self._step)
+        else:
+            fut.set_result(None)
+
+
+class Simulator:
+    """Holds the profiles and the truth log; its handlers are the aiohttp routes."""
+
+    def __init__(self, profiles: Mapping[str, Profile], truth_log: TruthLog | None = None):
+        self.states = {name: ProfileState(p) for name, p in profiles.items()}
+        self.truth = truth_log or TruthLog(None)
+        self.loop_time: Callable[[], float] = time.monotonic
+
+    # ------------------------------------------------------------------------------------------ routing
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/{profile}/v1/chat/completions", self.chat_completions)
+        app.router.add_get("/{profile}/v1/models", self.models)
+        app.router.add_get("/health", self.health)
+        return app
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "profiles": list(self.states)})
+
+    async def models(self, request: web.Request) -> web.Response:
+        state = self.states.get(request.match_info["profile"])
+        if state is None:
+            return _json_error(
+                404,
+                f"unknown profile {request.match_info['profile']!r}",
+                "invalid_request_error",
+                "not_found",
+            )
+        if not _authorized(state.profile, request):
+            return _json_error(401, *_AUTH_ERROR)
+        model = state.profile.served_model
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [{"id": model, "object": "model", "created": 0, "owned_by": "avv-sim"}],
+            }
+        )
+
+    # ----------------------------------------------------------------------------------- chat handler
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        t_arrival = loop.time()
+        name = request.match_info["profile"]
+        state = self.states.get(name)
+        if state is None:
+            return _json_error(
+                404,
+                f"unknown profile {name!r}; known: {', '.join(self.states)}",
+                "invalid_request_error",
+                "not_found",
+            )
+        rec = new_record(name, t_arrival, request.headers.get(ITEM_HEADER))
+        try:
+            return await self._handle(request, state, rec)
+        except ConnectionError:
+            if not rec.get("_committed"):
+                rec["client_disconnected"] = True
+            # aiohttp quietly drops a response it cannot send; raising would log a traceback instead
+            return web.Response(status=499)
+        finally:
+            self._commit(rec)  # also on cancellation (server shutdown)
+
+    def _commit(self, rec: dict[str, Any]) -> None:
+        """Write the truth line once, stamping t_last_byte. Called just BEFORE the final bytes go out, so
+        a client that has seen the end of a response always finds its truth line already in the file."""
+        if rec.get("_committed"):
+            return
+        rec["_committed"] = True
+        rec["t_last_byte"] = asyncio.get_running_loop().time()
+        self.truth.write(_finalize(rec))
+
+    async def _handle(self, request: web.Request, state: ProfileState, rec: dict[str, Any]) -> web.StreamResponse:
+        profile = state.profile
+        body, h = await _read_body(request)
+        rec["request_hash"] = h
+        rec["attempt"] = state.attempt_for(h, request.headers.get(ATTEMPT_HEADER))
+        if body is None:
+            return await self._send_error(
+                request,
+                rec,
+                400,
+                "could not parse the JSON body of your request",
+                "invalid_request_error",
+                None,
+            )
+        rec["stream"] = bool(body.get("stream"))
+        plan: Plan | None = None
+        bad_request: RequestError | None = None
+        try:
+            plan = behaviour.make_plan(profile, body, rec["attempt"], h)
+            _record_plan(rec, plan)
+        except RequestError as exc:
+            bad_request = exc
+        if not _authorized(profile, request):
+            rec["fault"] = "auth"
+            return await self._send_error(request, rec, 401, *_AUTH_ERROR)
+        if bad_request is not None or plan is None:
+            exc = bad_request or RequestError("invalid request")
+            return await self._send_error(
+                request, rec, exc.status, exc.message, "invalid_request_error", None, param=exc.param
+            )
+        limit = profile.max_concurrency
+        if limit and state.queue is None and state.inflight >= limit:
+            rec["fault"] = "over_limit_429"
+            return await self._send_error(
+                request,
+                rec,
+                429,
+                f"too many concurrent requests (limit {limit})",
+                "requests",
+                "rate_limit_exceeded",
+                retry_after=profile.retry_after_s,
+            )
+        if plan.fault == "error_status":
+            return await self._send_error(
+                request, rec, profile.error_status, "simulated upstream failure", "server_error", None
+            )
+        if plan.fault == "rate_limit":
+            return await self._send_error(
+                request,
+                rec,
+                429,
+                "Rate limit reached for requests",
+                "requests",
+                "rate_limit_exceeded",
+                retry_after=profile.retry_after_s,
+            )
+        return await self._admit_and_respond(request, state, plan, rec)
+
+    async def _admit_and_respond(
+        self, request: web.Request, state: ProfileState, plan: Plan, rec: dict[str, Any]
+    ) -> web.StreamResponse:
+        """Count the request in flight (queueing for a slot in "queue" mode) while it is answered."""
+        loop = asyncio.get_running_loop()
+        state.inflight += 1
+        acquired = False
+        try:
+            if state.queue is not None:
+                t_wait = loop.time()
+                await state.queue.acquire()
+                acquired = True
+                rec["queued_ms"] = (loop.time() - t_wait) * 1000.0
+            return await self._respond(request, state.profile, plan, rec)
+        finally:
+            state.inflight -= 1
+            if acquired:
+                state.queue.release()
+
+    async def _respond(
+        self, request: web.Request, profile: Profile, plan: Plan, rec: dict[str, Any]
+    ) -> web.StreamResponse:
+        # the schedule counts from arrival (plus any queueing), not from when planning finished
+        t0 = rec["t_arrival"] + (rec["queued_ms"] + profile.ttft_ms + plan.jitter_ms) / 1000.0
+        wire = Wire(plan, int(time.time()), _completion_id(plan))
+        if profile.header_delay_ms:
+            await asyncio.sleep(profile.header_delay_ms / 1000.0)
+        if not plan.stream:
+            return await self._respond_json(request, profile, plan, rec, wire, t0)
+        body_quirk = next((q for q in plan.quirks if q in behaviour.BODY_QUIRKS), None)
+        if body_quirk is not None:
+            return await self._respond_body_quirk(request, profile, plan, rec, wire, t0, body_quirk)
+        return await self._stream(request, profile, plan, rec, wire, t0)
+
+    # ------------------------------------------------------------------------------------------ stream
+
+    def _deadline(self, profile: Profile, t0: float, plan: Plan, position: int) -> float:
+        chunk = plan.chunks[position]
+        stall = 0.0
+        if profile.stall_after_tokens is not None and chunk.first_token >= profile.stall_after_tokens:
+            stall = profile.stall_ms / 1000.0
+        return t0 + chunk.last_token / profile.tokens_per_s + stall
+
+    async def _stream(
+        self, request: web.Request, profile: Profile, plan: Plan, rec: dict[str, Any], wire: Wire, t0: float
+    ) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        rec["http_status"] = 200
+        await resp.write(wire.role_event())
+        n_chunks = len(plan.chunks) if plan.fault_after_chunks is None else plan.fault_after_chunks
+        if n_chunks:
+            deadlines = [self._deadline(profile, t0, plan, j) for j in range(n_chunks)]
+            pacer = Pacer(loop, request.transport, deadlines, self._event_maker(plan, wire, n_chunks), rec)
+            try:
+                await pacer.start()
+            finally:
+                pacer.cancel()
+        elif t0 > loop.time():  # nothing to generate (output_tokens 0): still answer after the TTFT
+            await asyncio.sleep(t0 - loop.time())
+        if plan.fault == "truncate":
+            return self._abort(request, resp, rec)
+        if plan.fault == "stream_error":
+            tail = wire.error_event()
+        else:
+            tail = self._finish_tail(profile, plan, rec, wire)
+        tail += wire.done() * (2 if plan.has("duplicate_done") else 1)
+        self._commit(rec)
+        await resp.write_eof(tail)  # the tail and the chunked terminator in one write
+        return resp
+
+    @staticmethod
+    def _event_maker(plan: Plan, wire: Wire, n_chunks: int) -> Callable[[int], bytes]:
+        """Bytes of token event ``j``, with the comments / garbage_line quirks folded in."""
+        garbage_at = n_chunks // 2 if plan.has("garbage_line") else -1
+        comment = wire.comment() if plan.has("comments") else b""
+        chunks = plan.chunks
+
+        def make(j: int) -> bytes:
+            data = wire.chunk_event(chunks[j], j)
+            if j == garbage_at:
+                data = wire.garbage() + data
+            return comment + data if comment else data
+
+        return make
+
+    @staticmethod
+    def _finish_tail(profile: Profile, plan: Plan, rec: dict[str, Any], wire: Wire) -> bytes:
+        """The finish_reason chunk and the usage chunk (as the request and quirks ask)."""
+        usage_wanted = plan.include_usage and not profile.omit_usage
+        usage_inline = usage_wanted and plan.has("usage_in_last_content_chunk")
+        tail = wire.comment() if plan.has("comments") else b""
+        tail += wire.finish_event(with_usage=usage_inline) or b""
+        if usage_wanted and not usage_inline:
+            tail += wire.usage_event()
+        rec["finish_reason"] = wire.finish_reason()
+        rec["usage_sent"] = usage_wanted
+        return tail
+
+    def _abort(self, request: web.Request, resp: web.StreamResponse, rec: dict[str, Any]) -> web.StreamResponse:
+        """Close the TCP connection mid-body: no finish_reason, no [DONE], no chunked terminator."""
+        resp.force_close()
+        self._commit(rec)
+        transport = request.transport
+        if transport is not None:
+            transport.close()
+        return resp
+
+    # ------------------------------------------------------------------------------------- non-stream
+
+    async def _respond_json(
+        self, request: web.Request, profile: Profile, plan: Plan, rec: dict[str, Any], wire: Wire, t0: float
+    ) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        if plan.chunks:
+            delay = self._deadline(profile, t0, plan, len(plan.chunks) - 1) - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        if plan.fault == "truncate":
+            return await self._truncate_json(request, plan, rec, wire)
+        if plan.fault == "stream_error":
+            return await self._send_error(
+                request,
+                rec,
+                500,
+                "The server had an error while processing your request.",
+                "server_error",
+                None,
+                delay=False,
+            )
+        if "html_body" in plan.quirks or "empty_body" in plan.quirks:
+            return await self._respond_body_quirk(
+                request,
+                profile,
+                plan,
+                rec,
+                wire,
+                t0,
+                "html_body" if "html_body" in plan.quirks else "empty_body",
+            )
+        body = wire.completion_body()
+        if profile.omit_usage:
+            body.pop("usage")
+        rec["_sent"] = len(plan.chunks)
+        rec["finish_reason"] = body["choices"][0]["finish_reason"]
+        rec["usage_sent"] = "usage" in body
+        return await self._send_bytes(
+            request, rec, 200, json.dumps(body, ensure_ascii=False).encode("utf-8"), "application/json"
+        )
+
+    async def _truncate_json(
+        self, request: web.Request, plan: Plan, rec: dict[str, Any], wire: Wire
+    ) -> web.StreamResponse:
+        """Non-stream truncate: headers with the full Content-Length, part of the body, then close."""
+        payload = json.dumps(wire.completion_body(), ensure_ascii=False).encode("utf-8")
+        frac = (plan.fault_after_chunks or 0) / max(1, len(plan.chunks))
+        cut = min(len(payload) - 1, max(1, int(len(payload) * max(frac, 0.25))))
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        resp.content_length = len(payload)
+        await resp.prepare(request)
+        rec["http_status"] = 200
+        await resp.write(payload[:cut])
+        return self._abort(request, resp, rec)
+
+    async def _respond_body_quirk(
+        self,
+        request: web.Request,
+        profile: Profile,
+        plan: Plan,
+        rec: dict[str, Any],
+        wire: Wire,
+        t0: float,
+        quirk: str,
+    ) -> web.StreamResponse:
+        """json_body / html_body / empty_body: HTTP 200 but not an SSE stream."""
+        if quirk == "json_body":
+            return await self._respond_json(request, profile, plan, rec, wire, t0)
+        if quirk == "html_body":
+            return await self._send_bytes(request, rec, 200, HTML_BODY, "text/html")
+        return await self._send_bytes(
+            request, rec, 200, b"", "text/event-stream" if plan.stream else "application/json"
+        )
+
+    # ----------------------------------------------------------------------------------------- errors
+
+    async def _send_error(
+        self,
+        request: web.Request,
+        rec: dict[str, Any],
+        status: int,
+        message: str,
+        etype: str,
+        code: str | None,
+        *,
+        param: str | None = None,
+        retry_after: float | None = None,
+        delay: bool = True,
+    ) -> web.StreamResponse:
+        headers = {}
+        if status == 429 and retry_after is not None:
+            headers["Retry-After"] = _fmt_seconds(retry_after)
+        state = self.states.get(rec["profile"])
+        if delay and state is not None and state.profile.header_delay_ms:
+            await asyncio.sleep(state.profile.header_delay_ms / 1000.0)
+        payload = json.dumps(error_body(message, etype, code, param)).encode("utf-8")
+        return await self._send_bytes(request, rec, status, payload, "application/json", headers)
+
+    async def _send_bytes(
+        self,
+        request: web.Request,
+        rec: dict[str, Any],
+        status: int,
+        payload: bytes,
+        content_type: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> web.StreamResponse:
+        resp = web.Response(status=status, body=payload, headers={"Content-Type": content_type, **(headers or {})})
+        rec["http_status"] = status
+        self._commit(rec)
+        await resp.prepare(request)
+        await resp.write_eof()  # headers and body go out together here
+        return resp
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+_AUTH_ERROR = (
+    "Incorrect API key provided. You can find your API key in your vendor dashboard.",
+    "invalid_request_error",
+    "invalid_api_key",
+)
+
+
+def _authorized(profile: Profile, request: web.Request) -> bool:
+    if profile.api_key is None:
+        return True
+    auth = request.headers.get("Authorization", "")
+    scheme, _, token = auth.partition(" ")
+    return scheme.lower() == "bearer" and token.strip() == profile.api_key
+
+
+def _json_error(status: int, message: str, etype: str, code: str | None) -> web.Response:
+    return web.json_response(error_body(message, etype, code), status=status)
+
+
+def _fmt_seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+async def _read_body(request: web.Request) -> tuple[dict[str, Any] | None, str | None]:
+    """The parsed JSON object body and its request hash; (None, None) when it is not a JSON object."""
+    raw = await request.read()
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None, None
+    if not isinstance(body, dict):
+        return None, None
+    return body, behaviour.request_hash(body)
+
+
+def _completion_id(plan: Plan) -> str:
+    digest = hashlib.sha256(f"{plan.profile}:{plan.request_hash}:{plan.attempt}".encode()).hexdigest()
+    return "chatcmpl-" + digest[:24]
+
+
+def _record_plan(rec: dict[str, Any], plan: Plan) -> None:
+    d = plan.decision
+    rec["_plan"] = plan
+    rec.update(
+        stream=plan.stream,
+        has_tools=d.has_tools,
+        reference_decision=d.reference,
+        decision=d.decision,
+        flipped=d.flipped,
+        fault=plan.fault,
+        reasoning_only=plan.reasoning_only,
+        prompt_tokens=plan.prompt_tokens,
+        quirks=list(plan.quirks),
+    )
+
+
+def _finalize(rec: dict[str, Any]) -> dict[str, Any]:
+    """The public record: sent-token fields derived from the private ``_plan`` / ``_sent`` entries."""
+    out = {k: v for k, v in rec.items() if not k.startswith("_")}
+    plan = rec.get("_plan")
+    if plan is not None:
+        _record_sent(out, plan, rec.get("_sent", 0))
+    return out
+
+
+def _record_sent(rec: dict[str, Any], plan: Plan, chunks_sent: int) -> None:
+    counts = behaviour.token_counts(plan.chunks[:chunks_sent])
+    rec["completion_tokens"] = counts["reasoning"] + counts["content"] + counts["tool"]
+    rec["content_tokens"] = counts["content"]
+    rec["reasoning_tokens"] = counts["reasoning"]
+    if plan.tool_calls:
+        rec["tool_calls"] = behaviour.sent_tool_calls(plan, chunks_sent)
+
+
+# ------------------------------------------------------------------------------------------------ serve
+
+
+def ready_line(host: str, port: int, names: list[str]) -> str:
+    return f"avv-sim listening on http://{host}:{port} (profiles: {', '.join(names)})"
+
+
+async def serve(
+    profiles: Mapping[str, Profile],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    truth_log: str | os.PathLike[str] | None = None,
+    on_ready: Callable[[str, int], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run until ``stop`` is set (or SIGTERM/SIGINT); announce readiness on stdout."""
+    truth = TruthLog(truth_log)
+    sim = Simulator(profiles, truth)
+    runner = web.AppRunner(sim.app(), access_log=None, handle_signals=False, shutdown_timeout=0.25)
+    await runner.setup()
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread, or Windows
+            pass
+    try:
+        site = web.TCPSite(runner, host, port, backlog=2048, reuse_address=True)
+        await site.start()
+        bound = runner.addresses[0][1]
+        if on_ready is not None:
+            on_ready(host, bound)
+        else:
+            sys.stdout.write(ready_line(host, bound, list(profiles)) + "\n")
+            sys.stdout.flush()
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        truth.close()

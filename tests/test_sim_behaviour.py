@@ -1,0 +1,170 @@
+"""Pure decisions: hashing, reference decision, flips, faults, token plans (no server)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from avv_sim import behaviour, request_hash
+from avv_sim.behaviour import RequestError, make_plan
+from avv_sim.profiles import make_profile
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "parameters": {
+                "type": "object",
+                "properties": {"q": {"type": "string"}, "n": {"type": "integer"}},
+                "required": ["q"],
+            },
+        },
+    },
+    {"type": "function", "function": {"name": "noop", "parameters": {"type": "object", "properties": {}}}},
+]
+
+
+def body(i: int, **extra) -> dict:
+    return {"model": "m", "messages": [{"role": "user", "content": f"question {i}"}], "tools": TOOLS, **extra}
+
+
+BODIES = [body(i) for i in range(600)]
+
+
+def test_request_hash_ignores_model_stream_and_stream_options() -> None:
+    b = body(1)
+    h = request_hash(b)
+    assert h == request_hash({**b, "model": "other", "stream": True, "stream_options": {"include_usage": True}})
+    assert h != request_hash({**b, "temperature": 0.5})
+    canonical = json.dumps(
+        {k: v for k, v in b.items() if k != "model"}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    assert h == hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def test_reference_decision_rate_and_independence_from_seed() -> None:
+    ref = make_profile("ref", {"tool_call_rate": 0.6})
+    other = make_profile("other", {"tool_call_rate": 0.6, "seed": 99})
+    calls = [make_plan(ref, b, 1).decision.reference for b in BODIES]
+    assert abs(sum(calls) / len(calls) - 0.6) < 0.06
+    assert calls == [make_plan(other, b, 1).decision.reference for b in BODIES]
+
+
+def test_flip_rate_disagrees_on_exactly_the_flipped_bodies() -> None:
+    ref = make_profile("ref", {"tool_call_rate": 0.6})
+    flippy = make_profile("flippy", {"tool_call_rate": 0.6, "flip_rate": 0.2, "seed": 5})
+    flipped = 0
+    for b in BODIES:
+        r, f = make_plan(ref, b, 1).decision, make_plan(flippy, b, 1).decision
+        assert f.reference == r.decision
+        assert (f.decision != r.decision) == f.flipped
+        flipped += f.flipped
+    assert abs(flipped / len(BODIES) - 0.2) < 0.05
+
+
+def test_faithful_profiles_emit_identical_tool_calls() -> None:
+    a = make_profile("a", {"seed": 1})
+    b = make_profile("b", {"seed": 2, "ttft_ms": 5})
+    for x in BODIES[:100]:
+        pa, pb = make_plan(a, x, 1), make_plan(b, x, 1)
+        assert [(c.name, c.arguments, c.id) for c in pa.tool_calls] == [
+            (c.name, c.arguments, c.id) for c in pb.tool_calls
+        ]
+
+
+def test_fault_rates_are_exact_marginals_and_depend_on_attempt() -> None:
+    p = make_profile("f", {"error_rate": 0.1, "rate_limit_rate": 0.1, "truncate_rate": 0.1, "stream_error_rate": 0.1})
+    faults = [behaviour.pick_fault(p, request_hash(b), 1) for b in BODIES]
+    for name in behaviour.FAULT_ORDER:
+        assert abs(faults.count(name) / len(BODIES) - 0.1) < 0.04, name
+    retried = [behaviour.pick_fault(p, request_hash(b), 2) for b in BODIES]
+    assert retried != faults  # a retry can get a different fault
+
+
+def test_tool_choice_none_required_named() -> None:
+    never = make_profile("never", {"tool_call_rate": 0.0})
+    always = make_profile("always", {"tool_call_rate": 1.0})
+    for i in range(30):
+        assert not make_plan(always, body(i, tool_choice="none"), 1).tool_calls
+        plan = make_plan(never, body(i, tool_choice="required"), 1)
+        assert plan.tool_calls and plan.finish_reason == "tool_calls"
+        named = make_plan(never, body(i, tool_choice={"type": "function", "function": {"name": "search"}}), 1)
+        assert [c.name for c in named.tool_calls] == ["search"]
+    with pytest.raises(RequestError):
+        make_plan(never, body(1, tool_choice={"type": "function", "function": {"name": "missing"}}), 1)
+
+
+def test_parallel_calls_have_distinct_indexes_and_tools() -> None:
+    p = make_profile("par", {"tool_call_rate": 1.0, "parallel_rate": 0.5})
+    n_parallel = 0
+    for b in BODIES[:200]:
+        calls = make_plan(p, b, 1).tool_calls
+        assert [c.index for c in calls] == list(range(len(calls)))
+        assert len({c.name for c in calls}) == len(calls)
+        n_parallel += len(calls) == 2
+    assert 70 < n_parallel < 130
+    assert all(len(make_plan(p, {**b, "parallel_tool_calls": False}, 1).tool_calls) == 1 for b in BODIES[:50])
+
+
+def test_token_plan_counts_and_max_tokens() -> None:
+    p = make_profile("p", {"tool_call_rate": 0.0, "output_tokens": 20, "reasoning_tokens": 4, "tokens_per_chunk": 3})
+    plan = make_plan(p, body(3), 1)
+    assert plan.completion_tokens == 24 and plan.finish_reason == "stop"
+    assert sum(c.n_tokens for c in plan.chunks) == 24
+    assert all(c.n_tokens <= 3 for c in plan.chunks)
+    capped = make_plan(p, body(3, max_tokens=10), 1)
+    assert capped.completion_tokens == 10 and capped.finish_reason == "length"
+    capped = make_plan(p, body(3, max_completion_tokens=3), 1)
+    assert capped.completion_tokens == 3 and {c.kind for c in capped.chunks} == {"reasoning"}
+    with pytest.raises(RequestError):
+        make_plan(p, body(3, max_tokens=0), 1)
+
+
+def test_tool_call_tokens_are_header_plus_fragments() -> None:
+    p = make_profile("p", {"tool_call_rate": 1.0, "parallel_rate": 0.0})
+    plan = make_plan(p, body(8), 1)
+    (call,) = plan.tool_calls
+    assert plan.completion_tokens == 1 + len(call.fragments)
+    assert "".join(call.fragments) == call.arguments
+    assert call.id.startswith("call_") and len(call.id) == 29
+
+
+def test_max_tokens_cuts_tool_arguments() -> None:
+    p = make_profile("p", {"tool_call_rate": 1.0, "parallel_rate": 0.0})
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    full = make_plan(p, body(8, tool_choice=named), 1).tool_calls[0].arguments
+    plan = make_plan(p, body(8, tool_choice=named, max_tokens=3), 1)
+    assert plan.finish_reason == "length" and plan.completion_tokens == 3
+    assert full.startswith(plan.tool_calls[0].arguments) and plan.tool_calls[0].arguments != full
+
+
+def test_reasoning_only_rate() -> None:
+    p = make_profile("r", {"reasoning_tokens": 3, "reasoning_only_rate": 0.25, "seed": 4})
+    plans = [make_plan(p, b, 1) for b in BODIES[:400]]
+    only = [pl for pl in plans if pl.reasoning_only]
+    assert abs(len(only) / len(plans) - 0.25) < 0.06
+    assert all(not pl.tool_calls and {c.kind for c in pl.chunks} == {"reasoning"} for pl in only)
+
+
+def test_bad_args_rate_marks_broken_calls() -> None:
+    p = make_profile("b", {"tool_call_rate": 1.0, "bad_args_rate": 0.3, "seed": 3})
+    calls = [c for b in BODIES[:400] for c in make_plan(p, b, 1).tool_calls]
+    broken = [c for c in calls if c.broken]
+    assert abs(len(broken) / len(calls) - 0.3) < 0.06
+    assert {c.broken for c in broken} == {"missing_required", "wrong_type", "unparseable"}
+
+
+def test_prompt_tokens_estimate() -> None:
+    b = body(2)
+    shown = json.dumps({"messages": b["messages"], "tools": b["tools"]}, sort_keys=True, separators=(",", ":"))
+    assert make_plan(make_profile("p"), b, 1).prompt_tokens == -(-len(shown) // 4)
