@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import socket
 import sys
 from collections import deque
@@ -211,6 +212,9 @@ class VendorUser(User):
             raise
         outcome.record["level"] = level
         events.avv_record.fire(record=outcome.record)
+        if level is not None and outcome.final.error_kind == "http_429":
+            # Stress mode has no retries; a polite client still waits as told before its next request.
+            gevent.sleep(STATE.policy.delay(1, outcome.final.retry_after_s, random.Random()))
 
 
 def _fire_request_events(environment: Any, name: str, att: Attempt) -> None:
@@ -483,10 +487,10 @@ def _on_quitting(environment: Any, **_: Any) -> None:
     _write_run_json(completed=completed, ended=True)
     if STATE.sim is not None:
         STATE.sim.stop()
-    if stress.enabled(STATE.options):
-        stress.write_outputs(STATE)
     if not STATE.options.avv_no_score and STATE.records_written:
         _score_run()
+    if stress.enabled(STATE.options) and STATE.records_written:
+        stress.write_outputs(STATE)  # after scoring: it appends its section to report.md
     print(f"\navv-locust: {STATE.records_written} records in {STATE.run_dir / 'records.csv'}"
           f" ({'run complete' if completed else 'run INCOMPLETE: resume with --avv-resume ' + str(STATE.run_dir)})",
           flush=True)

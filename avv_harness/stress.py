@@ -11,7 +11,8 @@ Definitions (per vendor and level, over records that started in the level):
 - ``tokens_per_s`` = Σ completion_tokens of successful requests / level duration (aggregate output).
 - ``capacity`` = the highest level that meets the SLO; ``first_429_level`` = the lowest level whose
   rate_429 exceeds 1 %; ``peak_tokens_per_s`` = max tokens_per_s over levels.
-Retries are off in stress mode (a retry would hide the throttling being measured).
+Retries are off in stress mode (a retry would hide the throttling being measured); after a 429 the user
+waits as ``Retry-After`` says (capped) before its next request, like a well-behaved client.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ def make_ledger(state: Any, sample_ids: list[str]) -> Any:
         slo_ttft_p95_ms=options.avv_slo_ttft_p95_ms, slo_error_rate=options.avv_slo_error_rate,
         active={name: True for name in state.vendors},
     )
-    state.policy = RetryPolicy(retries=0)
+    state.policy = RetryPolicy(retries=0, backoff_base_s=options.avv_backoff_s,
+                               retry_after_cap_s=options.avv_retry_after_cap_s)
     return Ledger.round_robin(state.vendors, sample_ids)
 
 
@@ -167,8 +169,10 @@ def tick(state: Any, shape: Any) -> tuple[int, float, list] | None:
         log.info("stress: level %d (%d of %d)", plan.level, index + 1, len(plan.levels))
     runner = shape.runner
     classes = [cls for cls in runner.environment.user_classes if plan.active.get(cls.__name__)]
-    for cls in classes:
-        cls.fixed_count = plan.level
+    for cls in runner.environment.user_classes:
+        # Equal weights, no fixed counts: Locust's dispatcher re-reads weights on every start() but
+        # fixed_count only once, and level × vendors users split evenly by weight.
+        cls.fixed_count, cls.weight = 0, 1
     total = plan.level * len(classes)
     return total, float(total), classes
 
