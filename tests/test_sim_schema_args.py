@@ -176,3 +176,25 @@ def test_fragments_are_small_and_rejoin() -> None:
     huge = "x" * 1_000_000
     big = split_fragments(huge)
     assert "".join(big) == huge and len(big) < 20
+
+
+def test_pattern_strings_match_their_pattern() -> None:
+    schema = {"type": "object", "required": ["ticket", "table"], "properties": {
+        "ticket": {"type": "string", "pattern": "^INC-[0-9]+$"},
+        "table": {"type": "string", "pattern": "^[a-z_]+\\.[a-z0-9_]+$"},
+    }}
+    for i in range(30):
+        assert _validate(schema, schema_args.generate(schema, f"p-{i}"))
+
+
+def test_every_demo_sample_tool_gets_valid_arguments() -> None:
+    from avv_harness.samples import load_samples
+    from tests.locust_runs import DEMO_SAMPLES
+
+    tools = [t["function"] for s in load_samples(DEMO_SAMPLES).samples for t in s.tools]
+    assert len(tools) > 40
+    for tool in tools:
+        for i in range(5):
+            value = schema_args.generate(tool.get("parameters"), f"{tool['name']}-{i}")
+            errors = list(jsonschema.Draft202012Validator(tool["parameters"]).iter_errors(value))
+            assert not errors, f"{tool['name']}: {value} -> {errors[0].message}"
