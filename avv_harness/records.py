@@ -31,6 +31,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+# Tool-call arguments can be megabytes (a vendor streaming a huge argument is a case we record).
+csv.field_size_limit(2**31 - 1)
+
 
 @dataclass(frozen=True)
 class Column:
@@ -209,7 +212,9 @@ def coerce_frame(frame):
         kind = COLUMN_KINDS.get(col)
         if kind is None:
             continue
-        series = frame[col].replace("", None) if frame[col].dtype == object else frame[col]
+        series = frame[col]
+        if series.dtype == object or pd.api.types.is_string_dtype(series.dtype):
+            series = series.astype(object).where(series.astype(object) != "", None)  # empty cell = missing
         if kind == "int":
             frame[col] = pd.to_numeric(series, errors="coerce").astype("Int64")
         elif kind == "float":

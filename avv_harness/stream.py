@@ -249,6 +249,8 @@ def stream_chat(
             return att
         _consume_events(att, resp)
         att.t_end = time.monotonic()
+        if att.bytes_read == 0:
+            att.fail("bad_sse", "HTTP 200 with an empty body instead of an SSE stream")
     except requests.exceptions.ConnectTimeout as exc:
         att.fail("timeout", f"connect timeout after {connect_timeout:g}s ({type(exc).__name__})")
     except requests.exceptions.ReadTimeout:
