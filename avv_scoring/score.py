@@ -310,13 +310,30 @@ def score_paths(
     records = read_inputs(inputs)
     tool_source = load_tools(inputs, samples)
     result = score_frame(records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds)
-    result.warnings[:0] = tool_source.warnings
+    result.warnings[:0] = tool_source.warnings + _input_notes(inputs)
     result.inputs = [i.csv_path for i in inputs]
     result.sample_files = tool_source.sample_files
     if write:
         target = os.fspath(out_dir) if out_dir is not None else default_out_dir(paths)
         result.outputs = write_outputs(result, target)
     return result
+
+
+def _input_notes(inputs: list[Any]) -> list[str]:
+    """What run.json says the reader must know: skipped sample lines, incomplete runs, a token budget hit."""
+    notes = []
+    for item in inputs:
+        run = item.run_json or {}
+        skipped = (run.get("samples") or {}).get("skipped_lines") or []
+        if skipped:
+            lines = ", ".join(str(line) for line, *_ in skipped[:20]) + (" …" if len(skipped) > 20 else "")
+            notes.append(f"{item.csv_path}: {len(skipped)} malformed sample line(s) skipped (lines {lines})")
+        if run.get("completed") is False:
+            notes.append(f"{item.csv_path}: the run did not complete ({run.get('items_recorded')} of "
+                         f"{run.get('items_total')} items recorded)")
+        if (run.get("budget") or {}).get("exhausted"):
+            notes.append(f"{item.csv_path}: the token budget was reached; later items were not started")
+    return notes
 
 
 __all__ = [

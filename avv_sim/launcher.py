@@ -132,6 +132,18 @@ def _write_config(profiles: Mapping[str, Any]) -> tuple[str, str]:
     return tmpdir, path
 
 
+def _die_with_parent() -> None:
+    """Linux: SIGTERM the simulator when the process that started it dies (even by SIGKILL)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:  # not Linux: the parent's stop() is the only cleanup
+        pass
+
+
 def start_simulator(
     config_path: str | os.PathLike[str] | None = None,
     *,
@@ -173,6 +185,7 @@ def start_simulator(
         encoding="utf-8",
         errors="replace",
         env=_child_env(),
+        preexec_fn=_die_with_parent,
     )
     lines: queue.Queue = queue.Queue()
     stderr_buf: list[str] = []

@@ -66,7 +66,8 @@ def fault_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("faults")
     samples = DEMO_SAMPLES.read_text().splitlines()[:N_SAMPLES]
     (work / "samples.jsonl").write_text("\n".join(samples) + "\n")
-    write_yaml(work / "sim.yaml", {"profiles": {"ok": QUICK, **{n: {**QUICK, **k} for n, (k, *_) in SIM_FAULTS.items()}}})
+    profiles = {"ok": QUICK, **{name: {**QUICK, **knobs} for name, (knobs, *_) in SIM_FAULTS.items()}}
+    write_yaml(work / "sim.yaml", {"profiles": profiles})
     script = ScriptServer()
     role = sse(chunk({"role": "assistant", "content": ""}))
     script.scripts["/nodone/v1"] = [headers(), role, sse(chunk({"content": "hi"})), sse(chunk({}, "stop")),

@@ -1,0 +1,198 @@
+"""Bad input, resume after SIGKILL, Ctrl-C, the token budget, and keys never leaking — real Locust runs."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from avv_harness.records import read_records
+from tests.e2e_ports import free_port
+from tests.locust_runs import (
+    DEMO_SAMPLES,
+    clean_env,
+    locust_cmd,
+    only_run_dir,
+    run_locust,
+    sim_vendors,
+    write_yaml,
+)
+
+pytestmark = pytest.mark.e2e
+
+FAST = {"ttft_ms": 20, "tokens_per_s": 400, "output_tokens": 8}
+GOOD_LINE = '{"messages": [{"role": "user", "content": "hi"}]}'
+
+
+def prepare(work: Path, profiles: dict | None = None, vendors: dict | None = None) -> list[str]:
+    profiles = profiles or {"a": FAST, "b": FAST}
+    write_yaml(work / "sim.yaml", {"profiles": profiles})
+    write_yaml(work / "vendors.yaml", vendors or sim_vendors("m", list(profiles), next(iter(profiles))))
+    return ["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-out", "out"]
+
+
+# ------------------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        ([GOOD_LINE, GOOD_LINE, '{"messages": [oops'], "samples.jsonl:3: not valid JSON"),
+        ([GOOD_LINE, '"just a string"'], "samples.jsonl:2: a sample must be a JSON object, got str"),
+        ([GOOD_LINE, '{"model": "x", "tools": []}'], "samples.jsonl:2: field 'messages' is missing"),
+        (None, "samples.jsonl: cannot read sample file"),
+    ],
+)
+def test_bad_samples_exit_2_before_any_request(tmp_path, lines, message):
+    args = prepare(tmp_path)
+    if lines is not None:
+        (tmp_path / "samples.jsonl").write_text("\n".join(lines) + "\n")
+    proc = run_locust([*args, "--avv-samples", "samples.jsonl"], cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()  # nothing started, nothing sent
+
+
+@pytest.mark.parametrize(
+    "vendor_patch, message",
+    [
+        ({"colour": "red"}, "m.vendors[1] (b).colour: unknown key"),
+        ({"url": None}, "m.vendors[1] (b).url: missing"),
+        ({"is_baseline": True}, "several baselines (a, b)"),
+        ({"url": "https://vendor.invalid/v1"}, "m.vendors[1] (b).api_key: no API key"),
+    ],
+)
+def test_config_errors_exit_2_naming_file_and_field(tmp_path, vendor_patch, message):
+    vendors = sim_vendors("m", ["a", "b"], "a")
+    vendors["m"]["vendors"][1].update(vendor_patch)
+    args = prepare(tmp_path, vendors=vendors)
+    proc = run_locust(args, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "vendors.yaml" in proc.stderr and message in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "out").exists()
+
+
+def test_skip_bad_lines_counts_them_in_run_json_and_report(tmp_path):
+    args = prepare(tmp_path)
+    (tmp_path / "samples.jsonl").write_text("\n".join([GOOD_LINE, "{broken", GOOD_LINE, "[]"]) + "\n")
+    proc = run_locust([*args, "--avv-samples", "samples.jsonl", "--avv-skip-bad-lines"], cwd=tmp_path, timeout=90)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_dir = only_run_dir(tmp_path / "out")
+    run = json.loads((run_dir / "run.json").read_text())
+    assert [line for line, _ in run["samples"]["skipped_lines"]] == [2, 4]
+    assert len(read_records(run_dir / "records.csv")) == 2 * 2
+    assert "2 malformed sample line(s) skipped (lines 2, 4)" in (run_dir / "report.md").read_text()
+
+
+# ---------------------------------------------------------------------------- resume, Ctrl-C, budget
+
+
+def wait_for_rows(out: Path, n: int, timeout: float = 60) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = list(out.glob("*/records.csv")) if out.exists() else []
+        if found and len(found[0].read_text().splitlines()) > n:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError("no records appeared")
+
+
+def test_resume_after_sigkill_runs_each_item_exactly_once(tmp_path):
+    slow = {"ttft_ms": 100, "tokens_per_s": 100, "output_tokens": 10}
+    args = prepare(tmp_path, {"a": slow, "b": slow})
+    victim = subprocess.Popen(locust_cmd(*args), cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    records = wait_for_rows(tmp_path / "out", 15)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=10)
+    first = read_records(records)
+    assert 15 <= len(first) < 64
+    run_dir = records.parent
+    proc = run_locust([*args, "--avv-resume", str(run_dir)], cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    frame = read_records(records)
+    keys = list(zip(frame["vendor"], frame["sample_id"], frame["repeat"], strict=True))
+    assert len(keys) == len(set(keys)) == 64  # every item exactly once
+    assert list(frame["sample_id"][: len(first)]) == list(first["sample_id"])  # first rows kept as they were
+    assert json.loads((run_dir / "run.json").read_text())["completed"] is True
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_records(tmp_path):
+    slow = {"ttft_ms": 100, "tokens_per_s": 100, "output_tokens": 10}
+    args = prepare(tmp_path, {"a": slow, "b": slow})
+    proc = subprocess.Popen(locust_cmd(*args), cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    records = wait_for_rows(tmp_path / "out", 10)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err[-2000:]  # stopped before every item was done
+    run = json.loads((records.parent / "run.json").read_text())
+    assert run["completed"] is False and run["ended_at"]
+    frame = read_records(records)
+    assert len(frame) == run["records_written"] >= 10
+    assert "run INCOMPLETE" in out and "--avv-resume" in out
+
+
+def test_token_budget_stops_starting_items(tmp_path):
+    args = prepare(tmp_path, {"a": FAST, "b": FAST})
+    proc = run_locust([*args, "--avv-max-total-tokens", "3000"], cwd=tmp_path, timeout=90)
+    run_dir = only_run_dir(tmp_path / "out")
+    run = json.loads((run_dir / "run.json").read_text())
+    frame = read_records(run_dir / "records.csv")
+    assert run["budget"] == {"max_total_tokens": 3000, "exhausted": True} and run["completed"] is False
+    assert run["tokens_used"] >= 3000 and len(frame) < 64
+    assert frame["total_tokens"].sum() == run["tokens_used"]
+    assert "token budget reached" in proc.stderr and proc.returncode == 1
+
+
+# ----------------------------------------------------------------------------------------- secrets
+
+
+def test_keys_never_leak(tmp_path):
+    yaml_key, env_key, url_key = "sk-LEAK-yaml-7f3a9c", "sk-LEAK-dotenv-b21e44", "LEAK-query-9d8c7b"
+    profiles = {"a": {**FAST, "api_key": yaml_key}, "b": {**FAST, "api_key": env_key}, "c": FAST}
+    vendors = sim_vendors("m", ["a", "b", "c"], "a")
+    vendors["m"]["vendors"][0]["api_key"] = yaml_key
+    vendors["m"]["vendors"][1]["headers"] = {"X-Api-Key": env_key}
+    vendors["m"]["vendors"][1]["require_key"] = True
+    closed = free_port()
+    vendors["m"]["vendors"].append({"name": "d", "url": f"http://127.0.0.1:{closed}/v1?key={url_key}",
+                                    "api_key": yaml_key, "timeout_s": 2})
+    args = prepare(tmp_path, profiles, vendors)
+    (tmp_path / ".env").write_text(f"b={env_key}\n")
+    web_port = free_port()
+    proc = subprocess.Popen(
+        locust_cmd(*[a for a in args if a != "--headless"], "--autostart", "--autoquit", "4", "--web-port",
+                   str(web_port), "--web-host", "127.0.0.1", "--csv", "stats", "--html", "report.html",
+                   "--logfile", "locust.log", "--avv-retries", "1", "--avv-backoff-s", "0.05",
+                   "--avv-samples", str(DEMO_SAMPLES)),
+        cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pages = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(pages) < 4:
+        try:
+            for path in ("/", "/stats/requests", "/stats/report", "/stats/requests/csv"):
+                with urllib.request.urlopen(f"http://127.0.0.1:{web_port}{path}", timeout=5) as resp:
+                    pages.append(resp.read().decode("utf-8", "replace"))
+        except OSError:
+            pages.clear()
+            time.sleep(0.3)
+    out, err = proc.communicate(timeout=120)
+    assert len(pages) == 4, err[-2000:]
+    run_dir = only_run_dir(tmp_path / "out")
+    frame = read_records(run_dir / "records.csv")
+    assert (frame[frame.vendor.isin(["a", "b"])]["status"] == "success").all()  # the keys did work
+    assert (frame[frame.vendor == "d"]["error_kind"] == "connect").all()
+    texts = {"stdout": out, "stderr": err, **{f"page{i}": p for i, p in enumerate(pages)}}
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and path.name not in ("vendors.yaml", "sim.yaml", ".env"):  # inputs
+            texts[str(path)] = path.read_text("utf-8", "replace")
+    assert any("key=***" in text for text in texts.values())  # the URL was logged, redacted
+    for name, text in texts.items():
+        for secret in (yaml_key, env_key, url_key):
+            assert secret not in text, f"{secret} leaked into {name}"
