@@ -1,0 +1,71 @@
+"""End to end: scores of a real run equal the values computed independently from the simulator's truth log."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tests.locust_runs import only_run_dir, read_truth, run_locust, sim_vendors, write_yaml
+
+pytestmark = pytest.mark.integration
+
+BASE = {"ttft_ms": 30, "tokens_per_s": 400, "output_tokens": 12, "tool_call_rate": 0.5}
+PROFILES = {
+    "official": BASE,
+    "mirror": {**BASE, "seed": 1},
+    "drifty": {**BASE, "flip_rate": 0.3, "bad_args_rate": 0.3, "seed": 7},
+    "broken": {**BASE, "error_rate": 1.0},
+}
+
+
+def expected_from_truth(truth: dict) -> dict[str, dict[str, float]]:
+    """F1 and schema accuracy from what the simulator says it did (not from our records)."""
+    by_vendor: dict[str, dict[tuple[str, str], dict]] = {}
+    for tag, line in truth.items():
+        _, _, vendor, sample, repeat, _ = tag.split("/")
+        by_vendor.setdefault(vendor, {})[(sample, repeat)] = line  # one attempt per item (no retries)
+    base = by_vendor["official"]
+    out = {}
+    for vendor, items in by_vendor.items():
+        tp = fp = fn = 0
+        for key, line in items.items():
+            if line["finish_reason"] is None or base[key]["finish_reason"] is None:
+                continue  # a failed side: excluded
+            b, v = base[key]["finish_reason"] == "tool_calls", line["finish_reason"] == "tool_calls"
+            tp, fp, fn = tp + (b and v), fp + (v and not b), fn + (b and not v)
+        calling = [line for line in items.values() if line["finish_reason"] == "tool_calls"]
+        valid = [line for line in calling if not any(c["broken"] for c in line["tool_calls"])]
+        out[vendor] = {
+            "f1": 2 * tp / (2 * tp + fp + fn) if (tp + fp + fn) else None,
+            "schema_accuracy": len(valid) / len(calling) if calling else None,
+        }
+    return out
+
+
+def test_scores_equal_truth(tmp_path):
+    write_yaml(tmp_path / "sim.yaml", {"profiles": PROFILES})
+    write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", list(PROFILES), "official"))
+    proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
+                       "--avv-repeats", "2", "--avv-out", "out", "--avv-retries", "0"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_dir = only_run_dir(tmp_path / "out")
+    expected = expected_from_truth(read_truth(run_dir / "sim_truth.jsonl"))
+    scores = pd.read_csv(run_dir / "scores.csv").set_index("vendor")
+    for vendor in ("official", "mirror", "drifty"):
+        assert scores.loc[vendor, "f1"] == pytest.approx(expected[vendor]["f1"]), vendor
+        assert scores.loc[vendor, "schema_accuracy"] == pytest.approx(expected[vendor]["schema_accuracy"]), vendor
+    assert expected["drifty"]["f1"] < 0.95 and expected["drifty"]["schema_accuracy"] < 0.95  # the test has teeth
+    assert scores.loc["mirror", "f1"] == 1.0 and scores.loc["mirror", "schema_accuracy"] == 1.0
+    # every request of "broken" failed: success 0, no F1 pairs, ranked last
+    assert scores.loc["broken", "success_rate"] == 0 and pd.isna(scores.loc["broken", "f1"])
+    assert scores["irf"].idxmin() == "broken"
+    # avv-score on the run folder reproduces the same table
+    again = tmp_path / "again"
+    cli = subprocess.run([sys.executable, "-m", "avv_scoring.cli", str(run_dir), "--out", str(again)],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    rescored = pd.read_csv(again / "scores.csv").set_index("vendor")
+    pd.testing.assert_series_equal(rescored["irf"], scores["irf"])
