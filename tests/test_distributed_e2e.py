@@ -81,7 +81,7 @@ def test_processes_two_equals_a_local_run(tmp_path, local_run):
 
 
 def test_worker_killed_mid_run_every_item_exactly_once(tmp_path):
-    args = setup(tmp_path, concurrency=2, ttft_ms=150, output_tokens=40, error_rate=0.0)
+    args = setup(tmp_path, concurrency=2, ttft_ms=150, output_tokens=12, error_rate=0.0)
     port = free_port()
     master = start(["--headless", "--master", "--expect-workers", "2", "--master-bind-port", str(port),
                     "--avv-repeats", "2", *args], tmp_path, "master.log")

@@ -1,0 +1,65 @@
+"""Smoke tests of the benchmark scripts in bench/: a tiny measure.py run and its formulas."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+sys.path.insert(0, str(BENCH))
+
+import benchlib as bl  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+
+NUMBER = r"-?\d+(?:\.\d+)?"
+
+
+def test_measure_tiny_levels_print_a_numeric_table(tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    cmd = [sys.executable, str(BENCH / "measure.py"), "--levels", "1,4", "--ttft-ms", "40", "--tokens-per-s", "100",
+           "--output-tokens", "8", "--per-user", "2", "--out", str(tmp_path), "--json", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=90, env=bl.clean_env())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("$ ") and "measure.py --levels 1,4" in lines[0]
+    header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["level", "requests", "failed"])
+    rows = [lines[header + 2].split(), lines[header + 3].split()]
+    for level, row in zip(("1", "4"), rows, strict=True):
+        assert row[0] == level and len(row) == 14, row
+        assert all(re.fullmatch(NUMBER, cell) for cell in row), row
+        assert row[2] == "0"  # no failed requests
+    data = json.loads(out.read_text())
+    for result in data["levels"]:
+        assert result["requests"] == result["joined"] == 2 * result["level"]
+        assert abs(result["ttft_err_p50_ms"]) < 20
+        assert result["events_per_s"] > 0 and result["locust_cpu_pct"] > 0
+
+
+def test_formulas_on_a_hand_made_run() -> None:
+    frame = pd.DataFrame({
+        "run_id": ["r", "r"], "model": ["m", "m"], "vendor": ["v", "v"], "sample_id": ["1", "2"],
+        "repeat": [1, 1], "attempts": [1, 1], "status": ["success", "success"],
+        "t0_monotonic": [10.0, 10.5], "ttft_ms": [100.0, 100.0], "latency_ms": [1000.0, 1500.0], "chunks": [10, 20],
+    })
+    truth = {
+        "r/m/v/1/1/1": {"t_arrival": 10.002, "t_first_token": 10.099, "t_last_byte": 10.9985},
+        "r/m/v/2/1/1": {"t_arrival": 10.501, "t_first_token": 10.5995, "t_last_byte": 11.999},
+    }
+    errs = bl.errors_ms(bl.record_dicts(frame), truth)
+    assert errs["ttft_err"] == pytest.approx([1.0, 0.5])
+    assert errs["lat_err"] == pytest.approx([1.5, 1.0])
+    assert errs["send"] == pytest.approx([3.0, 1.5])  # 100 − (10.099 − 10.002)·1000, …
+    assert bl.streaming_phase(frame) == pytest.approx((10.0, 12.0))
+    assert bl.events_per_second(frame) == pytest.approx(30 / 2.0)
+    assert bl.plan_items(50, 3, 32) == (30, 5) and bl.plan_items(1, 3, 32) == (3, 1)
+    run = bl.Monitored(0, 0.0, 4.0, [bl.CpuSample(1.0, {7: 1.0}), bl.CpuSample(3.0, {7: 2.0})], {7: "locust"})
+    assert bl.cpu_at(run.samples, 7, 2.0) == pytest.approx(1.5)
+    assert bl.cpu_percent(run, [7], 1.0, 3.0) == pytest.approx(50.0)
