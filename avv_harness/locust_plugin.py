@@ -89,6 +89,14 @@ def add_arguments(parser: Any) -> None:
         "--avv-max-total-tokens", type=int, default=0,
         help="Stop starting items once reported tokens reach N.",
     )
+    group.add_argument(
+        "--avv-spawn-rate", type=float, default=0.0,
+        help="Users spawned per second (default 0: all at once; --avv-start-jitter-s spreads their starts).",
+    )
+    group.add_argument(
+        "--avv-start-jitter-s", type=float, default=1.0,
+        help="Each user waits U(0, this) before its first request, so new streams do not start in one burst.",
+    )
     group.add_argument("--avv-no-score", action="store_true", default=False, help="Do not score the run at the end.")
     stress.add_arguments(group)
 
@@ -188,6 +196,11 @@ class VendorUser(User):
         adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=4, max_retries=0)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
+        # Users are spawned in batches; starting their streams in one burst would queue the requests
+        # in this process and show up as TTFT. Spread the first requests instead.
+        jitter = STATE.options.avv_start_jitter_s if STATE.options is not None else 0.0
+        if jitter > 0:
+            gevent.sleep(random.uniform(0.0, jitter))
 
     def on_stop(self) -> None:
         self.session.close()
@@ -523,4 +536,5 @@ class RunShape(locust.LoadTestShape):
         if STATE.ledger is not None and STATE.ledger.finished:
             return None
         total = sum(v.concurrency for v in STATE.vendors.values())
-        return total, float(max(total, 1))
+        rate = STATE.options.avv_spawn_rate
+        return total, float(rate if rate > 0 else max(total, 1))

@@ -216,6 +216,15 @@ def _non_sse_body(att: Attempt, resp: requests.Response, content_type: str) -> N
         att.fail("bad_sse", f"HTTP 200 with a non-SSE body ({content_type or 'no content-type'})")
 
 
+def _environment_settings(session: requests.Session, url: str) -> dict[str, Any]:
+    """Proxy / CA settings from the environment, looked up once per session and URL: requests scans
+    the whole environment on every call (~0.5 ms), which would sit on the hot path of every request."""
+    cache = session.__dict__.setdefault("_avv_env_settings", {})
+    if url not in cache:
+        cache[url] = session.merge_environment_settings(url, {}, True, None, None)
+    return cache[url]
+
+
 def stream_chat(
     session: requests.Session,
     url: str,
@@ -233,7 +242,7 @@ def stream_chat(
     try:
         # Prepare (headers, proxies, netrc) before t0, so t0 is the hand-over to the transport.
         prepared = session.prepare_request(requests.Request("POST", url, data=body, headers=headers))
-        settings = session.merge_environment_settings(prepared.url, {}, True, None, None)
+        settings = _environment_settings(session, prepared.url)
         att.t0 = time.monotonic()
         resp = session.send(prepared, timeout=(connect_timeout, read_timeout), **settings)
         att.t_headers = time.monotonic()

@@ -133,7 +133,11 @@ def _write_config(profiles: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _die_with_parent() -> None:
-    """Linux: SIGTERM the simulator when the process that started it dies (even by SIGKILL)."""
+    """Linux: SIGTERM the simulator when the process that started it dies (even by SIGKILL).
+    ``AVV_SIM_CPUS`` (e.g. ``1``) pins the simulator to those CPUs, to keep it off the load generator's."""
+    cpus = os.environ.get("AVV_SIM_CPUS", "")
+    if cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",") if c.strip()})
     try:
         import ctypes
         import signal

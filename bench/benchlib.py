@@ -182,11 +182,13 @@ def _exited(pid: int) -> bool:
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
-def run_monitored(cmd: list[str], cwd: Path, log: Path, timeout: float, interval: float = 0.2) -> Monitored:
+def run_monitored(cmd: list[str], cwd: Path, log: Path, timeout: float, interval: float = 0.2,
+                  env_extra: dict[str, str] | None = None) -> Monitored:
     """Run ``cmd`` (stdout+stderr → ``log``), sampling the CPU times of it and its descendants every
     ``interval`` s until it exits; the last sample is taken from the zombie, i.e. the final totals."""
     with open(log, "w", encoding="utf-8") as out:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=clean_env(), stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, cwd=cwd, env={**clean_env(), **(env_extra or {})}, stdout=out,
+                                stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
     t_start = time.monotonic()
     root = psutil.Process(proc.pid)

@@ -47,6 +47,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "phase; 0 = all streams in lockstep (worst-case bursts).")
     p.add_argument("--samples", default=str(bl.DEMO_SAMPLES), help="Sample JSONL (request bodies).")
     p.add_argument("--interval", type=float, default=0.2, help="CPU sampling interval, s.")
+    p.add_argument("--pin", action="store_true",
+                   help="Locust on CPU 0, the simulator on CPU 1 (as a remote vendor would be: not competing).")
     return p.parse_args(argv)
 
 
@@ -101,9 +103,14 @@ def analyse(args: argparse.Namespace, level: int, work: Path, run: bl.Monitored)
 def run_level(args: argparse.Namespace, base: Path, level: int) -> dict[str, Any]:
     work = base / f"level-{level}"
     cmd = prepare_level(args, work, level)
-    print(f"\n[level {level}] $ {' '.join(cmd)}", flush=True)
     expected = bl.request_seconds(args.ttft_ms, args.tokens_per_s, args.output_tokens) * (args.per_user + 1)
-    run = bl.run_monitored(cmd, work, work / "locust.log", timeout=120 + 10 * expected, interval=args.interval)
+    env_extra = None
+    if args.pin:
+        cmd = ["taskset", "-c", "0", *cmd]
+        env_extra = {"AVV_SIM_CPUS": "1"}
+    print(f"\n[level {level}] $ {'AVV_SIM_CPUS=1 ' if args.pin else ''}{' '.join(cmd)}", flush=True)
+    run = bl.run_monitored(cmd, work, work / "locust.log", timeout=120 + 10 * expected, interval=args.interval,
+                           env_extra=env_extra)
     if run.returncode != 0:
         print(f"[level {level}] locust exited with status {run.returncode}; log tail:\n{run.log_tail()}", flush=True)
     if not (bl.run_dir(work) / "records.csv").exists():
