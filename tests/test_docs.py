@@ -1,0 +1,47 @@
+"""The README documents what the code defines: columns, error kinds, anomalies, options, simulator knobs."""
+
+import argparse
+import subprocess
+import sys
+
+from avv_harness import locust_plugin
+from avv_harness.records import ANOMALIES, COLUMN_NAMES, ERROR_KINDS
+from avv_sim.profiles import KNOBS
+from tests.locust_runs import ROOT
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def our_options() -> list[str]:
+    parser = argparse.ArgumentParser()
+    locust_plugin.add_arguments(parser)
+    names = [a.option_strings[0] for a in parser._actions if a.option_strings]
+    return [name for name in names if name.startswith("--avv")]
+
+
+def test_readme_lists_every_record_column_error_kind_and_anomaly():
+    for name in (*COLUMN_NAMES, *ERROR_KINDS, *ANOMALIES):
+        assert f"`{name}`" in README, name
+
+
+def test_readme_lists_every_option_and_simulator_knob():
+    for option in our_options():
+        assert f"`{option}`" in README, option
+    for knob in KNOBS:
+        assert f"`{knob}`" in README, knob
+
+
+def test_quickstart_is_two_commands_and_ci_runs_them():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "pip install -e . && locust -f locustfiles/vendors.py --headless" in README
+    assert 'pip install -e ".[test]" && python -m pytest -q' in README
+    assert "pip install -q -e . && locust -f locustfiles/vendors.py --headless" in ci
+    assert 'pip install -q -e ".[test]" && python -m pytest -q' in ci
+
+
+def test_avv_locust_help_shows_our_options():
+    proc = subprocess.run([sys.executable, "-c", "from avv_harness.cli import main; main()", "--help"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0
+    for option in our_options():
+        assert option in proc.stdout, option
