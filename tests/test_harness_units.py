@@ -237,3 +237,15 @@ def test_backoff_grows_with_jitter_and_retry_after_is_capped():
     delays = [policy.delay(n, None, rng) for n in range(1, 6)]
     assert 0.25 <= delays[0] <= 0.5 and 0.5 <= delays[1] <= 1.0 and delays[4] == 3.0
     assert policy.delay(1, 4.0, rng) == 4.0 and policy.delay(1, 120.0, rng) == 10
+
+
+def test_shipped_configs_validate():
+    from tests.locust_runs import ROOT
+
+    env = {"moonshot": "k1", "OPENROUTER_API_KEY": "k2", "deepseek": "k3"}
+    example = load_config(ROOT / "configs" / "example.yaml", env=env)
+    assert example.models == ["kimi-k2", "deepseek-v3.2"] and len(example.vendors) == 5
+    with pytest.raises(InputError, match=r"moonshot\)\.api_key: no API key"):
+        load_config(ROOT / "configs" / "example.yaml", env={"OPENROUTER_API_KEY": "k2", "deepseek": "k3"})
+    for name in ("demo.yaml", "stress-demo.yaml"):
+        assert load_config(ROOT / "configs" / name, env={}).vendors
