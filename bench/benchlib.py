@@ -170,7 +170,10 @@ def _sample(root: psutil.Process, roles: dict[int, str], known: dict[int, psutil
         children = []
     for child in children:
         proc = known.setdefault(child.pid, child)
-        roles.setdefault(child.pid, _role(child))
+        if roles.get(child.pid, "worker") == "worker":  # a child caught between fork and exec looks like locust
+            role = _role(child)
+            if child.pid not in roles or role == "sim":
+                roles[child.pid] = role
         value = _own_cpu(proc)
         if value is not None:
             cpu[child.pid] = value
