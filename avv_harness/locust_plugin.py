@@ -57,9 +57,9 @@ if not hasattr(events, "avv_record"):
 
 @events.init_command_line_parser.add_listener
 def add_arguments(parser: Any) -> None:
-    group = parser.add_argument_group(
+    group = _EnvGroup(parser.add_argument_group(
         "avv-locust", "Vendor verification options (also from locust.conf / LOCUST_AVV_*)"
-    )
+    ))
     group.add_argument("--avv-config", default=str(DEFAULT_CONFIG), help="Vendor config YAML (AVV layout).")
     group.add_argument("--avv-samples", default=str(DEFAULT_SAMPLES), help="Sample JSONL (one request body per line).")
     group.add_argument("--avv-model", default="", help="Comma-separated models of the config to run (default all).")
@@ -99,6 +99,22 @@ def add_arguments(parser: Any) -> None:
     )
     group.add_argument("--avv-no-score", action="store_true", default=False, help="Do not score the run at the end.")
     stress.add_arguments(group)
+
+
+class _EnvGroup:
+    """An argument group that gives every option its ``LOCUST_AVV_*`` environment variable (Locust's
+    configargparse reads custom options from the environment only when ``env_var`` is set)."""
+
+    def __init__(self, group: Any):
+        self._group = group
+
+    def add_argument(self, *names: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("env_var", "LOCUST_" + names[0][2:].replace("-", "_").upper())
+        try:
+            return self._group.add_argument(*names, **kwargs)
+        except TypeError:  # a plain argparse parser (tests, docs): no env_var support
+            kwargs.pop("env_var", None)
+            return self._group.add_argument(*names, **kwargs)
 
 
 def preparse_options(args: list[str] | None = None) -> Any:

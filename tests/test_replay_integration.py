@@ -109,3 +109,19 @@ def test_locust_stats_have_request_and_ttft_entries(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     stats = (tmp_path / "stats_stats.csv").read_text()
     assert "SSE,base,32," in stats and "TTFT,base,32," in stats
+
+
+def test_options_from_locust_conf_and_environment(tmp_path):
+    from tests.locust_runs import clean_env
+
+    write_yaml(tmp_path / "sim.yaml", {"profiles": {"base": {**PROFILES["base"], "ttft_ms": 10}}})
+    write_yaml(tmp_path / "vendors.yaml", sim_vendors("m1", ["base"], "base"))
+    lines = ["samples.jsonl"]
+    (tmp_path / "samples.jsonl").write_text("\n".join(DEMO_SAMPLES.read_text().splitlines()[:3]) + "\n")
+    (tmp_path / "locust.conf").write_text("headless = true\navv-config = vendors.yaml\navv-sim-config = sim.yaml\n"
+                                          f"avv-samples = {lines[0]}\navv-out = out\navv-no-score = true\n")
+    proc = run_locust([], cwd=tmp_path, env=clean_env(LOCUST_AVV_REPEATS="2"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = read_records(only_run_dir(tmp_path / "out") / "records.csv")
+    assert sorted(zip(records["sample_id"], records["repeat"], strict=True)) == [
+        (s, r) for s in ("1", "2", "3") for r in (1, 2)]
