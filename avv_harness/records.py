@@ -40,6 +40,7 @@ class Column:
     name: str
     kind: str  # "str" | "int" | "float" | "bool" | "json"
     doc: str
+    digits: int = 3  # decimals written for floats (ms values: µs resolution)
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -52,7 +53,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("level", "int", "Stress mode: the concurrency level the request started in; empty in verify mode."),
     Column("worker", "str", "Host and process that ran the item (`host:pid`)."),
     Column("started_at", "str", "UTC wall-clock time of the first attempt's t0 (ISO 8601)."),
-    Column("t0_monotonic", "float", "time.monotonic() at the final attempt's t0, to join with server truth."),
+    Column("t0_monotonic", "float", "time.monotonic() at the final attempt's t0, to join with server truth.", 6),
     Column("status", "str", "`success` or `failed`."),
     Column("error_kind", "str", "Empty on success, else one of ERROR_KINDS."),
     Column("error_detail", "str", "Short human-readable reason (keys redacted)."),
@@ -105,13 +106,13 @@ STATUS_SUCCESS = "success"
 STATUS_FAILED = "failed"
 
 
-def _format(kind: str, value: Any) -> str:
+def _format(kind: str, value: Any, digits: int = 3) -> str:
     if value is None:
         return ""
     if kind == "bool":
         return "true" if value else "false"
     if kind == "float":
-        return f"{float(value):.3f}"
+        return f"{float(value):.{digits}f}"
     if kind == "int":
         return str(int(value))
     if kind == "json":
@@ -124,7 +125,7 @@ def to_csv_row(record: Mapping[str, Any]) -> list[str]:
     unknown = set(record) - set(COLUMN_NAMES)
     if unknown:
         raise KeyError(f"unknown record column(s): {sorted(unknown)}")
-    return [_format(c.kind, record.get(c.name)) for c in COLUMNS]
+    return [_format(c.kind, record.get(c.name), c.digits) for c in COLUMNS]
 
 
 def encode_row(record: Mapping[str, Any]) -> bytes:
