@@ -520,9 +520,13 @@ def _on_quitting(environment: Any, **_: Any) -> None:
         _score_run()
     if stress.enabled(STATE.options) and STATE.records_written:
         stress.write_outputs(STATE)  # after scoring: it appends its section to report.md
-    print(f"\navv-locust: {STATE.records_written} records in {STATE.run_dir / 'records.csv'}"
-          f" ({'run complete' if completed else 'run INCOMPLETE: resume with --avv-resume ' + str(STATE.run_dir)})",
-          flush=True)
+    if completed:
+        state = "run complete"
+    elif STATE.budget_hit:
+        state = f"stopped by the token budget ({STATE.tokens_used} ≥ {STATE.options.avv_max_total_tokens} tokens)"
+    else:
+        state = f"run INCOMPLETE: resume with --avv-resume {STATE.run_dir}"
+    print(f"\navv-locust: {STATE.records_written} records in {STATE.run_dir / 'records.csv'} ({state})", flush=True)
     environment.process_exit_code = 0 if completed else 1
 
 

@@ -148,6 +148,7 @@ def test_token_budget_stops_starting_items(tmp_path):
     assert run["tokens_used"] >= 3000 and len(frame) < 64
     assert frame["total_tokens"].sum() == run["tokens_used"]
     assert "token budget reached" in proc.stderr and proc.returncode == 1
+    assert "stopped by the token budget" in proc.stdout
 
 
 # ----------------------------------------------------------------------------------------- secrets
