@@ -13,6 +13,7 @@ Every finished item fires the ``avv_record`` event; its listener writes the row 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -47,6 +48,18 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "demo.yaml"
 DEFAULT_SAMPLES = REPO_ROOT / "samples" / "demo.jsonl"
 DEFAULT_SIM_CONFIG = REPO_ROOT / "configs" / "sim.yaml"
+
+def _cache_locust_default_args() -> None:
+    """Locust's worker rebuilds its whole argument parser once per option on every spawn message
+    (``default_args_dict()`` inside a comprehension, locust 2.47 runners.py), which blocked our workers
+    for ~250 ms at each stress level change and showed up as TTFT. The defaults never change: cache them."""
+    from locust import argument_parser
+
+    if not hasattr(argument_parser.default_args_dict, "cache_info"):
+        argument_parser.default_args_dict = functools.lru_cache(maxsize=1)(argument_parser.default_args_dict)
+
+
+_cache_locust_default_args()
 
 if not hasattr(events, "avv_record"):
     events.avv_record = EventHook()  # fired with record=dict once per finished item
