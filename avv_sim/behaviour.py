@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import schema_args
-from .profiles import Profile
+from .profiles import QUIRKS, Profile
 
 HASH_EXCLUDED_KEYS = ("model", "stream", "stream_options")
 HUGE_ARG_CHARS = 1_000_000
@@ -126,20 +126,9 @@ _REASONING_WORDS = (
 # digits, a run of whitespace, or one or two punctuation characters. Together they cover every character.
 _FRAGMENT_RE = re.compile(r" ?[A-Za-z_]{1,8}| ?\d{1,3}|\s+|[^A-Za-z_\d\s]{1,2}")
 
-STREAM_ONLY_QUIRKS = frozenset(
-    {
-        "usage_in_last_content_chunk",
-        "repeat_tool_header",
-        "interleave_parallel",
-        "crlf",
-        "multiline_data",
-        "comments",
-        "duplicate_done",
-        "garbage_line",
-        "json_body",
-        "invalid_utf8",
-    }
-)
+# Quirks that only mean something on an SSE stream; the others also shape a JSON body.
+STREAM_ONLY_QUIRKS = frozenset(QUIRKS) - {"no_finish_reason", "tool_calls_under_stop", "html_body", "empty_body",
+                                          "huge_args"}
 BODY_QUIRKS = ("json_body", "html_body", "empty_body")
 _JSON_BODY_COMPATIBLE = frozenset({"json_body", "huge_args", "tool_calls_under_stop", "no_finish_reason"})
 

@@ -40,6 +40,21 @@ def clean_env() -> dict[str, str]:
     return env
 
 
+def add_sim_options(p: Any, ttft_ms: float, tokens_per_s: float, output_tokens: int, per_user: int = 3) -> None:
+    """The simulator-workload options shared by the benchmark scripts."""
+    p.add_argument("--per-user", type=int, default=per_user, help="Requests per Locust user (at least).")
+    p.add_argument("--ttft-ms", type=float, default=ttft_ms, help="Simulator ttft_ms.")
+    p.add_argument("--tokens-per-s", type=float, default=tokens_per_s, help="Simulator tokens_per_s.")
+    p.add_argument("--output-tokens", type=int, default=output_tokens, help="Simulator output_tokens.")
+    p.add_argument("--tokens-per-chunk", type=int, default=1, help="Simulator tokens_per_chunk.")
+    p.add_argument("--ttft-jitter-ms", type=float, default=None,
+                   help="Simulator ttft_jitter_ms (±). Default: half an event interval, so streams are out of "
+                        "phase; 0 = all streams in lockstep (worst-case bursts).")
+    p.add_argument("--samples", default=str(DEMO_SAMPLES), help="Sample JSONL (request bodies).")
+    p.add_argument("--json", default="", help="Also write the results to this JSON file.")
+    p.add_argument("--interval", type=float, default=0.2, help="CPU sampling interval, s.")
+
+
 def write_yaml(path: Path, data: Any) -> Path:
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path

@@ -34,19 +34,9 @@ import benchlib as bl
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    bl.add_sim_options(p, ttft_ms=200.0, tokens_per_s=20.0, output_tokens=40)
     p.add_argument("--levels", default="1,50,200,500", help="Comma-separated concurrency levels (streams).")
     p.add_argument("--out", default="/tmp/avv-bench", help="Work folder (a measure-<time> folder is made in it).")
-    p.add_argument("--json", default="", help="Also write the results to this JSON file.")
-    p.add_argument("--per-user", type=int, default=3, help="Requests per Locust user (at least).")
-    p.add_argument("--ttft-ms", type=float, default=200.0, help="Simulator ttft_ms.")
-    p.add_argument("--tokens-per-s", type=float, default=20.0, help="Simulator tokens_per_s.")
-    p.add_argument("--output-tokens", type=int, default=40, help="Simulator output_tokens.")
-    p.add_argument("--tokens-per-chunk", type=int, default=1, help="Simulator tokens_per_chunk.")
-    p.add_argument("--ttft-jitter-ms", type=float, default=None,
-                   help="Simulator ttft_jitter_ms (±). Default: half an event interval, so streams are out of "
-                        "phase; 0 = all streams in lockstep (worst-case bursts).")
-    p.add_argument("--samples", default=str(bl.DEMO_SAMPLES), help="Sample JSONL (request bodies).")
-    p.add_argument("--interval", type=float, default=0.2, help="CPU sampling interval, s.")
     p.add_argument("--pin", action="store_true",
                    help="Locust on CPU 0, the simulator on CPU 1 (as a remote vendor would be: not competing).")
     return p.parse_args(argv)

@@ -31,20 +31,10 @@ import benchlib as bl
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    bl.add_sim_options(p, ttft_ms=50.0, tokens_per_s=50.0, output_tokens=50)
     p.add_argument("--concurrency", type=int, default=200, help="Locust users (concurrent streams).")
     p.add_argument("--processes", type=int, default=2, help="Worker processes of run (b).")
-    p.add_argument("--per-user", type=int, default=3, help="Requests per Locust user (at least).")
-    p.add_argument("--ttft-ms", type=float, default=50.0, help="Simulator ttft_ms.")
-    p.add_argument("--tokens-per-s", type=float, default=50.0, help="Simulator tokens_per_s.")
-    p.add_argument("--output-tokens", type=int, default=50, help="Simulator output_tokens.")
-    p.add_argument("--tokens-per-chunk", type=int, default=1, help="Simulator tokens_per_chunk.")
-    p.add_argument("--ttft-jitter-ms", type=float, default=None,
-                   help="Simulator ttft_jitter_ms (±). Default: half an event interval, so streams are out of "
-                        "phase; 0 = all streams in lockstep (worst-case bursts).")
-    p.add_argument("--samples", default=str(bl.DEMO_SAMPLES), help="Sample JSONL (request bodies).")
     p.add_argument("--out", default="/tmp/avv-bench", help="Work folder (a workers-<time> folder is made in it).")
-    p.add_argument("--json", default="", help="Also write the results to this JSON file.")
-    p.add_argument("--interval", type=float, default=0.2, help="CPU sampling interval, s.")
     return p.parse_args(argv)
 
 
