@@ -2,14 +2,16 @@
 
 Locust prints ``--help`` before it imports the locustfile (locust issue #2917), so
 ``locust -f locustfiles/vendors.py --help`` cannot list the ``--avv-*`` options; ``avv-locust --help``
-does. Any other arguments go to Locust unchanged; ``-f`` defaults to the bundled locustfile.
+does. Any other arguments go to Locust unchanged; ``-f`` defaults to the packaged locustfile, so an
+installed package runs the demo from any directory.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from .locust_plugin import REPO_ROOT
+PACKAGED_LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -17,7 +19,7 @@ def main(argv: list[str] | None = None) -> None:
 
     args = list(sys.argv[1:] if argv is None else argv)
     if not any(a in ("-f", "--locustfile") or a.startswith("--locustfile=") for a in args):
-        args = ["-f", str(REPO_ROOT / "locustfiles" / "vendors.py"), *args]
+        args = ["-f", str(PACKAGED_LOCUSTFILE), *args]
     sys.argv = ["locust", *args]
     from locust.main import main as locust_main
 

@@ -16,11 +16,14 @@ upper-cased with non-alphanumerics as ``_``). A ``.env`` file in the working dir
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import yaml
 
@@ -31,7 +34,7 @@ SIM_PLACEHOLDER = "{sim}"
 VENDOR_KEYS = frozenset(
     {
         "name", "model_id", "url", "api_key", "api_key_env", "provider", "is_baseline", "validator",
-        "extra_body", "headers", "concurrency", "timeout_s", "include_usage", "require_key",
+        "extra_body", "headers", "concurrency", "timeout_s", "max_request_s", "include_usage", "require_key",
     }
 )
 MODEL_KEYS = frozenset({"vendors"})
@@ -52,6 +55,7 @@ class Vendor:
     headers: dict[str, str] = field(default_factory=dict)
     concurrency: int = 1
     timeout_s: float = 60.0
+    max_request_s: float | None = None  # total time cap per attempt (None: --avv-max-request-s)
     include_usage: bool = True
 
     @property
@@ -72,7 +76,8 @@ class Vendor:
             "is_baseline": self.is_baseline, "api_key": "***" if self.api_key else None,
             "key_source": self.key_source, "provider": self.provider, "extra_body": self.extra_body,
             "headers": {k: ("***" if _secret_header(k) else v) for k, v in self.headers.items()},
-            "concurrency": self.concurrency, "timeout_s": self.timeout_s, "include_usage": self.include_usage,
+            "concurrency": self.concurrency, "timeout_s": self.timeout_s, "max_request_s": self.max_request_s,
+            "include_usage": self.include_usage,
         }
 
 
@@ -95,15 +100,49 @@ class VendorConfig:
         return VendorConfig(self.path, [v for v in self.vendors if v.model in models])
 
     def secrets(self) -> list[str]:
-        return [v.api_key for v in self.vendors if v.api_key]
+        """Every secret this config knows: API keys, secret header values, URL passwords and key
+        query parameters. The redactor removes each of them from anything the run writes."""
+        out: list[str] = []
+        for v in self.vendors:
+            if v.api_key:
+                out.append(v.api_key)
+            out += [value for name, value in v.headers.items() if _secret_header(name) and value]
+            out += url_secrets(v.url)
+        return sorted({s for s in out if s}, key=len, reverse=True)
+
+    def identity(self) -> str:
+        """A hash of what makes two configs the same run: models, vendor names, model ids and URLs
+        (keys redacted). Resume refuses a run folder made with another identity."""
+        rows = sorted((v.model, v.name, v.model_id, redact_url(v.url)) for v in self.vendors)
+        return hashlib.sha256(json.dumps(rows).encode("utf-8")).hexdigest()
 
 
-_KEY_PARAM = re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|auth)=)[^&#]*")
+_KEY_PARAM = re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|auth|sig|signature)=)[^&#\s]*")
+_USERINFO = re.compile(r"(?i)\b(https?://)[^/@\s]*@")
 
 
 def redact_url(url: str) -> str:
-    """Replace the values of query parameters named like keys (key, api_key, token, …) with ***."""
-    return _KEY_PARAM.sub(r"\1***", url)
+    """Replace URL user-info (``user:password@``) and the values of query parameters named like keys
+    (key, api_key, token, …) with ***. Works on a URL or on any text holding URLs."""
+    return _KEY_PARAM.sub(r"\1***", _USERINFO.sub(r"\1***@", url))
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secret parts of a URL: the user-info password (and user) and key-like query values."""
+    out: list[str] = []
+    try:
+        parts = urlsplit(url)
+        if parts.password:
+            out += [parts.password, unquote(parts.password)]
+        if parts.username and parts.password:
+            out.append(unquote(parts.username))
+    except ValueError:
+        pass
+    for match in _KEY_PARAM.finditer(url):
+        value = url[match.end(1):match.end()]
+        if value:
+            out += [value, unquote(value)]
+    return [s for s in out if len(s) >= 4]
 
 
 def _secret_header(name: str) -> bool:
@@ -116,13 +155,18 @@ def env_names_for(vendor_name: str) -> list[str]:
     return list(dict.fromkeys([vendor_name, upper, f"{upper}_API_KEY"]))
 
 
-def load_dotenv_file(directory: str = ".") -> None:
-    """Load ``.env`` from the working directory without overriding the environment."""
+def environment_with_dotenv(directory: str = ".") -> dict[str, str]:
+    """The environment plus ``.env`` from ``directory`` (variables already set win). Nothing is written
+    into ``os.environ``: the keys reach only the config that asked for them."""
+    env = dict(os.environ)
     path = os.path.join(directory, ".env")
     if os.path.isfile(path):
-        from dotenv import load_dotenv
+        from dotenv import dotenv_values
 
-        load_dotenv(path, override=False)
+        for key, value in dotenv_values(path).items():
+            if value is not None:
+                env.setdefault(key, value)
+    return env
 
 
 def _is_local(url: str) -> bool:
@@ -142,6 +186,77 @@ def _resolve_key(raw: dict[str, Any], name: str, env: dict[str, str]) -> tuple[s
         if env.get(candidate):
             return env[candidate], f"env:{candidate}"
     return None, "none"
+
+
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_HEADER_VALUE = re.compile(r"^[\x20-\x7e\t]*$")
+
+
+def _check_key(problems: _Problems, where: str, key: str | None, source: str) -> str | None:
+    """Keys are stripped of surrounding whitespace (a trailing newline from ``echo >> .env`` is common);
+    anything left that cannot go into an HTTP header is an input error. The key itself is never shown."""
+    if key is None:
+        return None
+    key = key.strip()
+    if not key:
+        return None
+    if not _HEADER_VALUE.match(key) or any(c.isspace() for c in key):
+        problems.add(f"{where}.api_key", f"the key from {source} holds whitespace, a line break or a "
+                     "non-ASCII character inside it; an API key must be one printable ASCII word")
+        return None
+    return key
+
+
+def _check_url(problems: _Problems, where: str, url: str) -> None:
+    if url.startswith(SIM_PLACEHOLDER):
+        return
+    if not url.startswith(("http://", "https://")):
+        problems.add(f"{where}.url", f"must start with http:// or https:// (got {redact_url(url)!r})")
+        return
+    if any(c.isspace() for c in url) or not _HEADER_VALUE.match(url):
+        problems.add(f"{where}.url", f"must not contain spaces, line breaks or non-ASCII characters "
+                     f"(got {redact_url(url)!r}); percent-encode them")
+        return
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        problems.add(f"{where}.url", f"not a valid URL ({exc}): {redact_url(url)!r}")
+        return
+    if not parts.hostname:
+        problems.add(f"{where}.url", f"has no host: {redact_url(url)!r}")
+    elif port == 0:
+        problems.add(f"{where}.url", f"port 0 is not a port: {redact_url(url)!r}")
+
+
+def _check_headers(problems: _Problems, where: str, headers: dict[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        name = str(name)
+        if not _HEADER_NAME.match(name):
+            problems.add(f"{where}.headers", f"{name!r} is not a valid HTTP header name")
+            continue
+        if value is None or isinstance(value, (dict, list)):
+            problems.add(f"{where}.headers.{name}", "must be a string or a number")
+            continue
+        text = str(value).strip() if _secret_header(name) else str(value)
+        if not _HEADER_VALUE.match(text):
+            shown = "(value hidden)" if _secret_header(name) else repr(text)
+            problems.add(f"{where}.headers.{name}", f"holds a line break, control or non-ASCII character {shown}")
+            continue
+        out[name] = text
+    return out
+
+
+def _positive_seconds(problems: _Problems, where: str, raw: dict[str, Any], key: str,
+                      default: float | None) -> float | None:
+    value = _typed(problems, where, raw, key, float, default)
+    if value is None:
+        return None
+    if not math.isfinite(value) or value <= 0:
+        problems.add(f"{where}.{key}", f"must be a finite number > 0, got {raw.get(key)!r}")
+        return default
+    return value
 
 
 class _Problems:
@@ -170,7 +285,8 @@ def _typed(problems: _Problems, where: str, raw: dict[str, Any], key: str, kind:
     return value
 
 
-def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: dict[str, str]) -> Vendor | None:
+def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: dict[str, str],
+                  check_keys: bool) -> Vendor | None:
     where = f"{model}.vendors[{index}]"
     if not isinstance(raw, dict):
         problems.add(where, "must be a mapping")
@@ -187,8 +303,8 @@ def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: di
     if not isinstance(url, str) or not url:
         problems.add(f"{where}.url", "missing")
         url = ""
-    elif not (url.startswith(("http://", "https://", SIM_PLACEHOLDER))):
-        problems.add(f"{where}.url", f"must start with http:// or https:// (got {redact_url(url)!r})")
+    else:
+        _check_url(problems, where, url)
     model_id = raw.get("model_id") or model
     provider = raw.get("provider")
     if provider is not None and not isinstance(provider, (str, list)):
@@ -198,12 +314,12 @@ def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: di
     concurrency = _typed(problems, where, raw, "concurrency", int, 1)
     if concurrency < 1:
         problems.add(f"{where}.concurrency", "must be ≥ 1")
-    timeout_s = _typed(problems, where, raw, "timeout_s", float, 60.0)
-    if timeout_s <= 0:
-        problems.add(f"{where}.timeout_s", "must be > 0")
-    api_key, source = _resolve_key(raw, name, env)
+    timeout_s = _positive_seconds(problems, where, raw, "timeout_s", 60.0)
+    max_request_s = _positive_seconds(problems, where, raw, "max_request_s", None)
+    api_key, source = _resolve_key(raw, name, env) if check_keys else (None, "none")
+    api_key = _check_key(problems, where, api_key, source)
     require_key = _typed(problems, where, raw, "require_key", bool, not _is_local(url))
-    if require_key and not api_key:
+    if check_keys and require_key and not api_key:
         hint = f"api_key_env {raw['api_key_env']!r} is not set" if raw.get("api_key_env") else (
             f"set api_key, api_key_env, or the environment variable {name!r} (a .env file works)"
         )
@@ -213,13 +329,15 @@ def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: di
         is_baseline=_typed(problems, where, raw, "is_baseline", bool, False),
         api_key=api_key, key_source=source, provider=providers,
         extra_body=_typed(problems, where, raw, "extra_body", dict, {}),
-        headers={str(k): str(v) for k, v in _typed(problems, where, raw, "headers", dict, {}).items()},
-        concurrency=max(1, concurrency), timeout_s=timeout_s if timeout_s > 0 else 60.0,
+        headers=_check_headers(problems, where, _typed(problems, where, raw, "headers", dict, {})),
+        concurrency=max(1, concurrency), timeout_s=timeout_s or 60.0, max_request_s=max_request_s,
         include_usage=_typed(problems, where, raw, "include_usage", bool, True),
     )
 
 
-def parse_config(data: Any, path: str, env: dict[str, str] | None = None) -> VendorConfig:
+def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_keys: bool = True) -> VendorConfig:
+    """Validate a parsed config. ``check_keys=False`` skips key lookup (naming the User classes at import
+    needs only names and URLs; keys are resolved when the run starts)."""
     env = dict(os.environ) if env is None else env
     problems = _Problems(path)
     if not isinstance(data, dict) or not data:
@@ -236,7 +354,7 @@ def parse_config(data: Any, path: str, env: dict[str, str] | None = None) -> Ven
         if not isinstance(listed, list) or not listed:
             problems.add(f"{model}.vendors", "missing or empty")
             continue
-        parsed = [_parse_vendor(problems, str(model), i, raw, env) for i, raw in enumerate(listed)]
+        parsed = [_parse_vendor(problems, str(model), i, raw, env, check_keys) for i, raw in enumerate(listed)]
         parsed = [v for v in parsed if v is not None]
         names = [v.name for v in parsed]
         for dup in sorted({n for n in names if names.count(n) > 1}):
@@ -251,18 +369,47 @@ def parse_config(data: Any, path: str, env: dict[str, str] | None = None) -> Ven
     return VendorConfig(path=path, vendors=vendors)
 
 
-def load_config(path: str | os.PathLike[str], env: dict[str, str] | None = None) -> VendorConfig:
-    """Read and validate a vendor config; every problem is reported in one InputError (exit status 2)."""
-    path = os.fspath(path)
-    if env is None:
-        load_dotenv_file()
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last silently,
+    which dropped a whole model's vendors when a config had two blocks of the same model)."""
+
+
+def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if isinstance(key, (str, int, float, bool)) and key in seen:
+            raise InputError(f"line {key_node.start_mark.line + 1}: key {key!r} appears twice in one mapping "
+                             f"(first on line {seen[key]})")
+        if isinstance(key, (str, int, float, bool)):
+            seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
+def load_yaml(path: str, what: str) -> Any:
+    """Parse a YAML file strictly (duplicate keys are errors); InputError naming the file and line."""
     try:
         with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
+            return yaml.load(fh, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except OSError as exc:
-        raise InputError(f"{path}: cannot read config ({exc.strerror})") from None
+        raise InputError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "?"
         raise InputError(f"{path}: {where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    return parse_config(data, path, env)
+
+
+def load_config(path: str | os.PathLike[str], env: dict[str, str] | None = None,
+                check_keys: bool = True) -> VendorConfig:
+    """Read and validate a vendor config; every problem is reported in one InputError (exit status 2).
+
+    Keys are looked up in ``env`` (default: the environment plus ``.env`` of the working directory)."""
+    path = os.fspath(path)
+    if env is None:
+        env = environment_with_dotenv() if check_keys else {}
+    return parse_config(load_yaml(path, "config"), path, env, check_keys)

@@ -8,19 +8,24 @@ with full jitter (``base · 2^(n−1) · U(0.5, 1)``, capped), ``Retry-After`` h
 from __future__ import annotations
 
 import json
+import logging
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
 from .config import Vendor
-from .records import STATUS_FAILED, STATUS_SUCCESS
+from .items import ATTEMPT_HEADER, ITEM_HEADER, WorkItem
+from .records import STATUS_FAILED, STATUS_SUCCESS, Record
 from .samples import Sample
 from .stream import Attempt, stream_chat
+
+log = logging.getLogger("avv")
 
 RETRYABLE = frozenset({"connect", "timeout", "http_429", "http_5xx", "truncated"})
 
@@ -67,17 +72,25 @@ def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def build_headers(vendor: Vendor, item_tag: str) -> dict[str, str]:
+def build_headers(vendor: Vendor, item_tag: str, attempt: int) -> dict[str, str]:
     headers = {
         "Content-Type": "application/json",
         "Accept": "text/event-stream",
         "Accept-Encoding": "identity",  # compressed SSE would be buffered by the decoder
-        "X-AVV-Item": item_tag,
+        ITEM_HEADER: item_tag,
+        ATTEMPT_HEADER: str(attempt),
         **vendor.headers,
     }
     if vendor.api_key:
         headers["Authorization"] = f"Bearer {vendor.api_key}"
     return headers
+
+
+def endpoint_url(base_url: str, path: str = "chat/completions") -> str:
+    """``base/…/v1`` + ``/chat/completions``, keeping a query string after the path
+    (``…/v1?api-version=2024-06-01`` → ``…/v1/chat/completions?api-version=2024-06-01``)."""
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + path))
 
 
 def _ms(start: float | None, end: float | None) -> float | None:
@@ -141,41 +154,80 @@ def attempt_record(att: Attempt, include_usage: bool) -> dict[str, Any]:
 
 @dataclass
 class ItemOutcome:
-    record: dict[str, Any]
+    record: Record
     final: Attempt
     attempts: list[Attempt]
+
+
+@dataclass(frozen=True)
+class ExecContext:
+    """How a process runs items, decided by the process that holds the ledger (sent to workers)."""
+
+    run_id: str
+    worker: str
+    policy: RetryPolicy
+    timeout_s: float | None = None  # idle timeout override (None: the vendor's timeout_s)
+    max_request_s: float = 600.0  # total cap per attempt unless the vendor sets its own
+
+    def to_message(self) -> dict[str, Any]:
+        p = self.policy
+        return {"run_id": self.run_id, "retries": p.retries, "backoff_s": p.backoff_base_s,
+                "retry_after_cap_s": p.retry_after_cap_s, "timeout_s": self.timeout_s,
+                "max_request_s": self.max_request_s}
+
+    @classmethod
+    def from_message(cls, data: dict[str, Any], worker: str) -> ExecContext:
+        policy = RetryPolicy(retries=int(data["retries"]), backoff_base_s=float(data["backoff_s"]),
+                             retry_after_cap_s=float(data["retry_after_cap_s"]))
+        return cls(run_id=str(data["run_id"]), worker=worker, policy=policy, timeout_s=data.get("timeout_s"),
+                   max_request_s=float(data["max_request_s"]))
+
+
+def item_identity(item: WorkItem, ctx: ExecContext, started_at: str) -> dict[str, Any]:
+    key = item.key
+    return {
+        "run_id": ctx.run_id, "model": key.model, "vendor": key.vendor, "sample_id": key.sample_id,
+        "repeat": key.repeat, "level": item.level, "worker": ctx.worker, "started_at": started_at,
+        "request_hash": item.sample.request_hash,
+    }
+
+
+def client_error_record(item: WorkItem, vendor: Vendor, ctx: ExecContext, exc: BaseException,
+                        started_at: str, attempts: int) -> Record:
+    """The record of an item whose run raised inside the client: recorded, never left in flight."""
+    return Record({
+        **item_identity(item, ctx, started_at), "is_baseline": vendor.is_baseline, "status": STATUS_FAILED,
+        "error_kind": "client_error", "error_detail": f"{type(exc).__name__}: {str(exc)[:300]}",
+        "attempts": max(1, attempts), "usage_reported": False, "saw_tool_call_delta": False,
+        "tool_call_count": 0,
+    })
 
 
 def execute_item(
     session: requests.Session,
     vendor: Vendor,
     url: str,
-    sample: Sample,
-    repeat: int,
-    policy: RetryPolicy,
+    item: WorkItem,
+    ctx: ExecContext,
     *,
-    run_id: str,
-    worker: str,
-    timeout_s: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
     on_attempt: Callable[[Attempt], None] | None = None,
     rng: random.Random | None = None,
 ) -> ItemOutcome:
     """Run one item to completion (retries inside) and return its record."""
     rng = rng or random.Random()
-    body_dict = build_body(sample, vendor)
-    body = json.dumps(body_dict, ensure_ascii=False).encode("utf-8")
-    endpoint = url.rstrip("/") + "/chat/completions"
-    read_timeout = timeout_s or vendor.timeout_s
+    policy = ctx.policy
+    body = json.dumps(build_body(item.sample, vendor), ensure_ascii=False).encode("utf-8")
+    endpoint = endpoint_url(url)
+    read_timeout = ctx.timeout_s or vendor.timeout_s
+    max_request_s = vendor.max_request_s or ctx.max_request_s
     connect_timeout = min(10.0, read_timeout)
     started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     attempts: list[Attempt] = []
     first_t0 = None
     for number in range(1, policy.retries + 2):
-        tag = f"{run_id}/{vendor.model}/{vendor.name}/{sample.sample_id}/{repeat}/{number}"
-        headers = build_headers(vendor, tag)
-        headers["X-AVV-Attempt"] = str(number)
-        att = stream_chat(session, endpoint, body, headers, connect_timeout, read_timeout)
+        headers = build_headers(vendor, item.key.tag(ctx.run_id, number), number)
+        att = stream_chat(session, endpoint, body, headers, connect_timeout, read_timeout, max_request_s)
         attempts.append(att)
         first_t0 = att.t0 if first_t0 is None else first_t0
         if on_attempt is not None:
@@ -184,17 +236,43 @@ def execute_item(
             break
         sleep(policy.delay(number, att.retry_after_s, rng))
     final = attempts[-1]
-    record = {
-        "run_id": run_id,
-        "model": vendor.model,
-        "vendor": vendor.name,
+    record = Record({
+        **item_identity(item, ctx, started_at),
         "is_baseline": vendor.is_baseline,
-        "sample_id": sample.sample_id,
-        "repeat": repeat,
-        "worker": worker,
-        "started_at": started_at,
         "attempts": len(attempts),
         **attempt_record(final, vendor.include_usage),
         "wall_ms": (time.monotonic() - first_t0) * 1000.0,
-    }
+    })
     return ItemOutcome(record=record, final=final, attempts=attempts)
+
+
+def run_item_safely(
+    session: requests.Session,
+    vendor: Vendor,
+    url: str,
+    item: WorkItem,
+    ctx: ExecContext,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    on_attempt: Callable[[Attempt], None] | None = None,
+) -> list[Record]:
+    """:func:`execute_item`, but every failure inside the client becomes a ``client_error`` record too:
+    no path leaves an item neither recorded nor given back. Only BaseExceptions that are not Exceptions
+    (GreenletExit: the user is being stopped) propagate."""
+    started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    attempts: list[Attempt] = []
+
+    def counted(att: Attempt) -> None:
+        attempts.append(att)
+        if on_attempt is not None:
+            on_attempt(att)
+
+    try:
+        outcome = execute_item(session, vendor, url, item, ctx, sleep=sleep, on_attempt=counted)
+        if item.level is not None and outcome.final.error_kind == "http_429":
+            # Stress mode has no retries; a polite client still waits as told before its next request.
+            sleep(ctx.policy.delay(1, outcome.final.retry_after_s, random.Random()))
+        return [outcome.record]
+    except Exception as exc:  # a bug or a local problem, never the vendor's fault
+        log.exception("item %s failed inside the client", item.key)
+        return [client_error_record(item, vendor, ctx, exc, started, len(attempts))]

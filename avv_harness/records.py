@@ -24,10 +24,13 @@ import csv
 import io
 import json
 import logging
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from .errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("is_baseline", "bool", "Whether this vendor is the model's baseline."),
     Column("sample_id", "str", "`data_index` of the sample, else its 1-based line number."),
     Column("repeat", "int", "Repeat number, 1-based."),
+    Column("request_hash", "str", "sha256 of the sample's request body (canonical JSON); resume reruns an item "
+           "whose sample changed."),
     Column("level", "int", "Stress mode: the concurrency level the request started in; empty in verify mode."),
     Column("worker", "str", "Host and process that ran the item (`host:pid`)."),
     Column("started_at", "str", "UTC wall-clock time of the first attempt's t0 (ISO 8601)."),
@@ -93,6 +98,8 @@ ERROR_KINDS: dict[str, str] = {
     "truncated": "The stream ended (closed or [DONE]) without any finish_reason.",
     "stream_error": "An `error` object arrived inside the stream.",
     "bad_sse": "HTTP 200 whose body is not a parseable chat-completions SSE stream.",
+    "client_error": "The client itself failed (a request it could not build or send, an unexpected "
+                    "exception): not the vendor's fault, never retried; `error_detail` names the exception.",
 }
 
 #: Anomaly flags recorded on responses (README: "Anomalies").
@@ -106,13 +113,64 @@ STATUS_SUCCESS = "success"
 STATUS_FAILED = "failed"
 
 
+class RecordError(ValueError):
+    """A record that does not fit the schema: a bug in the code that made it, never the vendor's fault."""
+
+
+_ACCEPTS: dict[str, tuple[type, ...]] = {
+    "str": (str,),
+    "int": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    "json": (str, list),
+}
+
+
+def check_value(name: str, value: Any) -> None:
+    """Raise :class:`RecordError` unless ``value`` fits column ``name`` (``None`` always fits)."""
+    kind = COLUMN_KINDS.get(name)
+    if kind is None:
+        raise RecordError(f"unknown record column {name!r}")
+    if value is None:
+        return
+    if (isinstance(value, bool) and kind != "bool") or not isinstance(value, _ACCEPTS[kind]):
+        raise RecordError(f"record column {name!r} ({kind}) got {type(value).__name__} {value!r:.80}")
+    if kind == "float" and isinstance(value, float) and math.isinf(value):
+        raise RecordError(f"record column {name!r} is infinite")
+
+
+class Record(dict):
+    """One records.csv row as a dict restricted to :data:`COLUMNS`, validated when it is made.
+
+    Keys must be column names and values must fit the column's kind (``None`` = an empty cell): a
+    misspelt column or a wrong type fails where the record is made — on the worker, before it is sent —
+    not later in a CSV nobody reads. A dict subclass, so it is cheap and sends as a plain mapping.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, fields: Mapping[str, Any] | None = None, /, **more: Any):
+        super().__init__(fields or {}, **more)
+        for name, value in self.items():
+            check_value(name, value)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        check_value(name, value)
+        super().__setitem__(name, value)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        for name, value in dict(*args, **kwargs).items():
+            self[name] = value
+
+
 def _format(kind: str, value: Any, digits: int = 3) -> str:
     if value is None:
         return ""
     if kind == "bool":
         return "true" if value else "false"
     if kind == "float":
-        return f"{float(value):.{digits}f}"
+        value = float(value)
+        return "" if math.isnan(value) else f"{value:.{digits}f}"
     if kind == "int":
         return str(int(value))
     if kind == "json":
@@ -121,18 +179,24 @@ def _format(kind: str, value: Any, digits: int = 3) -> str:
 
 
 def to_csv_row(record: Mapping[str, Any]) -> list[str]:
-    """Order and format a record dict as a CSV row; unknown keys are an error, missing ones empty."""
+    """Order and format a record as a CSV row; unknown keys are an error, missing ones empty."""
     unknown = set(record) - set(COLUMN_NAMES)
     if unknown:
-        raise KeyError(f"unknown record column(s): {sorted(unknown)}")
+        raise RecordError(f"unknown record column(s): {sorted(unknown)}")
     return [_format(c.kind, record.get(c.name), c.digits) for c in COLUMNS]
 
 
-def encode_row(record: Mapping[str, Any]) -> bytes:
-    """One record as a complete CSV line (bytes), ready for a single atomic append."""
+def encode_rows(records: Iterable[Mapping[str, Any]]) -> bytes:
+    """Records as complete CSV lines (bytes), ready for a single append."""
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow(to_csv_row(record))
+    writer = csv.writer(buf, lineterminator="\n")
+    for record in records:
+        writer.writerow(to_csv_row(record))
     return buf.getvalue().encode("utf-8")
+
+
+def encode_row(record: Mapping[str, Any]) -> bytes:
+    return encode_rows([record])
 
 
 def header_line() -> bytes:
@@ -141,27 +205,79 @@ def header_line() -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
+class RecordWriteError(OSError):
+    """records.csv could not be written (disk full, folder gone, read-only): the run must stop."""
+
+
 class RecordWriter:
-    """Append-only writer for records.csv: each row is one ``os.write`` of a whole line, flushed to the
-    OS at once, so a killed process leaves only whole rows (at worst a torn final line, which
-    :func:`read_records` drops with a warning)."""
+    """Append-only writer for records.csv that never leaves a torn row.
+
+    Each batch (one item's rows) is one ``os.write`` of whole lines. When a write fails or is short
+    (``ENOSPC`` part-way), the file is cut back to its size before the write and
+    :class:`RecordWriteError` is raised, so the file holds only whole rows. Opening a file whose last
+    line is torn (a process killed mid-write) cuts that tail first, so a resumed run appends after a
+    whole row, never onto a fragment.
+    """
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = os.fspath(path)
-        new = not os.path.exists(self.path) or os.path.getsize(self.path) == 0
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        if new:
-            os.write(self._fd, header_line())
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._size = os.fstat(self._fd).st_size
+            if self._size:
+                self._size = cut_torn_tail(self.path, self._fd, self._size)
+            if self._size == 0:
+                self._append(header_line())
+        except OSError as exc:
+            raise RecordWriteError(exc.errno, f"cannot write {self.path}: {exc.strerror}") from None
         self.rows_written = 0
 
+    def _append(self, data: bytes) -> None:
+        before = self._size
+        try:
+            written = os.write(self._fd, data)
+            if written != len(data):
+                raise OSError(28, "No space left on device (short write)")
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, before)
+            except OSError:
+                pass
+            raise RecordWriteError(exc.errno, f"cannot write {self.path}: {exc.strerror}") from None
+        self._size = before + written
+
+    def write_many(self, records: list[Mapping[str, Any]]) -> None:
+        """Append the rows of one item in one write (all of them or, on failure, none)."""
+        if records:
+            self._append(encode_rows(records))
+            self.rows_written += len(records)
+
     def write(self, record: Mapping[str, Any]) -> None:
-        os.write(self._fd, encode_row(record))
-        self.rows_written += 1
+        self.write_many([record])
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def cut_torn_tail(path: str, fd: int, size: int) -> int:
+    """Cut a last line without a line end (a torn row) off the file open on ``fd``; the new size."""
+    with open(path, "rb") as fh:
+        fh.seek(max(0, size - 65536))
+        tail = fh.read()
+    if tail.endswith(b"\n"):
+        return size
+    cut = tail.rfind(b"\n")
+    if cut < 0 and size > len(tail):  # a torn row longer than 64 KiB: find its start the slow way
+        with open(path, "rb") as fh:
+            data = fh.read()
+        new_size = data.rfind(b"\n") + 1
+    else:
+        new_size = size - len(tail) + cut + 1
+    log.warning("%s: cutting a torn last row (%d bytes without a line end)", path, size - new_size)
+    os.ftruncate(fd, new_size)
+    return new_size
 
 
 def _parse(kind: str, text: str) -> Any:
@@ -177,18 +293,17 @@ def _parse(kind: str, text: str) -> Any:
 
 
 def parse_row(row: Mapping[str, str]) -> dict[str, Any]:
-    """Typed values for one CSV row (as read by csv.DictReader); empty cells become None."""
+    """Typed values for one CSV row; empty cells become None."""
     return {name: _parse(COLUMN_KINDS.get(name, "str"), value or "") for name, value in row.items()}
 
 
-def read_records(path: str | os.PathLike[str]):
-    """Read a records.csv into a pandas DataFrame with typed columns (nullable ints, floats, booleans).
+def read_rows(path: str | os.PathLike[str]) -> tuple[list[str], list[list[str]]]:
+    """The header and the rows of a records.csv, as text cells: the one reader of records files.
 
-    A torn last line (a process killed mid-write) is dropped with a warning; every other row is kept.
-    Missing values stay missing (NaN / <NA>), never 0.
+    A torn last line (a process killed mid-write) is dropped with a warning. Any other row whose number
+    of cells differs from the header's is an :class:`InputError` naming the file and line (two rows glued
+    together by an append onto a torn fragment, a hand edit gone wrong): such rows are never scored.
     """
-    import pandas as pd
-
     path = os.fspath(path)
     with open(path, encoding="utf-8", newline="") as fh:
         text = fh.read()
@@ -196,12 +311,29 @@ def read_records(path: str | os.PathLike[str]):
         cut = text.rfind("\n") + 1
         log.warning("%s: dropping a torn last row (%d bytes without a line end)", path, len(text) - cut)
         text = text[:cut]
-    rows = list(csv.DictReader(io.StringIO(text)))
-    if rows and None in rows[-1]:  # more cells than the header: a torn row that happened to end in \n
-        log.warning("%s: dropping a malformed last row", path)
-        rows.pop()
-    frame = pd.DataFrame(rows, columns=list(rows[0].keys()) if rows else list(COLUMN_NAMES))
-    return coerce_frame(frame)
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header is None:
+        return list(COLUMN_NAMES), []
+    rows = []
+    width = len(header)
+    for row in reader:
+        if len(row) != width:
+            raise InputError(f"{path}:{reader.line_num}: {len(row)} cells where the header has {width} "
+                             "(a torn or glued row); fix or remove that line")
+        rows.append(row)
+    return header, rows
+
+
+def read_records(path: str | os.PathLike[str]):
+    """Read a records.csv into a pandas DataFrame with typed columns (nullable ints, floats, booleans).
+
+    See :func:`read_rows` for torn and malformed rows. Missing values stay missing (NaN / <NA>), never 0.
+    """
+    import pandas as pd
+
+    header, rows = read_rows(path)
+    return coerce_frame(pd.DataFrame(rows, columns=header))
 
 
 def coerce_frame(frame):
@@ -230,18 +362,8 @@ def coerce_frame(frame):
     return frame
 
 
-def item_key(record: Mapping[str, Any]) -> tuple[str, str, str, int]:
-    """Identity of a work item: (model, vendor, sample_id, repeat)."""
-    return (str(record["model"]), str(record["vendor"]), str(record["sample_id"]), int(record["repeat"]))
-
-
 def iter_csv_rows(path: str | os.PathLike[str]) -> Iterable[dict[str, Any]]:
-    """Typed dict per row without pandas (used by resume); skips a torn last line."""
-    with open(path, encoding="utf-8", newline="") as fh:
-        text = fh.read()
-    if text and not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
-    for row in csv.DictReader(io.StringIO(text)):
-        if None in row:
-            continue
-        yield parse_row(row)
+    """Typed dict per row without pandas (used by resume)."""
+    header, rows = read_rows(path)
+    for row in rows:
+        yield parse_row(dict(zip(header, row, strict=True)))

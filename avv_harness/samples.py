@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from .errors import InputError
@@ -29,6 +30,17 @@ class Sample:
     @property
     def tools(self) -> list[dict[str, Any]]:
         return list(self.body.get("tools") or [])
+
+    @cached_property
+    def request_hash(self) -> str:
+        """sha256 of the request body as canonical JSON (sorted keys, no metadata): equal bodies, equal
+        hashes, whatever their key order or line in the file."""
+        return body_hash(self.body)
+
+
+def body_hash(body: dict[str, Any]) -> str:
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -71,6 +83,17 @@ def parse_sample_line(text: str, line_no: int, path: str) -> Sample | None:
     tools = obj.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise InputError(f"{path}:{line_no}: field 'tools' must be a list")
+    n = obj.get("n")
+    if n is not None and n != 1:
+        raise InputError(f"{path}:{line_no}: field 'n' is {n!r}: only one choice per request is supported "
+                         "(several choices would be merged into one answer); remove it or set it to 1")
+    data_index = obj.get("data_index")
+    if data_index is not None and (isinstance(data_index, bool) or not isinstance(data_index, (int, str))):
+        raise InputError(f"{path}:{line_no}: field 'data_index' must be an integer or a string, "
+                         f"got {data_index!r}")
+    if isinstance(data_index, str) and (not data_index.strip() or any(c in data_index for c in "\r\n\t")):
+        raise InputError(f"{path}:{line_no}: field 'data_index' must be a non-empty string without "
+                         f"line breaks or tabs, got {data_index!r}")
     metadata = {k: v for k, v in obj.items() if _is_metadata_key(k)}
     body = {k: v for k, v in obj.items() if not _is_metadata_key(k)}
     body["messages"] = _normalise_messages(messages)

@@ -17,7 +17,7 @@ from typing import Any
 
 import requests
 import sseclient
-from urllib3.exceptions import ProtocolError, ReadTimeoutError
+from urllib3.exceptions import LocationParseError, ProtocolError, ReadTimeoutError
 
 from .config import redact_url
 
@@ -70,12 +70,30 @@ class Attempt:
         return self
 
 
-def _read_blocks(raw: Any) -> Iterator[bytes]:
-    """Yield bytes as they arrive (urllib3 ``read1``: no waiting to fill a block)."""
+DONE_GRACE_S = 2.0  # how long bytes may keep coming after [DONE] before the client stops reading
+
+
+class _TimeUp(Exception):
+    """The attempt's total time cap (``max_request_s``) passed while bytes were still arriving."""
+
+
+class _DoneLinger(Exception):
+    """Bytes (``: ping`` comments, junk) kept arriving well after ``[DONE]``."""
+
+
+def _read_blocks(raw: Any, att: Attempt, deadline: float) -> Iterator[bytes]:
+    """Yield bytes as they arrive (urllib3 ``read1``: no waiting to fill a block). Stops a stream that
+    outlives the total cap, or that lingers after ``[DONE]``: the socket's read timeout only bounds the
+    gap between bytes, so a vendor trickling a token every few seconds would otherwise hold the run."""
     while True:
         block = raw.read1(READ_BLOCK)
         if not block:
             return
+        now = time.monotonic()
+        if now > deadline:
+            raise _TimeUp
+        if att.saw_done and att.t_end is not None and now - att.t_end > DONE_GRACE_S:
+            raise _DoneLinger
         yield block
 
 
@@ -165,9 +183,9 @@ def _apply_chunk(att: Attempt, obj: dict[str, Any], now: float) -> None:
         att.t_last_token = now
 
 
-def _consume_events(att: Attempt, resp: requests.Response) -> None:
+def _consume_events(att: Attempt, resp: requests.Response, deadline: float) -> None:
     raw = resp.raw
-    counted = _counting(_read_blocks(raw), att)
+    counted = _counting(_read_blocks(raw, att, deadline), att)
     for event in sseclient.SSEClient(counted).events():
         now = time.monotonic()
         data = event.data
@@ -234,10 +252,14 @@ def stream_chat(
     headers: dict[str, str],
     connect_timeout: float,
     read_timeout: float,
+    max_request_s: float = 600.0,
 ) -> Attempt:
     """Send one streaming chat-completions request and read it to the end.
 
-    Never raises for network or protocol problems: they are classified into ``Attempt.error_kind``.
+    ``read_timeout`` bounds each wait for bytes (idle time); ``max_request_s`` bounds the whole attempt
+    (checked whenever bytes arrive; the socket timeout bounds the gaps). Never raises for network or
+    protocol problems: they are classified into ``Attempt.error_kind``. A request the client cannot
+    even send (a header value or URL requests refuses) is ``client_error``, never the vendor's fault.
     """
     att = Attempt(t0=time.monotonic())
     resp = None
@@ -250,7 +272,8 @@ def stream_chat(
         settings = _environment_settings(session, prepared.url)
         adapter = session.get_adapter(prepared.url)
         att.t0 = time.monotonic()
-        resp = adapter.send(prepared, timeout=(connect_timeout, read_timeout), **settings)
+        deadline = att.t0 + max_request_s
+        resp = adapter.send(prepared, timeout=(connect_timeout, min(read_timeout, max_request_s)), **settings)
         att.t_headers = time.monotonic()
         att.http_status = resp.status_code
         if resp.status_code != 200:
@@ -262,10 +285,17 @@ def stream_chat(
         if "text/event-stream" not in content_type:
             _non_sse_body(att, resp, content_type)
             return att
-        _consume_events(att, resp)
+        _consume_events(att, resp, deadline)
         att.t_end = time.monotonic()
         if att.bytes_read == 0:
             att.fail("bad_sse", "HTTP 200 with an empty body instead of an SSE stream")
+    except _TimeUp:
+        _broken(att, "timeout", f"the attempt exceeded max_request_s ({max_request_s:g}s) while still streaming")
+    except _DoneLinger:
+        att.t_end = time.monotonic()  # the answer was whole at [DONE]; stop reading the trailing bytes
+    except (requests.exceptions.InvalidHeader, requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
+            requests.exceptions.MissingSchema, UnicodeEncodeError, LocationParseError) as exc:
+        att.fail("client_error", f"the client could not send the request ({type(exc).__name__}: {_short(exc)})")
     except requests.exceptions.ConnectTimeout as exc:
         att.fail("timeout", f"connect timeout after {connect_timeout:g}s ({type(exc).__name__})")
     except requests.exceptions.ReadTimeout:

@@ -1,27 +1,38 @@
 """avv_scoring: per-vendor metrics, the IRF fusion score, verdicts and reports from records.csv files.
 
-Layers: :mod:`.load` (input) → :mod:`.metrics` (one pure function per metric, formula in its
-docstring) → :mod:`.irf` → :mod:`.verdict` → :mod:`.report` (csv/json/md outputs) → :mod:`.cli`.
-Rule throughout: a vendor's failure never improves its score. See docs/scoring.md.
+Layers: :mod:`.load` (input) → :mod:`.registry` (every metric declared once) → :mod:`.metrics` (one pure
+function per metric, formula in its docstring, registered with ``@produces``) → :mod:`.irf` →
+:mod:`.verdict` → :mod:`.stress` (stress-mode tables) → :mod:`.score` → :mod:`.report` (csv/json/md
+outputs) → :mod:`.cli`. Rule throughout: a vendor's failure never improves its score. See docs/scoring.md.
 """
 
 from __future__ import annotations
 
 from .irf import add_irf, irf_scores
 from .load import load_records
+from .registry import METRICS, Metric, metric, render_metric_table
 from .report import render_markdown, render_tables
-from .score import SCORE_COLUMNS, ScoreResult, score_frame, score_paths
+from .score import SCORE_COLUMNS, ScoreResult, score_frame, score_paths, stress_only
+from .stress import StressResult, stress_tables, write_stress_outputs
 from .verdict import Thresholds
 
 __all__ = [
+    "METRICS",
     "SCORE_COLUMNS",
+    "Metric",
     "ScoreResult",
+    "StressResult",
     "Thresholds",
     "add_irf",
     "irf_scores",
     "load_records",
+    "metric",
     "render_markdown",
+    "render_metric_table",
     "render_tables",
     "score_frame",
     "score_paths",
+    "stress_only",
+    "stress_tables",
+    "write_stress_outputs",
 ]

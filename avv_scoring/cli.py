@@ -1,8 +1,12 @@
-"""``avv-score``: score runs, or compute IRF over a ready metrics table.
+"""``avv-score`` (scoring layer, top: parses arguments, calls :mod:`.score` / :mod:`.report` / :mod:`.irf`):
+score runs, re-render a stress run, or compute IRF over a ready metrics table.
 
     avv-score RUN_OR_CSV... [--baseline NAME | --baseline MODEL=VENDOR ...] [--samples FILE] [--out DIR]
                             [--min-success X] [--min-f1 X] [--min-schema X] [--max-reasoning-only X]
-    avv-score irf TABLE.csv [--digits N]
+                            [--min-attempt-success X] [--irf-metrics A,B,...] [--strict] [-q]
+    avv-score stress RUN [--no-score] [same options as above]
+    avv-score irf TABLE.csv [--digits N] [--irf-metrics A,B,...]
+    avv-score metrics                       (the registry's metric table, as in the README)
 
 Bad input prints one message naming the file and field and exits with status 2 (no traceback).
 """
@@ -19,7 +23,11 @@ import pandas as pd
 
 from avv_harness.errors import InputError
 
-from .irf import IRF_METRICS, IRF_TABLE_COLUMNS, irf_scores
+from .irf import irf_scores, irf_table_columns, resolve_irf_metrics
+from .registry import render_metric_table
+from .report import render_tables
+from .score import ScoreResult, score_paths, stress_only
+from .stress import stress_tables
 from .verdict import Thresholds
 
 PROG = "avv-score"
@@ -37,14 +45,56 @@ def _threshold(text: str) -> float | None:
     return value
 
 
+def _irf_metrics_arg(text: str) -> list[str]:
+    """``--irf-metrics a,b,c`` → the columns, checked against the registry (unknown → usage error)."""
+    columns = [part.strip() for part in text.split(",") if part.strip()]
+    try:
+        resolve_irf_metrics(columns)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return columns
+
+
+def _add_irf_metrics_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--irf-metrics",
+        type=_irf_metrics_arg,
+        default=None,
+        metavar="A,B,...",
+        help="metric columns IRF fuses (default: " + ",".join(resolve_irf_metrics()) + ")",
+    )
+
+
 def _score_parser() -> argparse.ArgumentParser:
-    defaults = Thresholds()
     p = argparse.ArgumentParser(
         prog=PROG,
         description="Score avv-locust runs: per-vendor metrics, IRF and verdicts. "
-        f"Use '{PROG} irf TABLE.csv' to compute IRF over a ready metrics table.",
+        f"Use '{PROG} stress RUN' to re-render a stress run, '{PROG} irf TABLE.csv' to compute IRF over a "
+        "ready metrics table.",
     )
     p.add_argument("inputs", nargs="+", metavar="RUN_OR_CSV", help="run folder(s) or records.csv file(s)")
+    _add_score_options(p)
+    return p
+
+
+def _stress_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"{PROG} stress",
+        description="Re-render a stress run folder: stress.csv, capacity.csv, the plots and report.md with its "
+        "stress section (the run is scored as by 'avv-score RUN' unless --no-score).",
+    )
+    p.add_argument("run", metavar="RUN", help="a stress run folder (records.csv and run.json)")
+    p.add_argument(
+        "--no-score",
+        action="store_true",
+        help="skip per-vendor scoring: report.md then holds the stress section only",
+    )
+    _add_score_options(p)
+    return p
+
+
+def _add_score_options(p: argparse.ArgumentParser) -> None:
+    defaults = Thresholds()
     p.add_argument(
         "--baseline",
         action="append",
@@ -95,21 +145,23 @@ def _score_parser() -> argparse.ArgumentParser:
         metavar="X",
         help="minimum per-attempt success rate (default: not checked)",
     )
+    _add_irf_metrics_option(p)
     p.add_argument(
         "--strict", action="store_true", help="exit with status 1 when any vendor fails its verdict"
     )
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the tables")
-    return p
 
 
 def _irf_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"{PROG} irf",
         description="Add an 'irf' column to a per-vendor metrics table (CSV with columns "
-        f"{', '.join(IRF_TABLE_COLUMNS)}; an empty cell = missing) and print it as CSV.",
+        f"{', '.join(irf_table_columns())}, or model, vendor and the --irf-metrics columns; an empty cell = "
+        "missing) and print it as CSV.",
     )
     p.add_argument("table", metavar="TABLE.csv")
     p.add_argument("--digits", type=int, default=4, help="decimals of the irf column (default 4)")
+    _add_irf_metrics_option(p)
     return p
 
 
@@ -132,8 +184,11 @@ def _baseline_arg(values: Sequence[str]) -> str | dict[str, str] | None:
     return out["*"] if list(out) == ["*"] else out
 
 
-def read_irf_table(path: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the table as text cells, the numeric metric columns). Raises InputError naming file/line/column."""
+def read_irf_table(path: str, metrics: Sequence[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the table as text cells, the numeric metric columns). Raises InputError naming file/line/column.
+
+    ``metrics`` = the IRF input columns the table must have (default: the registry's IRF inputs)."""
+    required = irf_table_columns(metrics)
     try:
         text = pd.read_csv(path, dtype=str, keep_default_na=False)
     except FileNotFoundError:
@@ -141,15 +196,13 @@ def read_irf_table(path: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise InputError(f"{path}: cannot read CSV ({str(exc).strip().splitlines()[0]})") from None
     text.columns = [str(c).strip() for c in text.columns]
-    missing = [c for c in IRF_TABLE_COLUMNS if c not in text.columns]
+    missing = [c for c in required if c not in text.columns]
     if missing:
-        raise InputError(
-            f"{path}: missing column(s) {', '.join(missing)} (expected {', '.join(IRF_TABLE_COLUMNS)})"
-        )
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)} (expected {', '.join(required)})")
     numeric = pd.DataFrame(index=text.index)
     numeric["model"] = text["model"]
     numeric["vendor"] = text["vendor"]
-    for col in IRF_METRICS:
+    for col in required[2:]:
         values = []
         for line, cell in enumerate(text[col].tolist(), start=2):
             cell = cell.strip()
@@ -169,42 +222,67 @@ def read_irf_table(path: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def main_irf(argv: Sequence[str]) -> int:
     args = _irf_parser().parse_args(argv)
-    text, numeric = read_irf_table(args.table)
+    text, numeric = read_irf_table(args.table, args.irf_metrics)
     out = text.copy()
-    out["irf"] = [f"{v:.{max(args.digits, 0)}f}" for v in irf_scores(numeric)]
+    out["irf"] = [f"{v:.{max(args.digits, 0)}f}" for v in irf_scores(numeric, args.irf_metrics)]
     out.to_csv(sys.stdout, index=False, lineterminator="\n")
     return 0
 
 
-def main_score(argv: Sequence[str]) -> int:
-    from .report import render_tables
-    from .score import score_paths
-
-    args = _score_parser().parse_args(argv)
-    thresholds = Thresholds(
+def _thresholds(args: argparse.Namespace) -> Thresholds:
+    return Thresholds(
         min_success_rate=args.min_success,
         min_f1=args.min_f1,
         min_schema_accuracy=args.min_schema,
         max_reasoning_only_rate=args.max_reasoning_only,
         min_attempt_success_rate=args.min_attempt_success,
     )
+
+
+def _report(result: ScoreResult, args: argparse.Namespace) -> int:
+    """Print the tables and what was written; the exit status (--strict)."""
+    if not args.quiet:
+        sys.stdout.write(render_tables(result))
+        if result.outputs:
+            folder = os.path.dirname(next(iter(result.outputs.values()))) or "."
+            sys.stdout.write(
+                f"wrote {', '.join(os.path.basename(p) for p in result.outputs.values())} to {folder}\n"
+            )
+    if args.strict and result.scored and not result.scores.empty and not result.passed:
+        return 1
+    return 0
+
+
+def main_score(argv: Sequence[str]) -> int:
+    args = _score_parser().parse_args(argv)
     result = score_paths(
         args.inputs,
         baseline=_baseline_arg(args.baseline),
         samples=args.samples,
         out_dir=args.out,
-        thresholds=thresholds,
+        thresholds=_thresholds(args),
+        irf_metrics=args.irf_metrics,
     )
-    if not args.quiet:
-        sys.stdout.write(render_tables(result))
-        if result.outputs:
-            folder = os.path.dirname(result.outputs["scores.csv"]) or "."
-            sys.stdout.write(
-                f"wrote {', '.join(os.path.basename(p) for p in result.outputs.values())} to {folder}\n"
-            )
-    if args.strict and not result.scores.empty and not result.passed:
-        return 1
-    return 0
+    return _report(result, args)
+
+
+def main_stress(argv: Sequence[str]) -> int:
+    args = _stress_parser().parse_args(argv)
+    if not os.path.isdir(args.run):
+        raise InputError(f"{args.run}: no such run folder")
+    if args.no_score:
+        return _report(stress_only(args.run, out_dir=args.out), args)
+    if stress_tables(args.run) is None:  # checked before anything is written
+        raise InputError(f"{args.run}: not a stress run (run.json mode is not 'stress')")
+    result = score_paths(
+        [args.run],
+        baseline=_baseline_arg(args.baseline),
+        samples=args.samples,
+        out_dir=args.out,
+        thresholds=_thresholds(args),
+        irf_metrics=args.irf_metrics,
+    )
+    return _report(result, args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -212,6 +290,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv and argv[0] == "irf":
             return main_irf(argv[1:])
+        if argv and argv[0] == "stress":
+            return main_stress(argv[1:])
+        if argv and argv[0] == "metrics":  # the README table, from the registry
+            sys.stdout.write(render_metric_table() + "\n")
+            return 0
         return main_score(argv)
     except InputError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

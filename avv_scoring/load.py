@@ -7,7 +7,6 @@ message that names the file and the field.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,6 +16,8 @@ from typing import Any
 import pandas as pd
 
 from avv_harness.errors import InputError
+from avv_harness.items import ItemKey
+from avv_harness.manifest import RunManifest, read_manifest
 from avv_harness.records import STATUS_SUCCESS, read_records
 from avv_harness.samples import file_sha256, load_samples
 
@@ -25,8 +26,8 @@ log = logging.getLogger(__name__)
 RECORDS_NAME = "records.csv"
 RUN_JSON_NAME = "run.json"
 
-#: Identity of a work item (same fields as :func:`avv_harness.records.item_key`).
-ITEM_KEY = ("model", "vendor", "sample_id", "repeat")
+#: Identity of a work item: the fields of :class:`avv_harness.items.ItemKey`.
+ITEM_KEY: tuple[str, ...] = ItemKey._fields
 #: Columns without which a row cannot be scored.
 REQUIRED_COLUMNS = ("model", "vendor", "sample_id", "status")
 
@@ -44,7 +45,7 @@ class RunInput:
 
     csv_path: str
     run_dir: str | None  # set when the user named a folder
-    run_json: dict[str, Any] | None = None
+    manifest: RunManifest | None = None
     run_json_path: str | None = None
 
 
@@ -57,17 +58,9 @@ class ToolSource:
     warnings: list[str] = field(default_factory=list)
 
 
-def _read_run_json(path: str) -> dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
+def _read_run_json(path: str) -> RunManifest:
+    """run.json as the harness's :class:`~avv_harness.manifest.RunManifest` (the one definition)."""
+    return read_manifest(path)
 
 
 def resolve_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[RunInput]:
@@ -90,13 +83,13 @@ def resolve_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[RunInput]:
         else:
             raise InputError(f"{path}: no such run folder or records file")
         json_path = os.path.join(os.path.dirname(os.path.abspath(csv_path)), RUN_JSON_NAME)
-        run_json = _read_run_json(json_path) if os.path.isfile(json_path) else None
+        manifest = _read_run_json(json_path) if os.path.isfile(json_path) else None
         inputs.append(
             RunInput(
                 csv_path=csv_path,
                 run_dir=run_dir,
-                run_json=run_json,
-                run_json_path=json_path if run_json is not None else None,
+                manifest=manifest,
+                run_json_path=json_path if manifest is not None else None,
             )
         )
     if not inputs:
@@ -189,7 +182,7 @@ def tools_from_sample_set(sample_set) -> dict[str, list[dict[str, Any]]]:
 
 
 def _samples_info(run: RunInput) -> tuple[str | None, str | None]:
-    info = (run.run_json or {}).get("samples")
+    info = run.manifest.samples if run.manifest is not None else None
     if not isinstance(info, dict):
         return None, None
     path = info.get("path")

@@ -1,4 +1,4 @@
-"""Per-vendor metrics: one pure function per metric over the (de-duplicated) rows of one vendor.
+"""Per-vendor metrics (scoring layer, pure): one function per metric over the (de-duplicated) rows of one vendor.
 
 Every function takes a pandas DataFrame with the record columns of :mod:`avv_harness.records` — the
 rows of ONE (model, vendor), one row per item (sample_id, repeat) — and returns a dict holding the
@@ -10,6 +10,10 @@ counts in the denominators of the rate metrics (success rate, finish-tool-calls 
 read as a "correct" answer anywhere else; missing token counts and TTFTs are missing, not 0.
 
 Notation: *items* = rows of the vendor; *successful* = rows with ``status == "success"``.
+
+Each function is registered with :func:`avv_scoring.registry.produces`, which declares every column it returns
+(header, format, direction, IRF input, default threshold, tables); :func:`vendor_metrics` calls the registered
+functions, so a new metric is one decorated function here and nothing else.
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from avv_harness.measures import percentile
+
 from .load import is_success
+from .registry import REGISTRY, Metric, MetricFunction, produces
 from .schema import INVALID, UNCHECKABLE, VALID, check_call, parse_tool_calls, tool_schemas
 
 NAN = float("nan")
@@ -53,6 +60,14 @@ def _finished_with_tool_calls(rows: pd.DataFrame) -> pd.Series:
 # Success
 
 
+@produces(
+    Metric("success_rate", "Success Rate", "rate", "higher", irf=True, threshold=("min", 0.99), table=True,
+           per_repeat=True, order=10, table_order=1,
+           doc="successful items / items (failed items stay in the denominator); missing with no items"),
+    Metric("items", "Items", "int", "none", count=True, order=100, doc="rows of the vendor after de-duplication"),
+    Metric("successes", "Successes", "int", "none", order=110, doc='items with status == "success"'),
+    Metric("failures", "Failed", "int", "none", count=True, order=120, doc="items − successes"),
+)
 def success_rate(rows: pd.DataFrame) -> dict[str, Any]:
     """Item-level success rate (the harness retries before an item counts as failed).
 
@@ -70,6 +85,11 @@ def success_rate(rows: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+@produces(
+    Metric("attempts", "Attempts", "int", "none", order=140, doc="Σ attempts over all items (an empty cell = 1)"),
+    Metric("attempt_success_rate", "Attempt Success Rate", "rate", "higher", per_repeat=True, order=150,
+           doc="successful items / attempts (the per-attempt MiniMax query reading, before retries)"),
+)
 def attempt_success_rate(rows: pd.DataFrame) -> dict[str, Any]:
     """Success rate per HTTP attempt (the MiniMax "query" reading before retries are credited).
 
@@ -83,6 +103,10 @@ def attempt_success_rate(rows: pd.DataFrame) -> dict[str, Any]:
     return {"attempts": total, "attempt_success_rate": _ratio(int(ok.sum()), total)}
 
 
+@produces(
+    Metric("error_kinds", "Errors", "text", "none", count=True, order=130,
+           doc="failed items per error_kind as kind:count;… (most frequent first)"),
+)
 def error_breakdown(rows: pd.DataFrame) -> dict[str, Any]:
     """Failed items per ``error_kind``, as ``kind:count`` joined by ``;`` (most frequent first)."""
     failed = rows.loc[~is_success(rows), "error_kind"].astype("object").fillna("unknown")
@@ -96,6 +120,23 @@ def error_breakdown(rows: pd.DataFrame) -> dict[str, Any]:
 # Trigger F1
 
 
+@produces(
+    Metric("f1", "F1", "rate", "higher", irf=True, threshold=("min", 0.80), table=True, per_repeat=True,
+           order=20, table_order=2,
+           doc="2·TP / (2·TP + FP + FN) over the F1 pairs (joined on sample_id, repeat); missing with no pairs"),
+    Metric("precision", "Precision", "rate", "higher", order=200, doc="TP / (TP + FP); missing when TP + FP = 0"),
+    Metric("recall", "Recall", "rate", "higher", order=210, doc="TP / (TP + FN); missing when TP + FN = 0"),
+    Metric("tp", "TP", "int", "none", order=220, doc="pairs where vendor and baseline finished with tool_calls"),
+    Metric("fp", "FP", "int", "none", order=230, doc="pairs where only the vendor finished with tool_calls"),
+    Metric("fn", "FN", "int", "none", order=240, doc="pairs where only the baseline finished with tool_calls"),
+    Metric("tn", "TN", "int", "none", order=250, doc="pairs where neither finished with tool_calls"),
+    Metric("f1_pairs", "F1 pairs", "int", "none", count=True, order=260,
+           doc="items joined with a baseline item where both sides succeeded"),
+    Metric("f1_excluded", "F1 excluded", "int", "none", count=True, order=270,
+           doc="joined items where either side failed (left out of the matrix)"),
+    Metric("f1_unmatched", "F1 unmatched", "int", "none", count=True, order=280,
+           doc="vendor items with no baseline item of the same (sample_id, repeat)"),
+)
 def trigger_f1(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[str, Any]:
     """Tool-call trigger agreement with the baseline (K2VV "ToolCall-Trigger Similarity").
 
@@ -199,6 +240,25 @@ def annotate_tool_calls(
     return out
 
 
+@produces(
+    Metric("schema_accuracy", "Schema Accuracy", "rate", "higher", irf=True, threshold=("min", 0.98), table=True,
+           per_repeat=True, order=30, table_order=4,
+           doc="tool_calls responses whose every call is valid / checkable tool_calls responses; missing with none"),
+    Metric("schema_responses", "Schema responses", "int", "none", count=True, order=300,
+           doc="checkable successful responses finishing with tool_calls"),
+    Metric("schema_valid_responses", "Valid responses", "int", "none", order=310,
+           doc="schema_responses whose every tool call is valid"),
+    Metric("schema_uncheckable_responses", "Uncheckable responses", "int", "none", order=320,
+           doc="tool_calls responses with no invalid call but an uncheckable one (left out)"),
+    Metric("call_accuracy", "Call Accuracy", "rate", "higher", per_repeat=True, order=330,
+           doc="valid calls / (valid + invalid calls) in tool_calls responses; missing with no checkable call"),
+    Metric("schema_calls", "Schema calls", "int", "none", order=340, doc="valid + invalid calls"),
+    Metric("schema_valid_calls", "Valid calls", "int", "none", order=350, doc="calls valid against the schema"),
+    Metric("schema_uncheckable_calls", "Uncheckable calls", "int", "none", count=True, order=360,
+           doc="calls whose request schema is invalid or whose sample is unknown"),
+    Metric("tool_calls_other_finish", "Calls under other finish", "int", "none", count=True, order=370,
+           doc="tool calls in successful responses with another finish_reason (not scored)"),
+)
 def schema_accuracy(
     rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[Any]] | None = None
 ) -> dict[str, Any]:
@@ -250,6 +310,11 @@ def schema_accuracy(
 # Cost and performance
 
 
+@produces(
+    Metric("avg_tokens", "Avg Token", "num", "lower", irf=True, table=True, per_repeat=True, order=40, table_order=6,
+           doc="mean total_tokens over successful rows that reported usage; missing when none did (never 0)"),
+    Metric("usage_rows", "Usage rows", "int", "none", order=400, doc="successful rows with total_tokens"),
+)
 def avg_tokens(rows: pd.DataFrame) -> dict[str, Any]:
     """Mean total tokens per request (prompt + completion, as reported in the streamed usage).
 
@@ -261,11 +326,17 @@ def avg_tokens(rows: pd.DataFrame) -> dict[str, Any]:
     return {"avg_tokens": float(values.mean()) if values.size else NAN, "usage_rows": int(values.size)}
 
 
-def _percentile(values: np.ndarray, q: float) -> float:
-    """Percentile with linear interpolation between closest ranks (numpy's default)."""
-    return float(np.percentile(values, q)) if values.size else NAN
-
-
+@produces(
+    Metric("avg_ttft_ms", "TTFT (ms)", "num", "lower", irf=True, table=True, per_repeat=True, order=50,
+           table_order=5, doc="mean ttft_ms over successful rows that have one; missing when none has"),
+    Metric("ttft_p50_ms", "TTFT p50 (ms)", "num", "lower", order=410,
+           doc="median ttft_ms over successful rows that have one (linear interpolation)"),
+    Metric("ttft_p90_ms", "TTFT p90 (ms)", "num", "lower", order=420,
+           doc="90th percentile of ttft_ms over the same rows"),
+    Metric("ttft_p99_ms", "TTFT p99 (ms)", "num", "lower", order=430,
+           doc="99th percentile of ttft_ms over the same rows"),
+    Metric("ttft_rows", "TTFT rows", "int", "none", order=440, doc="successful rows with a ttft_ms"),
+)
 def ttft_stats(rows: pd.DataFrame) -> dict[str, Any]:
     """Time to first token over successful rows that have one (``ttft_rows``).
 
@@ -275,13 +346,20 @@ def ttft_stats(rows: pd.DataFrame) -> dict[str, Any]:
     values = _values(rows.loc[is_success(rows), "ttft_ms"])
     return {
         "avg_ttft_ms": float(values.mean()) if values.size else NAN,
-        "ttft_p50_ms": _percentile(values, 50),
-        "ttft_p90_ms": _percentile(values, 90),
-        "ttft_p99_ms": _percentile(values, 99),
+        "ttft_p50_ms": percentile(values, 50),
+        "ttft_p90_ms": percentile(values, 90),
+        "ttft_p99_ms": percentile(values, 99),
         "ttft_rows": int(values.size),
     }
 
 
+@produces(
+    Metric("tps", "TPS", "num", "higher", irf=True, table=True, per_repeat=True, order=60, table_order=3,
+           doc="mean per-request tps = (completion_tokens − 1) / decode s over successful rows; missing with none"),
+    Metric("tps_p50", "TPS p50", "num", "higher", order=450,
+           doc="median per-request tps over successful rows that have one"),
+    Metric("tps_rows", "TPS rows", "int", "none", order=460, doc="successful rows with a tps"),
+)
 def tps_stats(rows: pd.DataFrame) -> dict[str, Any]:
     """Decode throughput: mean of the per-request ``tps`` over successful rows that have one.
 
@@ -291,7 +369,7 @@ def tps_stats(rows: pd.DataFrame) -> dict[str, Any]:
     values = _values(rows.loc[is_success(rows), "tps"])
     return {
         "tps": float(values.mean()) if values.size else NAN,
-        "tps_p50": _percentile(values, 50),
+        "tps_p50": percentile(values, 50),
         "tps_rows": int(values.size),
     }
 
@@ -300,6 +378,12 @@ def tps_stats(rows: pd.DataFrame) -> dict[str, Any]:
 # MiniMax extras
 
 
+@produces(
+    Metric("finish_tool_calls", "Finish tool_calls", "int", "none", order=500,
+           doc='successful items finishing with "tool_calls"'),
+    Metric("finish_tool_calls_rate", "Finish-ToolCalls Rate", "rate", "none", per_repeat=True, order=510,
+           doc="finish_tool_calls / items (MiniMax Finish-ToolCalls-Rate; failed items stay in the denominator)"),
+)
 def finish_tool_calls_rate(rows: pd.DataFrame) -> dict[str, Any]:
     """MiniMax Finish-ToolCalls-Rate.
 
@@ -310,6 +394,12 @@ def finish_tool_calls_rate(rows: pd.DataFrame) -> dict[str, Any]:
     return {"finish_tool_calls": count, "finish_tool_calls_rate": _ratio(count, len(rows))}
 
 
+@produces(
+    Metric("reasoning_only", "Reasoning-only", "int", "none", count=True, order=520,
+           doc="successful responses with reasoning, blank content and no tool call"),
+    Metric("reasoning_only_rate", "Reasoning-only Rate", "rate", "lower", threshold=("max", 0.0), per_repeat=True,
+           order=530, doc="reasoning_only / successful responses (MiniMax); missing with no successful response"),
+)
 def reasoning_only_rate(rows: pd.DataFrame) -> dict[str, Any]:
     """MiniMax reasoning-only pattern: reasoning arrived but no answer and no tool call.
 
@@ -337,36 +427,26 @@ def vendor_metrics(
     rows: pd.DataFrame,
     baseline_rows: pd.DataFrame,
     tools_by_sample: Mapping[str, Sequence[Any]] | None = None,
+    functions: Sequence[MetricFunction] | None = None,
 ) -> dict[str, Any]:
-    """Every metric above for one vendor, as one flat dict (the baseline passes its own rows)."""
+    """Every registered metric for one vendor, as one flat dict (the baseline passes its own rows).
+
+    Calls each function of ``functions`` (default: every registered one, see :mod:`avv_scoring.registry`)
+    with the vendor's rows, plus the baseline's rows when it needs them.
+    """
     if TC_N not in rows.columns:
         rows = annotate_tool_calls(rows, tools_by_sample)
     out: dict[str, Any] = {}
-    out.update(success_rate(rows))
-    out.update(attempt_success_rate(rows))
-    out.update(trigger_f1(rows, baseline_rows))
-    out.update(schema_accuracy(rows))
-    out.update(avg_tokens(rows))
-    out.update(ttft_stats(rows))
-    out.update(tps_stats(rows))
-    out.update(finish_tool_calls_rate(rows))
-    out.update(reasoning_only_rate(rows))
-    out.update(error_breakdown(rows))
+    for function in REGISTRY.functions() if functions is None else functions:
+        out.update(function(rows, baseline_rows))
     return out
 
 
-#: Metrics computed per repeat and summarised as mean ± std across repeats.
-REPEAT_METRICS = (
-    "success_rate",
-    "attempt_success_rate",
-    "f1",
-    "schema_accuracy",
-    "call_accuracy",
-    "avg_tokens",
-    "avg_ttft_ms",
-    "tps",
-    "finish_tool_calls_rate",
-    "reasoning_only_rate",
+#: Metrics computed per repeat and summarised as mean ± std across repeats (registry: ``per_repeat=True``).
+REPEAT_METRICS: tuple[str, ...] = tuple(m.column for m in REGISTRY.metrics() if m.per_repeat)
+#: The functions that produce them (per_repeat computes only these).
+_REPEAT_FUNCTIONS: tuple[MetricFunction, ...] = tuple(
+    f for f in REGISTRY.functions() if set(f.columns) & set(REPEAT_METRICS)
 )
 
 
@@ -385,7 +465,7 @@ def per_repeat(
     )
     out = []
     for r in sorted(set(repeats.tolist())):
-        metrics = vendor_metrics(rows[repeats == r], baseline_rows[base_repeats == r])
+        metrics = vendor_metrics(rows[repeats == r], baseline_rows[base_repeats == r], functions=_REPEAT_FUNCTIONS)
         out.append({"repeat": r, **{m: metrics[m] for m in REPEAT_METRICS}})
     return pd.DataFrame(out, columns=["repeat", *REPEAT_METRICS])
 

@@ -1,5 +1,9 @@
-"""Orchestration: records → per-vendor metrics → IRF → verdicts (:func:`score_frame`), and the
-file-level entry point used by the CLI and the harness (:func:`score_paths`)."""
+"""Orchestration (scoring layer, between :mod:`.cli` and metrics/IRF/verdict/report): records → per-vendor
+metrics → IRF → verdicts (:func:`score_frame`), and the file-level entry points used by the CLI and the
+harness (:func:`score_paths`, :func:`stress_only`).
+
+Score columns are derived from the metric registry (:mod:`avv_scoring.registry`), never listed by hand.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import pandas as pd
 
 from avv_harness.errors import InputError
 
-from .irf import irf_scores
+from .irf import IRF_METRICS, MetricsSpec, irf_scores, resolve_irf_metrics
 from .load import (
     REQUIRED_COLUMNS,
     ToolsBySample,
@@ -22,10 +26,12 @@ from .load import (
     resolve_inputs,
 )
 from .metrics import REPEAT_METRICS, annotate_tool_calls, per_repeat, repeat_summary, vendor_metrics
+from .registry import METRICS, RegistryError
+from .stress import STRESS_MODE, StressResult, stress_tables
 from .verdict import Thresholds, verdict
 
-#: Columns of scores.csv, in order. The six IRF inputs carry the same names as in the ``irf`` table.
-SCORE_COLUMNS: tuple[str, ...] = (
+#: Columns that say whose row it is and how it was judged (not metrics).
+IDENTITY_COLUMNS: tuple[str, ...] = (
     "model",
     "vendor",
     "is_baseline",
@@ -34,56 +40,19 @@ SCORE_COLUMNS: tuple[str, ...] = (
     "irf",
     "verdict",
     "verdict_reasons",
-    # the six IRF inputs
-    "success_rate",
-    "f1",
-    "schema_accuracy",
-    "avg_tokens",
-    "avg_ttft_ms",
-    "tps",
-    # success
-    "items",
-    "successes",
-    "failures",
-    "error_kinds",
-    "attempts",
-    "attempt_success_rate",
-    # trigger F1
-    "precision",
-    "recall",
-    "tp",
-    "fp",
-    "fn",
-    "tn",
-    "f1_pairs",
-    "f1_excluded",
-    "f1_unmatched",
-    # schema
-    "schema_responses",
-    "schema_valid_responses",
-    "schema_uncheckable_responses",
-    "call_accuracy",
-    "schema_calls",
-    "schema_valid_calls",
-    "schema_uncheckable_calls",
-    "tool_calls_other_finish",
-    # cost and performance
-    "usage_rows",
-    "ttft_p50_ms",
-    "ttft_p90_ms",
-    "ttft_p99_ms",
-    "ttft_rows",
-    "tps_p50",
-    "tps_rows",
-    # MiniMax extras
-    "finish_tool_calls",
-    "finish_tool_calls_rate",
-    "reasoning_only",
-    "reasoning_only_rate",
-    # repeats
+)
+#: Columns of scores.csv, in order: identity, every registered metric (registry order; the six default IRF
+#: inputs first, with the same names as in the ``irf`` table), then ``n_repeats`` and ``<m>_mean`` /
+#: ``<m>_std`` for each per-repeat metric.
+SCORE_COLUMNS: tuple[str, ...] = (
+    *IDENTITY_COLUMNS,
+    *(m.column for m in METRICS),
     "n_repeats",
     *(f"{m}_{stat}" for m in REPEAT_METRICS for stat in ("mean", "std")),
 )
+if len(set(SCORE_COLUMNS)) != len(SCORE_COLUMNS):  # a metric named like an identity or repeat column
+    _dupes = sorted({c for c in SCORE_COLUMNS if SCORE_COLUMNS.count(c) > 1})
+    raise RegistryError(f"score columns registered twice: {', '.join(_dupes)}")
 #: Columns of the per-repeat table (scores.json "by_repeat" and scores_by_repeat.csv).
 REPEAT_COLUMNS: tuple[str, ...] = ("model", "vendor", "repeat", *REPEAT_METRICS)
 
@@ -103,6 +72,12 @@ class ScoreResult:
     inputs: list[str] = field(default_factory=list)
     sample_files: list[str] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
+    #: The IRF inputs used (column → higher is better).
+    irf_metrics: dict[str, bool] = field(default_factory=lambda: dict(IRF_METRICS))
+    #: Stress tables, when one stress run folder was scored (see :func:`score_paths`).
+    stress: StressResult | None = None
+    #: False for a stress-only result (:func:`stress_only`): no per-vendor scores were computed.
+    scored: bool = True
 
     @property
     def models(self) -> list[str]:
@@ -196,14 +171,17 @@ def score_frame(
     tools_by_sample: ToolsBySample | None,
     baseline: BaselineSpec = None,
     thresholds: Thresholds | None = None,
+    irf_metrics: MetricsSpec = None,
 ) -> ScoreResult:
     """Score a records table: one row per (model, vendor) with every metric, IRF and verdict.
 
     ``records`` uses the record schema (:func:`avv_harness.records.coerce_frame` dtypes); duplicate
     items keep their latest row (see :func:`avv_scoring.load.dedupe_latest`). ``tools_by_sample`` maps
     sample id → the request's ``tools`` list; None leaves schema metrics missing (with a warning).
+    ``irf_metrics`` = the IRF input columns (default: the registry's ``irf=True`` metrics).
     """
-    thresholds = thresholds or Thresholds()
+    thresholds = thresholds if thresholds is not None else Thresholds()
+    irf_inputs = resolve_irf_metrics(irf_metrics)
     _check_frame(records)
     records = dedupe_latest(records)
     warnings: list[str] = []
@@ -215,6 +193,7 @@ def score_frame(
             {},
             thresholds,
             warnings,
+            irf_metrics=irf_inputs,
         )
     if tools_by_sample is None:
         warnings.append("no request tool definitions: schema accuracy not computed (pass --samples FILE)")
@@ -266,7 +245,7 @@ def score_frame(
             )
 
     scores = pd.DataFrame(rows)
-    scores["irf"] = irf_scores(scores)
+    scores["irf"] = irf_scores(scores, list(irf_inputs))
     outcomes = [verdict(row, thresholds) for row in scores.to_dict("records")]
     scores["verdict"] = [v for v, _ in outcomes]
     scores["verdict_reasons"] = ["; ".join(r) for _, r in outcomes]
@@ -279,7 +258,7 @@ def score_frame(
     )
     scores = scores.reindex(columns=list(SCORE_COLUMNS))
     by_repeat = pd.concat(repeat_frames, ignore_index=True).reindex(columns=list(REPEAT_COLUMNS))
-    return ScoreResult(scores, by_repeat, baselines, thresholds, warnings)
+    return ScoreResult(scores, by_repeat, baselines, thresholds, warnings, irf_metrics=irf_inputs)
 
 
 def default_out_dir(paths: Sequence[str]) -> str:
@@ -296,12 +275,15 @@ def score_paths(
     out_dir: str | os.PathLike[str] | None = None,
     thresholds: Thresholds | None = None,
     write: bool = True,
+    irf_metrics: MetricsSpec = None,
 ) -> ScoreResult:
     """Load run folders / records.csv files, score them and (``write=True``) write ``scores.csv``,
     ``scores_by_repeat.csv``, ``scores.json`` and ``report.md`` into ``out_dir``.
 
     Tools come from ``samples`` when given, else from the sample file recorded in each run.json
-    (sha256-checked). Raises :class:`avv_harness.errors.InputError` on bad input.
+    (sha256-checked). When exactly one run folder is scored and its run.json says ``"mode": "stress"``,
+    ``result.stress`` holds its stress tables and the outputs include stress.csv, capacity.csv, the two
+    plots and the report's stress section. Raises :class:`avv_harness.errors.InputError` on bad input.
     """
     from .report import write_outputs
 
@@ -309,13 +291,53 @@ def score_paths(
     inputs = resolve_inputs(paths)
     records = read_inputs(inputs)
     tool_source = load_tools(inputs, samples)
-    result = score_frame(records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds)
+    result = score_frame(
+        records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds, irf_metrics=irf_metrics
+    )
     result.warnings[:0] = tool_source.warnings + _input_notes(inputs)
     result.inputs = [i.csv_path for i in inputs]
     result.sample_files = tool_source.sample_files
+    stress_dir = _single_stress_run(inputs)
+    if stress_dir is not None:
+        result.stress = stress_tables(stress_dir)
     if write:
         target = os.fspath(out_dir) if out_dir is not None else default_out_dir(paths)
         result.outputs = write_outputs(result, target)
+    return result
+
+
+def _single_stress_run(inputs: Sequence[Any]) -> str | None:
+    """The run folder when exactly one run folder is scored and its run.json says ``"mode": "stress"``."""
+    if len(inputs) != 1 or inputs[0].run_dir is None:
+        return None
+    manifest = inputs[0].manifest
+    return inputs[0].run_dir if manifest is not None and manifest.mode == STRESS_MODE else None
+
+
+def stress_only(
+    run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, write: bool = True
+) -> ScoreResult:
+    """The stress tables of a stress run folder without per-vendor scoring: ``result.scored`` is False and
+    (``write=True``) only stress.csv, capacity.csv, the plots and a report.md holding the stress section
+    are written into ``out_dir`` (default: the run folder). InputError when the folder is not a stress run.
+    """
+    from .report import write_outputs
+
+    folder = os.fspath(run_dir)
+    stress = stress_tables(folder)
+    if stress is None:
+        raise InputError(f"{folder}: not a stress run (run.json mode is not 'stress')")
+    result = ScoreResult(
+        pd.DataFrame(columns=list(SCORE_COLUMNS)),
+        pd.DataFrame(columns=list(REPEAT_COLUMNS)),
+        {},
+        Thresholds(),
+        inputs=[os.path.join(folder, "records.csv")],
+        stress=stress,
+        scored=False,
+    )
+    if write:
+        result.outputs = write_outputs(result, os.fspath(out_dir) if out_dir is not None else folder)
     return result
 
 
@@ -323,24 +345,29 @@ def _input_notes(inputs: list[Any]) -> list[str]:
     """What run.json says the reader must know: skipped sample lines, incomplete runs, a token budget hit."""
     notes = []
     for item in inputs:
-        run = item.run_json or {}
-        skipped = (run.get("samples") or {}).get("skipped_lines") or []
+        run = item.manifest
+        if run is None:
+            continue
+        skipped = (run.samples or {}).get("skipped_lines") or []
         if skipped:
             lines = ", ".join(str(line) for line, *_ in skipped[:20]) + (" …" if len(skipped) > 20 else "")
             notes.append(f"{item.csv_path}: {len(skipped)} malformed sample line(s) skipped (lines {lines})")
-        if run.get("completed") is False:
-            notes.append(f"{item.csv_path}: the run did not complete ({run.get('items_recorded')} of "
-                         f"{run.get('items_total')} items recorded)")
-        if (run.get("budget") or {}).get("exhausted"):
+        if run.completed is False:
+            why = f", {run.stop_reason}" if run.stop_reason else ""
+            notes.append(f"{item.csv_path}: the run did not complete ({run.items_recorded} of "
+                         f"{run.items_total} items recorded{why})")
+        if (run.budget or {}).get("exhausted"):
             notes.append(f"{item.csv_path}: the token budget was reached; later items were not started")
     return notes
 
 
 __all__ = [
+    "IDENTITY_COLUMNS",
     "SCORE_COLUMNS",
     "REPEAT_COLUMNS",
     "ScoreResult",
     "resolve_baselines",
     "score_frame",
     "score_paths",
+    "stress_only",
 ]

@@ -22,6 +22,9 @@ from typing import Any
 import psutil
 import yaml
 
+from avv_harness.items import truth_tag
+from avv_harness.measures import is_missing, percentile
+
 ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILE = ROOT / "locustfiles" / "vendors.py"
 DEMO_SAMPLES = ROOT / "samples" / "demo.jsonl"
@@ -281,11 +284,6 @@ def load_truth(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def truth_tag(record: dict[str, Any]) -> str:
-    """run_id/model/vendor/sample_id/repeat/attempts: the tag the harness sent with the final attempt."""
-    return "/".join(str(record[k]) for k in ("run_id", "model", "vendor", "sample_id", "repeat", "attempts"))
-
-
 def streaming_phase(frame: Any) -> tuple[float, float]:
     """(min t0, max end) over all records, end = t0_monotonic + latency_ms / 1000."""
     ends = frame["t0_monotonic"] + frame["latency_ms"].fillna(0) / 1000.0
@@ -302,14 +300,7 @@ def events_per_second(frame: Any) -> float | None:
 
 def record_dicts(frame: Any) -> list[dict[str, Any]]:
     """Rows of a records frame as dicts, missing values (NaN / pd.NA) as None."""
-    return [{k: (None if _missing(v) else v) for k, v in row.items()} for row in frame.to_dict("records")]
-
-
-def _missing(value: Any) -> bool:
-    try:
-        return value is None or bool(value != value)  # NaN and pd.NA are not equal to themselves
-    except (TypeError, ValueError):
-        return True
+    return [{k: (None if is_missing(v) else v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
 def errors_ms(records: list[dict[str, Any]], truth: dict[str, dict[str, Any]]) -> dict[str, list[float]]:
@@ -354,9 +345,9 @@ def steady_events_per_second(frame: Any, users: int) -> float | None:
     total = 0.0
     for t0, ttft, latency, chunks in zip(frame["t0_monotonic"], frame["ttft_ms"], frame["latency_ms"],
                                          frame["chunks"], strict=True):
-        if _missing(latency) or _missing(chunks) or not chunks:
+        if is_missing(latency) or is_missing(chunks) or not chunks:
             continue
-        start = t0 + (0.0 if _missing(ttft) else ttft / 1000.0)
+        start = t0 + (0.0 if is_missing(ttft) else ttft / 1000.0)
         end = t0 + latency / 1000.0
         overlap = max(0.0, min(b, end) - max(a, start))
         total += chunks * (overlap / (end - start) if end > start else float(a <= end <= b))
@@ -367,13 +358,10 @@ def steady_events_per_second(frame: Any, users: int) -> float | None:
 
 
 def pct(values: list[float], q: float) -> float | None:
-    """The q-th percentile (linear interpolation between closest ranks); None for no values."""
-    data = sorted(v for v in values if v is not None and not math.isnan(v))
-    if not data:
-        return None
-    pos = (len(data) - 1) * q / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+    """The q-th percentile (:func:`avv_harness.measures.percentile`: linear interpolation between closest
+    ranks); None for no values."""
+    value = percentile([v for v in values if v is not None], q)
+    return None if math.isnan(value) else value
 
 
 def fmt(value: float | None, digits: int = 1) -> str:

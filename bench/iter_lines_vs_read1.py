@@ -38,6 +38,7 @@ import requests  # noqa: E402
 from locust.contrib.fasthttp import FastHttpSession  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
+from avv_harness.items import ATTEMPT_HEADER, ITEM_HEADER  # noqa: E402
 from avv_harness.stream import stream_chat  # noqa: E402
 from avv_sim import start_simulator  # noqa: E402
 
@@ -63,7 +64,7 @@ def request_body(i: int) -> bytes:
 
 def headers_for(tag: str) -> dict[str, str]:
     return {"Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Encoding": "identity",
-            "X-AVV-Item": tag, "X-AVV-Attempt": "1"}
+            ITEM_HEADER: tag, ATTEMPT_HEADER: "1"}
 
 
 def read1_first_token(session: requests.Session, url: str, body: bytes, tag: str) -> tuple[float | None, int]:

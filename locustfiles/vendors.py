@@ -3,7 +3,7 @@
     locust -f locustfiles/vendors.py --headless                     # the embedded demo
     locust -f locustfiles/vendors.py --headless --avv-config configs/my.yaml --avv-samples my.jsonl
 
-All logic lives in :mod:`avv_harness.locust_plugin`; this file only exposes the classes Locust collects.
+This is the checkout's entry point; it exposes the packaged locustfile (avv_harness/locustfile.py).
 """
 
 import os
@@ -11,12 +11,4 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout too
 
-from avv_harness import locust_plugin  # noqa: E402
-
-globals().update(locust_plugin.user_classes())
-
-
-class AvvShape(locust_plugin.RunShape):
-    """Vendors' users all at once; ends when every item is recorded (stress mode: the ladder)."""
-
-    abstract = False
+from avv_harness.locustfile import *  # noqa: E402,F403  (the User classes and the shape)

@@ -1,3 +1,7 @@
+# Locust monkey-patches the standard library with gevent when it is imported; that must happen before
+# requests / urllib3 / ssl are imported by any test module, or ssl recurses. Import it first.
+import locust  # noqa: F401, I001
+
 import os
 import sys
 from pathlib import Path

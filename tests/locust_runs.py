@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from avv_harness.items import truth_tag  # noqa: F401  (re-exported for the tests)
+
 ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILE = ROOT / "locustfiles" / "vendors.py"
 DEMO_SAMPLES = ROOT / "samples" / "demo.jsonl"
@@ -62,5 +64,3 @@ def read_truth(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def truth_tag(record: dict[str, Any]) -> str:
-    return "/".join(str(record[k]) for k in ("run_id", "model", "vendor", "sample_id", "repeat", "attempts"))

@@ -4,8 +4,12 @@ import argparse
 import subprocess
 import sys
 
+import pytest
+
 from avv_harness import locust_plugin
+from avv_harness.docs import BLOCKS, block
 from avv_harness.records import ANOMALIES, COLUMN_NAMES, ERROR_KINDS
+from avv_scoring.registry import render_metric_table
 from avv_sim.profiles import KNOBS
 from tests.locust_runs import ROOT
 
@@ -45,3 +49,17 @@ def test_avv_locust_help_shows_our_options():
     assert proc.returncode == 0
     for option in our_options():
         assert option in proc.stdout, option
+
+
+@pytest.mark.parametrize("name", list(BLOCKS))
+def test_readme_tables_are_rendered_from_the_code(name):
+    assert block(README, name) == BLOCKS[name](), f"out of date: python -m avv_harness.docs README.md ({name})"
+
+
+def test_readme_metric_table_is_the_registrys():
+    start, end = "<!-- metrics:start -->\n", "\n<!-- metrics:end -->"
+    assert README.count(start) == 1 and README.count(end) == 1
+    scoring = README[README.index("## Scoring"):]
+    assert scoring.index(start) < scoring.index("\n## "), "the table belongs in the Scoring section"
+    table = README[README.index(start) + len(start):README.index(end)]
+    assert table == render_metric_table(), "regenerate with: avv-score metrics"

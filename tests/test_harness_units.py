@@ -2,6 +2,7 @@
 
 import json
 import random
+import re
 
 import pytest
 import yaml
@@ -9,7 +10,16 @@ import yaml
 from avv_harness.config import load_config, parse_config, redact_url
 from avv_harness.errors import InputError
 from avv_harness.execute import RetryPolicy, build_body, build_headers
-from avv_harness.records import COLUMN_NAMES, RecordWriter, encode_row, iter_csv_rows, read_records
+from avv_harness.items import ItemKey, VendorId
+from avv_harness.records import (
+    COLUMN_NAMES,
+    Record,
+    RecordError,
+    RecordWriter,
+    encode_row,
+    iter_csv_rows,
+    read_records,
+)
 from avv_harness.samples import load_samples
 from avv_harness.work import Ledger
 
@@ -176,38 +186,68 @@ def test_torn_last_row_is_dropped(tmp_path, caplog):
 
 
 def test_unknown_record_column_is_rejected():
-    with pytest.raises(KeyError):
+    with pytest.raises(RecordError, match="colour"):
         encode_row({"vendor": "v", "colour": "red"})
+
+
+@pytest.mark.parametrize("fields, needle", [
+    ({"colour": "red"}, "unknown record column 'colour'"),
+    ({"repeat": "1"}, "'repeat' (int) got str"),
+    ({"repeat": True}, "'repeat' (int) got bool"),
+    ({"ttft_ms": float("inf")}, "infinite"),
+    ({"usage_reported": 1}, "'usage_reported' (bool) got int"),
+])
+def test_record_is_validated_where_it_is_made(fields, needle):
+    with pytest.raises(RecordError, match=re.escape(needle)):
+        Record(fields)
+    record = Record(vendor="v", ttft_ms=1, tool_calls=[])  # an int is a fine float; json takes a list
+    with pytest.raises(RecordError):
+        record["attempts"] = "3"
 
 
 # ----------------------------------------------------------------------------------------- ledger
 
 
+A, B = VendorId("m", "a"), VendorId("m", "b")
+
+
+def k(vendor: VendorId, sid: str, rep: int) -> ItemKey:
+    return ItemKey.of(vendor, sid, rep)
+
+
 def test_ledger_each_item_once_and_requeue_of_lost_taker():
-    ledger = Ledger.for_items(["a", "b"], ["1", "2", "3"], repeats=2)
+    ledger = Ledger.for_items([A, B], ["1", "2", "3"], repeats=2)
     assert ledger.total == 12
-    got = ledger.take("a", "w1", limit=4)
-    assert got == [("1", 1), ("2", 1), ("3", 1), ("1", 2)]
-    assert ledger.complete(("a", "1", 1)) is True
-    assert ledger.requeue_taker("w1") == [("a", "2", 1), ("a", "3", 1), ("a", "1", 2)]
-    assert ledger.complete(("a", "1", 1)) is False  # a duplicate record is dropped
+    got = ledger.take(A, "w1", limit=4)
+    assert got == [k(A, "1", 1), k(A, "2", 1), k(A, "3", 1), k(A, "1", 2)]
+    assert ledger.complete(k(A, "1", 1)) is True
+    assert ledger.requeue_taker("w1") == [k(A, "2", 1), k(A, "3", 1), k(A, "1", 2)]
+    assert ledger.complete(k(A, "1", 1)) is False  # a duplicate record is dropped
     taken = []
-    while batch := ledger.take("a", "w2", 10):
+    while batch := ledger.take(A, "w2", 10):
         taken += batch
-    assert sorted(taken) == [("1", 2), ("2", 1), ("2", 2), ("3", 1), ("3", 2)]
-    for sid, rep in taken:
-        ledger.complete(("a", sid, rep))
+    assert sorted(taken) == sorted([k(A, "1", 2), k(A, "2", 1), k(A, "2", 2), k(A, "3", 1), k(A, "3", 2)])
+    for key in taken:
+        ledger.complete(key)
     assert not ledger.finished and ledger.remaining == 6
     ledger.drop_pending()
     assert ledger.finished
 
 
 def test_ledger_resume_skips_done_items_and_round_robin_is_endless():
-    ledger = Ledger.for_items(["a"], ["1", "2"], repeats=1, skip={("a", "1", 1)})
-    assert ledger.take("a", "x", 5) == [("2", 1)]
-    rr = Ledger.round_robin(["a"], ["1", "2"])
-    assert rr.take("a", "x", 5) == [("1", 1), ("2", 1), ("1", 2), ("2", 2), ("1", 3)]
+    ledger = Ledger.for_items([A], ["1", "2"], repeats=1, skip={k(A, "1", 1)})
+    assert ledger.take(A, "x", 5) == [k(A, "2", 1)]
+    rr = Ledger.round_robin([A], ["1", "2"])
+    assert [(x.sample_id, x.repeat) for x in rr.take(A, "x", 5)] == [("1", 1), ("2", 1), ("1", 2), ("2", 2), ("1", 3)]
     assert not rr.finished
+
+
+def test_item_tags_are_ascii_and_round_trip():
+    key = ItemKey("模型", "vendor/with slash", "样本-1", 2)
+    tag = key.tag("run 1", 3)
+    tag.encode("latin-1")  # a valid header value
+    assert ItemKey.parse_tag(tag) == ("run 1", key, 3)
+    assert ItemKey("m", "a", "1", 1).tag("r", 1) == "r/m/a/1/1/1"  # plain names stay readable
 
 
 # --------------------------------------------------------------------------------- request build
@@ -225,7 +265,7 @@ def test_request_body_and_headers():
     assert body["model"] == "moonshotai/kimi-k2" and body["stream"] is True
     assert body["stream_options"] == {"include_usage": True}
     assert body["provider"] == {"only": ["fireworks"], "sort": "price"} and body["temperature"] == 0.6
-    headers = build_headers(v, "tag")
+    headers = build_headers(v, "tag", 1)
     assert headers["Authorization"] == "Bearer sk-x" and headers["X-Extra"] == "1"
     no_usage = parse_config(config(vendor("a", is_baseline=True, include_usage=False)), "c", {}).vendors[0]
     assert "stream_options" not in build_body(Sample("1", 1, {"messages": [], "stream_options": {"x": 1}}), no_usage)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import subprocess
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
-from avv_harness import stress
-from avv_harness.stress_report import capacity_table, level_table
+from avv_harness.measures import meets_slo
+from avv_harness.options import StressSettings as HarnessStressSettings
+from avv_harness.options import parse_levels
+from avv_harness.stress import StressPolicy
+from avv_scoring.stress import StressSettings, capacity_table, level_table
 from tests.e2e_ports import free_port
 from tests.locust_runs import clean_env, locust_cmd, only_run_dir, run_locust, write_yaml
 
@@ -78,53 +80,50 @@ def test_distributed_stress_gives_the_same_capacities(tmp_path):
     assert pd.read_csv(run_dir / "records.csv")["worker"].nunique() == 2
 
 
-def fake_state(vendors):
-    options = SimpleNamespace(avv_stress_levels="1,2,4,8", avv_stress_step_s=10.0, avv_slo_ttft_p95_ms=100.0,
-                              avv_slo_error_rate=0.01, avv_backoff_s=0.5, avv_retry_after_cap_s=30.0)
-    state = SimpleNamespace(options=options, vendors={v: None for v in vendors}, policy=None, stress_plan=None)
-    state.ledger = stress.make_ledger(state, ["1", "2"])
-    return state
-
-
-class FakeShape:
-    def __init__(self, classes):
-        self.t = 0.0
-        self.runner = SimpleNamespace(environment=SimpleNamespace(user_classes=classes))
-
-    def get_run_time(self):
-        return self.t
+def policy(vendors):
+    settings = HarnessStressSettings(levels=(1, 2, 4, 8), step_s=10.0, slo_ttft_p95_ms=100.0, slo_error_rate=0.01)
+    return StressPolicy(settings, tuple(vendors))
 
 
 def test_vendor_breaking_the_slo_twice_is_not_escalated():
-    good, bad = type("good", (), {"fixed_count": 1, "weight": 1}), type("bad", (), {"fixed_count": 1, "weight": 1})
-    state = fake_state(["good", "bad"])
-    shape = FakeShape([good, bad])
-    plan = state.stress_plan
-    assert stress.tick(state, shape) == (2, 2.0, [good, bad])  # level 1, both vendors
-    for level in (1, 2, 4):
+    plan = policy(["good", "bad"])
+    first = plan.tick(0.0)
+    assert (first.level, first.users, first.classes, first.stop) == (1, 2, ("good", "bad"), False)
+    for level, t in ((1, 10.0), (2, 20.0), (4, 30.0)):
         for _ in range(10):
-            plan.seen[("good", level)].append((True, 50.0))
-            plan.seen[("bad", level)].append((level == 1, 50.0 if level == 1 else None))
-        shape.t += 10
-        tick = stress.tick(state, shape)
+            plan.observe("good", level, True, 50.0)
+            plan.observe("bad", level, level == 1, 50.0)
+        decision = plan.tick(t)
+        assert decision.closed_level == level
     # bad broke the SLO at levels 2 and 4 (all failed): stopped after 4; good goes on alone at level 8
-    assert plan.stopped_after == {"bad": 4} and tick == (8, 8.0, [good])
-    assert good.fixed_count == 0 and good.weight == 1
-    shape.t += 10
-    assert stress.tick(state, shape) is None and stress.finished(state)
-    assert state.ledger.finished  # pending items dropped, so the run can end
+    assert plan.stopped_after == {"bad": 4} and decision.newly_stopped == ("bad",)
+    assert (decision.level, decision.users, decision.classes) == (8, 8, ("good",))
+    later = plan.tick(35.0)  # within a level nothing changes
+    assert (later.level, later.users, later.classes, later.closed_level) == (8, 8, ("good",), None)
+    end = plan.tick(40.0)
+    assert end.stop and end.closed_level == 8 and plan.done
+    assert plan.level_durations_s == {1: 10.0, 2: 10.0, 4: 10.0, 8: 10.0}
+    assert plan.summary()["stopped_after"] == {"bad": 4}
+
+
+def test_run_stopping_early_closes_the_level_with_its_measured_duration():
+    plan = policy(["v"])
+    plan.tick(0.0)
+    plan.tick(10.0)
+    plan.stop_now(13.5)
+    assert plan.done and plan.level_durations_s == {1: 10.0, 2: 3.5}
 
 
 def test_ladder_parsing_and_slo_rule():
-    assert stress.parse_levels("") == [1, 2, 4, 8, 16, 32]
-    assert stress.parse_levels("1, 3,9") == [1, 3, 9]
+    assert parse_levels("") == (1, 2, 4, 8, 16, 32)
+    assert parse_levels("1, 3,9") == (1, 3, 9)
     for bad in ("4,2", "0,1", "a"):
         with pytest.raises(Exception, match="--avv-stress-levels"):
-            stress.parse_levels(bad)
-    assert stress.meets_slo([(True, 90.0)] * 99 + [(False, None)], 100, 0.01)
-    assert not stress.meets_slo([(True, 90.0)] * 98 + [(False, None)] * 2, 100, 0.01)
-    assert not stress.meets_slo([(True, 90.0)] * 90 + [(True, 150.0)] * 10, 100, 0.01)
-    assert not stress.meets_slo([], 100, 0.01)
+            parse_levels(bad)
+    assert meets_slo([(True, 90.0)] * 99 + [(False, None)], 100, 0.01)
+    assert not meets_slo([(True, 90.0)] * 98 + [(False, None)] * 2, 100, 0.01)
+    assert not meets_slo([(True, 90.0)] * 90 + [(True, 150.0)] * 10, 100, 0.01)
+    assert not meets_slo([], 100, 0.01)
 
 
 def test_level_and_capacity_tables_from_hand_made_records():
@@ -134,7 +133,8 @@ def test_level_and_capacity_tables_from_hand_made_records():
                   "latency_ms": ttft * 2, "completion_tokens": 10, "tps": 50.0}] * n_ok
         rows += [{"vendor": "v", "level": level, "status": "failed", "error_kind": "http_429", "ttft_ms": None,
                   "latency_ms": 5.0, "completion_tokens": None, "tps": None}] * n_429
-    levels = level_table(pd.DataFrame(rows), step_s=10.0, slo_ttft_p95_ms=125.0, slo_error_rate=0.01)
+    settings = StressSettings(levels=(1, 2, 4), step_s=10.0, slo_ttft_p95_ms=125.0, slo_error_rate=0.01)
+    levels = level_table(pd.DataFrame(rows), settings)
     assert list(levels["requests"]) == [10, 20, 40]
     assert list(levels["tokens_per_s"]) == [10.0, 20.0, 20.0]  # Σ completion tokens / 10 s
     assert list(levels["rate_429"]) == [0.0, 0.0, 0.5]

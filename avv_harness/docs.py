@@ -1,0 +1,107 @@
+"""The README tables the code defines — options, record columns, error kinds, anomalies and (from
+avv_scoring) the metric registry — rendered from the one place each is declared.
+
+    python -m avv_harness.docs README.md        # rewrite the marked blocks in place
+    python -m avv_harness.docs --check README.md
+
+``tests/test_docs.py`` fails when a block in the README differs from what this renders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+
+from .options import DATA_DIR, add_arguments
+from .records import ANOMALIES, COLUMNS, ERROR_KINDS
+
+RETRIED = {"http_429", "http_5xx", "timeout", "connect", "truncated"}
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_options_table() -> str:
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    rows = ["| option | default | meaning |", "|---|---|---|"]
+    for action in parser._actions:
+        name = action.option_strings[0]
+        if action.const is True and action.default is False:
+            default = "off"
+        else:
+            default = str(action.default).replace(str(DATA_DIR), "avv_harness/data")
+        rows.append(f"| `{name}` | {_cell(default)} | {_cell(action.help or '')} |")
+    return "\n".join(rows)
+
+
+def render_columns_table() -> str:
+    rows = ["| column | type | meaning |", "|---|---|---|"]
+    rows += [f"| `{c.name}` | {c.kind} | {_cell(c.doc)} |" for c in COLUMNS]
+    return "\n".join(rows)
+
+
+def render_error_kinds_table() -> str:
+    rows = ["| error_kind | meaning | retried |", "|---|---|---|"]
+    rows += [f"| `{k}` | {_cell(v)} | {'yes' if k in RETRIED else 'no'} |" for k, v in ERROR_KINDS.items()]
+    return "\n".join(rows)
+
+
+def render_anomalies_table() -> str:
+    rows = ["| anomaly | meaning |", "|---|---|"]
+    rows += [f"| `{k}` | {_cell(v)} |" for k, v in ANOMALIES.items()]
+    return "\n".join(rows)
+
+
+def _metrics() -> str:
+    from avv_scoring.registry import render_metric_table
+
+    return render_metric_table()
+
+
+BLOCKS: dict[str, Callable[[], str]] = {
+    "options": render_options_table,
+    "columns": render_columns_table,
+    "error-kinds": render_error_kinds_table,
+    "anomalies": render_anomalies_table,
+    "metrics": _metrics,
+}
+
+
+def _pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(<!-- {name}:start -->\n)(.*?)(\n<!-- {name}:end -->)", re.S)
+
+
+def render_into(text: str) -> str:
+    for name, render in BLOCKS.items():
+        text, count = _pattern(name).subn(lambda m, r=render: m.group(1) + r() + m.group(3), text)
+        if count != 1:
+            raise SystemExit(f"README: expected one <!-- {name}:start --> … <!-- {name}:end --> block, found {count}")
+    return text
+
+
+def block(text: str, name: str) -> str | None:
+    match = _pattern(name).search(text)
+    return match.group(2) if match else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m avv_harness.docs")
+    parser.add_argument("readme")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a block is out of date")
+    args = parser.parse_args(argv)
+    with open(args.readme, encoding="utf-8") as fh:
+        text = fh.read()
+    new = render_into(text)
+    if args.check:
+        return 0 if new == text else 1
+    with open(args.readme, "w", encoding="utf-8") as fh:
+        fh.write(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

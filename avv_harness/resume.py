@@ -1,0 +1,60 @@
+"""Resume: which items of an earlier run folder are done, and whether that folder belongs to this run.
+
+A run folder may only be resumed with the same config (models, vendors, model ids, URLs), the same mode
+and the same set of sample ids; anything else is refused (exit status 2) rather than mixing two runs
+in one records.csv. Within that, an item counts as done when its latest row succeeded *and* was made
+from the sample body the file holds now (``request_hash``): an edited sample is run again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from .errors import InputError
+from .items import ItemKey
+from .manifest import RECORDS_CSV, RUN_JSON, RunManifest, read_manifest
+from .records import STATUS_SUCCESS, iter_csv_rows
+from .samples import SampleSet
+
+
+def sample_ids_hash(samples: SampleSet) -> str:
+    return hashlib.sha256("\n".join(s.sample_id for s in samples.samples).encode("utf-8")).hexdigest()
+
+
+def check_resumable(run_dir: Path, config_identity: str, mode: str, samples: SampleSet) -> RunManifest:
+    """The run folder's manifest, after checking that it belongs to this config, mode and sample set."""
+    if not (run_dir / RUN_JSON).is_file():
+        raise InputError(f"{run_dir}: --avv-resume needs a run folder with {RUN_JSON}")
+    previous = read_manifest(run_dir)
+    problems = []
+    if previous.config_identity and previous.config_identity != config_identity:
+        before = ", ".join(f"{v.get('model')}/{v.get('name')}" for v in previous.vendors)
+        problems.append(f"the vendor config differs from the one the run was made with (it had: {before}; "
+                        f"config {previous.config_path})")
+    if previous.mode != mode:
+        problems.append(f"the run was made in {previous.mode} mode, not {mode}")
+    ids_before = (previous.samples or {}).get("ids_sha256")
+    if ids_before and ids_before != sample_ids_hash(samples):
+        problems.append(f"the sample file holds other sample ids than the run's "
+                        f"({(previous.samples or {}).get('path')}, {(previous.samples or {}).get('count')} samples)")
+    if problems:
+        raise InputError(f"{run_dir}: cannot resume: " + "; ".join(problems)
+                         + ". Start a new run, or resume with the same --avv-config, --avv-samples and mode.")
+    return previous
+
+
+def done_items(run_dir: Path, samples: SampleSet) -> set[ItemKey]:
+    """Items whose latest row succeeded with the sample body the file holds now."""
+    path = run_dir / RECORDS_CSV
+    if not path.is_file() or os.path.getsize(path) == 0:
+        return set()
+    current = {s.sample_id: s.request_hash for s in samples.samples}
+    latest: dict[ItemKey, tuple[str, str | None]] = {}
+    for row in iter_csv_rows(path):
+        latest[ItemKey.from_record(row)] = (row.get("status") or "", row.get("request_hash"))
+    return {
+        key for key, (status, digest) in latest.items()
+        if status == STATUS_SUCCESS and (digest is None or digest == current.get(key.sample_id))
+    }

@@ -1,0 +1,75 @@
+"""Secret redaction: one function applied on every write path (records, run.json, logs, Locust stats).
+
+The run knows its secrets — API keys from the YAML, ``.env``, ``api_key_env`` or the vendor's variable,
+secret header values, URL user-info and key-like query values — so it can remove them from any text
+before the text leaves the process, whoever produced it (a vendor echoing the key in a 401 message,
+requests quoting a header value in an exception, a URL with a password in a log line).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from .config import redact_url
+from .records import COLUMN_KINDS, Record
+
+MASK = "***"
+MIN_SECRET_CHARS = 4  # shorter "secrets" would mask ordinary words
+
+
+class Redactor:
+    """Replaces every known secret (and URL user-info / key query values) in a text with ``***``."""
+
+    def __init__(self, secrets: Iterable[str] = ()):
+        found = {s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}
+        # Also the forms a secret takes when quoted by repr() or JSON (escaped newlines and the like).
+        found |= {s.encode("unicode_escape").decode("ascii") for s in list(found)}
+        ordered = sorted(found, key=len, reverse=True)
+        self._pattern = re.compile("|".join(re.escape(s) for s in ordered)) if ordered else None
+
+    def __call__(self, text: Any) -> Any:
+        if not isinstance(text, str) or not text:
+            return text
+        if self._pattern is not None:
+            text = self._pattern.sub(MASK, text)
+        return redact_url(text) if "://" in text or "=" in text else text
+
+    def record(self, record: Record) -> Record:
+        """The record with every text column redacted (in place; returned for chaining)."""
+        for name, value in record.items():
+            if isinstance(value, str) and COLUMN_KINDS.get(name) in ("str", "json"):
+                cleaned = self(value)
+                if cleaned is not value:
+                    dict.__setitem__(record, name, cleaned)
+        return record
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that formats a record's message once and redacts it (and its traceback)."""
+
+    def __init__(self, redact: Redactor):
+        super().__init__("avv-redact")
+        self.redact = redact
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = self.redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        return True
+
+
+def install_log_redaction(redact: Redactor) -> RedactingFilter:
+    """Attach the filter to every handler of the root logger (Locust's console and --logfile handlers)."""
+    flt = RedactingFilter(redact)
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(flt)
+    return flt

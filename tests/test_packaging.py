@@ -1,0 +1,45 @@
+"""The installed package is self-sufficient: a wheel installed into a fresh virtual environment runs the
+demo from an unrelated directory (no checkout paths, the demo data ships inside the package)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+
+from tests.locust_runs import ROOT, clean_env
+
+pytestmark = pytest.mark.e2e
+
+
+def test_wheel_in_a_fresh_venv_runs_the_demo_from_anywhere(tmp_path):
+    dist = tmp_path / "dist"
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(dist), str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-3000:]
+    (wheel,) = dist.glob("avv_locust-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    # The dependencies come from this test environment (no download); our own package only from the wheel.
+    (Path(site) / "deps-from-test-env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    install = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "-q", str(wheel)],
+                             capture_output=True, text=True, timeout=300)
+    assert install.returncode == 0, install.stderr[-3000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    where = subprocess.run([str(python), "-c", "import avv_harness; print(avv_harness.__file__)"], cwd=elsewhere,
+                           capture_output=True, text=True, env=clean_env())
+    assert where.stdout.startswith(str(env_dir)), where.stdout + where.stderr  # not the checkout
+    demo = subprocess.run([str(env_dir / "bin" / "avv-locust"), "--headless", "--avv-out", "out"], cwd=elsewhere,
+                          capture_output=True, text=True, timeout=240, env=clean_env())
+    assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-3000:]
+    (run_dir,) = (elsewhere / "out").iterdir()
+    assert (run_dir / "records.csv").stat().st_size > 1000 and (run_dir / "report.md").exists()
+    assert "run complete" in demo.stdout

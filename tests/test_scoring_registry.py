@@ -1,0 +1,217 @@
+"""The metric registry: every function returns what it declared, declarations are checked, and every
+table (score columns, IRF inputs, layouts, repeats, thresholds, README) is derived from it."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from avv_scoring import METRICS, SCORE_COLUMNS, Thresholds, registry
+from avv_scoring import metrics as M
+from avv_scoring.cli import main
+from avv_scoring.irf import IRF_METRICS, IRF_TABLE_COLUMNS, irf_scores, resolve_irf_metrics
+from avv_scoring.registry import FUNCTIONS, Metric, Registry, RegistryError, produces, render_metric_table
+from avv_scoring.report import COUNT_LAYOUT, TABLE_LAYOUT
+from avv_scoring.score import IDENTITY_COLUMNS, REPEAT_COLUMNS
+from avv_scoring.testing import call, records_frame
+from avv_scoring.verdict import verdict
+
+TOOLS = {"1": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}
+
+
+def _frames():
+    """A small baseline + vendor table touching every metric: tool calls, a failure, usage, reasoning."""
+    base = [
+        {"vendor": "base", "is_baseline": True, "sample_id": "1", "finish_reason": "tool_calls",
+         "tool_calls": [call("f", {"x": 1})], "ttft_ms": 100.0, "tps": 40.0, "total_tokens": 500},
+        {"vendor": "base", "is_baseline": True, "sample_id": "2", "ttft_ms": 120.0, "tps": 45.0,
+         "total_tokens": 400},
+    ]
+    ven = [
+        {"vendor": "ven", "sample_id": "1", "finish_reason": "tool_calls", "tool_calls": [call("f", {"x": 2})],
+         "ttft_ms": 80.0, "tps": 60.0, "total_tokens": 450, "attempts": 2},
+        {"vendor": "ven", "sample_id": "2", "content": "", "reasoning_chars": 12, "ttft_ms": 90.0},
+        {"vendor": "ven", "sample_id": "3", "status": "failed", "error_kind": "http_5xx"},
+    ]
+    frame = M.annotate_tool_calls(records_frame(base + ven), TOOLS)
+    return frame[frame["vendor"] == "ven"], frame[frame["vendor"] == "base"]
+
+
+@pytest.mark.parametrize("function", FUNCTIONS, ids=lambda f: f.name)
+def test_each_function_returns_exactly_the_columns_it_declared(function):
+    rows, base = _frames()
+    out = function.func(rows, base) if function.inputs == "rows+baseline" else function.func(rows)
+    assert set(out) == set(function.columns)
+    for column in function.columns:
+        assert registry.metric(column).column == column
+
+
+def test_vendor_metrics_has_every_registered_column_and_nothing_else():
+    rows, base = _frames()
+    assert set(M.vendor_metrics(rows, base)) == {m.column for m in METRICS}
+    assert sum(len(f.columns) for f in FUNCTIONS) == len(METRICS)
+    assert {f.name: f.inputs for f in FUNCTIONS}["trigger_f1"] == "rows+baseline"
+    assert {f.name: f.inputs for f in FUNCTIONS}["schema_accuracy"] == "rows"
+
+
+def test_registering_a_column_twice_raises_and_changes_nothing():
+    before = registry.METRICS
+    with pytest.raises(RegistryError, match="'f1' is already registered .by trigger_f1"):
+        produces(Metric("f1", "F1 again", "rate", "higher"))(lambda rows: {"f1": 1.0})
+    assert registry.METRICS == before
+
+    reg = Registry()
+    reg.produces(Metric("a", "A", "int", "none"))(lambda rows: {"a": 1})
+    with pytest.raises(RegistryError, match="already registered"):
+        reg.produces(Metric("b", "B", "int", "none"), Metric("a", "A", "int", "none"))(lambda rows: {})
+    assert [m.column for m in reg.metrics()] == ["a"]  # b was not half-registered
+    with pytest.raises(RegistryError, match="declared twice"):
+        reg.produces(Metric("c", "C", "int", "none"), Metric("c", "C", "int", "none"))
+
+    def f(rows):
+        return {"d": 1}
+
+    reg.produces(Metric("d", "D", "int", "none"))(f)
+    with pytest.raises(RegistryError, match="f is already registered"):
+        reg.produces(Metric("e", "E", "int", "none"))(f)
+
+
+def test_bad_declarations_raise():
+    with pytest.raises(RegistryError, match="IRF input needs a direction"):
+        Metric("x", "X", "int", "none", irf=True)
+    with pytest.raises(RegistryError, match="fmt"):
+        Metric("x", "X", "percent", "higher")
+    with pytest.raises(RegistryError, match="better"):
+        Metric("x", "X", "rate", "up")
+    with pytest.raises(RegistryError, match="kind"):
+        Metric("x", "X", "rate", "higher", threshold=("atleast", 0.5))
+    with pytest.raises(RegistryError, match="text column"):
+        Metric("x", "X", "text", "none", threshold=("min", 1))
+    with pytest.raises(RegistryError, match="snake_case"):
+        Metric("X Y", "X", "rate", "higher")
+
+
+def test_a_function_returning_undeclared_columns_is_caught():
+    reg = Registry()
+
+    @reg.produces(Metric("a", "A", "int", "none"))
+    def sloppy(rows):
+        return {"a": 1, "b": 2}
+
+    (entry,) = reg.functions()
+    with pytest.raises(RegistryError, match="undeclared: b"):
+        entry(None, None)
+
+
+def test_score_and_repeat_columns_come_from_the_registry():
+    repeat = [m.column for m in METRICS if m.per_repeat]
+    assert SCORE_COLUMNS == (
+        *IDENTITY_COLUMNS,
+        *(m.column for m in METRICS),
+        "n_repeats",
+        *(f"{c}_{s}" for c in repeat for s in ("mean", "std")),
+    )
+    assert M.REPEAT_METRICS == tuple(repeat)
+    assert REPEAT_COLUMNS == ("model", "vendor", "repeat", *repeat)
+    # the six IRF inputs come first, with today's names, order and directions
+    assert SCORE_COLUMNS[len(IDENTITY_COLUMNS):][:6] == (
+        "success_rate", "f1", "schema_accuracy", "avg_tokens", "avg_ttft_ms", "tps"
+    )
+
+
+def test_irf_inputs_come_from_the_registry():
+    assert IRF_METRICS == {m.column: m.better == "higher" for m in METRICS if m.irf}
+    assert IRF_METRICS == {
+        "success_rate": True, "f1": True, "schema_accuracy": True, "avg_tokens": False, "avg_ttft_ms": False,
+        "tps": True,
+    }
+    assert IRF_TABLE_COLUMNS == ("model", "vendor", *IRF_METRICS)
+
+
+def test_irf_over_a_chosen_list_of_metrics():
+    table = pd.DataFrame({"model": "m", "vendor": ["a", "b"], "tps": [10, 20], "call_accuracy": [1.0, 0.5],
+                          "f1": [0.1, 0.9]})
+    assert irf_scores(table, ["tps", "call_accuracy"]).tolist() == pytest.approx([1 / 7 + 1 / 6, 1 / 6 + 1 / 7])
+    assert resolve_irf_metrics(["avg_ttft_ms"]) == {"avg_ttft_ms": False}
+    for bad, message in ((["items"], "no better direction"), (["nope"], "not a metric"), ([], "at least one"),
+                         (["f1", "f1"], "twice")):
+        with pytest.raises(Exception, match=message):
+            resolve_irf_metrics(bad)
+
+
+def test_cli_irf_metrics_flag(tmp_path, capsys):
+    src = tmp_path / "t.csv"
+    src.write_text("model,vendor,tps,call_accuracy\nm,a,10,1\nm,b,20,0.5\n", encoding="utf-8")
+    assert main(["irf", str(src), "--irf-metrics", "tps,call_accuracy"]) == 0
+    both = f"{1 / 7 + 1 / 6:.4f}"  # a: 1st on call_accuracy, 2nd on tps; b the other way round
+    assert capsys.readouterr().out.splitlines()[1:] == [f"m,a,10,1,{both}", f"m,b,20,0.5,{both}"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["irf", str(src), "--irf-metrics", "items"])
+    assert exit_info.value.code == 2
+    assert "no better direction" in capsys.readouterr().err
+
+
+def test_table_layouts_come_from_the_registry():
+    shown = [m for m in METRICS if m.table]
+    shown.sort(key=lambda m: m.order if m.table_order is None else m.table_order)
+    assert TABLE_LAYOUT == (("Vendor", "vendor", "text"), ("IRF", "irf", "irf"),
+                            *((m.header, m.column, m.fmt) for m in shown))
+    # the published layout
+    assert [h for h, _, _ in TABLE_LAYOUT] == [
+        "Vendor", "IRF", "Success Rate", "F1", "TPS", "Schema Accuracy", "TTFT (ms)", "Avg Token"
+    ]
+    assert COUNT_LAYOUT == tuple((m.header, m.column, m.fmt) for m in METRICS if m.count)
+    assert {c for _, c, _ in COUNT_LAYOUT} >= {"items", "failures", "f1_pairs", "f1_excluded", "f1_unmatched"}
+
+
+def test_default_thresholds_come_from_the_registry():
+    expected = [(m.column, *m.threshold) for m in METRICS if m.threshold]
+    assert Thresholds().checks() == expected
+    assert expected == [("success_rate", "min", 0.99), ("f1", "min", 0.8), ("schema_accuracy", "min", 0.98),
+                        ("reasoning_only_rate", "max", 0.0)]
+
+
+def test_thresholds_overrides():
+    t = Thresholds(min_success_rate=0.9, min_f1=None)
+    assert dict(t) == {"success_rate": ("min", 0.9), "schema_accuracy": ("min", 0.98),
+                       "reasoning_only_rate": ("max", 0.0)}
+    assert t.min_success_rate == 0.9 and t.min_f1 is None and t.max_success_rate is None
+    assert Thresholds(**t.to_dict()) == t
+    # any registered metric, one line; None removes a bound
+    assert t.with_bound("tps", "min", 20)["tps"] == ("min", 20.0)
+    assert Thresholds({"avg_ttft_ms": ("max", 500), "f1": None}).checks()[1:3] == [
+        ("schema_accuracy", "min", 0.98), ("avg_ttft_ms", "max", 500.0)
+    ]
+    assert Thresholds.none().checks() == []
+    assert Thresholds(max_reasoning_only_rate=0.05)["reasoning_only_rate"] == ("max", 0.05)
+    replaced = Thresholds(min_success_rate=None, max_success_rate=1.0)
+    assert replaced["success_rate"] == ("max", 1.0) and Thresholds(**replaced.to_dict()) == replaced
+    for bad, message in ((dict(min_nope=1), "not a metric"), (dict(min_tps=1, max_tps=2), "both a min and a max"),
+                         (dict(max_success_rate=1), "already has the bound"), (dict(minimum_f1=1), "min_<metric>"),
+                         (dict(min_error_kinds=1), "text column")):
+        with pytest.raises(ValueError, match=message):
+            Thresholds(**bad)
+    with pytest.raises(AttributeError):
+        t.x = 1
+
+
+def test_verdict_on_any_registered_bound():
+    t = Thresholds.none().with_bound("avg_ttft_ms", "max", 100)
+    assert verdict({"avg_ttft_ms": 120.0}, t) == ("fail", ["avg_ttft_ms 120 > 100"])
+    assert verdict({"avg_ttft_ms": math.nan}, t) == ("fail", ["avg_ttft_ms missing"])
+    assert verdict({"avg_ttft_ms": 80}, t) == ("pass", [])
+
+
+def test_metric_table_has_one_row_per_metric():
+    lines = render_metric_table().splitlines()
+    assert lines[0] == "| Column | Header | Better | IRF input | Default threshold | Formula |"
+    assert len(lines) == 2 + len(METRICS)
+    assert lines[2].startswith("| `success_rate` | Success Rate | higher | yes | ≥ 0.99 |")
+    assert all(m.doc for m in METRICS), "every metric has a one-line formula"
+
+
+def test_cli_prints_the_metric_table(capsys):
+    assert main(["metrics"]) == 0
+    assert capsys.readouterr().out == render_metric_table() + "\n"
