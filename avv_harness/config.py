@@ -16,6 +16,7 @@ upper-cased with non-alphanumerics as ``_``). A ``.env`` file in the working dir
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
@@ -135,7 +136,9 @@ def url_secrets(url: str) -> list[str]:
         if parts.password:
             out += [parts.password, unquote(parts.password)]
         if parts.username and parts.password:
-            out.append(unquote(parts.username))
+            # requests turns URL user-info into Basic auth: the header carries base64("user:password")
+            basic = f"{unquote(parts.username)}:{unquote(parts.password)}".encode()
+            out += [unquote(parts.username), base64.b64encode(basic).decode("ascii")]
     except ValueError:
         pass
     for match in _KEY_PARAM.finditer(url):

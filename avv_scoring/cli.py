@@ -147,7 +147,8 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
     )
     _add_irf_metrics_option(p)
     p.add_argument(
-        "--strict", action="store_true", help="exit with status 1 when any vendor fails its verdict"
+        "--strict", action="store_true",
+        help="exit with status 1 when any vendor fails its verdict, or when there is nothing to score"
     )
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the tables")
 
@@ -248,7 +249,10 @@ def _report(result: ScoreResult, args: argparse.Namespace) -> int:
             sys.stdout.write(
                 f"wrote {', '.join(os.path.basename(p) for p in result.outputs.values())} to {folder}\n"
             )
-    if args.strict and result.scored and not result.scores.empty and not result.passed:
+    if args.strict and result.scored and result.scores.empty:
+        sys.stderr.write(f"{PROG}: --strict: no records to score, so no vendor passed\n")
+        return 1
+    if args.strict and result.scored and not result.passed:
         return 1
     return 0
 

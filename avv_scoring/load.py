@@ -30,6 +30,10 @@ RUN_JSON_NAME = "run.json"
 ITEM_KEY: tuple[str, ...] = ItemKey._fields
 #: Columns without which a row cannot be scored.
 REQUIRED_COLUMNS = ("model", "vendor", "sample_id", "status")
+#: Record columns the metrics read: a file without one of them cannot be scored (older files that lack a
+#: column added later, such as ``request_hash``, still can).
+METRIC_INPUT_COLUMNS = ("error_kind", "attempts", "finish_reason", "tool_calls", "ttft_ms", "total_tokens", "tps",
+                        "content", "reasoning_chars")
 
 #: Helper columns added by :func:`load_records` (not part of the record schema).
 SOURCE_COL = "_source"
@@ -101,6 +105,10 @@ def _check_columns(frame: pd.DataFrame, path: str) -> None:
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)} (is this a records.csv?)")
+    missing = [c for c in METRIC_INPUT_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)}, which the metrics need; "
+                         "a records.csv written by avv-locust has them")
     for col in ("model", "vendor", "sample_id"):
         empty = frame[col].isna()
         if empty.any():

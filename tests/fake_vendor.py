@@ -79,10 +79,13 @@ def item_of(request: requests.PreparedRequest) -> ItemKey:
     return ItemKey.parse_tag(request.headers[ITEM_HEADER])[1]
 
 
-def fake_session_factory(adapter: ScriptedAdapter, prefix: str = "http://vendor.test/") -> Callable[[], Any]:
+def fake_session_factory(adapter: ScriptedAdapter, prefixes: tuple[str, ...] = ("http://", "https://")
+                         ) -> Callable[[], Any]:
+    """Sessions whose every request (by default) goes to ``adapter``: no socket is opened."""
     def make() -> requests.Session:
         session = requests.Session()
-        session.mount(prefix, adapter)
+        for prefix in prefixes:
+            session.mount(prefix, adapter)
         return session
 
     return make

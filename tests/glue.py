@@ -24,12 +24,13 @@ class Shape(RunShape):
 
 
 def write_inputs(work: Path, vendors: list[str] | dict[str, dict], n_samples: int = 4,
-                 sample_lines: list[dict] | None = None, model: str = "m") -> tuple[Path, Path]:
+                 sample_lines: list[dict] | None = None, model: str = "m",
+                 url: str = VENDOR_URL) -> tuple[Path, Path]:
     """vendors.yaml (first vendor is the baseline, URLs on the fake host) and samples.jsonl."""
     specs = vendors if isinstance(vendors, dict) else {name: {} for name in vendors}
     rows = []
     for i, (name, extra) in enumerate(specs.items()):
-        rows.append({"name": name, "url": VENDOR_URL.format(name=name), "is_baseline": i == 0,
+        rows.append({"name": name, "url": url.format(name=name), "is_baseline": i == 0,
                      "require_key": False, "concurrency": 2, "timeout_s": 5, **extra})
     config = write_yaml(work / "vendors.yaml", {model: {"vendors": rows}})
     lines = sample_lines or [{"data_index": f"s{i}", "messages": [{"role": "user", "content": f"q{i}"}]}
@@ -45,8 +46,9 @@ def options(work: Path, config: Path, samples: Path, *extra: str) -> list[str]:
 
 
 def make_env(args: list[str], runner: str = "local", adapter: ScriptedAdapter | None = None,
-             master_port: int = 0) -> tuple[Environment, RunController]:
-    """An environment with our classes and shape, its runner, and the controller installed."""
+             master_port: int = 0, real_http: bool = False) -> tuple[Environment, RunController]:
+    """An environment with our classes and shape, its runner, and the controller installed. The users talk
+    to the in-process ``adapter`` (default: a fixed answer), or over real HTTP with ``real_http``."""
     parsed = preparse_options(args)
     classes = list(user_classes(args).values())
     env = Environment(user_classes=classes, shape_class=Shape(), events=Events(), parsed_options=parsed)
@@ -57,7 +59,7 @@ def make_env(args: list[str], runner: str = "local", adapter: ScriptedAdapter | 
     else:
         env.create_worker_runner("127.0.0.1", master_port)
     adapter = adapter or ScriptedAdapter(lambda request: stream_reply("hello there"))
-    ctl = install(env, session_factory=fake_session_factory(adapter))
+    ctl = install(env, session_factory=None if real_http else fake_session_factory(adapter))
     return env, ctl
 
 

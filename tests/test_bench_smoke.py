@@ -40,7 +40,8 @@ def test_measure_tiny_levels_print_a_numeric_table(tmp_path: Path) -> None:
     for result in data["levels"]:
         assert result["requests"] == result["joined"] == 2 * result["level"]
         assert abs(result["ttft_err_p50_ms"]) < 20
-        assert result["events_per_s"] > 0 and result["locust_cpu_pct"] > 0
+        # a tiny level can fall between two CPU samples (0 %); the figure must still be a measurement
+        assert result["events_per_s"] > 0 and result["locust_cpu_pct"] >= 0
 
 
 def test_formulas_on_a_hand_made_run() -> None:

@@ -22,6 +22,7 @@ from tests.locust_runs import (
     sim_vendors,
     write_yaml,
 )
+from tests.wire_server import ScriptServer, headers
 
 pytestmark = pytest.mark.e2e
 
@@ -134,18 +135,35 @@ def test_token_budget_stops_starting_items(tmp_path):
 # ----------------------------------------------------------------------------------------- secrets
 
 
-def test_keys_never_leak(tmp_path):
+@pytest.fixture
+def echo_server():
+    server = ScriptServer()
+    yield server
+    server.stop()
+
+
+def test_keys_never_leak(tmp_path, echo_server):
     yaml_key, env_key, url_key = "sk-LEAK-yaml-7f3a9c", "sk-LEAK-dotenv-b21e44", "LEAK-query-9d8c7b"
-    profiles = {"a": {**FAST, "api_key": yaml_key}, "b": {**FAST, "api_key": env_key}, "c": FAST}
+    nl_key, echoed_key, url_password = "sk-LEAK-newline-5e6f", "sk-LEAK-echoed-1a2b", "pw-LEAK-3c4d"
+    profiles = {"a": {**FAST, "api_key": yaml_key}, "b": {**FAST, "api_key": env_key},
+                "c": {**FAST, "api_key": nl_key}}
     vendors = sim_vendors("m", ["a", "b", "c"], "a")
     vendors["m"]["vendors"][0]["api_key"] = yaml_key
     vendors["m"]["vendors"][1]["headers"] = {"X-Api-Key": env_key}
     vendors["m"]["vendors"][1]["require_key"] = True
+    vendors["m"]["vendors"][2]["api_key_env"] = "NL_KEY"  # set in .env with a trailing newline and spaces
     closed = free_port()
-    vendors["m"]["vendors"].append({"name": "d", "url": f"http://127.0.0.1:{closed}/v1?key={url_key}",
-                                    "api_key": yaml_key, "timeout_s": 2})
+    # a vendor that answers 401 and quotes the key it got (as some do), and one with a password in its URL
+    echo_server.scripts["/echo/v1"] = [headers(401, "application/json"),
+                                       json.dumps({"error": {"message": f"Incorrect API key provided: "
+                                                                        f"{echoed_key}"}}).encode()]
+    vendors["m"]["vendors"] += [
+        {"name": "d", "url": f"http://127.0.0.1:{closed}/v1?key={url_key}", "api_key": yaml_key, "timeout_s": 2},
+        {"name": "e", "url": f"http://127.0.0.1:{echo_server.port}/echo/v1", "api_key": echoed_key},
+        {"name": "f", "url": f"http://user:{url_password}@127.0.0.1:{closed}/v1", "timeout_s": 2},
+    ]
     args = prepare(tmp_path, profiles, vendors)
-    (tmp_path / ".env").write_text(f"b={env_key}\n")
+    (tmp_path / ".env").write_text(f"b={env_key}\nNL_KEY=\"  {nl_key}\\n\"\n")
     web_port = free_port()
     proc = subprocess.Popen(
         locust_cmd(*[a for a in args if a != "--headless"], "--autostart", "--autoquit", "4", "--web-port",
@@ -167,13 +185,15 @@ def test_keys_never_leak(tmp_path):
     assert len(pages) == 4, err[-2000:]
     run_dir = only_run_dir(tmp_path / "out")
     frame = read_records(run_dir / "records.csv")
-    assert (frame[frame.vendor.isin(["a", "b"])]["status"] == "success").all()  # the keys did work
-    assert (frame[frame.vendor == "d"]["error_kind"] == "connect").all()
+    assert (frame[frame.vendor.isin(["a", "b", "c"])]["status"] == "success").all()  # the keys did work
+    assert (frame[frame.vendor.isin(["d", "f"])]["error_kind"] == "connect").all()
+    assert (frame[frame.vendor == "e"]["error_kind"] == "http_4xx").all()
+    assert frame[frame.vendor == "e"]["error_detail"].str.contains("provided: \\*\\*\\*").all()
     texts = {"stdout": out, "stderr": err, **{f"page{i}": p for i, p in enumerate(pages)}}
     for path in tmp_path.rglob("*"):
         if path.is_file() and path.name not in ("vendors.yaml", "sim.yaml", ".env"):  # inputs
             texts[str(path)] = path.read_text("utf-8", "replace")
     assert any("key=***" in text for text in texts.values())  # the URL was logged, redacted
     for name, text in texts.items():
-        for secret in (yaml_key, env_key, url_key):
+        for secret in (yaml_key, env_key, url_key, nl_key, echoed_key, url_password):
             assert secret not in text, f"{secret} leaked into {name}"
