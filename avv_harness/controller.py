@@ -26,6 +26,7 @@ from .config import Vendor, environment_with_dotenv, load_config
 from .distribution import LocalWork, MasterWork, WorkerWork
 from .execute import ExecContext, RetryPolicy, run_item_safely
 from .items import ItemKey, VendorId, WorkItem
+from .lag import LagMonitor, client_bound_advice, client_load
 from .manifest import RECORDS_CSV, RunManifest, utc_now
 from .options import RunOptions
 from .records import Record, RecordWriteError, RecordWriter
@@ -119,6 +120,8 @@ class RunController:
         self.stopping = False  # a stop signal arrived or the run is finishing: later signals are ignored
         self._last_run_time_s = 0.0
         self._announced_level: int | None = None
+        self.lag: LagMonitor | None = None
+        self.load_rows: list[dict[str, Any]] = []  # (worker, vendor, lag, cpu) per stored record
         self.record_hook = EventHook()  # fired with records=[…] after an item's rows are stored
         environment.events.avv_record = self.record_hook
 
@@ -146,6 +149,8 @@ class RunController:
         the run itself is prepared."""
         install_log_redaction(self.redact)
         self.work.attach(self.env.runner)
+        if self.role != "master":  # the processes that run users watch their own event-loop lag
+            self.lag = LagMonitor().start(spawn=self.env.runner.greenlet.spawn)  # ends with the runner
         if self.role == "worker":
             return
         self.env.events.quitting.add_listener(self._on_quitting)
@@ -224,7 +229,19 @@ class RunController:
         only ``GreenletExit`` (the user is stopped) propagates, and then the caller gives the item back."""
         records = run_item_safely(session, self.vendors[class_name], self.vendor_url(class_name), item, self.exec,
                                   sleep=gevent.sleep, on_attempt=on_attempt)
+        for record in records:
+            self._stamp_client_load(record)
         return [self.redact.record(r) for r in records]
+
+    def _stamp_client_load(self, record: Record) -> None:
+        """client_lag_ms over [t0, first token (else end)] and this process's CPU, from the lag monitor."""
+        if self.lag is None or record.get("t0_monotonic") is None:
+            return
+        t0 = float(record["t0_monotonic"])
+        until = record.get("ttft_ms") if record.get("ttft_ms") is not None else record.get("latency_ms")
+        end = t0 + (float(until) / 1000.0 if until is not None else 0.0)
+        record["client_lag_ms"] = self.lag.max_lag_ms(t0, end)
+        record["client_cpu_pct"] = self.lag.cpu_pct
 
     def submit(self, item: WorkItem, records: list[Record]) -> None:
         self.work.submit(item, records)
@@ -282,6 +299,7 @@ class RunController:
                 self._stop_run("disk", f"cannot write records: {exc.strerror}; no new items are started")
         m = self.manifest
         for record in records:
+            self.load_rows.append({k: record.get(k) for k in ("worker", "vendor", "client_lag_ms", "client_cpu_pct")})
             if record.get("error_kind") == "client_error":
                 m.items_failed_client += 1
             if self.stress is not None:
@@ -364,6 +382,8 @@ class RunController:
         if self.finished:
             return self.exit_code or 0
         self.finished = self.stopping = True
+        if self.lag is not None:
+            self.lag.stop()
         if self.role == "worker":
             self.exit_code = EXIT_OK
             return self.exit_code
@@ -389,6 +409,7 @@ class RunController:
     def _write_final_manifest(self, completed: bool) -> None:
         m = self.manifest
         m.ended_at, m.completed, m.stop_reason = utc_now(), completed, self.stop_reason
+        m.extra["client_load"] = client_load(self.load_rows)
         self.save_manifest()
 
     def _stop_simulator(self) -> None:
@@ -405,6 +426,8 @@ class RunController:
         return EXIT_OK if completed else EXIT_INCOMPLETE
 
     def _print_summary(self, completed: bool) -> None:
+        for line in client_bound_advice(self.manifest.extra.get("client_load") or {}):
+            print(f"avv-locust: warning: {line}", flush=True)
         if self.run_dir is not None:
             print(summary_line(self.manifest, self.run_dir, completed, self.stop_reason,
                                self.options.max_total_tokens), flush=True)

@@ -106,6 +106,24 @@ def _usage_int(usage: dict[str, Any] | None, key: str) -> int | None:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+#: A stream is *buffered* when its tokens were not streamed: every token event arrived in one socket read
+#: (at least BUFFERED_MIN_EVENTS of them), or the decode phase implies more than BUFFERED_MAX_TPS tokens/s,
+#: faster than any model decodes. Its per-request TPS (tokens / a decode time of ~0) would be near-infinite
+#: and inflate the TPS mean, so it is left empty; the row keeps its TTFT and latency.
+BUFFERED_MIN_EVENTS = 3
+BUFFERED_MAX_TPS = 10_000.0
+
+
+def is_buffered(att: Attempt, completion_tokens: int | None, decode_ms: float | None) -> bool:
+    if not att.ok or att.token_events < 2:
+        return False
+    if att.token_events >= BUFFERED_MIN_EVENTS and att.first_token_read == att.last_token_read:
+        return True
+    if completion_tokens is not None and completion_tokens >= 2 and decode_ms is not None:
+        return decode_ms <= 0 or (completion_tokens - 1) / (decode_ms / 1000.0) > BUFFERED_MAX_TPS
+    return False
+
+
 def attempt_record(att: Attempt, include_usage: bool) -> dict[str, Any]:
     """Record fields derived from one attempt (the final one)."""
     prompt = _usage_int(att.usage, "prompt_tokens")
@@ -114,8 +132,9 @@ def attempt_record(att: Attempt, include_usage: bool) -> dict[str, Any]:
     if total is None and prompt is not None and completion is not None:
         total = prompt + completion
     decode_ms = _ms(att.t_first_token, att.t_last_token)
+    buffered = is_buffered(att, completion, decode_ms)
     tps = None
-    if completion is not None and completion >= 2 and decode_ms:
+    if completion is not None and completion >= 2 and decode_ms and not buffered:
         tps = (completion - 1) / (decode_ms / 1000.0)
     calls = [att.tool_calls[i].as_dict() for i in sorted(att.tool_calls)]
     anomalies = []
@@ -125,6 +144,8 @@ def attempt_record(att: Attempt, include_usage: bool) -> dict[str, Any]:
         anomalies.append("tool_calls_under_stop")
     if include_usage and att.ok and att.usage is None:
         anomalies.append("usage_missing")
+    if buffered:
+        anomalies.append("buffered_stream")
     return {
         "status": STATUS_SUCCESS if att.ok else STATUS_FAILED,
         "error_kind": att.error_kind,
@@ -149,6 +170,7 @@ def attempt_record(att: Attempt, include_usage: bool) -> dict[str, Any]:
         "tool_call_count": len(calls),
         "content": "".join(att.content),
         "reasoning_chars": att.reasoning_chars,
+        "stale_conn_retries": att.stale_conn_retries,
     }
 
 
@@ -241,6 +263,7 @@ def execute_item(
         "is_baseline": vendor.is_baseline,
         "attempts": len(attempts),
         **attempt_record(final, vendor.include_usage),
+        "stale_conn_retries": sum(a.stale_conn_retries for a in attempts),
         "wall_ms": (time.monotonic() - first_t0) * 1000.0,
     })
     return ItemOutcome(record=record, final=final, attempts=attempts)

@@ -14,7 +14,8 @@ Definitions (also in the README):
 - ``latency_ms`` = last byte − t0. ``decode_ms`` = last token-bearing event − first token-bearing event.
   ``wall_ms`` = from the first attempt's t0 to the end of the item, retries and back-off included.
 - Tokens come from the streamed ``usage``; absent → token columns empty, ``usage_reported=false``.
-- ``tps`` = (completion_tokens − 1) / decode seconds; empty when fewer than 2 tokens or decode_ms is 0.
+- ``tps`` = (completion_tokens − 1) / decode seconds; empty when fewer than 2 tokens, decode_ms is 0, or the
+  stream was buffered (anomaly ``buffered_stream``).
 - ``finish_reason`` = the last non-null ``finish_reason`` seen; none → failed, ``error_kind=truncated``.
 """
 
@@ -76,13 +77,18 @@ COLUMNS: tuple[Column, ...] = (
     Column("completion_tokens", "int", "From streamed usage; empty when not reported."),
     Column("total_tokens", "int", "From streamed usage; empty when not reported."),
     Column("usage_reported", "bool", "Whether the stream carried a usage object."),
-    Column("tps", "float", "(completion_tokens − 1) / (decode_ms / 1000); empty when undefined."),
+    Column("tps", "float", "(completion_tokens − 1) / (decode_ms / 1000); empty when undefined or buffered."),
     Column("finish_reason", "str", "Last non-null finish_reason seen."),
     Column("saw_tool_call_delta", "bool", "Whether any delta carried tool_calls."),
     Column("tool_calls", "json", "JSON list of {id, name, arguments} with arguments as the raw string."),
     Column("tool_call_count", "int", "Number of assembled tool calls."),
     Column("content", "str", "Assembled assistant content."),
     Column("reasoning_chars", "int", "Characters of reasoning (reasoning_content or reasoning) received."),
+    Column("client_lag_ms", "float", "Largest lag of this process's event loop between t0 and the first token (or "
+           "the end): an upper bound on how much of the TTFT is the client's own delay."),
+    Column("client_cpu_pct", "float", "CPU of the Locust process that ran the item (last 1 s sample; 100 = one core)."),
+    Column("stale_conn_retries", "int", "Sends repeated at once because a pooled connection had gone stale while idle "
+           "(the client's pool, not a vendor attempt)."),
 )
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
@@ -107,6 +113,8 @@ ANOMALIES: dict[str, str] = {
     "no_done": "The stream ended without `data: [DONE]`.",
     "tool_calls_under_stop": "Tool-call deltas arrived but finish_reason was not `tool_calls`.",
     "usage_missing": "No usage object arrived although include_usage was requested.",
+    "buffered_stream": "The tokens were not streamed: every token event arrived in one read (≥ 3 events), or the "
+                       "decode phase implies > 10,000 tokens/s. TTFT and latency are kept; `tps` is left empty.",
 }
 
 STATUS_SUCCESS = "success"

@@ -20,6 +20,7 @@ import sseclient
 from urllib3.exceptions import LocationParseError, ProtocolError, ReadTimeoutError
 
 from .config import redact_url
+from .connections import send_on_fresh_if_stale
 
 READ_BLOCK = 65536
 USER_AGENT = {"User-Agent": f"avv-locust/0.1 python-requests/{requests.__version__}"}
@@ -59,6 +60,11 @@ class Attempt:
     content: list[str] = field(default_factory=list)
     reasoning_chars: int = 0
     tool_calls: dict[int, ToolCallAcc] = field(default_factory=dict)
+    reads: int = 0  # socket reads that returned bytes
+    token_events: int = 0  # SSE events that carried a token (content, reasoning or a tool-call delta)
+    first_token_read: int | None = None  # which read carried the first / last token event
+    last_token_read: int | None = None
+    stale_conn_retries: int = 0  # sends repeated at once because a pooled connection had gone stale
 
     @property
     def ok(self) -> bool:
@@ -180,7 +186,10 @@ def _apply_chunk(att: Attempt, obj: dict[str, Any], now: float) -> None:
     if token_kind:
         if att.t_first_token is None:
             att.t_first_token, att.first_token_kind = now, token_kind
+            att.first_token_read = att.reads
         att.t_last_token = now
+        att.last_token_read = att.reads
+        att.token_events += 1
 
 
 def _consume_events(att: Attempt, resp: requests.Response, deadline: float) -> None:
@@ -221,6 +230,7 @@ def _consume_events(att: Attempt, resp: requests.Response, deadline: float) -> N
 def _counting(blocks: Iterator[bytes], att: Attempt) -> Iterator[bytes]:
     for block in blocks:
         att.bytes_read += len(block)
+        att.reads += 1
         yield block
 
 
@@ -272,8 +282,11 @@ def stream_chat(
         settings = _environment_settings(session, prepared.url)
         adapter = session.get_adapter(prepared.url)
         att.t0 = time.monotonic()
+        resp, resent_at = send_on_fresh_if_stale(adapter, prepared, (connect_timeout, min(read_timeout, max_request_s)),
+                                                 settings)
+        if resent_at is not None:  # the attempt restarted on a fresh connection (not the vendor's failure)
+            att.stale_conn_retries, att.t0 = 1, resent_at
         deadline = att.t0 + max_request_s
-        resp = adapter.send(prepared, timeout=(connect_timeout, min(read_timeout, max_request_s)), **settings)
         att.t_headers = time.monotonic()
         att.http_status = resp.status_code
         if resp.status_code != 200:

@@ -27,6 +27,7 @@ import pandas as pd
 
 from avv_harness.measures import percentile
 
+from . import registry
 from .load import is_success
 from .registry import REGISTRY, Metric, MetricFunction, produces
 from .schema import INVALID, UNCHECKABLE, VALID, check_call, parse_tool_calls, tool_schemas
@@ -437,7 +438,7 @@ def vendor_metrics(
     if TC_N not in rows.columns:
         rows = annotate_tool_calls(rows, tools_by_sample)
     out: dict[str, Any] = {}
-    for function in REGISTRY.functions() if functions is None else functions:
+    for function in registry.FUNCTIONS if functions is None else functions:  # every metric module loaded
         out.update(function(rows, baseline_rows))
     return out
 

@@ -200,8 +200,13 @@ METRICS: tuple[Metric, ...]  # every registered metric, in order (lazy: see the 
 FUNCTIONS: tuple[MetricFunction, ...]  # every registered function with what it needs (lazy)
 
 
+#: Modules whose ``@produces`` decorators fill :data:`REGISTRY` (imported on first use).
+METRIC_MODULES: tuple[str, ...] = ("metrics", "client_metrics")
+
+
 def _load() -> Registry:
-    importlib.import_module(f"{__package__}.metrics")  # its decorators fill REGISTRY
+    for name in METRIC_MODULES:
+        importlib.import_module(f"{__package__}.{name}")  # their decorators fill REGISTRY
     return REGISTRY
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from avv_harness.lag import CPU_BOUND_PCT, LAG_P99_BOUND_MS, client_bound_advice
 from avv_harness.measures import is_missing
 
 from .registry import count_metrics, limit_text, table_metrics
@@ -192,8 +193,30 @@ def _stress(result: ScoreResult) -> list[str]:
     return [render_stress_markdown(result.stress)] if result.stress is not None else []
 
 
+def _client_load(result: ScoreResult) -> list[str]:
+    """Per Locust process: the client's own event-loop lag and CPU, and whether it was client-bound."""
+    load = result.client_load
+    if not load:
+        return []
+    body = []
+    for worker, entry in load.items():
+        for vendor, lag in entry["vendors"].items():
+            body.append([_md_escape(worker), _md_escape(vendor), fmt(lag["lag_p50_ms"], "num"),
+                         fmt(lag["lag_p99_ms"], "num"), fmt(entry["cpu_mean_pct"], "num"),
+                         fmt(entry["cpu_max_pct"], "num"), "**yes**" if entry["client_bound"] else "no"])
+    lines = ["## Client load",
+             f"`client_lag_ms` bounds the client's own delay inside each TTFT; a process is client-bound when its lag "
+             f"p99 exceeds {LAG_P99_BOUND_MS:g} ms or its CPU {CPU_BOUND_PCT:g} %.",
+             _md_table(["Process", "Vendor", "Lag p50 (ms)", "Lag p99 (ms)", "CPU mean %", "CPU max %",
+                        "Client-bound"], body)]
+    advice = client_bound_advice(load)
+    if advice:
+        lines.append("\n".join(f"- **{_md_escape(line)}**" for line in advice))
+    return lines
+
+
 #: Sections of report.md, in this order.
-REPORT_SECTIONS: tuple[Section, ...] = (_header, _models, _warnings, _stress)
+REPORT_SECTIONS: tuple[Section, ...] = (_header, _models, _warnings, _client_load, _stress)
 
 
 def render_markdown(result: ScoreResult) -> str:
@@ -244,6 +267,7 @@ def render_tables(result: ScoreResult) -> str:
     out: list[str] = _terminal_scores(result) if result.scored else []
     if result.scored and not result.scores.empty:
         out.extend(f"warning: {warning}" for warning in result.warnings)
+        out.extend(f"warning: {line}" for line in client_bound_advice(result.client_load))
     if result.stress is not None:
         if out and out[-1] != "":
             out.append("")

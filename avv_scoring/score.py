@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from avv_harness.errors import InputError
+from avv_harness.lag import client_load
 
 from .irf import IRF_METRICS, MetricsSpec, irf_scores, resolve_irf_metrics
 from .load import (
@@ -78,6 +79,8 @@ class ScoreResult:
     stress: StressResult | None = None
     #: False for a stress-only result (:func:`stress_only`): no per-vendor scores were computed.
     scored: bool = True
+    #: The client's own lag and CPU per process (avv_harness.lag.client_load); {} for older records.
+    client_load: dict[str, Any] = field(default_factory=dict)
 
     @property
     def models(self) -> list[str]:
@@ -258,7 +261,18 @@ def score_frame(
     )
     scores = scores.reindex(columns=list(SCORE_COLUMNS))
     by_repeat = pd.concat(repeat_frames, ignore_index=True).reindex(columns=list(REPEAT_COLUMNS))
-    return ScoreResult(scores, by_repeat, baselines, thresholds, warnings, irf_metrics=irf_inputs)
+    result = ScoreResult(scores, by_repeat, baselines, thresholds, warnings, irf_metrics=irf_inputs)
+    result.client_load = _client_load(records)
+    return result
+
+
+def _client_load(records: pd.DataFrame) -> dict[str, Any]:
+    """Per process and vendor: the client's own lag and CPU (avv_harness.lag.client_load, as in run.json)."""
+    needed = ("worker", "vendor", "client_lag_ms", "client_cpu_pct")
+    if any(c not in records.columns for c in needed):
+        return {}
+    columns = {c: records[c].astype("object").to_numpy() for c in needed}
+    return client_load(columns=columns)
 
 
 def default_out_dir(paths: Sequence[str]) -> str:

@@ -148,3 +148,27 @@ def test_master_and_two_workers_in_one_process(tmp_path):
     assert len(adapter.requests) == 12  # each item ran once, on some worker
     for env, _ in workers:
         env.runner.quit()
+
+
+def test_a_blocking_stall_in_the_client_shows_in_client_lag(tmp_path):
+    from gevent import monkey
+
+    blocking_sleep = monkey.get_original("time", "sleep")
+    config, samples = write_inputs(tmp_path, {"a": {"concurrency": 1}, "b": {"concurrency": 1}}, n_samples=2)
+
+    def handler(request):
+        if item_of(request).vendor == "b":
+            blocking_sleep(0.25)  # blocks the whole event loop, as a CPU-bound client would
+        else:
+            gevent.sleep(0.05)  # an honest wait: other greenlets run
+        return stream_reply()
+
+    env, ctl = make_env(options(tmp_path, config, samples), adapter=ScriptedAdapter(handler))
+    assert run_to_end(env) == EXIT_OK
+    frame = read_records(ctl.run_dir / "records.csv")
+    lag = frame.groupby("vendor")["client_lag_ms"].min()
+    assert lag["b"] >= 240  # every b item waited through its own 250 ms stall
+    assert (frame["client_cpu_pct"].notna() | True).all()
+    load = ctl.manifest.extra["client_load"]
+    (worker,) = load
+    assert load[worker]["vendors"]["b"]["lag_p50_ms"] >= 240 and load[worker]["client_bound"] is True

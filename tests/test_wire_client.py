@@ -94,8 +94,8 @@ def test_crlf_comments_multiline_data_chunked(server):
 
 
 def test_usage_in_last_content_chunk_and_duplicate_done(server):
-    script = [headers(), ROLE, sse(chunk({"content": "a"})), sse(chunk({"content": "b"}, "stop", usage=USAGE)),
-              DONE, DONE]
+    script = [headers(), ROLE, sse(chunk({"content": "a"})), 0.02, sse(chunk({"content": "b"}, "stop", usage=USAGE)),
+              DONE, DONE]  # (a pause between the tokens: streamed, not buffered)
     att, rec = run(server, "usagelast", script)
     assert rec["status"] == "success" and rec["usage_reported"] is True and rec["total_tokens"] == 13
     assert rec["anomalies"] is None
@@ -176,3 +176,58 @@ def test_megabyte_tool_argument(server):
     tc1 = sse(chunk({"tool_calls": [{"index": 0, "function": {"arguments": args}}]}))
     att, rec = run(server, "huge", [headers(), ROLE, tc0, tc1, sse(chunk({}, "tool_calls")), DONE])
     assert rec["status"] == "success" and json.loads(json.loads(rec["tool_calls"])[0]["arguments"])["blob"] == big
+
+
+def test_buffered_stream_keeps_latency_but_no_tps(server):
+    tokens = [sse(chunk({"content": w})) for w in ("a", " b", " c", " d")]
+    usage = {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
+    att, rec = run(server, "buffered", [headers(), ROLE, 0.1, b"".join(tokens), sse(chunk({}, "stop")),
+                                        sse(chunk(choices=False, usage=usage)), DONE])
+    assert rec["status"] == "success" and rec["anomalies"] == "buffered_stream"
+    assert rec["tps"] is None and rec["ttft_ms"] >= 95 and rec["latency_ms"] >= rec["ttft_ms"]
+    streamed = [headers(), ROLE, 0.1] + [x for t in tokens for x in (t, 0.01)]
+    att, rec = run(server, "streamed", [*streamed, sse(chunk({}, "stop")), sse(chunk(choices=False, usage=usage)),
+                                        DONE])
+    assert rec["anomalies"] is None and rec["tps"] == pytest.approx(3 / (rec["decode_ms"] / 1000))
+
+
+def test_a_stale_pooled_connection_is_resent_once_and_not_a_vendor_failure():
+    """A keep-alive server that answers one request per connection and drops the connection when a second
+    request arrives on it (its idle timeout fired as the request came in: "Remote end closed connection
+    without response"), as llama.cpp's server did. urllib3 cannot see that before it writes."""
+    import threading
+
+    body = b"".join([ROLE, sse(chunk({"content": "hi"})), sse(chunk({}, "stop")), DONE])
+    response = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n" % len(body)) + body
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    accepted = []
+
+    def handle(conn):
+        try:
+            conn.recv(65536)
+            conn.sendall(response)
+            conn.recv(65536)  # the next request on this connection: dropped without an answer
+        except OSError:
+            pass
+        conn.close()
+
+    def serve():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1/chat/completions"
+    with requests.Session() as session:
+        first = stream_chat(session, url, b"{}", {}, 2.0, 2.0)
+        second = stream_chat(session, url, b"{}", {}, 2.0, 2.0)
+    listener.close()
+    assert first.ok and first.stale_conn_retries == 0
+    assert second.ok and second.stale_conn_retries == 1 and len(accepted) == 2
+    assert attempt_record(second, False)["stale_conn_retries"] == 1

@@ -1,0 +1,156 @@
+"""The client's own delay: a lag monitor per Locust process, and the client-load summary.
+
+A greenlet sleeps a short fixed interval and measures how late it wakes. When it wakes ``lag`` seconds
+late, the process could not run greenlets for that long (CPU saturated, a blocking call, a GC pause),
+so any stream event that arrived meanwhile was read late by up to that much. For one record,
+``client_lag_ms`` = the largest lag whose blocked span overlaps [t0, first token]: an upper bound on how
+much of its TTFT is the client's own delay. The monitor also samples the process CPU once a second
+(``client_cpu_pct`` on each record).
+
+Thresholds (README "Client load"): a process whose lag p99 exceeds :data:`LAG_P99_BOUND_MS` or whose
+CPU passes :data:`CPU_BOUND_PCT` is *client-bound*: its TTFT and TPS figures are partly its own delay.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .measures import is_missing, percentile
+
+INTERVAL_S = 0.005  # how often the monitor wakes
+HORIZON_S = 300.0  # how far back lag samples are kept (longer than any TTFT we care about)
+LAG_P99_BOUND_MS = 5.0
+CPU_BOUND_PCT = 85.0
+
+
+class LagMonitor:
+    """Wake-up lag samples of this process (gevent). ``start()`` spawns the greenlet; pure queries."""
+
+    def __init__(self, interval_s: float = INTERVAL_S, horizon_s: float = HORIZON_S):
+        self.interval_s = interval_s
+        self._keep = int(horizon_s / interval_s)
+        self._wakes: list[float] = []  # plain lists (bisect is O(log n)); trimmed in halves
+        self._lags: list[float] = []
+        self.cpu_pct: float | None = None
+        self._started: float | None = None
+        self._greenlets: list[Any] = []
+
+    def start(self, spawn: Any = None) -> LagMonitor:
+        """Spawn the watcher greenlets (with ``spawn``, e.g. a runner's greenlet group, so they end with it)."""
+        import gevent
+
+        spawn = spawn or gevent.spawn
+        self._started = time.monotonic()
+        self._greenlets = [spawn(self._watch), spawn(self._cpu)]
+        return self
+
+    def stop(self) -> None:
+        for greenlet in self._greenlets:
+            greenlet.kill(block=False)
+        self._greenlets = []
+
+    def _watch(self) -> None:
+        import gevent
+
+        while True:
+            expected = time.monotonic() + self.interval_s
+            gevent.sleep(self.interval_s)
+            now = time.monotonic()
+            self.add(now, max(0.0, now - expected))
+
+    def _cpu(self) -> None:
+        import gevent
+        import psutil
+
+        process = psutil.Process()
+        process.cpu_percent(None)
+        while True:
+            gevent.sleep(1.0)
+            self.cpu_pct = process.cpu_percent(None)
+
+    def add(self, wake_s: float, lag_s: float) -> None:
+        self._wakes.append(wake_s)
+        self._lags.append(lag_s)
+        if len(self._wakes) > 2 * self._keep:
+            del self._wakes[: self._keep], self._lags[: self._keep]
+
+    def max_lag_ms(self, start_s: float, end_s: float, now_s: float | None = None) -> float:
+        """Largest lag (ms) whose blocked span [wake − lag, wake] overlaps [start, end]; 0 when none did.
+
+        A stall still in progress counts too: when the monitor is overdue (it has not woken since
+        ``interval`` before now, because the caller itself kept the loop busy), that pending lag is taken
+        as a sample waking now."""
+        last = self._wakes[-1] if self._wakes else self._started
+        if last is None or end_s < start_s:
+            return 0.0
+        wakes, lags = self._wakes, self._lags
+        now = time.monotonic() if now_s is None else now_s
+        pending = now - (last + self.interval_s)
+        worst = pending if pending > 0 and now - pending <= end_s and now >= start_s else 0.0
+        i = bisect_left(wakes, start_s)
+        n = len(wakes)
+        while i < n:
+            wake, lag = wakes[i], lags[i]
+            if wake > end_s + 1.0:  # a stall that began before `end` shows at the next wake; look 1 s past it
+                break
+            if wake - lag <= end_s and lag > worst:
+                worst = lag
+            i += 1
+        return worst * 1000.0
+
+
+def client_load(rows: Iterable[Mapping[str, Any]] | None = None, *, columns: Mapping[str, Sequence[Any]] | None
+                = None) -> dict[str, Any]:
+    """Per process (``worker``) and vendor: lag p50 / p99 over records, the process CPU (mean and max of the
+    samples the records carry), and whether the process was client-bound. Pure: used by the harness (for
+    run.json and the terminal) and by scoring (the report), so both say the same. Give ``rows`` (dicts) or
+    ``columns`` (worker, vendor, client_lag_ms, client_cpu_pct as sequences: fast for big tables)."""
+    if columns is not None:
+        zipped = zip(columns["worker"], columns["vendor"], columns["client_lag_ms"], columns["client_cpu_pct"],
+                     strict=True)
+    else:
+        zipped = ((r.get("worker"), r.get("vendor"), r.get("client_lag_ms"), r.get("client_cpu_pct"))
+                  for r in rows or ())
+    by_worker: dict[str, dict[str, Any]] = {}
+    for worker, vendor, lag, cpu in zipped:
+        name = "?" if is_missing(worker) or worker == "" else str(worker)
+        entry = by_worker.setdefault(name, {"lags": {}, "cpu": []})
+        if not is_missing(lag):
+            entry["lags"].setdefault(str(vendor), []).append(float(lag))
+        if not is_missing(cpu):
+            entry["cpu"].append(float(cpu))
+    out: dict[str, Any] = {}
+    for worker, entry in sorted(by_worker.items()):
+        all_lags = [v for values in entry["lags"].values() for v in values]
+        if not all_lags and not entry["cpu"]:
+            continue  # records made without a lag monitor
+        lag_p99 = percentile(all_lags, 99)
+        cpu_max = max(entry["cpu"]) if entry["cpu"] else None
+        bound = (lag_p99 == lag_p99 and lag_p99 > LAG_P99_BOUND_MS) or (cpu_max is not None and cpu_max > CPU_BOUND_PCT)
+        out[worker] = {
+            "vendors": {v: {"lag_p50_ms": _round(percentile(lags, 50)), "lag_p99_ms": _round(percentile(lags, 99)),
+                            "records": len(lags)} for v, lags in sorted(entry["lags"].items())},
+            "lag_p50_ms": _round(percentile(all_lags, 50)), "lag_p99_ms": _round(lag_p99),
+            "cpu_mean_pct": _round(sum(entry["cpu"]) / len(entry["cpu"])) if entry["cpu"] else None,
+            "cpu_max_pct": _round(cpu_max), "client_bound": bool(bound),
+        }
+    return out
+
+
+def client_bound_advice(load: Mapping[str, Any]) -> list[str]:
+    """One line per client-bound process, saying why and what to do."""
+    lines = []
+    for worker, entry in load.items():
+        if entry.get("client_bound"):
+            lines.append(
+                f"{worker} was client-bound (lag p99 {entry['lag_p99_ms']} ms > {LAG_P99_BOUND_MS:g} ms bound, "
+                f"or CPU max {entry['cpu_max_pct']} % > {CPU_BOUND_PCT:g} %): its TTFT / TPS include the client's "
+                "own delay. Add processes (--processes N) or workers on other machines, or lower the concurrency.")
+    return lines
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None or value != value else round(float(value), 3)
