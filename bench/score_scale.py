@@ -1,0 +1,156 @@
+"""Scoring at scale: build a realistic synthetic run and time ``avv-score`` against pandas' own read_csv.
+
+    python bench/score_scale.py --records 1000000 --repeats 10
+    python bench/score_scale.py --records 100000 --repeats 100 --vendors 3
+
+The run folder holds records.csv (several vendors, many samples, repeats, tool calls — some with invalid
+arguments, some failed items), run.json and the sample file (the demo samples cycled under new ids, so every
+record's tools are real schemas). Timed, each in a fresh process (one core: ``taskset -c 0`` when available):
+``pandas.read_csv`` of records.csv and ``avv-score RUN`` (validation, every metric, reports). Printed: both
+wall times, their ratio, and the peak RSS of avv-score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from avv_harness.records import COLUMN_NAMES, encode_rows  # noqa: E402
+from avv_harness.samples import load_samples  # noqa: E402
+from avv_sim import schema_args  # noqa: E402
+
+DEMO = ROOT / "avv_harness" / "data" / "demo.jsonl"
+VENDORS = ("reference", "faithful", "flaky", "reseller", "cheap")
+
+
+def call_pool(tools: list[dict], seed: str, n_valid: int = 12, n_invalid: int = 3) -> list[tuple[str, str]]:
+    """(name, arguments) pool for one sample template: mostly valid, a few broken."""
+    pool = []
+    for t, tool in enumerate(tools):
+        fn = tool.get("function") or {}
+        schema = fn.get("parameters") or {}
+        for i in range(n_valid):
+            pool.append((fn["name"], schema_args.dumps_arguments(schema_args.generate(schema, f"{seed}:{t}:{i}"))))
+        for i in range(n_invalid):
+            args = schema_args.generate(schema, f"{seed}:{t}:bad{i}")
+            text, _ = schema_args.break_arguments(args, schema, schema_args.BREAK_KINDS[i % 3])
+            pool.append((fn["name"], text))
+    return pool
+
+
+def build_run(folder: Path, n_records: int, repeats: int, n_vendors: int, seed: int = 7) -> Path:
+    """Write <folder>/run (records.csv, run.json) and <folder>/samples.jsonl; return the run folder."""
+    rng = random.Random(seed)
+    demo = load_samples(DEMO)
+    templates = [s for s in demo.samples if s.tools] or demo.samples
+    vendors = VENDORS[:n_vendors]
+    n_samples = math.ceil(n_records / (len(vendors) * repeats))
+    samples_path = folder / "samples.jsonl"
+    with open(samples_path, "w", encoding="utf-8") as fh:
+        for i in range(n_samples):
+            body = dict(templates[i % len(templates)].body)
+            fh.write(json.dumps({"data_index": i + 1, **body}, ensure_ascii=False) + "\n")
+    pools = [call_pool(t.tools, f"t{j}") if t.tools else [] for j, t in enumerate(templates)]
+    run = folder / "run"
+    run.mkdir(parents=True, exist_ok=True)
+    written = 0
+    with open(run / "records.csv", "wb") as out:
+        out.write((",".join(COLUMN_NAMES) + "\n").encode())
+        batch = []
+        for rep in range(1, repeats + 1):
+            for i in range(n_samples):
+                pool = pools[i % len(templates)]
+                reference_calls = (i * 2654435761 + rep) % 10 < 6  # the reference calls a tool on 60 %
+                for v, vendor in enumerate(vendors):
+                    if written >= n_records:
+                        break
+                    written += 1
+                    flip = v > 0 and rng.random() < 0.05 * v
+                    calls = reference_calls != flip and bool(pool)
+                    ok = rng.random() > 0.01 * v
+                    chosen = [pool[rng.randrange(len(pool))] for _ in range(2 if rng.random() < 0.15 else 1)]
+                    tool_calls = [{"id": f"call_{k}", "name": n, "arguments": a} for k, (n, a) in enumerate(chosen)]
+                    batch.append({
+                        "run_id": "scale", "model": "m", "vendor": vendor, "is_baseline": v == 0,
+                        "sample_id": str(i + 1), "repeat": rep, "worker": "bench:1",
+                        "started_at": "2026-11-26T00:00:00.000+00:00", "t0_monotonic": 1000.0 + written / 1000,
+                        "status": "success" if ok else "failed", "error_kind": None if ok else "http_5xx",
+                        "http_status": 200 if ok else 503, "attempts": 1 if ok else 4,
+                        "ttft_ms": 120.0 + rng.random() * 80 if ok else None,
+                        "latency_ms": 600.0 + rng.random() * 400, "decode_ms": 400.0,
+                        "prompt_tokens": 1200, "completion_tokens": 48, "total_tokens": 1248,
+                        "usage_reported": True, "tps": 110.0 + rng.random() * 30 if ok else None,
+                        "finish_reason": ("tool_calls" if calls else "stop") if ok else None,
+                        "saw_tool_call_delta": calls and ok, "tool_calls": tool_calls if calls and ok else [],
+                        "tool_call_count": len(tool_calls) if calls and ok else 0,
+                        "content": "" if calls else "a short answer of a few words", "reasoning_chars": 0,
+                        "client_lag_ms": rng.random(), "client_cpu_pct": 40.0,
+                    })
+                    if len(batch) >= 20000:
+                        out.write(encode_rows(batch))
+                        batch = []
+        out.write(encode_rows(batch))
+    sha = hashlib.sha256(samples_path.read_bytes()).hexdigest()
+    (run / "run.json").write_text(json.dumps({
+        "run_id": "scale", "mode": "verify", "completed": True,
+        "samples": {"path": str(samples_path), "sha256": sha, "count": n_samples},
+    }))
+    return run
+
+
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of a child process (pinned to one core when taskset exists)."""
+    if shutil.which("taskset"):
+        cmd = ["taskset", "-c", "0", *cmd]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return wall, max(peak, before) / 1024.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--vendors", type=int, default=3, choices=range(1, len(VENDORS) + 1))
+    parser.add_argument("--keep", metavar="DIR", help="build the run here and keep it")
+    args = parser.parse_args()
+    print("$ python bench/score_scale.py " + " ".join(sys.argv[1:]))
+    print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, Python {sys.version.split()[0]}")
+    folder = Path(args.keep or tempfile.mkdtemp(prefix="avv-scale-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    run = build_run(folder, args.records, args.repeats, args.vendors)
+    size = (run / "records.csv").stat().st_size / 1e6
+    print(f"built {args.records} records ({size:.0f} MB) in {time.perf_counter() - t0:.1f} s: {run}")
+    read_s, read_mb = timed([sys.executable, "-c", f"import pandas; pandas.read_csv({str(run / 'records.csv')!r})"])
+    score_s, score_mb = timed([sys.executable, "-m", "avv_scoring.cli", str(run), "--out", str(folder / "scores"),
+                               "-q"])
+    print(f"{'what':<22} {'wall s':>8} {'peak RSS MB':>12}")
+    print(f"{'pandas.read_csv':<22} {read_s:>8.1f} {read_mb:>12.0f}")
+    print(f"{'avv-score':<22} {score_s:>8.1f} {score_mb:>12.0f}")
+    print(f"ratio avv-score / read_csv = {score_s / read_s:.1f}")
+    if not args.keep:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
