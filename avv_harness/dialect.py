@@ -54,7 +54,8 @@ class Dialect:
 
     @property
     def is_default(self) -> bool:
-        return self == Dialect()
+        """Sends what a vendor without dialect keys sends (however it was chosen)."""
+        return self.identity() == Dialect().identity()
 
     def describe(self) -> dict[str, Any]:
         """What run.json keeps for this vendor (auto's pick included)."""

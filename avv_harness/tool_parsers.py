@@ -52,6 +52,7 @@ def _arguments_text(value: Any) -> str:
 
 _NAME_FIELD = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _ARGS_FIELD = re.compile(r'"(?:arguments|parameters)"\s*:\s*(.*)\}\s*\Z', re.DOTALL)
+_ARGS_CUT = re.compile(r'"(?:arguments|parameters)"\s*:\s*(.*)\Z', re.DOTALL)  # the object never closed
 
 
 def _call_from_json_text(payload: str) -> dict[str, str] | None:
@@ -66,7 +67,7 @@ def _call_from_json_text(payload: str) -> dict[str, str] | None:
     if obj is not None:
         return None
     name = _NAME_FIELD.search(payload)
-    args = _ARGS_FIELD.search(payload)
+    args = _ARGS_FIELD.search(payload) or _ARGS_CUT.search(payload)
     if not name and not args:
         return None
     return {"name": json.loads(f'"{name.group(1)}"') if name else "",
