@@ -64,7 +64,8 @@ def fill_manifest(manifest: RunManifest, *, run: OpenedRun, options: RunOptions,
     m = manifest
     m.run_id, m.mode = run.run_id, options.mode
     m.config_path, m.config_identity = os.path.abspath(options.config), config_identity
-    m.vendors = [redact.value(v) for v in vendors]  # a ${VAR} secret may sit in a URL, header or extra_body
+    # a ${VAR} secret may sit in a URL, header or extra_body; the names stay (see Redactor.record)
+    m.vendors = [{**redact.value(v), **{k: v[k] for k in ("model", "name", "model_id") if k in v}} for v in vendors]
     picked = {f"{v['model']}/{v['name']}": {"adapter": v.get("adapter"), "why": v.get("adapter_source")}
               for v in vendors if str(v.get("adapter_source", "")).startswith("auto")}
     if picked:  # adapter: auto — what it picked and why (each vendor's entry says so too)

@@ -18,6 +18,7 @@ from .records import COLUMN_KINDS, Record
 
 MASK = "***"
 MIN_SECRET_CHARS = 4  # shorter "secrets" would mask ordinary words
+IDENTITY_COLUMNS = frozenset({"run_id", "model", "vendor", "sample_id"})
 
 
 class Redactor:
@@ -54,8 +55,12 @@ class Redactor:
         return self(value)
 
     def record(self, record: Record) -> Record:
-        """The record with every text column redacted (in place; returned for chaining)."""
+        """The record with every text column redacted (in place; returned for chaining), except the item's
+        identity, which comes from the config and sample file, never from a vendor: a ``${VAR}`` value that
+        happens to equal a vendor's name must not turn the name into ``***``."""
         for name, value in record.items():
+            if name in IDENTITY_COLUMNS:
+                continue
             if isinstance(value, str) and COLUMN_KINDS.get(name) in ("str", "json"):
                 cleaned = self(value)
                 if cleaned is not value:

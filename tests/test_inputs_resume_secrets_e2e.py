@@ -136,22 +136,26 @@ def test_token_budget_stops_starting_items(tmp_path):
 
 def test_keys_never_leak(tmp_path):
     yaml_key, env_key, url_key = "sk-LEAK-yaml-7f3a9c", "sk-LEAK-dotenv-b21e44", "LEAK-query-9d8c7b"
+    # ${VAR} values (any name: substituted values are secrets) and a global override header named like a key
+    var_header, var_body, override_header = "route-LEAK-var-5e1f", "user-LEAK-var-77aa", "tok-LEAK-hdr-31c9"
     profiles = {"a": {**FAST, "api_key": yaml_key}, "b": {**FAST, "api_key": env_key}, "c": FAST}
     vendors = sim_vendors("m", ["a", "b", "c"], "a")
     vendors["m"]["vendors"][0]["api_key"] = yaml_key
     vendors["m"]["vendors"][1]["headers"] = {"X-Api-Key": env_key}
     vendors["m"]["vendors"][1]["require_key"] = True
+    vendors["m"]["vendors"][2]["headers"] = {"X-Route": "${ROUTE_VAR}"}
+    vendors["m"]["vendors"][2]["extra_body"] = {"metadata": {"user": "${USER_VAR}"}}
     closed = free_port()
     vendors["m"]["vendors"].append({"name": "d", "url": f"http://127.0.0.1:{closed}/v1?key={url_key}",
                                     "api_key": yaml_key, "timeout_s": 2})
     args = prepare(tmp_path, profiles, vendors)
-    (tmp_path / ".env").write_text(f"b={env_key}\n")
+    (tmp_path / ".env").write_text(f"b={env_key}\nROUTE_VAR={var_header}\nUSER_VAR={var_body}\n")
     web_port = free_port()
     proc = subprocess.Popen(
         locust_cmd(*[a for a in args if a != "--headless"], "--autostart", "--autoquit", "4", "--web-port",
                    str(web_port), "--web-host", "127.0.0.1", "--csv", "stats", "--html", "report.html",
                    "--logfile", "locust.log", "--avv-retries", "1", "--avv-backoff-s", "0.05",
-                   "--avv-samples", str(DEMO_SAMPLES)),
+                   "--avv-samples", str(DEMO_SAMPLES), "--avv-header", f"X-Api-Token:{override_header}"),
         cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pages = []
     deadline = time.monotonic() + 60
@@ -167,7 +171,7 @@ def test_keys_never_leak(tmp_path):
     assert len(pages) == 4, err[-2000:]
     run_dir = only_run_dir(tmp_path / "out")
     frame = read_records(run_dir / "records.csv")
-    assert (frame[frame.vendor.isin(["a", "b"])]["status"] == "success").all()  # the keys did work
+    assert (frame[frame.vendor.isin(["a", "b", "c"])]["status"] == "success").all()  # the keys did work
     assert (frame[frame.vendor == "d"]["error_kind"] == "connect").all()
     texts = {"stdout": out, "stderr": err, **{f"page{i}": p for i, p in enumerate(pages)}}
     for path in tmp_path.rglob("*"):
@@ -175,5 +179,5 @@ def test_keys_never_leak(tmp_path):
             texts[str(path)] = path.read_text("utf-8", "replace")
     assert any("key=***" in text for text in texts.values())  # the URL was logged, redacted
     for name, text in texts.items():
-        for secret in (yaml_key, env_key, url_key):
+        for secret in (yaml_key, env_key, url_key, var_header, var_body, override_header):
             assert secret not in text, f"{secret} leaked into {name}"
