@@ -130,3 +130,18 @@ def test_variables_come_from_dotenv_and_naming_the_classes_keeps_placeholders(tm
     placeholder_url = parse_config({"m": {"vendors": [vendor("a", url="${BASE}/v1", is_baseline=True)]}}, "x.yaml",
                                    {}, check_keys=False)
     assert placeholder_url.vendors[0].url == "${BASE}/v1"  # checked once it is substituted
+
+
+def test_shipped_dialects_demo_config_is_valid():
+    from avv_sim import load_profiles
+    from tests.locust_runs import ROOT
+
+    cfg = load_config(ROOT / "configs" / "dialects-demo.yaml", env={})
+    profiles = load_profiles(ROOT / "configs" / "sim.yaml")
+    assert {v.url.split("/")[1] for v in cfg.vendors} <= set(profiles)
+    assert {v.name: v.dialect.endpoint for v in cfg.vendors}["llamacpp-raw"] == "completions"
+    assert "broken_template" in profiles["llamacpp"].quirks
+    assert "require_reasoning_content" in profiles["thinking"].quirks
+    example = load_config(ROOT / "configs" / "example.yaml", check_keys=False)
+    assert {v.name: v.dialect.adapter for v in example.vendors if v.model == "kimi-k2"} == {
+        "moonshot": "kimi", "openrouter-fireworks": "kimi", "openrouter-siliconflow": "kimi"}
