@@ -1,7 +1,8 @@
 """Raw-completions mode, the prompt: a model's chat template read from local files and rendered the way
 transformers' ``apply_chat_template`` renders it — never downloaded.
 
-Layer: wire-client helper (files are read once, when the config is loaded; rendering is pure).
+Layer: inputs (files are read when the config is loaded, checked there, and rendered per request; rendering
+is pure).
 
 Sources: a Jinja file (special tokens from a ``tokenizer_config.json`` beside it, if any), a
 ``tokenizer_config.json`` whose ``chat_template`` is a string or a list of named templates (``tool_use`` is
