@@ -1,8 +1,8 @@
 """Raw-completions mode, the prompt: a model's chat template read from local files and rendered the way
 transformers' ``apply_chat_template`` renders it — never downloaded.
 
-Layer: inputs (files are read when the config is loaded, checked there, and rendered per request; rendering
-is pure).
+Layer: inputs (a template is checked when the config is loaded, read once per process on first use, and
+rendered per request; rendering is pure).
 
 Sources: a Jinja file (special tokens from a ``tokenizer_config.json`` beside it, if any), a
 ``tokenizer_config.json`` whose ``chat_template`` is a string or a list of named templates (``tool_use`` is
