@@ -4,7 +4,9 @@ Top-level keys are model names; each has a ``vendors`` list. Per vendor: ``name`
 (base URL ending in ``/v1``), ``api_key``, ``provider`` (OpenRouter provider pinning, sent as
 ``extra_body.provider.only``), ``is_baseline``, ``validator`` (accepted for AVV compatibility, unused),
 and our additions ``api_key_env``, ``extra_body``, ``headers``, ``concurrency``, ``timeout_s``,
-``include_usage``, ``require_key``.
+``include_usage``, ``require_key``; the dialect keys ``adapter``, ``transforms``, ``endpoint``,
+``chat_template``, ``tool_parser`` and ``${VAR}`` substitution (:mod:`avv_harness.dialect`; a model section
+may set ``adapter`` and ``transforms`` for its vendors).
 
 API key lookup, first hit wins: ``api_key`` in the YAML; the variable named by ``api_key_env``; an
 environment variable named after the vendor (the AVV convention: exactly the name, then the name
@@ -26,9 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import yaml
-
+from . import dialect as dia
 from .errors import InputError
+from .yaml_io import load_yaml
 
 SIM_PLACEHOLDER = "{sim}"
 
@@ -37,8 +39,8 @@ VENDOR_KEYS = frozenset(
         "name", "model_id", "url", "api_key", "api_key_env", "provider", "is_baseline", "validator",
         "extra_body", "headers", "concurrency", "timeout_s", "max_request_s", "include_usage", "require_key",
     }
-)
-MODEL_KEYS = frozenset({"vendors"})
+) | dia.VENDOR_DIALECT_KEYS
+MODEL_KEYS = frozenset({"vendors"}) | dia.MODEL_DIALECT_KEYS
 LOOPBACK_HOSTS = ("localhost", "::1")
 
 
@@ -58,6 +60,8 @@ class Vendor:
     timeout_s: float = 60.0
     max_request_s: float | None = None  # total time cap per attempt (None: --avv-max-request-s)
     include_usage: bool = True
+    dialect: dia.Dialect = field(default_factory=dia.Dialect)  # adapter, transforms, endpoint, template, parser
+    substituted: tuple[str, ...] = field(default=(), repr=False)  # values put in by ${VAR}: secrets
 
     @property
     def uses_simulator(self) -> bool:
@@ -78,7 +82,7 @@ class Vendor:
             "key_source": self.key_source, "provider": self.provider, "extra_body": self.extra_body,
             "headers": {k: ("***" if _secret_header(k) else v) for k, v in self.headers.items()},
             "concurrency": self.concurrency, "timeout_s": self.timeout_s, "max_request_s": self.max_request_s,
-            "include_usage": self.include_usage,
+            "include_usage": self.include_usage, **self.dialect.describe(),
         }
 
 
@@ -109,12 +113,14 @@ class VendorConfig:
                 out.append(v.api_key)
             out += [value for name, value in v.headers.items() if _secret_header(name) and value]
             out += url_secrets(v.url)
+            out += v.substituted
         return sorted({s for s in out if s}, key=len, reverse=True)
 
     def identity(self) -> str:
         """A hash of what makes two configs the same run: models, vendor names, model ids and URLs
         (keys redacted). Resume refuses a run folder made with another identity."""
-        rows = sorted((v.model, v.name, v.model_id, redact_url(v.url)) for v in self.vendors)
+        rows = sorted((v.model, v.name, v.model_id, redact_url(v.url))
+                      + (() if v.dialect.is_default else v.dialect.identity()) for v in self.vendors)
         return hashlib.sha256(json.dumps(rows).encode("utf-8")).hexdigest()
 
 
@@ -289,7 +295,7 @@ def _typed(problems: _Problems, where: str, raw: dict[str, Any], key: str, kind:
 
 
 def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: dict[str, str],
-                  check_keys: bool) -> Vendor | None:
+                  check_keys: bool, defaults: dict[str, Any], config_dir: str) -> Vendor | None:
     where = f"{model}.vendors[{index}]"
     if not isinstance(raw, dict):
         problems.add(where, "must be a mapping")
@@ -302,11 +308,14 @@ def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: di
         name = f"vendor{index}"
     for key in sorted(set(raw) - VENDOR_KEYS):
         problems.add(f"{where}.{key}", f"unknown key (known: {', '.join(sorted(VENDOR_KEYS))})")
+    # ${VAR} is replaced when the run starts; naming the User classes (check_keys=False) keeps the placeholders
+    substitution = dia.substitute(raw, env, problems, where) if check_keys else None
+    raw = substitution.raw if substitution else raw
     url = raw.get("url")
     if not isinstance(url, str) or not url:
         problems.add(f"{where}.url", "missing")
         url = ""
-    else:
+    elif not (substitution is None and dia.has_placeholder(url)):
         _check_url(problems, where, url)
     model_id = raw.get("model_id") or model
     provider = raw.get("provider")
@@ -335,6 +344,8 @@ def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: di
         headers=_check_headers(problems, where, _typed(problems, where, raw, "headers", dict, {})),
         concurrency=max(1, concurrency), timeout_s=timeout_s or 60.0, max_request_s=max_request_s,
         include_usage=_typed(problems, where, raw, "include_usage", bool, True),
+        dialect=dia.parse_dialect(problems, where, raw, defaults, str(model_id), config_dir),
+        substituted=tuple(substitution.secrets) if substitution else (),
     )
 
 
@@ -352,12 +363,14 @@ def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_
             problems.add(str(model), "must be a mapping with a 'vendors' list")
             continue
         for key in sorted(set(section) - MODEL_KEYS):
-            problems.add(f"{model}.{key}", "unknown key (a model has only 'vendors')")
+            problems.add(f"{model}.{key}", f"unknown key (a model has {', '.join(sorted(MODEL_KEYS))})")
+        defaults = dia.model_defaults(problems, str(model), section)
         listed = section.get("vendors")
         if not isinstance(listed, list) or not listed:
             problems.add(f"{model}.vendors", "missing or empty")
             continue
-        parsed = [_parse_vendor(problems, str(model), i, raw, env, check_keys) for i, raw in enumerate(listed)]
+        parsed = [_parse_vendor(problems, str(model), i, raw, env, check_keys, defaults,
+                                os.path.dirname(os.path.abspath(path))) for i, raw in enumerate(listed)]
         parsed = [v for v in parsed if v is not None]
         names = [v.name for v in parsed]
         for dup in sorted({n for n in names if names.count(n) > 1}):
@@ -370,41 +383,6 @@ def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_
         vendors.extend(parsed)
     problems.raise_if_any()
     return VendorConfig(path=path, vendors=vendors)
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last silently,
-    which dropped a whole model's vendors when a config had two blocks of the same model)."""
-
-
-def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if isinstance(key, (str, int, float, bool)) and key in seen:
-            raise InputError(f"line {key_node.start_mark.line + 1}: key {key!r} appears twice in one mapping "
-                             f"(first on line {seen[key]})")
-        if isinstance(key, (str, int, float, bool)):
-            seen[key] = key_node.start_mark.line + 1
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
-
-
-def load_yaml(path: str, what: str) -> Any:
-    """Parse a YAML file strictly (duplicate keys are errors); InputError naming the file and line."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return yaml.load(fh, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read {what} ({exc.strerror})") from None
-    except InputError as exc:
-        raise InputError(f"{path}: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "?"
-        raise InputError(f"{path}: {where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
 
 
 def load_config(path: str | os.PathLike[str], env: dict[str, str] | None = None,

@@ -104,7 +104,8 @@ class RunController:
         self.role = self.work.role
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}"
         self.exec = ExecContext(run_id="", worker=self.worker_id, policy=self._retry_policy(),
-                                timeout_s=options.timeout_s, max_request_s=options.max_request_s)
+                                timeout_s=options.timeout_s, max_request_s=options.max_request_s,
+                                overrides=options.overrides)
         self.sim_url: str | None = os.environ.get("AVV_SIM_URL", "").rstrip("/") or None
         # the ledger side (local runner or master); stays empty on workers
         self.samples: SampleSet | None = None
@@ -142,7 +143,7 @@ class RunController:
             if vendor_id is not None:
                 vendors[user_class.__name__] = by_id[VendorId(*vendor_id)]
         return cls(environment, options, vendors, session_factory=session_factory,
-                   config_identity=config.identity(), secrets=config.secrets())
+                   config_identity=config.identity(), secrets=config.secrets() + options.overrides.secrets())
 
     def attach(self) -> None:
         """Listeners on this environment's events and messages for this role; then, on the ledger side,
@@ -179,7 +180,7 @@ class RunController:
         else:
             self.ledger = Ledger.for_items(vendor_ids, sample_ids, o.repeats, run.skip)
         self.exec = ExecContext(run_id=run.run_id, worker=self.worker_id, policy=self._retry_policy(),
-                                timeout_s=o.timeout_s, max_request_s=o.max_request_s)
+                                timeout_s=o.timeout_s, max_request_s=o.max_request_s, overrides=o.overrides)
         if not self.sim_url and any(v.uses_simulator for v in self.vendors.values()):
             from avv_sim import start_simulator
 
@@ -249,13 +250,15 @@ class RunController:
     # -------------------------------------------------------------------- worker context (master → worker)
 
     def worker_context(self) -> dict[str, Any]:
-        """How workers run items (the run id, retries, timeouts) and where the simulator is."""
+        """How workers run items (the run id, retries, timeouts, the global overrides) and where the
+        simulator is: the master's options win over a worker's own."""
         return {"exec": self.exec.to_message(), "sim_url": self.sim_url}
 
     def apply_worker_context(self, context: dict[str, Any]) -> None:
         if context:
             self.sim_url = context.get("sim_url") or self.sim_url
             self.exec = ExecContext.from_message(context["exec"], worker=self.worker_id)
+            self.redact.extend(self.exec.overrides.secrets())
 
     # ------------------------------------------------------------------------- the ledger side
 

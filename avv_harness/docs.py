@@ -32,6 +32,8 @@ def render_options_table() -> str:
         name = action.option_strings[0]
         if action.const is True and action.default is False:
             default = "off"
+        elif action.default is None:
+            default = ""
         else:
             default = str(action.default).replace(str(DATA_DIR), "avv_harness/data")
         rows.append(f"| `{name}` | {_cell(default)} | {_cell(action.help or '')} |")

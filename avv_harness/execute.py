@@ -3,6 +3,10 @@
 Retries: on ``connect``, ``timeout``, ``http_429``, ``http_5xx`` and ``truncated``; exponential back-off
 with full jitter (``base · 2^(n−1) · U(0.5, 1)``, capped), ``Retry-After`` honoured up to
 ``retry_after_cap_s``. The record's timings are those of the final attempt; ``wall_ms`` covers all.
+
+The request body, in order: the sample body → the vendor's transforms (its adapter's, then its own) →
+``model``, ``stream``, usage, provider pinning → the vendor's ``extra_body`` → the global overrides. In raw
+mode (``endpoint: completions``) that chat body becomes a ``prompt`` (:mod:`avv_harness.completions`).
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
+from .completions import completion_body, finish_completion
 from .config import Vendor
 from .items import ATTEMPT_HEADER, ITEM_HEADER, WorkItem
+from .overrides import Overrides, deep_merge
 from .records import STATUS_FAILED, STATUS_SUCCESS, Record
 from .samples import Sample
 from .stream import Attempt, stream_chat
+from .transforms import apply_transforms
 
 log = logging.getLogger("avv")
 
@@ -45,10 +52,11 @@ class RetryPolicy:
         return min(backoff, self.backoff_cap_s)
 
 
-def build_body(sample: Sample, vendor: Vendor) -> dict[str, Any]:
-    """The request body: sample body, ``model`` = vendor model_id, ``stream: true``, usage requested
-    unless the vendor disables it, vendor ``extra_body`` merged (deeply) and provider pinning."""
-    body: dict[str, Any] = dict(sample.body)
+def build_body(sample: Sample, vendor: Vendor, overrides: Overrides | None = None) -> dict[str, Any]:
+    """The chat request body: sample body after the vendor's transforms, ``model`` = vendor model_id,
+    ``stream: true``, usage requested unless the vendor disables it, provider pinning, vendor ``extra_body``
+    merged (deeply), then the global overrides. The sample itself is never changed."""
+    body: dict[str, Any] = apply_transforms(sample.body, vendor.dialect.transforms)
     body["model"] = vendor.model_id
     body["stream"] = True
     if vendor.include_usage:
@@ -56,23 +64,22 @@ def build_body(sample: Sample, vendor: Vendor) -> dict[str, Any]:
     else:
         body.pop("stream_options", None)
     if vendor.provider:
-        body = _deep_merge(body, {"provider": {"only": list(vendor.provider)}})
+        body = deep_merge(body, {"provider": {"only": list(vendor.provider)}})
     if vendor.extra_body:
-        body = _deep_merge(body, vendor.extra_body)
-    return body
+        body = deep_merge(body, vendor.extra_body)
+    return overrides.apply_body(body) if overrides is not None else body
 
 
-def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
+def build_request(sample: Sample, vendor: Vendor, overrides: Overrides | None = None) -> tuple[str, dict[str, Any]]:
+    """(endpoint path, body): the chat body, or in raw mode its ``/v1/completions`` form."""
+    body = build_body(sample, vendor, overrides)
+    if vendor.dialect.raw:
+        return "completions", completion_body(body, vendor.dialect.template)
+    return "chat/completions", body
 
 
-def build_headers(vendor: Vendor, item_tag: str, attempt: int) -> dict[str, str]:
+def build_headers(vendor: Vendor, item_tag: str, attempt: int,
+                  overrides: Overrides | None = None) -> dict[str, str]:
     headers = {
         "Content-Type": "application/json",
         "Accept": "text/event-stream",
@@ -80,6 +87,7 @@ def build_headers(vendor: Vendor, item_tag: str, attempt: int) -> dict[str, str]
         ITEM_HEADER: item_tag,
         ATTEMPT_HEADER: str(attempt),
         **vendor.headers,
+        **dict(overrides.headers if overrides is not None else ()),
     }
     if vendor.api_key:
         headers["Authorization"] = f"Bearer {vendor.api_key}"
@@ -171,6 +179,7 @@ def attempt_record(att: Attempt, include_usage: bool) -> dict[str, Any]:
         "content": "".join(att.content),
         "reasoning_chars": att.reasoning_chars,
         "stale_conn_retries": att.stale_conn_retries,
+        "reasoning_field": ";".join(att.reasoning_fields) or None,
     }
 
 
@@ -190,35 +199,39 @@ class ExecContext:
     policy: RetryPolicy
     timeout_s: float | None = None  # idle timeout override (None: the vendor's timeout_s)
     max_request_s: float = 600.0  # total cap per attempt unless the vendor sets its own
+    overrides: Overrides = Overrides()  # --avv-temperature / --avv-max-tokens / --avv-extra-body / --avv-header
 
     def to_message(self) -> dict[str, Any]:
         p = self.policy
         return {"run_id": self.run_id, "retries": p.retries, "backoff_s": p.backoff_base_s,
                 "retry_after_cap_s": p.retry_after_cap_s, "timeout_s": self.timeout_s,
-                "max_request_s": self.max_request_s}
+                "max_request_s": self.max_request_s, "overrides": self.overrides.to_message()}
 
     @classmethod
     def from_message(cls, data: dict[str, Any], worker: str) -> ExecContext:
         policy = RetryPolicy(retries=int(data["retries"]), backoff_base_s=float(data["backoff_s"]),
                              retry_after_cap_s=float(data["retry_after_cap_s"]))
         return cls(run_id=str(data["run_id"]), worker=worker, policy=policy, timeout_s=data.get("timeout_s"),
-                   max_request_s=float(data["max_request_s"]))
+                   max_request_s=float(data["max_request_s"]), overrides=Overrides.from_message(data.get("overrides")))
 
 
-def item_identity(item: WorkItem, ctx: ExecContext, started_at: str) -> dict[str, Any]:
+def item_identity(item: WorkItem, ctx: ExecContext, started_at: str, vendor: Vendor | None = None) -> dict[str, Any]:
     key = item.key
-    return {
+    out = {
         "run_id": ctx.run_id, "model": key.model, "vendor": key.vendor, "sample_id": key.sample_id,
         "repeat": key.repeat, "level": item.level, "worker": ctx.worker, "started_at": started_at,
         "request_hash": item.sample.request_hash,
     }
+    if vendor is not None:
+        out.update(endpoint=vendor.dialect.endpoint, transforms=";".join(vendor.dialect.transforms) or None)
+    return out
 
 
 def client_error_record(item: WorkItem, vendor: Vendor, ctx: ExecContext, exc: BaseException,
                         started_at: str, attempts: int) -> Record:
     """The record of an item whose run raised inside the client: recorded, never left in flight."""
     return Record({
-        **item_identity(item, ctx, started_at), "is_baseline": vendor.is_baseline, "status": STATUS_FAILED,
+        **item_identity(item, ctx, started_at, vendor), "is_baseline": vendor.is_baseline, "status": STATUS_FAILED,
         "error_kind": "client_error", "error_detail": f"{type(exc).__name__}: {str(exc)[:300]}",
         "attempts": max(1, attempts), "usage_reported": False, "saw_tool_call_delta": False,
         "tool_call_count": 0,
@@ -239,8 +252,9 @@ def execute_item(
     """Run one item to completion (retries inside) and return its record."""
     rng = rng or random.Random()
     policy = ctx.policy
-    body = json.dumps(build_body(item.sample, vendor), ensure_ascii=False).encode("utf-8")
-    endpoint = endpoint_url(url)
+    path, request = build_request(item.sample, vendor, ctx.overrides)
+    body = json.dumps(request, ensure_ascii=False).encode("utf-8")
+    endpoint = endpoint_url(url, path)
     read_timeout = ctx.timeout_s or vendor.timeout_s
     max_request_s = vendor.max_request_s or ctx.max_request_s
     connect_timeout = min(10.0, read_timeout)
@@ -248,8 +262,10 @@ def execute_item(
     attempts: list[Attempt] = []
     first_t0 = None
     for number in range(1, policy.retries + 2):
-        headers = build_headers(vendor, item.key.tag(ctx.run_id, number), number)
+        headers = build_headers(vendor, item.key.tag(ctx.run_id, number), number, ctx.overrides)
         att = stream_chat(session, endpoint, body, headers, connect_timeout, read_timeout, max_request_s)
+        if vendor.dialect.raw:
+            finish_completion(att, vendor.dialect.tool_parser or "hermes")
         attempts.append(att)
         first_t0 = att.t0 if first_t0 is None else first_t0
         if on_attempt is not None:
@@ -259,7 +275,7 @@ def execute_item(
         sleep(policy.delay(number, att.retry_after_s, rng))
     final = attempts[-1]
     record = Record({
-        **item_identity(item, ctx, started_at),
+        **item_identity(item, ctx, started_at, vendor),
         "is_baseline": vendor.is_baseline,
         "attempts": len(attempts),
         **attempt_record(final, vendor.include_usage),

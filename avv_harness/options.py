@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .overrides import Overrides, parse_overrides
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_CONFIG = DATA_DIR / "demo.yaml"
@@ -70,6 +71,13 @@ def add_arguments(parser: Any) -> None:
     add("--avv-stress-step-s", type=float, default=30.0, help="Seconds each level is held.")
     add("--avv-slo-ttft-p95-ms", type=float, default=5000.0, help="SLO: TTFT p95 at most this.")
     add("--avv-slo-error-rate", type=float, default=0.01, help="SLO: share of failed requests at most this.")
+    add("--avv-temperature", type=float, default=None, help="Override every request's temperature (0–2).")
+    add("--avv-max-tokens", type=int, default=None,
+        help="Override every request's max_tokens (and max_completion_tokens where a sample has it).")
+    add("--avv-extra-body", default="", help="JSON object deep-merged over every request (after the vendor's "
+        "extra_body).")
+    add("--avv-header", action="append", default=None, metavar="NAME:VALUE",
+        help="Header added to every request (repeatable; in locust.conf: avv-header = [A:1, B:2]).")
 
 
 def preparse_options(args: list[str] | None = None) -> Any:
@@ -126,6 +134,7 @@ class RunOptions:
     mode: str  # verify | stress
     stress: StressSettings | None  # set in stress mode
     run_time_s: float | None  # Locust's -t/--run-time (honoured by the run's shape)
+    overrides: Overrides  # --avv-temperature / --avv-max-tokens / --avv-extra-body / --avv-header
     raw: dict[str, Any]  # every avv_* option as parsed, for run.json
 
     @property
@@ -178,5 +187,7 @@ class RunOptions:
             mode=str(parsed.avv_mode),
             stress=stress,
             run_time_s=float(run_time) if run_time else None,
+            overrides=parse_overrides(getattr(parsed, "avv_temperature", None), getattr(parsed, "avv_max_tokens", None),
+                                      getattr(parsed, "avv_extra_body", ""), getattr(parsed, "avv_header", None)),
             raw={k: v for k, v in sorted(vars(parsed).items()) if k.startswith("avv_")},
         )

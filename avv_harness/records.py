@@ -8,9 +8,9 @@ Definitions (also in the README):
 
 - ``t0`` = just before the request is handed to the HTTP client (final attempt).
 - ``ttfb_ms`` = response headers received − t0.
-- ``ttft_ms`` = first SSE event carrying non-empty content, reasoning (``reasoning_content`` or
-  ``reasoning``) or a tool-call delta − t0; a role-only or empty chunk does not count. ``ttft_kind``
-  says which of ``content``, ``reasoning``, ``tool_call`` it was.
+- ``ttft_ms`` = first SSE event carrying non-empty content, reasoning (``reasoning_content``,
+  ``reasoning`` or ``reasoning_details``), a tool-call delta or (raw mode) completion text − t0; a role-only
+  or empty chunk does not count. ``ttft_kind`` says which of ``content``, ``reasoning``, ``tool_call`` it was.
 - ``latency_ms`` = last byte − t0. ``decode_ms`` = last token-bearing event − first token-bearing event.
   ``wall_ms`` = from the first attempt's t0 to the end of the item, retries and back-off included.
 - Tokens come from the streamed ``usage``; absent → token columns empty, ``usage_reported=false``.
@@ -56,6 +56,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("repeat", "int", "Repeat number, 1-based."),
     Column("request_hash", "str", "sha256 of the sample's request body (canonical JSON); resume reruns an item "
            "whose sample changed."),
+    Column("endpoint", "str", "`chat` (/v1/chat/completions) or `completions` (raw mode: /v1/completions with a "
+           "locally rendered prompt, calls parsed from the text)."),
+    Column("transforms", "str", "`;`-joined request transforms applied to the sample body, in order (the "
+           "vendor's adapter and `transforms`)."),
     Column("level", "int", "Stress mode: the concurrency level the request started in; empty in verify mode."),
     Column("worker", "str", "Host and process that ran the item (`host:pid`)."),
     Column("started_at", "str", "UTC wall-clock time of the first attempt's t0 (ISO 8601)."),
@@ -69,6 +73,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("ttfb_ms", "float", "Response headers − t0."),
     Column("ttft_ms", "float", "First token-bearing SSE event − t0."),
     Column("ttft_kind", "str", "`content`, `reasoning` or `tool_call`: what the first token-bearing event carried."),
+    Column("reasoning_field", "str", "`;`-joined fields that carried reasoning: `reasoning_content`, `reasoning`, "
+           "`reasoning_details`, or `think` (raw mode: a leading `<think>` block); empty without reasoning."),
     Column("latency_ms", "float", "Last byte − t0 (end-to-end latency of the final attempt)."),
     Column("decode_ms", "float", "Last token-bearing event − first token-bearing event."),
     Column("wall_ms", "float", "First attempt's t0 to item end, including retries and back-off."),
@@ -83,7 +89,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("tool_calls", "json", "JSON list of {id, name, arguments} with arguments as the raw string."),
     Column("tool_call_count", "int", "Number of assembled tool calls."),
     Column("content", "str", "Assembled assistant content."),
-    Column("reasoning_chars", "int", "Characters of reasoning (reasoning_content or reasoning) received."),
+    Column("reasoning_chars", "int", "Characters of reasoning received (whichever field carried it)."),
     Column("client_lag_ms", "float", "Largest lag of this process's event loop between t0 and the first token (or "
            "the end): an upper bound on how much of the TTFT is the client's own delay."),
     Column("client_cpu_pct", "float", "CPU of the Locust process that ran the item (last 1 s sample; 100 = one core)."),

@@ -64,11 +64,16 @@ def fill_manifest(manifest: RunManifest, *, run: OpenedRun, options: RunOptions,
     m = manifest
     m.run_id, m.mode = run.run_id, options.mode
     m.config_path, m.config_identity = os.path.abspath(options.config), config_identity
-    m.vendors = vendors
+    # a ${VAR} secret may sit in a URL, header or extra_body; the names stay (see Redactor.record)
+    m.vendors = [{**redact.value(v), **{k: v[k] for k in ("model", "name", "model_id") if k in v}} for v in vendors]
+    picked = {f"{v['model']}/{v['name']}": {"adapter": v.get("adapter"), "why": v.get("adapter_source")}
+              for v in vendors if str(v.get("adapter_source", "")).startswith("auto")}
+    if picked:  # adapter: auto — what it picked and why (each vendor's entry says so too)
+        m.extra["adapters_auto"] = picked
     m.samples = {"path": os.path.abspath(samples.path), "sha256": samples.sha256, "count": len(samples.samples),
                  "ids_sha256": sample_ids_hash(samples),
                  "skipped_lines": [[line, msg] for line, msg in samples.skipped_lines]}
-    m.options = {k: redact(v) for k, v in options.raw.items()}
+    m.options = {k: redact.value(v) for k, v in options.raw.items()}
     m.locust = {"version": locust.__version__, "role": role, "workers": workers}
     m.simulator = {"url": sim_url} if sim_url else None
     m.started_at = run.started_at or utc_now()

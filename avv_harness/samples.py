@@ -2,8 +2,9 @@
 
 Sample id = ``data_index`` when present, else the 1-based line number. Keys that are not request fields
 (``data_index``, ``expected_tool_call``, ``check_type``, ``scenario_check`` and any key starting with
-``_``) are removed before sending and kept as metadata. K2VV's custom ``_input`` message role is
-rewritten to ``system`` (as K2VV itself does before sending).
+``_``) are removed before sending and kept as metadata. The body is kept as written: K2VV's custom
+``_input`` role becomes ``system`` only when the request is built, by the ``input_role_to_system`` transform
+of the default (``generic``) adapter (:mod:`avv_harness.transforms`).
 """
 
 from __future__ import annotations
@@ -58,15 +59,6 @@ def _is_metadata_key(key: str) -> bool:
     return key in METADATA_KEYS or key.startswith("_")
 
 
-def _normalise_messages(messages: list[Any]) -> list[Any]:
-    out = []
-    for msg in messages:
-        if isinstance(msg, dict) and msg.get("role") == "_input":
-            msg = {**msg, "role": "system"}
-        out.append(msg)
-    return out
-
-
 def parse_sample_line(text: str, line_no: int, path: str) -> Sample | None:
     """Parse one JSONL line; None for a blank line. Raises InputError naming file and line."""
     if not text.strip():
@@ -96,7 +88,6 @@ def parse_sample_line(text: str, line_no: int, path: str) -> Sample | None:
                          f"line breaks or tabs, got {data_index!r}")
     metadata = {k: v for k, v in obj.items() if _is_metadata_key(k)}
     body = {k: v for k, v in obj.items() if not _is_metadata_key(k)}
-    body["messages"] = _normalise_messages(messages)
     sample_id = str(obj["data_index"]) if obj.get("data_index") is not None else str(line_no)
     return Sample(sample_id=sample_id, line=line_no, body=body, metadata=metadata)
 

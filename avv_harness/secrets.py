@@ -18,17 +18,26 @@ from .records import COLUMN_KINDS, Record
 
 MASK = "***"
 MIN_SECRET_CHARS = 4  # shorter "secrets" would mask ordinary words
+IDENTITY_COLUMNS = frozenset({"run_id", "model", "vendor", "sample_id"})
 
 
 class Redactor:
     """Replaces every known secret (and URL user-info / key query values) in a text with ``***``."""
 
     def __init__(self, secrets: Iterable[str] = ()):
-        found = {s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}
+        self._secrets: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self.extend(secrets)
+
+    def extend(self, secrets: Iterable[str]) -> None:
+        """Also remove these (a worker learns the master's override headers with its first items)."""
+        found = {s for s in secrets if s and len(s) >= MIN_SECRET_CHARS} - self._secrets
+        if not found:
+            return
         # Also the forms a secret takes when quoted by repr() or JSON (escaped newlines and the like).
-        found |= {s.encode("unicode_escape").decode("ascii") for s in list(found)}
-        ordered = sorted(found, key=len, reverse=True)
-        self._pattern = re.compile("|".join(re.escape(s) for s in ordered)) if ordered else None
+        self._secrets |= found | {s.encode("unicode_escape").decode("ascii") for s in found}
+        ordered = sorted(self._secrets, key=len, reverse=True)
+        self._pattern = re.compile("|".join(re.escape(s) for s in ordered))
 
     def __call__(self, text: Any) -> Any:
         if not isinstance(text, str) or not text:
@@ -37,9 +46,21 @@ class Redactor:
             text = self._pattern.sub(MASK, text)
         return redact_url(text) if "://" in text or "=" in text else text
 
+    def value(self, value: Any) -> Any:
+        """``value`` with every string inside it (lists, dicts) redacted: for run.json."""
+        if isinstance(value, dict):
+            return {k: self.value(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.value(v) for v in value]
+        return self(value)
+
     def record(self, record: Record) -> Record:
-        """The record with every text column redacted (in place; returned for chaining)."""
+        """The record with every text column redacted (in place; returned for chaining), except the item's
+        identity, which comes from the config and sample file, never from a vendor: a ``${VAR}`` value that
+        happens to equal a vendor's name must not turn the name into ``***``."""
         for name, value in record.items():
+            if name in IDENTITY_COLUMNS:
+                continue
             if isinstance(value, str) and COLUMN_KINDS.get(name) in ("str", "json"):
                 cleaned = self(value)
                 if cleaned is not value:

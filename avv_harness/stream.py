@@ -1,10 +1,17 @@
-"""The wire client: one streaming chat-completions attempt, measured to the millisecond.
+"""The wire client: one streaming chat-completions (or raw ``/v1/completions``) attempt, measured to the
+millisecond.
 
 Bytes are read with urllib3's ``read1`` (whatever has arrived, never waiting to fill a block) and fed to
 sseclient-py, so an event is timestamped when its last byte arrives. Locust's ``iter_lines`` reads
 1 KiB blocks and delays small events; see ``bench/measure.py`` for the comparison.
 
 All times are ``time.monotonic()`` seconds (the simulator's truth log uses the same clock).
+
+Response dialects: reasoning is read from ``delta.reasoning_content``, ``delta.reasoning`` and
+``delta.reasoning_details[].text`` alike (one per event, in that order, so a vendor that sends the same text
+under two names is not counted twice); ``Attempt.reasoning_fields`` says which carried it. A completions
+stream's ``choices[0].text`` is collected as content; raw mode reads reasoning and calls out of it at the end
+(:mod:`avv_harness.completions`).
 """
 
 from __future__ import annotations
@@ -21,10 +28,12 @@ from urllib3.exceptions import LocationParseError, ProtocolError, ReadTimeoutErr
 
 from .config import redact_url
 from .connections import send_on_fresh_if_stale
+from .transforms import reasoning_text
 
 READ_BLOCK = 65536
 USER_AGENT = {"User-Agent": f"avv-locust/0.1 python-requests/{requests.__version__}"}
 MAX_ERROR_BODY = 2048
+REASONING_DELTA_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
 
 
 @dataclass
@@ -59,6 +68,7 @@ class Attempt:
     usage: dict[str, Any] | None = None
     content: list[str] = field(default_factory=list)
     reasoning_chars: int = 0
+    reasoning_fields: list[str] = field(default_factory=list)  # which fields carried reasoning, first seen first
     tool_calls: dict[int, ToolCallAcc] = field(default_factory=dict)
     reads: int = 0  # socket reads that returned bytes
     token_events: int = 0  # SSE events that carried a token (content, reasoning or a tool-call delta)
@@ -170,10 +180,18 @@ def _apply_chunk(att: Attempt, obj: dict[str, Any], now: float) -> None:
         if isinstance(content, str) and content:
             att.content.append(content)
             token_kind = token_kind or "content"
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if isinstance(reasoning, str) and reasoning:
-            att.reasoning_chars += len(reasoning)
-            token_kind = token_kind or "reasoning"
+        text = choice.get("text")  # a /v1/completions stream
+        if isinstance(text, str) and text:
+            att.content.append(text)
+            token_kind = token_kind or "content"
+        for name in REASONING_DELTA_FIELDS:
+            reasoning = reasoning_text(delta.get(name))
+            if reasoning:
+                att.reasoning_chars += len(reasoning)
+                if name not in att.reasoning_fields:
+                    att.reasoning_fields.append(name)
+                token_kind = token_kind or "reasoning"
+                break
         tool_calls = delta.get("tool_calls")
         if isinstance(tool_calls, list) and tool_calls:
             att.saw_tool_call_delta = True

@@ -3,10 +3,13 @@
 Nothing here does I/O or reads a clock, so every choice the server makes for a request can be
 recomputed from (profile, request body, attempt) alone. Derivations (see docs/simulator.md):
 
-- reference decision: (request hash, tool_call_rate) — same for every profile with that rate;
-- flip: (request hash, seed, "flip");
-- which tools, parallel calls, argument values, filler text: request hash only;
-- faults, broken arguments, reasoning-only, jitter, quirks: (seed, request hash, attempt, knob).
+- reference decision: (decision key, tool_call_rate) — same for every profile with that rate;
+- flip: (decision key, seed, "flip");
+- which tools, parallel calls, argument values, filler text: decision key only;
+- faults, broken arguments, reasoning-only, jitter, quirks: (seed, decision key, attempt, knob).
+
+The decision key (:mod:`avv_sim.identity`) is the request hash of the body with its history reduced to what
+a chat template renders, so a raw-completions prompt meets the same decisions as its chat request.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import schema_args
+from .identity import decision_key
 from .profiles import QUIRKS, Profile
 
 HASH_EXCLUDED_KEYS = ("model", "stream", "stream_options")
@@ -128,7 +132,7 @@ _FRAGMENT_RE = re.compile(r" ?[A-Za-z_]{1,8}| ?\d{1,3}|\s+|[^A-Za-z_\d\s]{1,2}")
 
 # Quirks that only mean something on an SSE stream; the others also shape a JSON body.
 STREAM_ONLY_QUIRKS = frozenset(QUIRKS) - {"no_finish_reason", "tool_calls_under_stop", "html_body", "empty_body",
-                                          "huge_args"}
+                                          "huge_args", "require_reasoning_content", "broken_template"}
 BODY_QUIRKS = ("json_body", "html_body", "empty_body")
 _JSON_BODY_COMPATIBLE = frozenset({"json_body", "huge_args", "tool_calls_under_stop", "no_finish_reason"})
 
@@ -494,6 +498,8 @@ def applied_quirks(
         "json_body": fault is None,
         "html_body": fault is None,
         "empty_body": fault is None,
+        "broken_template": has_tool_calls,
+        "require_reasoning_content": False,  # a request check: listed only on the 400 it causes
     }
     out = [q for q in profile.quirks if applicable.get(q, True) and (stream or q not in STREAM_ONLY_QUIRKS)]
     body = next((q for q in out if q in BODY_QUIRKS), None)
@@ -508,7 +514,7 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
     """Decide everything for one request. Raises :class:`RequestError` for malformed bodies."""
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise RequestError("'messages' must be a non-empty array", "messages")
-    h = h or request_hash(body)
+    h = h or decision_key(body)
     stream = bool(body.get("stream"))
     opts = body.get("stream_options")
     include_usage = stream and isinstance(opts, Mapping) and bool(opts.get("include_usage"))

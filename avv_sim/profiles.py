@@ -32,9 +32,12 @@ QUIRKS: tuple[str, ...] = (
     "empty_body",
     "invalid_utf8",
     "huge_args",
+    "require_reasoning_content",
+    "broken_template",
 )
 
 OVER_LIMIT_MODES = ("429", "queue")
+REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # Fault knobs share one hash draw per request (see behaviour.pick_fault), so their sum must fit in [0, 1].
 FAULT_RATE_KNOBS = ("error_rate", "rate_limit_rate", "truncate_rate", "stream_error_rate")
@@ -63,6 +66,7 @@ class Profile:
     # reasoning
     reasoning_tokens: int = 0
     reasoning_only_rate: float = 0.0
+    reasoning_field: str = "reasoning_content"  # the delta / message field reasoning is sent in
     # faults
     error_rate: float = 0.0
     error_status: int = 500
@@ -84,6 +88,8 @@ class Profile:
     header_delay_ms: float = 0.0
     stall_after_tokens: int | None = None
     stall_ms: float = 0.0
+    # what the truth log shows of each request
+    log_request: bool = False  # add the received body and headers (never Authorization) to the truth line
 
     @property
     def served_model(self) -> str:
@@ -146,10 +152,10 @@ def _coerce(profile: str, knob: str, value: Any) -> Any:
         if unknown:
             raise _err(profile, knob, f"unknown quirk(s) {unknown}; known: {', '.join(QUIRKS)}")
         return tuple(value)
-    if knob == "over_limit":
-        value = str(value)
-        if value not in OVER_LIMIT_MODES:
-            raise _err(profile, knob, f"must be one of {OVER_LIMIT_MODES}, got {value!r}")
+    if knob in ("over_limit", "reasoning_field"):
+        value, allowed = str(value), OVER_LIMIT_MODES if knob == "over_limit" else REASONING_FIELDS
+        if value not in allowed:
+            raise _err(profile, knob, f"must be one of {allowed}, got {value!r}")
         return value
     if ftype.startswith("bool"):
         if not isinstance(value, bool):

@@ -1,12 +1,14 @@
 """The aiohttp app: one or more simulated OpenAI-compatible vendors under ``/<profile>/v1``.
 
 Per request: parse → auth → admission (max_concurrency) → plan (pure, see behaviour.py) → respond on an
-absolute-deadline schedule (loop.time() == time.monotonic()) → one truth-log line.
+absolute-deadline schedule (loop.time() == time.monotonic()) → one truth-log line. ``/v1/completions``
+answers the same plans in text (dialects.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import os
@@ -18,8 +20,9 @@ from typing import Any
 
 from aiohttp import web
 
-from . import behaviour
+from . import behaviour, dialects
 from .behaviour import Plan, RequestError
+from .identity import decision_key
 from .profiles import Profile
 from .wire import HTML_BODY, Wire, error_body
 
@@ -75,7 +78,9 @@ def new_record(profile: str, t_arrival: float, client_tag: str | None) -> dict[s
     """A truth-log record with every field present (filled in as the request proceeds)."""
     return {
         "profile": profile,
+        "endpoint": "chat",
         "request_hash": None,
+        "decision_key": None,
         "attempt": None,
         "client_tag": client_tag,
         "stream": None,
@@ -84,6 +89,7 @@ def new_record(profile: str, t_arrival: float, client_tag: str | None) -> dict[s
         "decision": None,
         "flipped": None,
         "tool_calls": [],
+        "text_tool_calls": [],
         "fault": None,
         "http_status": None,
         "finish_reason": None,
@@ -187,6 +193,7 @@ class Simulator:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/{profile}/v1/chat/completions", self.chat_completions)
+        app.router.add_post("/{profile}/v1/completions", self.completions)
         app.router.add_get("/{profile}/v1/models", self.models)
         app.router.add_get("/health", self.health)
         return app
@@ -216,6 +223,12 @@ class Simulator:
     # ----------------------------------------------------------------------------------- chat handler
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, "chat")
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, "completions")
+
+    async def _serve(self, request: web.Request, endpoint: str) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         t_arrival = loop.time()
         name = request.match_info["profile"]
@@ -228,6 +241,7 @@ class Simulator:
                 "not_found",
             )
         rec = new_record(name, t_arrival, request.headers.get(ITEM_HEADER))
+        rec["endpoint"] = endpoint
         try:
             return await self._handle(request, state, rec)
         except ConnectionError:
@@ -262,13 +276,18 @@ class Simulator:
                 None,
             )
         rec["stream"] = bool(body.get("stream"))
+        if profile.log_request:
+            rec["request"] = {"body": body, "headers": {k: v for k, v in request.headers.items()
+                                                        if k.lower() != "authorization"}}
         plan: Plan | None = None
         bad_request: RequestError | None = None
         try:
-            plan = behaviour.make_plan(profile, body, rec["attempt"], h)
+            plan = _plan(profile, body, rec)
             _record_plan(rec, plan)
         except RequestError as exc:
             bad_request = exc
+            rec["fault"] = getattr(exc, "fault", None)
+            rec["quirks"] = [rec["fault"]] if rec["fault"] else []
         if not _authorized(profile, request):
             rec["fault"] = "auth"
             return await self._send_error(request, rec, 401, *_AUTH_ERROR)
@@ -329,7 +348,10 @@ class Simulator:
     ) -> web.StreamResponse:
         # the schedule counts from arrival (plus any queueing), not from when planning finished
         t0 = rec["t_arrival"] + (rec["queued_ms"] + profile.ttft_ms + plan.jitter_ms) / 1000.0
-        wire = Wire(plan, int(time.time()), _completion_id(plan))
+        if rec["endpoint"] == "completions":
+            wire: Wire = dialects.TextWire(plan, int(time.time()), _completion_id(plan))
+        else:
+            wire = Wire(plan, int(time.time()), _completion_id(plan), profile.reasoning_field)
         if profile.header_delay_ms:
             await asyncio.sleep(profile.header_delay_ms / 1000.0)
         if not plan.stream:
@@ -571,6 +593,23 @@ async def _read_body(request: web.Request) -> tuple[dict[str, Any] | None, str |
 def _completion_id(plan: Plan) -> str:
     digest = hashlib.sha256(f"{plan.profile}:{plan.request_hash}:{plan.attempt}".encode()).hexdigest()
     return "chatcmpl-" + digest[:24]
+
+
+def _plan(profile: Profile, body: dict[str, Any], rec: dict[str, Any]) -> Plan:
+    """The plan for a chat body, or for the chat body a completions prompt was rendered from (the same
+    decision key, hence the same decisions), with the dialect quirks applied."""
+    if rec["endpoint"] == "completions":
+        view, prompt = dialects.completion_view(body)
+        rec["decision_key"] = key = decision_key(view)
+        plan = behaviour.make_plan(dataclasses.replace(profile, quirks=()), view, rec["attempt"], key)
+        rec["text_tool_calls"] = dialects.as_completion(plan, prompt, profile.tokens_per_chunk)
+        return plan
+    rec["decision_key"] = key = decision_key(body)
+    dialects.check_reasoning_content(profile, body, key, rec["attempt"])
+    plan = behaviour.make_plan(profile, body, rec["attempt"], key)
+    if plan.has(dialects.BROKEN_TEMPLATE):
+        rec["text_tool_calls"] = dialects.text_calls(plan, "fenced", profile.tokens_per_chunk)
+    return plan
 
 
 def _record_plan(rec: dict[str, Any], plan: Plan) -> None:

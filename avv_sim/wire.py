@@ -36,8 +36,9 @@ def error_body(message: str, etype: str, code: str | None, param: str | None = N
 class Wire:
     """Renders one plan's events. ``created`` and ``completion_id`` are fixed per response."""
 
-    def __init__(self, plan: Plan, created: int, completion_id: str):
+    def __init__(self, plan: Plan, created: int, completion_id: str, reasoning_field: str = "reasoning_content"):
         self.plan = plan
+        self.reasoning_field = reasoning_field  # reasoning_content | reasoning | reasoning_details
         self.created = created
         self.completion_id = completion_id
         self.eol = "\r\n" if plan.has("crlf") else "\n"
@@ -92,7 +93,9 @@ class Wire:
     def delta_json(self, chunk: Chunk, position: int = -1) -> str:
         """The delta object as JSON text, built by hand: this runs once per streamed event."""
         if chunk.kind == "reasoning":
-            return '{"reasoning_content":' + _jstr(chunk.text) + "}"
+            if self.reasoning_field == "reasoning_details":
+                return '{"reasoning_details":[{"type":"reasoning.text","text":' + _jstr(chunk.text) + ',"index":0}]}'
+            return '{"' + self.reasoning_field + '":' + _jstr(chunk.text) + "}"
         if chunk.kind == "content":
             text = chunk.text + (_INVALID_UTF8_MARK if position == self._utf8_chunk else "")
             return '{"content":' + _jstr(text) + "}"
@@ -162,7 +165,9 @@ class Wire:
         elif not self.plan.tool_calls:
             message["content"] = ""
         if counts["reasoning"]:
-            message["reasoning_content"] = "".join(c.text for c in self.plan.chunks if c.kind == "reasoning")
+            text = "".join(c.text for c in self.plan.chunks if c.kind == "reasoning")
+            message[self.reasoning_field] = ([{"type": "reasoning.text", "text": text, "index": 0}]
+                                             if self.reasoning_field == "reasoning_details" else text)
         if self.plan.tool_calls:
             message["tool_calls"] = [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}

@@ -121,7 +121,7 @@ def test_sample_ids_metadata_and_input_role(tmp_path):
     first = s.samples[0]
     assert first.metadata == {"data_index": 7, "expected_tool_call": True, "_note": "x"}
     assert "data_index" not in first.body and "_note" not in first.body
-    assert first.body["messages"][0]["role"] == "system"
+    assert first.body["messages"][0]["role"] == "_input"  # kept; the generic adapter's transform rewrites it
     assert len(s.sha256) == 64
 
 

@@ -145,6 +145,8 @@ def echo_server():
 def test_keys_never_leak(tmp_path, echo_server):
     yaml_key, env_key, url_key = "sk-LEAK-yaml-7f3a9c", "sk-LEAK-dotenv-b21e44", "LEAK-query-9d8c7b"
     nl_key, echoed_key, url_password = "sk-LEAK-newline-5e6f", "sk-LEAK-echoed-1a2b", "pw-LEAK-3c4d"
+    # ${VAR} values (any name: substituted values are secrets) and a global override header named like a key
+    var_header, var_body, override_header = "route-LEAK-var-5e1f", "user-LEAK-var-77aa", "tok-LEAK-hdr-31c9"
     profiles = {"a": {**FAST, "api_key": yaml_key}, "b": {**FAST, "api_key": env_key},
                 "c": {**FAST, "api_key": nl_key}}
     vendors = sim_vendors("m", ["a", "b", "c"], "a")
@@ -152,6 +154,8 @@ def test_keys_never_leak(tmp_path, echo_server):
     vendors["m"]["vendors"][1]["headers"] = {"X-Api-Key": env_key}
     vendors["m"]["vendors"][1]["require_key"] = True
     vendors["m"]["vendors"][2]["api_key_env"] = "NL_KEY"  # set in .env with a trailing newline and spaces
+    vendors["m"]["vendors"][2]["headers"] = {"X-Route": "${ROUTE_VAR}"}
+    vendors["m"]["vendors"][2]["extra_body"] = {"metadata": {"user": "${USER_VAR}"}}
     closed = free_port()
     # a vendor that answers 401 and quotes the key it got (as some do), and one with a password in its URL
     echo_server.scripts["/echo/v1"] = [headers(401, "application/json"),
@@ -163,13 +167,14 @@ def test_keys_never_leak(tmp_path, echo_server):
         {"name": "f", "url": f"http://user:{url_password}@127.0.0.1:{closed}/v1", "timeout_s": 2},
     ]
     args = prepare(tmp_path, profiles, vendors)
-    (tmp_path / ".env").write_text(f"b={env_key}\nNL_KEY=\"  {nl_key}\\n\"\n")
+    (tmp_path / ".env").write_text(f"b={env_key}\nNL_KEY=\"  {nl_key}\\n\"\nROUTE_VAR={var_header}\n"
+                                   f"USER_VAR={var_body}\n")
     web_port = free_port()
     proc = subprocess.Popen(
         locust_cmd(*[a for a in args if a != "--headless"], "--autostart", "--autoquit", "4", "--web-port",
                    str(web_port), "--web-host", "127.0.0.1", "--csv", "stats", "--html", "report.html",
                    "--logfile", "locust.log", "--avv-retries", "1", "--avv-backoff-s", "0.05",
-                   "--avv-samples", str(DEMO_SAMPLES)),
+                   "--avv-samples", str(DEMO_SAMPLES), "--avv-header", f"X-Api-Token:{override_header}"),
         cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pages = []
     deadline = time.monotonic() + 60
@@ -195,5 +200,6 @@ def test_keys_never_leak(tmp_path, echo_server):
             texts[str(path)] = path.read_text("utf-8", "replace")
     assert any("key=***" in text for text in texts.values())  # the URL was logged, redacted
     for name, text in texts.items():
-        for secret in (yaml_key, env_key, url_key, nl_key, echoed_key, url_password):
+        for secret in (yaml_key, env_key, url_key, nl_key, echoed_key, url_password, var_header, var_body,
+                       override_header):
             assert secret not in text, f"{secret} leaked into {name}"

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
+from avv_harness.config import Vendor
+from avv_harness.execute import build_body
 from avv_harness.samples import Sample, load_samples
 
 DEMO_PATH = Path(__file__).resolve().parent.parent / "samples" / "demo.jsonl"
@@ -56,17 +58,21 @@ def test_metadata_is_stripped_and_request_fields_present(samples):
         assert s.body["temperature"] == 0.6
         assert s.body["max_tokens"] == 1024
         roles = {m["role"] for m in s.body["messages"]}
-        assert roles <= {"system", "user", "assistant", "tool"}, (s.sample_id, roles)
+        assert roles <= {"system", "user", "assistant", "tool", "_input"}, (s.sample_id, roles)
         assert s.body["messages"][-1]["role"] in ("user", "tool"), s.sample_id
 
 
-def test_input_role_sample_is_normalised(samples):
+def test_input_role_is_kept_in_the_sample_and_becomes_system_on_the_wire(samples):
     raw_lines = DEMO_PATH.read_text(encoding="utf-8").splitlines()
     raw_with_input = [json.loads(line)["data_index"] for line in raw_lines if '"role": "_input"' in line]
     assert raw_with_input, "the demo set should exercise the K2VV '_input' role"
     by_id = {s.sample_id: s for s in samples}
+    vendor = Vendor("m", "v", "m", "http://127.0.0.1/v1")  # the default (generic) adapter
     for idx in raw_with_input:
-        assert by_id[str(idx)].body["messages"][0]["role"] == "system"
+        sample = by_id[str(idx)]
+        assert sample.body["messages"][0]["role"] == "_input"  # the sample is never changed
+        assert build_body(sample, vendor)["messages"][0]["role"] == "system"
+        assert sample.body["messages"][0]["role"] == "_input"
 
 
 def test_tool_definitions_are_valid(samples):

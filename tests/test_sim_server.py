@@ -343,7 +343,9 @@ def test_truth_log_fields_and_attempts(sim) -> None:
     rec = truth_for(sim, "t-1")
     assert set(rec) == {
         "profile",
+        "endpoint",
         "request_hash",
+        "decision_key",
         "attempt",
         "client_tag",
         "stream",
@@ -352,6 +354,7 @@ def test_truth_log_fields_and_attempts(sim) -> None:
         "decision",
         "flipped",
         "tool_calls",
+        "text_tool_calls",
         "fault",
         "http_status",
         "finish_reason",
