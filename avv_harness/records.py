@@ -339,6 +339,38 @@ def read_rows(path: str | os.PathLike[str]) -> tuple[list[str], list[list[str]]]
     return header, rows
 
 
+def upgrade_columns(path: str | os.PathLike[str]) -> bool:
+    """Rewrite a records.csv written with other columns (an older avv-locust) into today's columns, so a
+    resumed run appends rows of the same width: columns it lacks stay empty (missing), never invented.
+    Atomic (a temp file renamed over it). False when nothing had to change. InputError for a column this
+    version does not know (a newer file, or not a records.csv)."""
+    path = os.fspath(path)
+    header, rows = read_rows(path)
+    if header == list(COLUMN_NAMES):
+        return False
+    unknown = [c for c in header if c not in COLUMN_KINDS]
+    if unknown:
+        raise InputError(f"{path}: unknown column(s) {', '.join(unknown)}: written by another version of avv-locust? "
+                         "start a new run folder")
+    position = {name: i for i, name in enumerate(header)}
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(COLUMN_NAMES)
+    for row in rows:
+        writer.writerow([row[position[c]] if c in position else "" for c in COLUMN_NAMES])
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(buf.getvalue())
+        os.replace(tmp, path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    log.warning("%s: columns upgraded to this version's (%d rows kept; new columns empty)", path, len(rows))
+    return True
+
+
 def read_records(path: str | os.PathLike[str]):
     """Read a records.csv into a pandas DataFrame with typed columns (nullable ints, floats, booleans).
 

@@ -17,7 +17,7 @@ from .errors import InputError
 from .items import ItemKey
 from .manifest import RECORDS_CSV, RunManifest, utc_now
 from .options import RunOptions
-from .records import RecordWriteError, RecordWriter
+from .records import RecordWriteError, RecordWriter, upgrade_columns
 from .resume import check_resumable, done_items, sample_ids_hash
 from .samples import SampleSet
 
@@ -45,6 +45,8 @@ def open_run_folder(options: RunOptions, samples: SampleSet, config_identity: st
     if options.resume:
         run_dir = Path(options.resume)
         previous = check_resumable(run_dir, config_identity, options.mode, samples)
+        if (run_dir / RECORDS_CSV).is_file():
+            upgrade_columns(run_dir / RECORDS_CSV)  # appended rows must have the header's width
         skip = done_items(run_dir, samples)
         started_at = previous.started_at
     else:

@@ -313,3 +313,17 @@ def test_run_folder_that_cannot_be_written_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="cannot write the run folder"):
         make_env(options(tmp_path, config, samples, "--avv-out", str(out)))
     assert Path(out).exists() and not yaml.safe_load("{}")
+
+
+def test_resuming_a_run_made_with_fewer_columns_upgrades_its_records_first(tmp_path):
+    config, samples = write_inputs(tmp_path, ["a"], n_samples=3)
+    env, ctl = make_env(options(tmp_path, config, samples, "--avv-run-id", "old", "-t", "1s"),
+                        adapter=ScriptedAdapter(lambda r: gevent.sleep(0.4) or stream_reply()))
+    run_to_end(env)
+    path = ctl.run_dir / "records.csv"
+    frame = read_records(path).drop(columns=["client_lag_ms", "stale_conn_retries"])  # as an older version wrote
+    frame.to_csv(path, index=False)
+    env, ctl = make_env(options(tmp_path, config, samples, "--avv-resume", str(ctl.run_dir)))
+    assert run_to_end(env) == EXIT_OK
+    header, rows = read_rows(path)
+    assert len(rows) == 3 and all(len(r) == len(header) for r in rows)
