@@ -20,6 +20,7 @@ from aiohttp import web
 
 from . import behaviour
 from .behaviour import Plan, RequestError
+from .gold import GoldEntry, gold_key
 from .profiles import Profile
 from .wire import HTML_BODY, Wire, error_body
 
@@ -83,7 +84,11 @@ def new_record(profile: str, t_arrival: float, client_tag: str | None) -> dict[s
         "reference_decision": None,
         "decision": None,
         "flipped": None,
+        "gold": False,
+        "call_form": None,
+        "dropped_calls": 0,
         "tool_calls": [],
+        "text_calls": [],
         "fault": None,
         "http_status": None,
         "finish_reason": None,
@@ -177,9 +182,11 @@ class Pacer:
 class Simulator:
     """Holds the profiles and the truth log; its handlers are the aiohttp routes."""
 
-    def __init__(self, profiles: Mapping[str, Profile], truth_log: TruthLog | None = None):
+    def __init__(self, profiles: Mapping[str, Profile], truth_log: TruthLog | None = None,
+                 gold: Mapping[str, GoldEntry] | None = None):
         self.states = {name: ProfileState(p) for name, p in profiles.items()}
         self.truth = truth_log or TruthLog(None)
+        self.gold = dict(gold or {})  # gold_key → the reference's gold labels (see gold.py)
         self.loop_time: Callable[[], float] = time.monotonic
 
     # ------------------------------------------------------------------------------------------ routing
@@ -265,7 +272,8 @@ class Simulator:
         plan: Plan | None = None
         bad_request: RequestError | None = None
         try:
-            plan = behaviour.make_plan(profile, body, rec["attempt"], h)
+            gold = self.gold.get(gold_key(body)) if self.gold else None
+            plan = behaviour.make_plan(profile, body, rec["attempt"], h, gold)
             _record_plan(rec, plan)
         except RequestError as exc:
             bad_request = exc
@@ -583,6 +591,10 @@ def _record_plan(rec: dict[str, Any], plan: Plan) -> None:
         decision=d.decision,
         flipped=d.flipped,
         fault=plan.fault,
+        gold=plan.gold,
+        call_form=plan.call_form,
+        dropped_calls=plan.dropped_calls,
+        text_calls=plan.text_calls,
         reasoning_only=plan.reasoning_only,
         prompt_tokens=plan.prompt_tokens,
         quirks=list(plan.quirks),
@@ -622,10 +634,11 @@ async def serve(
     truth_log: str | os.PathLike[str] | None = None,
     on_ready: Callable[[str, int], None] | None = None,
     stop: asyncio.Event | None = None,
+    gold: Mapping[str, GoldEntry] | None = None,
 ) -> None:
     """Run until ``stop`` is set (or SIGTERM/SIGINT); announce readiness on stdout."""
     truth = TruthLog(truth_log)
-    sim = Simulator(profiles, truth)
+    sim = Simulator(profiles, truth, gold)
     runner = web.AppRunner(sim.app(), access_log=None, handle_signals=False, shutdown_timeout=0.25)
     await runner.setup()
     stop = stop or asyncio.Event()
