@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -21,6 +22,14 @@ PROFILES = {
 }
 
 
+def _cut(call: dict) -> bool:
+    try:
+        json.loads(call["arguments"])
+    except json.JSONDecodeError:
+        return True
+    return False
+
+
 def expected_from_truth(truth: dict) -> dict[str, dict[str, float]]:
     """F1 and schema accuracy from what the simulator says it did (not from our records)."""
     by_vendor: dict[str, dict[tuple[str, str], dict]] = {}
@@ -36,11 +45,12 @@ def expected_from_truth(truth: dict) -> dict[str, dict[str, float]]:
                 continue  # a failed side: excluded
             b, v = base[key]["finish_reason"] == "tool_calls", line["finish_reason"] == "tool_calls"
             tp, fp, fn = tp + (b and v), fp + (v and not b), fn + (b and not v)
-        calling = [line for line in items.values() if line["finish_reason"] == "tool_calls"]
-        valid = [line for line in calling if not any(c["broken"] for c in line["tool_calls"])]
+        # every call of every answered response, whatever its finish_reason (a call cut by max_tokens too)
+        calls = [c for line in items.values() if line["finish_reason"] is not None for c in line["tool_calls"]]
+        valid = [c for c in calls if not c["broken"] and not _cut(c)]
         out[vendor] = {
             "f1": 2 * tp / (2 * tp + fp + fn) if (tp + fp + fn) else None,
-            "schema_accuracy": len(valid) / len(calling) if calling else None,
+            "schema_accuracy": len(valid) / len(calls) if calls else None,
         }
     return out
 
