@@ -232,10 +232,11 @@ def _disagreements(result: ScoreResult, model: str, rows: Rows) -> list[str]:
     headers = ["Vendor", "Sample", "Repeat", "Kind", "Against", "Baseline", "Vendor's answer", "Expected"]
     body = []
     for r in table.head(REPORT_DISAGREEMENTS).to_dict("records"):
-        vendor_side = r["vendor_calls"] or (f"text: {r['vendor_content']}" if r["vendor_content"] else "")
+        vendor_side = r["vendor_calls"] or (f"as text: {r['vendor_content']}" if r["vendor_content"] else "no call")
+        base_side = r["baseline_calls"] or "no call"
         body.append([
             _md_escape(str(r["vendor"])), _md_escape(str(r["sample_id"])), str(r["repeat"]), r["kind"], r["against"],
-            _cut(f"{r['baseline_finish']}: {r['baseline_calls']}" if r["baseline_finish"] else ""),
+            _cut(f"{r['baseline_finish']}: {base_side}" if isinstance(r["baseline_finish"], str) else ""),
             _cut(f"{r['vendor_finish']}: {vendor_side}"), _cut(r["expected"]),
         ])
     shown = min(len(table), REPORT_DISAGREEMENTS)

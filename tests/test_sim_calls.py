@@ -138,3 +138,12 @@ def test_load_gold_from_a_sample_file(tmp_path):
     bad.write_text('{"messages": [], "expected_tool_call": true}\n{oops\n')
     with pytest.raises(GoldError, match=r"bad\.jsonl:2"):
         load_gold(bad)
+
+
+def test_cli_rejects_a_bad_gold_file(tmp_path, capsys):
+    from avv_sim.cli import main
+
+    bad = tmp_path / "gold.jsonl"
+    bad.write_text("{not json\n")
+    assert main(["--profile", "p", "--gold", str(bad)]) == 2
+    assert "gold.jsonl:1: not valid JSON" in capsys.readouterr().err
