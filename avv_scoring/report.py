@@ -216,7 +216,8 @@ def _per_tool(result: ScoreResult, model: str, rows: Rows) -> list[str]:
         for vendor in (v for v in vendors if v in part.index):
             r = {"tool": tool, "vendor": vendor, **part.loc[vendor].to_dict()}
             body.append([_cut(r[c], 48) if k == "text" else fmt(r[c], k) for _, c, k in TOOL_LAYOUT])
-    more = f" ({len(order) - len(shown)} more tools in scores.json)" if len(order) > len(shown) else ""
+    rest = len(order) - len(shown)
+    more = f" ({rest} more tool{'s' if rest > 1 else ''} in scores.json)" if rest > 0 else ""
     return [f"Per tool, the {len(shown)} most called{more}:", _md_table([h for h, _, _ in TOOL_LAYOUT], body)]
 
 

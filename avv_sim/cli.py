@@ -58,10 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         profiles = resolve_profiles(args)
-        gold = load_gold(args.gold) if args.gold else None
+        book = load_gold(args.gold) if args.gold else None
     except (ProfileError, GoldError) as exc:
         print(f"avv-sim: error: {exc}", file=sys.stderr)
         return 2
+    gold = book.entries if book is not None else None
+    if book is not None and book.skipped:
+        print(f"avv-sim: note: {args.gold}: {len(book.skipped)} line(s) without usable gold skipped "
+              f"({'; '.join(book.skipped[:3])})", file=sys.stderr)
     from .server import serve  # aiohttp is imported only once the config is known to be good
 
     try:

@@ -56,33 +56,50 @@ def gold_key(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(shown).encode("utf-8")).hexdigest()
 
 
-def load_gold(path: str | os.PathLike[str]) -> dict[str, GoldEntry]:
-    """gold_key → entry for every line of a sample JSONL file that carries gold keys (others are ignored)."""
+@dataclass
+class GoldBook:
+    """The gold of a sample file: entries by :func:`gold_key`, and the lines that could not be used."""
+
+    entries: dict[str, GoldEntry] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # "line N: why"
+
+
+def _entry(obj: Any) -> GoldEntry | None:
+    """The gold of one parsed line; None when it has none or it is malformed (the harness validates samples
+    and reports bad lines itself; here they are only skipped)."""
+    if not isinstance(obj, dict) or not any(k in obj for k in GOLD_KEYS):
+        return None
+    calls, expected, names = obj.get("expected_calls"), obj.get("expected_tool_call"), obj.get("tool_names")
+    if not isinstance(expected, (bool, type(None))) or not isinstance(calls, (list, type(None))) \
+            or not isinstance(names, (dict, type(None))):
+        raise ValueError("malformed gold keys")
+    return GoldEntry(True if expected is None and calls else expected,
+                     tuple(c for c in calls if isinstance(c, dict)) if calls else None, dict(names or {}))
+
+
+def load_gold(path: str | os.PathLike[str]) -> GoldBook:
+    """The gold labels of a sample JSONL file. Lines without gold keys are ignored; lines that are not JSON or
+    whose gold keys are malformed are skipped and listed (the harness rejects or skips such lines itself, so
+    the two agree with ``--avv-skip-bad-lines``). An unreadable file raises :class:`GoldError`."""
     path = os.fspath(path)
-    out: dict[str, GoldEntry] = {}
+    book = GoldBook()
     try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GoldError(f"{path}: cannot read the gold file ({exc})") from None
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().split("\n")
+    except OSError as exc:
+        raise GoldError(f"{path}: cannot read the gold file ({exc.strerror})") from None
     for line_no, text in enumerate(lines, start=1):
         if not text.strip():
             continue
         try:
             obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise GoldError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
-        if not isinstance(obj, dict) or not any(k in obj for k in GOLD_KEYS):
+            entry = _entry(obj)
+        except ValueError as exc:  # JSONDecodeError too
+            book.skipped.append(f"line {line_no}: {exc}")
             continue
-        calls = obj.get("expected_calls")
-        expected = obj.get("expected_tool_call")
-        if not isinstance(expected, (bool, type(None))) or not isinstance(calls, (list, type(None))):
-            raise GoldError(f"{path}:{line_no}: expected_tool_call must be a boolean, expected_calls a list")
-        entry = GoldEntry(True if expected is None and calls else expected,
-                          tuple(c for c in calls if isinstance(c, dict)) if calls else None,
-                          dict(obj.get("tool_names") or {}))
-        out.setdefault(gold_key(obj), entry)
-    return out
+        if entry is not None:
+            book.entries.setdefault(gold_key(obj), entry)
+    return book
 
 
 def canonical(value: Any) -> Any:
