@@ -311,6 +311,10 @@ def _terminal_scores(result: ScoreResult) -> list[str]:
             if missing:
                 extra.append("missing: " + ", ".join(missing))
             out.append("  " + _verdict_line(row) + (f"  [{'; '.join(extra)}]" if extra else ""))
+        differing = result.disagreements[result.disagreements["model"] == model]["vendor"].value_counts()
+        if len(differing):
+            out.append("  tool-call disagreements (disagreements.csv): "
+                       + ", ".join(f"{vendor} {n}" for vendor, n in differing.items()))
         out.append("")
     return out
 
