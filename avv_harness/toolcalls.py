@@ -21,25 +21,29 @@ the request's tools is not a text call (prose that mentions some JSON is not a c
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-#: Content beyond this many characters is not scanned (the scan is quadratic in the worst case).
+#: Content beyond this many characters is not scanned.
 MAX_SCAN_CHARS = 200_000
+#: JSON decodes tried per content at most (each is linear; adversarial content could otherwise ask for one per
+#: character): the detector runs on the worker for every response and must stay in milliseconds.
+MAX_DECODES = 256
 PATTERNS = ("fenced_json", "json", "tool_call_tag", "kimi", "mistral")
 
 _DECODER = json.JSONDecoder()
 _FENCE_RE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n?(.*?)```", re.S)
 _TAG_RE = re.compile(r"<tool_call>")
-_TAG_END = "</tool_call>"
-_KIMI_RE = re.compile(
-    r"<\|tool_call_begin\|>\s*(?P<id>.*?)\s*<\|tool_call_argument_begin\|>\s*(?P<args>.*?)\s*"
-    r"(?:<\|tool_call_end\|>|<\|tool_calls_section_end\|>|$)",
-    re.S,
-)
+_KIMI_BEGIN, _KIMI_ARGS, _KIMI_END = "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>"
+_KIMI_SECTION_END = "<|tool_calls_section_end|>"
+#: Text calls found per content at most (a list of them is evidence enough; the rest is not read).
+MAX_CALLS = 64
+#: Characters kept of arguments that do not parse.
+RAW_ARGS_CHARS = 2000
 _MISTRAL_RE = re.compile(r"\[TOOL_CALLS\]")
 _MISTRAL_NAMED_RE = re.compile(r"\s*(?P<name>[A-Za-z0-9_.:-]+)\s*(?:\[CALL_ID\][^\[]*)?\[ARGS\]")
 
@@ -70,14 +74,24 @@ def request_tool_names(tools: Iterable[Any] | None) -> frozenset[str]:
     return frozenset(names)
 
 
-def _decode_at(text: str, pos: int) -> tuple[Any, int] | None:
-    """The JSON value starting at ``pos`` (after whitespace) and the index after it, or None."""
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    try:
-        return _DECODER.raw_decode(text, pos)
-    except (json.JSONDecodeError, RecursionError):
-        return None
+class _Budget:
+    """Decode attempts left for one content (see :data:`MAX_DECODES`)."""
+
+    def __init__(self, attempts: int = MAX_DECODES):
+        self.left = attempts
+
+    def decode_at(self, text: str, pos: int) -> tuple[Any, int] | None:
+        """The JSON value starting at ``pos`` (after whitespace) and the index after it; None when there is none
+        or the budget is spent."""
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        if self.left <= 0 or pos >= len(text) or text[pos] not in '{["':
+            return None
+        self.left -= 1
+        try:
+            return _DECODER.raw_decode(text, pos)
+        except (json.JSONDecodeError, RecursionError):
+            return None
 
 
 def _maybe_json(value: Any) -> Any:
@@ -106,19 +120,17 @@ def _calls_in(value: Any) -> Iterator[tuple[str, Any]]:
         yield name, _maybe_json(fn["arguments"] if "arguments" in fn else fn["parameters"])
 
 
-def _from_fences(text: str) -> Iterator[tuple[str, Any, str]]:
+def _from_fences(text: str, budget: _Budget) -> Iterator[tuple[str, Any, str]]:
     for match in _FENCE_RE.finditer(text):
-        decoded = _decode_at(match.group(1), 0)
+        decoded = budget.decode_at(match.group(1), 0)
         if decoded is not None:
             for name, args in _calls_in(decoded[0]):
                 yield name, args, "fenced_json"
 
 
-def _from_tags(text: str) -> Iterator[tuple[str, Any, str]]:
-    for match in _TAG_RE.finditer(text):
-        end = text.find(_TAG_END, match.end())
-        inner = text[match.end(): end if end >= 0 else len(text)]
-        decoded = _decode_at(inner, 0)
+def _from_tags(text: str, budget: _Budget) -> Iterator[tuple[str, Any, str]]:
+    for match in _TAG_RE.finditer(text):  # the closing tag may be missing: the JSON value ends the call
+        decoded = budget.decode_at(text, match.end())
         if decoded is not None:
             for name, args in _calls_in(decoded[0]):
                 yield name, args, "tool_call_tag"
@@ -132,36 +144,51 @@ def _kimi_name(call_id: str) -> str:
     return head if sep and tail.isdigit() else name
 
 
-def _from_kimi(text: str) -> Iterator[tuple[str, Any, str]]:
-    for match in _KIMI_RE.finditer(text):
-        yield _kimi_name(match.group("id")), _maybe_json(match.group("args")), "kimi"
+def _next(text: str, marker: str, pos: int) -> int:
+    found = text.find(marker, pos)
+    return len(text) if found < 0 else found
 
 
-def _from_mistral(text: str) -> Iterator[tuple[str, Any, str]]:
+def _from_kimi(text: str, budget: _Budget) -> Iterator[tuple[str, Any, str]]:
+    """``<|tool_call_begin|>ID<|tool_call_argument_begin|>ARGS<|tool_call_end|>`` (the end may be missing)."""
+    begin = text.find(_KIMI_BEGIN)
+    while begin >= 0:
+        start = begin + len(_KIMI_BEGIN)
+        following = _next(text, _KIMI_BEGIN, start)
+        marker = text.find(_KIMI_ARGS, start, following)
+        if marker >= 0:
+            body = marker + len(_KIMI_ARGS)
+            end = min(following, _next(text, _KIMI_END, body), _next(text, _KIMI_SECTION_END, body))
+            yield _kimi_name(text[start:marker]), _maybe_json(text[body:end].strip()[:MAX_SCAN_CHARS]), "kimi"
+        begin = following if following < len(text) else -1
+
+
+def _from_mistral(text: str, budget: _Budget) -> Iterator[tuple[str, Any, str]]:
     for match in _MISTRAL_RE.finditer(text):
         pos = match.end()
-        decoded = _decode_at(text, pos)
+        decoded = budget.decode_at(text, pos)
         if decoded is not None and isinstance(decoded[0], (list, dict)):
             for name, args in _calls_in(decoded[0]):
                 yield name, args, "mistral"
             continue
         while (named := _MISTRAL_NAMED_RE.match(text, pos)) is not None:
-            args = _decode_at(text, named.end())
+            args = budget.decode_at(text, named.end())
             if args is None:
-                yield named.group("name"), text[named.end():].strip(), "mistral"
+                raw = text[named.end(): min(_next(text, "[TOOL_CALLS]", named.end()), named.end() + RAW_ARGS_CHARS)]
+                yield named.group("name"), raw.strip(), "mistral"
                 break
             yield named.group("name"), args[0], "mistral"
             pos = args[1]
 
 
-def _from_bare(text: str) -> Iterator[tuple[str, Any, str]]:
+def _from_bare(text: str, budget: _Budget) -> Iterator[tuple[str, Any, str]]:
     pos = 0
-    while True:
+    while budget.left > 0:
         starts = [i for i in (text.find("{", pos), text.find("[", pos)) if i >= 0]
         if not starts:
             return
         start = min(starts)
-        decoded = _decode_at(text, start)
+        decoded = budget.decode_at(text, start)
         if decoded is None:
             pos = start + 1
             continue
@@ -174,15 +201,22 @@ def find_text_calls(content: str | None, tool_names: Sequence[str] | frozenset[s
     """Calls of the request's tools (``tool_names``) written into ``content`` (see the module docstring).
 
     Empty when the content is empty, when the request has no tools, or when nothing call-shaped names one
-    of them. The bare-JSON scan runs only when no marked shape (fence, tag, markers) matched.
+    of them. The bare-JSON scan runs only when no marked shape (fence, tag, markers) matched. At most
+    :data:`MAX_DECODES` JSON decodes are tried and :data:`MAX_CALLS` calls returned, so a pathological content
+    costs milliseconds, not seconds.
     """
     if not content or not tool_names:
         return []
     text = content[:MAX_SCAN_CHARS]
     names = set(tool_names)
+    if not any(name in text for name in names):  # every shape spells the tool's name out
+        return []
+    budget = _Budget()
     found: list[TextCall] = []
     for finder in (_from_fences, _from_tags, _from_kimi, _from_mistral):
-        found += [TextCall(n, a, p) for n, a, p in finder(text) if n in names]
-    if not found:
-        found = [TextCall(n, a, p) for n, a, p in _from_bare(text) if n in names]
+        found += itertools.islice((TextCall(n, a, p) for n, a, p in finder(text, budget) if n in names),
+                                  MAX_CALLS - len(found))
+    if not found and any(f'"{name}"' in text for name in names):  # bare JSON: the name is a JSON string
+        found = list(itertools.islice((TextCall(n, a, p) for n, a, p in _from_bare(text, budget) if n in names),
+                                      MAX_CALLS))
     return found

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from avv_harness.execute import attempt_record
 from avv_harness.records import ANOMALIES, Record
 from avv_harness.stream import Attempt, ToolCallAcc
-from avv_harness.toolcalls import PATTERNS, find_text_calls, request_tool_names
+from avv_harness.toolcalls import MAX_CALLS, PATTERNS, find_text_calls, request_tool_names
 
 NAMES = {"get_weather", "search"}
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in sorted(NAMES)]
@@ -103,3 +104,17 @@ def test_without_the_requests_tools_the_name_checks_are_skipped():
     assert rec["anomalies"] is None
     no_tools = attempt_record(_attempt("tool_calls", [("anything", "{}")]), include_usage=True, tools=[])
     assert no_tools["anomalies"] == "unknown_tool"  # a request without tools has no tool to call
+
+
+@pytest.mark.parametrize("content", [
+    "{" * 199_990 + '"get_weather"',
+    '[{"get_weather": ' * 28_000,
+    "<|tool_call_begin|>get_weather " * 10_000,
+    "[TOOL_CALLS]get_weather[ARGS]{" * 9_000,
+    '<tool_call>{"name": "get_weather", "arguments": {"a": [' * 4_000,
+], ids=["braces", "nested", "kimi_unclosed", "mistral_unclosed", "tags_unclosed"])
+def test_pathological_content_is_scanned_in_bounded_time(content):
+    """Each of these took 3-16 s before the decode budget; the detector runs on every response."""
+    start = time.perf_counter()
+    found = find_text_calls(content, NAMES)
+    assert time.perf_counter() - start < 1.5 and len(found) <= MAX_CALLS
