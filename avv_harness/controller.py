@@ -184,7 +184,9 @@ class RunController:
         if not self.sim_url and any(v.uses_simulator for v in self.vendors.values()):
             from avv_sim import start_simulator
 
-            self.sim = start_simulator(o.sim_config, truth_log=str(self.run_dir / "sim_truth.jsonl"))
+            # the simulator reads the samples' gold labels from the file itself: no vendor is ever sent them
+            self.sim = start_simulator(o.sim_config, truth_log=str(self.run_dir / "sim_truth.jsonl"),
+                                       gold=o.samples)
             self.sim_url = self.sim.url
             log.info("started the simulated vendors at %s", self.sim_url)
         workers = getattr(self.env.parsed_options, "expect_workers", None) if self.role == "master" else None

@@ -30,6 +30,7 @@ from .overrides import Overrides, deep_merge
 from .records import STATUS_FAILED, STATUS_SUCCESS, Record
 from .samples import Sample
 from .stream import Attempt, stream_chat
+from .toolcalls import find_text_calls, request_tool_names
 from .transforms import apply_transforms
 
 log = logging.getLogger("avv")
@@ -132,8 +133,34 @@ def is_buffered(att: Attempt, completion_tokens: int | None, decode_ms: float | 
     return False
 
 
-def attempt_record(att: Attempt, include_usage: bool) -> dict[str, Any]:
-    """Record fields derived from one attempt (the final one)."""
+def _arguments_parse(raw: str) -> bool:
+    try:
+        json.loads(raw)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    return True
+
+
+def call_anomalies(att: Attempt, calls: list[dict[str, str]], tools: list[Any] | None) -> list[str]:
+    """The tool-call anomalies of a response (README "Anomalies"): ``tool_call_as_text``,
+    ``tool_call_truncated``, ``unknown_tool`` and ``empty_tool_calls``. ``tools`` = the request's tools;
+    None (unknown) skips the two checks that need them."""
+    out = []
+    names = request_tool_names(tools) if tools is not None else None
+    if names is not None and find_text_calls("".join(att.content), names):
+        out.append("tool_call_as_text")
+    if att.finish_reason == "length" and any(not _arguments_parse(c["arguments"]) for c in calls):
+        out.append("tool_call_truncated")
+    if names is not None and any(c["name"] not in names for c in calls):
+        out.append("unknown_tool")
+    if att.finish_reason == "tool_calls" and not calls:
+        out.append("empty_tool_calls")
+    return out
+
+
+def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = None) -> dict[str, Any]:
+    """Record fields derived from one attempt (the final one); ``tools`` = the request's tools (for the
+    tool-call anomalies, see :func:`call_anomalies`)."""
     prompt = _usage_int(att.usage, "prompt_tokens")
     completion = _usage_int(att.usage, "completion_tokens")
     total = _usage_int(att.usage, "total_tokens")
@@ -152,6 +179,7 @@ def attempt_record(att: Attempt, include_usage: bool) -> dict[str, Any]:
         anomalies.append("tool_calls_under_stop")
     if include_usage and att.ok and att.usage is None:
         anomalies.append("usage_missing")
+    anomalies += call_anomalies(att, calls, tools)
     if buffered:
         anomalies.append("buffered_stream")
     return {
@@ -278,7 +306,7 @@ def execute_item(
         **item_identity(item, ctx, started_at, vendor),
         "is_baseline": vendor.is_baseline,
         "attempts": len(attempts),
-        **attempt_record(final, vendor.include_usage),
+        **attempt_record(final, vendor.include_usage, item.sample.tools),
         "stale_conn_retries": sum(a.stale_conn_retries for a in attempts),
         "wall_ms": (time.monotonic() - first_t0) * 1000.0,
     })

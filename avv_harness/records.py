@@ -121,6 +121,13 @@ ANOMALIES: dict[str, str] = {
     "usage_missing": "No usage object arrived although include_usage was requested.",
     "buffered_stream": "The tokens were not streamed: every token event arrived in one read (≥ 3 events), or the "
                        "decode phase implies > 10,000 tokens/s. TTFT and latency are kept; `tps` is left empty.",
+    "tool_call_as_text": "The content holds a call of one of the request's tools (fenced or bare JSON with `name` "
+                         "and `arguments`/`parameters`, `<tool_call>…</tool_call>`, Kimi's `<|tool_call_begin|>` "
+                         "markers, `[TOOL_CALLS]`) instead of a `tool_calls` delta.",
+    "tool_call_truncated": "finish_reason `length` with a tool call whose arguments do not parse as JSON "
+                           "(cut off mid-call).",
+    "unknown_tool": "A tool call names a function that is not among the request's tools.",
+    "empty_tool_calls": "finish_reason `tool_calls` but no tool call arrived.",
 }
 
 STATUS_SUCCESS = "success"

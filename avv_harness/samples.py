@@ -1,10 +1,20 @@
 """Sample files: JSONL, one OpenAI chat-completions body per line.
 
 Sample id = ``data_index`` when present, else the 1-based line number. Keys that are not request fields
-(``data_index``, ``expected_tool_call``, ``check_type``, ``scenario_check`` and any key starting with
-``_``) are removed before sending and kept as metadata. The body is kept as written: K2VV's custom
-``_input`` role becomes ``system`` only when the request is built, by the ``input_role_to_system`` transform
-of the default (``generic``) adapter (:mod:`avv_harness.transforms`).
+(``data_index``, ``expected_tool_call``, ``expected_calls``, ``tool_names``, ``check_type``,
+``scenario_check`` and any key starting with ``_``) are removed before sending and kept as metadata. The body
+is kept as written: K2VV's custom ``_input`` role becomes ``system`` only when the request is built, by the
+``input_role_to_system`` transform of the default (``generic``) adapter (:mod:`avv_harness.transforms`).
+
+Gold labels (optional, never sent; :class:`Gold`):
+
+- ``expected_tool_call``: true / false — whether the turn should be answered with a tool call (K2VV, MiniMax);
+- ``expected_calls``: ``[{"name": …, "arguments": {…}}, …]``, the calls the turn should make (any order). An
+  argument's value is its acceptable values: a list = alternatives (BFCL's possible-answer convention: wrap a
+  list-valued argument, ``[[3, 5]]``), anything else = the one acceptable value; ``""`` among the
+  alternatives means the argument may be left out. Implies ``expected_tool_call: true``;
+- ``tool_names``: ``{wire name: original name}`` when the tools were renamed for the wire (BFCL's dotted
+  names); ``expected_calls`` use the original names and grading maps the vendor's calls back.
 """
 
 from __future__ import annotations
@@ -18,7 +28,27 @@ from typing import Any
 
 from .errors import InputError
 
-METADATA_KEYS = frozenset({"data_index", "expected_tool_call", "check_type", "scenario_check"})
+METADATA_KEYS = frozenset({"data_index", "expected_tool_call", "expected_calls", "tool_names", "check_type",
+                           "scenario_check"})
+
+
+@dataclass(frozen=True)
+class Gold:
+    """A sample's gold labels (see the module docstring); every field optional."""
+
+    expected_tool_call: bool | None = None  # should the turn call a tool at all
+    expected_calls: tuple[dict[str, Any], ...] | None = None  # {name, arguments} with possible answers
+    tool_names: dict[str, str] = field(default_factory=dict)  # wire name → original name
+
+    @property
+    def labelled(self) -> bool:
+        return self.expected_tool_call is not None
+
+    def original_name(self, wire: str) -> str:
+        return self.tool_names.get(wire, wire)
+
+    def wire_name(self, original: str) -> str:
+        return next((w for w, o in self.tool_names.items() if o == original), original)
 
 
 @dataclass(frozen=True)
@@ -31,6 +61,11 @@ class Sample:
     @property
     def tools(self) -> list[dict[str, Any]]:
         return list(self.body.get("tools") or [])
+
+    @cached_property
+    def gold(self) -> Gold:
+        """The gold labels of the metadata (validated when the line was parsed)."""
+        return gold_of(self.metadata)
 
     @cached_property
     def request_hash(self) -> str:
@@ -57,6 +92,42 @@ class SampleSet:
 
 def _is_metadata_key(key: str) -> bool:
     return key in METADATA_KEYS or key.startswith("_")
+
+
+def gold_of(metadata: dict[str, Any]) -> Gold:
+    """:class:`Gold` from a sample's metadata (assumed valid: see :func:`check_gold`)."""
+    calls = metadata.get("expected_calls")
+    expected = metadata.get("expected_tool_call")
+    if expected is None and calls:
+        expected = True
+    return Gold(expected, tuple(calls) if calls else None, dict(metadata.get("tool_names") or {}))
+
+
+def check_gold(obj: dict[str, Any], where: str) -> None:
+    """Raise InputError (``where`` = "file:line") unless the gold keys of a sample line are well-formed."""
+    expected = obj.get("expected_tool_call")
+    if expected is not None and not isinstance(expected, bool):
+        raise InputError(f"{where}: field 'expected_tool_call' must be true or false, got {expected!r}")
+    names = obj.get("tool_names")
+    if names is not None and (not isinstance(names, dict)
+                              or not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items())):
+        raise InputError(f"{where}: field 'tool_names' must be an object of wire name → original name (strings)")
+    if "expected_calls" not in obj:
+        return
+    calls = obj["expected_calls"]
+    if not isinstance(calls, list) or not calls:
+        raise InputError(f"{where}: field 'expected_calls' must be a non-empty list of {{name, arguments}} "
+                         "(for a turn that should not call a tool, set expected_tool_call: false)")
+    if expected is False:
+        raise InputError(f"{where}: 'expected_calls' is given but 'expected_tool_call' is false")
+    for i, call in enumerate(calls):
+        if not isinstance(call, dict) or set(call) - {"name", "arguments"}:
+            raise InputError(f"{where}: expected_calls[{i}] must be an object with 'name' and 'arguments'")
+        if not isinstance(call.get("name"), str) or not call["name"]:
+            raise InputError(f"{where}: expected_calls[{i}].name must be a non-empty string")
+        if not isinstance(call.get("arguments", {}), dict):
+            raise InputError(f"{where}: expected_calls[{i}].arguments must be an object "
+                             "(argument → acceptable value or list of acceptable values)")
 
 
 def parse_sample_line(text: str, line_no: int, path: str) -> Sample | None:
@@ -86,6 +157,7 @@ def parse_sample_line(text: str, line_no: int, path: str) -> Sample | None:
     if isinstance(data_index, str) and (not data_index.strip() or any(c in data_index for c in "\r\n\t")):
         raise InputError(f"{path}:{line_no}: field 'data_index' must be a non-empty string without "
                          f"line breaks or tabs, got {data_index!r}")
+    check_gold(obj, f"{path}:{line_no}")
     metadata = {k: v for k, v in obj.items() if _is_metadata_key(k)}
     body = {k: v for k, v in obj.items() if not _is_metadata_key(k)}
     sample_id = str(obj["data_index"]) if obj.get("data_index") is not None else str(line_no)

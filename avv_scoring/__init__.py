@@ -1,9 +1,11 @@
 """avv_scoring: per-vendor metrics, the IRF fusion score, verdicts and reports from records.csv files.
 
-Layers: :mod:`.load` (input) → :mod:`.registry` (every metric declared once) → :mod:`.metrics` (one pure
-function per metric, formula in its docstring, registered with ``@produces``) → :mod:`.irf` →
-:mod:`.verdict` → :mod:`.stress` (stress-mode tables) → :mod:`.score` → :mod:`.report` (csv/json/md
-outputs) → :mod:`.cli`. Rule throughout: a vendor's failure never improves its score. See docs/scoring.md.
+Layers: :mod:`.load` (input) → :mod:`.registry` (every metric declared once) → :mod:`.correctness` (pure
+tool-call comparison: canonical arguments, agreement, gold possible answers) → :mod:`.metrics` and
+:mod:`.call_metrics` (one pure function per metric, formula in its docstring, registered with ``@produces``) →
+:mod:`.breakdown` (per-tool table, disagreements) → :mod:`.irf` → :mod:`.verdict` → :mod:`.stress` (stress-mode
+tables) → :mod:`.score` → :mod:`.report` (csv/json/md outputs) → :mod:`.cli`. Rule throughout: a vendor's
+failure never improves its score. See docs/scoring.md.
 """
 
 from __future__ import annotations

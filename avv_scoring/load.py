@@ -19,7 +19,7 @@ from avv_harness.errors import InputError
 from avv_harness.items import ItemKey
 from avv_harness.manifest import RunManifest, read_manifest
 from avv_harness.records import STATUS_SUCCESS, read_records
-from avv_harness.samples import file_sha256, load_samples
+from avv_harness.samples import Gold, file_sha256, load_samples
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,7 @@ FILE_ORDER_COL = "_file_index"
 ROW_ORDER_COL = "_row_index"
 
 ToolsBySample = Mapping[str, Sequence[Mapping[str, Any]]]
+GoldBySample = Mapping[str, Gold]
 
 
 @dataclass
@@ -55,11 +56,12 @@ class RunInput:
 
 @dataclass
 class ToolSource:
-    """Where the request tool definitions came from."""
+    """Where the request tool definitions (and the samples' gold labels) came from."""
 
     tools_by_sample: dict[str, list[dict[str, Any]]] | None
     sample_files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    gold_by_sample: dict[str, Gold] = field(default_factory=dict)  # labelled samples only
 
 
 def _read_run_json(path: str) -> RunManifest:
@@ -189,6 +191,11 @@ def tools_from_sample_set(sample_set) -> dict[str, list[dict[str, Any]]]:
     return {s.sample_id: list(s.body.get("tools") or []) for s in sample_set.samples}
 
 
+def gold_from_sample_set(sample_set) -> dict[str, Gold]:
+    """``sample_id → Gold`` for the samples of a :class:`avv_harness.samples.SampleSet` that carry labels."""
+    return {s.sample_id: s.gold for s in sample_set.samples if s.gold.labelled}
+
+
 def _samples_info(run: RunInput) -> tuple[str | None, str | None]:
     info = run.manifest.samples if run.manifest is not None else None
     if not isinstance(info, dict):
@@ -199,7 +206,8 @@ def _samples_info(run: RunInput) -> tuple[str | None, str | None]:
 
 
 def load_tools(inputs: Sequence[RunInput], samples: str | os.PathLike[str] | None = None) -> ToolSource:
-    """Load the request tool definitions, keyed by sample id.
+    """Load the request tool definitions and the gold labels (``expected_tool_call``, ``expected_calls``,
+    ``tool_names``), keyed by sample id.
 
     With ``samples`` that file is used for every run (a warning notes a run whose recorded sha256
     differs). Otherwise each run.json's ``samples.path`` is loaded and its sha256 must equal
@@ -215,9 +223,10 @@ def load_tools(inputs: Sequence[RunInput], samples: str | os.PathLike[str] | Non
                 warnings.append(
                     f"{path}: sha256 differs from the sample file recorded in {run.run_json_path}"
                 )
-        return ToolSource(tools_from_sample_set(sample_set), [path], warnings)
+        return ToolSource(tools_from_sample_set(sample_set), [path], warnings, gold_from_sample_set(sample_set))
 
     tools: dict[str, list[dict[str, Any]]] = {}
+    gold: dict[str, Gold] = {}
     loaded: dict[str, str] = {}  # path -> sha256
     for run in inputs:
         path, sha = _samples_info(run)
@@ -242,7 +251,8 @@ def load_tools(inputs: Sequence[RunInput], samples: str | os.PathLike[str] | Non
             warnings.append(f"runs use different sample files: {', '.join([*loaded, path])}")
         loaded[path] = actual
         tools.update(tools_from_sample_set(sample_set))
-    return ToolSource(tools, list(loaded), warnings)
+        gold.update(gold_from_sample_set(sample_set))
+    return ToolSource(tools, list(loaded), warnings, gold)
 
 
 def is_success(frame: pd.DataFrame) -> pd.Series:

@@ -26,21 +26,16 @@ import numpy as np
 import pandas as pd
 
 from avv_harness.measures import percentile
+from avv_harness.samples import Gold
 
 from . import registry
+from .call_metrics import TC_INVALID, TC_N, TC_PARSE_ERROR, TC_UNCHECKABLE, TC_VALID, annotate_calls  # noqa: F401
 from .load import is_success
 from .registry import REGISTRY, Metric, MetricFunction, produces
-from .schema import INVALID, UNCHECKABLE, VALID, check_call, parse_tool_calls, tool_schemas
+from .schema import parse_tool_calls
 
 NAN = float("nan")
 TOOL_CALLS = "tool_calls"
-
-# Helper columns written by annotate_tool_calls.
-TC_N = "_tc_n"
-TC_VALID = "_tc_valid"
-TC_INVALID = "_tc_invalid"
-TC_UNCHECKABLE = "_tc_uncheckable"
-TC_PARSE_ERROR = "_tc_parse_error"
 
 
 def _ratio(num: float, den: float) -> float:
@@ -206,78 +201,63 @@ def trigger_f1(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[str, Any
 
 
 def annotate_tool_calls(
-    rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[Any]] | None
+    rows: pd.DataFrame,
+    tools_by_sample: Mapping[str, Sequence[Any]] | None,
+    gold_by_sample: Mapping[str, Gold] | None = None,
 ) -> pd.DataFrame:
-    """Copy of ``rows`` with per-row tool-call classification columns (see :mod:`avv_scoring.schema`).
-
-    Adds ``_tc_n`` (calls), ``_tc_valid``, ``_tc_invalid``, ``_tc_uncheckable`` and ``_tc_parse_error``
-    (the ``tool_calls`` cell is not a JSON list: every call of the row counts as invalid). A sample
-    missing from ``tools_by_sample`` (or ``tools_by_sample=None``) makes its calls uncheckable.
-    """
-    cache: dict[str, dict[str, Any] | None] = {}
-    n, valid, invalid, unchecked, parse_error = [], [], [], [], []
-    counts_col = rows["tool_call_count"] if "tool_call_count" in rows.columns else pd.Series(index=rows.index)
-    for sid, cell, count in zip(
-        rows["sample_id"].astype("object"),
-        rows["tool_calls"].astype("object"),
-        counts_col.astype("object"),
-        strict=True,
-    ):
-        sid = str(sid)
-        if sid not in cache:
-            tools = None if tools_by_sample is None else tools_by_sample.get(sid)
-            cache[sid] = None if tools is None else tool_schemas(tools)
-        calls = parse_tool_calls(cell)
-        if calls is None:
-            k = int(count) if isinstance(count, (int, np.integer)) and count > 0 else 1
-            n.append(k), valid.append(0), invalid.append(k), unchecked.append(0), parse_error.append(True)
-            continue
-        verdicts = Counter(check_call(call, cache[sid]) for call in calls)
-        n.append(len(calls)), valid.append(verdicts[VALID]), invalid.append(verdicts[INVALID])
-        unchecked.append(verdicts[UNCHECKABLE]), parse_error.append(False)
-    out = rows.copy()
-    out[TC_N], out[TC_VALID], out[TC_INVALID] = n, valid, invalid
-    out[TC_UNCHECKABLE], out[TC_PARSE_ERROR] = unchecked, parse_error
-    return out
+    """Copy of ``rows`` with the per-row call columns every call metric reads
+    (:func:`avv_scoring.call_metrics.annotate_calls`): ``_tc_n`` (calls), ``_tc_valid``, ``_tc_invalid``,
+    ``_tc_uncheckable``, ``_tc_parse_error`` (the ``tool_calls`` cell is not a JSON list: every call of the
+    row counts as invalid), the parsed calls and the gold labels. A sample missing from ``tools_by_sample``
+    (or ``tools_by_sample=None``) makes its calls uncheckable."""
+    return annotate_calls(rows, tools_by_sample, gold_by_sample)
 
 
 @produces(
     Metric("schema_accuracy", "Schema Accuracy", "rate", "higher", irf=True, threshold=("min", 0.98), table=True,
            per_repeat=True, order=30, table_order=4,
-           doc="tool_calls responses whose every call is valid / checkable tool_calls responses; missing with none"),
+           doc="valid calls / checkable calls of successful responses, whatever the finish_reason (a tool_calls "
+               "finish without a call = 1 invalid call); missing with none"),
+    Metric("schema_response_accuracy", "Schema Response Accuracy", "rate", "higher", per_repeat=True, order=290,
+           group="correctness",
+           doc="tool_calls responses whose every call is valid / checkable tool_calls responses (K2VV, MiniMax)"),
     Metric("schema_responses", "Schema responses", "int", "none", count=True, order=300,
            doc="checkable successful responses finishing with tool_calls"),
     Metric("schema_valid_responses", "Valid responses", "int", "none", order=310,
            doc="schema_responses whose every tool call is valid"),
     Metric("schema_uncheckable_responses", "Uncheckable responses", "int", "none", order=320,
            doc="tool_calls responses with no invalid call but an uncheckable one (left out)"),
-    Metric("call_accuracy", "Call Accuracy", "rate", "higher", per_repeat=True, order=330,
-           doc="valid calls / (valid + invalid calls) in tool_calls responses; missing with no checkable call"),
-    Metric("schema_calls", "Schema calls", "int", "none", order=340, doc="valid + invalid calls"),
+    Metric("schema_calls", "Schema calls", "int", "none", count=True, order=340,
+           doc="valid + invalid calls of successful responses (the schema_accuracy denominator)"),
     Metric("schema_valid_calls", "Valid calls", "int", "none", order=350, doc="calls valid against the schema"),
     Metric("schema_uncheckable_calls", "Uncheckable calls", "int", "none", count=True, order=360,
-           doc="calls whose request schema is invalid or whose sample is unknown"),
+           doc="calls whose request schema is invalid or whose sample is unknown (left out)"),
     Metric("tool_calls_other_finish", "Calls under other finish", "int", "none", count=True, order=370,
-           doc="tool calls in successful responses with another finish_reason (not scored)"),
+           doc="calls of successful responses finishing other than tool_calls (length, stop; scored)"),
 )
 def schema_accuracy(
     rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[Any]] | None = None
 ) -> dict[str, Any]:
-    """Schema accuracy of tool calls against the request's tool definitions.
+    """Schema accuracy of tool calls against the request's tool definitions (:mod:`avv_scoring.schema`).
 
-    Response level (the headline, as in K2VV / MiniMax), over successful responses with
+    Call level, the headline and IRF input (AVV's definition: valid tool calls / total tool calls), over
+    every call of every successful response **whatever its finish_reason** — a call cut off under
+    ``length`` or sent under ``stop`` is checked like any other::
+
+        schema_accuracy = valid calls / (valid + invalid calls)            (schema_calls in the denominator)
+
+    A ``tool_calls`` finish with no call at all counts as one invalid call; an unparseable ``tool_calls``
+    cell counts its calls as invalid. Uncheckable calls (invalid request schema, unknown sample) are left
+    out and counted in ``schema_uncheckable_calls``; ``tool_calls_other_finish`` counts the calls of
+    responses finishing otherwise (scored, shown for reference). Failed responses are not scored.
+
+    Response level (K2VV / MiniMax's reading, kept for comparison), over successful responses with
     ``finish_reason == "tool_calls"``::
 
-        schema_accuracy = responses whose every tool call is valid / such responses (schema_responses)
+        schema_response_accuracy = responses whose every call is valid / such responses (schema_responses)
 
-    A ``tool_calls`` finish with no tool call at all is invalid (an empty list is not "every call
-    valid"). A response with no invalid call but at least one uncheckable call (invalid request schema,
-    unknown sample) is left out of both counts and reported in ``schema_uncheckable_responses``.
-
-    Call level, over every tool call of those responses: ``call_accuracy = valid calls / (valid +
-    invalid calls)``; uncheckable calls are counted in ``schema_uncheckable_calls``.
-    ``tool_calls_other_finish`` = tool calls in successful responses that finished with another
-    finish_reason (they are not scored). Missing when the denominator is 0.
+    A ``tool_calls`` finish with no call is invalid; a response with no invalid call but an uncheckable one
+    is left out (``schema_uncheckable_responses``). Each is missing when its denominator is 0.
 
     ``rows`` may already carry the columns of :func:`annotate_tool_calls`; otherwise they are computed
     here from ``tools_by_sample``.
@@ -292,17 +272,18 @@ def schema_accuracy(
     unknown = ~bad & (scored[TC_UNCHECKABLE] > 0)
     good = ~bad & ~unknown
     responses = int((good | bad).sum())
-    valid_calls = int(scored[TC_VALID].sum())
-    invalid_calls = int(scored[TC_INVALID].sum())
+    answered = rows[ok]
+    valid_calls = int(answered[TC_VALID].sum())
+    invalid_calls = int(answered[TC_INVALID].sum()) + int(empty.sum())
     return {
-        "schema_accuracy": _ratio(int(good.sum()), responses),
+        "schema_accuracy": _ratio(valid_calls, valid_calls + invalid_calls),
+        "schema_response_accuracy": _ratio(int(good.sum()), responses),
         "schema_responses": responses,
         "schema_valid_responses": int(good.sum()),
         "schema_uncheckable_responses": int(unknown.sum()),
-        "call_accuracy": _ratio(valid_calls, valid_calls + invalid_calls),
         "schema_calls": valid_calls + invalid_calls,
         "schema_valid_calls": valid_calls,
-        "schema_uncheckable_calls": int(scored[TC_UNCHECKABLE].sum()),
+        "schema_uncheckable_calls": int(answered[TC_UNCHECKABLE].sum()),
         "tool_calls_other_finish": int(rows.loc[ok & ~tc, TC_N].sum()),
     }
 
@@ -429,14 +410,18 @@ def vendor_metrics(
     baseline_rows: pd.DataFrame,
     tools_by_sample: Mapping[str, Sequence[Any]] | None = None,
     functions: Sequence[MetricFunction] | None = None,
+    gold_by_sample: Mapping[str, Gold] | None = None,
 ) -> dict[str, Any]:
     """Every registered metric for one vendor, as one flat dict (the baseline passes its own rows).
 
     Calls each function of ``functions`` (default: every registered one, see :mod:`avv_scoring.registry`)
-    with the vendor's rows, plus the baseline's rows when it needs them.
+    with the vendor's rows, plus the baseline's rows when it needs them. Rows without the columns of
+    :func:`annotate_tool_calls` are annotated here (both sides) from ``tools_by_sample`` / ``gold_by_sample``.
     """
     if TC_N not in rows.columns:
-        rows = annotate_tool_calls(rows, tools_by_sample)
+        rows = annotate_tool_calls(rows, tools_by_sample, gold_by_sample)
+    if TC_N not in baseline_rows.columns:
+        baseline_rows = annotate_tool_calls(baseline_rows, tools_by_sample, gold_by_sample)
     out: dict[str, Any] = {}
     for function in registry.FUNCTIONS if functions is None else functions:  # every metric module loaded
         out.update(function(rows, baseline_rows))
@@ -460,6 +445,8 @@ def per_repeat(
     (F1 joins the vendor's repeat r with the baseline's repeat r)."""
     if TC_N not in rows.columns:
         rows = annotate_tool_calls(rows, tools_by_sample)
+    if TC_N not in baseline_rows.columns:
+        baseline_rows = annotate_tool_calls(baseline_rows, tools_by_sample)
     repeats = pd.to_numeric(rows["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
     base_repeats = (
         pd.to_numeric(baseline_rows["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)

@@ -1,16 +1,17 @@
 """The metric registry (scoring layer, below :mod:`.metrics`): every per-vendor score column is declared once.
 
-A metric function in :mod:`.metrics` is decorated with :func:`produces`, which registers it and every column
-it outputs as a :class:`Metric` (header, format, direction, IRF input, default verdict limit, which tables show
-it, formula). Everything else is derived from :data:`METRICS`: ``SCORE_COLUMNS`` and ``REPEAT_COLUMNS``
-(:mod:`.score`), ``REPEAT_METRICS`` (:mod:`.metrics`), ``IRF_METRICS`` and ``IRF_TABLE_COLUMNS`` (:mod:`.irf`),
-the default :class:`~avv_scoring.verdict.Thresholds`, ``TABLE_LAYOUT`` and ``COUNT_LAYOUT`` (:mod:`.report`)
-and the README metric table (:func:`render_metric_table`).
+A metric function in :mod:`.metrics` or :mod:`.call_metrics` is decorated with :func:`produces`, which
+registers it and every column it outputs as a :class:`Metric` (header, format, direction, IRF input, default
+verdict limit, which tables show it, formula). Everything else is derived from :data:`METRICS`:
+``SCORE_COLUMNS`` and ``REPEAT_COLUMNS`` (:mod:`.score`), ``REPEAT_METRICS`` (:mod:`.metrics`), ``IRF_METRICS``
+and ``IRF_TABLE_COLUMNS`` (:mod:`.irf`), the default :class:`~avv_scoring.verdict.Thresholds`, ``TABLE_LAYOUT``
+and ``COUNT_LAYOUT`` (:mod:`.report`), the report groups and the README metric table (:func:`render_metric_table`).
 
 Registering a column twice, or ``irf=True`` with ``better="none"``, raises :class:`RegistryError` at import.
 
 :data:`METRICS` and :data:`FUNCTIONS` are read lazily (module ``__getattr__``): the first read imports
-:mod:`.metrics`, whose decorators fill the registry, so the import order of the package does not matter.
+:mod:`.metrics` and :mod:`.call_metrics` (:data:`METRIC_MODULES`), whose decorators fill the registry, so the
+import order of the package does not matter.
 No I/O, no pandas; the registry holds no run state.
 """
 
@@ -61,6 +62,7 @@ class Metric:
     order: int = 1000  # position in SCORE_COLUMNS, the count table, the README table (ties: registration order)
     doc: str = ""  # the formula, one line
     table_order: int | None = None  # position in the headline table when it differs from ``order``
+    group: str = ""  # report.md table that shows it besides the headline/count tables ("correctness")
 
     def __post_init__(self) -> None:
         where = f"metric {self.column!r}"
@@ -191,7 +193,7 @@ class Registry:
         return column in self._metrics
 
 
-#: The registry every metric of :mod:`avv_scoring.metrics` is declared in.
+#: The registry every metric of :mod:`avv_scoring.metrics` and :mod:`avv_scoring.call_metrics` is declared in.
 REGISTRY = Registry()
 #: ``@produces(Metric(...), ...)`` on a metric function registers it in :data:`REGISTRY`.
 produces = REGISTRY.produces
@@ -201,7 +203,7 @@ FUNCTIONS: tuple[MetricFunction, ...]  # every registered function with what it 
 
 
 #: Modules whose ``@produces`` decorators fill :data:`REGISTRY` (imported on first use).
-METRIC_MODULES: tuple[str, ...] = ("metrics", "client_metrics")
+METRIC_MODULES: tuple[str, ...] = ("metrics", "call_metrics", "client_metrics")
 
 
 def _load() -> Registry:
@@ -244,6 +246,11 @@ def table_metrics() -> tuple[Metric, ...]:
 def count_metrics() -> tuple[Metric, ...]:
     """The count table's metrics (``count=True``), in order."""
     return tuple(m for m in _load().metrics() if m.count)
+
+
+def group_metrics(group: str) -> tuple[Metric, ...]:
+    """The metrics of a report group (``group=...``), in order."""
+    return tuple(m for m in _load().metrics() if m.group == group)
 
 
 def per_repeat_metrics() -> tuple[Metric, ...]:

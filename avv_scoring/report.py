@@ -2,7 +2,8 @@
 scores.json, report.md, the stress files, and plain-text terminal tables.
 
 Table layouts come from the metric registry (:mod:`avv_scoring.registry`): the headline table shows the
-``table=True`` metrics, the count table the ``count=True`` ones, each with its registered header and format.
+``table=True`` metrics, the count table the ``count=True`` ones, the correctness table the ``group="correctness"``
+ones, each with its registered header and format.
 
 report.md has one writer, :func:`write_outputs`, and is assembled by :func:`render_markdown` from sections:
 each entry of :data:`REPORT_SECTIONS` is a function ``(result) -> list of Markdown blocks``, and each entry of
@@ -23,7 +24,8 @@ import pandas as pd
 from avv_harness.lag import CPU_BOUND_PCT, LAG_P99_BOUND_MS, client_bound_advice
 from avv_harness.measures import is_missing
 
-from .registry import count_metrics, limit_text, table_metrics
+from .breakdown import DISAGREEMENT_COLUMNS, KINDS
+from .registry import count_metrics, group_metrics, limit_text, table_metrics
 from .score import REPEAT_COLUMNS, SCORE_COLUMNS, ScoreResult
 from .stress import render_stress_markdown, render_stress_terminal, write_stress_files
 
@@ -38,6 +40,20 @@ TABLE_LAYOUT: tuple[tuple[str, str, str], ...] = (
 )
 #: The "Counts (excluded and missing)" table: the registry's ``count=True`` metrics (header, column, format).
 COUNT_LAYOUT: tuple[tuple[str, str, str], ...] = tuple((m.header, m.column, m.fmt) for m in count_metrics())
+#: The "Tool-call correctness" table: the registry's ``group="correctness"`` metrics (header, column, format).
+CORRECTNESS_LAYOUT: tuple[tuple[str, str, str], ...] = tuple(
+    (m.header, m.column, m.fmt) for m in group_metrics("correctness"))
+#: The per-tool table (header, column of :data:`~avv_scoring.breakdown.PER_TOOL_COLUMNS`, format).
+TOOL_LAYOUT: tuple[tuple[str, str, str], ...] = (
+    ("Tool", "tool", "text"), ("Vendor", "vendor", "text"), ("Calls", "calls", "int"),
+    ("Schema valid", "schema_valid", "rate"), ("Pairs", "pairs", "int"), ("Tool match", "tool_match", "rate"),
+    ("Args match", "args_match", "rate"), ("Gold items", "gold_items", "int"), ("Gold acc", "gold_accuracy", "rate"),
+)
+#: Tools shown per model in report.md (those with the most calls; every tool is in scores.json).
+REPORT_TOOLS = 20
+#: Disagreement rows shown per model in report.md (every row is in disagreements.csv).
+REPORT_DISAGREEMENTS = 20
+CELL_CHARS = 90  # calls and expected values are cut to this many characters in report.md
 
 Rows = list[dict[str, Any]]
 #: A report section: the result → Markdown blocks (joined by blank lines; [] = left out).
@@ -170,8 +186,69 @@ def _counts(result: ScoreResult, model: str, rows: Rows) -> list[str]:
     return ["Counts (excluded and missing):", _md_table(headers, body)]
 
 
+def _correctness(result: ScoreResult, model: str, rows: Rows) -> list[str]:
+    if not any(not is_missing(row.get(c)) and row.get(c) != 0 for row in rows for _, c, _ in CORRECTNESS_LAYOUT):
+        return []
+    headers = ["Vendor", *(h for h, _, _ in CORRECTNESS_LAYOUT)]
+    body = [[_md_escape(_vendor_label(row))] + [fmt(row.get(c), k) for _, c, k in CORRECTNESS_LAYOUT] for row in rows]
+    return ["Tool-call correctness (against the baseline over call pairs, and against the samples' gold labels; "
+            "definitions in docs/scoring.md):", _md_table(headers, body)]
+
+
+def _cut(text: Any, chars: int = CELL_CHARS) -> str:
+    if is_missing(text) or text is None:
+        return ""
+    text = " ".join(str(text).split())
+    return _md_escape(text if len(text) <= chars else text[: chars - 1] + "…")
+
+
+def _per_tool(result: ScoreResult, model: str, rows: Rows) -> list[str]:
+    table = result.per_tool[result.per_tool["model"] == model]
+    if table.empty:
+        return []
+    calls = table.groupby("tool", sort=False)["calls"].sum()
+    activity = table.groupby("tool", sort=False)[["calls", "pairs", "gold_items"]].sum().sum(axis=1)
+    order = sorted(calls.index, key=lambda t: (-calls[t], -activity[t], t))
+    shown = order[:REPORT_TOOLS]
+    vendors = [row["vendor"] for row in rows]
+    body = []
+    for tool in shown:
+        part = table[table["tool"] == tool].set_index("vendor")
+        for vendor in (v for v in vendors if v in part.index):
+            r = {"tool": tool, "vendor": vendor, **part.loc[vendor].to_dict()}
+            body.append([_cut(r[c], 48) if k == "text" else fmt(r[c], k) for _, c, k in TOOL_LAYOUT])
+    rest = len(order) - len(shown)
+    more = f" ({rest} more tool{'s' if rest > 1 else ''} in scores.json)" if rest > 0 else ""
+    return [f"Per tool, the {len(shown)} most called{more}:", _md_table([h for h, _, _ in TOOL_LAYOUT], body)]
+
+
+def _disagreements(result: ScoreResult, model: str, rows: Rows) -> list[str]:
+    table = result.disagreements[result.disagreements["model"] == model]
+    if table.empty:
+        return ["Disagreements: none (no item differs from the baseline or from gold)."]
+    counts = table.groupby(["vendor", "kind"], sort=False).size()
+    summary = "; ".join(
+        f"{vendor}: " + ", ".join(f"{kind} {counts[(vendor, kind)]}" for kind in KINDS if (vendor, kind) in counts)
+        for vendor in dict.fromkeys(table["vendor"])
+    )
+    headers = ["Vendor", "Sample", "Repeat", "Kind", "Against", "Baseline", "Vendor's answer", "Expected"]
+    body = []
+    for r in table.head(REPORT_DISAGREEMENTS).to_dict("records"):
+        vendor_side = r["vendor_calls"] or (f"as text: {r['vendor_content']}" if r["vendor_content"] else "no call")
+        base_side = r["baseline_calls"] or "no call"
+        body.append([
+            _md_escape(str(r["vendor"])), _md_escape(str(r["sample_id"])), str(r["repeat"]), r["kind"], r["against"],
+            _cut(f"{r['baseline_finish']}: {base_side}" if isinstance(r["baseline_finish"], str) else ""),
+            _cut(f"{r['vendor_finish']}: {vendor_side}"), _cut(r["expected"]),
+        ])
+    shown = min(len(table), REPORT_DISAGREEMENTS)
+    return [f"Disagreements ({len(table)} items differ from the baseline or from gold — {summary}; "
+            f"the first {shown} below, all in disagreements.csv):", _md_table(headers, body)]
+
+
 #: Sections rendered once per model, in this order.
-MODEL_SECTIONS: tuple[ModelSection, ...] = (_model_heading, _scores_table, _verdicts, _repeats, _counts)
+MODEL_SECTIONS: tuple[ModelSection, ...] = (_model_heading, _scores_table, _verdicts, _repeats, _counts, _correctness,
+                                            _per_tool, _disagreements)
 
 
 def _models(result: ScoreResult) -> list[str]:
@@ -257,6 +334,10 @@ def _terminal_scores(result: ScoreResult) -> list[str]:
             if missing:
                 extra.append("missing: " + ", ".join(missing))
             out.append("  " + _verdict_line(row) + (f"  [{'; '.join(extra)}]" if extra else ""))
+        differing = result.disagreements[result.disagreements["model"] == model]["vendor"].value_counts()
+        if len(differing):
+            out.append("  tool-call disagreements (disagreements.csv): "
+                       + ", ".join(f"{vendor} {n}" for vendor, n in differing.items()))
         out.append("")
     return out
 
@@ -305,6 +386,11 @@ def result_dict(result: ScoreResult) -> dict[str, Any]:
                 "model": model,
                 "baseline": result.baselines.get(model),
                 "vendors": _records(result.model_scores(model)),
+                "tools": _records(result.per_tool[result.per_tool["model"] == model].drop(columns="model")),
+                "disagreements": _records(
+                    result.disagreements[result.disagreements["model"] == model]
+                    .groupby(["vendor", "kind"], sort=False).size().rename("items").reset_index()
+                ),
             }
             for model in result.models
         ],
@@ -332,15 +418,18 @@ def _csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_outputs(result: ScoreResult, out_dir: str | os.PathLike[str]) -> dict[str, str]:
-    """Write scores.csv, scores_by_repeat.csv, scores.json (when scores were computed), report.md and, when
+    """Write scores.csv, scores_by_repeat.csv, scores.json, disagreements.csv (when scores were computed),
+    report.md and, when
     ``result.stress`` is set, stress.csv, capacity.csv and the two plots; return name → path."""
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    names = ("scores.csv", "scores_by_repeat.csv", "scores.json", "report.md") if result.scored else ("report.md",)
+    names = (("scores.csv", "scores_by_repeat.csv", "scores.json", "disagreements.csv", "report.md") if result.scored
+             else ("report.md",))
     paths = {name: os.path.join(out_dir, name) for name in names}
     if result.scored:
         _csv_frame(result.scores.reindex(columns=list(SCORE_COLUMNS))).to_csv(paths["scores.csv"], index=False)
         result.by_repeat.reindex(columns=list(REPEAT_COLUMNS)).to_csv(paths["scores_by_repeat.csv"], index=False)
+        result.disagreements.reindex(columns=list(DISAGREEMENT_COLUMNS)).to_csv(paths["disagreements.csv"], index=False)
         with open(paths["scores.json"], "w", encoding="utf-8") as fh:
             json.dump(result_dict(result), fh, indent=2, ensure_ascii=False, allow_nan=False)
             fh.write("\n")

@@ -17,9 +17,11 @@ import pandas as pd
 from avv_harness.errors import InputError
 from avv_harness.lag import client_load
 
+from .breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
 from .irf import IRF_METRICS, MetricsSpec, irf_scores, resolve_irf_metrics
 from .load import (
     REQUIRED_COLUMNS,
+    GoldBySample,
     ToolsBySample,
     dedupe_latest,
     load_tools,
@@ -81,6 +83,11 @@ class ScoreResult:
     scored: bool = True
     #: The client's own lag and CPU per process (avv_harness.lag.client_load); {} for older records.
     client_load: dict[str, Any] = field(default_factory=dict)
+    #: Per (model, vendor, tool): :data:`~avv_scoring.breakdown.PER_TOOL_COLUMNS` (see :mod:`.breakdown`).
+    per_tool: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PER_TOOL_COLUMNS)))
+    #: Items that differ from the baseline or from gold: :data:`~avv_scoring.breakdown.DISAGREEMENT_COLUMNS`.
+    disagreements: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=list(DISAGREEMENT_COLUMNS)))
 
     @property
     def models(self) -> list[str]:
@@ -175,13 +182,17 @@ def score_frame(
     baseline: BaselineSpec = None,
     thresholds: Thresholds | None = None,
     irf_metrics: MetricsSpec = None,
+    gold_by_sample: GoldBySample | None = None,
 ) -> ScoreResult:
-    """Score a records table: one row per (model, vendor) with every metric, IRF and verdict.
+    """Score a records table: one row per (model, vendor) with every metric, IRF and verdict, the per-tool
+    breakdown and the disagreements.
 
     ``records`` uses the record schema (:func:`avv_harness.records.coerce_frame` dtypes); duplicate
     items keep their latest row (see :func:`avv_scoring.load.dedupe_latest`). ``tools_by_sample`` maps
     sample id → the request's ``tools`` list; None leaves schema metrics missing (with a warning).
-    ``irf_metrics`` = the IRF input columns (default: the registry's ``irf=True`` metrics).
+    ``gold_by_sample`` maps sample id → its :class:`~avv_harness.samples.Gold` labels (None or missing ids:
+    gold metrics missing). ``irf_metrics`` = the IRF input columns (default: the registry's ``irf=True``
+    metrics).
     """
     thresholds = thresholds if thresholds is not None else Thresholds()
     irf_inputs = resolve_irf_metrics(irf_metrics)
@@ -208,12 +219,14 @@ def score_frame(
                 f"checkable: {', '.join(unknown[:5])}{' …' if len(unknown) > 5 else ''}"
             )
     baselines = resolve_baselines(records, baseline)
-    records = annotate_tool_calls(records, tools_by_sample)
+    records = annotate_tool_calls(records, tools_by_sample, gold_by_sample)
     model_col = records["model"].astype(str)
     vendor_col = records["vendor"].astype(str)
 
     rows: list[dict[str, Any]] = []
     repeat_frames: list[pd.DataFrame] = []
+    tool_rows: list[dict[str, Any]] = []
+    differing: list[dict[str, Any]] = []
     for (model, vendor), index in records.groupby([model_col, vendor_col], sort=False).groups.items():
         vendor_rows = records.loc[index]
         base_name = baselines[model]
@@ -237,6 +250,8 @@ def score_frame(
             }
         )
         repeat_frames.append(by_rep.assign(model=model, vendor=vendor))
+        tool_rows += [{"model": model, "vendor": vendor, **r} for r in per_tool(vendor_rows, base_rows)]
+        differing += disagreements(model, vendor, vendor_rows, base_rows, vendor == base_name)
         if metrics["f1_unmatched"] and vendor != base_name:
             warnings.append(
                 f"{model}/{vendor}: {metrics['f1_unmatched']} item(s) have no baseline item with the "
@@ -261,9 +276,19 @@ def score_frame(
     )
     scores = scores.reindex(columns=list(SCORE_COLUMNS))
     by_repeat = pd.concat(repeat_frames, ignore_index=True).reindex(columns=list(REPEAT_COLUMNS))
-    result = ScoreResult(scores, by_repeat, baselines, thresholds, warnings, irf_metrics=irf_inputs)
+    result = ScoreResult(scores, by_repeat, baselines, thresholds, warnings, irf_metrics=irf_inputs,
+                         per_tool=_in_score_order(tool_rows, PER_TOOL_COLUMNS, scores),
+                         disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores))
     result.client_load = _client_load(records)
     return result
+
+
+def _in_score_order(rows: list[dict[str, Any]], columns: Sequence[str], scores: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` as a frame, vendors in the order of ``scores`` (by model, then IRF), each vendor's rows kept in
+    their order."""
+    rank = {(m, v): i for i, (m, v) in enumerate(zip(scores["model"], scores["vendor"], strict=True))}
+    ordered = sorted(enumerate(rows), key=lambda ir: (rank.get((ir[1]["model"], ir[1]["vendor"]), len(rank)), ir[0]))
+    return pd.DataFrame([r for _, r in ordered], columns=list(columns))
 
 
 def _client_load(records: pd.DataFrame) -> dict[str, Any]:
@@ -306,7 +331,8 @@ def score_paths(
     records = read_inputs(inputs)
     tool_source = load_tools(inputs, samples)
     result = score_frame(
-        records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds, irf_metrics=irf_metrics
+        records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds, irf_metrics=irf_metrics,
+        gold_by_sample=tool_source.gold_by_sample,
     )
     result.warnings[:0] = tool_source.warnings + _input_notes(inputs)
     result.inputs = [i.csv_path for i in inputs]

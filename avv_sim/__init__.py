@@ -4,13 +4,16 @@ Public API::
 
     load_profiles(path_or_mapping) -> dict[str, Profile]
     Profile                              # the knob dataclass
-    start_simulator(config_path=None, *, profiles=None, truth_log=None, port=0, timeout=10.0) -> SimProcess
+    start_simulator(config_path=None, *, profiles=None, truth_log=None, port=0, timeout=10.0,
+                    gold=None) -> SimProcess   # gold: a sample file whose labels the reference follows
     request_hash(body) -> str            # sha256 of the body without model / stream / stream_options
+    gold_key(body) -> str                # sha256 of the body's messages and tools (how gold is found)
 
 Importing this package does not import aiohttp or start an event loop (safe under gevent).
 """
 
 from .behaviour import request_hash
+from .gold import gold_key
 from .launcher import SimProcess, SimulatorError, start_simulator
 from .profiles import KNOBS, QUIRKS, Profile, ProfileError, load_profiles
 
@@ -21,6 +24,7 @@ __all__ = [
     "ProfileError",
     "SimProcess",
     "SimulatorError",
+    "gold_key",
     "load_profiles",
     "request_hash",
     "start_simulator",

@@ -5,8 +5,10 @@ recomputed from (profile, request body, attempt) alone. Derivations (see docs/si
 
 - reference decision: (decision key, tool_call_rate) — same for every profile with that rate;
 - flip: (decision key, seed, "flip");
-- which tools, parallel calls, argument values, filler text: decision key only;
-- faults, broken arguments, reasoning-only, jitter, quirks: (seed, decision key, attempt, knob).
+- which tools, parallel calls, argument values, filler text: decision key only (with gold, see gold.py: the
+  gold labels of the request's messages and tools);
+- faults, broken arguments, reasoning-only, jitter, quirks and the tool-call deviations of calls.py (wrong tool,
+  wrong value, dropped parallel call, call as text, truncated call): (seed, decision key, attempt, knob).
 
 The decision key (:mod:`avv_sim.identity`) is the request hash of the body with its history reduced to what
 a chat template renders, so a raw-completions prompt meets the same decisions as its chat request.
@@ -15,7 +17,6 @@ a chat template renders, so a raw-completions prompt meets the same decisions as
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import random
 import re
@@ -24,6 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import schema_args
+from .calls import PlannedCall, call_form, deviate, gold_calls, reference_calls, text_content
+from .draws import canonical_json, chance, unit
+from .gold import GoldEntry
 from .identity import decision_key
 from .profiles import QUIRKS, Profile
 
@@ -150,25 +154,10 @@ class RequestError(Exception):
 # ------------------------------------------------------------------------------------------------ hashing
 
 
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def request_hash(body: Mapping[str, Any]) -> str:
     """sha256 hex of the canonical body without ``model``, ``stream`` and ``stream_options``."""
     stripped = {k: v for k, v in body.items() if k not in HASH_EXCLUDED_KEYS}
     return hashlib.sha256(canonical_json(stripped).encode("utf-8")).hexdigest()
-
-
-def unit(*parts: Any) -> float:
-    """A uniform number in [0, 1) derived from ``parts``."""
-    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2.0**64
-
-
-def chance(rate: float, *parts: Any) -> bool:
-    """True for a ``rate`` fraction of distinct ``parts`` (exactly never at 0, always at 1)."""
-    return rate > 0.0 and unit(*parts) < rate
 
 
 def _fault_parts(profile: Profile, h: str, attempt: int, knob: str) -> tuple:
@@ -272,7 +261,9 @@ def choose_tools(
     return (tools[first],)
 
 
-def decide(profile: Profile, body: Mapping[str, Any], h: str) -> Decision:
+def decide(profile: Profile, body: Mapping[str, Any], h: str, gold: GoldEntry | None = None) -> Decision:
+    """Whether this profile calls a tool and which: the reference decision (gold's ``expected_tool_call`` when
+    given, else by hash and ``tool_call_rate``; ``tool_choice`` first), flipped by ``flip_rate``."""
     tools = request_tools(body)
     mode, named = parse_tool_choice(body, tools)
     if not tools:
@@ -280,7 +271,12 @@ def decide(profile: Profile, body: Mapping[str, Any], h: str) -> Decision:
     if mode == "none":
         return Decision(True, False, False, False)
     forced = mode in ("required", "named")
-    reference = True if forced else reference_decision(h, profile.tool_call_rate)
+    if forced:
+        reference = True
+    elif gold is not None and gold.expected_tool_call is not None:
+        reference = gold.expected_tool_call
+    else:
+        reference = reference_decision(h, profile.tool_call_rate)
     flipped = not forced and flip_drawn(h, profile.seed, profile.flip_rate)
     decision = reference != flipped
     calls: tuple[Tool, ...] = ()
@@ -326,6 +322,8 @@ class ToolCall:
     arguments: str
     broken: str | None  # None | "missing_required" | "wrong_type" | "unparseable"
     fragments: list[str] = field(default_factory=list)
+    wrong_tool: bool = False  # another tool than the reference's (wrong_tool_rate)
+    changed: tuple[str, ...] = ()  # argument keys whose value differs from the reference's (wrong_value_rate)
 
 
 def tool_call_id(h: str, index: int) -> str:
@@ -350,10 +348,12 @@ def _make_huge(args: Any) -> Any:
     return {"padding": huge}
 
 
-def build_tool_calls(profile: Profile, decision: Decision, h: str, attempt: int, huge: bool = False) -> list[ToolCall]:
+def build_tool_calls(profile: Profile, planned: list[PlannedCall], h: str, attempt: int,
+                     huge: bool = False) -> list[ToolCall]:
+    """The wire calls of the planned ones: arguments serialised (or broken by ``bad_args_rate``)."""
     out: list[ToolCall] = []
-    for index, tool in enumerate(decision.calls):
-        args = schema_args.generate(tool.schema, f"{h}:args:{index}")
+    for index, plan in enumerate(planned):
+        tool, args = plan.tool, plan.args
         if huge and index == 0:
             args = _make_huge(args)
         broken: str | None = None
@@ -364,7 +364,8 @@ def build_tool_calls(profile: Profile, decision: Decision, h: str, attempt: int,
             text, broken = schema_args.break_arguments(args, tool.schema, wanted)
         else:
             text = schema_args.dumps_arguments(args)
-        call = ToolCall(index, tool_call_id(h, index), tool.name, text, broken)
+        call = ToolCall(index, tool_call_id(h, index), tool.name, text, broken, wrong_tool=plan.wrong_tool,
+                        changed=plan.changed)
         call.fragments = split_fragments(text)
         out.append(call)
     return out
@@ -459,6 +460,10 @@ class Plan:
     prompt_tokens: int
     jitter_ms: float
     fault_after_chunks: int | None  # truncate / stream_error: token chunks sent before the fault
+    gold: bool = False  # the request matched a gold line (and the profile follows gold)
+    call_form: str | None = None  # "calls" | "text" | "truncated" for a calling response, else None
+    dropped_calls: int = 0  # reference calls left out (drop_parallel_rate)
+    text_calls: list[dict[str, Any]] = field(default_factory=list)  # calls written into the content
 
     @property
     def completion_tokens(self) -> int:
@@ -510,8 +515,10 @@ def applied_quirks(
     return tuple(dict.fromkeys(out))
 
 
-def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | None = None) -> Plan:
-    """Decide everything for one request. Raises :class:`RequestError` for malformed bodies."""
+def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | None = None,
+              gold: GoldEntry | None = None) -> Plan:
+    """Decide everything for one request. ``gold`` = the request's gold labels (ignored unless the profile
+    has ``follow_gold``). Raises :class:`RequestError` for malformed bodies."""
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise RequestError("'messages' must be a non-empty array", "messages")
     h = h or decision_key(body)
@@ -521,19 +528,29 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
     usage_wanted = include_usage and not profile.omit_usage
     model = body.get("model") if isinstance(body.get("model"), str) and body.get("model") else profile.served_model
     max_tokens = max_tokens_of(body)
-    decision = decide(profile, body, h)
+    gold = gold if profile.follow_gold else None
+    tools = request_tools(body)
+    decision = decide(profile, body, h, gold)
     fault = pick_fault(profile, h, attempt)
     reasoning_only = chance(profile.reasoning_only_rate, *_fault_parts(profile, h, attempt, "reasoning_only"))
     calls_wanted = decision.decision and not reasoning_only
+    planned: list[PlannedCall] = []
+    dropped, form = 0, None
+    if calls_wanted:
+        from_gold = gold_calls(gold, tools) if decision.decision == decision.reference and \
+            parse_tool_choice(body, tools)[0] != "named" else None
+        planned, dropped = deviate(profile, reference_calls(decision.calls, h, from_gold), tools, h, attempt)
+        form = call_form(profile, h, attempt)
+    as_text = form == "text"
     quirks = applied_quirks(
         profile,
         h,
         attempt,
         stream=stream,
         fault=fault,
-        has_tool_calls=calls_wanted,
-        n_calls=len(decision.calls) if calls_wanted else 0,
-        has_content=not calls_wanted and not reasoning_only,
+        has_tool_calls=calls_wanted and not as_text,
+        n_calls=len(planned) if calls_wanted and not as_text else 0,
+        has_content=(not calls_wanted or as_text) and not reasoning_only,
         usage_wanted=usage_wanted,
     )
 
@@ -541,10 +558,19 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
     n_reasoning = profile.reasoning_tokens or (profile.output_tokens if reasoning_only else 0)
     tokens += _word_tokens("reasoning", filler_words(h, "reasoning", n_reasoning, _REASONING_WORDS))
     tool_calls: list[ToolCall] = []
-    if calls_wanted:
-        tool_calls = build_tool_calls(profile, decision, h, attempt, huge="huge_args" in quirks)
+    text_calls: list[dict[str, Any]] = []
+    if calls_wanted and as_text:
+        text_calls = [{"name": c.tool.name, "arguments": c.args, "wrong_tool": c.wrong_tool,
+                       "changed": list(c.changed)} for c in planned]
+        tokens += [Token("content", f) for f in split_fragments(text_content(planned))]
+        finish = "stop"
+    elif calls_wanted:
+        tool_calls = build_tool_calls(profile, planned, h, attempt, huge="huge_args" in quirks)
         tokens += tool_tokens(tool_calls, interleave="interleave_parallel" in quirks)
         finish = "tool_calls"
+        if form == "truncated":
+            tokens = _cut_last_call(tokens)
+            finish = "length"
     else:
         if not reasoning_only:
             tokens += _word_tokens("content", filler_words(h, "content", profile.output_tokens, _CONTENT_WORDS))
@@ -576,7 +602,21 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
         prompt_tokens=prompt_tokens_of(body),
         jitter_ms=jitter_ms(profile, h, attempt),
         fault_after_chunks=fault_after,
+        gold=gold is not None,
+        call_form=form,
+        dropped_calls=dropped,
+        text_calls=text_calls,
     )
+
+
+def _cut_last_call(tokens: list[Token]) -> list[Token]:
+    """Tokens up to the middle of the last call's argument fragments (at least its header, never its last
+    fragment): a proper prefix of a JSON object's text never parses."""
+    last = max(t.index for t in tokens if t.kind == "tool")
+    positions = [i for i, t in enumerate(tokens) if t.kind == "tool" and t.index == last and not t.header]
+    keep = len(positions) // 2
+    end = positions[keep] if keep < len(positions) else len(tokens)
+    return tokens[:end]
 
 
 def _trim_tool_calls(calls: list[ToolCall], tokens: list[Token]) -> None:
@@ -627,6 +667,8 @@ def sent_tool_calls(plan: Plan, chunks_sent: int) -> list[dict[str, Any]]:
                     "name": call.name,
                     "arguments": args[call.index],
                     "broken": call.broken,
+                    "wrong_tool": call.wrong_tool,
+                    "changed": list(call.changed),
                 }
             )
     return out

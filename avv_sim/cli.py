@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import sys
 
+from .gold import GoldError, load_gold
 from .profiles import Profile, ProfileError, load_profiles, make_profile, parse_set
 
 
@@ -21,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="port to bind; 0 picks a free port (default 0)")
     p.add_argument("--truth-log", help="append one JSON line of ground truth per request to this file")
+    p.add_argument("--gold", metavar="FILE",
+                   help="sample JSONL whose gold labels (expected_tool_call, expected_calls, tool_names) the "
+                   "reference follows, found by each request's messages and tools")
     p.add_argument("--profile", help="define (or, with --config, override) the profile NAME from --set flags")
     p.add_argument(
         "--set",
@@ -54,13 +58,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         profiles = resolve_profiles(args)
-    except ProfileError as exc:
+        book = load_gold(args.gold) if args.gold else None
+    except (ProfileError, GoldError) as exc:
         print(f"avv-sim: error: {exc}", file=sys.stderr)
         return 2
+    gold = book.entries if book is not None else None
+    if book is not None and book.skipped:
+        print(f"avv-sim: note: {args.gold}: {len(book.skipped)} line(s) without usable gold skipped "
+              f"({'; '.join(book.skipped[:3])})", file=sys.stderr)
     from .server import serve  # aiohttp is imported only once the config is known to be good
 
     try:
-        asyncio.run(serve(profiles, host=args.host, port=args.port, truth_log=args.truth_log))
+        asyncio.run(serve(profiles, host=args.host, port=args.port, truth_log=args.truth_log, gold=gold))
     except OSError as exc:
         print(f"avv-sim: error: {exc}", file=sys.stderr)
         return 1

@@ -156,10 +156,12 @@ def start_simulator(
     port: int = 0,
     timeout: float = 10.0,
     host: str = "127.0.0.1",
+    gold: str | os.PathLike[str] | None = None,
 ) -> SimProcess:
     """Start ``python -m avv_sim`` and return once it prints its ready line.
 
-    Give either ``config_path`` (a YAML file) or ``profiles`` ({name: knobs dict or Profile}).
+    Give either ``config_path`` (a YAML file) or ``profiles`` ({name: knobs dict or Profile}). ``gold`` = a
+    sample file whose gold labels the reference follows (``--gold``).
     Raises :class:`SimulatorError` (with the child's stderr) if it exits or is not ready in ``timeout`` s.
     """
     if (config_path is None) == (profiles is None):
@@ -180,6 +182,8 @@ def start_simulator(
     ]
     if truth_log is not None:
         cmd += ["--truth-log", os.fspath(truth_log)]
+    if gold is not None:
+        cmd += ["--gold", os.fspath(gold)]
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,

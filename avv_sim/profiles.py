@@ -41,6 +41,8 @@ REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # Fault knobs share one hash draw per request (see behaviour.pick_fault), so their sum must fit in [0, 1].
 FAULT_RATE_KNOBS = ("error_rate", "rate_limit_rate", "truncate_rate", "stream_error_rate")
+# So do the two call-form knobs (see calls.call_form).
+CALL_FORM_KNOBS = ("tool_as_text_rate", "truncate_call_rate")
 
 
 class ProfileError(ValueError):
@@ -63,6 +65,13 @@ class Profile:
     flip_rate: float = 0.0
     bad_args_rate: float = 0.0
     parallel_rate: float = 0.2
+    # tool-call correctness (see avv_sim/calls.py)
+    follow_gold: bool = True
+    wrong_tool_rate: float = 0.0
+    wrong_value_rate: float = 0.0
+    drop_parallel_rate: float = 0.0
+    tool_as_text_rate: float = 0.0
+    truncate_call_rate: float = 0.0
     # reasoning
     reasoning_tokens: int = 0
     reasoning_only_rate: float = 0.0
@@ -110,6 +119,11 @@ _RATES = {
     "flip_rate",
     "bad_args_rate",
     "parallel_rate",
+    "wrong_tool_rate",
+    "wrong_value_rate",
+    "drop_parallel_rate",
+    "tool_as_text_rate",
+    "truncate_call_rate",
     "reasoning_only_rate",
     "error_rate",
     "rate_limit_rate",
@@ -196,9 +210,10 @@ def _check_ranges(p: Profile) -> None:
             raise _err(p.name, knob, f"must be > 0, got {v}")
     if not 100 <= p.error_status <= 599:
         raise _err(p.name, "error_status", f"must be an HTTP status (100-599), got {p.error_status}")
-    total = sum(getattr(p, k) for k in FAULT_RATE_KNOBS)
-    if total > 1.0 + 1e-9:
-        raise _err(p.name, "error_rate", f"{' + '.join(FAULT_RATE_KNOBS)} must not exceed 1, got {total}")
+    for knobs in (FAULT_RATE_KNOBS, CALL_FORM_KNOBS):
+        total = sum(getattr(p, k) for k in knobs)
+        if total > 1.0 + 1e-9:
+            raise _err(p.name, knobs[0], f"{' + '.join(knobs)} must not exceed 1, got {total}")
 
 
 def make_profile(name: str, knobs: Mapping[str, Any] | None = None) -> Profile:

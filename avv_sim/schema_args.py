@@ -285,6 +285,11 @@ def _valid(schema: Mapping[str, Any], value: Any) -> bool:
         return True
 
 
+def is_valid(schema: Mapping[str, Any], value: Any) -> bool:
+    """Whether ``value`` validates against ``schema`` (True when the schema itself cannot be used)."""
+    return _valid(schema, value)
+
+
 def generate(schema: Mapping[str, Any] | None, seed: str) -> Any:
     """A value valid for ``schema`` (an object for a tool's ``parameters``), deterministic from ``seed``."""
     schema = schema if isinstance(schema, Mapping) else {}

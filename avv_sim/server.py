@@ -22,6 +22,7 @@ from aiohttp import web
 
 from . import behaviour, dialects
 from .behaviour import Plan, RequestError
+from .gold import GoldEntry, gold_key
 from .identity import decision_key
 from .profiles import Profile
 from .wire import HTML_BODY, Wire, error_body
@@ -88,8 +89,12 @@ def new_record(profile: str, t_arrival: float, client_tag: str | None) -> dict[s
         "reference_decision": None,
         "decision": None,
         "flipped": None,
+        "gold": False,
+        "call_form": None,
+        "dropped_calls": 0,
         "tool_calls": [],
         "text_tool_calls": [],
+        "text_calls": [],
         "fault": None,
         "http_status": None,
         "finish_reason": None,
@@ -183,9 +188,11 @@ class Pacer:
 class Simulator:
     """Holds the profiles and the truth log; its handlers are the aiohttp routes."""
 
-    def __init__(self, profiles: Mapping[str, Profile], truth_log: TruthLog | None = None):
+    def __init__(self, profiles: Mapping[str, Profile], truth_log: TruthLog | None = None,
+                 gold: Mapping[str, GoldEntry] | None = None):
         self.states = {name: ProfileState(p) for name, p in profiles.items()}
         self.truth = truth_log or TruthLog(None)
+        self.gold = dict(gold or {})  # gold_key → the reference's gold labels (see gold.py)
         self.loop_time: Callable[[], float] = time.monotonic
 
     # ------------------------------------------------------------------------------------------ routing
@@ -282,7 +289,7 @@ class Simulator:
         plan: Plan | None = None
         bad_request: RequestError | None = None
         try:
-            plan = _plan(profile, body, rec)
+            plan = _plan(profile, body, rec, self.gold)
             _record_plan(rec, plan)
         except RequestError as exc:
             bad_request = exc
@@ -595,18 +602,19 @@ def _completion_id(plan: Plan) -> str:
     return "chatcmpl-" + digest[:24]
 
 
-def _plan(profile: Profile, body: dict[str, Any], rec: dict[str, Any]) -> Plan:
+def _plan(profile: Profile, body: dict[str, Any], rec: dict[str, Any], gold: Mapping[str, GoldEntry] | None) -> Plan:
     """The plan for a chat body, or for the chat body a completions prompt was rendered from (the same
-    decision key, hence the same decisions), with the dialect quirks applied."""
+    decision key and gold, hence the same decisions), with the dialect quirks applied."""
     if rec["endpoint"] == "completions":
         view, prompt = dialects.completion_view(body)
         rec["decision_key"] = key = decision_key(view)
-        plan = behaviour.make_plan(dataclasses.replace(profile, quirks=()), view, rec["attempt"], key)
+        entry = gold.get(gold_key(view)) if gold else None
+        plan = behaviour.make_plan(dataclasses.replace(profile, quirks=()), view, rec["attempt"], key, entry)
         rec["text_tool_calls"] = dialects.as_completion(plan, prompt, profile.tokens_per_chunk)
         return plan
     rec["decision_key"] = key = decision_key(body)
     dialects.check_reasoning_content(profile, body, key, rec["attempt"])
-    plan = behaviour.make_plan(profile, body, rec["attempt"], key)
+    plan = behaviour.make_plan(profile, body, rec["attempt"], key, gold.get(gold_key(body)) if gold else None)
     if plan.has(dialects.BROKEN_TEMPLATE):
         rec["text_tool_calls"] = dialects.text_calls(plan, "fenced", profile.tokens_per_chunk)
     return plan
@@ -622,6 +630,10 @@ def _record_plan(rec: dict[str, Any], plan: Plan) -> None:
         decision=d.decision,
         flipped=d.flipped,
         fault=plan.fault,
+        gold=plan.gold,
+        call_form=plan.call_form,
+        dropped_calls=plan.dropped_calls,
+        text_calls=plan.text_calls,
         reasoning_only=plan.reasoning_only,
         prompt_tokens=plan.prompt_tokens,
         quirks=list(plan.quirks),
@@ -661,10 +673,11 @@ async def serve(
     truth_log: str | os.PathLike[str] | None = None,
     on_ready: Callable[[str, int], None] | None = None,
     stop: asyncio.Event | None = None,
+    gold: Mapping[str, GoldEntry] | None = None,
 ) -> None:
     """Run until ``stop`` is set (or SIGTERM/SIGINT); announce readiness on stdout."""
     truth = TruthLog(truth_log)
-    sim = Simulator(profiles, truth)
+    sim = Simulator(profiles, truth, gold)
     runner = web.AppRunner(sim.app(), access_log=None, handle_signals=False, shutdown_timeout=0.25)
     await runner.setup()
     stop = stop or asyncio.Event()

@@ -14,7 +14,7 @@ import pytest
 
 from avv_harness.records import read_records
 from tests.e2e_ports import free_port
-from tests.locust_runs import clean_env, locust_cmd, only_run_dir, run_locust, sim_vendors, write_yaml
+from tests.locust_runs import DEMO_SAMPLES, clean_env, locust_cmd, only_run_dir, run_locust, sim_vendors, write_yaml
 
 pytestmark = pytest.mark.e2e
 
@@ -152,8 +152,10 @@ def test_master_workers_and_simulator_on_separate_hosts(tmp_path, netns_hosts, l
     args = setup(tmp_path)
     sim_ns, sim_addr = netns_hosts["sim"]
     master_ns, master_addr = netns_hosts["master"]
+    # a simulator started on its own reads the samples' gold itself (the embedded one gets it from the harness)
     sim = subprocess.Popen(["ip", "netns", "exec", sim_ns, sys.executable, "-m", "avv_sim", "--config", "sim.yaml",
-                            "--host", sim_addr, "--port", "8080"], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+                            "--host", sim_addr, "--port", "8080", "--gold", str(DEMO_SAMPLES)], cwd=tmp_path,
+                           stdout=subprocess.PIPE, text=True)
     try:
         assert "listening on" in sim.stdout.readline()
         env = clean_env(AVV_SIM_URL=f"http://{sim_addr}:8080")

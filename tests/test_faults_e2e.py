@@ -15,6 +15,8 @@ pytestmark = pytest.mark.e2e
 
 N_SAMPLES = 5
 QUICK = {"ttft_ms": 20, "tokens_per_s": 400, "output_tokens": 12, "tool_call_rate": 0.6}
+# a tool call on every sample: the demo samples' gold labels (expected_tool_call) would decide otherwise
+ALWAYS_CALL = {"tool_call_rate": 1.0, "follow_gold": False}
 
 # vendor → (simulator knobs, expected status, expected error_kind, expected anomaly or detail fragment)
 SIM_FAULTS = {
@@ -24,7 +26,7 @@ SIM_FAULTS = {
     "e502": ({"error_rate": 1.0, "error_status": 502}, "failed", "http_5xx", "HTTP 502"),
     "e503": ({"error_rate": 1.0, "error_status": 503}, "failed", "http_5xx", "HTTP 503"),
     "no_headers": ({"header_delay_ms": 3000}, "failed", "timeout", "no response headers"),
-    "stall": ({"stall_after_tokens": 2, "stall_ms": 3000}, "failed", "timeout", "stalled"),
+    "stall": ({"stall_after_tokens": 1, "stall_ms": 3000}, "failed", "timeout", "stalled"),
     "closed": ({"truncate_rate": 1.0}, "failed", "truncated", "closed mid-stream"),
     "error_event": ({"stream_error_rate": 1.0}, "failed", "stream_error", "error event"),
     "garbage": ({"quirks": ["garbage_line"]}, "failed", "bad_sse", "unparseable"),
@@ -37,12 +39,12 @@ SIM_FAULTS = {
     "multiline": ({"quirks": ["multiline_data"]}, "success", None, None),
     "dup_done": ({"quirks": ["duplicate_done"]}, "success", None, None),
     "usage_inline": ({"quirks": ["usage_in_last_content_chunk"]}, "success", None, None),
-    "llama_repeat": ({"quirks": ["repeat_tool_header"], "tool_call_rate": 1.0}, "success", None, None),
-    "interleaved": ({"quirks": ["interleave_parallel"], "tool_call_rate": 1.0, "parallel_rate": 1.0}, "success",
+    "llama_repeat": ({"quirks": ["repeat_tool_header"], **ALWAYS_CALL}, "success", None, None),
+    "interleaved": ({"quirks": ["interleave_parallel"], **ALWAYS_CALL, "parallel_rate": 1.0}, "success",
                     None, None),
-    "under_stop": ({"quirks": ["tool_calls_under_stop"], "tool_call_rate": 1.0}, "success", None,
+    "under_stop": ({"quirks": ["tool_calls_under_stop"], **ALWAYS_CALL}, "success", None,
                    "tool_calls_under_stop"),
-    "huge_args": ({"quirks": ["huge_args"], "tool_call_rate": 1.0}, "success", None, None),
+    "huge_args": ({"quirks": ["huge_args"], **ALWAYS_CALL}, "success", None, None),
     "no_usage": ({"omit_usage": True}, "success", None, "usage_missing"),
 }
 

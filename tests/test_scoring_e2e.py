@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -21,6 +22,14 @@ PROFILES = {
 }
 
 
+def _cut(call: dict) -> bool:
+    try:
+        json.loads(call["arguments"])
+    except json.JSONDecodeError:
+        return True
+    return False
+
+
 def expected_from_truth(truth: dict) -> dict[str, dict[str, float]]:
     """F1 and schema accuracy from what the simulator says it did (not from our records)."""
     by_vendor: dict[str, dict[tuple[str, str], dict]] = {}
@@ -36,11 +45,16 @@ def expected_from_truth(truth: dict) -> dict[str, dict[str, float]]:
                 continue  # a failed side: excluded
             b, v = base[key]["finish_reason"] == "tool_calls", line["finish_reason"] == "tool_calls"
             tp, fp, fn = tp + (b and v), fp + (v and not b), fn + (b and not v)
-        calling = [line for line in items.values() if line["finish_reason"] == "tool_calls"]
-        valid = [line for line in calling if not any(c["broken"] for c in line["tool_calls"])]
+        # every call of every answered response, whatever its finish_reason (a call cut by max_tokens too)
+        calls = [c for line in items.values() if line["finish_reason"] is not None for c in line["tool_calls"]]
+        valid = [c for c in calls if not c["broken"] and not _cut(c)]
+        # the K2VV / MiniMax reading: tool_calls responses whose every call is valid
+        responses = [line for line in items.values() if line["finish_reason"] == "tool_calls"]
+        whole = [line for line in responses if not any(c["broken"] or _cut(c) for c in line["tool_calls"])]
         out[vendor] = {
             "f1": 2 * tp / (2 * tp + fp + fn) if (tp + fp + fn) else None,
-            "schema_accuracy": len(valid) / len(calling) if calling else None,
+            "schema_accuracy": len(valid) / len(calls) if calls else None,
+            "schema_response_accuracy": len(whole) / len(responses) if responses else None,
         }
     return out
 
@@ -56,7 +70,8 @@ def test_scores_equal_truth(tmp_path):
     scores = pd.read_csv(run_dir / "scores.csv").set_index("vendor")
     for vendor in ("official", "mirror", "drifty"):
         assert scores.loc[vendor, "f1"] == pytest.approx(expected[vendor]["f1"]), vendor
-        assert scores.loc[vendor, "schema_accuracy"] == pytest.approx(expected[vendor]["schema_accuracy"]), vendor
+        for column in ("schema_accuracy", "schema_response_accuracy"):
+            assert scores.loc[vendor, column] == pytest.approx(expected[vendor][column]), (vendor, column)
     assert expected["drifty"]["f1"] < 0.95 and expected["drifty"]["schema_accuracy"] < 0.95  # the test has teeth
     assert scores.loc["mirror", "f1"] == 1.0 and scores.loc["mirror", "schema_accuracy"] == 1.0
     # every request of "broken" failed: success 0, no F1 pairs, ranked last

@@ -131,9 +131,9 @@ def test_irf_inputs_come_from_the_registry():
 
 
 def test_irf_over_a_chosen_list_of_metrics():
-    table = pd.DataFrame({"model": "m", "vendor": ["a", "b"], "tps": [10, 20], "call_accuracy": [1.0, 0.5],
+    table = pd.DataFrame({"model": "m", "vendor": ["a", "b"], "tps": [10, 20], "tool_match": [1.0, 0.5],
                           "f1": [0.1, 0.9]})
-    assert irf_scores(table, ["tps", "call_accuracy"]).tolist() == pytest.approx([1 / 7 + 1 / 6, 1 / 6 + 1 / 7])
+    assert irf_scores(table, ["tps", "tool_match"]).tolist() == pytest.approx([1 / 7 + 1 / 6, 1 / 6 + 1 / 7])
     assert resolve_irf_metrics(["avg_ttft_ms"]) == {"avg_ttft_ms": False}
     for bad, message in ((["items"], "no better direction"), (["nope"], "not a metric"), ([], "at least one"),
                          (["f1", "f1"], "twice")):
@@ -143,9 +143,9 @@ def test_irf_over_a_chosen_list_of_metrics():
 
 def test_cli_irf_metrics_flag(tmp_path, capsys):
     src = tmp_path / "t.csv"
-    src.write_text("model,vendor,tps,call_accuracy\nm,a,10,1\nm,b,20,0.5\n", encoding="utf-8")
-    assert main(["irf", str(src), "--irf-metrics", "tps,call_accuracy"]) == 0
-    both = f"{1 / 7 + 1 / 6:.4f}"  # a: 1st on call_accuracy, 2nd on tps; b the other way round
+    src.write_text("model,vendor,tps,tool_match\nm,a,10,1\nm,b,20,0.5\n", encoding="utf-8")
+    assert main(["irf", str(src), "--irf-metrics", "tps,tool_match"]) == 0
+    both = f"{1 / 7 + 1 / 6:.4f}"  # a: 1st on tool_match, 2nd on tps; b the other way round
     assert capsys.readouterr().out.splitlines()[1:] == [f"m,a,10,1,{both}", f"m,b,20,0.5,{both}"]
     with pytest.raises(SystemExit) as exit_info:
         main(["irf", str(src), "--irf-metrics", "items"])

@@ -353,8 +353,12 @@ def test_truth_log_fields_and_attempts(sim) -> None:
         "reference_decision",
         "decision",
         "flipped",
+        "gold",
+        "call_form",
+        "dropped_calls",
         "tool_calls",
         "text_tool_calls",
+        "text_calls",
         "fault",
         "http_status",
         "finish_reason",
@@ -377,8 +381,10 @@ def test_truth_log_fields_and_attempts(sim) -> None:
     assert rec["finish_reason"] == "tool_calls" and rec["usage_sent"] and rec["quirks"] == []
     call = assemble_tool_calls(chunks)[0]
     assert rec["tool_calls"] == [
-        {"index": 0, "id": call["id"], "name": call["name"], "arguments": call["arguments"], "broken": None}
+        {"index": 0, "id": call["id"], "name": call["name"], "arguments": call["arguments"], "broken": None,
+         "wrong_tool": False, "changed": []}
     ]
+    assert (rec["gold"], rec["call_form"], rec["dropped_calls"], rec["text_calls"]) == (False, "calls", 0, [])
     usage = chunks[-1]["usage"]
     assert (rec["prompt_tokens"], rec["completion_tokens"]) == (usage["prompt_tokens"], usage["completion_tokens"])
     assert rec["content_tokens"] == 0 and rec["reasoning_tokens"] == 0

@@ -1,0 +1,259 @@
+"""Tool-call correctness metrics (scoring layer, pure over pandas): the per-row call annotation every call
+metric reads, agreement with the baseline, accuracy against gold labels, and anomaly counts.
+
+:func:`annotate_calls` parses each row's recorded calls once (:class:`~avv_scoring.correctness.Call`),
+checks each against the request's schema (:mod:`avv_scoring.schema`) and attaches the sample's gold labels.
+The metric functions below are registered with ``@produces`` (the registry imports this module through
+:mod:`avv_scoring.metrics`); their definitions are in their docstrings and in docs/scoring.md.
+
+Rule: a vendor's failure never improves its score. Failed items are left out of agreement and gold
+metrics (their cost is in success_rate, as for trigger F1) and counted; a broken call never matches; a
+call that names a tool the request does not have never matches gold, whatever its name.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from avv_harness.samples import Gold
+from avv_harness.toolcalls import find_text_calls, request_tool_names
+
+from .correctness import Call, args_f1, calls_equal, calls_match_gold, name_mapper, tools_equal, tools_match_gold
+from .load import is_success
+from .registry import Metric, produces
+from .schema import INVALID, UNCHECKABLE, VALID, check_call, parse_tool_calls, tool_schemas
+
+NAN = float("nan")
+TOOL_CALLS = "tool_calls"
+
+# Helper columns written by annotate_calls (not part of the record schema).
+TC_N = "_tc_n"  # calls of the row (an unparseable tool_calls cell counts its tool_call_count, at least 1)
+TC_VALID = "_tc_valid"
+TC_INVALID = "_tc_invalid"
+TC_UNCHECKABLE = "_tc_uncheckable"
+TC_PARSE_ERROR = "_tc_parse_error"  # the tool_calls cell is not a JSON list: every call counts as invalid
+CALLS = "_calls"  # list[Call]
+VERDICTS = "_verdicts"  # valid / invalid / uncheckable per call
+NAMES = "_tool_names"  # the request's tool names (frozenset), None when the sample is unknown
+CALLED = "_called"  # successful and (finish tool_calls or at least one call)
+AS_TEXT = "_as_text"  # successful, no call, and the content holds a call of a request tool
+GOLD = "_gold"  # the sample's Gold, None without labels
+
+PAIR_KEYS = ["sample_id", "repeat"]
+
+
+def _ratio(num: float, den: float) -> float:
+    return float(num) / float(den) if den else NAN
+
+
+def annotate_calls(
+    rows: pd.DataFrame,
+    tools_by_sample: Mapping[str, Sequence[Any]] | None,
+    gold_by_sample: Mapping[str, Gold] | None = None,
+) -> pd.DataFrame:
+    """Copy of ``rows`` with the call helper columns above. A sample missing from ``tools_by_sample`` (or
+    ``tools_by_sample=None``) makes its calls uncheckable and its tool names unknown."""
+    schema_cache: dict[str, dict[str, Any] | None] = {}
+    names_cache: dict[str, frozenset[str] | None] = {}
+    cols: dict[str, list[Any]] = {c: [] for c in (TC_N, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR,
+                                                  CALLS, VERDICTS, NAMES, AS_TEXT, GOLD)}
+    counts = rows["tool_call_count"] if "tool_call_count" in rows.columns else pd.Series(index=rows.index)
+    contents = rows["content"] if "content" in rows.columns else pd.Series(index=rows.index)
+    ok = is_success(rows).tolist()
+    for sid, cell, count, content, success in zip(rows["sample_id"].astype("object"),
+                                                  rows["tool_calls"].astype("object"), counts.astype("object"),
+                                                  contents.astype("object"), ok, strict=True):
+        sid = str(sid)
+        if sid not in schema_cache:
+            tools = None if tools_by_sample is None else tools_by_sample.get(sid)
+            schema_cache[sid] = None if tools is None else tool_schemas(tools)
+            names_cache[sid] = None if tools is None else request_tool_names(tools)
+        parsed = parse_tool_calls(cell)
+        if parsed is None:
+            k = int(count) if isinstance(count, (int, float)) and count == count and count > 0 else 1
+            calls, verdicts = [Call.of("", str(cell))], [INVALID] * k
+        else:
+            calls = [Call.of(c.get("name"), c.get("arguments")) for c in parsed]
+            verdicts = [check_call(c, schema_cache[sid]) for c in parsed]
+        tally = Counter(verdicts)
+        cols[TC_N].append(len(verdicts))
+        cols[TC_VALID].append(tally[VALID])
+        cols[TC_INVALID].append(tally[INVALID])
+        cols[TC_UNCHECKABLE].append(tally[UNCHECKABLE])
+        cols[TC_PARSE_ERROR].append(parsed is None)
+        cols[CALLS].append(calls)
+        cols[VERDICTS].append(verdicts)
+        cols[NAMES].append(names_cache[sid])
+        text = content if isinstance(content, str) else ""
+        cols[AS_TEXT].append(bool(success and not calls and names_cache[sid]
+                                  and find_text_calls(text, names_cache[sid])))
+        cols[GOLD].append(None if gold_by_sample is None else gold_by_sample.get(sid))
+    out = rows.copy()
+    for name, values in cols.items():
+        out[name] = pd.Series(values, index=rows.index, dtype="object" if name in (CALLS, VERDICTS, NAMES, GOLD)
+                              else None)
+    finish = (out["finish_reason"].astype("object") == TOOL_CALLS).fillna(False).astype(bool)
+    out[CALLED] = is_success(out) & (finish | (out[CALLS].map(len) > 0))
+    return out
+
+
+def ensure_annotated(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with the helper columns (computed without tools or gold when they are missing)."""
+    return rows if CALLS in rows.columns else annotate_calls(rows, None, None)
+
+
+def name_of_row(row: Mapping[str, Any]):
+    """The sent-name → gold-name mapper of an annotated row (see :func:`~avv_scoring.correctness.name_mapper`)."""
+    gold = row.get(GOLD)
+    return name_mapper(row.get(NAMES), gold.tool_names if gold is not None else {})
+
+
+def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
+    """The call pairs of a vendor with the baseline: joined on (sample_id, repeat), both sides successful
+    and both called a tool (finished with tool_calls or emitted a call). Columns ``sample_id``, ``repeat``,
+    ``calls_v``, ``calls_b`` and the vendor's and the baseline's rows' index (``index_v``, ``index_b``)."""
+
+    def side(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = ensure_annotated(frame)
+        frame = frame[frame[CALLED]]
+        return pd.DataFrame({
+            "sample_id": frame["sample_id"].astype("object").astype(str),
+            "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),
+            "calls": frame[CALLS], "index": frame.index,
+        }).drop_duplicates(subset=PAIR_KEYS, keep="last")
+
+    return side(rows).merge(side(baseline_rows), on=PAIR_KEYS, how="inner", suffixes=("_v", "_b"))
+
+
+# --------------------------------------------------------------------------------------------------
+# Agreement with the baseline
+
+
+@produces(
+    Metric("tool_match", "Tool Match", "rate", "higher", order=600, group="correctness",
+           doc="call pairs whose multisets of called names are equal / call_pairs; missing with no pair"),
+    Metric("args_match", "Args Match", "rate", "higher", order=610, group="correctness",
+           doc="call pairs whose calls are equal as (name, canonical arguments) multisets / call_pairs"),
+    Metric("args_f1", "Args F1", "rate", "higher", order=620, group="correctness",
+           doc="mean over call pairs of 2·matched leaves / all leaves, leaves = (tool, JSON path, value)"),
+    Metric("call_count_match", "Call Count Match", "rate", "higher", order=630, group="correctness",
+           doc="call pairs with the same number of calls / call_pairs"),
+    Metric("call_pairs", "Call pairs", "int", "none", count=True, order=640, group="correctness",
+           doc="items joined with a baseline item where both succeeded and both called a tool"),
+)
+def baseline_agreement(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[str, Any]:
+    """Which tool and which arguments, compared with the baseline, per (sample_id, repeat) pair.
+
+    Over the ``call_pairs`` pairs where both sides succeeded and both called a tool (finished with
+    ``tool_calls`` or emitted at least one call), with the definitions of :mod:`avv_scoring.correctness`::
+
+        tool_match       = pairs whose multisets of called names are equal / call_pairs
+        args_match       = pairs whose multisets of (name, canonical arguments) are equal / call_pairs
+        args_f1          = mean over pairs of 2·matched leaves / (vendor leaves + baseline leaves)
+        call_count_match = pairs with the same number of calls / call_pairs
+
+    A pair where only one side called a tool is a trigger disagreement (trigger F1), not counted here.
+    Missing with no pair. The baseline against itself scores 1.0 wherever it has a pair.
+    """
+    pairs = call_pairs(rows, baseline_rows)
+    n = len(pairs)
+    pairs_v, pairs_b = pairs["calls_v"].tolist(), pairs["calls_b"].tolist()
+    both = list(zip(pairs_v, pairs_b, strict=True))
+    return {
+        "tool_match": _ratio(sum(tools_equal(v, b) for v, b in both), n),
+        "args_match": _ratio(sum(calls_equal(v, b) for v, b in both), n),
+        "args_f1": _ratio(sum(args_f1(v, b) for v, b in both), n),
+        "call_count_match": _ratio(sum(len(v) == len(b) for v, b in both), n),
+        "call_pairs": n,
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Gold labels
+
+
+def positive(rows: pd.DataFrame) -> pd.Series:
+    """Successful rows finishing with ``tool_calls`` (the trigger positive of F1 and of the gold trigger)."""
+    finish = (rows["finish_reason"].astype("object") == TOOL_CALLS).fillna(False).astype(bool)
+    return is_success(rows) & finish
+
+
+@produces(
+    Metric("gold_trigger_accuracy", "Gold Trigger Acc", "rate", "higher", order=650, group="correctness",
+           doc="(TP + TN) / gold_labelled against expected_tool_call (MiniMax ToolCalls-Match-Rate)"),
+    Metric("gold_tool_accuracy", "Gold Tool Acc", "rate", "higher", order=660, group="correctness",
+           doc="gold_call_items whose called names equal expected_calls' (as multisets) / gold_call_items"),
+    Metric("gold_args_accuracy", "Gold Args Acc", "rate", "higher", order=670, group="correctness",
+           doc="gold_call_items whose calls pair one to one with expected_calls (possible answers, any order)"),
+    Metric("gold_labelled", "Gold labelled", "int", "none", count=True, order=680, group="correctness",
+           doc="successful items whose sample has expected_tool_call"),
+    Metric("gold_call_items", "Gold call items", "int", "none", order=690, group="correctness",
+           doc="successful items whose sample has expected_calls"),
+    Metric("gold_failed", "Gold failed", "int", "none", count=True, order=700,
+           doc="labelled items that failed (left out of the gold metrics; their cost is in success_rate)"),
+)
+def gold_accuracy(rows: pd.DataFrame) -> dict[str, Any]:
+    """Accuracy against the samples' gold labels, for every vendor (the baseline can be wrong too).
+
+    Over successful items whose sample has ``expected_tool_call`` (``gold_labelled``), positive = finished
+    with ``tool_calls`` (as in trigger F1)::
+
+        gold_trigger_accuracy = (TP + TN) / gold_labelled        (MiniMax ToolCalls-Match-Rate)
+
+    Over successful items whose sample has ``expected_calls`` (``gold_call_items``), with the calls the
+    vendor emitted (whatever the finish_reason; a call content written as text is no call)::
+
+        gold_tool_accuracy = items whose multiset of called names equals the expected one / gold_call_items
+        gold_args_accuracy = items whose calls pair one to one with the expected calls / gold_call_items
+
+    where a call matches an expected call when its name (mapped back through ``tool_names``; a name that is
+    not one of the request's tools never matches) is the expected one, every expected argument is present
+    with an acceptable value (or absent when ``""`` is acceptable) and no other argument is present (BFCL
+    AST-style; :mod:`avv_scoring.correctness`). Failed labelled items are counted in ``gold_failed``.
+    Each is missing when its denominator is 0.
+    """
+    rows = ensure_annotated(rows)
+    golds = rows[GOLD]
+    labelled = golds.map(lambda g: g is not None and g.labelled).astype(bool)
+    ok = is_success(rows)
+    scored = rows[labelled & ok]
+    pos = positive(scored)
+    expected = scored[GOLD].map(lambda g: g.expected_tool_call).astype(bool)
+    right_trigger = int((pos == expected).sum())
+    tool_ok = args_ok = n_calls = 0
+    for row in scored[scored[GOLD].map(lambda g: g.expected_calls is not None).astype(bool)].to_dict("records"):
+        gold, calls, name_of = row[GOLD], row[CALLS], name_of_row(row)
+        n_calls += 1
+        tool_ok += tools_match_gold(calls, gold.expected_calls, name_of)
+        args_ok += calls_match_gold(calls, gold.expected_calls, name_of)
+    return {
+        "gold_trigger_accuracy": _ratio(right_trigger, len(scored)),
+        "gold_tool_accuracy": _ratio(tool_ok, n_calls),
+        "gold_args_accuracy": _ratio(args_ok, n_calls),
+        "gold_labelled": len(scored),
+        "gold_call_items": n_calls,
+        "gold_failed": int((labelled & ~ok).sum()),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Anomalies
+
+
+@produces(
+    Metric("anomaly_counts", "Anomalies", "text", "none", count=True, order=710,
+           doc="items per anomaly (records' anomalies column) as anomaly:count;… (most frequent first)"),
+)
+def anomaly_counts(rows: pd.DataFrame) -> dict[str, Any]:
+    """Items per anomaly flag (README "Anomalies"), as ``anomaly:count`` joined by ``;``, most frequent
+    first; empty when no item has one. Counted over every item, successful or not."""
+    counts: Counter[str] = Counter()
+    cells = rows["anomalies"].astype("object") if "anomalies" in rows.columns else pd.Series([], dtype=object)
+    for cell in cells:
+        if isinstance(cell, str) and cell:
+            counts.update(dict.fromkeys(cell.split(";"), 1))
+    return {"anomaly_counts": ";".join(f"{k}:{n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))}

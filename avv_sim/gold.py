@@ -1,0 +1,162 @@
+"""Gold labels for the reference model (pure except :func:`load_gold`): a sample file's ``expected_tool_call``,
+``expected_calls`` and ``tool_names``, found again for each request by the request's messages and tools.
+
+The harness never sends gold to a vendor: it strips these keys from every body. The simulator reads them from
+the sample file itself (``avv-sim --gold FILE``; the harness passes its ``--avv-samples`` file to the simulator
+it starts), keyed by :func:`gold_key` — a hash of the request's ``messages`` and ``tools`` only, so a vendor's
+``model``, ``stream``, ``extra_body`` or provider pinning does not change it.
+
+Following gold (the reference, see docs/simulator.md): call exactly the expected functions (wire names: the
+inverse of ``tool_names``) with, for each expected argument, one of its acceptable values — preferring one that
+keeps the call valid against the tool's schema — and leaving an argument out only when ``""`` is acceptable.
+The acceptable-value rules are those of :mod:`avv_scoring.correctness` (an object value is matched key by key,
+an array element by element); this module re-implements the little it needs so the simulator stays
+independent of the scoring package, and the integration tests check the two agree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import schema_args
+from .draws import canonical_json, unit
+from .identity import conversation
+
+GOLD_KEYS = ("expected_tool_call", "expected_calls", "tool_names")
+OMIT = object()  # "leave this argument out"
+
+
+class GoldError(ValueError):
+    """A gold file that cannot be read (names the file and line)."""
+
+
+@dataclass(frozen=True)
+class GoldEntry:
+    expected_tool_call: bool | None = None
+    expected_calls: tuple[dict[str, Any], ...] | None = None
+    tool_names: dict[str, str] = field(default_factory=dict)  # wire name → original name
+
+    def wire_name(self, original: str) -> str:
+        return next((w for w, o in self.tool_names.items() if o == original), original)
+
+
+def gold_key(body: Mapping[str, Any]) -> str:
+    """sha256 of the canonical ``{"messages", "tools"}`` of a body, its messages reduced to what a chat
+    template renders (:func:`avv_sim.identity.conversation`; K2VV's ``_input`` role read as ``system``, as
+    the harness sends it). So a request transformed by an adapter (ids renumbered, reasoning injected) and a
+    raw-completions prompt parsed back find the same gold as the sample line."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        messages = [{**m, "role": "system"} if isinstance(m, dict) and m.get("role") == "_input" else m
+                    for m in messages]
+    shown = {"messages": conversation(messages), "tools": body.get("tools") or None}
+    return hashlib.sha256(canonical_json(shown).encode("utf-8")).hexdigest()
+
+
+@dataclass
+class GoldBook:
+    """The gold of a sample file: entries by :func:`gold_key`, and the lines that could not be used."""
+
+    entries: dict[str, GoldEntry] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # "line N: why"
+
+
+def _entry(obj: Any) -> GoldEntry | None:
+    """The gold of one parsed line; None when it has none or it is malformed (the harness validates samples
+    and reports bad lines itself; here they are only skipped)."""
+    if not isinstance(obj, dict) or not any(k in obj for k in GOLD_KEYS):
+        return None
+    calls, expected, names = obj.get("expected_calls"), obj.get("expected_tool_call"), obj.get("tool_names")
+    if not isinstance(expected, (bool, type(None))) or not isinstance(calls, (list, type(None))) \
+            or not isinstance(names, (dict, type(None))):
+        raise ValueError("malformed gold keys")
+    return GoldEntry(True if expected is None and calls else expected,
+                     tuple(c for c in calls if isinstance(c, dict)) if calls else None, dict(names or {}))
+
+
+def load_gold(path: str | os.PathLike[str]) -> GoldBook:
+    """The gold labels of a sample JSONL file. Lines without gold keys are ignored; lines that are not JSON or
+    whose gold keys are malformed are skipped and listed (the harness rejects or skips such lines itself, so
+    the two agree with ``--avv-skip-bad-lines``). An unreadable file raises :class:`GoldError`."""
+    path = os.fspath(path)
+    book = GoldBook()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().split("\n")
+    except OSError as exc:
+        raise GoldError(f"{path}: cannot read the gold file ({exc.strerror})") from None
+    for line_no, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+            entry = _entry(obj)
+        except ValueError as exc:  # JSONDecodeError too
+            book.skipped.append(f"line {line_no}: {exc}")
+            continue
+        if entry is not None:
+            book.entries.setdefault(gold_key(obj), entry)
+    return book
+
+
+def canonical(value: Any) -> Any:
+    """Integral floats as ints, recursively (``1 == 1.0``; object key order is ignored by canonical_json)."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: canonical(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [canonical(v) for v in value]
+    return value
+
+
+def options(expected: Any) -> list[Any]:
+    """The acceptable values of an expected argument (a list = alternatives, anything else = one)."""
+    return list(expected) if isinstance(expected, list) else [expected]
+
+
+def build_value(alternative: Any, seed: str) -> Any:
+    """A concrete value for one acceptable value: objects and object elements of arrays are built key by key."""
+    if isinstance(alternative, dict):
+        return build_arguments(alternative, None, seed)
+    if isinstance(alternative, list):
+        return [build_value(e, f"{seed}:{i}") if isinstance(e, dict) else e for i, e in enumerate(alternative)]
+    return alternative
+
+
+def build_arguments(expected: Mapping[str, Any], schema: Mapping[str, Any] | None, seed: str) -> dict[str, Any]:
+    """Arguments that match ``expected`` (see the module docstring); ``schema`` = the tool's parameters."""
+    schema = schema if isinstance(schema, Mapping) else {}
+    props = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+    required = set(schema.get("required") or [])
+    out: dict[str, Any] = {}
+    for key, wanted in expected.items():
+        choices = [OMIT if isinstance(o, str) and o == "" else build_value(o, f"{seed}:{key}") for o in options(wanted)]
+        sub = props.get(key)
+        valid = [c for c in choices if (c is OMIT and key not in required)
+                 or (c is not OMIT and (not isinstance(sub, Mapping) or schema_args.is_valid(sub, c)))]
+        pool = valid or choices
+        if not pool:
+            continue
+        choice = pool[int(unit(seed, "gold", key) * len(pool))]
+        if choice is not OMIT:
+            out[key] = choice
+    return out
+
+
+def acceptable(value: Any, expected: Any) -> bool:
+    """Whether ``value`` equals one of the acceptable values (objects compared as built: key by key)."""
+    for option in options(expected):
+        if isinstance(option, dict):
+            if isinstance(value, dict) and set(value) <= set(option) and all(
+                    acceptable(v, option[k]) for k, v in value.items()):
+                return True
+        elif canonical_json(canonical(value)) == canonical_json(canonical(option)):
+            return True
+    return False
