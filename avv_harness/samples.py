@@ -1,9 +1,13 @@
 """Sample files: JSONL, one OpenAI chat-completions body per line.
 
 Sample id = ``data_index`` when present, else the 1-based line number. Keys that are not request fields
-(``data_index``, ``expected_tool_call``, ``check_type``, ``scenario_check`` and any key starting with
-``_``) are removed before sending and kept as metadata. K2VV's custom ``_input`` message role is
-rewritten to ``system`` (as K2VV itself does before sending).
+(``data_index``, ``expected_tool_call``, ``check_type``, ``scenario_check``, ``expected_language`` and any
+key starting with ``_``) are removed before sending and kept as metadata. K2VV's custom ``_input`` message
+role is rewritten to ``system`` (as K2VV itself does before sending).
+
+``check_type`` (a string or a list of strings, as MiniMax writes it) and ``expected_language`` are validated
+here: a sample's language check (:attr:`Sample.language_check`, see :mod:`.language`) must be computable
+before any request is sent.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ from functools import cached_property
 from typing import Any
 
 from .errors import InputError
+from .language import sample_language_check
 
-METADATA_KEYS = frozenset({"data_index", "expected_tool_call", "check_type", "scenario_check"})
+METADATA_KEYS = frozenset({"data_index", "expected_tool_call", "check_type", "scenario_check", "expected_language"})
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,11 @@ class Sample:
         """sha256 of the request body as canonical JSON (sorted keys, no metadata): equal bodies, equal
         hashes, whatever their key order or line in the file."""
         return body_hash(self.body)
+
+    @cached_property
+    def language_check(self) -> str | None:
+        """The sample's language-check spec (:func:`avv_harness.language.sample_language_check`), or None."""
+        return sample_language_check(self.metadata, self.body)
 
 
 def body_hash(body: dict[str, Any]) -> str:
@@ -98,7 +108,12 @@ def parse_sample_line(text: str, line_no: int, path: str) -> Sample | None:
     body = {k: v for k, v in obj.items() if not _is_metadata_key(k)}
     body["messages"] = _normalise_messages(messages)
     sample_id = str(obj["data_index"]) if obj.get("data_index") is not None else str(line_no)
-    return Sample(sample_id=sample_id, line=line_no, body=body, metadata=metadata)
+    sample = Sample(sample_id=sample_id, line=line_no, body=body, metadata=metadata)
+    try:
+        sample.language_check  # noqa: B018 - validated (and cached) before any request
+    except ValueError as exc:
+        raise InputError(f"{path}:{line_no}: {exc}") from None
+    return sample
 
 
 def file_sha256(path: str) -> str:

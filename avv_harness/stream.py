@@ -59,6 +59,7 @@ class Attempt:
     usage: dict[str, Any] | None = None
     content: list[str] = field(default_factory=list)
     reasoning_chars: int = 0
+    reasoning: list[str] = field(default_factory=list)  # the reasoning text itself (K2VV / MiniMax export)
     tool_calls: dict[int, ToolCallAcc] = field(default_factory=dict)
     reads: int = 0  # socket reads that returned bytes
     token_events: int = 0  # SSE events that carried a token (content, reasoning or a tool-call delta)
@@ -173,6 +174,7 @@ def _apply_chunk(att: Attempt, obj: dict[str, Any], now: float) -> None:
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if isinstance(reasoning, str) and reasoning:
             att.reasoning_chars += len(reasoning)
+            att.reasoning.append(reasoning)
             token_kind = token_kind or "reasoning"
         tool_calls = delta.get("tool_calls")
         if isinstance(tool_calls, list) and tool_calls:

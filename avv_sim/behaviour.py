@@ -6,7 +6,8 @@ recomputed from (profile, request body, attempt) alone. Derivations (see docs/si
 - reference decision: (request hash, tool_call_rate) — same for every profile with that rate;
 - flip: (request hash, seed, "flip");
 - which tools, parallel calls, argument values, filler text: request hash only;
-- faults, broken arguments, reasoning-only, jitter, quirks: (seed, request hash, attempt, knob).
+- faults, broken arguments, reasoning-only, language drift, jitter, quirks: (seed, request hash, attempt, knob);
+- the script of the content: the prompt's (:mod:`.scripts`), another one on a language drift.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import schema_args
+from . import schema_args, scripts
 from .profiles import QUIRKS, Profile
 
 HASH_EXCLUDED_KEYS = ("model", "stream", "stream_options")
@@ -447,6 +448,9 @@ class Plan:
     decision: Decision
     fault: str | None
     reasoning_only: bool
+    prompt_script: str  # the script of the last user message (scripts.prompt_script)
+    content_script: str | None  # the script the content was written in (None: no content)
+    language_drift: bool  # the content is in another script than the prompt's (language_drift_rate)
     quirks: tuple[str, ...]
     tool_calls: list[ToolCall]
     tokens: list[Token]
@@ -519,6 +523,10 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
     fault = pick_fault(profile, h, attempt)
     reasoning_only = chance(profile.reasoning_only_rate, *_fault_parts(profile, h, attempt, "reasoning_only"))
     calls_wanted = decision.decision and not reasoning_only
+    has_content = not calls_wanted and not reasoning_only
+    script = scripts.prompt_script(body)
+    drift = has_content and chance(profile.language_drift_rate, *_fault_parts(profile, h, attempt, "language_drift"))
+    content_script = (scripts.drift_script(script) if drift else script) if has_content else None
     quirks = applied_quirks(
         profile,
         h,
@@ -527,7 +535,7 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
         fault=fault,
         has_tool_calls=calls_wanted,
         n_calls=len(decision.calls) if calls_wanted else 0,
-        has_content=not calls_wanted and not reasoning_only,
+        has_content=has_content,
         usage_wanted=usage_wanted,
     )
 
@@ -540,8 +548,9 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
         tokens += tool_tokens(tool_calls, interleave="interleave_parallel" in quirks)
         finish = "tool_calls"
     else:
-        if not reasoning_only:
-            tokens += _word_tokens("content", filler_words(h, "content", profile.output_tokens, _CONTENT_WORDS))
+        if content_script is not None:
+            words = scripts.WORDS.get(content_script, _CONTENT_WORDS)
+            tokens += _word_tokens("content", filler_words(h, "content", profile.output_tokens, words))
         finish = "stop"
     if max_tokens is not None and len(tokens) > max_tokens:
         tokens = tokens[:max_tokens]
@@ -562,6 +571,9 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
         decision=decision,
         fault=fault,
         reasoning_only=reasoning_only,
+        prompt_script=script,
+        content_script=content_script,
+        language_drift=drift,
         quirks=quirks,
         tool_calls=tool_calls,
         tokens=tokens,

@@ -63,6 +63,8 @@ class Profile:
     # reasoning
     reasoning_tokens: int = 0
     reasoning_only_rate: float = 0.0
+    # language
+    language_drift_rate: float = 0.0
     # faults
     error_rate: float = 0.0
     error_status: int = 500
@@ -105,6 +107,7 @@ _RATES = {
     "bad_args_rate",
     "parallel_rate",
     "reasoning_only_rate",
+    "language_drift_rate",
     "error_rate",
     "rate_limit_rate",
     "truncate_rate",
