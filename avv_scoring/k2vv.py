@@ -297,7 +297,13 @@ def export_run(run: str | os.PathLike[str], out_dir: str | os.PathLike[str] | No
     records = read_inputs(inputs)
     if records.empty:
         raise InputError(f"{item.csv_path}: no records to export")
-    baselines = resolve_baselines(records, baseline)
+    try:
+        baselines = resolve_baselines(records, baseline)
+    except InputError as exc:
+        if baseline is not None:
+            raise
+        baselines = {}  # no baseline vendor in the run: results and summaries only
+        result.warnings.append(f"no compare files: {exc}")
     records = records.assign(repeat=pd.to_numeric(records["repeat"], errors="coerce").fillna(1).astype(int))
     models = list(dict.fromkeys(records["model"].astype(str)))
     repeats = sorted(set(records["repeat"].tolist()))
@@ -308,7 +314,8 @@ def export_run(run: str | os.PathLike[str], out_dir: str | os.PathLike[str] | No
             folder = os.path.join(folder, f"repeat_{repeat:02d}") if len(repeats) > 1 else folder
             part = records[(records["model"].astype(str) == model) & (records["repeat"] == repeat)]
             rows_by_vendor = _export_rows(part, model, by_id, vendors, result.warnings)
-            base_rows = rows_by_vendor.get(baselines[model])
+            base_name = baselines.get(model)
+            base_rows = rows_by_vendor.get(base_name) if base_name else None
             for vendor, (rows, attempts) in rows_by_vendor.items():
                 stem = os.path.join(folder, _safe(vendor))
                 _write_json(f"{stem}_results.jsonl", rows, lines=True)
@@ -316,8 +323,8 @@ def export_run(run: str | os.PathLike[str], out_dir: str | os.PathLike[str] | No
                 _write_json(f"{stem}_summary.json", summary)
                 result.files += [f"{stem}_results.jsonl", f"{stem}_summary.json"]
                 result.summaries[f"{stem}_summary.json"] = summary
-                if base_rows is not None and vendor != baselines[model]:
-                    _write_json(f"{stem}_compare.json", {"baseline": baselines[model], "vendor": vendor,
+                if base_rows is not None and vendor != base_name:
+                    _write_json(f"{stem}_compare.json", {"baseline": base_name, "vendor": vendor,
                                                          **compare(base_rows[0], rows)})
                     result.files.append(f"{stem}_compare.json")
     return result
