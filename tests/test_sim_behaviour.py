@@ -159,8 +159,9 @@ def test_reasoning_only_rate() -> None:
 def test_language_drift_rate_writes_the_content_in_another_script() -> None:
     from avv_sim import scripts
 
-    prompts = {"Japanese": "今日は何曜日ですか？", "Cyrillic": "Какой сегодня день?", "Hangul": "오늘은 무슨 요일인가요?",
-               "Greek": "Τι μέρα είναι σήμερα;", "Latin": "What day is it today?", "Han": "今天星期几？"}
+    prompts = {"Japanese": "今日は何曜日ですか？", "Cyrillic": "Какой сегодня день?",
+               "Hangul": "오늘은 무슨 요일인가요?", "Greek": "Τι μέρα είναι σήμερα;",
+               "Latin": "What day is it today?", "Han": "今天星期几？"}
     bodies = [{"messages": [{"role": "user", "content": f"{text} ({i})"}]} for text in prompts.values()
               for i in range(100)]
     steady = make_profile("s")
