@@ -8,8 +8,9 @@ outputs) → :mod:`.cli`. Rule throughout: a vendor's failure never improves its
 
 from __future__ import annotations
 
+from .baseline_results import BaselineResults
 from .irf import add_irf, irf_scores
-from .k2vv import BaselineResults, export_run
+from .k2vv import export_run
 from .load import load_records
 from .presets import load_thresholds, resolve_thresholds
 from .registry import METRICS, Metric, metric, render_metric_table

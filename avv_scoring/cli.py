@@ -27,8 +27,9 @@ import pandas as pd
 
 from avv_harness.errors import InputError
 
+from .baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
 from .irf import irf_scores, irf_table_columns, resolve_irf_metrics
-from .k2vv import DEFAULT_BASELINE_NAME, FORMAT, BaselineResults, export_run
+from .k2vv import FORMAT, export_run
 from .presets import PRESETS, resolve_thresholds, thresholds_yaml
 from .registry import render_metric_table
 from .report import render_tables

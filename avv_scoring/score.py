@@ -296,9 +296,9 @@ def score_paths(
     """Load run folders / records.csv files, score them and (``write=True``) write ``scores.csv``,
     ``scores_by_repeat.csv``, ``scores.json`` and ``report.md`` into ``out_dir``.
 
-    ``baseline_results`` (:class:`avv_scoring.k2vv.BaselineResults`, ``--baseline-results``) adds K2VV / MiniMax
-    results files as the baseline vendor ``baseline_name`` (default ``official``) of their model; they replace
-    ``baseline`` for those models (giving both for one model is an InputError).
+    ``baseline_results`` (:class:`avv_scoring.baseline_results.BaselineResults`, ``--baseline-results``) adds
+    K2VV / MiniMax results files as the baseline vendor ``baseline_name`` (default ``official``) of their model;
+    they replace ``baseline`` (giving both is an InputError).
 
     Tools come from ``samples`` when given, else from the sample file recorded in each run.json
     (sha256-checked). When exactly one run folder is scored and its run.json says ``"mode": "stress"``,
@@ -313,7 +313,7 @@ def score_paths(
     tool_source = load_tools(inputs, samples)
     import_notes: list[str] = []
     if baseline_results:
-        from .k2vv import DEFAULT_BASELINE_NAME, add_baseline_results
+        from .baseline_results import DEFAULT_BASELINE_NAME, add_baseline_results
 
         if baseline is not None:
             raise InputError("--baseline and --baseline-results both name the baseline; give one of them")

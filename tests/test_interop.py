@@ -19,16 +19,9 @@ from avv_harness.execute import build_body
 from avv_harness.manifest import RunManifest
 from avv_harness.records import RecordWriter
 from avv_harness.samples import body_hash, file_sha256, load_samples
+from avv_scoring.baseline_results import BaselineResults, baseline_record, read_results
 from avv_scoring.cli import main
-from avv_scoring.k2vv import (
-    BaselineResults,
-    baseline_record,
-    compare,
-    export_run,
-    k2vv_hash,
-    read_results,
-    summarize,
-)
+from avv_scoring.k2vv import compare, export_run, k2vv_hash, summarize
 from avv_scoring.presets import PRESETS, load_thresholds, preset, resolve_thresholds, thresholds_yaml
 from avv_scoring.score import score_frame, score_paths
 from avv_scoring.testing import call, record, records_frame
