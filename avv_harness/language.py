@@ -1,7 +1,8 @@
-"""Language following (pure, no model): which writing system a text is in, by Unicode script ranges.
+"""Language following (harness pure core: no model, no I/O): which writing system a text is in, by Unicode
+script ranges.
 
 Used by the sample loader (a sample's language check, validated before any request), the record (its
-``expected_language`` column) and scoring (``language_following_rate``). No I/O, no globals but tables.
+``expected_language`` column) and scoring (``language_following_rate``). Module state: constant tables.
 
 A sample's **language check** is one spec string:
 

@@ -1,5 +1,6 @@
-"""Which writing system the simulated model answers in (pure): the prompt's script, or another one when the
-profile's ``language_drift_rate`` draws a drift (the symptom MiniMax's language-following check detects).
+"""Which writing system the simulated model answers in (simulator, pure decisions like :mod:`.behaviour`): the
+prompt's script, or another one when the profile's ``language_drift_rate`` draws a drift (the symptom MiniMax's
+language-following check detects).
 
 - prompt script = the script with the most letters in the last ``user`` message (Hiragana / Katakana present
   → ``Japanese``; Han without kana → ``Han``); ``Latin`` when it has none of the known letters;
