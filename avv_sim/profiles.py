@@ -64,7 +64,7 @@ class Profile:
     reasoning_tokens: int = 0
     reasoning_only_rate: float = 0.0
     # language
-    language_drift_rate: float = 0.0
+    language_drift_rate: float = 0.0  # fraction of content answers in another script than the prompt's
     # faults
     error_rate: float = 0.0
     error_status: int = 500
