@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 
 from .options import DATA_DIR, add_arguments
-from .records import ANOMALIES, COLUMNS, ERROR_KINDS
+from .records import ANOMALIES, COLUMNS, ERROR_KINDS, IMPORTED_ERROR_KINDS
 
 RETRIED = {"http_429", "http_5xx", "timeout", "connect", "truncated"}
 
@@ -48,7 +48,8 @@ def render_columns_table() -> str:
 
 def render_error_kinds_table() -> str:
     rows = ["| error_kind | meaning | retried |", "|---|---|---|"]
-    rows += [f"| `{k}` | {_cell(v)} | {'yes' if k in RETRIED else 'no'} |" for k, v in ERROR_KINDS.items()]
+    kinds = {**ERROR_KINDS, **IMPORTED_ERROR_KINDS}
+    rows += [f"| `{k}` | {_cell(v)} | {'yes' if k in RETRIED else 'no'} |" for k, v in kinds.items()]
     return "\n".join(rows)
 
 

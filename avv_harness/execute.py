@@ -206,6 +206,7 @@ def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = 
         "tool_call_count": len(calls),
         "content": "".join(att.content),
         "reasoning_chars": att.reasoning_chars,
+        "reasoning": "".join(att.reasoning),
         "stale_conn_retries": att.stale_conn_retries,
         "reasoning_field": ";".join(att.reasoning_fields) or None,
     }
@@ -248,7 +249,7 @@ def item_identity(item: WorkItem, ctx: ExecContext, started_at: str, vendor: Ven
     out = {
         "run_id": ctx.run_id, "model": key.model, "vendor": key.vendor, "sample_id": key.sample_id,
         "repeat": key.repeat, "level": item.level, "worker": ctx.worker, "started_at": started_at,
-        "request_hash": item.sample.request_hash,
+        "request_hash": item.sample.request_hash, "expected_language": item.sample.language_check,
     }
     if vendor is not None:
         out.update(endpoint=vendor.dialect.endpoint, transforms=";".join(vendor.dialect.transforms) or None)

@@ -90,6 +90,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("tool_call_count", "int", "Number of assembled tool calls."),
     Column("content", "str", "Assembled assistant content."),
     Column("reasoning_chars", "int", "Characters of reasoning received (whichever field carried it)."),
+    Column("reasoning", "str", "Assembled reasoning text (reasoning_content or reasoning deltas), for the K2VV / "
+           "MiniMax export."),
+    Column("expected_language", "str", "The sample's language check: an ISO 639-1 code or a script name "
+           "(`expected_language`, or inferred from the prompt for `check_type: language_following`), or "
+           "`minimax:no-cyrillic` (MiniMax's rule); empty when the sample has none."),
     Column("client_lag_ms", "float", "Largest lag of this process's event loop between t0 and the first token (or "
            "the end): an upper bound on how much of the TTFT is the client's own delay."),
     Column("client_cpu_pct", "float", "CPU of the Locust process that ran the item (last 1 s sample; 100 = one core)."),
@@ -112,6 +117,13 @@ ERROR_KINDS: dict[str, str] = {
     "bad_sse": "HTTP 200 whose body is not a parseable chat-completions SSE stream.",
     "client_error": "The client itself failed (a request it could not build or send, an unexpected "
                     "exception): not the vendor's fault, never retried; `error_detail` names the exception.",
+}
+
+#: Error kinds of rows that scoring builds from other tools' files (never written by the wire client, so
+#: they are not in :data:`ERROR_KINDS`, whose kinds are also the stress table's rate columns).
+IMPORTED_ERROR_KINDS: dict[str, str] = {
+    "imported_failure": "A failed row of a K2VV / MiniMax results file scored with `avv-score --baseline-results` "
+                        "(its `status` is not `success`); `error_detail` holds the file's error.",
 }
 
 #: Anomaly flags recorded on responses (README: "Anomalies").

@@ -3,7 +3,8 @@
 A run folder may only be resumed with the same config (models, vendors, model ids, URLs), the same mode
 and the same set of sample ids; anything else is refused (exit status 2) rather than mixing two runs
 in one records.csv. Within that, an item counts as done when its latest row succeeded *and* was made
-from the sample body the file holds now (``request_hash``): an edited sample is run again.
+from the sample body the file holds now (``request_hash``) with the language check it asks for now
+(``expected_language``): an edited sample is run again.
 """
 
 from __future__ import annotations
@@ -46,15 +47,18 @@ def check_resumable(run_dir: Path, config_identity: str, mode: str, samples: Sam
 
 
 def done_items(run_dir: Path, samples: SampleSet) -> set[ItemKey]:
-    """Items whose latest row succeeded with the sample body the file holds now."""
+    """Items whose latest row succeeded with the sample body (and language check) the file holds now."""
     path = run_dir / RECORDS_CSV
     if not path.is_file() or os.path.getsize(path) == 0:
         return set()
-    current = {s.sample_id: s.request_hash for s in samples.samples}
-    latest: dict[ItemKey, tuple[str, str | None]] = {}
+    current = {s.sample_id: (s.request_hash, s.language_check) for s in samples.samples}
+    latest: dict[ItemKey, tuple[str, str | None, str | None]] = {}
     for row in iter_csv_rows(path):
-        latest[ItemKey.from_record(row)] = (row.get("status") or "", row.get("request_hash"))
-    return {
-        key for key, (status, digest) in latest.items()
-        if status == STATUS_SUCCESS and (digest is None or digest == current.get(key.sample_id))
-    }
+        latest[ItemKey.from_record(row)] = (row.get("status") or "", row.get("request_hash"),
+                                            row.get("expected_language"))
+    done = set()
+    for key, (status, digest, language) in latest.items():
+        digest_now, language_now = current.get(key.sample_id, (None, None))
+        if status == STATUS_SUCCESS and (digest is None or digest == digest_now) and language == language_now:
+            done.add(key)
+    return done

@@ -2,9 +2,10 @@
 
 Sample id = ``data_index`` when present, else the 1-based line number. Keys that are not request fields
 (``data_index``, ``expected_tool_call``, ``expected_calls``, ``tool_names``, ``check_type``,
-``scenario_check`` and any key starting with ``_``) are removed before sending and kept as metadata. The body
-is kept as written: K2VV's custom ``_input`` role becomes ``system`` only when the request is built, by the
-``input_role_to_system`` transform of the default (``generic``) adapter (:mod:`avv_harness.transforms`).
+``scenario_check``, ``expected_language`` and any key starting with ``_``) are removed before sending and kept
+as metadata. The body is kept as written: K2VV's custom ``_input`` role becomes ``system`` only when the
+request is built, by the ``input_role_to_system`` transform of the default (``generic``) adapter
+(:mod:`avv_harness.transforms`).
 
 Gold labels (optional, never sent; :class:`Gold`):
 
@@ -15,6 +16,10 @@ Gold labels (optional, never sent; :class:`Gold`):
   alternatives means the argument may be left out. Implies ``expected_tool_call: true``;
 - ``tool_names``: ``{wire name: original name}`` when the tools were renamed for the wire (BFCL's dotted
   names); ``expected_calls`` use the original names and grading maps the vendor's calls back.
+
+``check_type`` (a string or a list of strings, as MiniMax writes it) and ``expected_language`` are validated
+here: a sample's language check (:attr:`Sample.language_check`, see :mod:`.language`) must be computable
+before any request is sent.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ from functools import cached_property
 from typing import Any
 
 from .errors import InputError
+from .language import sample_language_check
 
 METADATA_KEYS = frozenset({"data_index", "expected_tool_call", "expected_calls", "tool_names", "check_type",
-                           "scenario_check"})
+                           "scenario_check", "expected_language"})
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,11 @@ class Sample:
         """sha256 of the request body as canonical JSON (sorted keys, no metadata): equal bodies, equal
         hashes, whatever their key order or line in the file."""
         return body_hash(self.body)
+
+    @cached_property
+    def language_check(self) -> str | None:
+        """The sample's language-check spec (:func:`avv_harness.language.sample_language_check`), or None."""
+        return sample_language_check(self.metadata, self.body)
 
 
 def body_hash(body: dict[str, Any]) -> str:
@@ -161,7 +172,12 @@ def parse_sample_line(text: str, line_no: int, path: str) -> Sample | None:
     metadata = {k: v for k, v in obj.items() if _is_metadata_key(k)}
     body = {k: v for k, v in obj.items() if not _is_metadata_key(k)}
     sample_id = str(obj["data_index"]) if obj.get("data_index") is not None else str(line_no)
-    return Sample(sample_id=sample_id, line=line_no, body=body, metadata=metadata)
+    sample = Sample(sample_id=sample_id, line=line_no, body=body, metadata=metadata)
+    try:
+        sample.language_check  # noqa: B018 - validated (and cached) before any request
+    except ValueError as exc:
+        raise InputError(f"{path}:{line_no}: {exc}") from None
+    return sample
 
 
 def file_sha256(path: str) -> str:

@@ -69,6 +69,7 @@ class Attempt:
     content: list[str] = field(default_factory=list)
     reasoning_chars: int = 0
     reasoning_fields: list[str] = field(default_factory=list)  # which fields carried reasoning, first seen first
+    reasoning: list[str] = field(default_factory=list)  # the reasoning text itself (K2VV / MiniMax export)
     tool_calls: dict[int, ToolCallAcc] = field(default_factory=dict)
     reads: int = 0  # socket reads that returned bytes
     token_events: int = 0  # SSE events that carried a token (content, reasoning or a tool-call delta)
@@ -188,6 +189,7 @@ def _apply_chunk(att: Attempt, obj: dict[str, Any], now: float) -> None:
             reasoning = reasoning_text(delta.get(name))
             if reasoning:
                 att.reasoning_chars += len(reasoning)
+                att.reasoning.append(reasoning)
                 if name not in att.reasoning_fields:
                     att.reasoning_fields.append(name)
                 token_kind = token_kind or "reasoning"

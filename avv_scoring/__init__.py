@@ -10,8 +10,11 @@ failure never improves its score. See docs/scoring.md.
 
 from __future__ import annotations
 
+from .baseline_results import BaselineResults
 from .irf import add_irf, irf_scores
+from .k2vv import export_run
 from .load import load_records
+from .presets import load_thresholds, resolve_thresholds
 from .registry import METRICS, Metric, metric, render_metric_table
 from .report import render_markdown, render_tables
 from .score import SCORE_COLUMNS, ScoreResult, score_frame, score_paths, stress_only
@@ -19,6 +22,7 @@ from .stress import StressResult, stress_tables, write_stress_outputs
 from .verdict import Thresholds
 
 __all__ = [
+    "BaselineResults",
     "METRICS",
     "SCORE_COLUMNS",
     "Metric",
@@ -26,12 +30,15 @@ __all__ = [
     "StressResult",
     "Thresholds",
     "add_irf",
+    "export_run",
     "irf_scores",
     "load_records",
+    "load_thresholds",
     "metric",
     "render_markdown",
     "render_metric_table",
     "render_tables",
+    "resolve_thresholds",
     "score_frame",
     "score_paths",
     "stress_only",

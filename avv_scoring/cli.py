@@ -2,11 +2,15 @@
 score runs, re-render a stress run, or compute IRF over a ready metrics table.
 
     avv-score RUN_OR_CSV... [--baseline NAME | --baseline MODEL=VENDOR ...] [--samples FILE] [--out DIR]
+                            [--baseline-results [MODEL=]FILE.jsonl ...] [--baseline-name NAME]
+                            [--thresholds avv|k2vv|minimax|none|FILE.yaml]
                             [--min-success X] [--min-f1 X] [--min-schema X] [--max-reasoning-only X]
                             [--min-attempt-success X] [--irf-metrics A,B,...] [--strict] [-q]
     avv-score stress RUN [--no-score] [same options as above]
+    avv-score export --format k2vv RUN [--out DIR] [--samples FILE] [--baseline NAME | MODEL=VENDOR]
     avv-score irf TABLE.csv [--digits N] [--irf-metrics A,B,...]
     avv-score metrics                       (the registry's metric table, as in the README)
+    avv-score thresholds [PRESET|FILE.yaml] (a threshold preset as YAML, ready to copy and edit)
 
 Bad input prints one message naming the file and field and exits with status 2 (no traceback).
 """
@@ -23,12 +27,15 @@ import pandas as pd
 
 from avv_harness.errors import InputError
 
+from .baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
 from .irf import irf_scores, irf_table_columns, resolve_irf_metrics
+from .k2vv import FORMAT, export_run
+from .presets import PRESETS, resolve_thresholds, thresholds_yaml
 from .registry import render_metric_table
 from .report import render_tables
 from .score import ScoreResult, score_paths, stress_only
 from .stress import stress_tables
-from .verdict import Thresholds
+from .verdict import DEFAULT_PRESET, Thresholds
 
 PROG = "avv-score"
 
@@ -93,6 +100,16 @@ def _stress_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: The single-metric threshold flags: flag → (dest, bound keyword). They override --thresholds.
+THRESHOLD_FLAGS: tuple[tuple[str, str, str, str], ...] = (
+    ("--min-success", "min_success", "min_success_rate", "minimum success rate"),
+    ("--min-f1", "min_f1", "min_f1", "minimum trigger F1"),
+    ("--min-schema", "min_schema", "min_schema_accuracy", "minimum schema accuracy"),
+    ("--max-reasoning-only", "max_reasoning_only", "max_reasoning_only_rate", "maximum reasoning-only rate"),
+    ("--min-attempt-success", "min_attempt_success", "min_attempt_success_rate", "minimum per-attempt success rate"),
+)
+
+
 def _add_score_options(p: argparse.ArgumentParser) -> None:
     defaults = Thresholds()
     p.add_argument(
@@ -103,6 +120,21 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
         help="baseline vendor (overrides is_baseline); repeat MODEL=VENDOR for several models",
     )
     p.add_argument(
+        "--baseline-results",
+        action="append",
+        default=[],
+        type=BaselineResults.parse,
+        metavar="[MODEL=]FILE.jsonl",
+        help="a K2VV / MiniMax results.jsonl as the baseline vendor (joined by data_index; its failed rows count "
+        "as failures); repeat for the repeats of one model, MODEL= for one of several models",
+    )
+    p.add_argument(
+        "--baseline-name",
+        default=None,
+        metavar="NAME",
+        help=f"vendor name of --baseline-results rows (default {DEFAULT_BASELINE_NAME})",
+    )
+    p.add_argument(
         "--samples", metavar="FILE", help="sample JSONL with the request tools (default: from run.json)"
     )
     p.add_argument(
@@ -111,40 +143,23 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
         help="output folder (default: the run folder when one is given, else ./scores)",
     )
     p.add_argument(
-        "--min-success",
-        type=_threshold,
-        default=defaults.min_success_rate,
-        metavar="X",
-        help="minimum success rate (default %(default)s; 'off' disables)",
+        "--thresholds",
+        default=None,
+        metavar="|".join(PRESETS[:3]) + "|FILE.yaml",
+        help=f"verdict thresholds: a preset ({', '.join(PRESETS)}) or a YAML file (default {DEFAULT_PRESET}); "
+        "the flags below override single bounds",
     )
-    p.add_argument(
-        "--min-f1",
-        type=_threshold,
-        default=defaults.min_f1,
-        metavar="X",
-        help="minimum trigger F1 (default %(default)s)",
-    )
-    p.add_argument(
-        "--min-schema",
-        type=_threshold,
-        default=defaults.min_schema_accuracy,
-        metavar="X",
-        help="minimum schema accuracy (default %(default)s)",
-    )
-    p.add_argument(
-        "--max-reasoning-only",
-        type=_threshold,
-        default=defaults.max_reasoning_only_rate,
-        metavar="X",
-        help="maximum reasoning-only rate (default %(default)s)",
-    )
-    p.add_argument(
-        "--min-attempt-success",
-        type=_threshold,
-        default=defaults.min_attempt_success_rate,
-        metavar="X",
-        help="minimum per-attempt success rate (default: not checked)",
-    )
+    for flag, dest, keyword, text in THRESHOLD_FLAGS:
+        kind, _, column = keyword.partition("_")
+        default = dict(defaults.get(column, ())).get(kind)
+        p.add_argument(
+            flag,
+            dest=dest,
+            type=_threshold,
+            default=argparse.SUPPRESS,
+            metavar="X",
+            help=f"{text} (avv default {'not checked' if default is None else f'{default:g}'}; 'off' disables)",
+        )
     _add_irf_metrics_option(p)
     p.add_argument(
         "--strict", action="store_true",
@@ -231,13 +246,17 @@ def main_irf(argv: Sequence[str]) -> int:
 
 
 def _thresholds(args: argparse.Namespace) -> Thresholds:
-    return Thresholds(
-        min_success_rate=args.min_success,
-        min_f1=args.min_f1,
-        min_schema_accuracy=args.min_schema,
-        max_reasoning_only_rate=args.max_reasoning_only,
-        min_attempt_success_rate=args.min_attempt_success,
-    )
+    """``--thresholds`` (a preset or YAML file), then each single-bound flag that was given."""
+    base = resolve_thresholds(args.thresholds)
+    given = [(flag, keyword, getattr(args, dest)) for flag, dest, keyword, _ in THRESHOLD_FLAGS if hasattr(args, dest)]
+    out = base
+    for _, keyword, value in given:
+        kind, _, column = keyword.partition("_")
+        out = out.with_bound(column, kind, value)
+    if given:
+        flags = " ".join(f"{flag} {'off' if value is None else f'{value:g}'}" for flag, _, value in given)
+        out = out.named(f"{base.name} with {flags}")
+    return out
 
 
 def _report(result: ScoreResult, args: argparse.Namespace) -> int:
@@ -266,6 +285,8 @@ def main_score(argv: Sequence[str]) -> int:
         out_dir=args.out,
         thresholds=_thresholds(args),
         irf_metrics=args.irf_metrics,
+        baseline_results=args.baseline_results,
+        baseline_name=args.baseline_name,
     )
     return _report(result, args)
 
@@ -285,8 +306,47 @@ def main_stress(argv: Sequence[str]) -> int:
         out_dir=args.out,
         thresholds=_thresholds(args),
         irf_metrics=args.irf_metrics,
+        baseline_results=args.baseline_results,
+        baseline_name=args.baseline_name,
     )
     return _report(result, args)
+
+
+def _export_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"{PROG} export",
+        description="Write a run folder as K2-Vendor-Verifier / MiniMax-Provider-Verifier files: per vendor "
+        "<vendor>_results.jsonl, <vendor>_summary.json and <vendor>_compare.json (against the baseline).",
+    )
+    p.add_argument("run", metavar="RUN", help="a run folder (records.csv and run.json)")
+    p.add_argument("--format", required=True, choices=[FORMAT], help="the file format (k2vv: K2VV and MiniMax)")
+    p.add_argument("--out", metavar="DIR", help="output folder (default RUN/k2vv)")
+    p.add_argument("--samples", metavar="FILE", help="sample JSONL (default: from run.json)")
+    p.add_argument("--baseline", action="append", default=[], metavar="NAME|MODEL=VENDOR",
+                   help="baseline vendor of the compare files (default: is_baseline)")
+    p.add_argument("-q", "--quiet", action="store_true", help="do not list the files written")
+    return p
+
+
+def main_export(argv: Sequence[str]) -> int:
+    args = _export_parser().parse_args(argv)
+    result = export_run(args.run, out_dir=args.out, samples=args.samples, baseline=_baseline_arg(args.baseline))
+    for warning in result.warnings:
+        sys.stderr.write(f"{PROG}: warning: {warning}\n")
+    if not args.quiet:
+        for path in result.files:
+            sys.stdout.write(path + "\n")
+        sys.stdout.write(f"wrote {len(result.files)} file(s) to {result.out_dir}\n")
+    return 0
+
+
+def main_thresholds(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog=f"{PROG} thresholds", description="Print a threshold preset (or a thresholds "
+                                "YAML file, resolved) as YAML that --thresholds FILE.yaml reads back.")
+    p.add_argument("preset", nargs="?", default=DEFAULT_PRESET, metavar="|".join(PRESETS) + "|FILE.yaml")
+    args = p.parse_args(argv)
+    sys.stdout.write(thresholds_yaml(resolve_thresholds(args.preset)))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -296,6 +356,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return main_irf(argv[1:])
         if argv and argv[0] == "stress":
             return main_stress(argv[1:])
+        if argv and argv[0] == "export":
+            return main_export(argv[1:])
+        if argv and argv[0] == "thresholds":
+            return main_thresholds(argv[1:])
         if argv and argv[0] == "metrics":  # the README table, from the registry
             sys.stdout.write(render_metric_table() + "\n")
             return 0

@@ -19,7 +19,7 @@ from avv_harness.errors import InputError
 from avv_harness.items import ItemKey
 from avv_harness.manifest import RunManifest, read_manifest
 from avv_harness.records import STATUS_SUCCESS, read_records
-from avv_harness.samples import Gold, file_sha256, load_samples
+from avv_harness.samples import Gold, SampleSet, file_sha256, load_samples
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +205,35 @@ def _samples_info(run: RunInput) -> tuple[str | None, str | None]:
     return (path if isinstance(path, str) and path else None, sha if isinstance(sha, str) and sha else None)
 
 
+def run_sample_set(run: RunInput, samples: str | os.PathLike[str] | None = None,
+                   warnings: list[str] | None = None) -> SampleSet:
+    """The sample file of one run: ``samples`` when given (a warning in ``warnings`` when its sha256 differs from
+    the one recorded), else run.json's ``samples.path``, whose sha256 must equal ``samples.sha256``.
+    Raises InputError when no sample file is known, it is gone, or it changed since the run."""
+    warnings = warnings if warnings is not None else []
+    path, sha = _samples_info(run)
+    if samples is not None:
+        sample_set = load_samples(os.fspath(samples), skip_bad_lines=True)
+        if sha and sha != sample_set.sha256:
+            warnings.append(f"{sample_set.path}: sha256 differs from the sample file recorded in {run.run_json_path}")
+        return sample_set
+    if path is None:
+        where = run.run_json_path or f"{run.csv_path} (no {RUN_JSON_NAME} next to it)"
+        raise InputError(f"{where}: no sample file recorded (field 'samples.path'); pass --samples FILE")
+    if not os.path.isfile(path):
+        raise InputError(f"{run.run_json_path}: samples.path {path} does not exist; pass --samples FILE")
+    actual = file_sha256(path)
+    if sha is None:
+        warnings.append(f"{run.run_json_path}: no samples.sha256 recorded; {path} used unchecked")
+    elif actual != sha:
+        raise InputError(
+            f"{path}: sha256 {actual[:12]}… differs from samples.sha256 {sha[:12]}… "
+            f"in {run.run_json_path} (the sample file changed since the run); "
+            "pass --samples FILE to score against it anyway"
+        )
+    return load_samples(path, skip_bad_lines=True)
+
+
 def load_tools(inputs: Sequence[RunInput], samples: str | os.PathLike[str] | None = None) -> ToolSource:
     """Load the request tool definitions and the gold labels (``expected_tool_call``, ``expected_calls``,
     ``tool_names``), keyed by sample id.
@@ -229,27 +258,13 @@ def load_tools(inputs: Sequence[RunInput], samples: str | os.PathLike[str] | Non
     gold: dict[str, Gold] = {}
     loaded: dict[str, str] = {}  # path -> sha256
     for run in inputs:
-        path, sha = _samples_info(run)
-        if path is None:
-            where = run.run_json_path or f"{run.csv_path} (no {RUN_JSON_NAME} next to it)"
-            raise InputError(f"{where}: no sample file recorded (field 'samples.path'); pass --samples FILE")
-        if path in loaded:
+        path, _ = _samples_info(run)
+        if path is not None and path in loaded:
             continue
-        if not os.path.isfile(path):
-            raise InputError(f"{run.run_json_path}: samples.path {path} does not exist; pass --samples FILE")
-        actual = file_sha256(path)
-        if sha is None:
-            warnings.append(f"{run.run_json_path}: no samples.sha256 recorded; {path} used unchecked")
-        elif actual != sha:
-            raise InputError(
-                f"{path}: sha256 {actual[:12]}… differs from samples.sha256 {sha[:12]}… "
-                f"in {run.run_json_path} (the sample file changed since the run); "
-                "pass --samples FILE to score against it anyway"
-            )
-        sample_set = load_samples(path, skip_bad_lines=True)
+        sample_set = run_sample_set(run, warnings=warnings)
         if loaded:
-            warnings.append(f"runs use different sample files: {', '.join([*loaded, path])}")
-        loaded[path] = actual
+            warnings.append(f"runs use different sample files: {', '.join([*loaded, sample_set.path])}")
+        loaded[sample_set.path] = sample_set.sha256
         tools.update(tools_from_sample_set(sample_set))
         gold.update(gold_from_sample_set(sample_set))
     return ToolSource(tools, list(loaded), warnings, gold)

@@ -31,7 +31,7 @@ from avv_harness.samples import Gold
 from . import registry
 from .call_metrics import TC_INVALID, TC_N, TC_PARSE_ERROR, TC_UNCHECKABLE, TC_VALID, annotate_calls  # noqa: F401
 from .load import is_success
-from .registry import REGISTRY, Metric, MetricFunction, produces
+from .registry import Metric, MetricFunction, produces
 from .schema import parse_tool_calls
 
 NAN = float("nan")
@@ -428,12 +428,26 @@ def vendor_metrics(
     return out
 
 
+def _repeat_metrics() -> tuple[str, ...]:
+    """Metrics computed per repeat (registry: ``per_repeat=True``), every metric module loaded."""
+    return tuple(m.column for m in registry.per_repeat_metrics())
+
+
+def _repeat_functions() -> tuple[MetricFunction, ...]:
+    """The functions that produce the per-repeat metrics (per_repeat computes only these)."""
+    wanted = set(_repeat_metrics())
+    return tuple(f for f in registry.FUNCTIONS if set(f.columns) & wanted)
+
+
+def __getattr__(name: str) -> Any:
+    # REPEAT_METRICS is read lazily: metric modules registered after this one (registry.METRIC_MODULES) add to it.
+    if name == "REPEAT_METRICS":
+        return _repeat_metrics()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 #: Metrics computed per repeat and summarised as mean ± std across repeats (registry: ``per_repeat=True``).
-REPEAT_METRICS: tuple[str, ...] = tuple(m.column for m in REGISTRY.metrics() if m.per_repeat)
-#: The functions that produce them (per_repeat computes only these).
-_REPEAT_FUNCTIONS: tuple[MetricFunction, ...] = tuple(
-    f for f in REGISTRY.functions() if set(f.columns) & set(REPEAT_METRICS)
-)
+REPEAT_METRICS: tuple[str, ...]  # lazy: see __getattr__
 
 
 def per_repeat(
@@ -452,10 +466,11 @@ def per_repeat(
         pd.to_numeric(baseline_rows["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
     )
     out = []
+    columns, functions = _repeat_metrics(), _repeat_functions()
     for r in sorted(set(repeats.tolist())):
-        metrics = vendor_metrics(rows[repeats == r], baseline_rows[base_repeats == r], functions=_REPEAT_FUNCTIONS)
-        out.append({"repeat": r, **{m: metrics[m] for m in REPEAT_METRICS}})
-    return pd.DataFrame(out, columns=["repeat", *REPEAT_METRICS])
+        metrics = vendor_metrics(rows[repeats == r], baseline_rows[base_repeats == r], functions=functions)
+        out.append({"repeat": r, **{m: metrics[m] for m in columns}})
+    return pd.DataFrame(out, columns=["repeat", *columns])
 
 
 def repeat_summary(by_repeat: pd.DataFrame) -> dict[str, Any]:
@@ -465,7 +480,7 @@ def repeat_summary(by_repeat: pd.DataFrame) -> dict[str, Any]:
     (ddof = 1) of those values, missing with fewer than two. ``n_repeats`` = number of repeats.
     """
     out: dict[str, Any] = {"n_repeats": len(by_repeat)}
-    for m in REPEAT_METRICS:
+    for m in _repeat_metrics():
         values = _values(by_repeat[m]) if m in by_repeat.columns else np.array([])
         out[f"{m}_mean"] = float(values.mean()) if values.size else NAN
         out[f"{m}_std"] = float(values.std(ddof=1)) if values.size >= 2 else NAN

@@ -25,7 +25,7 @@ from avv_harness.lag import CPU_BOUND_PCT, LAG_P99_BOUND_MS, client_bound_advice
 from avv_harness.measures import is_missing
 
 from .breakdown import DISAGREEMENT_COLUMNS, KINDS
-from .registry import count_metrics, group_metrics, limit_text, table_metrics
+from .registry import count_metrics, group_metrics, table_metrics
 from .score import REPEAT_COLUMNS, SCORE_COLUMNS, ScoreResult
 from .stress import render_stress_markdown, render_stress_terminal, write_stress_files
 
@@ -130,8 +130,7 @@ def _irf_text(result: ScoreResult) -> str:
 
 
 def _thresholds_text(result: ScoreResult) -> str:
-    parts = [f"{metric} {limit_text((kind, limit))}" for metric, kind, limit in result.thresholds.checks()]
-    return ", ".join(parts) or "none"
+    return f"preset `{result.thresholds.name}`: {result.thresholds.text()}"
 
 
 # ----------------------------------------------------------------------------------------- report sections
@@ -377,6 +376,7 @@ def result_dict(result: ScoreResult) -> dict[str, Any]:
         "inputs": result.inputs,
         "sample_files": result.sample_files,
         "thresholds": result.thresholds.to_dict(),
+        "thresholds_preset": result.thresholds.name,
         "irf_metrics": list(result.irf_metrics),
         "baselines": result.baselines,
         "warnings": result.warnings,

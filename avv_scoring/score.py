@@ -315,9 +315,15 @@ def score_paths(
     thresholds: Thresholds | None = None,
     write: bool = True,
     irf_metrics: MetricsSpec = None,
+    baseline_results: Sequence[Any] | None = None,
+    baseline_name: str | None = None,
 ) -> ScoreResult:
     """Load run folders / records.csv files, score them and (``write=True``) write ``scores.csv``,
     ``scores_by_repeat.csv``, ``scores.json`` and ``report.md`` into ``out_dir``.
+
+    ``baseline_results`` (:class:`avv_scoring.baseline_results.BaselineResults`, ``--baseline-results``) adds
+    K2VV / MiniMax results files as the baseline vendor ``baseline_name`` (default ``official``) of their model;
+    they replace ``baseline`` (giving both is an InputError).
 
     Tools come from ``samples`` when given, else from the sample file recorded in each run.json
     (sha256-checked). When exactly one run folder is scored and its run.json says ``"mode": "stress"``,
@@ -330,12 +336,24 @@ def score_paths(
     inputs = resolve_inputs(paths)
     records = read_inputs(inputs)
     tool_source = load_tools(inputs, samples)
+    import_notes: list[str] = []
+    if baseline_results:
+        from .baseline_results import DEFAULT_BASELINE_NAME, add_baseline_results
+
+        if baseline is not None:
+            raise InputError("--baseline and --baseline-results both name the baseline; give one of them")
+        records, baseline, import_notes = add_baseline_results(
+            records, inputs, baseline_results, baseline_name or DEFAULT_BASELINE_NAME, samples
+        )
+        result_inputs = [*(i.csv_path for i in inputs), *(b.path for b in baseline_results)]
+    else:
+        result_inputs = [i.csv_path for i in inputs]
     result = score_frame(
         records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds, irf_metrics=irf_metrics,
         gold_by_sample=tool_source.gold_by_sample,
     )
-    result.warnings[:0] = tool_source.warnings + _input_notes(inputs)
-    result.inputs = [i.csv_path for i in inputs]
+    result.warnings[:0] = tool_source.warnings + _input_notes(inputs) + import_notes
+    result.inputs = result_inputs
     result.sample_files = tool_source.sample_files
     stress_dir = _single_stress_run(inputs)
     if stress_dir is not None:

@@ -1,11 +1,13 @@
 """Verdicts (scoring layer, pure): pass/fail per vendor against thresholds, naming every failing metric.
 
-:class:`Thresholds` maps a metric column to one bound, ``("min", x)`` (the metric must be ≥ x) or
-``("max", x)`` (≤ x). The defaults are the registry's ``threshold`` values (:mod:`avv_scoring.registry`),
-taken from the reference material: success rate ≥ 0.99 after retries, trigger F1 ≥ 0.80, schema accuracy
-≥ 0.98 and reasoning-only rate ≤ 0 (MiniMax: any reasoning-only output signals a deployment problem). Any
-registered metric can be bounded; a bound set to None is not checked. A checked metric that is **missing**
-fails (a vendor cannot pass a check by producing no data for it).
+:class:`Thresholds` maps a metric column to its bounds: ``("min", x)`` (the metric must be ≥ x), ``("max", x)``
+(≤ x), or both — a band, e.g. MiniMax's Finish-ToolCalls-Rate 80 % ± 2.5 is ``min 0.775, max 0.825``. The
+defaults (preset ``avv``) are the registry's ``threshold`` values (:mod:`avv_scoring.registry`), taken from the
+reference material: success rate ≥ 0.99 after retries, trigger F1 ≥ 0.80, schema accuracy ≥ 0.98 and
+reasoning-only rate ≤ 0 (MiniMax: any reasoning-only output signals a deployment problem). Any registered metric
+can be bounded; a bound set to None is not checked. A checked metric that is **missing** fails (a vendor cannot
+pass a check by producing no data for it). The named presets (``k2vv``, ``minimax``) and YAML files are read by
+:mod:`avv_scoring.presets`.
 """
 
 from __future__ import annotations
@@ -22,13 +24,17 @@ from .registry import (
     check_limit,
     default_thresholds,
     is_metric,
-    limit_text,
     metric,
     order_index,
 )
 
 PASS = "pass"
 FAIL = "fail"
+
+#: A metric's bounds: one Limit, or a min and a max (min first).
+Bounds = tuple[Limit, ...]
+#: The name of the registry defaults.
+DEFAULT_PRESET = "avv"
 
 
 def _known(column: str) -> None:
@@ -44,6 +50,20 @@ def _limit(column: str, bound: Any) -> Limit:
         raise ValueError(f"thresholds: {exc}") from None
 
 
+def _bounds(column: str, bound: Any) -> dict[str, float]:
+    """A mapping value — one ``(kind, limit)`` or a sequence of them — as ``{kind: limit}``."""
+    if isinstance(bound, (tuple, list)) and bound and all(isinstance(b, (tuple, list)) for b in bound):
+        limits = [_limit(column, b) for b in bound]
+    else:
+        limits = [_limit(column, bound)]
+    out: dict[str, float] = {}
+    for kind, value in limits:
+        if kind in out:
+            raise ValueError(f"thresholds: {column!r} gets two {kind} bounds")
+        out[kind] = value
+    return out
+
+
 def _split_keyword(name: str) -> tuple[str, str]:
     """``"min_success_rate"`` → ``("min", "success_rate")``; ValueError for anything else."""
     kind, sep, column = name.partition("_")
@@ -52,83 +72,102 @@ def _split_keyword(name: str) -> tuple[str, str]:
     return kind, column
 
 
-class Thresholds(Mapping[str, Limit]):
-    """Pass/fail limits: a frozen mapping metric column → ``("min"|"max", limit)``, one bound per metric.
+def bounds_text(column: str, bounds: Bounds) -> str:
+    """``f1 ≥ 0.8``, ``avg_ttft_ms ≤ 500`` or, for a band, ``0.775 ≤ finish_tool_calls_rate ≤ 0.825``."""
+    kinds = dict(bounds)
+    if "min" in kinds and "max" in kinds:
+        return f"{kinds['min']:g} ≤ {column} ≤ {kinds['max']:g}"
+    kind, value = bounds[0]
+    return f"{column} {'≥' if kind == 'min' else '≤'} {value:g}"
 
-    ``Thresholds()`` holds the registry defaults. Overrides, applied on top of the defaults:
 
-    - a mapping: ``Thresholds({"tps": ("min", 20.0), "f1": None})`` (None removes the metric's bound);
-    - keywords ``min_<column>`` / ``max_<column>``: ``Thresholds(min_success_rate=0.9, min_f1=None)``.
+class Thresholds(Mapping[str, Bounds]):
+    """Pass/fail limits: a frozen mapping metric column → its bounds, ``(("min", x),)``, ``(("max", y),)`` or
+    ``(("min", x), ("max", y))`` (a band), plus the :attr:`name` of the preset they came from.
 
-    ``Thresholds.none()`` starts from no bounds instead. ``with_bound`` / ``without`` return changed copies.
-    An unknown column (or one both ``min_`` and ``max_`` bounded in one call) raises ValueError.
+    ``Thresholds()`` holds the registry defaults (preset ``avv``). Overrides, applied on top of the defaults:
+
+    - a mapping: ``Thresholds({"tps": ("min", 20.0), "f1": None})`` sets (replaces) a column's bounds — one
+      ``(kind, limit)`` or a list of them for a band — and None removes them;
+    - keywords ``min_<column>`` / ``max_<column>`` set that one bound and keep the other:
+      ``Thresholds(min_success_rate=0.9, min_f1=None)``; ``min_x=a, max_x=b`` is a band.
+
+    ``Thresholds.none()`` starts from no bounds instead. ``with_bound`` / ``without`` / ``named`` return changed
+    copies. An unknown column, or a band whose min exceeds its max, raises ValueError.
     """
 
-    __slots__ = ("_bounds",)
+    __slots__ = ("_bounds", "_name")
 
-    def __init__(self, bounds: Mapping[str, Limit | None] | None = None, /, **limits: float | None) -> None:
-        merged = self._apply(default_thresholds(), bounds or {}, limits)
+    def __init__(self, bounds: Mapping[str, Any] | None = None, /, **limits: float | None) -> None:
+        merged = self._apply({c: {k: v} for c, (k, v) in default_thresholds().items()}, bounds or {}, limits)
         object.__setattr__(self, "_bounds", merged)
+        object.__setattr__(self, "_name", DEFAULT_PRESET)
 
     # construction ----------------------------------------------------------------------------------
 
     @classmethod
     def none(cls) -> Thresholds:
         """No bound at all (every vendor passes)."""
-        return cls({column: None for column in default_thresholds()})
+        return cls({column: None for column in default_thresholds()}).named("none")
 
     @classmethod
-    def from_mapping(cls, bounds: Mapping[str, Limit | None], defaults: bool = True) -> Thresholds:
-        """``bounds`` (column → ``(kind, limit)`` or None) on top of the defaults, or of no bound."""
+    def from_mapping(cls, bounds: Mapping[str, Any], defaults: bool = True) -> Thresholds:
+        """``bounds`` (column → ``(kind, limit)``, a list of them, or None) on top of the defaults, or of no
+        bound."""
         return cls(bounds) if defaults else cls({**{c: None for c in default_thresholds()}, **bounds})
 
     def with_bound(self, column: str, kind: str, limit: float | None) -> Thresholds:
-        """A copy where ``column`` has the bound ``(kind, limit)`` (``limit=None``: no bound)."""
-        return self._derive({column: None if limit is None else (kind, limit)})
+        """A copy where ``column`` has the ``kind`` bound ``limit`` (``limit=None``: no such bound); its other
+        bound, if any, is kept."""
+        return self._derive({}, {f"{kind}_{column}": limit})
 
     def without(self, column: str) -> Thresholds:
         """A copy where ``column`` has no bound."""
-        return self._derive({column: None})
+        return self._derive({column: None}, {})
 
-    def _derive(self, changes: Mapping[str, Limit | None]) -> Thresholds:
-        return Thresholds({**{c: None for c in default_thresholds()}, **self._bounds, **changes})
+    def named(self, name: str) -> Thresholds:
+        """A copy called ``name`` (the preset or file shown in report.md and scores.json)."""
+        out = self._derive({}, {})
+        object.__setattr__(out, "_name", str(name))
+        return out
+
+    def _derive(self, changes: Mapping[str, Any], limits: Mapping[str, float | None]) -> Thresholds:
+        out = Thresholds.__new__(Thresholds)
+        current = {c: dict(b) for c, b in self._bounds.items()}
+        object.__setattr__(out, "_bounds", self._apply(current, changes, limits))
+        object.__setattr__(out, "_name", self._name)
+        return out
 
     @staticmethod
     def _apply(
-        base: Mapping[str, Limit], bounds: Mapping[str, Limit | None], limits: Mapping[str, float | None]
-    ) -> dict[str, Limit]:
-        out: dict[str, Limit] = dict(base)
-        for column, bound in bounds.items():  # the mapping sets (or, with None, removes) a column's bound
+        base: Mapping[str, dict[str, float]], bounds: Mapping[str, Any], limits: Mapping[str, float | None]
+    ) -> dict[str, Bounds]:
+        out: dict[str, dict[str, float]] = {c: dict(b) for c, b in base.items()}
+        for column, bound in bounds.items():  # the mapping sets (or, with None, removes) a column's bounds
+            _known(column)
             if bound is None:
-                _known(column)
                 out.pop(column, None)
             else:
-                out[column] = _limit(column, bound)
-        keyword_bounds: dict[str, tuple[str, float]] = {}
-        for name, value in limits.items():  # keyword removals first: min_x=None, max_x=0.5 means "max 0.5"
+                out[column] = _bounds(column, bound)
+        for name, value in limits.items():  # keywords set or remove one bound of a column
             kind, column = _split_keyword(name)
             _known(column)
             if value is None:
-                if column in out and out[column][0] == kind:
-                    del out[column]
-            elif column in keyword_bounds:
-                raise ValueError(f"thresholds: {column!r} gets both a min and a max bound (one bound per metric)")
+                out.get(column, {}).pop(kind, None)
             else:
-                keyword_bounds[column] = (kind, value)
-        for column, (kind, value) in keyword_bounds.items():
-            current = out.get(column)
-            if current is not None and current[0] != kind:
-                raise ValueError(
-                    f"thresholds: {column!r} already has the bound {limit_text(current)}; pass "
-                    f"{current[0]}_{column}=None to replace it with a {kind} bound (one bound per metric)"
-                )
-            out[column] = _limit(column, (kind, value))
+                out.setdefault(column, {})[kind] = _limit(column, (kind, value))[1]
         position = order_index()
-        return dict(sorted(out.items(), key=lambda item: position[item[0]]))
+        result: dict[str, Bounds] = {}
+        for column in sorted((c for c, b in out.items() if b), key=position.__getitem__):
+            kinds = out[column]
+            if "min" in kinds and "max" in kinds and kinds["min"] > kinds["max"]:
+                raise ValueError(f"thresholds: {column!r} has min {kinds['min']:g} above max {kinds['max']:g}")
+            result[column] = tuple((k, kinds[k]) for k in KINDS if k in kinds)
+        return result
 
     # the mapping -----------------------------------------------------------------------------------
 
-    def __getitem__(self, column: str) -> Limit:
+    def __getitem__(self, column: str) -> Bounds:
         return self._bounds[column]
 
     def __iter__(self) -> Iterator[str]:
@@ -138,16 +177,16 @@ class Thresholds(Mapping[str, Limit]):
         return len(self._bounds)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("Thresholds is frozen; use with_bound() / without()")
+        raise AttributeError("Thresholds is frozen; use with_bound() / without() / named()")
 
     def __hash__(self) -> int:
         return hash(tuple(self._bounds.items()))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Thresholds.from_mapping, (dict(self._bounds), False))
+        return (_rebuild, (dict(self._bounds), self._name))
 
     def __repr__(self) -> str:
-        return f"Thresholds({self._bounds!r})"
+        return f"Thresholds({self._bounds!r}, name={self._name!r})"
 
     def __getattr__(self, name: str) -> float | None:
         """``thresholds.min_success_rate`` → the limit when success_rate has a min bound, else None."""
@@ -157,23 +196,41 @@ class Thresholds(Mapping[str, Limit]):
             kind, column = _split_keyword(name)
         except ValueError:
             raise AttributeError(name) from None
-        bound = self._bounds.get(column)
-        return bound[1] if bound is not None and bound[0] == kind else None
+        return dict(self._bounds.get(column, ())).get(kind)
 
     # reading ---------------------------------------------------------------------------------------
 
+    @property
+    def name(self) -> str:
+        """The preset (``avv``, ``k2vv``, ``minimax``, ``none``) or file these thresholds came from."""
+        return self._name
+
     def checks(self) -> list[tuple[str, str, float]]:
-        """``(metric, "min"|"max", limit)`` for every bound, in registry order."""
-        return [(column, kind, limit) for column, (kind, limit) in self._bounds.items()]
+        """``(metric, "min"|"max", limit)`` for every bound, in registry order (a band gives two)."""
+        return [(column, kind, limit) for column, bounds in self._bounds.items() for kind, limit in bounds]
 
     def to_dict(self) -> dict[str, float | None]:
         """``{"min_success_rate": 0.99, …}``: every bound as a keyword, and None for each default bound that is
         off, so ``Thresholds(**t.to_dict()) == t``."""
-        out: dict[str, float | None] = {f"{kind}_{column}": limit for column, (kind, limit) in self._bounds.items()}
+        out: dict[str, float | None] = {f"{kind}_{column}": limit for column, kind, limit in self.checks()}
         for column, (kind, _) in default_thresholds().items():
-            if column not in self._bounds or self._bounds[column][0] != kind:
-                out[f"{kind}_{column}"] = None
+            out.setdefault(f"{kind}_{column}", None)
         return out
+
+    def to_yaml_data(self) -> dict[str, Any]:
+        """The YAML form read by :func:`avv_scoring.presets.load_thresholds` (no base: every bound listed)."""
+        return {
+            "name": self._name,
+            "thresholds": {column: dict(bounds) for column, bounds in self._bounds.items()},
+        }
+
+    def text(self) -> str:
+        """One line for reports: ``f1 ≥ 0.8, 0.775 ≤ finish_tool_calls_rate ≤ 0.825, …`` (``none`` when empty)."""
+        return ", ".join(bounds_text(c, b) for c, b in self._bounds.items()) or "none"
+
+
+def _rebuild(bounds: dict[str, Bounds], name: str) -> Thresholds:
+    return Thresholds.from_mapping({c: list(b) for c, b in bounds.items()}, defaults=False).named(name)
 
 
 def verdict(metrics: Mapping[str, Any], thresholds: Thresholds | None = None) -> tuple[str, list[str]]:
@@ -186,7 +243,8 @@ def verdict(metrics: Mapping[str, Any], thresholds: Thresholds | None = None) ->
     for column, kind, limit in thresholds.checks():
         value = metrics.get(column)
         if is_missing(value):
-            reasons.append(f"{column} missing")
+            if f"{column} missing" not in reasons:  # a band names a missing metric once
+                reasons.append(f"{column} missing")
         elif kind == "min" and float(value) < limit:
             reasons.append(f"{column} {float(value):.6g} < {limit:g}")
         elif kind == "max" and float(value) > limit:

@@ -7,8 +7,10 @@ recomputed from (profile, request body, attempt) alone. Derivations (see docs/si
 - flip: (decision key, seed, "flip");
 - which tools, parallel calls, argument values, filler text: decision key only (with gold, see gold.py: the
   gold labels of the request's messages and tools);
-- faults, broken arguments, reasoning-only, jitter, quirks and the tool-call deviations of calls.py (wrong tool,
-  wrong value, dropped parallel call, call as text, truncated call): (seed, decision key, attempt, knob).
+- faults, broken arguments, reasoning-only, language drift, jitter, quirks and the tool-call deviations of
+  calls.py (wrong tool, wrong value, dropped parallel call, call as text, truncated call): (seed, decision key,
+  attempt, knob);
+- the script of the content: the prompt's (:mod:`.scripts`), another one on a language drift.
 
 The decision key (:mod:`avv_sim.identity`) is the request hash of the body with its history reduced to what
 a chat template renders, so a raw-completions prompt meets the same decisions as its chat request.
@@ -24,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import schema_args
+from . import schema_args, scripts
 from .calls import PlannedCall, call_form, deviate, gold_calls, reference_calls, text_content
 from .draws import canonical_json, chance, unit
 from .gold import GoldEntry
@@ -452,6 +454,9 @@ class Plan:
     decision: Decision
     fault: str | None
     reasoning_only: bool
+    prompt_script: str  # the script of the last user message (scripts.prompt_script)
+    content_script: str | None  # the script the content was written in (None: no content)
+    language_drift: bool  # the content is in another script than the prompt's (language_drift_rate)
     quirks: tuple[str, ...]
     tool_calls: list[ToolCall]
     tokens: list[Token]
@@ -542,6 +547,11 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
         planned, dropped = deviate(profile, reference_calls(decision.calls, h, from_gold), tools, h, attempt)
         form = call_form(profile, h, attempt)
     as_text = form == "text"
+    # Language drift concerns real answers only (not calls written as text, not reasoning-only responses).
+    answers = not calls_wanted and not reasoning_only
+    script = scripts.prompt_script(body)
+    drift = answers and chance(profile.language_drift_rate, *_fault_parts(profile, h, attempt, "language_drift"))
+    content_script = (scripts.drift_script(script) if drift else script) if answers else None
     quirks = applied_quirks(
         profile,
         h,
@@ -572,8 +582,9 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
             tokens = _cut_last_call(tokens)
             finish = "length"
     else:
-        if not reasoning_only:
-            tokens += _word_tokens("content", filler_words(h, "content", profile.output_tokens, _CONTENT_WORDS))
+        if content_script is not None:
+            words = scripts.WORDS.get(content_script, _CONTENT_WORDS)
+            tokens += _word_tokens("content", filler_words(h, "content", profile.output_tokens, words))
         finish = "stop"
     if max_tokens is not None and len(tokens) > max_tokens:
         tokens = tokens[:max_tokens]
@@ -594,6 +605,9 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
         decision=decision,
         fault=fault,
         reasoning_only=reasoning_only,
+        prompt_script=script,
+        content_script=content_script,
+        language_drift=drift,
         quirks=quirks,
         tool_calls=tool_calls,
         tokens=tokens,

@@ -76,6 +76,8 @@ class Profile:
     reasoning_tokens: int = 0
     reasoning_only_rate: float = 0.0
     reasoning_field: str = "reasoning_content"  # the delta / message field reasoning is sent in
+    # language
+    language_drift_rate: float = 0.0  # fraction of content answers in another script than the prompt's
     # faults
     error_rate: float = 0.0
     error_status: int = 500
@@ -125,6 +127,7 @@ _RATES = {
     "tool_as_text_rate",
     "truncate_call_rate",
     "reasoning_only_rate",
+    "language_drift_rate",
     "error_rate",
     "rate_limit_rate",
     "truncate_rate",

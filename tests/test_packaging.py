@@ -47,3 +47,10 @@ def test_wheel_in_a_fresh_venv_runs_the_demo_from_anywhere(tmp_path):
     (run_dir,) = (elsewhere / "out").iterdir()
     assert (run_dir / "records.csv").stat().st_size > 1000 and (run_dir / "report.md").exists()
     assert "run complete" in demo.stdout
+    # the threshold presets ship inside the package too, and the run exports from anywhere
+    preset = subprocess.run([str(env_dir / "bin" / "avv-score"), "thresholds", "minimax"], cwd=elsewhere,
+                            capture_output=True, text=True, timeout=60, env=clean_env())
+    assert preset.returncode == 0 and "finish_tool_calls_rate" in preset.stdout, preset.stderr[-2000:]
+    export = subprocess.run([str(env_dir / "bin" / "avv-score"), "export", "--format", "k2vv", str(run_dir), "-q"],
+                            cwd=elsewhere, capture_output=True, text=True, timeout=120, env=clean_env())
+    assert export.returncode == 0 and (run_dir / "k2vv" / "reference_summary.json").exists(), export.stderr[-2000:]

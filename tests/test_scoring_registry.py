@@ -175,26 +175,42 @@ def test_default_thresholds_come_from_the_registry():
 
 def test_thresholds_overrides():
     t = Thresholds(min_success_rate=0.9, min_f1=None)
-    assert dict(t) == {"success_rate": ("min", 0.9), "schema_accuracy": ("min", 0.98),
-                       "reasoning_only_rate": ("max", 0.0)}
+    assert dict(t) == {"success_rate": (("min", 0.9),), "schema_accuracy": (("min", 0.98),),
+                       "reasoning_only_rate": (("max", 0.0),)}
     assert t.min_success_rate == 0.9 and t.min_f1 is None and t.max_success_rate is None
     assert Thresholds(**t.to_dict()) == t
     # any registered metric, one line; None removes a bound
-    assert t.with_bound("tps", "min", 20)["tps"] == ("min", 20.0)
+    assert t.with_bound("tps", "min", 20)["tps"] == (("min", 20.0),)
     assert Thresholds({"avg_ttft_ms": ("max", 500), "f1": None}).checks()[1:3] == [
         ("schema_accuracy", "min", 0.98), ("avg_ttft_ms", "max", 500.0)
     ]
-    assert Thresholds.none().checks() == []
-    assert Thresholds(max_reasoning_only_rate=0.05)["reasoning_only_rate"] == ("max", 0.05)
+    assert Thresholds.none().checks() == [] and Thresholds.none().name == "none" and t.name == "avv"
+    assert Thresholds(max_reasoning_only_rate=0.05)["reasoning_only_rate"] == (("max", 0.05),)
     replaced = Thresholds(min_success_rate=None, max_success_rate=1.0)
-    assert replaced["success_rate"] == ("max", 1.0) and Thresholds(**replaced.to_dict()) == replaced
-    for bad, message in ((dict(min_nope=1), "not a metric"), (dict(min_tps=1, max_tps=2), "both a min and a max"),
-                         (dict(max_success_rate=1), "already has the bound"), (dict(minimum_f1=1), "min_<metric>"),
-                         (dict(min_error_kinds=1), "text column")):
+    assert replaced["success_rate"] == (("max", 1.0),) and Thresholds(**replaced.to_dict()) == replaced
+    for bad, message in ((dict(min_nope=1), "not a metric"), (dict(min_tps=2, max_tps=1), "min 2 above max 1"),
+                         (dict(minimum_f1=1), "min_<metric>"), (dict(min_error_kinds=1), "text column")):
         with pytest.raises(ValueError, match=message):
             Thresholds(**bad)
     with pytest.raises(AttributeError):
         t.x = 1
+
+
+def test_a_metric_can_hold_a_band():
+    band = Thresholds(min_tps=10, max_tps=20)
+    assert band["tps"] == (("min", 10.0), ("max", 20.0)) and ("tps", "max", 20.0) in band.checks()
+    assert Thresholds(**band.to_dict()) == band
+    # a second kind adds to the default bound; the mapping form replaces the column's bounds
+    assert Thresholds(max_success_rate=1)["success_rate"] == (("min", 0.99), ("max", 1.0))
+    assert Thresholds({"success_rate": [("min", 0.5), ("max", 0.6)]})["success_rate"] == (("min", 0.5), ("max", 0.6))
+    assert Thresholds({"success_rate": ("max", 0.6)})["success_rate"] == (("max", 0.6),)
+    assert band.with_bound("tps", "max", None)["tps"] == (("min", 10.0),)
+    assert "10 ≤ tps ≤ 20" in band.text()
+    off = Thresholds.none().with_bound("tps", "min", 10).with_bound("tps", "max", 20)
+    assert verdict({"tps": 15}, off) == ("pass", [])
+    assert verdict({"tps": 9.5}, off) == ("fail", ["tps 9.5 < 10"])
+    assert verdict({"tps": 21}, off) == ("fail", ["tps 21 > 20"])
+    assert verdict({"tps": math.nan}, off) == ("fail", ["tps missing"])  # named once, not per bound
 
 
 def test_verdict_on_any_registered_bound():

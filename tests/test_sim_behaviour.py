@@ -156,6 +156,34 @@ def test_reasoning_only_rate() -> None:
     assert all(not pl.tool_calls and {c.kind for c in pl.chunks} == {"reasoning"} for pl in only)
 
 
+def test_language_drift_rate_writes_the_content_in_another_script() -> None:
+    from avv_sim import scripts
+
+    prompts = {"Japanese": "今日は何曜日ですか？", "Cyrillic": "Какой сегодня день?",
+               "Hangul": "오늘은 무슨 요일인가요?", "Greek": "Τι μέρα είναι σήμερα;",
+               "Latin": "What day is it today?", "Han": "今天星期几？"}
+    bodies = [{"messages": [{"role": "user", "content": f"{text} ({i})"}]} for text in prompts.values()
+              for i in range(100)]
+    steady = make_profile("s")
+    for b in bodies:
+        plan = make_plan(steady, b, 1)
+        assert not plan.language_drift and plan.content_script == plan.prompt_script
+    assert {make_plan(steady, b, 1).prompt_script for b in bodies} == set(prompts)
+    drifty = make_profile("d", {"language_drift_rate": 0.3, "seed": 9})
+    plans = [make_plan(drifty, b, 1) for b in bodies]
+    drifted = [pl for pl in plans if pl.language_drift]
+    assert abs(len(drifted) / len(plans) - 0.3) < 0.06
+    for pl in plans:
+        want = scripts.drift_script(pl.prompt_script) if pl.language_drift else pl.prompt_script
+        words = scripts.WORDS.get(want, behaviour._CONTENT_WORDS)
+        assert pl.content_script == want and all(t.text.strip() in words for t in pl.tokens)
+    assert {pl.content_script for pl in drifted} == {"Cyrillic", "Latin"}  # Latin for the Cyrillic prompts
+    again = [make_plan(drifty, b, 1).language_drift for b in bodies]
+    assert again == [pl.language_drift for pl in plans]  # deterministic per (seed, body, attempt)
+    calling = make_plan(make_profile("c", {"language_drift_rate": 1.0, "tool_call_rate": 1.0}), body(1), 1)
+    assert calling.tool_calls and not calling.language_drift and calling.content_script is None
+
+
 def test_bad_args_rate_marks_broken_calls() -> None:
     p = make_profile("b", {"tool_call_rate": 1.0, "bad_args_rate": 0.3, "seed": 3})
     calls = [c for b in BODIES[:400] for c in make_plan(p, b, 1).tool_calls]

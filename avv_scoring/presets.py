@@ -1,0 +1,126 @@
+"""Threshold presets and threshold YAML files (scoring layer, input: reads YAML into a :class:`Thresholds`).
+
+``--thresholds avv|k2vv|minimax|none|FILE.yaml``:
+
+- ``avv`` — the registry defaults (``Thresholds()``);
+- ``k2vv`` — K2-Vendor-Verifier's published bound (``avv_scoring/data/k2vv.yaml``);
+- ``minimax`` — MiniMax-Provider-Verifier's published reference thresholds (``avv_scoring/data/minimax.yaml``);
+- ``none`` — no bound (every vendor passes);
+- a YAML file of this form (unknown keys, metrics or bound kinds are errors naming the file and field)::
+
+      name: my-gate             # optional; shown in report.md (default: the file name)
+      base: minimax             # optional preset to start from (default: none = no bound)
+      thresholds:
+        f1: {min: 0.95}                          # one bound
+        finish_tool_calls_rate: {min: 0.7, max: 0.9}   # a band
+        avg_ttft_ms: {max: 800}
+        language_following_rate: null            # remove the base's bound
+
+``avv-score thresholds PRESET`` prints a preset in this form, ready to copy and edit.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from avv_harness.errors import InputError
+
+from .registry import KINDS, is_metric
+from .verdict import DEFAULT_PRESET, Thresholds
+
+#: Presets shipped as YAML in avv_scoring/data (``avv`` and ``none`` are built in).
+FILE_PRESETS: tuple[str, ...] = ("k2vv", "minimax")
+PRESETS: tuple[str, ...] = (DEFAULT_PRESET, *FILE_PRESETS, "none")
+_TOP_KEYS = frozenset({"name", "base", "thresholds"})
+
+
+def preset(name: str) -> Thresholds:
+    """The named preset; InputError for an unknown name."""
+    if name == DEFAULT_PRESET:
+        return Thresholds()
+    if name == "none":
+        return Thresholds.none()
+    if name in FILE_PRESETS:
+        text = resources.files(__package__).joinpath("data", f"{name}.yaml").read_text(encoding="utf-8")
+        return thresholds_from_data(yaml.safe_load(text), f"preset {name}", default_name=name)
+    raise InputError(f"--thresholds {name!r}: not a preset ({', '.join(PRESETS)}) nor a .yaml file")
+
+
+def _number(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(float(value)):
+        raise InputError(f"{where}: must be a number, got {value!r}")
+    return float(value)
+
+
+def thresholds_from_data(data: Any, where: str, default_name: str) -> Thresholds:
+    """Thresholds from parsed YAML (the form in the module docstring); InputError naming ``where`` and the
+    field for anything else."""
+    if not isinstance(data, Mapping):
+        raise InputError(f"{where}: expected a mapping with a 'thresholds' key")
+    unknown = sorted(set(map(str, data)) - _TOP_KEYS)
+    if unknown:
+        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)} (expected name, base, thresholds)")
+    base_name = data.get("base", "none")
+    if base_name not in PRESETS:
+        raise InputError(f"{where}: field 'base': {base_name!r} is not a preset ({', '.join(PRESETS)})")
+    raw = data.get("thresholds") or {}
+    if not isinstance(raw, Mapping):
+        raise InputError(f"{where}: field 'thresholds' must map metric columns to {{min: x, max: y}}")
+    bounds: dict[str, Any] = {}
+    for column, spec in raw.items():
+        field = f"{where}: thresholds.{column}"
+        if not isinstance(column, str) or not is_metric(column):
+            raise InputError(f"{field}: not a metric column ('avv-score metrics' lists them)")
+        if spec is None:
+            bounds[column] = None
+            continue
+        if not isinstance(spec, Mapping) or not spec:
+            raise InputError(f"{field}: expected {{min: x}}, {{max: y}} or {{min: x, max: y}}, got {spec!r}")
+        kinds = sorted(set(map(str, spec)) - set(KINDS))
+        if kinds:
+            raise InputError(f"{field}: unknown bound(s) {', '.join(kinds)} (min, max)")
+        bounds[column] = [(kind, _number(f"{field}.{kind}", spec[kind])) for kind in KINDS if kind in spec]
+    base = preset(base_name) if base_name != "none" else Thresholds.none()
+    try:
+        out = Thresholds.from_mapping({**{c: list(b) for c, b in base.items()}, **bounds}, defaults=False)
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    name = data.get("name", default_name)
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"{where}: field 'name' must be a non-empty string")
+    return out.named(name.strip())
+
+
+def load_thresholds(path: str | os.PathLike[str]) -> Thresholds:
+    """Read a thresholds YAML file (module docstring); InputError naming the file and field."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    return thresholds_from_data(data, path, default_name=os.path.basename(path))
+
+
+def resolve_thresholds(spec: str | None) -> Thresholds:
+    """``--thresholds``: a preset name or a YAML file (None: the ``avv`` defaults)."""
+    if spec is None:
+        return Thresholds()
+    if spec in PRESETS:
+        return preset(spec)
+    if spec.endswith((".yaml", ".yml")) or os.path.isfile(spec):
+        return load_thresholds(spec)
+    return preset(spec)  # raises, naming the presets
+
+
+def thresholds_yaml(thresholds: Thresholds) -> str:
+    """``thresholds`` as a YAML file :func:`load_thresholds` reads back to equal thresholds."""
+    return yaml.safe_dump(thresholds.to_yaml_data(), sort_keys=False, allow_unicode=True)
