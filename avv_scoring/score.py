@@ -78,6 +78,8 @@ class ScoreResult:
     stress: StressResult | None = None
     #: False for a stress-only result (:func:`stress_only`): no per-vendor scores were computed.
     scored: bool = True
+    #: The records scored (one row per item after de-duplication, tool calls annotated): the report's figures.
+    records: pd.DataFrame | None = None
 
     @property
     def models(self) -> list[str]:
@@ -258,7 +260,7 @@ def score_frame(
     )
     scores = scores.reindex(columns=list(SCORE_COLUMNS))
     by_repeat = pd.concat(repeat_frames, ignore_index=True).reindex(columns=list(REPEAT_COLUMNS))
-    return ScoreResult(scores, by_repeat, baselines, thresholds, warnings, irf_metrics=irf_inputs)
+    return ScoreResult(scores, by_repeat, baselines, thresholds, warnings, irf_metrics=irf_inputs, records=records)
 
 
 def default_out_dir(paths: Sequence[str]) -> str:

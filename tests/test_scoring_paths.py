@@ -119,7 +119,8 @@ def samples(tmp_path) -> Path:
 def test_score_run_folder_writes_outputs(tmp_path, samples):
     run = write_run(tmp_path / "run1", baseline_rows() + vendor_rows(), samples)
     result = score_paths([run])
-    assert set(result.outputs) == {"scores.csv", "scores_by_repeat.csv", "scores.json", "report.md"}
+    assert set(result.outputs) == {"scores.csv", "scores_by_repeat.csv", "scores.json", "report.md",
+                                   "report.html"}
     assert all(Path(p).parent == run for p in result.outputs.values())  # default: the run folder
 
     table = pd.read_csv(run / "scores.csv", keep_default_na=False, dtype=str)
