@@ -379,7 +379,8 @@ def _tools_section(result: ScoreResult, palette: Palette) -> str | None:
             vendors = list(dict.fromkeys(table["vendor"].astype(str)))
             width = 0.8 / max(len(vendors), 1)
             for i, vendor in enumerate(vendors):
-                rows = table[table["vendor"].astype(str) == vendor].set_index(table["tool"].astype(str))
+                mine = table[table["vendor"].astype(str) == vendor]
+                rows = mine.set_index(mine["tool"].astype(str))
                 values = [float(rows.at[n, rate]) if n in rows.index and not is_missing(rows.at[n, rate]) else 0.0
                           for n in names]
                 ax.bar(np.arange(len(names)) + i * width, values, width, label=vendor,
