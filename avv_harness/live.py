@@ -183,7 +183,7 @@ class LiveBoard:
         state = "idle" if run is None else "finished" if run.finished else "running"
         out: dict[str, Any] = {
             "state": state, "note": self.note, "run_id": run.run_id if run else None,
-            "run_dir": str(run.run_dir) if run else None, "mode": self.ctl.options.mode,
+            "run_dir": str(run.run_dir.resolve()) if run else None, "mode": self.ctl.options.mode,
             "records": self._records.count if self._records is not None else 0,
             "scored_records": self.scored_records, "scored_at": self.scored_at,
             "level": run.stress.level if run is not None and run.stress is not None else None,
