@@ -74,6 +74,7 @@ class LiveBoard:
         self.scored_records = 0  # rows the last scoring saw
         self.scored_at: float | None = None
         self._records: Any = None
+        self._final = False
         self._counts: dict[VendorId, VendorCounts] = {}
         self._dirty = False
         self._busy = False
@@ -94,6 +95,7 @@ class LiveBoard:
         from avv_scoring.live import LiveRecords
 
         self.run, self.result, self.levels, self.scored_records, self.scored_at = run, None, None, 0, None
+        self._final = False  # the run's own final scores are in: a live scoring still running is stale
         self._counts = {vid: VendorCounts() for vid in map(self.ctl.vendor_id, self.ctl.vendors)}
         self._records = LiveRecords()
         self.note = "waiting for the first records"
@@ -111,7 +113,9 @@ class LiveBoard:
             self._begin(run)
         elif phase == "end" and run is self.run:
             if run.result is not None and getattr(run.result, "scored", False):
-                self.result = run.result  # scored from the file, as avv-score would
+                self.result, self._final = run.result, True  # scored from the file, as avv-score would
+                if run.result.stress is not None:
+                    self.levels = run.result.stress.levels
                 self.scored_records = self._records.count
                 self.scored_at = time.time()
                 self.note = f"final scores ({run.run_dir / 'scores.csv'})"
@@ -159,7 +163,7 @@ class LiveBoard:
         finally:
             self._busy = False
             self._last_cost = time.monotonic() - now
-        if run is not self.run:
+        if run is not self.run or self._final:
             return False
         self.result, self.levels, self.scored_records, note = out
         self.scored_at = time.time()

@@ -61,10 +61,10 @@ table{border-collapse:collapse;margin:.5em 0 1em;font-size:.9em}th,td{border:1px
 text-align:right;white-space:nowrap}th{background:#f1f3f4}td.l,th.l{text-align:left}tr.limits th{background:#fff;
 font-weight:normal;color:#5f6368;font-size:.85em}td.bad{background:#fce8e6;color:#a50e0e}
 .pass{background:#e6f4ea;color:#137333;font-weight:600}.fail{background:#fce8e6;color:#a50e0e;font-weight:600}
-.reasons{font-size:.85em;color:#5f6368;white-space:normal;max-width:260px}figure{margin:.6em 0 1.2em}figure img{max-width:100%;height:auto;
-border:1px solid #eee}figcaption{font-size:.85em;color:#5f6368}nav a{margin-right:1em}code{background:#f1f3f4;
-padding:0 3px}.meta{color:#5f6368;font-size:.9em}.wrap{overflow-x:auto}td.text{text-align:left;white-space:normal;
-max-width:420px;font-family:ui-monospace,monospace;font-size:.85em}
+.reasons{font-size:.85em;color:#5f6368;white-space:normal;max-width:260px}
+figure{margin:.6em 0 1.2em}figure img{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{font-size:.85em;color:#5f6368}nav a{margin-right:1em}code{background:#f1f3f4;padding:0 3px}
+.meta{color:#5f6368;font-size:.9em}.wrap{overflow-x:auto}
 """
 
 
