@@ -68,6 +68,8 @@ class RunLifecycle:
                       config_identity=self.config_identity, vendors=[v.redacted() for v in self.vendors.values()],
                       role=self.role, workers=workers, sim_url=self.sim_url, redact=self.redact,
                       sim_truth_log=self.sim_truth_log)
+        for earlier in self.runs:  # keep what a download needs (the folder), not the scored frames
+            earlier.result = None
         self.exec, self.run = run.exec, run
         self.runs.append(run)
         self.save_manifest()

@@ -428,6 +428,7 @@ def _stress_section(result: ScoreResult, palette: Palette) -> str | None:
             ax.set_xticks(sorted(levels["level"].unique()))
             ax.get_xaxis().set_major_formatter(ScalarFormatter())
             ax.legend(fontsize=8)
+        ax.set_ylim(bottom=0)
         ax.set_xlabel("concurrency (users per vendor)")
         ax.set_title(label, fontsize=10)
         ax.grid(True, alpha=0.3)
