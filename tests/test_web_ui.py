@@ -253,3 +253,27 @@ def test_stress_mode_has_a_levels_tab(tmp_path, stress):
         assert 'id="stress"' in (ctl.run.run_dir / "report.html").read_text(encoding="utf-8")
     finally:
         env.runner.quit()
+
+
+def test_ui_runs_after_the_first_are_new_folders(tmp_path):
+    from avv_harness.options import RunOptions, preparse_options
+    from avv_harness.run_folder import ui_run_options
+
+    config, samples = write_inputs(tmp_path, ["a"], n_samples=1)
+    options = RunOptions.from_parsed(preparse_options(ui_args(tmp_path, config, samples, "--avv-run-id", "demo",
+                                                              "--avv-resume", str(tmp_path / "old"))))
+    assert ui_run_options(options, 0) is options  # the first START resumes / uses the given name
+    second, third = ui_run_options(options, 1), ui_run_options(options, 2)
+    assert (second.resume, second.run_id, third.run_id) == ("", "demo-2", "demo-3")
+
+
+def test_ui_mode_refuses_bad_input_when_the_process_starts(tmp_path):
+    from avv_harness.errors import InputError
+
+    config, samples = write_inputs(tmp_path, ["a"], n_samples=1)
+    with pytest.raises(InputError, match="--avv-resume needs a run folder"):
+        make_env(ui_args(tmp_path, config, samples, "--avv-resume", str(tmp_path / "nothing-here")))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(InputError, match="cannot write the run folder"):
+        make_env(ui_args(tmp_path, config, samples, "--avv-out", str(blocker / "out")))
