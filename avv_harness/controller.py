@@ -1,10 +1,17 @@
-"""The run controller: all of a run's state, kept on Locust's ``Environment`` as ``environment.avv``.
+"""The run controller: all of a process's avv state, kept on Locust's ``Environment`` as ``environment.avv``.
 
 ``install(environment)`` builds it in Locust's ``init`` event (tests call it on their own environment);
 ``controller_of(environment)`` is the only way to reach it. The controller reads the inputs, owns the
-ledger, the record writer, the run folder and the simulator process, applies the stress policy's
-decisions, and ends the run as named steps in a visible order (:meth:`RunController.finish`). Which
-process does what is decided by the runner type: see :mod:`avv_harness.distribution`.
+simulator process and the current run (:class:`~avv_harness.run_state.RunState`: run folder, ledger, record
+writer, manifest, stress policy), applies the stress policy's decisions, and ends a run as named steps in a
+visible order (:meth:`RunController.end_run`). Which process does what is decided by the runner type: see
+:mod:`avv_harness.distribution`.
+
+Headless, a process makes one run: it begins at ``init`` and ends at ``quitting``. With the web UI, the
+inputs are checked (and the simulator started) at ``init``; each START begins a new run folder (the shape's
+first tick) and each STOP ends it (Locust's ``test_stop``: records closed, run scored, report.md and
+report.html written) while the process keeps running; ``quitting`` ends a run still open and stops the
+simulator.
 """
 
 from __future__ import annotations
@@ -26,19 +33,22 @@ from .config import Vendor, environment_with_dotenv, load_config
 from .distribution import LocalWork, MasterWork, WorkerWork
 from .execute import ExecContext, RetryPolicy, run_item_safely
 from .items import ItemKey, VendorId, WorkItem
-from .lag import LagMonitor, client_bound_advice, client_load
-from .manifest import RECORDS_CSV, RunManifest, utc_now
+from .lag import LagMonitor
+from .manifest import RunManifest
 from .options import RunOptions
-from .records import Record, RecordWriteError, RecordWriter
-from .run_folder import fill_manifest, open_run_folder, score_run, summary_line
-from .samples import SampleSet, load_samples
+from .records import Record, RecordWriteError
+from .run_lifecycle import RunLifecycle
+from .run_state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_WRITE, RunState
+from .samples import SampleSet
 from .secrets import Redactor, install_log_redaction
-from .stress import StressPolicy
 from .work import Ledger
 
 log = logging.getLogger("avv")
 
-EXIT_OK, EXIT_INCOMPLETE, EXIT_INPUT, EXIT_WRITE = 0, 1, 2, 3
+__all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_OK", "EXIT_WRITE", "LoadDecision", "RunController",
+           "controller_of", "default_session", "install"]
+#: Seconds between progress lines in a headless run.
+PROGRESS_INTERVAL_S = 5.0
 SessionFactory = Callable[[], requests.Session]
 
 
@@ -85,7 +95,9 @@ def controller_of(environment: Any) -> RunController:
     return ctl
 
 
-class RunController:
+class RunController(RunLifecycle):
+    """A process's avv state and its Locust glue; how runs begin and end is in :class:`RunLifecycle`."""
+
     def __init__(self, environment: Any, options: RunOptions, vendors: dict[str, Vendor], *,
                  session_factory: SessionFactory | None = None, config_identity: str = "",
                  secrets: list[str] | None = None):
@@ -107,24 +119,48 @@ class RunController:
                                 timeout_s=options.timeout_s, max_request_s=options.max_request_s,
                                 overrides=options.overrides)
         self.sim_url: str | None = os.environ.get("AVV_SIM_URL", "").rstrip("/") or None
+        # web UI mode: a run per START/STOP; headless: one run from init to quit
+        self.ui_mode = not getattr(environment.parsed_options, "headless", False)
         # the ledger side (local runner or master); stays empty on workers
         self.samples: SampleSet | None = None
-        self.ledger: Ledger | None = None
-        self.writer: RecordWriter | None = None
-        self.run_dir: Path | None = None
-        self.manifest = RunManifest()
-        self.stress: StressPolicy | None = None
+        self.run: RunState | None = None  # the current (or last) run
+        self.runs: list[RunState] = []  # every run of this process, oldest first
         self.sim: Any = None
-        self.stop_reason: str | None = None
-        self.exit_code: int | None = None
-        self.finished = False
-        self.stopping = False  # a stop signal arrived or the run is finishing: later signals are ignored
-        self._last_run_time_s = 0.0
-        self._announced_level: int | None = None
-        self.lag: LagMonitor | None = None
-        self.load_rows: list[dict[str, Any]] = []  # (worker, vendor, lag, cpu) per stored record
+        self.sim_truth_log: str | None = None
+        self.exit_code: int | None = None  # the process's exit status, set by finish()
+        self.quit_done = False
+        self.stopping = False  # a stop signal arrived or the process is finishing: later signals are ignored
+        self.live: Any = None  # the web UI's live board (avv_harness.live), when there is a web UI
+        self.progress_interval_s = PROGRESS_INTERVAL_S
+        self.lag: LagMonitor | None = None  # this process's event-loop lag (processes that run users)
+        self._progress: Any = None
         self.record_hook = EventHook()  # fired with records=[…] after an item's rows are stored
+        self.run_hook = EventHook()  # fired with run=RunState, phase="begin" | "end"
         environment.events.avv_record = self.record_hook
+
+    # ----------------------------------------------------------------- the current run's parts (read-only views)
+
+    @property
+    def ledger(self) -> Ledger | None:
+        return self.run.ledger if self.run is not None else None
+
+    @property
+    def run_dir(self) -> Path | None:
+        return self.run.run_dir if self.run is not None else None
+
+    @property
+    def manifest(self) -> RunManifest | None:
+        return self.run.manifest if self.run is not None else None
+
+    @property
+    def finished(self) -> bool:
+        """The current run has ended (records after this are dropped)."""
+        return self.run is not None and self.run.finished
+
+    @finished.setter
+    def finished(self, value: bool) -> None:
+        if self.run is not None:
+            self.run.finished = value
 
     # ---------------------------------------------------------------------------------- construction
 
@@ -146,8 +182,8 @@ class RunController:
                    config_identity=config.identity(), secrets=config.secrets() + options.overrides.secrets())
 
     def attach(self) -> None:
-        """Listeners on this environment's events and messages for this role; then, on the ledger side,
-        the run itself is prepared."""
+        """Listeners on this environment's events and messages for this role; then, on the ledger side, the
+        inputs are read and (headless) the run begins."""
         install_log_redaction(self.redact)
         self.work.attach(self.env.runner)
         if self.role != "master":  # the processes that run users watch their own event-loop lag
@@ -159,55 +195,16 @@ class RunController:
             # Without rebalancing, Locust moves a lost worker's users to the others only once it drops
             # the worker for good (60 s of missed heartbeats); with it, as soon as it is marked missing.
             self.env.parsed_options.enable_rebalancing = True
-        self.begin()
+        if self.ui_mode:
+            self.prepare_ui()
+            self.env.events.test_stop.add_listener(self._on_test_stop)
+        else:
+            self.begin()
 
     def _retry_policy(self) -> RetryPolicy:
         o = self.options
         return RetryPolicy(retries=0 if o.is_stress else o.retries, backoff_base_s=o.backoff_s,
                            retry_after_cap_s=o.retry_after_cap_s)
-
-    def begin(self) -> None:
-        """Read the samples, open (or resume) the run folder, build the ledger, start the simulator."""
-        o = self.options
-        self.samples = load_samples(o.samples, skip_bad_lines=o.skip_bad_lines)
-        run = open_run_folder(o, self.samples, self.config_identity)
-        self.run_dir, self.writer = run.run_dir, run.writer
-        sample_ids = [s.sample_id for s in self.samples.samples]
-        vendor_ids = list(self._ids.values())
-        if o.is_stress:
-            self.stress = StressPolicy(o.stress, tuple(self.vendors))
-            self.ledger = Ledger.round_robin(vendor_ids, sample_ids)
-        else:
-            self.ledger = Ledger.for_items(vendor_ids, sample_ids, o.repeats, run.skip)
-        self.exec = ExecContext(run_id=run.run_id, worker=self.worker_id, policy=self._retry_policy(),
-                                timeout_s=o.timeout_s, max_request_s=o.max_request_s, overrides=o.overrides)
-        if not self.sim_url and any(v.uses_simulator for v in self.vendors.values()):
-            from avv_sim import start_simulator
-
-            # the simulator reads the samples' gold labels from the file itself: no vendor is ever sent them
-            self.sim = start_simulator(o.sim_config, truth_log=str(self.run_dir / "sim_truth.jsonl"),
-                                       gold=o.samples)
-            self.sim_url = self.sim.url
-            log.info("started the simulated vendors at %s", self.sim_url)
-        workers = getattr(self.env.parsed_options, "expect_workers", None) if self.role == "master" else None
-        fill_manifest(self.manifest, run=run, options=o, samples=self.samples, config_identity=self.config_identity,
-                      vendors=[v.redacted() for v in self.vendors.values()], role=self.role, workers=workers,
-                      sim_url=self.sim_url, items_total=self.ledger.total, redact=self.redact)
-        self.save_manifest()
-        items = "the stress ladder" if o.is_stress else f"{self.ledger.total} items"
-        log.info("avv run %s: %s for %d vendors; records → %s", run.run_id, items, len(self.vendors),
-                 self.run_dir / RECORDS_CSV)
-
-    def save_manifest(self) -> None:
-        if self.run_dir is None:
-            return
-        self.manifest.items_recorded = len(self.ledger.done) if self.ledger else 0
-        if self.stress is not None:
-            self.manifest.stress = self.stress_summary()
-        try:
-            self.manifest.write(self.run_dir)
-        except OSError as exc:
-            log.error("cannot write %s/run.json: %s", self.run_dir, exc.strerror or exc)
 
     # ------------------------------------------------------------------------------ vendors and users
 
@@ -265,65 +262,58 @@ class RunController:
     # ------------------------------------------------------------------------- the ledger side
 
     def take_items(self, vendor: VendorId, taker: str, limit: int = 1) -> list[WorkItem]:
-        if self.ledger is None or self.samples is None:
+        run = self.run
+        if run is None or run.finished or self.samples is None:
             return []
         by_id = self.samples.by_id()
-        level = self.stress.level if self.stress is not None else None
-        return [WorkItem(key, by_id[key.sample_id], level) for key in self.ledger.take(vendor, taker, limit)]
+        level = run.stress.level if run.stress is not None else None
+        return [WorkItem(key, by_id[key.sample_id], level) for key in run.ledger.take(vendor, taker, limit)]
 
     def take_item(self, vendor: VendorId, taker: str) -> WorkItem | None:
         items = self.take_items(vendor, taker, 1)
         return items[0] if items else None
 
     def release_item(self, key: ItemKey) -> None:
-        if self.ledger is not None:
-            self.ledger.release(key)
+        if self.run is not None:
+            self.run.ledger.release(key)
 
     def takers(self) -> set[str]:
-        return self.ledger.takers() if self.ledger is not None else set()
+        return self.run.ledger.takers() if self.run is not None else set()
 
     def requeue_taker(self, taker: str) -> int:
-        lost = self.ledger.requeue_taker(taker) if self.ledger is not None else []
+        lost = self.run.ledger.requeue_taker(taker) if self.run is not None else []
         if lost:
-            self.manifest.items_requeued += len(lost)
+            self.run.manifest.items_requeued += len(lost)
             log.warning("worker %s is gone: %d in-flight items handed out again", taker, len(lost))
         return len(lost)
 
     def store(self, key: ItemKey, records: list[Record]) -> bool:
-        """Record a finished item (once). False for a duplicate (a worker presumed lost came back)."""
-        if self.ledger is None or not self.ledger.complete(key):
-            self.manifest.duplicates_dropped += 1
+        """Record a finished item (once). False for a duplicate (a worker presumed lost came back) and for a
+        late record: one of a run that has ended, or of an earlier run (another run id)."""
+        run = self.run
+        if run is None or run.finished or any(r.get("run_id") not in (None, run.run_id) for r in records):
+            log.info("dropping a late record for %s (its run has ended)", key)
+            return False
+        if not run.ledger.complete(key):
+            run.manifest.duplicates_dropped += 1
             log.info("dropping a duplicate record for %s", key)
             return False
         records = [self.redact.record(r) for r in records]
-        if self.writer is not None and self.stop_reason != "disk":
+        if run.stop_reason != "disk":
             try:
-                self.writer.write_many(records)
-                self.manifest.records_written += len(records)
+                run.write(records)
             except RecordWriteError as exc:
                 self._stop_run("disk", f"cannot write records: {exc.strerror}; no new items are started")
-        m = self.manifest
-        for record in records:
-            self.load_rows.append({k: record.get(k) for k in ("worker", "vendor", "client_lag_ms", "client_cpu_pct")})
-            if record.get("error_kind") == "client_error":
-                m.items_failed_client += 1
-            if self.stress is not None:
-                name = self.class_name(VendorId(record["model"], record["vendor"]))
-                self.stress.observe(name, record.get("level"), record.get("status") == "success",
-                                    record.get("ttft_ms"))
-            if record.get("total_tokens") is not None:
-                m.tokens_used += int(record["total_tokens"])
-        cap = self.options.max_total_tokens
-        if cap and m.tokens_used >= cap and not m.budget["exhausted"]:
-            m.budget["exhausted"] = True
-            self._stop_run("budget", f"token budget reached ({m.tokens_used} ≥ {cap}): no new items are started")
+        if run.account(records, lambda r: self.class_name(VendorId(r["model"], r["vendor"]))):
+            m = run.manifest
+            self._stop_run("budget", f"token budget reached ({m.tokens_used} ≥ {self.options.max_total_tokens}): "
+                                     "no new items are started")
         self.record_hook.fire(records=records)
         return True
 
     def _stop_run(self, reason: str, message: str) -> None:
-        if self.stop_reason is None:
-            self.stop_reason = reason
-            dropped = self.ledger.drop_pending() if self.ledger is not None else 0
+        dropped = self.run.stop(reason) if self.run is not None else None
+        if dropped is not None:
             log.warning("%s; %d items not run", message, dropped) if reason != "disk" else log.error(
                 "%s (%d items not run)", message, dropped)
 
@@ -331,108 +321,42 @@ class RunController:
 
     def next_load(self, run_time_s: float) -> LoadDecision:
         """What the shape returns at ``run_time_s``: every vendor's users until each item is recorded,
-        or the stress ladder; stop at -t/--run-time."""
-        self._last_run_time_s = run_time_s
-        limit = self.options.run_time_s
-        if limit and run_time_s >= limit and self.stop_reason is None:
-            if self.stress is not None:
-                self.stress.stop_now(run_time_s)
-            self._stop_run("run_time", f"--run-time {limit:g}s reached: the run stops")
-        if self.stop_reason == "run_time" or self.ledger is None:
+        or the stress ladder; stop at -t/--run-time. With the web UI, a tick after a run has ended is a new
+        START: it begins a new run."""
+        if self.ui_mode and (self.run is None or self.run.finished) and not self._begin_from_ui():
             return LoadDecision(stop=True)
-        if self.stress is not None:
-            return self._stress_load(run_time_s)
-        if self.ledger.finished:
+        run = self.run
+        if run is None:
+            return LoadDecision(stop=True)
+        run.last_run_time_s = run_time_s
+        limit = self.options.run_time_s
+        if limit and run_time_s >= limit and run.stop_reason is None:
+            if run.stress is not None:
+                run.stress.stop_now(run_time_s)
+            self._stop_run("run_time", f"--run-time {limit:g}s reached: the run stops")
+        if run.stop_reason == "run_time" or run.finished:
+            return LoadDecision(stop=True)
+        if run.stress is not None:
+            return self._stress_load(run, run_time_s)
+        if run.ledger.finished:
             return LoadDecision(stop=True)
         total = sum(v.concurrency for v in self.vendors.values())
         rate = self.options.spawn_rate
         return LoadDecision(total, float(rate if rate > 0 else max(total, 1)))
 
-    def _stress_load(self, run_time_s: float) -> LoadDecision:
-        decision = self.stress.tick(run_time_s)
+    def _stress_load(self, run: RunState, run_time_s: float) -> LoadDecision:
+        decision = run.stress.tick(run_time_s)
         for name in decision.newly_stopped:
             log.info("stress: %s broke the SLO at two consecutive levels; not escalated past %d", name,
-                     self.stress.stopped_after[name])
+                     run.stress.stopped_after[name])
         if decision.stop:
-            self.ledger.drop_pending()
+            run.ledger.drop_pending()
             log.info("stress: %s", decision.reason)
             return LoadDecision(stop=True)
-        if decision.level != self._announced_level:
-            self._announced_level = decision.level
+        if decision.level != run.announced_level:
+            run.announced_level = decision.level
             log.info("stress: level %d", decision.level)
         classes = {cls.__name__: cls for cls in self.env.user_classes}
         # Every stress User class has weight 1 and no fixed_count (see locust_plugin.user_classes), so
         # level × vendors users split evenly: Locust's dispatcher re-reads weights on every start().
         return LoadDecision(decision.users, float(decision.users), tuple(classes[n] for n in decision.classes))
-
-    def stress_summary(self) -> dict[str, Any]:
-        summary = self.stress.summary()
-        summary["stopped_after"] = {self.vendors[n].name: lvl for n, lvl in summary["stopped_after"].items()}
-        return summary
-
-    @property
-    def completed(self) -> bool:
-        if self.ledger is None or self.stop_reason is not None:
-            return False
-        return self.stress.done if self.stress is not None else self.ledger.finished
-
-    # ------------------------------------------------------------------------------------ the end
-
-    def _on_quitting(self, environment: Any, **_: Any) -> None:
-        environment.process_exit_code = self.finish()
-
-    def finish(self) -> int:
-        """End the run, in this order: close the writer → write the manifest → stop the simulator →
-        score → print → exit code. Idempotent; signals during it are ignored (see _stop_on_signals)."""
-        if self.finished:
-            return self.exit_code or 0
-        self.finished = self.stopping = True
-        if self.lag is not None:
-            self.lag.stop()
-        if self.role == "worker":
-            self.exit_code = EXIT_OK
-            return self.exit_code
-        if isinstance(self.work, MasterWork):
-            self.work.close()
-        if self.stress is not None and not self.stress.done:
-            self.stress.stop_now(self._last_run_time_s)
-        completed = self.completed
-        if not completed and self.stop_reason is None:
-            self.stop_reason = "interrupted"
-        self._close_writer()
-        self._write_final_manifest(completed)
-        self._stop_simulator()
-        self._score()
-        self.exit_code = self._exit_code(completed)
-        self._print_summary(completed)
-        return self.exit_code
-
-    def _close_writer(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-
-    def _write_final_manifest(self, completed: bool) -> None:
-        m = self.manifest
-        m.ended_at, m.completed, m.stop_reason = utc_now(), completed, self.stop_reason
-        m.extra["client_load"] = client_load(self.load_rows)
-        self.save_manifest()
-
-    def _stop_simulator(self) -> None:
-        if self.sim is not None:
-            self.sim.stop()
-
-    def _score(self) -> None:
-        if self.run_dir is not None and self.manifest.records_written and self.stop_reason != "disk":
-            score_run(self.run_dir, no_score=self.options.no_score, stress=self.stress is not None)
-
-    def _exit_code(self, completed: bool) -> int:
-        if self.stop_reason == "disk":
-            return EXIT_WRITE
-        return EXIT_OK if completed else EXIT_INCOMPLETE
-
-    def _print_summary(self, completed: bool) -> None:
-        for line in client_bound_advice(self.manifest.extra.get("client_load") or {}):
-            print(f"avv-locust: warning: {line}", flush=True)
-        if self.run_dir is not None:
-            print(summary_line(self.manifest, self.run_dir, completed, self.stop_reason,
-                               self.options.max_total_tokens), flush=True)

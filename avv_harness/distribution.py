@@ -122,6 +122,8 @@ class WorkerWork:
     def attach(self, runner: Any) -> None:
         self.runner = runner
         runner.register_message(ITEMS, self._on_items)
+        # items still queued when the test stops belong to that run (the web UI's next START is a new run)
+        runner.environment.events.test_stop.add_listener(lambda **_: self.inbox.clear())
 
     def _on_items(self, environment: Any, msg: Any, **_: Any) -> None:
         data = msg.data

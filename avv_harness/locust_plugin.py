@@ -43,6 +43,10 @@ def _on_init(environment: Any, **_: Any) -> None:
         ctl = install(environment)
         if ctl.role != "worker":
             _stop_on_signals(ctl)
+            if getattr(environment, "web_ui", None) is not None:  # a master or local process with the web UI
+                from .web_ui import install_web_ui
+
+                install_web_ui(environment, ctl)
     except InputError as error:
         _fail_input(error)
     except Exception as exc:  # e.g. the simulator did not start: nothing can run, say so and stop

@@ -1,9 +1,13 @@
 """The run folder: opening it (new or resumed), filling the manifest, scoring it at the end and the
 closing line. Plain functions over explicit inputs; the controller calls them in its named steps.
+
+With the web UI a process makes one run per START: :func:`check_out_folder` refuses bad input when the
+process starts, and :func:`ui_run_options` gives the n-th run its own folder.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
@@ -14,12 +18,16 @@ from typing import Any
 import locust
 
 from .errors import InputError
-from .items import ItemKey
+from .execute import ExecContext, RetryPolicy
+from .items import ItemKey, VendorId
 from .manifest import RECORDS_CSV, RunManifest, utc_now
 from .options import RunOptions
 from .records import RecordWriteError, RecordWriter, upgrade_columns
 from .resume import check_resumable, done_items, sample_ids_hash
+from .run_state import RunState
 from .samples import SampleSet
+from .stress import StressPolicy
+from .work import Ledger
 
 log = logging.getLogger("avv")
 
@@ -59,9 +67,53 @@ def open_run_folder(options: RunOptions, samples: SampleSet, config_identity: st
     return OpenedRun(run_dir.name, run_dir, writer, skip, started_at)
 
 
-def fill_manifest(manifest: RunManifest, *, run: OpenedRun, options: RunOptions, samples: SampleSet,
+def check_out_folder(options: RunOptions, samples: SampleSet, config_identity: str) -> None:
+    """What :func:`open_run_folder` would refuse, checked without opening a run: the folder to resume belongs
+    to this run, and the output folder can be written. InputError otherwise."""
+    if options.resume:
+        check_resumable(Path(options.resume), config_identity, options.mode, samples)
+        return
+    out = Path(options.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write the run folder ({exc.strerror or exc})") from None
+
+
+def ui_run_options(options: RunOptions, runs_before: int) -> RunOptions:
+    """The options of a process's next run in the web UI: the first run resumes ``--avv-resume`` (when given)
+    and is named ``--avv-run-id``; later runs are new folders, a fixed run id getting ``-2``, ``-3`` …"""
+    if runs_before == 0:
+        return options
+    run_id = f"{options.run_id}-{runs_before + 1}" if options.run_id else ""
+    return dataclasses.replace(options, resume="", run_id=run_id)
+
+
+def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendor_ids: list[VendorId],
+            class_names: tuple[str, ...], worker_id: str, policy: RetryPolicy) -> RunState:
+    """Open the run folder (:func:`open_run_folder`) and build the run's ledger (stress mode: round robin and
+    the ladder's policy) and execution context. InputError as :func:`open_run_folder`."""
+    opened = open_run_folder(options, samples, config_identity)
+    sample_ids = [s.sample_id for s in samples.samples]
+    stress = None
+    if options.is_stress:
+        stress = StressPolicy(options.stress, class_names)
+        ledger = Ledger.round_robin(vendor_ids, sample_ids)
+    else:
+        ledger = Ledger.for_items(vendor_ids, sample_ids, options.repeats, opened.skip)
+    exec_ctx = ExecContext(run_id=opened.run_id, worker=worker_id, policy=policy, timeout_s=options.timeout_s,
+                           max_request_s=options.max_request_s, overrides=options.overrides)
+    run = RunState(opened.run_id, opened.run_dir, opened.writer, ledger, exec_ctx, stress=stress,
+                   vendor_totals={v: len(q) for v, q in ledger.pending.items()})
+    run.manifest.started_at = opened.started_at
+    return run
+
+
+def fill_manifest(manifest: RunManifest, *, run: RunState, options: RunOptions, samples: SampleSet,
                   config_identity: str, vendors: list[dict[str, Any]], role: str, workers: int | None,
-                  sim_url: str | None, items_total: int, redact: Any) -> None:
+                  sim_url: str | None, redact: Any, sim_truth_log: str | None = None) -> None:
     """The parts of run.json known when the run starts."""
     m = manifest
     m.run_id, m.mode = run.run_id, options.mode
@@ -78,16 +130,19 @@ def fill_manifest(manifest: RunManifest, *, run: OpenedRun, options: RunOptions,
     m.options = {k: redact.value(v) for k, v in options.raw.items()}
     m.locust = {"version": locust.__version__, "role": role, "workers": workers}
     m.simulator = {"url": sim_url} if sim_url else None
-    m.started_at = run.started_at or utc_now()
-    m.items_total = items_total
+    if m.simulator is not None and sim_truth_log:  # the web UI's simulator serves every run of the process
+        m.simulator["truth_log"] = os.path.abspath(sim_truth_log)
+    m.started_at = m.started_at or utc_now()  # a resumed run keeps its first start
+    m.items_total = run.ledger.total
     m.budget = {"max_total_tokens": options.max_total_tokens or None, "exhausted": False}
 
 
-def score_run(run_dir: Path, *, no_score: bool, stress: bool) -> None:
-    """Score the run folder and print the tables (stress runs with --avv-no-score: the stress outputs only).
-    Never raises: the records are safe on disk and ``avv-score RUN`` can score them later."""
+def score_run(run_dir: Path, *, no_score: bool, stress: bool) -> Any:
+    """Score the run folder, print the tables and where report.md and report.html are (stress runs with
+    --avv-no-score: the stress outputs only); the ScoreResult, or None. Never raises: the records are safe
+    on disk and ``avv-score RUN`` can score them later."""
     if no_score and not stress:
-        return
+        return None
     try:
         import avv_scoring
 
@@ -97,8 +152,12 @@ def score_run(run_dir: Path, *, no_score: bool, stress: bool) -> None:
             result = avv_scoring.score_paths([run_dir], out_dir=run_dir)
         print("\n" + avv_scoring.render_tables(result), flush=True)
         print(f"scores: {run_dir / 'report.md'}", flush=True)
+        if "report.html" in result.outputs:
+            print(f"report: {result.outputs['report.html']}", flush=True)
+        return result
     except Exception as exc:
         log.error("scoring failed (%s); re-run: avv-score %s", exc, run_dir)
+        return None
 
 
 def summary_line(manifest: RunManifest, run_dir: Path, completed: bool, stop_reason: str | None,

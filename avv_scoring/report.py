@@ -1,5 +1,6 @@
 """Outputs (scoring layer, top; only :mod:`.cli` and the harness call it): scores.csv, scores_by_repeat.csv,
-scores.json, report.md, the stress files, and plain-text terminal tables.
+scores.json, report.md, report.html (rendered by :mod:`.report_html`), the stress files, and plain-text
+terminal tables.
 
 Table layouts come from the metric registry (:mod:`avv_scoring.registry`): the headline table shows the
 ``table=True`` metrics, the count table the ``count=True`` ones, the correctness table the ``group="correctness"``
@@ -419,8 +420,8 @@ def _csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 def write_outputs(result: ScoreResult, out_dir: str | os.PathLike[str]) -> dict[str, str]:
     """Write scores.csv, scores_by_repeat.csv, scores.json, disagreements.csv (when scores were computed),
-    report.md and, when
-    ``result.stress`` is set, stress.csv, capacity.csv and the two plots; return name → path."""
+    report.md, report.html (:mod:`.report_html`) and, when ``result.stress`` is set, stress.csv, capacity.csv
+    and the two plots; return name → path."""
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     names = (("scores.csv", "scores_by_repeat.csv", "scores.json", "disagreements.csv", "report.md") if result.scored
@@ -437,4 +438,12 @@ def write_outputs(result: ScoreResult, out_dir: str | os.PathLike[str]) -> dict[
         paths.update(write_stress_files(result.stress, out_dir))
     with open(paths["report.md"], "w", encoding="utf-8") as fh:
         fh.write(render_markdown(result))
+    from .report_html import write_html  # imports this module
+
+    paths.update(write_html(result, out_dir))
     return paths
+
+
+def scores_csv_text(result: ScoreResult) -> str:
+    """scores.csv's content for ``result`` (the web UI's download of the scores so far)."""
+    return _csv_frame(result.scores.reindex(columns=list(SCORE_COLUMNS))).to_csv(index=False)

@@ -88,6 +88,8 @@ class ScoreResult:
     #: Items that differ from the baseline or from gold: :data:`~avv_scoring.breakdown.DISAGREEMENT_COLUMNS`.
     disagreements: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=list(DISAGREEMENT_COLUMNS)))
+    #: The records scored (one row per item after de-duplication, tool calls annotated): the report's figures.
+    records: pd.DataFrame | None = None
 
     @property
     def models(self) -> list[str]:
@@ -278,7 +280,7 @@ def score_frame(
     by_repeat = pd.concat(repeat_frames, ignore_index=True).reindex(columns=list(REPEAT_COLUMNS))
     result = ScoreResult(scores, by_repeat, baselines, thresholds, warnings, irf_metrics=irf_inputs,
                          per_tool=_in_score_order(tool_rows, PER_TOOL_COLUMNS, scores),
-                         disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores))
+                         disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores), records=records)
     result.client_load = _client_load(records)
     return result
 

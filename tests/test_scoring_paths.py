@@ -120,7 +120,7 @@ def test_score_run_folder_writes_outputs(tmp_path, samples):
     run = write_run(tmp_path / "run1", baseline_rows() + vendor_rows(), samples)
     result = score_paths([run])
     assert set(result.outputs) == {"scores.csv", "scores_by_repeat.csv", "scores.json", "disagreements.csv",
-                                   "report.md"}
+                                   "report.md", "report.html"}
     assert all(Path(p).parent == run for p in result.outputs.values())  # default: the run folder
 
     table = pd.read_csv(run / "scores.csv", keep_default_na=False, dtype=str)
