@@ -390,19 +390,50 @@ def upgrade_columns(path: str | os.PathLike[str]) -> bool:
     return True
 
 
+def _whole_lines(path: str) -> bytes:
+    """The file's bytes up to its last line end: a torn last row (a process killed mid-write) is dropped
+    with a warning."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        log.warning("%s: dropping a torn last row (%d bytes without a line end)", path, len(data) - cut)
+        data = data[:cut]
+    return data
+
+
 def read_records(path: str | os.PathLike[str]):
     """Read a records.csv into a pandas DataFrame with typed columns (nullable ints, floats, booleans).
 
-    See :func:`read_rows` for torn and malformed rows. Missing values stay missing (NaN / <NA>), never 0.
+    Parsed by pandas' C reader (records files reach millions of rows). The rules are :func:`read_rows`'s:
+    a torn last row is dropped with a warning; any other row whose number of cells differs from the
+    header's is an InputError naming the file and line. Missing values stay missing (NaN / <NA>), never 0.
     """
     import pandas as pd
 
-    header, rows = read_rows(path)
-    return coerce_frame(pd.DataFrame(rows, columns=header))
+    path = os.fspath(path)
+    data = _whole_lines(path)
+    if not data.strip():
+        return coerce_frame(pd.DataFrame(columns=list(COLUMN_NAMES)))
+    try:
+        frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_filter=False, engine="c",
+                            encoding="utf-8")
+    except pd.errors.ParserError:
+        read_rows(path)  # names the line of the row with too many cells
+        raise
+    short = frame.isna().to_numpy().any(axis=1) if len(frame) else []
+    if len(frame) and short.any():
+        read_rows(path)  # names the line of the row with too few cells
+    return coerce_frame(frame)
+
+
+_TRUE = frozenset({"true", "1", "yes"})
 
 
 def coerce_frame(frame):
-    """Give a frame of strings the schema's dtypes (used for CSVs and hand-built test tables)."""
+    """Give a frame of strings the schema's dtypes (used for CSVs and hand-built test tables): an empty cell
+    is missing; ints are nullable, bools are ``true`` / ``1`` / ``yes`` (any case) or false, text is
+    pandas' string dtype."""
     import pandas as pd
 
     frame = frame.copy()
@@ -411,19 +442,20 @@ def coerce_frame(frame):
         if kind is None:
             continue
         series = frame[col]
-        if series.dtype == object or pd.api.types.is_string_dtype(series.dtype):
-            series = series.astype(object).where(series.astype(object) != "", None)  # empty cell = missing
-        if kind == "int":
-            frame[col] = pd.to_numeric(series, errors="coerce").astype("Int64")
-        elif kind == "float":
-            frame[col] = pd.to_numeric(series, errors="coerce").astype("float64")
+        text = series.dtype == object or pd.api.types.is_string_dtype(series.dtype)
+        if kind in ("int", "float"):
+            numbers = pd.to_numeric(series, errors="coerce")  # "" → NaN
+            frame[col] = numbers.astype("Int64") if kind == "int" else numbers.astype("float64")
         elif kind == "bool":
-            frame[col] = series.map(
-                lambda v: None if v is None or (isinstance(v, float) and v != v) else
-                (v if isinstance(v, bool) else str(v).strip().lower() in ("true", "1", "yes"))
-            ).astype("boolean")
+            if text:  # vectorised: "true" / "1" / "yes" (a Python True reads "True") → True, "" → missing
+                low = series.astype("string").str.strip().str.lower()
+                flags = low.isin(_TRUE).astype("boolean")
+                frame[col] = flags.mask(low.isna() | (low == ""))
+            else:
+                frame[col] = series.astype("boolean")
         else:
-            frame[col] = series.astype("string")
+            values = series.astype("string")
+            frame[col] = values.mask(values == "") if text else values
     return frame
 
 

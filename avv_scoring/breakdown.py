@@ -29,8 +29,21 @@ from typing import Any
 
 import pandas as pd
 
-from .call_metrics import AS_TEXT, CALLED, CALLS, GOLD, NAMES, VERDICTS, call_pairs, name_of_row, positive
-from .correctness import Call, calls_equal, calls_match_gold, tools_match_gold
+from .call_metrics import (
+    AS_TEXT,
+    CALLED,
+    CALLS,
+    GOLD,
+    NAMES,
+    ROW_FIELDS,
+    SIG_CALLS,
+    VERDICTS,
+    call_pairs,
+    name_of_row,
+    positive,
+    row_dicts,
+)
+from .correctness import Call, calls_equal, calls_match_gold, name_mapper, tools_match_gold
 from .schema import INVALID, VALID
 
 #: Disagreement kinds, in the order they are tried (the first that applies names the row).
@@ -71,29 +84,34 @@ def per_tool(vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> list[dic
         return stats.setdefault(tool, Counter())
 
     ok = vendor_rows[vendor_rows["status"].astype("object") == "success"]
-    for row in ok.to_dict("records"):
-        name_of = name_of_row(row)
-        for call, verdict in zip(row[CALLS], row[VERDICTS], strict=False):
+    for calls, verdicts, names, gold in zip(ok[CALLS], ok[VERDICTS], ok[NAMES], ok[GOLD], strict=True):
+        name_of = name_mapper(names, gold.tool_names if gold is not None else {})
+        for call, verdict in zip(calls, verdicts, strict=False):
             s = tool_stats(_tool(call, name_of))
             s["calls"] += 1
             s["valid"] += verdict == VALID
             s["checked"] += verdict in (VALID, INVALID)
-        gold = row[GOLD]
         if gold is not None and gold.expected_calls is not None:
             for tool in {e["name"] for e in gold.expected_calls}:
                 s = tool_stats(tool)
                 s["gold_items"] += 1
-                mine = [c for c in row[CALLS] if name_of(c.name) == tool]
+                mine = [c for c in calls if name_of(c.name) == tool]
                 s["gold_ok"] += calls_match_gold(mine, [e for e in gold.expected_calls if e["name"] == tool], name_of)
     pairs = call_pairs(vendor_rows, baseline_rows)
-    for calls_v, index_b in zip(pairs["calls_v"], pairs["index_b"], strict=True):
-        name_of = name_of_row(baseline_rows.loc[index_b])
-        calls_b = baseline_rows.loc[index_b, CALLS]
+    base_names, base_gold = baseline_rows[NAMES], baseline_rows[GOLD]
+    for calls_v, calls_b, sig_v, sig_b, index_b in zip(pairs["calls_v"], pairs["calls_b"], pairs["sig_calls_v"],
+                                                       pairs["sig_calls_b"], pairs["index_b"], strict=True):
+        gold = base_gold[index_b]
+        name_of = name_mapper(base_names[index_b], gold.tool_names if gold is not None else {})
         for tool in {_tool(c, name_of) for c in calls_b}:
-            mine = [c for c in calls_v if _tool(c, name_of) == tool]
-            theirs = [c for c in calls_b if _tool(c, name_of) == tool]
             s = tool_stats(tool)
             s["pairs"] += 1
+            if sig_v == sig_b:  # the same calls: every tool's subset matches
+                s["tool_ok"] += 1
+                s["args_ok"] += 1
+                continue
+            mine = [c for c in calls_v if _tool(c, name_of) == tool]
+            theirs = [c for c in calls_b if _tool(c, name_of) == tool]
             s["tool_ok"] += len(mine) == len(theirs)
             s["args_ok"] += calls_equal(mine, theirs)
     out = [{
@@ -155,17 +173,16 @@ def _kind_vs_gold(row: Mapping[str, Any], is_positive: bool) -> str:
     return _calls_kind(mapped, gold.expected_calls, lambda e: e["name"])
 
 
-def _differs_from_gold(row: Mapping[str, Any], is_positive: bool) -> bool:
-    gold = row[GOLD]
+def _differs_from_gold(gold: Any, calls: Sequence[Call], names: Any, is_positive: bool) -> bool:
     if gold is None or not gold.labelled:
         return False
     if is_positive != gold.expected_tool_call:
         return True
     if gold.expected_calls is None or not is_positive:
         return False
-    name_of = name_of_row(row)
-    return not (tools_match_gold(row[CALLS], gold.expected_calls, name_of)
-                and calls_match_gold(row[CALLS], gold.expected_calls, name_of))
+    name_of = name_mapper(names, gold.tool_names)
+    return not (tools_match_gold(calls, gold.expected_calls, name_of)
+                and calls_match_gold(calls, gold.expected_calls, name_of))
 
 
 def _show_calls(calls: Sequence[Call]) -> str:
@@ -185,20 +202,35 @@ def _show_expected(row: Mapping[str, Any]) -> str:
 def disagreements(model: str, vendor: str, vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame,
                   is_baseline: bool) -> list[dict[str, Any]]:
     """The disagreement rows of one vendor (see the module docstring), in the vendor's row order."""
-    base_by_key = {} if is_baseline else {
-        (str(r["sample_id"]), int(r["repeat"])): r
-        for r in baseline_rows[baseline_rows["status"].astype("object") == "success"].to_dict("records")
-    }
     ok = vendor_rows[vendor_rows["status"].astype("object") == "success"]
+    is_pos = positive(ok)
+    keys = list(zip(ok["sample_id"].astype(str), pd.to_numeric(ok["repeat"], errors="coerce").fillna(1).astype(int),
+                    strict=True))
+    base_index: dict[tuple[str, int], Any] = {}
+    if not is_baseline:
+        base_ok = baseline_rows[baseline_rows["status"].astype("object") == "success"]
+        base_keys = zip(base_ok["sample_id"].astype(str),
+                        pd.to_numeric(base_ok["repeat"], errors="coerce").fillna(1).astype(int), strict=True)
+        base_index = dict(zip(base_keys, base_ok.index, strict=True))
+    base_called = baseline_rows[CALLED] if not is_baseline else None
+    base_sig = baseline_rows[SIG_CALLS] if not is_baseline else None
+    differing: list[tuple[Any, bool, bool, Any]] = []  # (row index, vs baseline, vs gold, baseline row index)
+    for index, key, called, sig, gold, calls, names, pos in zip(ok.index, keys, ok[CALLED], ok[SIG_CALLS], ok[GOLD],
+                                                                ok[CALLS], ok[NAMES], is_pos, strict=True):
+        b = base_index.get(key)
+        vs_base = b is not None and (called != base_called[b] or (called and sig != base_sig[b]))
+        vs_gold = _differs_from_gold(gold, calls, names, bool(pos))
+        if vs_base or vs_gold:
+            differing.append((index, vs_base, vs_gold, b))
     out = []
-    for row, is_pos in zip(ok.to_dict("records"), positive(ok).tolist(), strict=True):
-        base = base_by_key.get((str(row["sample_id"]), int(row["repeat"])))
-        vs_base = base is not None and (row[CALLED] != base[CALLED]
-                                        or (row[CALLED] and not calls_equal(row[CALLS], base[CALLS])))
-        vs_gold = _differs_from_gold(row, is_pos)
-        if not (vs_base or vs_gold):
-            continue
-        kind = _defect(row) or (_kind_vs_baseline(row, base) if vs_base else _kind_vs_gold(row, is_pos))
+    # the few fields each differing row needs, taken in one selection (not one .loc per row)
+    mine = row_dicts(ok.loc[[d[0] for d in differing]], ROW_FIELDS)
+    base_ids = [d[3] for d in differing if d[3] is not None]
+    theirs = dict(zip(base_ids, row_dicts(baseline_rows.loc[base_ids], ROW_FIELDS), strict=True))
+    for (index, vs_base, vs_gold, b), row in zip(differing, mine, strict=True):
+        base = theirs[b] if b is not None else None
+        is_p = bool(is_pos[index])
+        kind = _defect(row) or (_kind_vs_baseline(row, base) if vs_base else _kind_vs_gold(row, is_p))
         content = row.get("content") if isinstance(row.get("content"), str) else ""
         out.append({
             "model": model, "vendor": vendor, "sample_id": str(row["sample_id"]), "repeat": int(row["repeat"]),

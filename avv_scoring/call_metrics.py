@@ -22,10 +22,10 @@ import pandas as pd
 from avv_harness.samples import Gold
 from avv_harness.toolcalls import find_text_calls, request_tool_names
 
-from .correctness import Call, args_f1, calls_equal, calls_match_gold, name_mapper, tools_equal, tools_match_gold
-from .load import is_success
+from .correctness import CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
+from .load import OK_COL, is_success
 from .registry import Metric, produces
-from .schema import INVALID, UNCHECKABLE, VALID, check_call, parse_tool_calls, tool_schemas
+from .schema import INVALID, UNCHECKABLE, VALID, CallChecker, parse_tool_calls
 
 NAN = float("nan")
 TOOL_CALLS = "tool_calls"
@@ -42,6 +42,8 @@ NAMES = "_tool_names"  # the request's tool names (frozenset), None when the sam
 CALLED = "_called"  # successful and (finish tool_calls or at least one call)
 AS_TEXT = "_as_text"  # successful, no call, and the content holds a call of a request tool
 GOLD = "_gold"  # the sample's Gold, None without labels
+SIG_TOOLS = "_sig_tools"  # sorted called names: equal signatures = tool match
+SIG_CALLS = "_sig_calls"  # sorted (name, canonical arguments): equal signatures = args match
 
 PAIR_KEYS = ["sample_id", "repeat"]
 
@@ -56,49 +58,74 @@ def annotate_calls(
     gold_by_sample: Mapping[str, Gold] | None = None,
 ) -> pd.DataFrame:
     """Copy of ``rows`` with the call helper columns above. A sample missing from ``tools_by_sample`` (or
-    ``tools_by_sample=None``) makes its calls uncheckable and its tool names unknown."""
-    schema_cache: dict[str, dict[str, Any] | None] = {}
-    names_cache: dict[str, frozenset[str] | None] = {}
+    ``tools_by_sample=None``) makes its calls uncheckable and its tool names unknown.
+
+    Work that repeats is done once: each sample's tools are read and their validators compiled once; equal
+    ``tool_calls`` cells are parsed once; equal calls are one :class:`~avv_scoring.correctness.Call` (its
+    canonical key computed once); a call is validated once per (tool schema, raw arguments)."""
+    book = CallBook()
+    checker = CallChecker()
+    sample_tools: dict[str, tuple[Any, frozenset[str] | None]] = {}
+    cells: dict[str, list[dict[str, Any]] | None] = {}
     cols: dict[str, list[Any]] = {c: [] for c in (TC_N, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR,
-                                                  CALLS, VERDICTS, NAMES, AS_TEXT, GOLD)}
+                                                  CALLS, VERDICTS, NAMES, AS_TEXT, GOLD, SIG_TOOLS, SIG_CALLS)}
     counts = rows["tool_call_count"] if "tool_call_count" in rows.columns else pd.Series(index=rows.index)
     contents = rows["content"] if "content" in rows.columns else pd.Series(index=rows.index)
-    ok = is_success(rows).tolist()
+    ok_mask = is_success(rows)
+    ok = ok_mask.tolist()
     for sid, cell, count, content, success in zip(rows["sample_id"].astype("object"),
                                                   rows["tool_calls"].astype("object"), counts.astype("object"),
                                                   contents.astype("object"), ok, strict=True):
         sid = str(sid)
-        if sid not in schema_cache:
+        if sid not in sample_tools:
             tools = None if tools_by_sample is None else tools_by_sample.get(sid)
-            schema_cache[sid] = None if tools is None else tool_schemas(tools)
-            names_cache[sid] = None if tools is None else request_tool_names(tools)
-        parsed = parse_tool_calls(cell)
+            sample_tools[sid] = (None, None) if tools is None else (checker.schemas(tools), request_tool_names(tools))
+        schemas, names = sample_tools[sid]
+        if isinstance(cell, str):
+            if cell not in cells:
+                cells[cell] = parse_tool_calls(cell)
+            parsed = cells[cell]
+        else:
+            parsed = parse_tool_calls(cell)
         if parsed is None:
             k = int(count) if isinstance(count, (int, float)) and count == count and count > 0 else 1
-            calls, verdicts = [Call.of("", str(cell))], [INVALID] * k
+            calls, verdicts = [book.call("", str(cell))], [INVALID] * k
         else:
-            calls = [Call.of(c.get("name"), c.get("arguments")) for c in parsed]
-            verdicts = [check_call(c, schema_cache[sid]) for c in parsed]
-        tally = Counter(verdicts)
+            calls = [book.call(c.get("name"), c.get("arguments")) for c in parsed]
+            verdicts = [checker.verdict(call, schemas) for call in calls]
         cols[TC_N].append(len(verdicts))
-        cols[TC_VALID].append(tally[VALID])
-        cols[TC_INVALID].append(tally[INVALID])
-        cols[TC_UNCHECKABLE].append(tally[UNCHECKABLE])
+        cols[TC_VALID].append(verdicts.count(VALID))
+        cols[TC_INVALID].append(verdicts.count(INVALID))
+        cols[TC_UNCHECKABLE].append(verdicts.count(UNCHECKABLE))
         cols[TC_PARSE_ERROR].append(parsed is None)
         cols[CALLS].append(calls)
+        cols[SIG_TOOLS].append(tuple(sorted(c.name for c in calls)))
+        cols[SIG_CALLS].append(tuple(sorted((c.name, c.key) for c in calls)))
         cols[VERDICTS].append(verdicts)
-        cols[NAMES].append(names_cache[sid])
+        cols[NAMES].append(names)
         text = content if isinstance(content, str) else ""
-        cols[AS_TEXT].append(bool(success and not calls and names_cache[sid]
-                                  and find_text_calls(text, names_cache[sid])))
+        cols[AS_TEXT].append(bool(success and not calls and names and text and find_text_calls(text, names)))
         cols[GOLD].append(None if gold_by_sample is None else gold_by_sample.get(sid))
     out = rows.copy()
+    out[OK_COL] = ok_mask
     for name, values in cols.items():
-        out[name] = pd.Series(values, index=rows.index, dtype="object" if name in (CALLS, VERDICTS, NAMES, GOLD)
-                              else None)
+        out[name] = pd.Series(values, index=rows.index,
+                              dtype="object" if name in (CALLS, VERDICTS, NAMES, GOLD, SIG_TOOLS, SIG_CALLS) else None)
     finish = (out["finish_reason"].astype("object") == TOOL_CALLS).fillna(False).astype(bool)
     out[CALLED] = is_success(out) & (finish | (out[CALLS].map(len) > 0))
     return out
+
+
+def row_dicts(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows of ``frame`` as dicts of just ``columns`` (those it has): far cheaper than ``to_dict`` over
+    every column when a loop needs a few fields of each row."""
+    present = [c for c in columns if c in frame.columns]
+    return [dict(zip(present, values, strict=True))
+            for values in zip(*(frame[c].astype("object").tolist() for c in present), strict=True)] \
+        if present else [{} for _ in range(len(frame))]
+
+
+ROW_FIELDS = ("sample_id", "repeat", "finish_reason", "content", CALLS, VERDICTS, NAMES, AS_TEXT, GOLD, CALLED)
 
 
 def ensure_annotated(rows: pd.DataFrame) -> pd.DataFrame:
@@ -123,7 +150,8 @@ def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({
             "sample_id": frame["sample_id"].astype("object").astype(str),
             "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),
-            "calls": frame[CALLS], "index": frame.index,
+            "calls": frame[CALLS], "sig_tools": frame[SIG_TOOLS], "sig_calls": frame[SIG_CALLS],
+            "index": frame.index,
         }).drop_duplicates(subset=PAIR_KEYS, keep="last")
 
     return side(rows).merge(side(baseline_rows), on=PAIR_KEYS, how="inner", suffixes=("_v", "_b"))
@@ -161,13 +189,17 @@ def baseline_agreement(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[
     """
     pairs = call_pairs(rows, baseline_rows)
     n = len(pairs)
-    pairs_v, pairs_b = pairs["calls_v"].tolist(), pairs["calls_b"].tolist()
-    both = list(zip(pairs_v, pairs_b, strict=True))
+    # equal signatures = equal multisets (tools_equal / calls_equal); argument F1 only where they differ
+    same_tools = [a == b for a, b in zip(pairs["sig_tools_v"], pairs["sig_tools_b"], strict=True)]
+    same_calls = [a == b for a, b in zip(pairs["sig_calls_v"], pairs["sig_calls_b"], strict=True)]
+    f1 = sum(1.0 if same else args_f1(v, b)
+             for same, v, b in zip(same_calls, pairs["calls_v"], pairs["calls_b"], strict=True))
+    counts = sum(len(v) == len(b) for v, b in zip(pairs["sig_tools_v"], pairs["sig_tools_b"], strict=True))
     return {
-        "tool_match": _ratio(sum(tools_equal(v, b) for v, b in both), n),
-        "args_match": _ratio(sum(calls_equal(v, b) for v, b in both), n),
-        "args_f1": _ratio(sum(args_f1(v, b) for v, b in both), n),
-        "call_count_match": _ratio(sum(len(v) == len(b) for v, b in both), n),
+        "tool_match": _ratio(sum(same_tools), n),
+        "args_match": _ratio(sum(same_calls), n),
+        "args_f1": _ratio(f1, n),
+        "call_count_match": _ratio(counts, n),
         "call_pairs": n,
     }
 
@@ -225,7 +257,7 @@ def gold_accuracy(rows: pd.DataFrame) -> dict[str, Any]:
     expected = scored[GOLD].map(lambda g: g.expected_tool_call).astype(bool)
     right_trigger = int((pos == expected).sum())
     tool_ok = args_ok = n_calls = 0
-    for row in scored[scored[GOLD].map(lambda g: g.expected_calls is not None).astype(bool)].to_dict("records"):
+    for row in row_dicts(scored[scored[GOLD].map(lambda g: g.expected_calls is not None).astype(bool)], ROW_FIELDS):
         gold, calls, name_of = row[GOLD], row[CALLS], name_of_row(row)
         n_calls += 1
         tool_ok += tools_match_gold(calls, gold.expected_calls, name_of)

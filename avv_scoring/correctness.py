@@ -33,6 +33,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 #: Past this many candidate pairings of same-name calls the F1 pairing is greedy (largest overlap first).
@@ -80,7 +81,9 @@ def parse_arguments(raw: Any) -> Any:
 
 @dataclass(frozen=True)
 class Call:
-    """One tool call as recorded: the name sent, the raw arguments and their parsed value."""
+    """One tool call as recorded: the name sent, the raw arguments and their parsed value. Its canonical
+    key and leaves are computed once, on first use (scoring compares the same call many times: against the
+    baseline, against gold, per tool, per repeat)."""
 
     name: str
     raw: str
@@ -95,14 +98,34 @@ class Call:
     def parsed(self) -> bool:
         return self.args is not UNPARSED
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Canonical arguments (the raw text, marked, when they do not parse)."""
         return canonical_key(self.args) if self.parsed else "\x00raw:" + self.raw.strip()
 
+    @cached_property
+    def leaf_counts(self) -> Counter[tuple[str, str, str]]:
+        return _leaves(self)
+
     def show(self) -> str:
         """``name({...})`` with the arguments as sent."""
         return f"{self.name}({self.raw})"
+
+
+class CallBook:
+    """Interns calls by (name, raw arguments): equal calls in many rows are parsed and canonicalised once.
+    One per scoring pass; holds no run state beyond it."""
+
+    def __init__(self) -> None:
+        self._calls: dict[tuple[str, str], Call] = {}
+
+    def call(self, name: Any, raw: Any) -> Call:
+        key = (name if isinstance(name, str) else "", raw if isinstance(raw, str) else json.dumps(raw))
+        found = self._calls.get(key)
+        if found is None:
+            found = self._calls[key] = Call.of(name, raw)
+        return found
+
 
 
 # ------------------------------------------------------------------------------------ agreement of two sides
@@ -120,6 +143,10 @@ def calls_equal(a: Sequence[Call], b: Sequence[Call]) -> bool:
 
 def leaves(call: Call) -> Counter[tuple[str, str, str]]:
     """(name, JSON path, canonical value) of every leaf of the arguments (see the module docstring)."""
+    return call.leaf_counts
+
+
+def _leaves(call: Call) -> Counter[tuple[str, str, str]]:
     out: Counter[tuple[str, str, str]] = Counter()
     if not call.parsed:
         out[(call.name, "", call.key)] += 1

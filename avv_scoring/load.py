@@ -270,6 +270,13 @@ def load_tools(inputs: Sequence[RunInput], samples: str | os.PathLike[str] | Non
     return ToolSource(tools, list(loaded), warnings, gold)
 
 
+#: Helper column holding :func:`is_success` once computed (added by the call annotation).
+OK_COL = "_ok"
+
+
 def is_success(frame: pd.DataFrame) -> pd.Series:
-    """Boolean mask of successful rows: ``status == "success"``; anything else (or empty) is a failure."""
+    """Boolean mask of successful rows: ``status == "success"``; anything else (or empty) is a failure.
+    Read from the ``_ok`` helper column when the rows carry it (every metric asks, many times)."""
+    if OK_COL in frame.columns:
+        return frame[OK_COL]
     return (frame["status"].astype("object") == STATUS_SUCCESS).fillna(False).astype(bool)

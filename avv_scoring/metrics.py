@@ -31,7 +31,7 @@ from avv_harness.samples import Gold
 from . import registry
 from .call_metrics import TC_INVALID, TC_N, TC_PARSE_ERROR, TC_UNCHECKABLE, TC_VALID, annotate_calls  # noqa: F401
 from .load import is_success
-from .registry import Metric, MetricFunction, produces
+from .registry import Metric, MetricFunction, additive, produces
 from .schema import parse_tool_calls
 
 NAN = float("nan")
@@ -56,6 +56,13 @@ def _finished_with_tool_calls(rows: pd.DataFrame) -> pd.Series:
 # Success
 
 
+def _attempt_features(rows: pd.DataFrame) -> pd.DataFrame:
+    attempts = pd.to_numeric(rows["attempts"].astype("object"), errors="coerce").fillna(1).clip(lower=1)
+    return pd.DataFrame({"attempts": attempts.astype(int), "successes": is_success(rows).astype(int)}, index=rows.index)
+
+
+
+
 @produces(
     Metric("success_rate", "Success Rate", "rate", "higher", irf=True, threshold=("min", 0.99), table=True,
            per_repeat=True, order=10, table_order=1,
@@ -64,15 +71,14 @@ def _finished_with_tool_calls(rows: pd.DataFrame) -> pd.Series:
     Metric("successes", "Successes", "int", "none", order=110, doc='items with status == "success"'),
     Metric("failures", "Failed", "int", "none", count=True, order=120, doc="items − successes"),
 )
-def success_rate(rows: pd.DataFrame) -> dict[str, Any]:
+@additive(lambda rows: pd.DataFrame({"items": 1, "successes": is_success(rows).astype(int)}, index=rows.index))
+def success_rate(sums: pd.Series) -> dict[str, Any]:
     """Item-level success rate (the harness retries before an item counts as failed).
 
     ``success_rate = successful items / items``. Failed items stay in the denominator, so a vendor
     whose every request fails scores 0. Missing only when the vendor has no items at all.
     """
-    ok = is_success(rows)
-    items = len(rows)
-    successes = int(ok.sum())
+    items, successes = int(sums["items"]), int(sums["successes"])
     return {
         "items": items,
         "successes": successes,
@@ -86,17 +92,44 @@ def success_rate(rows: pd.DataFrame) -> dict[str, Any]:
     Metric("attempt_success_rate", "Attempt Success Rate", "rate", "higher", per_repeat=True, order=150,
            doc="successful items / attempts (the per-attempt MiniMax query reading, before retries)"),
 )
-def attempt_success_rate(rows: pd.DataFrame) -> dict[str, Any]:
+@additive(_attempt_features)
+def attempt_success_rate(sums: pd.Series) -> dict[str, Any]:
     """Success rate per HTTP attempt (the MiniMax "query" reading before retries are credited).
 
     ``attempt_success_rate = successful attempts / attempts`` where ``attempts = Σ attempts`` over all
     items (an empty ``attempts`` cell counts as 1) and each successful item contributed exactly one
     successful attempt (its last), so ``successful attempts = successful items``.
     """
-    ok = is_success(rows)
-    attempts = pd.to_numeric(rows["attempts"].astype("object"), errors="coerce").fillna(1).clip(lower=1)
-    total = int(attempts.sum())
-    return {"attempts": total, "attempt_success_rate": _ratio(int(ok.sum()), total)}
+    total = int(sums["attempts"])
+    return {"attempts": total, "attempt_success_rate": _ratio(int(sums["successes"]), total)}
+
+
+def _trigger_side(frame: pd.DataFrame) -> pd.DataFrame:
+    out = pd.DataFrame({
+        "sample_id": frame["sample_id"].astype("object").astype(str),
+        "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),
+        "ok": is_success(frame),
+        "pos": _finished_with_tool_calls(frame),
+    }, index=frame.index)
+    return out[~out.duplicated(subset=["sample_id", "repeat"], keep="last")]
+
+
+def _trigger_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
+    """Per vendor item (one per (sample_id, repeat)): matched / pair / excluded and its confusion cell."""
+    vendor = _trigger_side(rows)
+    base = _trigger_side(baseline_rows).set_index(["sample_id", "repeat"])
+    keys = pd.MultiIndex.from_frame(vendor[["sample_id", "repeat"]])
+    matched = keys.isin(base.index)
+    ok_b = base["ok"].reindex(keys).fillna(False).to_numpy(dtype=bool)
+    pos_b = base["pos"].reindex(keys).fillna(False).to_numpy(dtype=bool)
+    ok_v, pos_v = vendor["ok"].to_numpy(dtype=bool), vendor["pos"].to_numpy(dtype=bool)
+    pair = matched & ok_v & ok_b
+    return pd.DataFrame({
+        "tp": pair & pos_v & pos_b, "fp": pair & pos_v & ~pos_b, "fn": pair & ~pos_v & pos_b,
+        "tn": pair & ~pos_v & ~pos_b, "pairs": pair, "excluded": matched & ~(ok_v & ok_b), "unmatched": ~matched,
+    }, index=vendor.index).astype(int)
+
+
 
 
 @produces(
@@ -133,7 +166,8 @@ def error_breakdown(rows: pd.DataFrame) -> dict[str, Any]:
     Metric("f1_unmatched", "F1 unmatched", "int", "none", count=True, order=280,
            doc="vendor items with no baseline item of the same (sample_id, repeat)"),
 )
-def trigger_f1(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[str, Any]:
+@additive(_trigger_features)
+def trigger_f1(sums: pd.Series) -> dict[str, Any]:
     """Tool-call trigger agreement with the baseline (K2VV "ToolCall-Trigger Similarity").
 
     Items are joined on ``(sample_id, repeat)`` — never by position. Positive = the response finished
@@ -151,31 +185,7 @@ def trigger_f1(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[str, Any
     F1 is 1.0 when TP + FP + FN = 0 and there is at least one pair; with no pairs F1 is missing.
     Scoring the baseline against itself gives 1.0 whenever it has a successful item.
     """
-    keys = ["sample_id", "repeat"]
-
-    def side(frame: pd.DataFrame) -> pd.DataFrame:
-        out = pd.DataFrame(
-            {
-                "sample_id": frame["sample_id"].astype("object").astype(str),
-                "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce")
-                .fillna(1)
-                .astype(int),
-                "ok": is_success(frame),
-                "pos": _finished_with_tool_calls(frame),
-            }
-        )
-        return out.drop_duplicates(subset=keys, keep="last")
-
-    vendor = side(rows)
-    base = side(baseline_rows)
-    joined = vendor.merge(base, on=keys, how="inner", suffixes=("_v", "_b"))
-    both_ok = joined["ok_v"] & joined["ok_b"]
-    pairs = joined[both_ok]
-    tp = int((pairs["pos_v"] & pairs["pos_b"]).sum())
-    fp = int((pairs["pos_v"] & ~pairs["pos_b"]).sum())
-    fn = int((~pairs["pos_v"] & pairs["pos_b"]).sum())
-    tn = int((~pairs["pos_v"] & ~pairs["pos_b"]).sum())
-    n_pairs = len(pairs)
+    tp, fp, fn, tn, n_pairs = (int(sums[k]) for k in ("tp", "fp", "fn", "tn", "pairs"))
     if n_pairs == 0:
         f1 = NAN
     elif tp + fp + fn == 0:
@@ -191,8 +201,8 @@ def trigger_f1(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[str, Any
         "fn": fn,
         "tn": tn,
         "f1_pairs": n_pairs,
-        "f1_excluded": int((~both_ok).sum()),
-        "f1_unmatched": len(vendor) - len(joined),
+        "f1_excluded": int(sums["excluded"]),
+        "f1_unmatched": int(sums["unmatched"]),
     }
 
 
@@ -211,6 +221,25 @@ def annotate_tool_calls(
     row counts as invalid), the parsed calls and the gold labels. A sample missing from ``tools_by_sample``
     (or ``tools_by_sample=None``) makes its calls uncheckable."""
     return annotate_calls(rows, tools_by_sample, gold_by_sample)
+
+
+def _schema_features(rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[Any]] | None = None) -> pd.DataFrame:
+    if TC_N not in rows.columns:
+        rows = annotate_tool_calls(rows, tools_by_sample)
+    ok = is_success(rows).to_numpy(dtype=bool)
+    tc = _finished_with_tool_calls(rows).to_numpy(dtype=bool)
+    n, valid = rows[TC_N].to_numpy(dtype=int), rows[TC_VALID].to_numpy(dtype=int)
+    invalid, unchecked = rows[TC_INVALID].to_numpy(dtype=int), rows[TC_UNCHECKABLE].to_numpy(dtype=int)
+    empty = tc & (n == 0)
+    bad = tc & ((invalid > 0) | (n == 0))
+    unknown = tc & ~bad & (unchecked > 0)
+    return pd.DataFrame({
+        "valid_calls": ok * valid, "invalid_calls": ok * invalid + empty, "good_responses": tc & ~bad & ~unknown,
+        "bad_responses": bad, "unknown_responses": unknown, "unchecked_calls": ok * unchecked,
+        "other_finish_calls": (ok & ~tc) * n,
+    }, index=rows.index).astype(int)
+
+
 
 
 @produces(
@@ -235,9 +264,8 @@ def annotate_tool_calls(
     Metric("tool_calls_other_finish", "Calls under other finish", "int", "none", count=True, order=370,
            doc="calls of successful responses finishing other than tool_calls (length, stop; scored)"),
 )
-def schema_accuracy(
-    rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[Any]] | None = None
-) -> dict[str, Any]:
+@additive(_schema_features)
+def schema_accuracy(sums: pd.Series) -> dict[str, Any]:
     """Schema accuracy of tool calls against the request's tool definitions (:mod:`avv_scoring.schema`).
 
     Call level, the headline and IRF input (AVV's definition: valid tool calls / total tool calls), over
@@ -262,29 +290,18 @@ def schema_accuracy(
     ``rows`` may already carry the columns of :func:`annotate_tool_calls`; otherwise they are computed
     here from ``tools_by_sample``.
     """
-    if TC_N not in rows.columns:
-        rows = annotate_tool_calls(rows, tools_by_sample)
-    ok = is_success(rows)
-    tc = _finished_with_tool_calls(rows)
-    scored = rows[tc]
-    empty = scored[TC_N] == 0
-    bad = (scored[TC_INVALID] > 0) | empty
-    unknown = ~bad & (scored[TC_UNCHECKABLE] > 0)
-    good = ~bad & ~unknown
-    responses = int((good | bad).sum())
-    answered = rows[ok]
-    valid_calls = int(answered[TC_VALID].sum())
-    invalid_calls = int(answered[TC_INVALID].sum()) + int(empty.sum())
+    valid, invalid = int(sums["valid_calls"]), int(sums["invalid_calls"])
+    good, responses = int(sums["good_responses"]), int(sums["good_responses"] + sums["bad_responses"])
     return {
-        "schema_accuracy": _ratio(valid_calls, valid_calls + invalid_calls),
-        "schema_response_accuracy": _ratio(int(good.sum()), responses),
+        "schema_accuracy": _ratio(valid, valid + invalid),
+        "schema_response_accuracy": _ratio(good, responses),
         "schema_responses": responses,
-        "schema_valid_responses": int(good.sum()),
-        "schema_uncheckable_responses": int(unknown.sum()),
-        "schema_calls": valid_calls + invalid_calls,
-        "schema_valid_calls": valid_calls,
-        "schema_uncheckable_calls": int(answered[TC_UNCHECKABLE].sum()),
-        "tool_calls_other_finish": int(rows.loc[ok & ~tc, TC_N].sum()),
+        "schema_valid_responses": good,
+        "schema_uncheckable_responses": int(sums["unknown_responses"]),
+        "schema_calls": valid + invalid,
+        "schema_valid_calls": valid,
+        "schema_uncheckable_calls": int(sums["unchecked_calls"]),
+        "tool_calls_other_finish": int(sums["other_finish_calls"]),
     }
 
 
@@ -292,20 +309,41 @@ def schema_accuracy(
 # Cost and performance
 
 
+def _mean_features(rows: pd.DataFrame, column: str) -> pd.DataFrame:
+    """``value`` (0 where absent) and ``present`` per row: successful rows that have the column's value."""
+    values = pd.to_numeric(rows[column].astype("object"), errors="coerce").to_numpy(dtype=float)
+    present = is_success(rows).to_numpy(dtype=bool) & ~np.isnan(values)
+    return pd.DataFrame({"value": np.where(present, values, 0.0), "present": present.astype(int)}, index=rows.index)
+
+
+def _present_values(rows: pd.DataFrame, column: str) -> np.ndarray:
+    return _values(rows.loc[is_success(rows), column])
+
+
+
+
 @produces(
     Metric("avg_tokens", "Avg Token", "num", "lower", irf=True, table=True, per_repeat=True, order=40, table_order=6,
            doc="mean total_tokens over successful rows that reported usage; missing when none did (never 0)"),
     Metric("usage_rows", "Usage rows", "int", "none", order=400, doc="successful rows with total_tokens"),
 )
-def avg_tokens(rows: pd.DataFrame) -> dict[str, Any]:
+@additive(lambda rows: _mean_features(rows, "total_tokens"))
+def avg_tokens(sums: pd.Series) -> dict[str, Any]:
     """Mean total tokens per request (prompt + completion, as reported in the streamed usage).
 
     ``avg_tokens = mean(total_tokens)`` over successful rows whose ``total_tokens`` is present
     (``usage_rows`` of them). A vendor that reports no usage has a missing avg_tokens — never 0, which
     would be the best rank.
     """
-    values = _values(rows.loc[is_success(rows), "total_tokens"])
-    return {"avg_tokens": float(values.mean()) if values.size else NAN, "usage_rows": int(values.size)}
+    n = int(sums["present"])
+    return {"avg_tokens": float(sums["value"]) / n if n else NAN, "usage_rows": n}
+
+
+def _ttft_percentiles(rows: pd.DataFrame) -> dict[str, Any]:
+    values = _present_values(rows, "ttft_ms")
+    return {f"ttft_p{q}_ms": percentile(values, q) for q in (50, 90, 95, 99)}
+
+
 
 
 @produces(
@@ -321,21 +359,30 @@ def avg_tokens(rows: pd.DataFrame) -> dict[str, Any]:
            doc="99th percentile of ttft_ms over the same rows"),
     Metric("ttft_rows", "TTFT rows", "int", "none", order=440, doc="successful rows with a ttft_ms"),
 )
-def ttft_stats(rows: pd.DataFrame) -> dict[str, Any]:
+@additive(lambda rows: _mean_features(rows, "ttft_ms"), extra=_ttft_percentiles)
+def ttft_stats(sums: pd.Series) -> dict[str, Any]:
     """Time to first token over successful rows that have one (``ttft_rows``).
 
     ``avg_ttft_ms = mean(ttft_ms)``; ``ttft_p50_ms``, ``ttft_p90_ms``, ``ttft_p95_ms``, ``ttft_p99_ms`` = percentiles
     with linear interpolation. Missing when no successful row has a TTFT (never 0).
     """
-    values = _values(rows.loc[is_success(rows), "ttft_ms"])
-    return {
-        "avg_ttft_ms": float(values.mean()) if values.size else NAN,
-        "ttft_p50_ms": percentile(values, 50),
-        "ttft_p90_ms": percentile(values, 90),
-        "ttft_p95_ms": percentile(values, 95),
-        "ttft_p99_ms": percentile(values, 99),
-        "ttft_rows": int(values.size),
-    }
+    n = int(sums["present"])
+    return {"avg_ttft_ms": float(sums["value"]) / n if n else NAN, "ttft_rows": n}
+
+
+def _reasoning_only_features(rows: pd.DataFrame) -> pd.DataFrame:
+    ok = is_success(rows)
+    reasoning = pd.to_numeric(rows["reasoning_chars"].astype("object"), errors="coerce").fillna(0) > 0
+    content = rows["content"].astype("object").map(lambda v: isinstance(v, str) and v.strip() != "").astype(bool)
+    if TC_N in rows.columns:
+        calls = rows[TC_N] > 0
+    else:
+        calls = rows["tool_calls"].astype("object").map(
+            lambda v: (c := parse_tool_calls(v)) is None or len(c) > 0).astype(bool)
+    return pd.DataFrame({"successes": ok, "reasoning_only": ok & reasoning & ~content & ~calls},
+                        index=rows.index).astype(int)
+
+
 
 
 @produces(
@@ -345,18 +392,17 @@ def ttft_stats(rows: pd.DataFrame) -> dict[str, Any]:
            doc="median per-request tps over successful rows that have one"),
     Metric("tps_rows", "TPS rows", "int", "none", order=460, doc="successful rows with a tps"),
 )
-def tps_stats(rows: pd.DataFrame) -> dict[str, Any]:
+@additive(lambda rows: _mean_features(rows, "tps"),
+          extra=lambda rows: {"tps_p50": percentile(_present_values(rows, "tps"), 50)})
+def tps_stats(sums: pd.Series) -> dict[str, Any]:
     """Decode throughput: mean of the per-request ``tps`` over successful rows that have one.
 
-    Per request (computed by the harness) ``tps = (completion_tokens − 1) / (decode_ms / 1000)``.
+    Per request (computed by the harness) ``tps = (completion_tokens − 1) / (decode_ms / 1000)``; a buffered
+    stream has none (its tokens were not streamed: anomaly ``buffered_stream``), so it is left out here.
     ``tps = mean(tps)``, ``tps_p50 = median(tps)`` over ``tps_rows`` rows; missing when there are none.
     """
-    values = _values(rows.loc[is_success(rows), "tps"])
-    return {
-        "tps": float(values.mean()) if values.size else NAN,
-        "tps_p50": percentile(values, 50),
-        "tps_rows": int(values.size),
-    }
+    n = int(sums["present"])
+    return {"tps": float(sums["value"]) / n if n else NAN, "tps_rows": n}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -369,14 +415,16 @@ def tps_stats(rows: pd.DataFrame) -> dict[str, Any]:
     Metric("finish_tool_calls_rate", "Finish-ToolCalls Rate", "rate", "none", per_repeat=True, order=510,
            doc="finish_tool_calls / items (MiniMax Finish-ToolCalls-Rate; failed items stay in the denominator)"),
 )
-def finish_tool_calls_rate(rows: pd.DataFrame) -> dict[str, Any]:
+@additive(lambda rows: pd.DataFrame({"items": 1, "finish": _finished_with_tool_calls(rows).astype(int)},
+                                    index=rows.index))
+def finish_tool_calls_rate(sums: pd.Series) -> dict[str, Any]:
     """MiniMax Finish-ToolCalls-Rate.
 
     ``finish_tool_calls_rate = successful items finishing with "tool_calls" / items``; failed items
     stay in the denominator.
     """
-    count = int(_finished_with_tool_calls(rows).sum())
-    return {"finish_tool_calls": count, "finish_tool_calls_rate": _ratio(count, len(rows))}
+    count = int(sums["finish"])
+    return {"finish_tool_calls": count, "finish_tool_calls_rate": _ratio(count, int(sums["items"]))}
 
 
 @produces(
@@ -385,23 +433,15 @@ def finish_tool_calls_rate(rows: pd.DataFrame) -> dict[str, Any]:
     Metric("reasoning_only_rate", "Reasoning-only Rate", "rate", "lower", threshold=("max", 0.0), per_repeat=True,
            order=530, doc="reasoning_only / successful responses (MiniMax); missing with no successful response"),
 )
-def reasoning_only_rate(rows: pd.DataFrame) -> dict[str, Any]:
+@additive(_reasoning_only_features)
+def reasoning_only_rate(sums: pd.Series) -> dict[str, Any]:
     """MiniMax reasoning-only pattern: reasoning arrived but no answer and no tool call.
 
     ``reasoning_only_rate = successful responses with reasoning_chars > 0, empty (or blank) content and
     no tool call / successful responses``. Missing when there is no successful response.
     """
-    ok = rows[is_success(rows)]
-    reasoning = pd.to_numeric(ok["reasoning_chars"].astype("object"), errors="coerce").fillna(0) > 0
-    content = ok["content"].astype("object").map(lambda v: isinstance(v, str) and v.strip() != "")
-    if TC_N in ok.columns:
-        calls = ok[TC_N] > 0
-    else:
-        calls = (
-            ok["tool_calls"].astype("object").map(lambda v: (c := parse_tool_calls(v)) is None or len(c) > 0)
-        )
-    count = int((reasoning & ~content & ~calls).sum())
-    return {"reasoning_only": count, "reasoning_only_rate": _ratio(count, len(ok))}
+    count = int(sums["reasoning_only"])
+    return {"reasoning_only": count, "reasoning_only_rate": _ratio(count, int(sums["successes"]))}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -429,6 +469,43 @@ def vendor_metrics(
     for function in registry.FUNCTIONS if functions is None else functions:  # every metric module loaded
         out.update(function(rows, baseline_rows))
     return out
+
+
+def vendor_tables(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> tuple[dict[str, Any], pd.DataFrame]:
+    """:func:`vendor_metrics` and :func:`per_repeat` of one vendor at once: each additive function's per-row
+    features are computed once and give both the whole-table sums and the per-repeat groupby sums."""
+    repeats = _repeat_numbers(rows)
+    numbers = sorted(set(repeats.tolist()))
+    wanted = set(_repeat_metrics())
+    pooled: dict[str, Any] = {}
+    table: dict[int, dict[str, Any]] = {r: {} for r in numbers}
+    looped = []
+    for function in registry.FUNCTIONS:
+        form = function.additive
+        per_repeat_too = bool(set(function.columns) & wanted)
+        if form is None:
+            pooled.update(function(rows, baseline_rows))
+            if per_repeat_too:
+                looped.append(function)
+            continue
+        args = (rows, baseline_rows) if function.inputs == "rows+baseline" else (rows,)
+        features = form.features(*args)
+        pooled.update(form.combine(features.sum()))
+        if form.extra is not None:
+            pooled.update(form.extra(*args))
+        if per_repeat_too:
+            sums = features.groupby(repeats.reindex(features.index).to_numpy()).sum()
+            empty = features.iloc[:0].sum()
+            for r in numbers:
+                table[r].update(form.combine(sums.loc[r] if r in sums.index else empty))
+    if looped:
+        base_repeats = _repeat_numbers(baseline_rows)
+        for r in numbers:
+            table[r].update(vendor_metrics(rows[repeats == r], baseline_rows[base_repeats == r], functions=looped))
+    columns = _repeat_metrics()
+    by_repeat = pd.DataFrame([{"repeat": r, **{m: table[r].get(m, NAN) for m in columns}} for r in numbers],
+                             columns=["repeat", *columns])
+    return pooled, by_repeat
 
 
 def _repeat_metrics() -> tuple[str, ...]:
@@ -459,21 +536,52 @@ def per_repeat(
     tools_by_sample: Mapping[str, Sequence[Any]] | None = None,
 ) -> pd.DataFrame:
     """One row per repeat number with :data:`REPEAT_METRICS` computed on that repeat's items only
-    (F1 joins the vendor's repeat r with the baseline's repeat r)."""
+    (F1 joins the vendor's repeat r with the baseline's repeat r).
+
+    Vectorised: a function with an additive form (:func:`avv_scoring.registry.additive`) computes its
+    per-row features once and the repeats are one ``groupby(repeat).sum()``; only a function without one
+    (multi-call similarity: a histogram cosine) is called per repeat. Equal to :func:`per_repeat_loop`."""
     if TC_N not in rows.columns:
         rows = annotate_tool_calls(rows, tools_by_sample)
     if TC_N not in baseline_rows.columns:
         baseline_rows = annotate_tool_calls(baseline_rows, tools_by_sample)
-    repeats = pd.to_numeric(rows["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
-    base_repeats = (
-        pd.to_numeric(baseline_rows["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
-    )
-    out = []
+    columns = _repeat_metrics()
+    repeats = _repeat_numbers(rows)
+    numbers = sorted(set(repeats.tolist()))
+    table: dict[int, dict[str, Any]] = {r: {} for r in numbers}
+    looped = []
+    for function in _repeat_functions():
+        form = function.additive
+        if form is None:
+            looped.append(function)
+            continue
+        features = form.features(rows, baseline_rows) if function.inputs == "rows+baseline" else form.features(rows)
+        sums = features.groupby(repeats.reindex(features.index).to_numpy()).sum()
+        empty = features.iloc[:0].sum()
+        for r in numbers:
+            table[r].update(form.combine(sums.loc[r] if r in sums.index else empty))
+    if looped:
+        base_repeats = _repeat_numbers(baseline_rows)
+        for r in numbers:
+            table[r].update(vendor_metrics(rows[repeats == r], baseline_rows[base_repeats == r], functions=looped))
+    return pd.DataFrame([{"repeat": r, **{m: table[r].get(m, NAN) for m in columns}} for r in numbers],
+                        columns=["repeat", *columns])
+
+
+def per_repeat_loop(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
+    """:func:`per_repeat` the slow, obvious way — every per-repeat function called on each repeat's rows —
+    kept as the reference the vectorised table is tested against."""
+    repeats, base_repeats = _repeat_numbers(rows), _repeat_numbers(baseline_rows)
     columns, functions = _repeat_metrics(), _repeat_functions()
+    out = []
     for r in sorted(set(repeats.tolist())):
         metrics = vendor_metrics(rows[repeats == r], baseline_rows[base_repeats == r], functions=functions)
         out.append({"repeat": r, **{m: metrics[m] for m in columns}})
     return pd.DataFrame(out, columns=["repeat", *columns])
+
+
+def _repeat_numbers(rows: pd.DataFrame) -> pd.Series:
+    return pd.to_numeric(rows["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
 
 
 def repeat_summary(by_repeat: pd.DataFrame) -> dict[str, Any]:

@@ -111,6 +111,11 @@ class MetricFunction:
     def name(self) -> str:
         return self.func.__name__
 
+    @property
+    def additive(self) -> Additive | None:
+        """The function's additive form (see :func:`additive`), or None."""
+        return getattr(self.func, "avv_additive", None)
+
     def __call__(self, rows: Any, baseline_rows: Any) -> dict[str, Any]:
         """Call with the vendor's rows (and the baseline's, when the function needs them); the result must
         hold exactly :attr:`columns`."""
@@ -125,6 +130,43 @@ class MetricFunction:
 
 
 F = TypeVar("F", bound=Callable[..., dict[str, Any]])
+
+
+@dataclass(frozen=True)
+class Additive:
+    """A metric function's additive form: per-row features whose column sums determine (some of) its columns.
+
+    ``features(rows, …)`` returns a numeric frame indexed like (a subset of) ``rows``; ``combine(sums)`` turns
+    the sums into columns. The metric of any group of rows — a repeat, a sample, a bootstrap resample — is
+    ``combine(Σ features over the group)``, so per-repeat tables are one ``groupby(...).sum()``, not a loop.
+    ``extra(rows, …)`` adds the columns that are not additive (percentiles) to the whole-table result only.
+    """
+
+    features: Callable[..., Any]
+    combine: Callable[[Any], dict[str, Any]]
+    extra: Callable[..., dict[str, Any]] | None = None
+
+
+def additive(features: Callable[..., Any], extra: Callable[..., dict[str, Any]] | None = None) -> Callable:
+    """Decorator for a ``combine(sums) -> columns`` function: the result is the metric function itself,
+    ``f(rows, …) = combine(features(rows, …).sum())`` (plus ``extra(rows, …)``), with ``features``' signature
+    (so a second parameter ``baseline_rows`` makes it a baseline metric) and ``combine``'s name and docstring
+    (the formula). ``f.avv_additive`` holds the :class:`Additive` form."""
+
+    def wrap(combine: Callable[[Any], dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def metric(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            out = combine(features(*args, **kwargs).sum())
+            if extra is not None:
+                out.update(extra(*args, **kwargs))
+            return out
+
+        metric.__name__, metric.__qualname__, metric.__doc__ = combine.__name__, combine.__qualname__, combine.__doc__
+        metric.__module__ = combine.__module__
+        metric.__signature__ = inspect.signature(features)  # type: ignore[attr-defined]
+        metric.avv_additive = Additive(features, combine, extra)  # type: ignore[attr-defined]
+        return metric
+
+    return wrap
 
 
 def _inputs_of(func: Callable[..., Any]) -> Inputs:

@@ -129,3 +129,51 @@ def check_call(call: Mapping[str, Any], schemas: Mapping[str, Any] | None) -> st
         return VALID if validator.is_valid(args) else INVALID
     except Exception:  # an unresolvable $ref and similar: the request's schema is at fault
         return UNCHECKABLE
+
+
+class CallChecker:
+    """:func:`check_call` for many calls at once, doing repeated work once (one per scoring pass; it holds
+    no run state): a request's tool list is read once per distinct list, each tool's validator is looked up
+    once, and a call is validated once per (tool schema, raw arguments) — the same arguments against the same
+    schema always get the same verdict."""
+
+    def __init__(self) -> None:
+        self._schemas: dict[int, dict[str, tuple[str, Any]]] = {}
+        self._keep: list[Any] = []  # the tool lists keyed by id() above stay alive while this checker does
+        self._verdicts: dict[tuple[str, str, str], str] = {}
+
+    def schemas(self, tools: Sequence[Any]) -> dict[str, tuple[str, Any]]:
+        """``name → (schema key, parameters)`` of a request's tools (:func:`tool_schemas`), cached per list."""
+        found = self._schemas.get(id(tools))
+        if found is None:
+            found = {name: (canonical_json(params), params) for name, params in tool_schemas(tools).items()}
+            self._schemas[id(tools)] = found
+            self._keep.append(tools)
+        return found
+
+    def verdict(self, call: Any, schemas: Mapping[str, tuple[str, Any]] | None) -> str:
+        """The verdict of one :class:`~avv_scoring.correctness.Call` (see :func:`check_call`)."""
+        if schemas is None:
+            return UNCHECKABLE
+        entry = schemas.get(call.name)
+        if entry is None:
+            return INVALID
+        memo_key = (entry[0], call.name, call.raw)
+        verdict = self._verdicts.get(memo_key)
+        if verdict is None:
+            verdict = self._verdicts[memo_key] = _check_parsed(call.args, entry[1])
+        return verdict
+
+
+def _check_parsed(args: Any, parameters: Any) -> str:
+    if not isinstance(args, dict):  # unparseable (UNPARSED) or not an object
+        return INVALID
+    if parameters is None or (isinstance(parameters, Mapping) and not parameters):
+        return VALID
+    validator = compiled_validator(parameters)
+    if isinstance(validator, _BadSchema):
+        return UNCHECKABLE
+    try:
+        return VALID if validator.is_valid(args) else INVALID
+    except Exception:  # an unresolvable $ref and similar: the request's schema is at fault
+        return UNCHECKABLE

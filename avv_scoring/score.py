@@ -28,7 +28,7 @@ from .load import (
     read_inputs,
     resolve_inputs,
 )
-from .metrics import REPEAT_METRICS, annotate_tool_calls, per_repeat, repeat_summary, vendor_metrics
+from .metrics import REPEAT_METRICS, annotate_tool_calls, repeat_summary, vendor_tables
 from .registry import METRICS, RegistryError
 from .stress import STRESS_MODE, StressResult, stress_tables
 from .verdict import Thresholds, verdict
@@ -233,8 +233,7 @@ def score_frame(
         vendor_rows = records.loc[index]
         base_name = baselines[model]
         base_rows = records[(model_col == model) & (vendor_col == base_name)]
-        metrics = vendor_metrics(vendor_rows, base_rows)
-        by_rep = per_repeat(vendor_rows, base_rows)
+        metrics, by_rep = vendor_tables(vendor_rows, base_rows)
         metrics.update(repeat_summary(by_rep))
         run_ids = (
             vendor_rows["run_id"].astype("object").dropna().unique().tolist()

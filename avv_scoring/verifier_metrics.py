@@ -23,11 +23,25 @@ from avv_harness.language import check_language
 
 from .load import is_success
 from .metrics import NAN, TC_N, _finished_with_tool_calls, _ratio
-from .registry import Metric, produces
+from .registry import Metric, additive, produces
 from .schema import parse_tool_calls
 
 #: MiniMax's Query-Success-Rate budget: ``max_retry=10`` (verify.py runs ``range(max_retries)`` attempts).
 QSR_MAX_ATTEMPTS = 10
+
+
+def _language_features(rows: pd.DataFrame) -> pd.DataFrame:
+    """``checked`` / ``valid`` per row (see :func:`language_following_rate`)."""
+    if "expected_language" not in rows.columns:
+        return pd.DataFrame({"checked": 0, "valid": 0}, index=rows.index)
+    ok = is_success(rows).tolist()
+    checked, valid = [], []
+    for spec, content, success in zip(rows["expected_language"].astype("object"), rows["content"].astype("object"),
+                                      ok, strict=True):
+        counted = bool(success and isinstance(spec, str) and spec and isinstance(content, str) and content)
+        checked.append(int(counted))
+        valid.append(int(counted and check_language(content, spec).valid))
+    return pd.DataFrame({"checked": checked, "valid": valid}, index=rows.index)
 
 
 @produces(
@@ -39,7 +53,8 @@ QSR_MAX_ATTEMPTS = 10
     Metric("language_following_valid", "Language valid", "int", "none", order=560,
            doc="checked responses whose content follows the expected language (avv_harness/language.py)"),
 )
-def language_following_rate(rows: pd.DataFrame) -> dict[str, Any]:
+@additive(_language_features)
+def language_following_rate(sums: pd.Series) -> dict[str, Any]:
     """MiniMax Language-Following-Success-Rate, with a general script check.
 
     ``checked`` = successful rows whose ``expected_language`` is set and whose ``content`` is non-empty (as
@@ -51,17 +66,7 @@ def language_following_rate(rows: pd.DataFrame) -> dict[str, Any]:
     A failed response is not checked (its cost is in ``success_rate``); a response with no letter outside
     code is checked and not valid. Rows of a records file without the column are not checked.
     """
-    if "expected_language" not in rows.columns:
-        return {"language_following_rate": NAN, "language_following_checked": 0, "language_following_valid": 0}
-    ok = rows[is_success(rows)]
-    specs = ok["expected_language"].astype("object")
-    contents = ok["content"].astype("object")
-    checked = valid = 0
-    for spec, content in zip(specs, contents, strict=True):
-        if not isinstance(spec, str) or not spec or not isinstance(content, str) or not content:
-            continue
-        checked += 1
-        valid += check_language(content, spec).valid
+    checked, valid = int(sums["checked"]), int(sums["valid"])
     return {
         "language_following_rate": _ratio(valid, checked),
         "language_following_checked": checked,
@@ -115,12 +120,19 @@ def multi_call_similarity(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> di
                                                        call_count_distribution(baseline_rows))}
 
 
+def _qsr_features(rows: pd.DataFrame) -> pd.DataFrame:
+    attempts = pd.to_numeric(rows["attempts"].astype("object"), errors="coerce").fillna(1)
+    within = is_success(rows) & (attempts <= QSR_MAX_ATTEMPTS)
+    return pd.DataFrame({"items": 1, "within": within.astype(int)}, index=rows.index)
+
+
 @produces(
     Metric("query_success_rate", "Query Success Rate", "rate", "higher", per_repeat=True, order=160,
            doc=f"items that succeeded within {QSR_MAX_ATTEMPTS} attempts / items (MiniMax QSR, max_retry="
                f"{QSR_MAX_ATTEMPTS}); a lower bound when the run allowed fewer attempts"),
 )
-def query_success_rate(rows: pd.DataFrame) -> dict[str, Any]:
+@additive(_qsr_features)
+def query_success_rate(sums: pd.Series) -> dict[str, Any]:
     """MiniMax Query-Success-Rate: "the probability that a provider can eventually return a valid response
     successfully when allowed up to max_retry=10 attempts"::
 
@@ -130,6 +142,4 @@ def query_success_rate(rows: pd.DataFrame) -> dict[str, Any]:
     MiniMax's budget; with fewer retries an item that failed might have succeeded later, so the value is a
     lower bound (never an overestimate). Missing with no items.
     """
-    attempts = pd.to_numeric(rows["attempts"].astype("object"), errors="coerce").fillna(1)
-    within = is_success(rows) & (attempts <= QSR_MAX_ATTEMPTS)
-    return {"query_success_rate": _ratio(int(within.sum()), len(rows))}
+    return {"query_success_rate": _ratio(int(sums["within"]), int(sums["items"]))}

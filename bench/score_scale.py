@@ -3,8 +3,10 @@
     python bench/score_scale.py --records 1000000 --repeats 10
     python bench/score_scale.py --records 100000 --repeats 100 --vendors 3
 
-The run folder holds records.csv (several vendors, many samples, repeats, tool calls — some with invalid
-arguments, some failed items), run.json and the sample file (the demo samples cycled under new ids, so every
+The run folder holds records.csv (several vendors, many samples, repeats, tool calls — the first vendor is the
+baseline; the others flip the trigger on 5 % · v of the items, make other calls on 8 % · v (some with invalid
+arguments) and fail 1 % · v; the pool of calls per sample template holds a few invalid ones, so the baseline
+too is sometimes invalid), run.json and the sample file (the demo samples cycled under new ids, so every
 record's tools are real schemas). Timed, each in a fresh process (one core: ``taskset -c 0`` when available):
 ``pandas.read_csv`` of records.csv and ``avv-score RUN`` (validation, every metric, reports). Printed: both
 wall times, their ratio, and the peak RSS of avv-score.
@@ -75,6 +77,8 @@ def build_run(folder: Path, n_records: int, repeats: int, n_vendors: int, seed: 
             for i in range(n_samples):
                 pool = pools[i % len(templates)]
                 reference_calls = (i * 2654435761 + rep) % 10 < 6  # the reference calls a tool on 60 %
+                # the reference's calls for this (sample, repeat); other vendors mostly make the same ones
+                picks = [(i * 7 + rep * 3 + k) % max(1, len(pool)) for k in range(2 if (i + rep) % 7 == 0 else 1)]
                 for v, vendor in enumerate(vendors):
                     if written >= n_records:
                         break
@@ -82,7 +86,8 @@ def build_run(folder: Path, n_records: int, repeats: int, n_vendors: int, seed: 
                     flip = v > 0 and rng.random() < 0.05 * v
                     calls = reference_calls != flip and bool(pool)
                     ok = rng.random() > 0.01 * v
-                    chosen = [pool[rng.randrange(len(pool))] for _ in range(2 if rng.random() < 0.15 else 1)]
+                    deviate = v > 0 and rng.random() < 0.08 * v  # other arguments (some of them invalid)
+                    chosen = [pool[rng.randrange(len(pool)) if deviate else p] for p in picks] if pool else []
                     tool_calls = [{"id": f"call_{k}", "name": n, "arguments": a} for k, (n, a) in enumerate(chosen)]
                     batch.append({
                         "run_id": "scale", "model": "m", "vendor": vendor, "is_baseline": v == 0,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from avv_scoring import metrics as M
@@ -249,3 +250,52 @@ def test_score_frame_without_tools_leaves_schema_missing_and_warns():
 def test_unknown_status_counts_as_failure():
     frame = records_frame([{"sample_id": "1"}, {"sample_id": "2", "status": "weird"}])
     assert M.success_rate(frame)["success_rate"] == 0.5
+
+
+def test_vectorised_per_repeat_equals_the_per_repeat_loop():
+    """The groupby per-repeat table equals calling every metric on each repeat's rows (issue 16)."""
+    import random
+
+    rng = random.Random(5)
+    rows = []
+    for vendor in ("base", "ven", "odd"):
+        for rep in range(1, 6):
+            for sid in range(1, 13):
+                ok = rng.random() > (0.05 if vendor != "odd" else 0.3)
+                calls = rng.random() < 0.5
+                rows.append({
+                    "vendor": vendor, "is_baseline": vendor == "base", "sample_id": str(sid), "repeat": rep,
+                    "status": "success" if ok else "failed", "attempts": rng.randint(1, 4),
+                    "finish_reason": ("tool_calls" if calls else rng.choice(["stop", "length"])) if ok else None,
+                    "tool_calls": [call("get_weather", {"city": "Paris"} if rng.random() < 0.8 else {"c": 1})]
+                    if calls and ok else [],
+                    "ttft_ms": rng.uniform(50, 500) if ok and rng.random() < 0.9 else None,
+                    "tps": rng.uniform(10, 90) if ok and rng.random() < 0.9 else None,
+                    "total_tokens": rng.randint(10, 900) if ok and rng.random() < 0.8 else None,
+                    "reasoning_chars": rng.choice([0, 0, 5]), "content": rng.choice(["", "an answer"]),
+                })
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    frame = M.annotate_tool_calls(records_frame(rows), {str(i): tools for i in range(1, 13)})
+    base = frame[frame["vendor"] == "base"]
+    for vendor in ("base", "ven", "odd"):
+        mine = frame[frame["vendor"] == vendor]
+        fast, slow = M.per_repeat(mine, base), M.per_repeat_loop(mine, base)
+        pd.testing.assert_frame_equal(fast, slow, check_dtype=False)
+        assert fast["f1"].notna().all() and len(fast) == 5
+
+
+def test_vendor_tables_equal_vendor_metrics_and_per_repeat():
+    rows = [{"vendor": "base", "is_baseline": True, "sample_id": str(s), "repeat": r,
+             "finish_reason": "tool_calls" if s % 2 else "stop", "ttft_ms": 10.0 * s + r,
+             "tool_calls": [call("f", {"a": s})] if s % 2 else []} for s in range(1, 6) for r in (1, 2)]
+    rows += [{"vendor": "ven", "sample_id": str(s), "repeat": r, "status": "failed" if s == 3 else "success",
+              "finish_reason": "tool_calls" if s % 3 else "stop", "ttft_ms": 5.0 * s, "tps": 20.0 + s,
+              "tool_calls": [call("f", {"a": s + r})] if s % 3 else []} for s in range(1, 6) for r in (1, 2)]
+    frame = M.annotate_tool_calls(records_frame(rows), {str(i): TOOLS for i in range(1, 6)})
+    ven, base = frame[frame["vendor"] == "ven"], frame[frame["vendor"] == "base"]
+    pooled, by_repeat = M.vendor_tables(ven, base)
+    assert pooled.keys() == M.vendor_metrics(ven, base).keys()
+    for key, value in M.vendor_metrics(ven, base).items():
+        assert value == pooled[key] or (value != value and pooled[key] != pooled[key]), key
+    pd.testing.assert_frame_equal(by_repeat, M.per_repeat_loop(ven, base), check_dtype=False)
