@@ -272,6 +272,8 @@ def load_tools(inputs: Sequence[RunInput], samples: str | os.PathLike[str] | Non
 
 #: Helper column holding :func:`is_success` once computed (added by the call annotation).
 OK_COL = "_ok"
+#: Helper column: the item succeeded for every vendor of its model (see ``score.comparable_items``).
+COMPARABLE_COL = "_comparable"
 
 
 def is_success(frame: pd.DataFrame) -> pd.Series:

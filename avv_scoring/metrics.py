@@ -30,7 +30,7 @@ from avv_harness.samples import Gold
 
 from . import registry
 from .call_metrics import TC_INVALID, TC_N, TC_PARSE_ERROR, TC_UNCHECKABLE, TC_VALID, annotate_calls  # noqa: F401
-from .load import is_success
+from .load import COMPARABLE_COL, is_success
 from .registry import Metric, MetricFunction, additive, produces
 from .schema import parse_tool_calls
 
@@ -309,31 +309,40 @@ def schema_accuracy(sums: pd.Series) -> dict[str, Any]:
 # Cost and performance
 
 
+def _compared(rows: pd.DataFrame) -> pd.Series:
+    """The rows cost and speed are measured on: successful, and (when scoring a whole model) successful for
+    every vendor of the model — see :func:`avv_scoring.score.comparable_items`."""
+    ok = is_success(rows)
+    return ok & rows[COMPARABLE_COL].astype(bool) if COMPARABLE_COL in rows.columns else ok
+
+
 def _mean_features(rows: pd.DataFrame, column: str) -> pd.DataFrame:
-    """``value`` (0 where absent) and ``present`` per row: successful rows that have the column's value."""
+    """``value`` (0 where absent) and ``present`` per row: compared rows (:func:`_compared`) with a value."""
     values = pd.to_numeric(rows[column].astype("object"), errors="coerce").to_numpy(dtype=float)
-    present = is_success(rows).to_numpy(dtype=bool) & ~np.isnan(values)
+    present = _compared(rows).to_numpy(dtype=bool) & ~np.isnan(values)
     return pd.DataFrame({"value": np.where(present, values, 0.0), "present": present.astype(int)}, index=rows.index)
 
 
 def _present_values(rows: pd.DataFrame, column: str) -> np.ndarray:
-    return _values(rows.loc[is_success(rows), column])
+    return _values(rows.loc[_compared(rows), column])
 
 
 
 
 @produces(
     Metric("avg_tokens", "Avg Token", "num", "lower", irf=True, table=True, per_repeat=True, order=40, table_order=6,
-           doc="mean total_tokens over successful rows that reported usage; missing when none did (never 0)"),
+           doc="mean total_tokens over compared items (successful for every vendor of the model) that reported usage; "
+               "missing when none did (never 0)"),
     Metric("usage_rows", "Usage rows", "int", "none", order=400, doc="successful rows with total_tokens"),
 )
 @additive(lambda rows: _mean_features(rows, "total_tokens"))
 def avg_tokens(sums: pd.Series) -> dict[str, Any]:
     """Mean total tokens per request (prompt + completion, as reported in the streamed usage).
 
-    ``avg_tokens = mean(total_tokens)`` over successful rows whose ``total_tokens`` is present
-    (``usage_rows`` of them). A vendor that reports no usage has a missing avg_tokens — never 0, which
-    would be the best rank.
+    ``avg_tokens = mean(total_tokens)`` over the *compared* items whose ``total_tokens`` is present
+    (``usage_rows`` of them): items that succeeded for every vendor of the model (a vendor that fails the long
+    requests cannot look cheap by it; see ``score.comparable_items``). A vendor that reports no usage has a
+    missing avg_tokens — never 0, which would be the best rank.
     """
     n = int(sums["present"])
     return {"avg_tokens": float(sums["value"]) / n if n else NAN, "usage_rows": n}
@@ -348,7 +357,7 @@ def _ttft_percentiles(rows: pd.DataFrame) -> dict[str, Any]:
 
 @produces(
     Metric("avg_ttft_ms", "TTFT (ms)", "num", "lower", irf=True, table=True, per_repeat=True, order=50,
-           table_order=5, doc="mean ttft_ms over successful rows that have one; missing when none has"),
+           table_order=5, doc="mean ttft_ms over compared items (successful for every vendor of the model) that have one"),
     Metric("ttft_p50_ms", "TTFT p50 (ms)", "num", "lower", order=410,
            doc="median ttft_ms over successful rows that have one (linear interpolation)"),
     Metric("ttft_p90_ms", "TTFT p90 (ms)", "num", "lower", order=420,
@@ -363,8 +372,10 @@ def _ttft_percentiles(rows: pd.DataFrame) -> dict[str, Any]:
 def ttft_stats(sums: pd.Series) -> dict[str, Any]:
     """Time to first token over successful rows that have one (``ttft_rows``).
 
-    ``avg_ttft_ms = mean(ttft_ms)``; ``ttft_p50_ms``, ``ttft_p90_ms``, ``ttft_p95_ms``, ``ttft_p99_ms`` = percentiles
-    with linear interpolation. Missing when no successful row has a TTFT (never 0).
+    Over the *compared* items that have one (successful for every vendor of the model, so a vendor that fails
+    the slow requests cannot look fast by it): ``avg_ttft_ms = mean(ttft_ms)``; ``ttft_p50_ms``,
+    ``ttft_p90_ms``, ``ttft_p95_ms``, ``ttft_p99_ms`` = percentiles with linear interpolation. Missing when no
+    compared item has a TTFT (never 0).
     """
     n = int(sums["present"])
     return {"avg_ttft_ms": float(sums["value"]) / n if n else NAN, "ttft_rows": n}
@@ -387,7 +398,7 @@ def _reasoning_only_features(rows: pd.DataFrame) -> pd.DataFrame:
 
 @produces(
     Metric("tps", "TPS", "num", "higher", irf=True, table=True, per_repeat=True, order=60, table_order=3,
-           doc="mean per-request tps = (completion_tokens − 1) / decode s over successful rows; missing with none"),
+           doc="mean per-request tps = (completion_tokens − 1) / decode s over compared items; missing with none"),
     Metric("tps_p50", "TPS p50", "num", "higher", order=450,
            doc="median per-request tps over successful rows that have one"),
     Metric("tps_rows", "TPS rows", "int", "none", order=460, doc="successful rows with a tps"),
@@ -399,7 +410,8 @@ def tps_stats(sums: pd.Series) -> dict[str, Any]:
 
     Per request (computed by the harness) ``tps = (completion_tokens − 1) / (decode_ms / 1000)``; a buffered
     stream has none (its tokens were not streamed: anomaly ``buffered_stream``), so it is left out here.
-    ``tps = mean(tps)``, ``tps_p50 = median(tps)`` over ``tps_rows`` rows; missing when there are none.
+    ``tps = mean(tps)``, ``tps_p50 = median(tps)`` over the ``tps_rows`` compared items that have one (as for
+    TTFT: items that succeeded for every vendor of the model); missing when there are none.
     """
     n = int(sums["present"])
     return {"tps": float(sums["value"]) / n if n else NAN, "tps_rows": n}

@@ -20,10 +20,12 @@ from avv_harness.lag import client_load
 from .breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
 from .irf import IRF_METRICS, MetricsSpec, irf_scores, resolve_irf_metrics
 from .load import (
+    COMPARABLE_COL,
     REQUIRED_COLUMNS,
     GoldBySample,
     ToolsBySample,
     dedupe_latest,
+    is_success,
     load_tools,
     read_inputs,
     resolve_inputs,
@@ -224,6 +226,7 @@ def score_frame(
     records = annotate_tool_calls(records, tools_by_sample, gold_by_sample)
     model_col = records["model"].astype(str)
     vendor_col = records["vendor"].astype(str)
+    records[COMPARABLE_COL] = comparable_items(records, model_col, vendor_col)
 
     rows: list[dict[str, Any]] = []
     repeat_frames: list[pd.DataFrame] = []
@@ -282,6 +285,27 @@ def score_frame(
                          disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores), records=records)
     result.client_load = _client_load(records)
     return result
+
+
+def comparable_items(records: pd.DataFrame, model_col: pd.Series, vendor_col: pd.Series) -> pd.Series:
+    """Per row: its (sample_id, repeat) succeeded for every vendor of the model that succeeded at all.
+
+    Cost and speed (avg_tokens, TTFT, TPS) are compared on these items only, so a vendor that fails the
+    long or slow requests cannot look cheap or fast by it (its failures cost it success_rate instead). A
+    vendor with no success is left out of the intersection (its cost and speed are missing anyway)."""
+    ok = is_success(records)
+    key = records["sample_id"].astype(str) + "\x1f" + records["repeat"].astype(str)
+    out = pd.Series(False, index=records.index)
+    for model in model_col.unique():
+        in_model = model_col == model
+        good = ok & in_model
+        vendors = vendor_col[good].nunique()
+        if not vendors:
+            continue
+        served = pd.Series(vendor_col[good].to_numpy(), index=key[good].to_numpy()).groupby(level=0).nunique()
+        everywhere = set(served.index[served.to_numpy() == vendors])
+        out |= good & key.isin(everywhere)
+    return out
 
 
 def _in_score_order(rows: list[dict[str, Any]], columns: Sequence[str], scores: pd.DataFrame) -> pd.DataFrame:

@@ -299,3 +299,23 @@ def test_vendor_tables_equal_vendor_metrics_and_per_repeat():
     for key, value in M.vendor_metrics(ven, base).items():
         assert value == pooled[key] or (value != value and pooled[key] != pooled[key]), key
     pd.testing.assert_frame_equal(by_repeat, M.per_repeat_loop(ven, base), check_dtype=False)
+
+
+def test_failing_the_expensive_items_does_not_make_a_vendor_cheaper_or_faster():
+    """A vendor that fails exactly the long, slow requests must not rank better on tokens or TTFT: cost and
+    speed are compared on the items every vendor of the model answered (the rule behind every metric)."""
+    rows = []
+    for s in range(1, 11):
+        long = s > 5
+        for vendor, fails in (("base", False), ("honest", False), ("dodger", long)):
+            rows.append({"vendor": vendor, "is_baseline": vendor == "base", "sample_id": str(s),
+                         "status": "failed" if fails else "success",
+                         "total_tokens": None if fails else (5000 if long else 500),
+                         "ttft_ms": None if fails else (900.0 if long else 100.0)})
+    scores = score_frame(records_frame(rows), None).scores.set_index("vendor")
+    # per-vendor means would give dodger 500 tokens / 100 ms against honest's 2750 / 500: a failure rewarded
+    assert scores.loc["dodger", "avg_tokens"] == scores.loc["honest", "avg_tokens"] == 500
+    assert scores.loc["dodger", "avg_ttft_ms"] == scores.loc["honest", "avg_ttft_ms"] == 100
+    assert scores.loc["honest", "usage_rows"] == 5  # compared on the five items everyone answered
+    assert scores.loc["dodger", "success_rate"] == 0.5
+    assert scores.loc["honest", "irf"] > scores.loc["dodger", "irf"]
