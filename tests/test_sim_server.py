@@ -348,11 +348,14 @@ def test_truth_log_fields_and_attempts(sim) -> None:
         "decision_key",
         "attempt",
         "client_tag",
+        "repeat",
+        "repeat_source",
         "stream",
         "has_tools",
         "reference_decision",
         "decision",
         "flipped",
+        "self_flipped",
         "gold",
         "call_form",
         "dropped_calls",
@@ -381,6 +384,7 @@ def test_truth_log_fields_and_attempts(sim) -> None:
     assert rec["profile"] == "always" and rec["request_hash"] == request_hash(body) and rec["attempt"] == 1
     assert rec["stream"] and rec["has_tools"] and rec["reference_decision"] and rec["decision"]
     assert not rec["flipped"] and rec["fault"] is None and rec["http_status"] == 200
+    assert not rec["self_flipped"] and (rec["repeat"], rec["repeat_source"]) == (1, "arrival")  # "t-1" is no item tag
     assert rec["finish_reason"] == "tool_calls" and rec["usage_sent"] and rec["quirks"] == []
     call = assemble_tool_calls(chunks)[0]
     assert rec["tool_calls"] == [
@@ -393,6 +397,7 @@ def test_truth_log_fields_and_attempts(sim) -> None:
     assert rec["content_tokens"] == 0 and rec["reasoning_tokens"] == 0
     assert rec["t_arrival"] < rec["t_first_token"] < rec["t_last_byte"]
     assert truth_for(sim, "t-2")["attempt"] == 2 and truth_for(sim, "t-3")["attempt"] == 7
+    assert truth_for(sim, "t-2")["repeat"] == 2 and truth_for(sim, "t-3")["repeat"] == 3  # arrivals of the body
     no_tools = post(sim, "fast", chat_body(13, tools=False, stream=False), tag="t-4")
     assert no_tools.status_code == 200
     rec = truth_for(sim, "t-4")
