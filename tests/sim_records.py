@@ -17,7 +17,7 @@ import pandas as pd
 
 from avv_scoring.testing import call, records_frame
 from avv_sim import behaviour
-from avv_sim.calls import reference_calls
+from avv_sim.calls import PlannedCall, reference_calls
 from avv_sim.identity import decision_key
 from avv_sim.profiles import Profile, make_profile
 
@@ -47,9 +47,17 @@ class Truth:
 
 
 def sim_records(profiles: Mapping[str, Mapping[str, Any] | Profile], baseline: str, samples: int, repeats: int,
-                prefix: str = "question") -> tuple[pd.DataFrame, list[Truth]]:
-    """Records of every profile on ``samples`` bodies × ``repeats`` repeats (all successful, model ``m``), and the
-    truth of each. ``profiles`` maps a vendor name to its knobs (or a Profile)."""
+                prefix: str = "question", arguments: bool = True) -> tuple[pd.DataFrame, list[Truth]]:
+    """Records of every profile on ``samples`` bodies × ``repeats`` repeats (all successful, model ``m``), typed
+    as the reader types records.csv, and the truth of each. ``profiles`` maps a vendor name to its knobs;
+    ``arguments=False`` sends ``{}`` as every call's arguments (faster, for trigger-only sweeps)."""
+    rows, truth = sim_rows(profiles, baseline, samples, repeats, prefix, arguments)
+    return records_frame(rows), truth
+
+
+def sim_rows(profiles: Mapping[str, Mapping[str, Any] | Profile], baseline: str, samples: int, repeats: int,
+             prefix: str = "question", arguments: bool = True) -> tuple[list[dict[str, Any]], list[Truth]]:
+    """The record fields of :func:`sim_records` (for :func:`avv_scoring.testing.record`), and the truth."""
     built = {name: p if isinstance(p, Profile) else make_profile(name, p) for name, p in profiles.items()}
     rows: list[dict[str, Any]] = []
     truth: list[Truth] = []
@@ -59,7 +67,8 @@ def sim_records(profiles: Mapping[str, Mapping[str, Any] | Profile], baseline: s
         for name, profile in built.items():
             for r in range(1, repeats + 1):
                 d = behaviour.decide(profile, b, h, None, r)
-                calls = reference_calls(d.calls, h, None) if d.decision else []
+                calls = (reference_calls(d.calls, h, None) if arguments else [PlannedCall(t, {}) for t in d.calls]) \
+                    if d.decision else []
                 rows.append({
                     "vendor": name, "is_baseline": name == baseline, "sample_id": str(i), "repeat": r,
                     "finish_reason": "tool_calls" if d.decision else "stop",
@@ -68,7 +77,7 @@ def sim_records(profiles: Mapping[str, Mapping[str, Any] | Profile], baseline: s
                     "ttft_ms": profile.ttft_ms, "tps": profile.tokens_per_s, "total_tokens": 100,
                 })
                 truth.append(Truth(name, str(i), r, bool(d.reference), d.flipped, d.self_flipped, d.decision))
-    return records_frame(rows), truth
+    return rows, truth
 
 
 def tools_by_sample(samples: int) -> dict[str, list[dict[str, Any]]]:
