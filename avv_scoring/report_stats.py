@@ -46,7 +46,7 @@ def _settings_line(result: ScoreResult, units: int) -> str:
         return ("No bootstrap (--bootstrap 0): intervals, noise tests, rank stability and detectable gaps are "
                 "missing.")
     return (f"Bootstrap over {units} sample ids (each keeps all its repeats, every vendor resampled together), "
-            f"{s.resamples} resamples, seed {s.seed}; {s.level:.0%} percentile intervals. Definitions: "
+            f"{s.resamples} resamples, seed {s.seed}; {s.level * 100:g} % percentile intervals. Definitions: "
             "docs/scoring.md (\"Is the difference real?\").")
 
 
@@ -129,7 +129,7 @@ def markdown_section(result: ScoreResult, model: str, rows: Rows) -> list[str]:
     """report.md blocks for one model (see the module docstring)."""
     if not rows or "mcnemar_p" not in rows[0]:
         return []
-    blocks = [f"{TITLE} " + _settings_line(result, _units(result, model)),
+    blocks = [f"**{TITLE}** " + _settings_line(result, _units(result, model)),
               "Intervals (value [95 % interval]):", _md_table(_ci_headers(), [[_md_escape(c) for c in r]
                                                                                for r in _ci_body(rows)])]
     blocks += ["Agreement with the baseline next to the baseline's agreement with itself (its repeats, all pairs), "

@@ -401,7 +401,7 @@ def bootstrap(sums: UnitSums, settings: StatsSettings, irf_metrics: Mapping[str,
     n_units, n_vendors = sums.sums.shape[0], sums.sums.shape[1]
     flat = sums.sums.reshape(n_units, -1)
     irf_metrics = dict(irf_metrics or {})
-    wanted = set(CI_METRICS) | {c for c in irf_metrics if c in FORMULAS or c in PERCENTILES}
+    wanted = tuple(dict.fromkeys([*CI_METRICS, *(c for c in irf_metrics if c in FORMULAS or c in PERCENTILES)]))
     metrics: dict[str, list[np.ndarray]] = {c: [] for c in wanted}
     noise: dict[str, list[np.ndarray]] = {c: [] for c in NOISE_TESTS}
     irf: list[np.ndarray] = []
