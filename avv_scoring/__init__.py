@@ -2,7 +2,9 @@
 
 Layers: :mod:`.load` (input) → :mod:`.registry` (every metric declared once) → :mod:`.correctness` (pure
 tool-call comparison: canonical arguments, agreement, gold possible answers) → :mod:`.metrics` and
-:mod:`.call_metrics` (one pure function per metric, formula in its docstring, registered with ``@produces``) →
+:mod:`.call_metrics` (one pure function per metric, formula in its docstring, registered with ``@produces``) and
+:mod:`.uncertainty` (per model: bootstrap intervals, tests against the baseline's noise floor, rank stability;
+math in :mod:`.stats`) →
 :mod:`.breakdown` (per-tool table, disagreements) → :mod:`.irf` → :mod:`.verdict` → :mod:`.stress` (stress-mode
 tables) → :mod:`.score` → :mod:`.report` (csv/json/md outputs) → :mod:`.cli`. Rule throughout: a vendor's
 failure never improves its score. See docs/scoring.md.
@@ -19,6 +21,7 @@ from .registry import METRICS, Metric, metric, render_metric_table
 from .report import render_markdown, render_tables
 from .score import SCORE_COLUMNS, ScoreResult, score_frame, score_paths, stress_only
 from .stress import StressResult, stress_tables, write_stress_outputs
+from .uncertainty import StatsSettings
 from .verdict import Thresholds
 
 __all__ = [
@@ -27,6 +30,7 @@ __all__ = [
     "SCORE_COLUMNS",
     "Metric",
     "ScoreResult",
+    "StatsSettings",
     "StressResult",
     "Thresholds",
     "add_irf",

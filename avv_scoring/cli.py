@@ -6,6 +6,7 @@ score runs, re-render a stress run, or compute IRF over a ready metrics table.
                             [--thresholds avv|k2vv|minimax|none|FILE.yaml]
                             [--min-success X] [--min-f1 X] [--min-schema X] [--max-reasoning-only X]
                             [--min-attempt-success X] [--irf-metrics A,B,...] [--strict] [-q]
+                            [--bootstrap N] [--seed S] [--verdict threshold|statistical]
     avv-score stress RUN [--no-score] [same options as above]
     avv-score export --format k2vv RUN [--out DIR] [--samples FILE] [--baseline NAME | MODEL=VENDOR]
     avv-score irf TABLE.csv [--digits N] [--irf-metrics A,B,...]
@@ -35,6 +36,7 @@ from .registry import render_metric_table
 from .report import render_tables
 from .score import ScoreResult, score_paths, stress_only
 from .stress import stress_tables
+from .uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, VERDICT_MODES, StatsSettings
 from .verdict import DEFAULT_PRESET, Thresholds
 
 PROG = "avv-score"
@@ -162,10 +164,39 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
         )
     _add_irf_metrics_option(p)
     p.add_argument(
+        "--bootstrap", type=_non_negative_int, default=DEFAULT_RESAMPLES, metavar="N",
+        help="bootstrap resamples for the 95 %% intervals, noise tests and rank stability "
+        f"(default {DEFAULT_RESAMPLES}; 0 = none)",
+    )
+    p.add_argument(
+        "--seed", type=_non_negative_int, default=DEFAULT_SEED, metavar="S",
+        help=f"seed of the bootstrap (default {DEFAULT_SEED}; the same seed reproduces every interval)",
+    )
+    p.add_argument(
+        "--verdict", choices=VERDICT_MODES, default=VERDICT_MODES[0],
+        help="threshold (default): fixed bounds; statistical: bounds on agreement with the baseline (F1, "
+        "tool/args match) are replaced by tests against the baseline's own repeat-to-repeat noise (α = 0.05, "
+        "needs ≥ 2 repeats); the other bounds stay",
+    )
+    p.add_argument(
         "--strict", action="store_true",
         help="exit with status 1 when any vendor fails its verdict, or when there is nothing to score"
     )
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the tables")
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative")
+    return value
+
+
+def _stats(args: argparse.Namespace) -> StatsSettings:
+    return StatsSettings(resamples=args.bootstrap, seed=args.seed, verdict=args.verdict)
 
 
 def _irf_parser() -> argparse.ArgumentParser:
@@ -287,6 +318,7 @@ def main_score(argv: Sequence[str]) -> int:
         irf_metrics=args.irf_metrics,
         baseline_results=args.baseline_results,
         baseline_name=args.baseline_name,
+        stats=_stats(args),
     )
     return _report(result, args)
 
@@ -308,6 +340,7 @@ def main_stress(argv: Sequence[str]) -> int:
         irf_metrics=args.irf_metrics,
         baseline_results=args.baseline_results,
         baseline_name=args.baseline_name,
+        stats=_stats(args),
     )
     return _report(result, args)
 

@@ -309,7 +309,7 @@ def schema_accuracy(sums: pd.Series) -> dict[str, Any]:
 # Cost and performance
 
 
-def _compared(rows: pd.DataFrame) -> pd.Series:
+def compared_rows(rows: pd.DataFrame) -> pd.Series:
     """The rows cost and speed are measured on: successful, and (when scoring a whole model) successful for
     every vendor of the model — see :func:`avv_scoring.score.comparable_items`."""
     ok = is_success(rows)
@@ -317,14 +317,14 @@ def _compared(rows: pd.DataFrame) -> pd.Series:
 
 
 def _mean_features(rows: pd.DataFrame, column: str) -> pd.DataFrame:
-    """``value`` (0 where absent) and ``present`` per row: compared rows (:func:`_compared`) with a value."""
+    """``value`` (0 where absent) and ``present`` per row: compared rows (:func:`compared_rows`) with a value."""
     values = pd.to_numeric(rows[column].astype("object"), errors="coerce").to_numpy(dtype=float)
-    present = _compared(rows).to_numpy(dtype=bool) & ~np.isnan(values)
+    present = compared_rows(rows).to_numpy(dtype=bool) & ~np.isnan(values)
     return pd.DataFrame({"value": np.where(present, values, 0.0), "present": present.astype(int)}, index=rows.index)
 
 
 def _present_values(rows: pd.DataFrame, column: str) -> np.ndarray:
-    return _values(rows.loc[_compared(rows), column])
+    return _values(rows.loc[compared_rows(rows), column])
 
 
 
@@ -357,9 +357,10 @@ def _ttft_percentiles(rows: pd.DataFrame) -> dict[str, Any]:
 
 @produces(
     Metric("avg_ttft_ms", "TTFT (ms)", "num", "lower", irf=True, table=True, per_repeat=True, order=50,
-           table_order=5, doc="mean ttft_ms over compared items (successful for every vendor of the model) that have one"),
+           table_order=5,
+           doc="mean ttft_ms over compared items (successful for every vendor of the model) that have one"),
     Metric("ttft_p50_ms", "TTFT p50 (ms)", "num", "lower", order=410,
-           doc="median ttft_ms over successful rows that have one (linear interpolation)"),
+           doc="median ttft_ms over compared items that have one (linear interpolation)"),
     Metric("ttft_p90_ms", "TTFT p90 (ms)", "num", "lower", order=420,
            doc="90th percentile of ttft_ms over the same rows"),
     Metric("ttft_p95_ms", "TTFT p95 (ms)", "num", "lower", order=425,
@@ -400,7 +401,7 @@ def _reasoning_only_features(rows: pd.DataFrame) -> pd.DataFrame:
     Metric("tps", "TPS", "num", "higher", irf=True, table=True, per_repeat=True, order=60, table_order=3,
            doc="mean per-request tps = (completion_tokens − 1) / decode s over compared items; missing with none"),
     Metric("tps_p50", "TPS p50", "num", "higher", order=450,
-           doc="median per-request tps over successful rows that have one"),
+           doc="median per-request tps over compared items that have one"),
     Metric("tps_rows", "TPS rows", "int", "none", order=460, doc="successful rows with a tps"),
 )
 @additive(lambda rows: _mean_features(rows, "tps"),

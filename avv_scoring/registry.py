@@ -30,8 +30,8 @@ Better = Literal["higher", "lower", "none"]
 Kind = Literal["min", "max"]
 #: A verdict limit: ("min", x) = the metric must be ≥ x; ("max", x) = ≤ x.
 Limit = tuple[Kind, float]
-#: What a metric function is called with.
-Inputs = Literal["rows", "rows+baseline"]
+#: What a metric function is called with: one vendor's rows (and the baseline's), or a whole model at once.
+Inputs = Literal["rows", "rows+baseline", "model"]
 
 FMTS: tuple[str, ...] = get_args(Fmt)
 BETTER: tuple[str, ...] = get_args(Better)
@@ -40,6 +40,10 @@ KINDS: tuple[str, ...] = get_args(Kind)
 _COLUMN_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 #: Parameter name that marks a function as needing the baseline vendor's rows.
 BASELINE_PARAM = "baseline_rows"
+#: First-parameter name that marks a model-level function: called once per model with every vendor's rows
+#: (an :class:`avv_scoring.uncertainty.ModelTable`), it returns ``{vendor: {column: value}}`` — for metrics
+#: that need all vendors or settings at once (bootstrap intervals, tests, rank stability).
+MODEL_PARAM = "model_table"
 
 
 class RegistryError(ValueError):
@@ -104,8 +108,8 @@ class MetricFunction:
     """A registered metric function, the columns it returns and what it is called with."""
 
     func: Callable[..., dict[str, Any]]
-    columns: tuple[str, ...]  # exactly the keys of the dict it returns
-    inputs: Inputs  # "rows" → func(rows); "rows+baseline" → func(rows, baseline_rows)
+    columns: tuple[str, ...]  # exactly the keys of the dict it returns (of each vendor's dict, for "model")
+    inputs: Inputs  # "rows" → func(rows); "rows+baseline" → func(rows, baseline_rows); "model" → func(table)
 
     @property
     def name(self) -> str:
@@ -119,14 +123,29 @@ class MetricFunction:
     def __call__(self, rows: Any, baseline_rows: Any) -> dict[str, Any]:
         """Call with the vendor's rows (and the baseline's, when the function needs them); the result must
         hold exactly :attr:`columns`."""
+        if self.inputs == "model":
+            raise RegistryError(f"{self.name} is a model-level function: call for_model(table)")
         out = self.func(rows, baseline_rows) if self.inputs == "rows+baseline" else self.func(rows)
+        self._check(out)
+        return out
+
+    def for_model(self, table: Any) -> dict[str, dict[str, Any]]:
+        """Call a model-level function with one model's table; each vendor's dict must hold exactly
+        :attr:`columns`."""
+        if self.inputs != "model":
+            raise RegistryError(f"{self.name} is a per-vendor function: call it with the vendor's rows")
+        out = self.func(table)
+        for columns in out.values():
+            self._check(columns)
+        return out
+
+    def _check(self, out: dict[str, Any]) -> None:
         if set(out) != set(self.columns):
             extra, missing = sorted(set(out) - set(self.columns)), sorted(set(self.columns) - set(out))
             raise RegistryError(
                 f"{self.name} returned columns that differ from its declaration "
                 f"(undeclared: {', '.join(extra) or '-'}; not returned: {', '.join(missing) or '-'})"
             )
-        return out
 
 
 F = TypeVar("F", bound=Callable[..., dict[str, Any]])
@@ -173,6 +192,8 @@ def _inputs_of(func: Callable[..., Any]) -> Inputs:
     params = list(inspect.signature(func).parameters)
     if not params:
         raise RegistryError(f"{func.__name__}: a metric function takes the vendor's rows as first argument")
+    if params[0] == MODEL_PARAM:
+        return "model"
     return "rows+baseline" if BASELINE_PARAM in params[1:2] else "rows"
 
 
@@ -188,8 +209,10 @@ class Registry:
         """Decorator: register the function and every column it returns (one :class:`Metric` each).
 
         The function is returned unchanged. It is called as ``func(rows)``, or ``func(rows, baseline_rows)``
-        when its second parameter is named ``baseline_rows``. A column already registered (here or in the
-        same call), a function registered twice or a non-:class:`Metric` argument raises :class:`RegistryError`.
+        when its second parameter is named ``baseline_rows``, or once per model as ``func(model_table)`` when
+        its first parameter is named ``model_table`` (see :data:`MODEL_PARAM`). A column already registered (here
+        or in the same call), a function registered twice or a non-:class:`Metric` argument raises
+        :class:`RegistryError`.
         """
         if not metrics:
             raise RegistryError("produces() needs at least one Metric")
@@ -222,8 +245,12 @@ class Registry:
         return tuple(sorted(self._metrics.values(), key=lambda m: (m.order, index[m.column])))
 
     def functions(self) -> tuple[MetricFunction, ...]:
-        """Every registered function, in registration order."""
-        return tuple(self._functions)
+        """Every registered per-vendor function (``rows`` / ``rows+baseline``), in registration order."""
+        return tuple(f for f in self._functions if f.inputs != "model")
+
+    def model_functions(self) -> tuple[MetricFunction, ...]:
+        """Every registered model-level function, in registration order."""
+        return tuple(f for f in self._functions if f.inputs == "model")
 
     def metric(self, column: str) -> Metric:
         try:
@@ -241,11 +268,12 @@ REGISTRY = Registry()
 produces = REGISTRY.produces
 
 METRICS: tuple[Metric, ...]  # every registered metric, in order (lazy: see the module docstring)
-FUNCTIONS: tuple[MetricFunction, ...]  # every registered function with what it needs (lazy)
+FUNCTIONS: tuple[MetricFunction, ...]  # every registered per-vendor function with what it needs (lazy)
+MODEL_FUNCTIONS: tuple[MetricFunction, ...]  # every registered model-level function (lazy)
 
 
 #: Modules whose ``@produces`` decorators fill :data:`REGISTRY` (imported on first use).
-METRIC_MODULES: tuple[str, ...] = ("metrics", "call_metrics", "client_metrics", "verifier_metrics")
+METRIC_MODULES: tuple[str, ...] = ("metrics", "call_metrics", "client_metrics", "verifier_metrics", "uncertainty")
 
 
 def _load() -> Registry:
@@ -259,6 +287,8 @@ def __getattr__(name: str) -> Any:
         return _load().metrics()
     if name == "FUNCTIONS":
         return _load().functions()
+    if name == "MODEL_FUNCTIONS":
+        return _load().model_functions()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -269,6 +299,12 @@ def metric(column: str) -> Metric:
 
 def is_metric(column: str) -> bool:
     return column in _load()
+
+
+def baseline_columns() -> tuple[str, ...]:
+    """Columns that compare a vendor with the baseline: those of ``rows+baseline`` and model-level functions."""
+    reg = _load()
+    return tuple(c for f in (*reg.functions(), *reg.model_functions()) if f.inputs != "rows" for c in f.columns)
 
 
 # ------------------------------------------------------------------------------------------ derived views
@@ -293,6 +329,11 @@ def count_metrics() -> tuple[Metric, ...]:
 def group_metrics(group: str) -> tuple[Metric, ...]:
     """The metrics of a report group (``group=...``), in order."""
     return tuple(m for m in _load().metrics() if m.group == group)
+
+
+def model_functions() -> tuple[MetricFunction, ...]:
+    """The model-level functions (first parameter ``model_table``), every metric module loaded."""
+    return _load().model_functions()
 
 
 def per_repeat_metrics() -> tuple[Metric, ...]:

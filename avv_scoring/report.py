@@ -246,9 +246,16 @@ def _disagreements(result: ScoreResult, model: str, rows: Rows) -> list[str]:
             f"the first {shown} below, all in disagreements.csv):", _md_table(headers, body)]
 
 
+def _statistics(result: ScoreResult, model: str, rows: Rows) -> list[str]:
+    """Intervals, tests against the baseline and its noise floor, rank stability, sample size (:mod:`.report_stats`)."""
+    from .report_stats import markdown_section  # imports this module
+
+    return markdown_section(result, model, rows)
+
+
 #: Sections rendered once per model, in this order.
-MODEL_SECTIONS: tuple[ModelSection, ...] = (_model_heading, _scores_table, _verdicts, _repeats, _counts, _correctness,
-                                            _per_tool, _disagreements)
+MODEL_SECTIONS: tuple[ModelSection, ...] = (_model_heading, _scores_table, _verdicts, _repeats, _statistics, _counts,
+                                            _correctness, _per_tool, _disagreements)
 
 
 def _models(result: ScoreResult) -> list[str]:
@@ -379,6 +386,7 @@ def result_dict(result: ScoreResult) -> dict[str, Any]:
         "thresholds": result.thresholds.to_dict(),
         "thresholds_preset": result.thresholds.name,
         "irf_metrics": list(result.irf_metrics),
+        "statistics": result.stats.to_dict(),
         "baselines": result.baselines,
         "warnings": result.warnings,
         "columns": list(SCORE_COLUMNS),

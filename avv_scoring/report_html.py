@@ -10,6 +10,9 @@ out), and each section holds a figure:
 - **Scores**: per model the headline table (the registry's ``table=True`` metrics, as in report.md), the
   verdict of each vendor in colour, the threshold of each metric under its header and every cell that breaks
   its threshold marked; figure: IRF per vendor, coloured by verdict.
+- **Is the difference real?**: per model the 95 % intervals, each vendor's agreement next to the baseline's
+  agreement with itself with McNemar's and the noise-floor p-values, IRF rank stability and sample size; figure:
+  value and interval per vendor and rate metric, the noise floor dashed (:mod:`.report_stats`).
 - **Latency and throughput**: per vendor the distribution (empirical CDF) of TTFT and of per-request TPS over
   successful items.
 - **Errors and anomalies**: failed items per ``error_kind`` and anomaly flags per kind, per vendor.
@@ -455,9 +458,16 @@ def _stress_section(result: ScoreResult, palette: Palette) -> str | None:
     return _section("stress", "Stress: capacity per vendor", body)
 
 
+def _uncertainty_section(result: ScoreResult, palette: Palette) -> str | None:
+    """Intervals, tests against the baseline's noise floor, rank stability, sample size (:mod:`.report_stats`)."""
+    from .report_stats import html_section  # imports this module
+
+    return html_section(result, palette)
+
+
 #: Sections of report.html, in this order (each holds a figure; None leaves a section out).
-HTML_SECTIONS: tuple[HtmlSection, ...] = (_scores_section, _distributions_section, _errors_section, _repeats_section,
-                                         _tools_section, _stress_section)
+HTML_SECTIONS: tuple[HtmlSection, ...] = (_scores_section, _uncertainty_section, _distributions_section,
+                                         _errors_section, _repeats_section, _tools_section, _stress_section)
 
 
 # ------------------------------------------------------------------------------------------------- the page

@@ -31,9 +31,10 @@ from .load import (
     resolve_inputs,
 )
 from .metrics import REPEAT_METRICS, annotate_tool_calls, repeat_summary, vendor_tables
-from .registry import METRICS, RegistryError
+from .registry import METRICS, RegistryError, model_functions
 from .stress import STRESS_MODE, StressResult, stress_tables
-from .verdict import Thresholds, verdict
+from .uncertainty import ModelTable, StatsSettings, judge, verdict_thresholds
+from .verdict import Thresholds
 
 #: Columns that say whose row it is and how it was judged (not metrics).
 IDENTITY_COLUMNS: tuple[str, ...] = (
@@ -92,6 +93,8 @@ class ScoreResult:
         default_factory=lambda: pd.DataFrame(columns=list(DISAGREEMENT_COLUMNS)))
     #: The records scored (one row per item after de-duplication, tool calls annotated): the report's figures.
     records: pd.DataFrame | None = None
+    #: How intervals, tests and the verdict mode were computed (:mod:`.uncertainty`).
+    stats: StatsSettings = field(default_factory=StatsSettings)
 
     @property
     def models(self) -> list[str]:
@@ -187,6 +190,7 @@ def score_frame(
     thresholds: Thresholds | None = None,
     irf_metrics: MetricsSpec = None,
     gold_by_sample: GoldBySample | None = None,
+    stats: StatsSettings | None = None,
 ) -> ScoreResult:
     """Score a records table: one row per (model, vendor) with every metric, IRF and verdict, the per-tool
     breakdown and the disagreements.
@@ -196,9 +200,11 @@ def score_frame(
     sample id → the request's ``tools`` list; None leaves schema metrics missing (with a warning).
     ``gold_by_sample`` maps sample id → its :class:`~avv_harness.samples.Gold` labels (None or missing ids:
     gold metrics missing). ``irf_metrics`` = the IRF input columns (default: the registry's ``irf=True``
-    metrics).
+    metrics). ``stats`` = bootstrap resamples, seed and verdict mode (:class:`~avv_scoring.uncertainty.StatsSettings`;
+    default: 1000 resamples, seed 17, threshold verdicts).
     """
-    thresholds = thresholds if thresholds is not None else Thresholds()
+    stats = stats if stats is not None else StatsSettings()
+    thresholds = verdict_thresholds(thresholds if thresholds is not None else Thresholds(), stats)
     irf_inputs = resolve_irf_metrics(irf_metrics)
     _check_frame(records)
     records = dedupe_latest(records)
@@ -212,6 +218,7 @@ def score_frame(
             thresholds,
             warnings,
             irf_metrics=irf_inputs,
+            stats=stats,
         )
     if tools_by_sample is None:
         warnings.append("no request tool definitions: schema accuracy not computed (pass --samples FILE)")
@@ -266,9 +273,10 @@ def score_frame(
                 f"{model}: the baseline {vendor} has no successful item; F1 is missing for every vendor"
             )
 
+    _add_model_metrics(rows, records, baselines, stats, irf_inputs)
     scores = pd.DataFrame(rows)
     scores["irf"] = irf_scores(scores, list(irf_inputs))
-    outcomes = [verdict(row, thresholds) for row in scores.to_dict("records")]
+    outcomes = [judge(row, thresholds, stats) for row in scores.to_dict("records")]
     scores["verdict"] = [v for v, _ in outcomes]
     scores["verdict_reasons"] = ["; ".join(r) for _, r in outcomes]
     model_order = {m: i for i, m in enumerate(dict.fromkeys(scores["model"]))}
@@ -280,7 +288,7 @@ def score_frame(
     )
     scores = scores.reindex(columns=list(SCORE_COLUMNS))
     by_repeat = pd.concat(repeat_frames, ignore_index=True).reindex(columns=list(REPEAT_COLUMNS))
-    result = ScoreResult(scores, by_repeat, baselines, thresholds, warnings, irf_metrics=irf_inputs,
+    result = ScoreResult(scores, by_repeat, baselines, thresholds, warnings, irf_metrics=irf_inputs, stats=stats,
                          per_tool=_in_score_order(tool_rows, PER_TOOL_COLUMNS, scores),
                          disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores), records=records)
     result.client_load = _client_load(records)
@@ -306,6 +314,20 @@ def comparable_items(records: pd.DataFrame, model_col: pd.Series, vendor_col: pd
         everywhere = set(served.index[served.to_numpy() == vendors])
         out |= good & key.isin(everywhere)
     return out
+
+
+def _add_model_metrics(rows: list[dict[str, Any]], records: pd.DataFrame, baselines: Mapping[str, str],
+                       stats: StatsSettings, irf_inputs: Mapping[str, bool]) -> None:
+    """Add the columns of the model-level functions (registry ``model_table``) to each vendor's row."""
+    model_col = records["model"].astype(str)
+    for model in dict.fromkeys(row["model"] for row in rows):
+        mine = [row for row in rows if row["model"] == model]
+        table = ModelTable(model, baselines[model], records[model_col == model], {row["vendor"]: row for row in mine},
+                           stats, dict(irf_inputs))
+        for function in model_functions():
+            columns = function.for_model(table)
+            for row in mine:
+                row.update(columns[row["vendor"]])
 
 
 def _in_score_order(rows: list[dict[str, Any]], columns: Sequence[str], scores: pd.DataFrame) -> pd.DataFrame:
@@ -342,6 +364,7 @@ def score_paths(
     irf_metrics: MetricsSpec = None,
     baseline_results: Sequence[Any] | None = None,
     baseline_name: str | None = None,
+    stats: StatsSettings | None = None,
 ) -> ScoreResult:
     """Load run folders / records.csv files, score them and (``write=True``) write ``scores.csv``,
     ``scores_by_repeat.csv``, ``scores.json`` and ``report.md`` into ``out_dir``.
@@ -375,7 +398,7 @@ def score_paths(
         result_inputs = [i.csv_path for i in inputs]
     result = score_frame(
         records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds, irf_metrics=irf_metrics,
-        gold_by_sample=tool_source.gold_by_sample,
+        gold_by_sample=tool_source.gold_by_sample, stats=stats,
     )
     result.warnings[:0] = tool_source.warnings + _input_notes(inputs) + import_notes
     result.inputs = result_inputs

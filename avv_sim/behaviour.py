@@ -5,6 +5,9 @@ recomputed from (profile, request body, attempt) alone. Derivations (see docs/si
 
 - reference decision: (decision key, tool_call_rate) — same for every profile with that rate;
 - flip: (decision key, seed, "flip");
+- self-flip (sampling noise, ``self_flip_rate``): (decision key, seed, repeat, "self_flip") — the repeat comes from
+  the ``X-AVV-Item`` tag (:mod:`.item_tag`), so a retry of an item meets the same decision and another repeat
+  may not;
 - which tools, parallel calls, argument values, filler text: decision key only (with gold, see gold.py: the
   gold labels of the request's messages and tools);
 - faults, broken arguments, reasoning-only, language drift, jitter, quirks and the tool-call deviations of
@@ -238,6 +241,7 @@ class Decision:
     decision: bool  # what this profile does (after flip and tool_choice)
     flipped: bool  # decision != reference because of flip_rate
     calls: tuple[Tool, ...] = ()  # tools to call, in index order (empty when decision is False)
+    self_flipped: bool = False  # this (body, repeat) flipped by self_flip_rate (on top of flip_rate)
 
 
 def reference_decision(h: str, tool_call_rate: float) -> bool:
@@ -247,6 +251,11 @@ def reference_decision(h: str, tool_call_rate: float) -> bool:
 
 def flip_drawn(h: str, seed: int, flip_rate: float) -> bool:
     return chance(flip_rate, h, seed, "flip")
+
+
+def self_flip_drawn(h: str, seed: int, repeat: int, self_flip_rate: float) -> bool:
+    """The profile's own sampling noise: a draw per (body, seed, repeat), so repeats of one body can differ."""
+    return chance(self_flip_rate, h, seed, repeat, "self_flip")
 
 
 def choose_tools(
@@ -263,9 +272,11 @@ def choose_tools(
     return (tools[first],)
 
 
-def decide(profile: Profile, body: Mapping[str, Any], h: str, gold: GoldEntry | None = None) -> Decision:
+def decide(profile: Profile, body: Mapping[str, Any], h: str, gold: GoldEntry | None = None,
+           repeat: int = 1) -> Decision:
     """Whether this profile calls a tool and which: the reference decision (gold's ``expected_tool_call`` when
-    given, else by hash and ``tool_call_rate``; ``tool_choice`` first), flipped by ``flip_rate``."""
+    given, else by hash and ``tool_call_rate``; ``tool_choice`` first), flipped by ``flip_rate`` (per body) and
+    by ``self_flip_rate`` (per body and ``repeat``): ``decision = reference XOR flipped XOR self_flipped``."""
     tools = request_tools(body)
     mode, named = parse_tool_choice(body, tools)
     if not tools:
@@ -280,12 +291,13 @@ def decide(profile: Profile, body: Mapping[str, Any], h: str, gold: GoldEntry | 
     else:
         reference = reference_decision(h, profile.tool_call_rate)
     flipped = not forced and flip_drawn(h, profile.seed, profile.flip_rate)
-    decision = reference != flipped
+    self_flipped = not forced and self_flip_drawn(h, profile.seed, repeat, profile.self_flip_rate)
+    decision = reference ^ flipped ^ self_flipped
     calls: tuple[Tool, ...] = ()
     if decision:
         parallel_ok = body.get("parallel_tool_calls") is not False
         calls = choose_tools(h, tools, mode, named, parallel_ok, profile.parallel_rate)
-    return Decision(True, reference, decision, flipped, calls)
+    return Decision(True, reference, decision, flipped, calls, self_flipped)
 
 
 FAULT_ORDER = ("error_status", "rate_limit", "truncate", "stream_error")
@@ -521,9 +533,10 @@ def applied_quirks(
 
 
 def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | None = None,
-              gold: GoldEntry | None = None) -> Plan:
+              gold: GoldEntry | None = None, repeat: int = 1) -> Plan:
     """Decide everything for one request. ``gold`` = the request's gold labels (ignored unless the profile
-    has ``follow_gold``). Raises :class:`RequestError` for malformed bodies."""
+    has ``follow_gold``); ``repeat`` = the item's repeat (the ``self_flip_rate`` draw). Raises
+    :class:`RequestError` for malformed bodies."""
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise RequestError("'messages' must be a non-empty array", "messages")
     h = h or decision_key(body)
@@ -535,7 +548,7 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
     max_tokens = max_tokens_of(body)
     gold = gold if profile.follow_gold else None
     tools = request_tools(body)
-    decision = decide(profile, body, h, gold)
+    decision = decide(profile, body, h, gold, repeat)
     fault = pick_fault(profile, h, attempt)
     reasoning_only = chance(profile.reasoning_only_rate, *_fault_parts(profile, h, attempt, "reasoning_only"))
     calls_wanted = decision.decision and not reasoning_only

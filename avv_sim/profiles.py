@@ -63,6 +63,7 @@ class Profile:
     # tool-call behaviour
     tool_call_rate: float = 0.6
     flip_rate: float = 0.0
+    self_flip_rate: float = 0.0  # flips its own decision on this fraction of (body, repeat): sampling noise
     bad_args_rate: float = 0.0
     parallel_rate: float = 0.2
     # tool-call correctness (see avv_sim/calls.py)
@@ -119,6 +120,7 @@ KNOBS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Pro
 _RATES = {
     "tool_call_rate",
     "flip_rate",
+    "self_flip_rate",
     "bad_args_rate",
     "parallel_rate",
     "wrong_tool_rate",

@@ -24,6 +24,7 @@ from . import behaviour, dialects
 from .behaviour import Plan, RequestError
 from .gold import GoldEntry, gold_key
 from .identity import decision_key
+from .item_tag import repeat_of
 from .profiles import Profile
 from .wire import HTML_BODY, Wire, error_body
 
@@ -60,19 +61,28 @@ class ProfileState:
         self.queue = asyncio.Semaphore(limit) if limit and profile.over_limit == "queue" else None
         self.arrivals: dict[str, int] = {}
 
-    def attempt_for(self, h: str | None, header: str | None) -> int:
-        """X-AVV-Attempt if given, else the count of arrivals of this body at this profile."""
+    def arrive(self, h: str | None) -> int:
+        """Count one more arrival of this body at this profile; the count (1-based)."""
         key = h or ""
         count = self.arrivals.get(key, 0) + 1
         self.arrivals[key] = count
-        if header:
-            try:
-                value = int(header)
-                if value >= 1:
-                    return value
-            except ValueError:
-                pass
         return count
+
+    def attempt_for(self, h: str | None, header: str | None) -> int:
+        """X-AVV-Attempt if given, else the count of arrivals of this body at this profile."""
+        return attempt_of(header, self.arrive(h))
+
+
+def attempt_of(header: str | None, arrival: int) -> int:
+    """The X-AVV-Attempt header when it is a positive integer, else ``arrival``."""
+    if header:
+        try:
+            value = int(header)
+            if value >= 1:
+                return value
+        except ValueError:
+            pass
+    return arrival
 
 
 def new_record(profile: str, t_arrival: float, client_tag: str | None) -> dict[str, Any]:
@@ -84,11 +94,14 @@ def new_record(profile: str, t_arrival: float, client_tag: str | None) -> dict[s
         "decision_key": None,
         "attempt": None,
         "client_tag": client_tag,
+        "repeat": None,
+        "repeat_source": None,
         "stream": None,
         "has_tools": None,
         "reference_decision": None,
         "decision": None,
         "flipped": None,
+        "self_flipped": None,
         "gold": False,
         "call_form": None,
         "dropped_calls": 0,
@@ -275,7 +288,9 @@ class Simulator:
         profile = state.profile
         body, h = await _read_body(request)
         rec["request_hash"] = h
-        rec["attempt"] = state.attempt_for(h, request.headers.get(ATTEMPT_HEADER))
+        arrival = state.arrive(h)
+        rec["attempt"] = attempt_of(request.headers.get(ATTEMPT_HEADER), arrival)
+        rec["repeat"], rec["repeat_source"] = repeat_of(rec["client_tag"], arrival)
         if body is None:
             return await self._send_error(
                 request,
@@ -612,12 +627,14 @@ def _plan(profile: Profile, body: dict[str, Any], rec: dict[str, Any], gold: Map
         view, prompt = dialects.completion_view(body)
         rec["decision_key"] = key = decision_key(view)
         entry = gold.get(gold_key(view)) if gold else None
-        plan = behaviour.make_plan(dataclasses.replace(profile, quirks=()), view, rec["attempt"], key, entry)
+        plan = behaviour.make_plan(dataclasses.replace(profile, quirks=()), view, rec["attempt"], key, entry,
+                                   rec["repeat"])
         rec["text_tool_calls"] = dialects.as_completion(plan, prompt, profile.tokens_per_chunk)
         return plan
     rec["decision_key"] = key = decision_key(body)
     dialects.check_reasoning_content(profile, body, key, rec["attempt"])
-    plan = behaviour.make_plan(profile, body, rec["attempt"], key, gold.get(gold_key(body)) if gold else None)
+    plan = behaviour.make_plan(profile, body, rec["attempt"], key, gold.get(gold_key(body)) if gold else None,
+                               rec["repeat"])
     if plan.has(dialects.BROKEN_TEMPLATE):
         rec["text_tool_calls"] = dialects.text_calls(plan, "fenced", profile.tokens_per_chunk)
     return plan
@@ -632,6 +649,7 @@ def _record_plan(rec: dict[str, Any], plan: Plan) -> None:
         reference_decision=d.reference,
         decision=d.decision,
         flipped=d.flipped,
+        self_flipped=d.self_flipped,
         fault=plan.fault,
         gold=plan.gold,
         call_form=plan.call_form,

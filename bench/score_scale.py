@@ -9,7 +9,10 @@ arguments) and fail 1 % · v; the pool of calls per sample template holds a few 
 too is sometimes invalid), run.json and the sample file (the demo samples cycled under new ids, so every
 record's tools are real schemas). Timed, each in a fresh process (one core: ``taskset -c 0`` when available):
 ``pandas.read_csv`` of records.csv and ``avv-score RUN`` (validation, every metric, reports). Printed: both
-wall times, their ratio, and the peak RSS of avv-score.
+wall times, their ratio, and the peak RSS of avv-score. Then the bootstrap's own time (``--bootstrap N``
+resamples, default 1000, as avv-score runs it): the records read, de-duplicated and annotated as ``avv-score``
+does, then per model the reduction to per-sample sums (:func:`avv_scoring.uncertainty.unit_sums`) and the
+resampling (:func:`avv_scoring.uncertainty.bootstrap`: intervals, noise tests, IRF ranks), each timed.
 """
 
 from __future__ import annotations
@@ -131,13 +134,46 @@ def timed(cmd: list[str]) -> tuple[float, float]:
     return wall, max(peak, before) / 1024.0
 
 
+def time_bootstrap(run: Path, resamples: int) -> None:
+    """Print the bootstrap's own time on a run folder (run in a child process by :func:`main`)."""
+    from avv_scoring.irf import resolve_irf_metrics
+    from avv_scoring.load import dedupe_latest, load_tools, read_inputs, resolve_inputs
+    from avv_scoring.metrics import annotate_tool_calls
+    from avv_scoring.score import resolve_baselines
+    from avv_scoring.uncertainty import ModelTable, StatsSettings, bootstrap, unit_sums
+
+    inputs = resolve_inputs([str(run)])
+    records = dedupe_latest(read_inputs(inputs))
+    records = annotate_tool_calls(records, load_tools(inputs, None).tools_by_sample)
+    settings, irf = StatsSettings(resamples=resamples), resolve_irf_metrics()
+    sums_s = boot_s = 0.0
+    for model, baseline in resolve_baselines(records).items():
+        rows = records[records["model"].astype(str) == model]
+        vendors = list(dict.fromkeys(rows["vendor"].astype(str)))
+        table = ModelTable(model, baseline, rows, {v: {} for v in vendors}, settings, irf)
+        t0 = time.perf_counter()
+        sums = unit_sums(table)
+        t1 = time.perf_counter()
+        bootstrap(sums, settings, irf)  # every default IRF input has a resampling formula
+        t2 = time.perf_counter()
+        sums_s, boot_s = sums_s + t1 - t0, boot_s + t2 - t1
+        print(f"bootstrap {model}: {len(rows)} records, {len(sums.units)} samples, {len(vendors)} vendors")
+    print(f"{'bootstrap: unit sums':<22} {sums_s:>8.2f}")
+    print(f"{f'bootstrap: {resamples} resamples':<22} {boot_s:>8.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--vendors", type=int, default=3, choices=range(1, len(VENDORS) + 1))
+    parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="resamples (default 1000)")
     parser.add_argument("--keep", metavar="DIR", help="build the run here and keep it")
+    parser.add_argument("--time-bootstrap", metavar="RUN", help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args()
+    if args.time_bootstrap:
+        time_bootstrap(Path(args.time_bootstrap), args.bootstrap)
+        return
     print("$ python bench/score_scale.py " + " ".join(sys.argv[1:]))
     print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, Python {sys.version.split()[0]}")
     folder = Path(args.keep or tempfile.mkdtemp(prefix="avv-scale-"))
@@ -148,11 +184,18 @@ def main() -> None:
     print(f"built {args.records} records ({size:.0f} MB) in {time.perf_counter() - t0:.1f} s: {run}")
     read_s, read_mb = timed([sys.executable, "-c", f"import pandas; pandas.read_csv({str(run / 'records.csv')!r})"])
     score_s, score_mb = timed([sys.executable, "-m", "avv_scoring.cli", str(run), "--out", str(folder / "scores"),
-                               "-q"])
+                               "-q", "--bootstrap", str(args.bootstrap)])
     print(f"{'what':<22} {'wall s':>8} {'peak RSS MB':>12}")
     print(f"{'pandas.read_csv':<22} {read_s:>8.1f} {read_mb:>12.0f}")
     print(f"{'avv-score':<22} {score_s:>8.1f} {score_mb:>12.0f}")
     print(f"ratio avv-score / read_csv = {score_s / read_s:.1f}")
+    child = subprocess.run(
+        ["taskset", "-c", "0"] * bool(shutil.which("taskset"))
+        + [sys.executable, __file__, "--time-bootstrap", str(run), "--bootstrap", str(args.bootstrap)],
+        capture_output=True, text=True)
+    if child.returncode != 0:
+        raise SystemExit(f"bootstrap timing failed:\n{child.stderr[-3000:]}")
+    sys.stdout.write(child.stdout)
     if not args.keep:
         shutil.rmtree(folder, ignore_errors=True)
 

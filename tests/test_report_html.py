@@ -70,7 +70,7 @@ def test_report_html_is_self_contained_and_names_every_vendor_with_a_figure_per_
         assert vendor in page
     assert "<b>noisy</b>" not in page  # names are escaped
     found = sections(page)
-    assert list(found) == ["scores", "latency", "errors", "repeats", "tools"]  # tools: the records call tools
+    assert list(found) == ["scores", "uncertainty", "latency", "errors", "repeats", "tools"]  # tools: calls
     for key, block in found.items():
         assert png_count(block) >= 1, key
     # verdict colours, thresholds under the headers, broken cells marked

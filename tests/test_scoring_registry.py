@@ -12,7 +12,15 @@ from avv_scoring import METRICS, SCORE_COLUMNS, Thresholds, registry
 from avv_scoring import metrics as M
 from avv_scoring.cli import main
 from avv_scoring.irf import IRF_METRICS, IRF_TABLE_COLUMNS, irf_scores, resolve_irf_metrics
-from avv_scoring.registry import FUNCTIONS, Metric, Registry, RegistryError, produces, render_metric_table
+from avv_scoring.registry import (
+    FUNCTIONS,
+    MODEL_FUNCTIONS,
+    Metric,
+    Registry,
+    RegistryError,
+    produces,
+    render_metric_table,
+)
 from avv_scoring.report import COUNT_LAYOUT, TABLE_LAYOUT
 from avv_scoring.score import IDENTITY_COLUMNS, REPEAT_COLUMNS
 from avv_scoring.testing import call, records_frame
@@ -48,10 +56,12 @@ def test_each_function_returns_exactly_the_columns_it_declared(function):
         assert registry.metric(column).column == column
 
 
-def test_vendor_metrics_has_every_registered_column_and_nothing_else():
+def test_vendor_metrics_has_every_per_vendor_column_and_the_model_functions_the_rest():
     rows, base = _frames()
-    assert set(M.vendor_metrics(rows, base)) == {m.column for m in METRICS}
-    assert sum(len(f.columns) for f in FUNCTIONS) == len(METRICS)
+    model_columns = {c for f in MODEL_FUNCTIONS for c in f.columns}
+    assert set(M.vendor_metrics(rows, base)) == {m.column for m in METRICS} - model_columns
+    assert sum(len(f.columns) for f in (*FUNCTIONS, *MODEL_FUNCTIONS)) == len(METRICS)
+    assert {f.name: f.inputs for f in MODEL_FUNCTIONS} == {"uncertainty": "model"}
     assert {f.name: f.inputs for f in FUNCTIONS}["trigger_f1"] == "rows+baseline"
     assert {f.name: f.inputs for f in FUNCTIONS}["schema_accuracy"] == "rows"
 

@@ -25,6 +25,7 @@ PROFILES = {
     "trunc": {**FAST, "tool_call_rate": 0.0, "truncate_rate": 1.0},
     "serr": {**FAST, "tool_call_rate": 0.0, "stream_error_rate": 1.0},
     "nousage": {**FAST, "omit_usage": True},
+    "selfnoisy": {**FAST, "tool_call_rate": 0.5, "self_flip_rate": 0.5, "seed": 3},
     # statistics: a reference and a noisy vendor, answering as fast as possible
     "stat_ref": {"ttft_ms": 0, "tokens_per_s": 1e6, "output_tokens": 2, "tool_call_rate": 0.6},
     "stat_noisy": {
@@ -348,11 +349,14 @@ def test_truth_log_fields_and_attempts(sim) -> None:
         "decision_key",
         "attempt",
         "client_tag",
+        "repeat",
+        "repeat_source",
         "stream",
         "has_tools",
         "reference_decision",
         "decision",
         "flipped",
+        "self_flipped",
         "gold",
         "call_form",
         "dropped_calls",
@@ -381,6 +385,7 @@ def test_truth_log_fields_and_attempts(sim) -> None:
     assert rec["profile"] == "always" and rec["request_hash"] == request_hash(body) and rec["attempt"] == 1
     assert rec["stream"] and rec["has_tools"] and rec["reference_decision"] and rec["decision"]
     assert not rec["flipped"] and rec["fault"] is None and rec["http_status"] == 200
+    assert not rec["self_flipped"] and (rec["repeat"], rec["repeat_source"]) == (1, "arrival")  # "t-1" is no item tag
     assert rec["finish_reason"] == "tool_calls" and rec["usage_sent"] and rec["quirks"] == []
     call = assemble_tool_calls(chunks)[0]
     assert rec["tool_calls"] == [
@@ -393,6 +398,7 @@ def test_truth_log_fields_and_attempts(sim) -> None:
     assert rec["content_tokens"] == 0 and rec["reasoning_tokens"] == 0
     assert rec["t_arrival"] < rec["t_first_token"] < rec["t_last_byte"]
     assert truth_for(sim, "t-2")["attempt"] == 2 and truth_for(sim, "t-3")["attempt"] == 7
+    assert truth_for(sim, "t-2")["repeat"] == 2 and truth_for(sim, "t-3")["repeat"] == 3  # arrivals of the body
     no_tools = post(sim, "fast", chat_body(13, tools=False, stream=False), tag="t-4")
     assert no_tools.status_code == 200
     rec = truth_for(sim, "t-4")
@@ -432,3 +438,36 @@ def test_statistical_knobs_over_300_bodies(sim) -> None:
     noisy = [r for r in truth_lines(sim) if r["profile"] == "stat_noisy" and r["http_status"] == 200]
     assert sum(r["flipped"] for r in noisy) == flips
     assert sum(bool(c["broken"]) for r in noisy for c in r["tool_calls"]) == bad
+
+
+def test_self_flips_follow_the_item_tags_repeat(sim) -> None:
+    """The repeat of the X-AVV-Item tag drives the self-flip draw; a retry (attempt 2) of the same item meets the
+    same decision; without a tag the body's arrival count stands in for the repeat."""
+    from avv_harness.items import ItemKey
+    from avv_sim import behaviour
+    from avv_sim.identity import decision_key
+
+    with requests.Session() as s:
+        for i in range(12):
+            body = chat_body(2000 + i, stream=False)
+            key = decision_key(body)
+            for repeat in (1, 2):
+                for attempt in (1, 2):
+                    tag = ItemKey("m", "selfnoisy", f"s{i}", repeat).tag("run-x", attempt)
+                    resp = post(sim, "selfnoisy", body, session=s, tag=tag)
+                    assert resp.status_code == 200
+                    rec = truth_for(sim, tag)
+                    assert (rec["repeat"], rec["repeat_source"]) == (repeat, "tag")
+                    assert rec["self_flipped"] == behaviour.self_flip_drawn(key, 3, repeat, 0.5)
+                    assert rec["decision"] == (rec["reference_decision"] ^ rec["self_flipped"])
+                    called = bool(resp.json()["choices"][0]["message"].get("tool_calls"))
+                    assert called == rec["decision"]
+            tagged = [r for r in truth_lines(sim) if r["client_tag"] and f"/s{i}/" in r["client_tag"]]
+            by_repeat = {(r["repeat"], r["decision"]) for r in tagged}
+            assert len(by_repeat) == len({r for r, _ in by_repeat})  # retries of one repeat agree
+        body = chat_body(3000, stream=False)
+        for arrival in (1, 2, 3):
+            assert post(sim, "selfnoisy", body, session=s, tag=f"plain-{arrival}").status_code == 200
+            rec = truth_for(sim, f"plain-{arrival}")
+            assert (rec["repeat"], rec["repeat_source"]) == (arrival, "arrival")
+            assert rec["self_flipped"] == behaviour.self_flip_drawn(decision_key(body), 3, arrival, 0.5)

@@ -1,0 +1,84 @@
+"""Records made in-process from the simulator's pure decisions (no HTTP, no Locust): each (profile, sample,
+repeat) gets the record the harness would write for the response the simulator would send, plus the truth the
+simulator would log (reference decision, flips, self-flips, decision).
+
+Used by the statistics tests, which need many seeded score tables quickly. The calls carry schema-valid
+arguments drawn by the simulator (``avv_sim.calls.reference_calls``), so faithful profiles agree exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from avv_scoring.testing import call, records_frame
+from avv_sim import behaviour
+from avv_sim.calls import PlannedCall, reference_calls
+from avv_sim.identity import decision_key
+from avv_sim.profiles import Profile, make_profile
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "search", "parameters": {
+        "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}},
+]
+
+
+def body(i: int, prefix: str = "question") -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": f"{prefix} {i}"}], "tools": TOOLS}
+
+
+@dataclass(frozen=True)
+class Truth:
+    """What the simulator's truth log would say of one (profile, sample, repeat)."""
+
+    vendor: str
+    sample_id: str
+    repeat: int
+    reference: bool
+    flipped: bool
+    self_flipped: bool
+    decision: bool
+
+
+def sim_records(profiles: Mapping[str, Mapping[str, Any] | Profile], baseline: str, samples: int, repeats: int,
+                prefix: str = "question", arguments: bool = True) -> tuple[pd.DataFrame, list[Truth]]:
+    """Records of every profile on ``samples`` bodies × ``repeats`` repeats (all successful, model ``m``), typed
+    as the reader types records.csv, and the truth of each. ``profiles`` maps a vendor name to its knobs;
+    ``arguments=False`` sends ``{}`` as every call's arguments (faster, for trigger-only sweeps)."""
+    rows, truth = sim_rows(profiles, baseline, samples, repeats, prefix, arguments)
+    return records_frame(rows), truth
+
+
+def sim_rows(profiles: Mapping[str, Mapping[str, Any] | Profile], baseline: str, samples: int, repeats: int,
+             prefix: str = "question", arguments: bool = True) -> tuple[list[dict[str, Any]], list[Truth]]:
+    """The record fields of :func:`sim_records` (for :func:`avv_scoring.testing.record`), and the truth."""
+    built = {name: p if isinstance(p, Profile) else make_profile(name, p) for name, p in profiles.items()}
+    rows: list[dict[str, Any]] = []
+    truth: list[Truth] = []
+    for i in range(samples):
+        b = body(i, prefix)
+        h = decision_key(b)
+        for name, profile in built.items():
+            for r in range(1, repeats + 1):
+                d = behaviour.decide(profile, b, h, None, r)
+                calls = (reference_calls(d.calls, h, None) if arguments else [PlannedCall(t, {}) for t in d.calls]) \
+                    if d.decision else []
+                rows.append({
+                    "vendor": name, "is_baseline": name == baseline, "sample_id": str(i), "repeat": r,
+                    "finish_reason": "tool_calls" if d.decision else "stop",
+                    "tool_calls": [call(c.tool.name, json.dumps(c.args), f"call_{k}") for k, c in enumerate(calls)],
+                    "content": "" if d.decision else "an answer",
+                    "ttft_ms": profile.ttft_ms, "tps": profile.tokens_per_s, "total_tokens": 100,
+                })
+                truth.append(Truth(name, str(i), r, bool(d.reference), d.flipped, d.self_flipped, d.decision))
+    return rows, truth
+
+
+def tools_by_sample(samples: int) -> dict[str, list[dict[str, Any]]]:
+    return {str(i): TOOLS for i in range(samples)}
