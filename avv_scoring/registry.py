@@ -203,7 +203,7 @@ FUNCTIONS: tuple[MetricFunction, ...]  # every registered function with what it 
 
 
 #: Modules whose ``@produces`` decorators fill :data:`REGISTRY` (imported on first use).
-METRIC_MODULES: tuple[str, ...] = ("metrics", "call_metrics", "client_metrics", "verifier_metrics")
+METRIC_MODULES: tuple[str, ...] = ("metrics", "call_metrics", "client_metrics", "verifier_metrics", "trajectories")
 
 
 def _load() -> Registry:
