@@ -239,3 +239,19 @@ def test_a_local_run_records_each_trajectory_once_as_one_item(tmp_path):
             assert len(rows) == 1 and rows["step"].isna().all()  # a single request: step empty
         else:  # contiguous in the file (one write), steps 1..4, exactly once
             assert steps == [1, 2, 3, 4] and list(rows.index) == list(range(rows.index[0], rows.index[0] + 4))
+
+
+def test_resume_reruns_a_trajectory_whose_last_step_failed(tmp_path):
+    from avv_harness.records import Record, RecordWriter
+    from avv_harness.resume import done_items
+
+    samples = load_samples(write_samples(tmp_path, line(TASK), {**line(TASK), "data_index": "t2"}))
+    digest = samples.samples[0].request_hash
+    writer = RecordWriter(tmp_path / "records.csv")
+    common = {"run_id": "r", "model": "m", "vendor": "a", "repeat": 1, "request_hash": digest}
+    writer.write_many([Record(common, sample_id="t1", step=1, status="success"),
+                       Record(common, sample_id="t1", step=2, status="success")])
+    writer.write_many([Record(common, sample_id="t2", step=1, status="success"),
+                       Record(common, sample_id="t2", step=2, status="failed", error_kind="http_5xx")])
+    writer.close()
+    assert done_items(tmp_path, samples) == {ItemKey("m", "a", "t1", 1)}
