@@ -217,8 +217,8 @@ def summarise(records: pd.DataFrame) -> pd.DataFrame:
     summaries: dict[Any, dict[str, Any]] = {}
     trajectories = work[step.notna()]
     for _, group in trajectories.groupby(list(ITEM_KEY), sort=False, dropna=False):
-        rows = group.sort_values("_step", kind="stable").to_dict("records")
-        summaries[group.sort_values("_step", kind="stable").index[0]] = summarise_one(rows)
+        ordered = group.sort_values("_step", kind="stable")
+        summaries[ordered.index[0]] = summarise_one(ordered.to_dict("records"))
     keep = step.isna() | step.index.isin(list(summaries))
     out = records[keep].copy()
     for column, default in blank.items():
