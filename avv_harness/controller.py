@@ -29,6 +29,7 @@ import requests
 from locust.event import EventHook
 from locust.runners import MasterRunner, WorkerRunner
 
+from .agent import run_trajectory_safely
 from .config import Vendor, environment_with_dotenv, load_config
 from .distribution import LocalWork, MasterWork, WorkerWork
 from .execute import ExecContext, RetryPolicy, run_item_safely
@@ -225,10 +226,12 @@ class RunController(RunLifecycle):
 
     def run_item(self, session: requests.Session, class_name: str, item: WorkItem,
                  on_attempt: Callable[[Any], None] | None = None) -> list[Record]:
-        """Run one item and return its records (redacted). Never raises for the item's own failures;
-        only ``GreenletExit`` (the user is stopped) propagates, and then the caller gives the item back."""
-        records = run_item_safely(session, self.vendors[class_name], self.vendor_url(class_name), item, self.exec,
-                                  sleep=gevent.sleep, on_attempt=on_attempt)
+        """Run one item and return its records (redacted): one row, or one per step of an agent task
+        (:mod:`avv_harness.agent`). Never raises for the item's own failures; only ``GreenletExit`` (the user is
+        stopped) propagates, and then the caller gives the item back."""
+        run = run_trajectory_safely if item.sample.agent is not None else run_item_safely
+        records = run(session, self.vendors[class_name], self.vendor_url(class_name), item, self.exec,
+                      sleep=gevent.sleep, on_attempt=on_attempt)
         for record in records:
             self._stamp_client_load(record)
         return [self.redact.record(r) for r in records]

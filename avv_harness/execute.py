@@ -277,8 +277,10 @@ def execute_item(
     sleep: Callable[[float], None] = time.sleep,
     on_attempt: Callable[[Attempt], None] | None = None,
     rng: random.Random | None = None,
+    step: int | None = None,
 ) -> ItemOutcome:
-    """Run one item to completion (retries inside) and return its record."""
+    """Run one item to completion (retries inside) and return its record. ``step`` = the agent step this request
+    is (:mod:`avv_harness.agent`): it is part of the ``X-AVV-Item`` tag and the record's ``step``."""
     rng = rng or random.Random()
     policy = ctx.policy
     path, request = build_request(item.sample, vendor, ctx.overrides)
@@ -291,7 +293,7 @@ def execute_item(
     attempts: list[Attempt] = []
     first_t0 = None
     for number in range(1, policy.retries + 2):
-        headers = build_headers(vendor, item.key.tag(ctx.run_id, number), number, ctx.overrides)
+        headers = build_headers(vendor, item.key.tag(ctx.run_id, number, step), number, ctx.overrides)
         att = stream_chat(session, endpoint, body, headers, connect_timeout, read_timeout, max_request_s)
         if vendor.dialect.raw:
             finish_completion(att, vendor.dialect.tool_parser or "hermes")
@@ -305,6 +307,7 @@ def execute_item(
     final = attempts[-1]
     record = Record({
         **item_identity(item, ctx, started_at, vendor),
+        "step": step,
         "is_baseline": vendor.is_baseline,
         "attempts": len(attempts),
         **attempt_record(final, vendor.include_usage, item.sample.tools),

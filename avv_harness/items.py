@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
 
+from .measures import is_missing
 from .samples import Sample
 
 ITEM_HEADER = "X-AVV-Item"
@@ -48,26 +49,38 @@ class ItemKey(NamedTuple):
     def vendor_id(self) -> VendorId:
         return VendorId(self.model, self.vendor)
 
-    def tag(self, run_id: str, attempt: int) -> str:
-        """``run/model/vendor/sample/repeat/attempt``, each part percent-encoded (RFC 3986, nothing kept
-        but unreserved characters), so the tag is plain ASCII — a valid HTTP header value — whatever
-        the names are, and ``/`` inside a name cannot be confused with the separator."""
+    def tag(self, run_id: str, attempt: int, step: int | None = None) -> str:
+        """``run/model/vendor/sample/repeat/attempt`` (an agent step: ``…/attempt/step``), each part
+        percent-encoded (RFC 3986, nothing kept but unreserved characters), so the tag is plain ASCII — a valid
+        HTTP header value — whatever the names are, and ``/`` inside a name cannot be confused with the separator."""
         parts = (run_id, self.model, self.vendor, self.sample_id, str(self.repeat), str(attempt))
+        if step is not None:
+            parts += (str(step),)
         return "/".join(quote(part, safe="") for part in parts)
 
     @staticmethod
     def parse_tag(tag: str) -> tuple[str, ItemKey, int]:
         """``(run_id, key, attempt)`` from a tag made by :meth:`tag`. Raises ValueError otherwise."""
         parts = tag.split("/")
-        if len(parts) != 6:
+        if len(parts) not in (6, 7):
             raise ValueError(f"not an avv item tag: {tag!r}")
-        run_id, model, vendor, sample_id, repeat, attempt = (unquote(p) for p in parts)
+        run_id, model, vendor, sample_id, repeat, attempt = (unquote(p) for p in parts[:6])
+        if len(parts) == 7:
+            int(unquote(parts[6]))  # the agent step: an integer too
         return run_id, ItemKey(model, vendor, sample_id, int(repeat)), int(attempt)
+
+    @staticmethod
+    def tag_step(tag: str) -> int | None:
+        """The agent step of a tag made by :meth:`tag` (None: a single-request item)."""
+        parts = tag.split("/")
+        return int(unquote(parts[6])) if len(parts) == 7 else None
 
 
 def truth_tag(record: Mapping[str, Any]) -> str:
     """The tag the final attempt of a record was sent with (the simulator's ``client_tag``)."""
-    return ItemKey.from_record(record).tag(str(record["run_id"]), int(record["attempts"]))
+    step = record.get("step")
+    step = None if is_missing(step) else int(step)  # NaN / <NA> from a frame: a single-request item
+    return ItemKey.from_record(record).tag(str(record["run_id"]), int(record["attempts"]), step)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any
 import gevent
 
 from .errors import InputError
-from .items import VendorId
+from .items import ItemKey, VendorId
 from .measures import is_missing
 from .records import COLUMN_NAMES, STATUS_SUCCESS, read_rows
 
@@ -43,8 +43,8 @@ COST_FACTOR = 5.0
 
 @dataclass
 class VendorCounts:
-    done: int = 0  # items recorded
-    failed: int = 0  # items recorded as failed
+    done: int = 0  # items recorded (an agent task is one item, whatever its steps)
+    failed: int = 0  # items recorded as failed (an agent task: its last step failed)
     anomalies: int = 0  # anomaly flags on the records
 
 
@@ -61,12 +61,13 @@ class LiveBoard:
     """Counts and scores of the current run, kept up to date from the controller's hooks."""
 
     def __init__(self, ctl: Any, *, interval_s: float = SCORE_INTERVAL_S, threaded: bool = True):
-        from avv_scoring.load import tools_from_sample_set
+        from avv_scoring.load import gold_from_sample_set, tools_from_sample_set
 
         self.ctl = ctl
         self.interval_s = interval_s
         self.threaded = threaded
         self.tools = tools_from_sample_set(ctl.samples) if ctl.samples is not None else None
+        self.gold = gold_from_sample_set(ctl.samples) if ctl.samples is not None else None
         self.run: Any = None
         self.result: Any = None  # ScoreResult of the records so far (None: not scored yet, or not scorable)
         self.levels: Any = None  # stress: the per-level table of the records so far (DataFrame)
@@ -129,10 +130,13 @@ class LiveBoard:
             return
         self._records.add(records)
         self._dirty = True
+        last_rows = {ItemKey.from_record(record): record for record in records}  # an agent task: one row per step
+        for key, last in last_rows.items():
+            counts = self._counts.setdefault(key.vendor_id, VendorCounts())
+            counts.done += 1
+            counts.failed += last.get("status") != STATUS_SUCCESS
         for record in records:
             counts = self._counts.setdefault(VendorId(record["model"], record["vendor"]), VendorCounts())
-            counts.done += 1
-            counts.failed += record.get("status") != STATUS_SUCCESS
             counts.anomalies += len([a for a in (record.get("anomalies") or "").split(";") if a])
 
     # ------------------------------------------------------------------------------------------ scoring
@@ -157,9 +161,10 @@ class LiveBoard:
         stress = self.ctl.stress_summary() if run.stress is not None else None
         try:
             if self.threaded:
-                out = gevent.get_hub().threadpool.apply(_score, (records, new, self.tools, str(run.run_dir), stress))
+                out = gevent.get_hub().threadpool.apply(_score, (records, new, self.tools, str(run.run_dir), stress,
+                                                                 self.gold))
             else:
-                out = _score(records, new, self.tools, str(run.run_dir), stress)
+                out = _score(records, new, self.tools, str(run.run_dir), stress, self.gold)
         finally:
             self._busy = False
             self._last_cost = time.monotonic() - now
@@ -211,8 +216,8 @@ class LiveBoard:
         return out
 
 
-def _score(records: Any, new: list[list[str]], tools: Any, run_dir: str, stress: dict[str, Any] | None
-           ) -> tuple[Any, Any, int, str]:
+def _score(records: Any, new: list[list[str]], tools: Any, run_dir: str, stress: dict[str, Any] | None,
+           gold: Any = None) -> tuple[Any, Any, int, str]:
     """(scores, stress levels, rows scored, note) of the records so far; runs in a worker thread."""
     from avv_scoring.live import prepare, score_live
     from avv_scoring.stress import settings_from_run_json, stress_result
@@ -222,7 +227,7 @@ def _score(records: Any, new: list[list[str]], tools: Any, run_dir: str, stress:
         return None, None, 0, "waiting for the first records"
     note = ""
     try:
-        result = score_live(frame, tools, f"{run_dir}/records.csv")
+        result = score_live(frame, tools, f"{run_dir}/records.csv", gold)
     except InputError as exc:  # e.g. the baseline has no record yet
         result, note = None, f"not scored yet: {exc}"
     levels = None

@@ -1,4 +1,4 @@
-"""The record schema: one CSV row per work item (vendor, sample, repeat).
+"""The record schema: one CSV row per work item (vendor, sample, repeat) — per step for an agent task.
 
 This module is the single source of truth for the columns of ``records.csv``. The harness writes rows
 with :func:`to_csv_row`; ``avv_scoring`` reads them back with :func:`read_records`. It imports neither
@@ -17,6 +17,8 @@ Definitions (also in the README):
 - ``tps`` = (completion_tokens − 1) / decode seconds; empty when fewer than 2 tokens, decode_ms is 0, or the
   stream was buffered (anomaly ``buffered_stream``).
 - ``finish_reason`` = the last non-null ``finish_reason`` seen; none → failed, ``error_kind=truncated``.
+- Agent tasks (a sample with ``agent``): one row per step (``step`` 1, 2, …), all with the item's key, written
+  together in one append when the trajectory ends; a single-request item has ``step`` empty.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("is_baseline", "bool", "Whether this vendor is the model's baseline."),
     Column("sample_id", "str", "`data_index` of the sample, else its 1-based line number."),
     Column("repeat", "int", "Repeat number, 1-based."),
+    Column("step", "int", "Agent tasks: the step of the trajectory, 1-based (one row per request; the rows of a "
+           "trajectory share the item key); empty for a single-request item."),
     Column("request_hash", "str", "sha256 of the sample's request body (canonical JSON); resume reruns an item "
            "whose sample changed."),
     Column("endpoint", "str", "`chat` (/v1/chat/completions) or `completions` (raw mode: /v1/completions with a "
@@ -88,6 +92,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("saw_tool_call_delta", "bool", "Whether any delta carried tool_calls."),
     Column("tool_calls", "json", "JSON list of {id, name, arguments} with arguments as the raw string."),
     Column("tool_call_count", "int", "Number of assembled tool calls."),
+    Column("tool_results", "json", "Agent tasks: JSON list of the tool answers sent back for this step's calls "
+           "({tool_call_id, name, source: matched / default / injected_error, index, content}); empty on the "
+           "last step and for single-request items."),
     Column("content", "str", "Assembled assistant content."),
     Column("reasoning_chars", "int", "Characters of reasoning received (whichever field carried it)."),
     Column("reasoning", "str", "Assembled reasoning text (reasoning_content or reasoning deltas), for the K2VV / "

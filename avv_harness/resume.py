@@ -47,7 +47,9 @@ def check_resumable(run_dir: Path, config_identity: str, mode: str, samples: Sam
 
 
 def done_items(run_dir: Path, samples: SampleSet) -> set[ItemKey]:
-    """Items whose latest row succeeded with the sample body (and language check) the file holds now."""
+    """Items whose latest row succeeded with the sample body (and language check) the file holds now. For an
+    agent task the latest row is the last step of its latest trajectory: a trajectory that ended with a failed
+    step is run again from step 1 (scoring then keeps that newer trajectory whole)."""
     path = run_dir / RECORDS_CSV
     if not path.is_file() or os.path.getsize(path) == 0:
         return set()

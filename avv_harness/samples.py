@@ -20,6 +20,10 @@ Gold labels (optional, never sent; :class:`Gold`):
 ``check_type`` (a string or a list of strings, as MiniMax writes it) and ``expected_language`` are validated
 here: a sample's language check (:attr:`Sample.language_check`, see :mod:`.language`) must be computable
 before any request is sent.
+
+``agent`` (an object; never sent) makes the line an agent task followed over several steps, validated here with
+file and line (:mod:`avv_harness.agent_task`; the loop is :mod:`avv_harness.agent`). Its gold for the end travels
+with the other gold labels (:attr:`Gold.agent`).
 """
 
 from __future__ import annotations
@@ -31,11 +35,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from .agent_task import AGENT_KEY, AgentTask, agent_of, parse_agent
 from .errors import InputError
 from .language import sample_language_check
 
 METADATA_KEYS = frozenset({"data_index", "expected_tool_call", "expected_calls", "tool_names", "check_type",
-                           "scenario_check", "expected_language"})
+                           "scenario_check", "expected_language", AGENT_KEY})
 
 
 @dataclass(frozen=True)
@@ -45,10 +50,16 @@ class Gold:
     expected_tool_call: bool | None = None  # should the turn call a tool at all
     expected_calls: tuple[dict[str, Any], ...] | None = None  # {name, arguments} with possible answers
     tool_names: dict[str, str] = field(default_factory=dict)  # wire name → original name
+    agent: AgentTask | None = None  # an agent task: its gold end (final_calls, final_text_pattern) and injection
 
     @property
     def labelled(self) -> bool:
         return self.expected_tool_call is not None
+
+    @property
+    def known(self) -> bool:
+        """Carries anything scoring reads: a trigger label or an agent task."""
+        return self.labelled or self.agent is not None
 
     def original_name(self, wire: str) -> str:
         return self.tool_names.get(wire, wire)
@@ -71,7 +82,12 @@ class Sample:
     @cached_property
     def gold(self) -> Gold:
         """The gold labels of the metadata (validated when the line was parsed)."""
-        return gold_of(self.metadata)
+        return gold_of(self.metadata, self.agent)
+
+    @cached_property
+    def agent(self) -> AgentTask | None:
+        """The sample's agent task (None: a single request)."""
+        return agent_of(self.metadata, self.tools)
 
     @cached_property
     def request_hash(self) -> str:
@@ -105,13 +121,13 @@ def _is_metadata_key(key: str) -> bool:
     return key in METADATA_KEYS or key.startswith("_")
 
 
-def gold_of(metadata: dict[str, Any]) -> Gold:
-    """:class:`Gold` from a sample's metadata (assumed valid: see :func:`check_gold`)."""
+def gold_of(metadata: dict[str, Any], agent: AgentTask | None = None) -> Gold:
+    """:class:`Gold` from a sample's metadata (assumed valid: see :func:`check_gold`) and its agent task."""
     calls = metadata.get("expected_calls")
     expected = metadata.get("expected_tool_call")
     if expected is None and calls:
         expected = True
-    return Gold(expected, tuple(calls) if calls else None, dict(metadata.get("tool_names") or {}))
+    return Gold(expected, tuple(calls) if calls else None, dict(metadata.get("tool_names") or {}), agent)
 
 
 def check_gold(obj: dict[str, Any], where: str) -> None:
@@ -169,6 +185,8 @@ def parse_sample_line(text: str, line_no: int, path: str) -> Sample | None:
         raise InputError(f"{path}:{line_no}: field 'data_index' must be a non-empty string without "
                          f"line breaks or tabs, got {data_index!r}")
     check_gold(obj, f"{path}:{line_no}")
+    if AGENT_KEY in obj:
+        parse_agent(obj[AGENT_KEY], tools or [], f"{path}:{line_no}")
     metadata = {k: v for k, v in obj.items() if _is_metadata_key(k)}
     body = {k: v for k, v in obj.items() if not _is_metadata_key(k)}
     sample_id = str(obj["data_index"]) if obj.get("data_index") is not None else str(line_no)

@@ -45,10 +45,15 @@ LEVEL_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def vendor_columns(stress: bool, several_models: bool) -> list[tuple[str, str, str]]:
+#: Agent-trajectory metrics the Vendors tab adds when the run's samples have agent tasks.
+AGENT_COLUMNS = ("task_completion_rate", "avg_steps", "steps_delta", "recovery_rate", "loop_rate")
+
+
+def vendor_columns(stress: bool, several_models: bool, agent: bool = False) -> list[tuple[str, str, str]]:
     """The Vendors tab's columns (key, title, format): counts, then the registry's headline (``table=True``)
-    metrics with the report's headers and formats, tool_match when registered, TTFT p50/p95, anomalies,
-    IRF and verdict so far."""
+    metrics with the report's headers and formats, tool_match when registered, TTFT p50/p95, with ``agent`` (the
+    samples have agent tasks) the trajectory metrics of :data:`AGENT_COLUMNS`, then anomalies, IRF and verdict
+    so far. The trajectory metrics are not ``table=True``: every other run would show a column of n/a."""
     from avv_scoring.registry import is_metric, metric, table_metrics
 
     columns = [("name", "Vendor", "text")]
@@ -60,8 +65,8 @@ def vendor_columns(stress: bool, several_models: bool) -> list[tuple[str, str, s
     columns.append(("failed", "Failed", "int"))
     shown = [(m.column, m.header, m.fmt) for m in table_metrics()]
     keys = {c for c, _, _ in shown}
-    shown += [(m.column, m.header, m.fmt) for c in ("tool_match", "ttft_p50_ms", "ttft_p95_ms")
-              if is_metric(c) and c not in keys for m in [metric(c)]]
+    extra = ("tool_match", "ttft_p50_ms", "ttft_p95_ms", *(AGENT_COLUMNS if agent else ()))
+    shown += [(m.column, m.header, m.fmt) for c in extra if is_metric(c) and c not in keys for m in [metric(c)]]
     return columns + shown + [("anomalies", "Anomalies", "int"), ("irf", "IRF so far", "irf"),
                               ("verdict", "Verdict so far", "text")]
 
@@ -131,7 +136,8 @@ def install_web_ui(environment: Any, ctl: Any, *, interval_s: float | None = Non
     board = LiveBoard(ctl, **({"interval_s": interval_s} if interval_s is not None else {}))
     ctl.live = board
     stress = ctl.options.is_stress
-    columns = vendor_columns(stress, len({v.model for v in ctl.vendors.values()}) > 1)
+    agent = ctl.samples is not None and any(s.agent is not None for s in ctl.samples.samples)
+    columns = vendor_columns(stress, len({v.model for v in ctl.vendors.values()}) > 1, agent)
     base = (getattr(environment.parsed_options, "web_base_path", None) or "").rstrip("/")
     tabs = [{"title": "Vendors", "key": VENDORS_KEY}]
     tables = [{"key": VENDORS_KEY, "structure": [{"key": k, "title": t} for k, t, _ in columns]}]

@@ -57,6 +57,7 @@ KINDS: dict[str, str] = {
     "call_count": "both called, with a different number of calls (parallel calls dropped or added)",
     "other_tool": "the same number of calls, other functions",
     "other_arguments": "the same functions, other arguments",
+    "trajectory_end": "an agent task's trajectory ended otherwise than the baseline's (avv_scoring/trajectories.py)",
 }
 PER_TOOL_COLUMNS = ("model", "vendor", "tool", "calls", "schema_valid", "pairs", "tool_match", "args_match",
                     "gold_items", "gold_accuracy")

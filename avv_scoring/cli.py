@@ -9,6 +9,7 @@ score runs, re-render a stress run, or compute IRF over a ready metrics table.
                             [--bootstrap N] [--seed S] [--verdict threshold|statistical]
     avv-score stress RUN [--no-score] [same options as above]
     avv-score export --format k2vv RUN [--out DIR] [--samples FILE] [--baseline NAME | MODEL=VENDOR]
+    avv-score trajectory RUN --vendor NAME --sample ID [--repeat N] [--samples FILE]   (one agent task, step by step)
     avv-score irf TABLE.csv [--digits N] [--irf-metrics A,B,...]
     avv-score metrics                       (the registry's metric table, as in the README)
     avv-score thresholds [PRESET|FILE.yaml] (a threshold preset as YAML, ready to copy and edit)
@@ -373,6 +374,41 @@ def main_export(argv: Sequence[str]) -> int:
     return 0
 
 
+def main_trajectory(argv: Sequence[str]) -> int:
+    """Print one agent task's trajectory step by step (calls, the answers played back, the final answer, the end)."""
+    from .load import load_tools, read_inputs, resolve_inputs
+    from .metrics import annotate_tool_calls
+    from .trajectories import TJ_END, TJ_STEPS, summarise
+    from .trajectory_report import render_trajectory, trajectory_steps
+
+    p = argparse.ArgumentParser(prog=f"{PROG} trajectory", description="Show one agent task's trajectory of a run "
+                                "step by step: each request's outcome, the calls made, the tool answers played back "
+                                "(matched / default / injected_error), the final answer and how the task ended.")
+    p.add_argument("run", metavar="RUN", help="a run folder or records.csv")
+    p.add_argument("--vendor", required=True, help="vendor name")
+    p.add_argument("--sample", required=True, help="sample id (data_index)")
+    p.add_argument("--repeat", type=int, default=1, help="repeat (default 1)")
+    p.add_argument("--samples", metavar="FILE", help="sample JSONL (default: from run.json), for the gold end")
+    args = p.parse_args(argv)
+    inputs = resolve_inputs([args.run])
+    steps = trajectory_steps(read_inputs(inputs), args.vendor, args.sample, args.repeat)
+    if steps.empty:
+        raise InputError(f"{args.run}: no records of vendor {args.vendor!r}, sample {args.sample!r}, "
+                         f"repeat {args.repeat}")
+    try:
+        source = load_tools(inputs, args.samples)
+        tools, gold = source.tools_by_sample, source.gold_by_sample
+    except InputError as exc:  # still show the steps; the end is judged without the gold end
+        sys.stderr.write(f"{PROG}: warning: {exc}\n")
+        tools, gold = None, None
+    summary = summarise(annotate_tool_calls(steps, tools, gold))
+    end = None
+    if len(summary) and summary.iloc[0].get(TJ_END):
+        end = f"{summary.iloc[0][TJ_END]} after {int(summary.iloc[0][TJ_STEPS])} step(s)"
+    sys.stdout.write(render_trajectory(steps, end))
+    return 0
+
+
 def main_thresholds(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog=f"{PROG} thresholds", description="Print a threshold preset (or a thresholds "
                                 "YAML file, resolved) as YAML that --thresholds FILE.yaml reads back.")
@@ -393,6 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return main_export(argv[1:])
         if argv and argv[0] == "thresholds":
             return main_thresholds(argv[1:])
+        if argv and argv[0] == "trajectory":
+            return main_trajectory(argv[1:])
         if argv and argv[0] == "metrics":  # the README table, from the registry
             sys.stdout.write(render_metric_table() + "\n")
             return 0

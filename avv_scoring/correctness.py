@@ -5,7 +5,8 @@ responses' calls, and matching calls against gold labels (BFCL's possible-answer
 order is ignored, numbers compare by value (``1 == 1.0``, ``-0.0 == 0``), ``true`` is not ``1``, strings
 compare exactly after JSON decoding (``"\\u00e9" == "é"``, but no Unicode normalisation and no case folding),
 arrays keep their order. Arguments that do not parse as JSON compare by their raw text (stripped), so two
-identical broken strings are equal and a broken string never equals a parsed value.
+identical broken strings are equal and a broken string never equals a parsed value. The canonical form is
+defined once in :mod:`avv_harness.canonical` (agent tasks match recorded tool results with it) and re-exported here.
 
 **Agreement of two responses** (vendor vs baseline), each a list of calls:
 
@@ -36,47 +37,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from avv_harness.canonical import UNPARSED, canonical, canonical_key, parse_arguments  # noqa: F401 (re-exported)
+
 #: Past this many candidate pairings of same-name calls the F1 pairing is greedy (largest overlap first).
 EXACT_PAIRING_LIMIT = 5040
-
-
-class _Unparsed:
-    """Marker for arguments that are not JSON."""
-
-    def __repr__(self) -> str:
-        return "UNPARSED"
-
-
-UNPARSED = _Unparsed()
-
-
-def canonical(value: Any) -> Any:
-    """``value`` with integral floats as ints and object keys sorted (see the module docstring)."""
-    if isinstance(value, bool) or value is None or isinstance(value, (str, int)):
-        return value
-    if isinstance(value, float):
-        return int(value) if math.isfinite(value) and value.is_integer() else value
-    if isinstance(value, Mapping):
-        return {str(k): canonical(value[k]) for k in sorted(value, key=str)}
-    if isinstance(value, (list, tuple)):
-        return [canonical(v) for v in value]
-    return value
-
-
-def canonical_key(value: Any) -> str:
-    """A string equal for two values exactly when they are canonically equal."""
-    return json.dumps(canonical(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def parse_arguments(raw: Any) -> Any:
-    """A call's ``arguments`` (the streamed string, or an already-decoded value) as a JSON value, or
-    :data:`UNPARSED`."""
-    if not isinstance(raw, str):
-        return raw if isinstance(raw, (dict, list)) else UNPARSED
-    try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, RecursionError):
-        return UNPARSED
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from avv_harness.samples import Sample
 from .load import RunInput, read_inputs, resolve_inputs, run_sample_set
 from .schema import VALID, check_call, parse_tool_calls, tool_schemas
 from .score import BaselineSpec, resolve_baselines
+from .trajectories import first_steps
 from .verifier_metrics import cosine_similarity
 
 FORMAT = "k2vv"
@@ -293,7 +294,7 @@ def export_run(run: str | os.PathLike[str], out_dir: str | os.PathLike[str] | No
     sample_set = run_sample_set(item, samples, result.warnings)
     by_id = sample_set.by_id()
     vendors = {(str(v.get("model")), str(v.get("name"))): vendor_from_manifest(v) for v in item.manifest.vendors}
-    records = read_inputs(inputs)
+    records = first_steps(read_inputs(inputs))  # an agent task's first step: the sample's request as written
     if records.empty:
         raise InputError(f"{item.csv_path}: no records to export")
     try:

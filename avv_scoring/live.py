@@ -20,7 +20,7 @@ import pandas as pd
 
 from avv_harness.records import COLUMN_NAMES, coerce_frame, to_csv_row
 
-from .load import FILE_ORDER_COL, ROW_ORDER_COL, SOURCE_COL, ToolsBySample, dedupe_latest
+from .load import FILE_ORDER_COL, ROW_ORDER_COL, SOURCE_COL, GoldBySample, ToolsBySample, dedupe_latest
 from .score import ScoreResult, score_frame
 
 
@@ -72,10 +72,11 @@ def prepare(frame: pd.DataFrame, source: str = "") -> pd.DataFrame:
     return dedupe_latest(out)
 
 
-def score_live(frame: pd.DataFrame, tools_by_sample: ToolsBySample | None, source: str = "") -> ScoreResult:
+def score_live(frame: pd.DataFrame, tools_by_sample: ToolsBySample | None, source: str = "",
+               gold_by_sample: GoldBySample | None = None) -> ScoreResult:
     """Score the records so far as ``avv-score RUN_DIR`` would (InputError as :func:`score_frame`, e.g. while
-    the baseline vendor has no record yet)."""
-    result = score_frame(prepare(frame, source), tools_by_sample)
+    the baseline vendor has no record yet); ``gold_by_sample`` = the samples' gold labels and agent tasks."""
+    result = score_frame(prepare(frame, source), tools_by_sample, gold_by_sample=gold_by_sample)
     result.inputs = [source] if source else []
     return result
 

@@ -61,7 +61,7 @@ class ToolSource:
     tools_by_sample: dict[str, list[dict[str, Any]]] | None
     sample_files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    gold_by_sample: dict[str, Gold] = field(default_factory=dict)  # labelled samples only
+    gold_by_sample: dict[str, Gold] = field(default_factory=dict)  # labelled samples and agent tasks only
 
 
 def _read_run_json(path: str) -> RunManifest:
@@ -139,10 +139,15 @@ def dedupe_latest(frame: pd.DataFrame) -> pd.DataFrame:
 
     "Latest" = greatest ``started_at`` (ISO 8601, compared as UTC instants); rows with equal or
     unparseable ``started_at`` are ordered by input order (file order, then row order), the later
-    one winning. A row without ``started_at`` sorts before every row that has one.
+    one winning. A row without ``started_at`` sorts before every row that has one. Agent tasks (rows with a
+    ``step``) keep every row of their latest trajectory (:func:`avv_scoring.trajectories.dedupe_with_steps`).
     """
     if frame.empty:
         return frame.copy()
+    if "step" in frame.columns and frame["step"].notna().any():
+        from .trajectories import dedupe_with_steps
+
+        return dedupe_with_steps(frame, dedupe_latest)
     work = frame.copy()
     if FILE_ORDER_COL not in work.columns:
         work[FILE_ORDER_COL] = 0
@@ -192,8 +197,9 @@ def tools_from_sample_set(sample_set) -> dict[str, list[dict[str, Any]]]:
 
 
 def gold_from_sample_set(sample_set) -> dict[str, Gold]:
-    """``sample_id → Gold`` for the samples of a :class:`avv_harness.samples.SampleSet` that carry labels."""
-    return {s.sample_id: s.gold for s in sample_set.samples if s.gold.labelled}
+    """``sample_id → Gold`` for the samples of a :class:`avv_harness.samples.SampleSet` that carry labels or an
+    agent task."""
+    return {s.sample_id: s.gold for s in sample_set.samples if s.gold.known}
 
 
 def _samples_info(run: RunInput) -> tuple[str | None, str | None]:

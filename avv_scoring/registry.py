@@ -273,7 +273,8 @@ MODEL_FUNCTIONS: tuple[MetricFunction, ...]  # every registered model-level func
 
 
 #: Modules whose ``@produces`` decorators fill :data:`REGISTRY` (imported on first use).
-METRIC_MODULES: tuple[str, ...] = ("metrics", "call_metrics", "client_metrics", "verifier_metrics", "uncertainty")
+METRIC_MODULES: tuple[str, ...] = ("metrics", "call_metrics", "client_metrics", "verifier_metrics", "uncertainty",
+                                  "trajectories")
 
 
 def _load() -> Registry:

@@ -25,6 +25,7 @@ import pandas as pd
 from avv_harness.lag import CPU_BOUND_PCT, LAG_P99_BOUND_MS, client_bound_advice
 from avv_harness.measures import is_missing
 
+from . import trajectory_report
 from .breakdown import DISAGREEMENT_COLUMNS, KINDS
 from .registry import count_metrics, group_metrics, table_metrics
 from .score import REPEAT_COLUMNS, SCORE_COLUMNS, ScoreResult
@@ -255,7 +256,8 @@ def _statistics(result: ScoreResult, model: str, rows: Rows) -> list[str]:
 
 #: Sections rendered once per model, in this order.
 MODEL_SECTIONS: tuple[ModelSection, ...] = (_model_heading, _scores_table, _verdicts, _repeats, _statistics, _counts,
-                                            _correctness, _per_tool, _disagreements)
+                                            _correctness, trajectory_report.markdown_section, _per_tool,
+                                            _disagreements)
 
 
 def _models(result: ScoreResult) -> list[str]:
@@ -346,7 +348,7 @@ def _terminal_scores(result: ScoreResult) -> list[str]:
             out.append("  tool-call disagreements (disagreements.csv): "
                        + ", ".join(f"{vendor} {n}" for vendor, n in differing.items()))
         out.append("")
-    return out
+    return out + trajectory_report.terminal_lines(result)
 
 
 def render_tables(result: ScoreResult) -> str:

@@ -18,6 +18,8 @@ out), and each section holds a figure:
 - **Errors and anomalies**: failed items per ``error_kind`` and anomaly flags per kind, per vendor.
 - **Repeats**: each per-repeat metric per vendor, one point per repeat (the spread across repeats).
 - **Tools** (when the result has a per-tool table): the per-tool table and the first disagreements.
+- **Agent trajectories** (runs with agent tasks, :mod:`.trajectory_report`): the agent metrics per vendor;
+  figure: completion, recovery and loop rate per vendor, and the steps of each completed task.
 - **Stress** (stress runs): TTFT p95, 429 share and output tokens/s against the level, capacity and levels.
 """
 
@@ -38,6 +40,7 @@ import pandas as pd
 from avv_harness.measures import is_missing
 from avv_harness.records import ANOMALIES, ERROR_KINDS
 
+from . import trajectory_report
 from .load import is_success
 from .registry import limit_text, metric, per_repeat_metrics
 from .report import MISSING, TABLE_LAYOUT, fmt
@@ -467,7 +470,8 @@ def _uncertainty_section(result: ScoreResult, palette: Palette) -> str | None:
 
 #: Sections of report.html, in this order (each holds a figure; None leaves a section out).
 HTML_SECTIONS: tuple[HtmlSection, ...] = (_scores_section, _uncertainty_section, _distributions_section,
-                                         _errors_section, _repeats_section, _tools_section, _stress_section)
+                                         _errors_section, _repeats_section, _tools_section,
+                                         trajectory_report.html_section, _stress_section)
 
 
 # ------------------------------------------------------------------------------------------------- the page

@@ -33,6 +33,8 @@ from .load import (
 from .metrics import REPEAT_METRICS, annotate_tool_calls, repeat_summary, vendor_tables
 from .registry import METRICS, RegistryError, model_functions
 from .stress import STRESS_MODE, StressResult, stress_tables
+from .trajectories import summarise as summarise_trajectories
+from .trajectories import trajectory_disagreements
 from .uncertainty import ModelTable, StatsSettings, judge, verdict_thresholds
 from .verdict import Thresholds
 
@@ -231,6 +233,7 @@ def score_frame(
             )
     baselines = resolve_baselines(records, baseline)
     records = annotate_tool_calls(records, tools_by_sample, gold_by_sample)
+    records = summarise_trajectories(records)  # one row per item: an agent task's first step + its summary
     model_col = records["model"].astype(str)
     vendor_col = records["vendor"].astype(str)
     records[COMPARABLE_COL] = comparable_items(records, model_col, vendor_col)
@@ -263,6 +266,7 @@ def score_frame(
         repeat_frames.append(by_rep.assign(model=model, vendor=vendor))
         tool_rows += [{"model": model, "vendor": vendor, **r} for r in per_tool(vendor_rows, base_rows)]
         differing += disagreements(model, vendor, vendor_rows, base_rows, vendor == base_name)
+        differing += trajectory_disagreements(model, vendor, vendor_rows, base_rows, vendor == base_name)
         if metrics["f1_unmatched"] and vendor != base_name:
             warnings.append(
                 f"{model}/{vendor}: {metrics['f1_unmatched']} item(s) have no baseline item with the "

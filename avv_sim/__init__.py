@@ -5,7 +5,8 @@ Public API::
     load_profiles(path_or_mapping) -> dict[str, Profile]
     Profile                              # the knob dataclass
     start_simulator(config_path=None, *, profiles=None, truth_log=None, port=0, timeout=10.0,
-                    gold=None) -> SimProcess   # gold: a sample file whose labels the reference follows
+                    gold=None) -> SimProcess   # gold: a sample file whose labels (and agent tasks) the
+                                               # reference follows
     request_hash(body) -> str            # sha256 of the body without model / stream / stream_options
     gold_key(body) -> str                # sha256 of the body's messages and tools (how gold is found)
 

@@ -13,7 +13,9 @@ recomputed from (profile, request body, attempt) alone. Derivations (see docs/si
 - faults, broken arguments, reasoning-only, language drift, jitter, quirks and the tool-call deviations of
   calls.py (wrong tool, wrong value, dropped parallel call, call as text, truncated call): (seed, decision key,
   attempt, knob);
-- the script of the content: the prompt's (:mod:`.scripts`), another one on a language drift.
+- the script of the content: the prompt's (:mod:`.scripts`), another one on a language drift;
+- agent tasks (:mod:`.agent`): whether to call or answer, and which call, from the message history (the
+  reference) and (seed, decision key, attempt, knob) draws (give up, loop, extra step); flips apply on top.
 
 The decision key (:mod:`avv_sim.identity`) is the request hash of the body with its history reduced to what
 a chat template renders, so a raw-completions prompt meets the same decisions as its chat request.
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import schema_args, scripts
+from .agent import AgentEntry, AgentStep, decide_step
 from .calls import PlannedCall, call_form, deviate, gold_calls, reference_calls, text_content
 from .draws import canonical_json, chance, unit
 from .gold import GoldEntry
@@ -300,6 +303,21 @@ def decide(profile: Profile, body: Mapping[str, Any], h: str, gold: GoldEntry | 
     return Decision(True, reference, decision, flipped, calls, self_flipped)
 
 
+def agent_decision(profile: Profile, body: Mapping[str, Any], h: str, step: AgentStep) -> Decision:
+    """An agent step's decision: the step's action (the reference's, or this profile's deviation), flipped by
+    ``flip_rate`` like any decision (a flipped call answers with words; a flipped answer calls a tool by hash)."""
+    flipped = flip_drawn(h, profile.seed, profile.flip_rate)
+    return Decision(True, step.reference_calls, step.calling != flipped, flipped)
+
+
+def agent_calls(step: AgentStep, tools: list[Tool], h: str) -> list[PlannedCall]:
+    """The calls of a calling agent decision: the step's, or (a flipped answer) one tool picked by hash."""
+    if step.calling:
+        return list(step.calls)
+    tool = tools[int(unit(h, "agent", "flip") * len(tools))]
+    return [PlannedCall(tool, schema_args.generate(tool.schema, f"{h}:agent:flip"))]
+
+
 FAULT_ORDER = ("error_status", "rate_limit", "truncate", "stream_error")
 
 
@@ -481,6 +499,7 @@ class Plan:
     call_form: str | None = None  # "calls" | "text" | "truncated" for a calling response, else None
     dropped_calls: int = 0  # reference calls left out (drop_parallel_rate)
     text_calls: list[dict[str, Any]] = field(default_factory=list)  # calls written into the content
+    agent: dict[str, Any] | None = None  # an agent task's step (agent.AgentStep.truth), None otherwise
 
     @property
     def completion_tokens(self) -> int:
@@ -533,9 +552,10 @@ def applied_quirks(
 
 
 def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | None = None,
-              gold: GoldEntry | None = None, repeat: int = 1) -> Plan:
+              gold: GoldEntry | None = None, repeat: int = 1, agent: AgentEntry | None = None) -> Plan:
     """Decide everything for one request. ``gold`` = the request's gold labels (ignored unless the profile
-    has ``follow_gold``); ``repeat`` = the item's repeat (the ``self_flip_rate`` draw). Raises
+    has ``follow_gold``); ``repeat`` = the item's repeat (the ``self_flip_rate`` draw); ``agent`` = the agent
+    task the request is a step of (:mod:`.agent`; with tools and ``tool_choice`` auto). Raises
     :class:`RequestError` for malformed bodies."""
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise RequestError("'messages' must be a non-empty array", "messages")
@@ -548,13 +568,19 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
     max_tokens = max_tokens_of(body)
     gold = gold if profile.follow_gold else None
     tools = request_tools(body)
-    decision = decide(profile, body, h, gold, repeat)
+    step = None
+    if agent is not None and tools and parse_tool_choice(body, tools)[0] == "auto":
+        step = decide_step(profile, agent, body, tools, h, attempt)
+    decision = decide(profile, body, h, gold, repeat) if step is None else agent_decision(profile, body, h, step)
     fault = pick_fault(profile, h, attempt)
     reasoning_only = chance(profile.reasoning_only_rate, *_fault_parts(profile, h, attempt, "reasoning_only"))
     calls_wanted = decision.decision and not reasoning_only
     planned: list[PlannedCall] = []
     dropped, form = 0, None
-    if calls_wanted:
+    if calls_wanted and step is not None:
+        planned, dropped = deviate(profile, agent_calls(step, tools, h), tools, h, attempt)
+        form = call_form(profile, h, attempt)
+    elif calls_wanted:
         from_gold = gold_calls(gold, tools) if decision.decision == decision.reference and \
             parse_tool_choice(body, tools)[0] != "named" else None
         planned, dropped = deviate(profile, reference_calls(decision.calls, h, from_gold), tools, h, attempt)
@@ -578,6 +604,7 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
     )
 
     tokens: list[Token] = []
+    gold_answer = False  # the content is the agent task's answer (matches its final_text_pattern)
     n_reasoning = profile.reasoning_tokens or (profile.output_tokens if reasoning_only else 0)
     tokens += _word_tokens("reasoning", filler_words(h, "reasoning", n_reasoning, _REASONING_WORDS))
     tool_calls: list[ToolCall] = []
@@ -595,7 +622,11 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
             tokens = _cut_last_call(tokens)
             finish = "length"
     else:
-        if content_script is not None:
+        final = step.answer_text if step is not None and step.action == "answer" and not decision.flipped else None
+        if content_script is not None and final is not None and not drift:
+            tokens += [Token("content", f) for f in split_fragments(final)]  # the task's gold answer
+            gold_answer = True
+        elif content_script is not None:
             words = scripts.WORDS.get(content_script, _CONTENT_WORDS)
             tokens += _word_tokens("content", filler_words(h, "content", profile.output_tokens, words))
         finish = "stop"
@@ -633,6 +664,7 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
         call_form=form,
         dropped_calls=dropped,
         text_calls=text_calls,
+        agent={**step.truth(), "gold_answer": gold_answer} if step is not None else None,
     )
 
 

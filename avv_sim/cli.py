@@ -24,7 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--truth-log", help="append one JSON line of ground truth per request to this file")
     p.add_argument("--gold", metavar="FILE",
                    help="sample JSONL whose gold labels (expected_tool_call, expected_calls, tool_names) the "
-                   "reference follows, found by each request's messages and tools")
+                   "reference follows, found by each request's messages and tools; its agent tasks (lines with "
+                   "'agent') are followed step by step")
     p.add_argument("--profile", help="define (or, with --config, override) the profile NAME from --set flags")
     p.add_argument(
         "--set",
@@ -69,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     from .server import serve  # aiohttp is imported only once the config is known to be good
 
     try:
-        asyncio.run(serve(profiles, host=args.host, port=args.port, truth_log=args.truth_log, gold=gold))
+        asyncio.run(serve(profiles, host=args.host, port=args.port, truth_log=args.truth_log, gold=gold,
+                          agents=book.agents if book is not None else None))
     except OSError as exc:
         print(f"avv-sim: error: {exc}", file=sys.stderr)
         return 1

@@ -59,12 +59,20 @@ def gold_key(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(shown).encode("utf-8")).hexdigest()
 
 
+def _agent_book() -> Any:
+    from .agent import AgentBook  # agent.py finds tasks with gold_key
+
+    return AgentBook()
+
+
 @dataclass
 class GoldBook:
-    """The gold of a sample file: entries by :func:`gold_key`, and the lines that could not be used."""
+    """The gold of a sample file: entries by :func:`gold_key`, the agent tasks (:class:`avv_sim.agent.AgentBook`)
+    and the lines that could not be used."""
 
     entries: dict[str, GoldEntry] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # "line N: why"
+    agents: Any = field(default_factory=_agent_book)  # avv_sim.agent.AgentBook
 
 
 def _entry(obj: Any) -> GoldEntry | None:
@@ -81,9 +89,10 @@ def _entry(obj: Any) -> GoldEntry | None:
 
 
 def load_gold(path: str | os.PathLike[str]) -> GoldBook:
-    """The gold labels of a sample JSONL file. Lines without gold keys are ignored; lines that are not JSON or
-    whose gold keys are malformed are skipped and listed (the harness rejects or skips such lines itself, so
-    the two agree with ``--avv-skip-bad-lines``). An unreadable file raises :class:`GoldError`."""
+    """The gold labels and agent tasks of a sample JSONL file. Lines without gold keys (or ``agent``) are
+    ignored; lines that are not JSON or whose gold keys are malformed are skipped and listed (the harness rejects
+    or skips such lines itself, so the two agree with ``--avv-skip-bad-lines``). An unreadable file raises
+    :class:`GoldError`."""
     path = os.fspath(path)
     book = GoldBook()
     try:
@@ -102,6 +111,8 @@ def load_gold(path: str | os.PathLike[str]) -> GoldBook:
             continue
         if entry is not None:
             book.entries.setdefault(gold_key(obj), entry)
+        if isinstance(obj, dict) and "agent" in obj:
+            book.agents.add(obj)
     return book
 
 

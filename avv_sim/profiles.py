@@ -73,6 +73,11 @@ class Profile:
     drop_parallel_rate: float = 0.0
     tool_as_text_rate: float = 0.0
     truncate_call_rate: float = 0.0
+    # agent tasks (see avv_sim/agent.py): decided from the request's message history
+    steps_to_finish: int | None = None  # the reference's tool turns before it answers (None: the task's recorded ones)
+    extra_steps_rate: float = 0.0  # where the reference answers, call one more tool instead (per step)
+    give_up_on_error_rate: float = 0.0  # after a tool error, answer with text instead of retrying
+    loop_rate: float = 0.0  # after a tool turn, repeat its calls (per step)
     # reasoning
     reasoning_tokens: int = 0
     reasoning_only_rate: float = 0.0
@@ -128,6 +133,9 @@ _RATES = {
     "drop_parallel_rate",
     "tool_as_text_rate",
     "truncate_call_rate",
+    "extra_steps_rate",
+    "give_up_on_error_rate",
+    "loop_rate",
     "reasoning_only_rate",
     "language_drift_rate",
     "error_rate",
@@ -146,6 +154,7 @@ _NON_NEGATIVE = {
     "stall_ms",
     "retry_after_s",
     "stall_after_tokens",
+    "steps_to_finish",
 }
 _POSITIVE = {"tokens_per_s", "tokens_per_chunk", "max_concurrency"}
 

@@ -21,6 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from . import behaviour, dialects
+from .agent import AgentBook
 from .behaviour import Plan, RequestError
 from .gold import GoldEntry, gold_key
 from .identity import decision_key
@@ -103,6 +104,7 @@ def new_record(profile: str, t_arrival: float, client_tag: str | None) -> dict[s
         "flipped": None,
         "self_flipped": None,
         "gold": False,
+        "agent": None,
         "call_form": None,
         "dropped_calls": 0,
         "tool_calls": [],
@@ -205,10 +207,11 @@ class Simulator:
     """Holds the profiles and the truth log; its handlers are the aiohttp routes."""
 
     def __init__(self, profiles: Mapping[str, Profile], truth_log: TruthLog | None = None,
-                 gold: Mapping[str, GoldEntry] | None = None):
+                 gold: Mapping[str, GoldEntry] | None = None, agents: AgentBook | None = None):
         self.states = {name: ProfileState(p) for name, p in profiles.items()}
         self.truth = truth_log or TruthLog(None)
         self.gold = dict(gold or {})  # gold_key → the reference's gold labels (see gold.py)
+        self.agents = agents or AgentBook()  # the agent tasks of the gold file (see agent.py)
         self.loop_time: Callable[[], float] = time.monotonic
 
     # ------------------------------------------------------------------------------------------ routing
@@ -307,7 +310,7 @@ class Simulator:
         plan: Plan | None = None
         bad_request: RequestError | None = None
         try:
-            plan = _plan(profile, body, rec, self.gold)
+            plan = _plan(profile, body, rec, self.gold, self.agents)
             _record_plan(rec, plan)
         except RequestError as exc:
             bad_request = exc
@@ -620,21 +623,23 @@ def _completion_id(plan: Plan) -> str:
     return "chatcmpl-" + digest[:24]
 
 
-def _plan(profile: Profile, body: dict[str, Any], rec: dict[str, Any], gold: Mapping[str, GoldEntry] | None) -> Plan:
+def _plan(profile: Profile, body: dict[str, Any], rec: dict[str, Any], gold: Mapping[str, GoldEntry] | None,
+          agents: AgentBook | None = None) -> Plan:
     """The plan for a chat body, or for the chat body a completions prompt was rendered from (the same
-    decision key and gold, hence the same decisions), with the dialect quirks applied."""
+    decision key, gold and agent task, hence the same decisions), with the dialect quirks applied."""
     if rec["endpoint"] == "completions":
         view, prompt = dialects.completion_view(body)
         rec["decision_key"] = key = decision_key(view)
         entry = gold.get(gold_key(view)) if gold else None
+        task = agents.find(view) if agents else None
         plan = behaviour.make_plan(dataclasses.replace(profile, quirks=()), view, rec["attempt"], key, entry,
-                                   rec["repeat"])
+                                   repeat=rec["repeat"], agent=task)
         rec["text_tool_calls"] = dialects.as_completion(plan, prompt, profile.tokens_per_chunk)
         return plan
     rec["decision_key"] = key = decision_key(body)
     dialects.check_reasoning_content(profile, body, key, rec["attempt"])
     plan = behaviour.make_plan(profile, body, rec["attempt"], key, gold.get(gold_key(body)) if gold else None,
-                               rec["repeat"])
+                               repeat=rec["repeat"], agent=agents.find(body) if agents else None)
     if plan.has(dialects.BROKEN_TEMPLATE):
         rec["text_tool_calls"] = dialects.text_calls(plan, "fenced", profile.tokens_per_chunk)
     return plan
@@ -661,6 +666,7 @@ def _record_plan(rec: dict[str, Any], plan: Plan) -> None:
         language_drift=plan.language_drift,
         prompt_tokens=plan.prompt_tokens,
         quirks=list(plan.quirks),
+        agent=plan.agent,
     )
 
 
@@ -698,10 +704,11 @@ async def serve(
     on_ready: Callable[[str, int], None] | None = None,
     stop: asyncio.Event | None = None,
     gold: Mapping[str, GoldEntry] | None = None,
+    agents: AgentBook | None = None,
 ) -> None:
     """Run until ``stop`` is set (or SIGTERM/SIGINT); announce readiness on stdout."""
     truth = TruthLog(truth_log)
-    sim = Simulator(profiles, truth, gold)
+    sim = Simulator(profiles, truth, gold, agents)
     runner = web.AppRunner(sim.app(), access_log=None, handle_signals=False, shutdown_timeout=0.25)
     await runner.setup()
     stop = stop or asyncio.Event()

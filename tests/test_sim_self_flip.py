@@ -27,7 +27,8 @@ def test_the_simulators_tag_parse_agrees_with_the_harness(name):
         assert repeat_of(tag, 99) == (repeat, "tag")
 
 
-@pytest.mark.parametrize("tag", ["", "a/b/c", "r/m/v/s/x/1", "r/m/v/s/1/y", "r/m/v/s/1/2/3", "t-1"])
+@pytest.mark.parametrize("tag", ["", "a/b/c", "r/m/v/s/x/1", "r/m/v/s/1/y", "r/m/v/s/1/2/x", "r/m/v/s/1/2/3/4",
+                                 "t-1"])
 def test_bad_tags_are_refused_by_both_and_fall_back_to_the_arrival_count(tag):
     with pytest.raises(ValueError):
         ItemKey.parse_tag(tag)

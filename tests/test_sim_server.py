@@ -347,6 +347,7 @@ def test_truth_log_fields_and_attempts(sim) -> None:
         "endpoint",
         "request_hash",
         "decision_key",
+        "agent",
         "attempt",
         "client_tag",
         "repeat",
