@@ -66,6 +66,8 @@ def add_arguments(parser: Any) -> None:
     add("--avv-start-jitter-s", type=float, default=1.0,
         help="Each user waits U(0, this) before its first request, so new streams do not start in one burst.")
     add("--avv-no-score", action="store_true", default=False, help="Do not score the run at the end.")
+    add("--avv-no-html", action="store_true", default=False,
+        help="Score the run but do not write report.html (its figures take ~2 s per run).")
     add("--avv-mode", default="verify", choices=["verify", "stress"], help="verify (default) or stress.")
     add("--avv-stress-levels", default="", help="Concurrency ladder, e.g. 1,2,4,8 (default doubling to 32).")
     add("--avv-stress-step-s", type=float, default=30.0, help="Seconds each level is held.")
@@ -131,6 +133,7 @@ class RunOptions:
     spawn_rate: float  # users per second (0 = all at once)
     start_jitter_s: float  # random delay before each user's first request
     no_score: bool  # skip scoring at the end
+    no_html: bool  # score, but without report.html
     mode: str  # verify | stress
     stress: StressSettings | None  # set in stress mode
     run_time_s: float | None  # Locust's -t/--run-time (honoured by the run's shape)
@@ -184,6 +187,7 @@ class RunOptions:
             spawn_rate=number("avv_spawn_rate", 0),
             start_jitter_s=number("avv_start_jitter_s", 0),
             no_score=bool(parsed.avv_no_score),
+            no_html=bool(getattr(parsed, "avv_no_html", False)),
             mode=str(parsed.avv_mode),
             stress=stress,
             run_time_s=float(run_time) if run_time else None,

@@ -137,7 +137,7 @@ def fill_manifest(manifest: RunManifest, *, run: RunState, options: RunOptions, 
     m.budget = {"max_total_tokens": options.max_total_tokens or None, "exhausted": False}
 
 
-def score_run(run_dir: Path, *, no_score: bool, stress: bool) -> Any:
+def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True) -> Any:
     """Score the run folder, print the tables and where report.md and report.html are (stress runs with
     --avv-no-score: the stress outputs only); the ScoreResult, or None. Never raises: the records are safe
     on disk and ``avv-score RUN`` can score them later."""
@@ -149,7 +149,7 @@ def score_run(run_dir: Path, *, no_score: bool, stress: bool) -> Any:
         if no_score:  # stress.csv, capacity.csv, plots and the report's stress section
             result = avv_scoring.stress_only(run_dir)
         else:
-            result = avv_scoring.score_paths([run_dir], out_dir=run_dir)
+            result = avv_scoring.score_paths([run_dir], out_dir=run_dir, html=html)
         print("\n" + avv_scoring.render_tables(result), flush=True)
         print(f"scores: {run_dir / 'report.md'}", flush=True)
         if "report.html" in result.outputs:

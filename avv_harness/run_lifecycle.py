@@ -162,7 +162,8 @@ class RunLifecycle:
         if stop_simulator:
             self._stop_simulator()
         if run.manifest.records_written and run.stop_reason != "disk":
-            run.result = score_run(run.run_dir, no_score=self.options.no_score, stress=run.stress is not None)
+            run.result = score_run(run.run_dir, no_score=self.options.no_score, stress=run.stress is not None,
+                                   html=not self.options.no_html)
         run.exit_code = EXIT_WRITE if run.stop_reason == "disk" else EXIT_OK if completed else EXIT_INCOMPLETE
         for line in client_bound_advice(run.manifest.extra["client_load"]):
             print(f"avv-locust: warning: {line}", flush=True)

@@ -183,6 +183,7 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
         "--strict", action="store_true",
         help="exit with status 1 when any vendor fails its verdict, or when there is nothing to score"
     )
+    p.add_argument("--no-html", action="store_true", help="do not write report.html (its figures take ~2 s)")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the tables")
 
 
@@ -320,6 +321,7 @@ def main_score(argv: Sequence[str]) -> int:
         baseline_results=args.baseline_results,
         baseline_name=args.baseline_name,
         stats=_stats(args),
+        html=not args.no_html,
     )
     return _report(result, args)
 
@@ -342,6 +344,7 @@ def main_stress(argv: Sequence[str]) -> int:
         baseline_results=args.baseline_results,
         baseline_name=args.baseline_name,
         stats=_stats(args),
+        html=not args.no_html,
     )
     return _report(result, args)
 

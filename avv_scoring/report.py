@@ -428,7 +428,7 @@ def _csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def write_outputs(result: ScoreResult, out_dir: str | os.PathLike[str]) -> dict[str, str]:
+def write_outputs(result: ScoreResult, out_dir: str | os.PathLike[str], html: bool = True) -> dict[str, str]:
     """Write scores.csv, scores_by_repeat.csv, scores.json, disagreements.csv (when scores were computed),
     report.md, report.html (:mod:`.report_html`) and, when ``result.stress`` is set, stress.csv, capacity.csv
     and the two plots; return name → path."""
@@ -448,9 +448,10 @@ def write_outputs(result: ScoreResult, out_dir: str | os.PathLike[str]) -> dict[
         paths.update(write_stress_files(result.stress, out_dir))
     with open(paths["report.md"], "w", encoding="utf-8") as fh:
         fh.write(render_markdown(result))
-    from .report_html import write_html  # imports this module
+    if html:  # the figures take ~2 s (matplotlib); --no-html / --avv-no-html skip them
+        from .report_html import write_html  # imports this module
 
-    paths.update(write_html(result, out_dir))
+        paths.update(write_html(result, out_dir))
     return paths
 
 

@@ -369,6 +369,7 @@ def score_paths(
     baseline_results: Sequence[Any] | None = None,
     baseline_name: str | None = None,
     stats: StatsSettings | None = None,
+    html: bool = True,
 ) -> ScoreResult:
     """Load run folders / records.csv files, score them and (``write=True``) write ``scores.csv``,
     ``scores_by_repeat.csv``, ``scores.json`` and ``report.md`` into ``out_dir``.
@@ -412,7 +413,7 @@ def score_paths(
         result.stress = stress_tables(stress_dir)
     if write:
         target = os.fspath(out_dir) if out_dir is not None else default_out_dir(paths)
-        result.outputs = write_outputs(result, target)
+        result.outputs = write_outputs(result, target, html=html)
     return result
 
 

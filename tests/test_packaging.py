@@ -23,14 +23,14 @@ def test_wheel_in_a_fresh_venv_runs_the_demo_from_anywhere(tmp_path):
     assert build.returncode == 0, build.stderr[-3000:]
     (wheel,) = dist.glob("avv_locust-*.whl")
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
+    venv.create(env_dir, with_pip=False)  # this test's pip installs into it (--python): no ensurepip run
     python = env_dir / "bin" / "python"
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
     # The dependencies come from this test environment (no download); our own package only from the wheel.
     (Path(site) / "deps-from-test-env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    install = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "-q", str(wheel)],
-                             capture_output=True, text=True, timeout=300)
+    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
+                              str(wheel)], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr[-3000:]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -33,7 +33,8 @@ PROFILES = {
 def replay(tmp_path_factory):
     work = tmp_path_factory.mktemp("replay")
     write_yaml(work / "sim.yaml", {"profiles": PROFILES})
-    write_yaml(work / "vendors.yaml", sim_vendors("m1", list(PROFILES), "base"))
+    write_yaml(work / "vendors.yaml", sim_vendors("m1", list(PROFILES), "base",
+                                                  **{name: {"concurrency": 2} for name in PROFILES}))
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
                        "--avv-repeats", "2", "--avv-out", "out", "--avv-retries", "0"], cwd=work)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

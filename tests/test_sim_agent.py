@@ -127,4 +127,5 @@ def test_requests_outside_a_task_are_planned_as_before(tmp_path):
     p = make_plan(make_profile("ref", {}), body, 1, decision_key(body))
     assert p.agent is None
     forced = {**request(), "tool_choice": "required"}
-    assert make_plan(make_profile("ref", {}), forced, 1, decision_key(forced), None, agent=agents.find(forced)).agent is None
+    plan = make_plan(make_profile("ref", {}), forced, 1, decision_key(forced), None, agent=agents.find(forced))
+    assert plan.agent is None

@@ -22,7 +22,7 @@ PROFILES = {
     "queued": {**SHAPE, "max_concurrency": 8, "over_limit": "queue"},
 }
 ARGS = ["--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-mode", "stress",
-        "--avv-stress-levels", "1,2,4,8,16", "--avv-stress-step-s", "3", "--avv-slo-ttft-p95-ms", "350",
+        "--avv-stress-levels", "1,2,4,8,16", "--avv-stress-step-s", "2", "--avv-slo-ttft-p95-ms", "350",
         "--avv-out", "out", "--avv-no-score"]
 EXPECTED = {"open": (16, None), "limited": (8, 16), "queued": (8, None)}
 

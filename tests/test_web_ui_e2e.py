@@ -65,7 +65,7 @@ class UiProcess:
             locust_cmd("--web-host", "127.0.0.1", "--web-port", str(self.port), "--avv-config", "vendors.yaml",
                        "--avv-sim-config", "sim.yaml", "--avv-samples", str(DEMO_SAMPLES), "--avv-out", "out",
                        "--avv-start-jitter-s", "0", *extra),
-            cwd=work, env=clean_env(), stdout=self.log, stderr=subprocess.STDOUT, text=True)
+            cwd=work, env=clean_env(html=True), stdout=self.log, stderr=subprocess.STDOUT, text=True)
         wait_for(lambda: self.proc.poll() is not None or self._up(), 60, "the web UI")
         assert self.proc.poll() is None, (work / "locust.log").read_text()[-3000:]
 
