@@ -34,7 +34,7 @@ from .config import Vendor, environment_with_dotenv, load_config
 from .distribution import LocalWork, MasterWork, WorkerWork
 from .execute import ExecContext, RetryPolicy, run_item_safely
 from .items import ItemKey, VendorId, WorkItem
-from .lag import LagMonitor
+from .lag import LagMonitor, quiet_gc_for_load
 from .manifest import RunManifest
 from .options import RunOptions
 from .records import Record, RecordWriteError
@@ -134,6 +134,7 @@ class RunController(RunLifecycle):
         self.live: Any = None  # the web UI's live board (avv_harness.live), when there is a web UI
         self.progress_interval_s = PROGRESS_INTERVAL_S
         self.lag: LagMonitor | None = None  # this process's event-loop lag (processes that run users)
+        self._undo_gc: Callable[[], None] | None = None  # while users run: see lag.quiet_gc_for_load
         self._progress: Any = None
         self.record_hook = EventHook()  # fired with records=[…] after an item's rows are stored
         self.run_hook = EventHook()  # fired with run=RunState, phase="begin" | "end"
@@ -189,6 +190,8 @@ class RunController(RunLifecycle):
         self.work.attach(self.env.runner)
         if self.role != "master":  # the processes that run users watch their own event-loop lag
             self.lag = LagMonitor().start(spawn=self.env.runner.greenlet.spawn)  # ends with the runner
+            self.env.events.test_start.add_listener(self._quiet_gc)
+            self.env.events.test_stop.add_listener(self._restore_gc)
         if self.role == "worker":
             return
         self.env.events.quitting.add_listener(self._on_quitting)
@@ -201,6 +204,15 @@ class RunController(RunLifecycle):
             self.env.events.test_stop.add_listener(self._on_test_stop)
         else:
             self.begin()
+
+    def _quiet_gc(self, **_: Any) -> None:
+        if self._undo_gc is None:
+            self._undo_gc = quiet_gc_for_load()
+
+    def _restore_gc(self, **_: Any) -> None:
+        if self._undo_gc is not None:
+            self._undo_gc()
+            self._undo_gc = None
 
     def _retry_policy(self) -> RetryPolicy:
         o = self.options

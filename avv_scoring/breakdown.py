@@ -99,7 +99,8 @@ def per_tool(vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> list[dic
                 mine = [c for c in calls if name_of(c.name) == tool]
                 s["gold_ok"] += calls_match_gold(mine, [e for e in gold.expected_calls if e["name"] == tool], name_of)
     pairs = call_pairs(vendor_rows, baseline_rows)
-    base_names, base_gold = baseline_rows[NAMES], baseline_rows[GOLD]
+    base_names = dict(zip(baseline_rows.index, baseline_rows[NAMES], strict=True))  # dicts: see disagreements
+    base_gold = dict(zip(baseline_rows.index, baseline_rows[GOLD], strict=True))
     for calls_v, calls_b, sig_v, sig_b, index_b in zip(pairs["calls_v"], pairs["calls_b"], pairs["sig_calls_v"],
                                                        pairs["sig_calls_b"], pairs["index_b"], strict=True):
         gold = base_gold[index_b]
@@ -213,8 +214,9 @@ def disagreements(model: str, vendor: str, vendor_rows: pd.DataFrame, baseline_r
         base_keys = zip(base_ok["sample_id"].astype(str),
                         pd.to_numeric(base_ok["repeat"], errors="coerce").fillna(1).astype(int), strict=True)
         base_index = dict(zip(base_keys, base_ok.index, strict=True))
-    base_called = baseline_rows[CALLED] if not is_baseline else None
-    base_sig = baseline_rows[SIG_CALLS] if not is_baseline else None
+    # plain dicts: a label lookup on a Series costs ~5 µs, once per row
+    base_called = dict(zip(baseline_rows.index, baseline_rows[CALLED], strict=True)) if not is_baseline else {}
+    base_sig = dict(zip(baseline_rows.index, baseline_rows[SIG_CALLS], strict=True)) if not is_baseline else {}
     differing: list[tuple[Any, bool, bool, Any]] = []  # (row index, vs baseline, vs gold, baseline row index)
     for index, key, called, sig, gold, calls, names, pos in zip(ok.index, keys, ok[CALLED], ok[SIG_CALLS], ok[GOLD],
                                                                 ok[CALLS], ok[NAMES], is_pos, strict=True):

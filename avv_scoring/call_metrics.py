@@ -67,6 +67,7 @@ def annotate_calls(
     checker = CallChecker()
     sample_tools: dict[str, tuple[Any, frozenset[str] | None]] = {}
     cells: dict[str, list[dict[str, Any]] | None] = {}
+    done: dict[tuple[str, str], tuple[Any, ...]] = {}  # (sample, cell) → its annotation: rows repeat across
     cols: dict[str, list[Any]] = {c: [] for c in (TC_N, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR,
                                                   CALLS, VERDICTS, NAMES, AS_TEXT, GOLD, SIG_TOOLS, SIG_CALLS)}
     counts = rows["tool_call_count"] if "tool_call_count" in rows.columns else pd.Series(index=rows.index)
@@ -81,26 +82,21 @@ def annotate_calls(
             tools = None if tools_by_sample is None else tools_by_sample.get(sid)
             sample_tools[sid] = (None, None) if tools is None else (checker.schemas(tools), request_tool_names(tools))
         schemas, names = sample_tools[sid]
-        if isinstance(cell, str):
-            if cell not in cells:
-                cells[cell] = parse_tool_calls(cell)
-            parsed = cells[cell]
-        else:
-            parsed = parse_tool_calls(cell)
-        if parsed is None:
-            k = int(count) if isinstance(count, (int, float)) and count == count and count > 0 else 1
-            calls, verdicts = [book.call("", str(cell))], [INVALID] * k
-        else:
-            calls = [book.call(c.get("name"), c.get("arguments")) for c in parsed]
-            verdicts = [checker.verdict(call, schemas) for call in calls]
+        key = (sid, cell) if isinstance(cell, str) else None
+        entry = done.get(key) if key is not None else None
+        if entry is None:
+            entry = _annotate_cell(cell, count, schemas, book, checker, cells)
+            if key is not None and entry[5] is False:  # parse errors depend on the row's count: not shared
+                done[key] = entry
+        calls, verdicts, n_valid, n_invalid, n_uncheckable, parse_error, sig_tools, sig_calls = entry
         cols[TC_N].append(len(verdicts))
-        cols[TC_VALID].append(verdicts.count(VALID))
-        cols[TC_INVALID].append(verdicts.count(INVALID))
-        cols[TC_UNCHECKABLE].append(verdicts.count(UNCHECKABLE))
-        cols[TC_PARSE_ERROR].append(parsed is None)
+        cols[TC_VALID].append(n_valid)
+        cols[TC_INVALID].append(n_invalid)
+        cols[TC_UNCHECKABLE].append(n_uncheckable)
+        cols[TC_PARSE_ERROR].append(parse_error)
         cols[CALLS].append(calls)
-        cols[SIG_TOOLS].append(tuple(sorted(c.name for c in calls)))
-        cols[SIG_CALLS].append(tuple(sorted((c.name, c.key) for c in calls)))
+        cols[SIG_TOOLS].append(sig_tools)
+        cols[SIG_CALLS].append(sig_calls)
         cols[VERDICTS].append(verdicts)
         cols[NAMES].append(names)
         text = content if isinstance(content, str) else ""
@@ -114,6 +110,28 @@ def annotate_calls(
     finish = (out["finish_reason"].astype("object") == TOOL_CALLS).fillna(False).astype(bool)
     out[CALLED] = is_success(out) & (finish | (out[CALLS].map(len) > 0))
     return out
+
+
+def _annotate_cell(cell: Any, count: Any, schemas: Any, book: CallBook, checker: CallChecker,
+                   cells: dict[str, list[dict[str, Any]] | None]) -> tuple[Any, ...]:
+    """(calls, verdicts, valid, invalid, uncheckable, parse error, tool signature, call signature) of one
+    tool_calls cell against one sample's schemas. The lists are shared by every row with the same sample and
+    cell: read-only."""
+    if isinstance(cell, str):
+        if cell not in cells:
+            cells[cell] = parse_tool_calls(cell)
+        parsed = cells[cell]
+    else:
+        parsed = parse_tool_calls(cell)
+    if parsed is None:
+        k = int(count) if isinstance(count, (int, float)) and count == count and count > 0 else 1
+        calls, verdicts = [book.call("", str(cell))], [INVALID] * k
+    else:
+        calls = [book.call(c.get("name"), c.get("arguments")) for c in parsed]
+        verdicts = [checker.verdict(call, schemas) for call in calls]
+    counts = (verdicts.count(VALID), verdicts.count(INVALID), verdicts.count(UNCHECKABLE))
+    return (calls, verdicts, *counts, parsed is None,
+            tuple(sorted(c.name for c in calls)), tuple(sorted((c.name, c.key) for c in calls)))
 
 
 def row_dicts(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .call_metrics import CALLED, CALLS, TC_INVALID, TC_N, TC_VALID, positive
+from .call_metrics import CALLED, SIG_CALLS, SIG_TOOLS, TC_INVALID, TC_N, TC_VALID, positive
 from .load import is_success
 from .metrics import compared_rows
 from .registry import Metric, baseline_columns, metric, produces
@@ -257,22 +257,20 @@ def _numbers(frame: pd.DataFrame, column: str) -> pd.Series:
     return pd.to_numeric(frame[column].astype("object"), errors="coerce").astype(float)
 
 
-def _keys(calls: Any) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
-    """(sorted called names, sorted (name, canonical arguments)): equal exactly when tools_equal / calls_equal."""
-    return tuple(sorted(c.name for c in calls)), tuple(sorted((c.name, c.key) for c in calls))
-
-
 def _side(frame: pd.DataFrame, code: Mapping[str, int]) -> pd.DataFrame:
-    called = frame[CALLED].astype(bool)
-    keys = frame[CALLS].where(called).map(lambda calls: _keys(calls) if isinstance(calls, list) else (None, None))
+    called = frame[CALLED].astype(bool).to_numpy()
+    # the annotation's signatures (sorted names; sorted (name, canonical arguments)): equal exactly when
+    # tools_equal / calls_equal; None where the row called no tool
+    tool_key = np.where(called, frame[SIG_TOOLS].to_numpy(dtype=object), None)
+    call_key = np.where(called, frame[SIG_CALLS].to_numpy(dtype=object), None)
     return pd.DataFrame({
         "unit": frame["sample_id"].astype("object").astype(str).map(code).to_numpy(),
         "repeat": _repeat(frame).to_numpy(),
         "ok": is_success(frame).to_numpy(),
         "pos": positive(frame).to_numpy(),
-        "called": called.to_numpy(),
-        "tool_key": [k[0] for k in keys],
-        "call_key": [k[1] for k in keys],
+        "called": called,
+        "tool_key": tool_key,
+        "call_key": call_key,
     }, index=frame.index).drop_duplicates(subset=["unit", "repeat"], keep="last")
 
 

@@ -77,13 +77,13 @@ def language_following_rate(sums: pd.Series) -> dict[str, Any]:
 def call_count_distribution(rows: pd.DataFrame) -> Counter[int]:
     """Successful responses finishing with ``tool_calls``, by the number of tool calls they carry (MiniMax's
     ``tool_calls_count_distribution``; an unparseable tool_calls cell counts its ``tool_call_count``)."""
-    positive = rows[_finished_with_tool_calls(rows)]
-    if TC_N in positive.columns:
-        counts = positive[TC_N].astype(int).tolist()
+    positive = _finished_with_tool_calls(rows).to_numpy(dtype=bool)  # mask single columns, not the wide frame
+    if TC_N in rows.columns:
+        counts = rows[TC_N].to_numpy()[positive].astype(int).tolist()
     else:
         counts = [len(c) if (c := parse_tool_calls(cell)) is not None else int(n or 0)
-                  for cell, n in zip(positive["tool_calls"].astype("object"),
-                                     positive["tool_call_count"].astype("object").fillna(0), strict=True)]
+                  for cell, n in zip(rows["tool_calls"].astype("object")[positive],
+                                     rows["tool_call_count"].astype("object").fillna(0)[positive], strict=True)]
     return Counter(counts)
 
 

@@ -310,13 +310,16 @@ def errors_ms(records: list[dict[str, Any]], truth: dict[str, dict[str, Any]]) -
     - ``lat_err``  = (t0 + latency_ms/1000) − t_last_byte  (client saw the end − server sent the last bytes)
     - ``send``     = ttft_ms − (t_first_token − t_arrival)·1000   (measured TTFT − server TTFT)
     - ``arrival``  = t_arrival − t0   (send path alone: t0 → the server's handler starts)
+    - ``lag``      = the record's own ``client_lag_ms`` (NaN when absent), aligned with ``ttft_err``
     """
-    out: dict[str, list[float]] = {"ttft_err": [], "lat_err": [], "send": [], "arrival": []}
+    out: dict[str, list[float]] = {"ttft_err": [], "lat_err": [], "send": [], "arrival": [], "lag": []}
     for rec in records:
         line = truth.get(truth_tag(rec))
         if rec["status"] != "success" or not line or line.get("t_first_token") is None or rec["ttft_ms"] is None:
             continue
         t0 = rec["t0_monotonic"]
+        lag = rec.get("client_lag_ms")
+        out["lag"].append(float(lag) if lag is not None and lag == lag else float("nan"))
         out["ttft_err"].append((t0 + rec["ttft_ms"] / 1000.0 - line["t_first_token"]) * 1000.0)
         out["lat_err"].append((t0 + rec["latency_ms"] / 1000.0 - line["t_last_byte"]) * 1000.0)
         out["send"].append(rec["ttft_ms"] - (line["t_first_token"] - line["t_arrival"]) * 1000.0)
@@ -383,3 +386,38 @@ def machine_line() -> str:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     return (f"machine: {os.cpu_count()} CPUs, load average {load}; Python {sys.version.split()[0]}, "
             f"locust {version('locust')}")
+
+
+def lag_tracking(ttft_err: list[float], lag: list[float], slack_ms: float = 1.0) -> dict[str, float | None]:
+    """How well ``client_lag_ms`` bounds the true client delay, over records with both:
+
+    - ``lag_covers_pct``: % of records with ttft_err ≤ client_lag_ms + ``slack_ms`` (the bound holds; the
+      slack covers the loopback + parsing floor, ~0.3 ms, which is delay but not lag);
+    - ``lag_p50_ms`` / ``lag_p99_ms``: the column's own percentiles, to set beside ttft_err's;
+    - ``lag_err_corr``: Pearson correlation of lag and ttft_err (does lag rise where the error rises?).
+    """
+    pairs = [(e, g) for e, g in zip(ttft_err, lag, strict=True) if g == g]
+    if not pairs:
+        return {"lag_covers_pct": None, "lag_p50_ms": None, "lag_p99_ms": None, "lag_err_corr": None}
+    errs, lags = [e for e, _ in pairs], [g for _, g in pairs]
+    covered = sum(e <= g + slack_ms for e, g in pairs)
+    return {"lag_covers_pct": 100.0 * covered / len(pairs), "lag_p50_ms": pct(lags, 50), "lag_p99_ms": pct(lags, 99),
+            "lag_err_corr": _correlation(errs, lags)}
+
+
+def _correlation(xs: list[float], ys: list[float]) -> float | None:
+    n = len(xs)
+    if n < 3:
+        return None
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
+
+
+def cpu_seconds(run: Monitored, pids: list[int], start: float, end: float) -> float | None:
+    """Σ over ``pids`` of CPU s (user+system) spent between ``start`` and ``end``."""
+    if not pids or end <= start:
+        return None
+    return sum(cpu_at(run.samples, pid, end) - cpu_at(run.samples, pid, start) for pid in pids)

@@ -15,7 +15,11 @@ its truth line (tag run/model/vendor/sample/repeat/attempt) and we report:
 - ``offered/s`` = N · events per answer / server duration of an answer: what the simulator would send if
   the client kept up (upper bound; ramp-up and the tail lower the achievable average);
 - ``locust CPU%`` = CPU s (user+system) of the Locust process alone over the streaming phase / phase length;
-  ``sim CPU%`` the same for the simulator (a child of Locust). 100 % = one core.
+  ``sim CPU%`` the same for the simulator (a child of Locust). 100 % = one core;
+- ``µs/event``  = Locust CPU s over the streaming phase / Σ chunks consumed;
+- ``lag``       = p50 / p99 of the records' ``client_lag_ms`` (the harness's own estimate, no truth needed), and
+  ``lag≥err %`` = share of joined records with ttft_err ≤ client_lag_ms + 1 ms: does the estimate bound the
+  true client delay at each level?
 
     python bench/measure.py --levels 1,50,200,500 --json /tmp/avv-bench/measure.json
 """
@@ -83,6 +87,11 @@ def analyse(args: argparse.Namespace, level: int, work: Path, run: bl.Monitored)
         "locust_cpu_life_pct": bl.lifetime_cpu_percent(run, run.pids("locust")[0]),
         "returncode": run.returncode, "work": str(work),
     }
+    lag = errs.pop("lag")
+    result.update(bl.lag_tracking(errs["ttft_err"], lag))
+    cpu_s = bl.cpu_seconds(run, run.pids("locust"), start, end)
+    events = float(frame["chunks"].sum()) if "chunks" in frame else 0.0
+    result["locust_us_per_event"] = 1e6 * cpu_s / events if cpu_s is not None and events else None
     for name, values in errs.items():
         for q in (50, 99):
             result[f"{name}_p{q}_ms"] = bl.pct(values, q)
@@ -112,7 +121,7 @@ def run_level(args: argparse.Namespace, base: Path, level: int) -> dict[str, Any
 
 
 HEADERS = ["level", "requests", "failed", "ttft_err p50", "p99", "lat_err p50", "p99", "send p50", "p99",
-           "events/s", "steady/s", "offered/s", "locust CPU%", "sim CPU%"]
+           "events/s", "steady/s", "offered/s", "locust CPU%", "µs/event", "sim CPU%", "lag p50", "p99", "lag≥err %"]
 
 
 def table_row(r: dict[str, Any]) -> list[str]:
@@ -122,7 +131,8 @@ def table_row(r: dict[str, Any]) -> list[str]:
             bl.fmt(g("lat_err_p50_ms"), 2), bl.fmt(g("lat_err_p99_ms"), 2),
             bl.fmt(g("send_p50_ms"), 2), bl.fmt(g("send_p99_ms"), 2),
             bl.fmt(g("events_per_s"), 0), bl.fmt(g("steady_events_per_s"), 0), bl.fmt(g("offered_events_per_s"), 0),
-            bl.fmt(g("locust_cpu_pct"), 0), bl.fmt(g("sim_cpu_pct"), 0)]
+            bl.fmt(g("locust_cpu_pct"), 0), bl.fmt(g("locust_us_per_event"), 0), bl.fmt(g("sim_cpu_pct"), 0),
+            bl.fmt(g("lag_p50_ms"), 2), bl.fmt(g("lag_p99_ms"), 2), bl.fmt(g("lag_covers_pct"), 0)]
 
 
 LEGEND = """\
@@ -130,7 +140,9 @@ times in ms. ttft_err = client saw first token − server wrote it; lat_err = cl
 sent last byte; send = measured TTFT − server TTFT (= send path t0→handler + ttft_err). events/s = Σ chunks /
 streaming phase (min t0 → max end, ramp-up and tail included); steady/s = events/s while all users are busy
 (chunks pro-rated); offered/s = N · events per answer / answer duration, what the simulator sends if the client
-keeps up. CPU% over the streaming phase, user+system, 100 = one core; locust = the Locust process alone."""
+keeps up. CPU% over the streaming phase, user+system, 100 = one core; locust = the Locust process alone.
+µs/event = Locust CPU s over the phase / Σ chunks. lag = the records' client_lag_ms (the client's own estimate
+of its delay, no truth needed); lag≥err % = share of records whose ttft_err ≤ client_lag_ms + 1 ms."""
 
 
 def main(argv: list[str] | None = None) -> int:

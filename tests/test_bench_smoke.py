@@ -33,7 +33,7 @@ def test_measure_tiny_levels_print_a_numeric_table(tmp_path: Path) -> None:
     header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["level", "requests", "failed"])
     rows = [lines[header + 2].split(), lines[header + 3].split()]
     for level, row in zip(("1", "4"), rows, strict=True):
-        assert row[0] == level and len(row) == 14, row
+        assert row[0] == level and len(row) == 18, row
         assert all(re.fullmatch(NUMBER, cell) for cell in row), row
         assert row[2] == "0"  # no failed requests
     data = json.loads(out.read_text())
@@ -42,6 +42,8 @@ def test_measure_tiny_levels_print_a_numeric_table(tmp_path: Path) -> None:
         assert abs(result["ttft_err_p50_ms"]) < 20
         # a tiny level can fall between two CPU samples (0 %); the figure must still be a measurement
         assert result["events_per_s"] > 0 and result["locust_cpu_pct"] >= 0
+        # every record carries the client's own lag estimate; at 1–4 streams it bounds the true error
+        assert result["lag_p50_ms"] is not None and result["lag_covers_pct"] >= 50
 
 
 def test_formulas_on_a_hand_made_run() -> None:
@@ -58,6 +60,10 @@ def test_formulas_on_a_hand_made_run() -> None:
     assert errs["ttft_err"] == pytest.approx([1.0, 0.5])
     assert errs["lat_err"] == pytest.approx([1.5, 1.0])
     assert errs["send"] == pytest.approx([3.0, 1.5])  # 100 − (10.099 − 10.002)·1000, …
+    assert all(lag != lag for lag in errs["lag"])  # no client_lag_ms column: NaN, aligned with ttft_err
+    tracking = bl.lag_tracking([1.0, 0.5, 9.0, 4.0], [0.2, 0.0, 8.5, 1.0])
+    assert tracking["lag_covers_pct"] == pytest.approx(75.0)  # 4.0 > 1.0 + 1 ms slack: not covered
+    assert tracking["lag_err_corr"] > 0.9
     assert bl.streaming_phase(frame) == pytest.approx((10.0, 12.0))
     assert bl.events_per_second(frame) == pytest.approx(30 / 2.0)
     assert bl.plan_items(50, 3, 32) == (30, 5) and bl.plan_items(1, 3, 32) == (3, 1)

@@ -50,3 +50,18 @@ def test_buffered_rows_are_counted_and_left_out_of_the_tps_mean():
     assert row["tps"] == 50.0 and row["tps_rows"] == 1 and row["buffered_rows"] == 1
     assert row["avg_ttft_ms"] == 40.0  # the buffered row keeps its TTFT
     assert row["stale_conn_retries"] == 2 and row["client_lag_p50_ms"] == pytest.approx(1.0)
+
+
+def test_quiet_gc_freezes_what_exists_raises_the_young_threshold_and_undoes_it():
+    import gc
+
+    from avv_harness.lag import LOAD_GC_THRESHOLD, quiet_gc_for_load
+
+    before = gc.get_threshold()
+    undo = quiet_gc_for_load()
+    try:
+        assert gc.get_threshold() == LOAD_GC_THRESHOLD and LOAD_GC_THRESHOLD[0] > before[0]
+        assert gc.get_freeze_count() > 0  # everything alive at the start is out of the collector's scans
+    finally:
+        undo()
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0

@@ -319,3 +319,17 @@ def test_failing_the_expensive_items_does_not_make_a_vendor_cheaper_or_faster():
     assert scores.loc["honest", "usage_rows"] == 5  # compared on the five items everyone answered
     assert scores.loc["dodger", "success_rate"] == 0.5
     assert scores.loc["honest", "irf"] > scores.loc["dodger", "irf"]
+
+
+def test_per_repeat_with_a_repeat_the_baseline_lacks_and_multi_call_answers():
+    """Slices from one sort (issue 16) give what boolean masks gave, also for a repeat only one side has."""
+    rows = [{"vendor": "base", "is_baseline": True, "sample_id": str(s), "repeat": r, "finish_reason": "tool_calls",
+             "tool_calls": [call("f", {"a": s})] * (1 + s % 2)} for s in range(1, 5) for r in (2, 1)]
+    rows += [{"vendor": "ven", "sample_id": str(s), "repeat": r, "finish_reason": "tool_calls",
+              "tool_calls": [call("f", {"a": s})] * (1 + (s + r) % 3)} for s in range(1, 5) for r in (3, 1, 2)]
+    frame = M.annotate_tool_calls(records_frame(rows), {str(i): TOOLS for i in range(1, 5)})
+    ven, base = frame[frame["vendor"] == "ven"], frame[frame["vendor"] == "base"]
+    fast = M.per_repeat(ven, base)
+    pd.testing.assert_frame_equal(fast, M.per_repeat_loop(ven, base), check_dtype=False)
+    assert list(fast["repeat"]) == [1, 2, 3]
+    assert fast["multi_call_similarity"].iloc[:2].notna().all() and pd.isna(fast["multi_call_similarity"].iloc[2])
