@@ -5,6 +5,7 @@ the Locust integration lives in :mod:`avv_harness.locust_plugin`.
 """
 
 from .errors import InputError
-from .records import COLUMN_NAMES, ERROR_KINDS, RecordWriter, read_records
+from .record_file import RecordWriter, read_records
+from .records import COLUMN_NAMES, ERROR_KINDS
 
 __all__ = ["COLUMN_NAMES", "ERROR_KINDS", "InputError", "RecordWriter", "read_records"]

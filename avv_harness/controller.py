@@ -37,7 +37,8 @@ from .items import ItemKey, VendorId, WorkItem
 from .lag import LagMonitor, quiet_gc_for_load
 from .manifest import RunManifest
 from .options import RunOptions
-from .records import Record, RecordWriteError
+from .record_file import RecordWriteError
+from .records import Record
 from .run_lifecycle import RunLifecycle
 from .run_state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_WRITE, RunState
 from .samples import SampleSet

@@ -29,7 +29,8 @@ import gevent
 from .errors import InputError
 from .items import ItemKey, VendorId
 from .measures import is_missing
-from .records import COLUMN_NAMES, STATUS_SUCCESS, read_rows
+from .record_file import read_rows
+from .records import COLUMN_NAMES, STATUS_SUCCESS
 
 log = logging.getLogger("avv")
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from .errors import InputError
 from .items import ItemKey
 from .manifest import RECORDS_CSV, RUN_JSON, RunManifest, read_manifest
-from .records import STATUS_SUCCESS, iter_csv_rows
+from .record_file import iter_csv_rows
+from .records import STATUS_SUCCESS
 from .samples import SampleSet
 
 

@@ -22,7 +22,7 @@ from .execute import ExecContext, RetryPolicy
 from .items import ItemKey, VendorId
 from .manifest import RECORDS_CSV, RunManifest, utc_now
 from .options import RunOptions
-from .records import RecordWriteError, RecordWriter, upgrade_columns
+from .record_file import RecordWriteError, RecordWriter, upgrade_columns
 from .resume import check_resumable, done_items, sample_ids_hash
 from .run_state import RunState
 from .samples import SampleSet

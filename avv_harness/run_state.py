@@ -19,7 +19,8 @@ from typing import Any
 from .execute import ExecContext
 from .items import VendorId
 from .manifest import RunManifest, utc_now
-from .records import STATUS_SUCCESS, Record, RecordWriteError, RecordWriter
+from .record_file import RecordWriteError, RecordWriter
+from .records import STATUS_SUCCESS, Record
 from .stress import StressPolicy
 from .work import Ledger
 

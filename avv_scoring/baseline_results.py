@@ -19,7 +19,8 @@ import pandas as pd
 
 from avv_harness.errors import InputError
 from avv_harness.language import last_user_text
-from avv_harness.records import COLUMN_NAMES, STATUS_FAILED, STATUS_SUCCESS, Record, coerce_frame, to_csv_row
+from avv_harness.record_file import coerce_frame
+from avv_harness.records import COLUMN_NAMES, STATUS_FAILED, STATUS_SUCCESS, Record, to_csv_row
 from avv_harness.samples import SampleSet
 
 from .load import FILE_ORDER_COL, ROW_ORDER_COL, SOURCE_COL, RunInput, run_sample_set

@@ -3,7 +3,7 @@ run's records.csv that scores exactly as ``avv-score`` scores the file at the sa
 
 :class:`LiveRecords` keeps each row as the CSV cells the record writer writes
 (:func:`avv_harness.records.to_csv_row`: floats rounded as written, empty cells for missing values) and types
-them in chunks with the same :func:`~avv_harness.records.coerce_frame` the file reader uses. Adding rows costs
+them in chunks with the same :func:`~avv_harness.record_file.coerce_frame` the file reader uses. Adding rows costs
 O(new rows); :meth:`LiveRecords.frame` types only the rows added since the last call and appends them to the
 frame it keeps. :func:`score_live` then applies the reader's steps (:func:`avv_scoring.load.read_inputs`:
 ``repeat`` filled with 1, input order columns, the latest row per item) and :func:`~avv_scoring.score.score_frame`
@@ -18,7 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from avv_harness.records import COLUMN_NAMES, coerce_frame, to_csv_row
+from avv_harness.record_file import coerce_frame
+from avv_harness.records import COLUMN_NAMES, to_csv_row
 
 from .load import FILE_ORDER_COL, ROW_ORDER_COL, SOURCE_COL, GoldBySample, ToolsBySample, dedupe_latest
 from .score import ScoreResult, score_frame
@@ -51,7 +52,7 @@ class LiveRecords:
         return new
 
     def frame(self, new: list[list[str]] | None = None) -> pd.DataFrame:
-        """Every row so far, typed as :func:`avv_harness.records.read_records` types the file. ``new`` = rows
+        """Every row so far, typed as :func:`avv_harness.record_file.read_records` types the file. ``new`` = rows
         already taken with :meth:`take_new` (default: take them now)."""
         rows = self.take_new() if new is None else new
         if rows:

@@ -18,7 +18,8 @@ import pandas as pd
 from avv_harness.errors import InputError
 from avv_harness.items import ItemKey
 from avv_harness.manifest import RunManifest, read_manifest
-from avv_harness.records import STATUS_SUCCESS, read_records
+from avv_harness.record_file import read_records
+from avv_harness.records import STATUS_SUCCESS
 from avv_harness.samples import Gold, SampleSet, file_sha256, load_samples
 
 log = logging.getLogger(__name__)

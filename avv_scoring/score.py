@@ -197,7 +197,7 @@ def score_frame(
     """Score a records table: one row per (model, vendor) with every metric, IRF and verdict, the per-tool
     breakdown and the disagreements.
 
-    ``records`` uses the record schema (:func:`avv_harness.records.coerce_frame` dtypes); duplicate
+    ``records`` uses the record schema (:func:`avv_harness.record_file.coerce_frame` dtypes); duplicate
     items keep their latest row (see :func:`avv_scoring.load.dedupe_latest`). ``tools_by_sample`` maps
     sample id → the request's ``tools`` list; None leaves schema metrics missing (with a warning).
     ``gold_by_sample`` maps sample id → its :class:`~avv_harness.samples.Gold` labels (None or missing ids:

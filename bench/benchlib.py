@@ -266,7 +266,7 @@ def run_dir(work: Path) -> Path:
 
 def load_records(work: Path) -> Any:
     """records.csv of the run as a typed DataFrame."""
-    from avv_harness.records import read_records
+    from avv_harness.record_file import read_records
 
     return read_records(run_dir(work) / "records.csv")
 

@@ -16,7 +16,7 @@ from avv_harness.controller import EXIT_OK
 from avv_harness.errors import InputError
 from avv_harness.execute import ExecContext, RetryPolicy, build_body
 from avv_harness.items import ITEM_HEADER, ItemKey, WorkItem
-from avv_harness.records import read_records
+from avv_harness.record_file import read_records
 from avv_harness.samples import load_samples
 from avv_scoring import correctness
 from tests.fake_vendor import ScriptedAdapter, error_reply, fake_session_factory, stream_reply
@@ -242,7 +242,8 @@ def test_a_local_run_records_each_trajectory_once_as_one_item(tmp_path):
 
 
 def test_resume_reruns_a_trajectory_whose_last_step_failed(tmp_path):
-    from avv_harness.records import Record, RecordWriter
+    from avv_harness.record_file import RecordWriter
+    from avv_harness.records import Record
     from avv_harness.resume import done_items
 
     samples = load_samples(write_samples(tmp_path, line(TASK), {**line(TASK), "data_index": "t2"}))

@@ -10,7 +10,7 @@ import statistics
 import pandas as pd
 import pytest
 
-from avv_harness.records import read_records
+from avv_harness.record_file import read_records
 from avv_harness.samples import load_samples
 from tests.locust_runs import (
     DEMO_SAMPLES,

@@ -11,15 +11,8 @@ from avv_harness.config import load_config, parse_config, redact_url
 from avv_harness.errors import InputError
 from avv_harness.execute import RetryPolicy, build_body, build_headers
 from avv_harness.items import ItemKey, VendorId
-from avv_harness.records import (
-    COLUMN_NAMES,
-    Record,
-    RecordError,
-    RecordWriter,
-    encode_row,
-    iter_csv_rows,
-    read_records,
-)
+from avv_harness.record_file import RecordWriter, iter_csv_rows, read_records
+from avv_harness.records import COLUMN_NAMES, Record, RecordError, encode_row
 from avv_harness.samples import load_samples
 from avv_harness.work import Ledger
 

@@ -20,7 +20,8 @@ from avv_harness.errors import InputError
 from avv_harness.execute import endpoint_url
 from avv_harness.items import ItemKey
 from avv_harness.options import RunOptions, preparse_options
-from avv_harness.records import RecordWriter, encode_row, read_records, read_rows
+from avv_harness.record_file import RecordWriter, read_records, read_rows
+from avv_harness.records import encode_row
 from avv_harness.samples import load_samples
 from avv_scoring.cli import main as avv_score
 from tests.fake_vendor import ScriptedAdapter, error_reply, stream_reply

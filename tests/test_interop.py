@@ -17,7 +17,7 @@ from avv_harness.config import Vendor
 from avv_harness.errors import InputError
 from avv_harness.execute import build_body
 from avv_harness.manifest import RunManifest
-from avv_harness.records import RecordWriter
+from avv_harness.record_file import RecordWriter
 from avv_harness.samples import body_hash, file_sha256, load_samples
 from avv_scoring.baseline_results import BaselineResults, baseline_record, read_results
 from avv_scoring.cli import main
@@ -366,7 +366,7 @@ def test_resume_reruns_items_whose_request_or_language_check_changed(tmp_path):
     """--avv-resume reruns an item whose sample body changed (request_hash) or whose language check changed;
     unchanged successful items are not sent again."""
     from avv_harness.controller import EXIT_OK
-    from avv_harness.records import read_records
+    from avv_harness.record_file import read_records
     from tests.fake_vendor import ScriptedAdapter, stream_reply
     from tests.glue import make_env, options, run_to_end, write_inputs
 

@@ -17,7 +17,7 @@ from avv_harness.errors import InputError
 from avv_harness.execute import ExecContext, RetryPolicy, build_body, build_headers
 from avv_harness.options import RunOptions, preparse_options
 from avv_harness.overrides import Overrides, parse_overrides
-from avv_harness.records import read_records
+from avv_harness.record_file import read_records
 from avv_harness.samples import Sample
 from avv_harness.secrets import Redactor
 from tests.fake_vendor import ScriptedAdapter, stream_reply

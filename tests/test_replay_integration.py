@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from avv_harness.records import read_records
+from avv_harness.record_file import read_records
 from avv_harness.samples import load_samples
 from tests.locust_runs import (
     DEMO_SAMPLES,

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from avv_harness.records import COLUMN_NAMES, read_rows
+from avv_harness.record_file import read_rows
+from avv_harness.records import COLUMN_NAMES
 from avv_scoring import score_paths, stress_only
 from avv_scoring.live import LiveRecords, score_live
 from avv_scoring.load import load_tools, resolve_inputs
@@ -134,7 +135,7 @@ def test_tools_section_appears_only_when_the_result_has_a_per_tool_table(scored)
 
 def test_ttft_p95_is_registered_and_computed():
     rows = pd.DataFrame([record(vendor="v", sample_id=str(i), ttft_ms=float(t)) for i, t in enumerate(range(1, 21))])
-    from avv_harness.records import coerce_frame
+    from avv_harness.record_file import coerce_frame
     from avv_scoring.metrics import ttft_stats
 
     out = ttft_stats(coerce_frame(rows.astype("object").where(rows.notna(), None)))

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from avv_harness.errors import InputError
-from avv_harness.records import RecordWriter
+from avv_harness.record_file import RecordWriter
 from avv_harness.samples import file_sha256
 from avv_scoring import SCORE_COLUMNS, load_records, render_tables, score_paths
 from avv_scoring.cli import main

@@ -11,7 +11,7 @@ import pytest
 
 from avv_harness.errors import InputError
 from avv_harness.measures import meets_slo
-from avv_harness.records import RecordWriter
+from avv_harness.record_file import RecordWriter
 from avv_scoring import render_tables, score_paths, stress_only
 from avv_scoring.cli import main
 from avv_scoring.stress import (

@@ -10,7 +10,8 @@ import requests
 from avv_harness.config import Vendor
 from avv_harness.execute import ExecContext, RetryPolicy, execute_item
 from avv_harness.items import ItemKey, WorkItem
-from avv_harness.records import Record, coerce_frame
+from avv_harness.record_file import coerce_frame
+from avv_harness.records import Record
 from avv_harness.samples import Sample
 from avv_scoring.metrics import reasoning_only_rate
 from tests.fake_vendor import DONE, ScriptedAdapter

@@ -1,0 +1,248 @@
+"""records.csv on disk: the append-only writer that never leaves a torn row, and the readers.
+
+The columns and their types are declared once, in :mod:`avv_harness.records`; this module only moves rows
+between that schema and the file (whole-row appends, torn-tail cuts, column upgrades for a resumed run, the
+typed pandas reader ``avv_scoring`` uses).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .errors import InputError
+from .records import COLUMN_KINDS, COLUMN_NAMES, encode_rows, header_line
+
+log = logging.getLogger(__name__)
+
+
+class RecordWriteError(OSError):
+    """records.csv could not be written (disk full, folder gone, read-only): the run must stop."""
+
+
+class RecordWriter:
+    """Append-only writer for records.csv that never leaves a torn row.
+
+    Each batch (one item's rows) is one ``os.write`` of whole lines. When a write fails or is short
+    (``ENOSPC`` part-way), the file is cut back to its size before the write and
+    :class:`RecordWriteError` is raised, so the file holds only whole rows. Opening a file whose last
+    line is torn (a process killed mid-write) cuts that tail first, so a resumed run appends after a
+    whole row, never onto a fragment.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = os.fspath(path)
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._size = os.fstat(self._fd).st_size
+            if self._size:
+                self._size = cut_torn_tail(self.path, self._fd, self._size)
+            if self._size == 0:
+                self._append(header_line())
+        except OSError as exc:
+            raise RecordWriteError(exc.errno, f"cannot write {self.path}: {exc.strerror}") from None
+        self.rows_written = 0
+
+    def _append(self, data: bytes) -> None:
+        before = self._size
+        try:
+            written = os.write(self._fd, data)
+            if written != len(data):
+                raise OSError(28, "No space left on device (short write)")
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, before)
+            except OSError:
+                pass
+            raise RecordWriteError(exc.errno, f"cannot write {self.path}: {exc.strerror}") from None
+        self._size = before + written
+
+    def write_many(self, records: list[Mapping[str, Any]]) -> None:
+        """Append the rows of one item in one write (all of them or, on failure, none)."""
+        if records:
+            self._append(encode_rows(records))
+            self.rows_written += len(records)
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        self.write_many([record])
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def cut_torn_tail(path: str, fd: int, size: int) -> int:
+    """Cut a last line without a line end (a torn row) off the file open on ``fd``; the new size."""
+    with open(path, "rb") as fh:
+        fh.seek(max(0, size - 65536))
+        tail = fh.read()
+    if tail.endswith(b"\n"):
+        return size
+    cut = tail.rfind(b"\n")
+    if cut < 0 and size > len(tail):  # a torn row longer than 64 KiB: find its start the slow way
+        with open(path, "rb") as fh:
+            data = fh.read()
+        new_size = data.rfind(b"\n") + 1
+    else:
+        new_size = size - len(tail) + cut + 1
+    log.warning("%s: cutting a torn last row (%d bytes without a line end)", path, size - new_size)
+    os.ftruncate(fd, new_size)
+    return new_size
+
+
+def _parse(kind: str, text: str) -> Any:
+    if text == "":
+        return None
+    if kind == "bool":
+        return text.strip().lower() in ("true", "1", "yes")
+    if kind == "int":
+        return int(float(text))
+    if kind == "float":
+        return float(text)
+    return text
+
+
+def parse_row(row: Mapping[str, str]) -> dict[str, Any]:
+    """Typed values for one CSV row; empty cells become None."""
+    return {name: _parse(COLUMN_KINDS.get(name, "str"), value or "") for name, value in row.items()}
+
+
+def read_rows(path: str | os.PathLike[str]) -> tuple[list[str], list[list[str]]]:
+    """The header and the rows of a records.csv, as text cells: the one reader of records files.
+
+    A torn last line (a process killed mid-write) is dropped with a warning. Any other row whose number
+    of cells differs from the header's is an :class:`InputError` naming the file and line (two rows glued
+    together by an append onto a torn fragment, a hand edit gone wrong): such rows are never scored.
+    """
+    path = os.fspath(path)
+    with open(path, encoding="utf-8", newline="") as fh:
+        text = fh.read()
+    if text and not text.endswith("\n"):
+        cut = text.rfind("\n") + 1
+        log.warning("%s: dropping a torn last row (%d bytes without a line end)", path, len(text) - cut)
+        text = text[:cut]
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header is None:
+        return list(COLUMN_NAMES), []
+    rows = []
+    width = len(header)
+    for row in reader:
+        if len(row) != width:
+            raise InputError(f"{path}:{reader.line_num}: {len(row)} cells where the header has {width} "
+                             "(a torn or glued row); fix or remove that line")
+        rows.append(row)
+    return header, rows
+
+
+def upgrade_columns(path: str | os.PathLike[str]) -> bool:
+    """Rewrite a records.csv written with other columns (an older avv-locust) into today's columns, so a
+    resumed run appends rows of the same width: columns it lacks stay empty (missing), never invented.
+    Atomic (a temp file renamed over it). False when nothing had to change. InputError for a column this
+    version does not know (a newer file, or not a records.csv)."""
+    path = os.fspath(path)
+    header, rows = read_rows(path)
+    if header == list(COLUMN_NAMES):
+        return False
+    unknown = [c for c in header if c not in COLUMN_KINDS]
+    if unknown:
+        raise InputError(f"{path}: unknown column(s) {', '.join(unknown)}: written by another version of avv-locust? "
+                         "start a new run folder")
+    position = {name: i for i, name in enumerate(header)}
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(COLUMN_NAMES)
+    for row in rows:
+        writer.writerow([row[position[c]] if c in position else "" for c in COLUMN_NAMES])
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(buf.getvalue())
+        os.replace(tmp, path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    log.warning("%s: columns upgraded to this version's (%d rows kept; new columns empty)", path, len(rows))
+    return True
+
+
+def _whole_lines(path: str) -> bytes:
+    """The file's bytes up to its last line end: a torn last row (a process killed mid-write) is dropped
+    with a warning."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        log.warning("%s: dropping a torn last row (%d bytes without a line end)", path, len(data) - cut)
+        data = data[:cut]
+    return data
+
+
+def read_records(path: str | os.PathLike[str]):
+    """Read a records.csv into a pandas DataFrame with typed columns (nullable ints, floats, booleans).
+
+    Parsed by pandas' C reader (records files reach millions of rows). The rules are :func:`read_rows`'s:
+    a torn last row is dropped with a warning; any other row whose number of cells differs from the
+    header's is an InputError naming the file and line. Missing values stay missing (NaN / <NA>), never 0.
+    """
+    import pandas as pd
+
+    path = os.fspath(path)
+    data = _whole_lines(path)
+    if not data.strip():
+        return coerce_frame(pd.DataFrame(columns=list(COLUMN_NAMES)))
+    try:
+        frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_filter=False, engine="c",
+                            encoding="utf-8")
+    except pd.errors.ParserError:
+        read_rows(path)  # names the line of the row with too many cells
+        raise
+    short = frame.isna().to_numpy().any(axis=1) if len(frame) else []
+    if len(frame) and short.any():
+        read_rows(path)  # names the line of the row with too few cells
+    return coerce_frame(frame)
+
+
+_TRUE = frozenset({"true", "1", "yes"})
+
+
+def coerce_frame(frame):
+    """Give a frame of strings the schema's dtypes (used for CSVs and hand-built test tables): an empty cell
+    is missing; ints are nullable, bools are ``true`` / ``1`` / ``yes`` (any case) or false, text is
+    pandas' string dtype."""
+    import pandas as pd
+
+    frame = frame.copy()
+    for col in frame.columns:
+        kind = COLUMN_KINDS.get(col)
+        if kind is None:
+            continue
+        series = frame[col]
+        text = series.dtype == object or pd.api.types.is_string_dtype(series.dtype)
+        if kind in ("int", "float"):
+            numbers = pd.to_numeric(series, errors="coerce")  # "" → NaN
+            frame[col] = numbers.astype("Int64") if kind == "int" else numbers.astype("float64")
+        elif kind == "bool":
+            if text:  # vectorised: "true" / "1" / "yes" (a Python True reads "True") → True, "" → missing
+                low = series.astype("string").str.strip().str.lower()
+                flags = low.isin(_TRUE).astype("boolean")
+                frame[col] = flags.mask(low.isna() | (low == ""))
+            else:
+                frame[col] = series.astype("boolean")
+        else:
+            values = series.astype("string")
+            frame[col] = values.mask(values == "") if text else values
+    return frame
+
+
+def iter_csv_rows(path: str | os.PathLike[str]) -> Iterable[dict[str, Any]]:
+    """Typed dict per row without pandas (used by resume)."""
+    header, rows = read_rows(path)
+    for row in rows:
+        yield parse_row(dict(zip(header, row, strict=True)))
