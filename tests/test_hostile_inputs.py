@@ -204,6 +204,43 @@ def test_resume_cuts_a_torn_tail_and_scoring_refuses_a_glued_row(tmp_path):
         read_rows(path)
 
 
+
+def _records_file(path: Path, rows: list[dict]) -> Path:
+    writer = RecordWriter(path)
+    for row in rows:
+        writer.write(row)
+    writer.close()
+    return path
+
+
+def test_the_typed_reader_names_a_short_row_and_reads_whole_rows_with_an_empty_last_cell(tmp_path):
+    base = {"run_id": "r", "model": "m", "vendor": "v", "repeat": 1, "status": "success",
+            "content": 'a "quoted", multi-line\nanswer'}
+    whole = [{**base, "sample_id": str(i), "stale_conn_retries": 0 if i % 2 else None, "http_status": 200}
+             for i in range(1, 5)]  # every other last cell empty: the cells are counted, all whole
+    path = _records_file(tmp_path / "records.csv", whole)
+    frame = read_records(path)
+    assert frame["sample_id"].tolist() == ["1", "2", "3", "4"]
+    assert frame["stale_conn_retries"].isna().tolist() == [False, True, False, True]
+    assert frame["http_status"].tolist() == [200] * 4 and str(frame["http_status"].dtype) == "Int64"
+    assert frame["content"].tolist() == [base["content"]] * 4
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    short = encode_row({**base, "content": "", "sample_id": "5"}).decode().rstrip("\n").rsplit(",", 2)[0] + "\n"
+    path.write_text("".join(lines[:3]) + short + "".join(lines[3:]), encoding="utf-8")
+    with pytest.raises(InputError, match=r"records.csv:4: \d+ cells where the header has \d+"):
+        read_records(path)
+
+
+def test_a_cell_that_is_not_a_number_reads_as_missing(tmp_path):
+    path = _records_file(tmp_path / "records.csv", [
+        {"run_id": "r", "model": "m", "vendor": "v", "sample_id": str(i), "repeat": 1, "http_status": 200,
+         "is_baseline": i == 1, "stale_conn_retries": 0} for i in (1, 2)])
+    text = path.read_text(encoding="utf-8").replace(",200,", ",abc,", 1)
+    path.write_text(text, encoding="utf-8")
+    frame = read_records(path)
+    assert frame["http_status"].isna().tolist() == [True, False]
+    assert frame["is_baseline"].tolist() == [True, False]
+
 # 7, 9, 10, 12 ---------------------------------------------------- local mistakes are input errors
 
 
