@@ -37,8 +37,9 @@ NAN = float("nan")
 #: Resamples per chunk: the weight matrix is built and used ``CHUNK`` rows at a time (memory ∝ CHUNK · units).
 #: Fixed, because the random stream (hence every interval) depends on it.
 CHUNK = 128
-#: Most resample × item cells of one percentile step (bounds memory for long value lists).
-PERCENTILE_CELLS = 2_000_000
+#: Most resample × item cells of one percentile step: small enough that a step's cumulative counts stay in
+#: the CPU cache (500 k int32 cells ran 3× faster than 2 M float64 ones at 1 M records).
+PERCENTILE_CELLS = 500_000
 
 
 # ------------------------------------------------------------------------------------------------ bootstrap
@@ -85,24 +86,22 @@ def weighted_percentiles(values: np.ndarray, units: np.ndarray, weights: np.ndar
     out = np.full(rows, np.nan)
     if n == 0:
         return out
+    # integer counts: a resample holds at most n · max(weight) values
+    exact = np.int32 if n * float(weights.max(initial=0.0)) < 2**31 else np.int64
+    counts = weights.astype(exact)
     step = max(1, PERCENTILE_CELLS // n)
     for start in range(0, rows, step):
-        counts = weights[start:start + step][:, sorted_units]  # (k, n): how often each sorted value is drawn
-        cum = np.cumsum(counts, axis=1)
-        total = cum[:, -1]
-        k = counts.shape[0]
+        cum = np.cumsum(counts[start:start + step][:, sorted_units], axis=1, dtype=exact)  # (k, n)
+        total = cum[:, -1].astype(float)
         pos = q / 100.0 * np.maximum(total - 1, 0)
         lo = np.floor(pos)
         frac = pos - lo
         hi = np.minimum(lo + 1, np.maximum(total - 1, 0))
-        # one searchsorted over all rows: shift row r by r·(max total + 1) so the flattened cumsums stay sorted
-        shift = (np.arange(k) * (float(total.max()) + 1.0))[:, None]
-        flat = (cum + shift).ravel()
-        first = np.searchsorted(flat, lo + shift[:, 0], side="right") - np.arange(k) * n
-        second = np.searchsorted(flat, hi + shift[:, 0], side="right") - np.arange(k) * n
+        first = np.array([np.searchsorted(cum[r], lo[r], side="right") for r in range(len(cum))], dtype=np.int64)
+        second = np.array([np.searchsorted(cum[r], hi[r], side="right") for r in range(len(cum))], dtype=np.int64)
         first, second = np.minimum(first, n - 1), np.minimum(second, n - 1)
         value = sorted_values[first] + frac * (sorted_values[second] - sorted_values[first])
-        out[start:start + k] = np.where(total > 0, value, np.nan)
+        out[start:start + len(cum)] = np.where(total > 0, value, np.nan)
     return out
 
 
