@@ -17,7 +17,9 @@ import gc
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from .measures import is_missing, percentile
 
@@ -132,34 +134,53 @@ def client_load(rows: Iterable[Mapping[str, Any]] | None = None, *, columns: Map
     """Per process (``worker``) and vendor: lag p50 / p99 over records, the process CPU (mean and max of the
     samples the records carry), and whether the process was client-bound. Pure: used by the harness (for
     run.json and the terminal) and by scoring (the report), so both say the same. Give ``rows`` (dicts) or
-    ``columns`` (worker, vendor, client_lag_ms, client_cpu_pct as sequences: fast for big tables)."""
+    ``columns`` (worker, vendor, client_lag_ms, client_cpu_pct as sequences). Big tables are grouped by the
+    caller and handed to :func:`summarise_load`."""
     if columns is not None:
         zipped = zip(columns["worker"], columns["vendor"], columns["client_lag_ms"], columns["client_cpu_pct"],
                      strict=True)
     else:
         zipped = ((r.get("worker"), r.get("vendor"), r.get("client_lag_ms"), r.get("client_cpu_pct"))
                   for r in rows or ())
-    by_worker: dict[str, dict[str, Any]] = {}
+    groups: dict[str, LoadGroup] = {}
     for worker, vendor, lag, cpu in zipped:
-        name = "?" if is_missing(worker) or worker == "" else str(worker)
-        entry = by_worker.setdefault(name, {"lags": {}, "cpu": []})
+        entry = groups.setdefault(process_name(worker), LoadGroup({}, []))
         if not is_missing(lag):
-            entry["lags"].setdefault(str(vendor), []).append(float(lag))
+            entry.lags.setdefault(str(vendor), []).append(float(lag))
         if not is_missing(cpu):
-            entry["cpu"].append(float(cpu))
+            entry.cpu.append(float(cpu))
+    return summarise_load(groups)
+
+
+class LoadGroup(NamedTuple):
+    """One process's samples: lags (ms) per vendor and its CPU samples (%), missing values left out."""
+
+    lags: Mapping[str, Sequence[float]]
+    cpu: Sequence[float]
+
+
+def process_name(worker: Any) -> str:
+    """The process a record came from; "?" when the record does not say."""
+    return "?" if is_missing(worker) or worker == "" else str(worker)
+
+
+def summarise_load(groups: Mapping[str, LoadGroup]) -> dict[str, Any]:
+    """:func:`client_load`'s table from samples already grouped by process (see :class:`LoadGroup`)."""
     out: dict[str, Any] = {}
-    for worker, entry in sorted(by_worker.items()):
-        all_lags = [v for values in entry["lags"].values() for v in values]
-        if not all_lags and not entry["cpu"]:
+    for worker, entry in sorted(groups.items()):
+        lags = {v: np.asarray(values, dtype=float) for v, values in entry.lags.items() if len(values)}
+        cpu = np.asarray(entry.cpu, dtype=float)
+        all_lags = np.concatenate(list(lags.values())) if lags else np.zeros(0)
+        if not all_lags.size and not cpu.size:
             continue  # records made without a lag monitor
         lag_p99 = percentile(all_lags, 99)
-        cpu_max = max(entry["cpu"]) if entry["cpu"] else None
+        cpu_max = float(cpu.max()) if cpu.size else None
         bound = (lag_p99 == lag_p99 and lag_p99 > LAG_P99_BOUND_MS) or (cpu_max is not None and cpu_max > CPU_BOUND_PCT)
         out[worker] = {
-            "vendors": {v: {"lag_p50_ms": _round(percentile(lags, 50)), "lag_p99_ms": _round(percentile(lags, 99)),
-                            "records": len(lags)} for v, lags in sorted(entry["lags"].items())},
+            "vendors": {v: {"lag_p50_ms": _round(percentile(values, 50)), "lag_p99_ms": _round(percentile(values, 99)),
+                            "records": int(values.size)} for v, values in sorted(lags.items())},
             "lag_p50_ms": _round(percentile(all_lags, 50)), "lag_p99_ms": _round(lag_p99),
-            "cpu_mean_pct": _round(sum(entry["cpu"]) / len(entry["cpu"])) if entry["cpu"] else None,
+            "cpu_mean_pct": _round(float(cpu.mean())) if cpu.size else None,
             "cpu_max_pct": _round(cpu_max), "client_bound": bool(bound),
         }
     return out

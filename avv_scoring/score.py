@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from avv_harness.errors import InputError
-from avv_harness.lag import client_load
+from avv_harness.lag import LoadGroup, process_name, summarise_load
 
 from .breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
 from .irf import IRF_METRICS, MetricsSpec, irf_scores, resolve_irf_metrics
@@ -347,8 +347,18 @@ def _client_load(records: pd.DataFrame) -> dict[str, Any]:
     needed = ("worker", "vendor", "client_lag_ms", "client_cpu_pct")
     if any(c not in records.columns for c in needed):
         return {}
-    columns = {c: records[c].astype("object").to_numpy() for c in needed}
-    return client_load(columns=columns)
+    frame = pd.DataFrame({
+        "worker": records["worker"].astype("object").map(process_name, na_action=None),
+        "vendor": records["vendor"].astype("string").fillna("None"),
+        "lag": pd.to_numeric(records["client_lag_ms"], errors="coerce").astype("float64"),
+        "cpu": pd.to_numeric(records["client_cpu_pct"], errors="coerce").astype("float64")})
+    groups: dict[str, LoadGroup] = {}
+    for worker, rows in frame.groupby("worker", sort=False):
+        lags = rows.dropna(subset=["lag"])
+        groups[str(worker)] = LoadGroup(
+            {str(v): part.to_numpy() for v, part in lags.groupby("vendor", sort=False)["lag"]},
+            rows["cpu"].dropna().to_numpy())
+    return summarise_load(groups)
 
 
 def default_out_dir(paths: Sequence[str]) -> str:

@@ -37,6 +37,10 @@ def test_client_load_flags_a_client_bound_process():
     columns = {k: [r[k] for r in rows] for k in ("worker", "vendor", "client_lag_ms", "client_cpu_pct")}
     assert client_load(columns=columns) == load
     assert len(client_bound_advice(load)) == 2
+    rows += [{"worker": "", "vendor": "b", "client_lag_ms": 1.5, "client_cpu_pct": 10.0}]  # unnamed process
+    from avv_scoring.score import _client_load  # scoring groups big tables with pandas: the same table
+    from avv_scoring.testing import records_frame
+    assert _client_load(records_frame(rows)) == client_load(rows) != load
 
 
 def test_buffered_rows_are_counted_and_left_out_of_the_tps_mean():
