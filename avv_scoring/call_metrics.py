@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from avv_harness.samples import Gold
@@ -65,50 +66,96 @@ def annotate_calls(
     canonical key computed once); a call is validated once per (tool schema, raw arguments)."""
     book = CallBook()
     checker = CallChecker()
-    sample_tools: dict[str, tuple[Any, frozenset[str] | None]] = {}
     cells: dict[str, list[dict[str, Any]] | None] = {}
-    done: dict[tuple[str, str], tuple[Any, ...]] = {}  # (sample, cell) → its annotation: rows repeat across
-    cols: dict[str, list[Any]] = {c: [] for c in (TC_N, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR,
-                                                  CALLS, VERDICTS, NAMES, AS_TEXT, GOLD, SIG_TOOLS, SIG_CALLS)}
-    counts = rows["tool_call_count"] if "tool_call_count" in rows.columns else pd.Series(index=rows.index)
-    contents = rows["content"] if "content" in rows.columns else pd.Series(index=rows.index)
+    n = len(rows)
     ok_mask = is_success(rows)
-    ok = ok_mask.tolist()
-    for sid, cell, count, content, success in zip(rows["sample_id"].astype("object"),
-                                                  rows["tool_calls"].astype("object"), counts.astype("object"),
-                                                  contents.astype("object"), ok, strict=True):
-        sid = str(sid)
-        if sid not in sample_tools:
-            tools = None if tools_by_sample is None else tools_by_sample.get(sid)
-            sample_tools[sid] = (None, None) if tools is None else (checker.schemas(tools), request_tool_names(tools))
-        schemas, names = sample_tools[sid]
-        key = (sid, cell) if isinstance(cell, str) else None
-        entry = done.get(key) if key is not None else None
-        if entry is None:
-            entry = _annotate_cell(cell, count, schemas, book, checker, cells)
-            if key is not None and entry[5] is False:  # parse errors depend on the row's count: not shared
-                done[key] = entry
-        calls, verdicts, n_valid, n_invalid, n_uncheckable, parse_error, sig_tools, sig_calls = entry
-        cols[TC_N].append(len(verdicts))
-        cols[TC_VALID].append(n_valid)
-        cols[TC_INVALID].append(n_invalid)
-        cols[TC_UNCHECKABLE].append(n_uncheckable)
-        cols[TC_PARSE_ERROR].append(parse_error)
-        cols[CALLS].append(calls)
-        cols[SIG_TOOLS].append(sig_tools)
-        cols[SIG_CALLS].append(sig_calls)
-        cols[VERDICTS].append(verdicts)
-        cols[NAMES].append(names)
-        text = content if isinstance(content, str) else ""
-        cols[AS_TEXT].append(bool(success and not calls and names and text and find_text_calls(text, names)))
-        cols[GOLD].append(None if gold_by_sample is None else gold_by_sample.get(sid))
+    sids = rows["sample_id"].astype("object").map(str, na_action=None).to_numpy(dtype=object)
+    sid_codes, sid_names = pd.factorize(sids)
+    tools_of = [None if tools_by_sample is None else tools_by_sample.get(s) for s in sid_names]
+    schemas_of = [None if tools is None else checker.schemas(tools) for tools in tools_of]
+    names_of = _objects([None if tools is None else request_tool_names(tools) for tools in tools_of])
+    gold_of = _objects([None if gold_by_sample is None else gold_by_sample.get(s) for s in sid_names])
+    # Rows repeat (vendors, repeats, samples sharing one tool set): each distinct (tool set, tool_calls cell)
+    # is annotated once. A missing cell is code -1 (no calls); a cell neither text nor missing is done row by row.
+    toolsets: dict[Any, int] = {}
+    toolset_of = np.array([toolsets.setdefault(None if s is None else tuple(sorted((k, e[0]) for k, e in s.items())),
+                                               len(toolsets)) for s in schemas_of], dtype=np.int64)
+    raw_cells = rows["tool_calls"].astype("object").to_numpy(dtype=object)
+    text_cell = np.fromiter((isinstance(c, str) for c in raw_cells), dtype=bool, count=n)
+    missing_cell = rows["tool_calls"].isna().to_numpy(dtype=bool)
+    cell_codes, _ = pd.factorize(np.where(text_cell, raw_cells, None))
+    combo_codes, combo_firsts = _combos(toolset_of[sid_codes] if n else sid_codes, cell_codes)
+    counts = rows["tool_call_count"].astype("object").to_numpy(dtype=object) if "tool_call_count" in rows.columns \
+        else np.full(n, None, dtype=object)
+    entries = [_annotate_cell(raw_cells[i] if text_cell[i] else None, counts[i], schemas_of[sid_codes[i]], book,
+                              checker, cells) for i in combo_firsts]
+    parse_error = np.array([bool(e[5]) for e in entries] + [False], dtype=bool)[combo_codes]
+    # done row by row: cells handed in as lists (tests, tools), and parse errors (they count the row's calls)
+    per_row = np.flatnonzero((~text_cell & ~missing_cell) | (text_cell & parse_error))
+    table = {c: _objects([e[k] for e in entries]) for k, c in enumerate((CALLS, VERDICTS, TC_VALID, TC_INVALID,
+             TC_UNCHECKABLE, TC_PARSE_ERROR, SIG_TOOLS, SIG_CALLS))}
+    table[TC_N] = _objects([len(e[1]) for e in entries])
+    cols = {c: values[combo_codes] for c, values in table.items()}
+    for i in per_row:
+        entry = _annotate_cell(raw_cells[i], counts[i], schemas_of[sid_codes[i]], book, checker, cells)
+        for k, c in enumerate((CALLS, VERDICTS, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR, SIG_TOOLS,
+                               SIG_CALLS)):
+            cols[c][i] = entry[k]
+        cols[TC_N][i] = len(entry[1])
+    cols[NAMES], cols[GOLD] = names_of[sid_codes], gold_of[sid_codes]
+    has_names = np.array([bool(names) for names in names_of] + [False], dtype=bool)[sid_codes]
+    no_calls = np.array([not e[0] for e in entries] + [True], dtype=bool)[combo_codes]
+    no_calls[per_row] = [not cols[CALLS][i] for i in per_row]
+    cols[AS_TEXT] = _as_text(rows, ok_mask.to_numpy(dtype=bool) & no_calls & has_names, sid_codes, names_of)
     out = rows.copy()
     out[OK_COL] = ok_mask
-    for name, values in cols.items():
-        out[name] = pd.Series(values, index=rows.index,
-                              dtype="object" if name in (CALLS, VERDICTS, NAMES, GOLD, SIG_TOOLS, SIG_CALLS) else None)
+    for name in (TC_N, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR, CALLS, VERDICTS, NAMES, AS_TEXT, GOLD,
+                 SIG_TOOLS, SIG_CALLS):
+        values = cols[name]
+        out[name] = pd.Series(values, index=rows.index, dtype="object") if name in OBJECT_COLUMNS \
+            else pd.Series(values.tolist(), index=rows.index)
     finish = (out["finish_reason"].astype("object") == TOOL_CALLS).fillna(False).astype(bool)
     out[CALLED] = is_success(out) & (finish | (out[CALLS].map(len) > 0))
+    return out
+
+
+OBJECT_COLUMNS = frozenset((CALLS, VERDICTS, NAMES, GOLD, SIG_TOOLS, SIG_CALLS))
+
+
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    """A 1-d object array holding ``values`` as they are (numpy would turn a list of lists into 2-d)."""
+    out = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):
+        out[i] = value
+    return out
+
+
+def _combos(set_codes: np.ndarray, cell_codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row the code of its (tool set, cell) combination, and per combination its first row."""
+    pair = set_codes.astype(np.int64) * (int(cell_codes.max(initial=-1)) + 2) + (cell_codes.astype(np.int64) + 1)
+    codes, _ = pd.factorize(pair)
+    firsts = np.full(int(codes.max(initial=-1)) + 1, -1, dtype=np.int64)
+    firsts[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # the last write per code is its first row
+    return codes, firsts
+
+
+def _as_text(rows: pd.DataFrame, candidates: np.ndarray, sid_codes: np.ndarray, names_of: np.ndarray) -> np.ndarray:
+    """Per row: a candidate (successful, no call, the request has tools) whose content holds a call of a
+    request tool (checked once per distinct (sample, content))."""
+    out = np.zeros(len(rows), dtype=bool)
+    if "content" not in rows.columns:
+        return out
+    contents = rows["content"].astype("object").to_numpy(dtype=object)
+    seen: dict[tuple[int, str], bool] = {}
+    for i in np.flatnonzero(candidates):
+        text = contents[i]
+        if not isinstance(text, str) or not text:
+            continue
+        key = (int(sid_codes[i]), text)
+        found = seen.get(key)
+        if found is None:
+            found = seen[key] = bool(find_text_calls(text, names_of[sid_codes[i]]))
+        out[i] = found
     return out
 
 

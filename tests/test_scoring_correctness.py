@@ -203,3 +203,32 @@ def test_gold_from_a_sample_file_reaches_scoring(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_text(_line(data_index="a", expected_tool_call=False) + "\n" + _line(data_index="b") + "\n")
     assert gold_from_sample_set(load_samples(path)) == {"a": Gold(False)}
+
+
+def test_annotation_is_shared_by_samples_with_equal_tools_and_kept_apart_otherwise():
+    from avv_scoring.call_metrics import AS_TEXT, CALLS, TC_INVALID, TC_N, TC_PARSE_ERROR, TC_VALID, annotate_calls
+
+    def tool(required: str) -> list[dict]:
+        return [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": [required]}}}]
+
+    cell = json.dumps([{"id": "c", "name": "f", "arguments": '{"a": 1}'}])
+    base = {"run_id": "r", "model": "m", "vendor": "v", "repeat": 1, "status": "success"}
+    rows = records_frame([
+        {**base, "sample_id": "1", "tool_calls": cell, "tool_call_count": 1, "finish_reason": "tool_calls"},
+        {**base, "sample_id": "2", "tool_calls": cell, "tool_call_count": 1, "finish_reason": "tool_calls"},
+        {**base, "sample_id": "3", "tool_calls": cell, "tool_call_count": 1, "finish_reason": "tool_calls"},
+        {**base, "sample_id": "1", "repeat": 2, "finish_reason": "stop", "content": '```json\n{"name": "f", '
+         '"arguments": {"a": 2}}\n```'},
+        {**base, "sample_id": "2", "repeat": 2, "tool_calls": "not json", "tool_call_count": 3,
+         "finish_reason": "tool_calls"},
+        {**base, "sample_id": "3", "repeat": 2, "tool_calls": "not json", "tool_call_count": 2,
+         "finish_reason": "tool_calls"},
+    ])
+    out = annotate_calls(rows, {"1": tool("a"), "2": tool("a"), "3": tool("b")})  # 1 and 2 share a tool set
+    assert out[TC_VALID].tolist() == [1, 1, 0, 0, 0, 0]  # sample 3 requires "b": the same cell is invalid there
+    assert out[TC_INVALID].tolist() == [0, 0, 1, 0, 3, 2]  # a parse error counts its own row's calls
+    assert out[TC_N].tolist() == [1, 1, 1, 0, 3, 2] and out[TC_PARSE_ERROR].tolist() == [False] * 4 + [True] * 2
+    assert out[CALLS][0] is out[CALLS][1] and len(out[CALLS][3]) == 0
+    assert out[AS_TEXT].tolist() == [False, False, False, True, False, False]
