@@ -229,3 +229,15 @@ def test_cli_scores_and_reports_bad_input_with_status_2(tmp_path, samples, capsy
     (broken / "records.csv").write_text("model,vendor\nm,a\n", encoding="utf-8")
     assert main([str(broken)]) == 2
     assert "missing column(s) sample_id, status" in capsys.readouterr().err
+
+
+def test_scoring_collects_rarely_and_restores_the_collector_even_on_error():
+    import gc
+
+    from avv_scoring.score import SCORING_GC_THRESHOLD, collect_rarely
+
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError), collect_rarely():
+        assert gc.get_threshold() == SCORING_GC_THRESHOLD
+        raise RuntimeError("a scoring error")
+    assert gc.get_threshold() == before
