@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .call_metrics import (
@@ -85,43 +86,59 @@ def per_tool(vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> list[dic
         return stats.setdefault(tool, Counter())
 
     ok = vendor_rows[vendor_rows["status"].astype("object") == "success"]
-    for calls, verdicts, names, gold in zip(ok[CALLS], ok[VERDICTS], ok[NAMES], ok[GOLD], strict=True):
+    for (calls, verdicts, names, gold), w in _distinct(ok[CALLS], ok[VERDICTS], ok[NAMES], ok[GOLD]):
         name_of = name_mapper(names, gold.tool_names if gold is not None else {})
         for call, verdict in zip(calls, verdicts, strict=False):
             s = tool_stats(_tool(call, name_of))
-            s["calls"] += 1
-            s["valid"] += verdict == VALID
-            s["checked"] += verdict in (VALID, INVALID)
+            s["calls"] += w
+            s["valid"] += w * (verdict == VALID)
+            s["checked"] += w * (verdict in (VALID, INVALID))
         if gold is not None and gold.expected_calls is not None:
             for tool in {e["name"] for e in gold.expected_calls}:
                 s = tool_stats(tool)
-                s["gold_items"] += 1
+                s["gold_items"] += w
                 mine = [c for c in calls if name_of(c.name) == tool]
-                s["gold_ok"] += calls_match_gold(mine, [e for e in gold.expected_calls if e["name"] == tool], name_of)
+                s["gold_ok"] += w * calls_match_gold(mine, [e for e in gold.expected_calls if e["name"] == tool],
+                                                     name_of)
     pairs = call_pairs(vendor_rows, baseline_rows)
-    base_names = dict(zip(baseline_rows.index, baseline_rows[NAMES], strict=True))  # dicts: see disagreements
-    base_gold = dict(zip(baseline_rows.index, baseline_rows[GOLD], strict=True))
-    for calls_v, calls_b, sig_v, sig_b, index_b in zip(pairs["calls_v"], pairs["calls_b"], pairs["sig_calls_v"],
-                                                       pairs["sig_calls_b"], pairs["index_b"], strict=True):
-        gold = base_gold[index_b]
-        name_of = name_mapper(base_names[index_b], gold.tool_names if gold is not None else {})
+    for (calls_v, calls_b, sig_v, sig_b, names, gold), w in _distinct(
+            pairs["calls_v"], pairs["calls_b"], pairs["sig_calls_v"], pairs["sig_calls_b"], pairs["names_b"],
+            pairs["gold_b"]):
+        name_of = name_mapper(names, gold.tool_names if gold is not None else {})
         for tool in {_tool(c, name_of) for c in calls_b}:
             s = tool_stats(tool)
-            s["pairs"] += 1
+            s["pairs"] += w
             if sig_v == sig_b:  # the same calls: every tool's subset matches
-                s["tool_ok"] += 1
-                s["args_ok"] += 1
+                s["tool_ok"] += w
+                s["args_ok"] += w
                 continue
             mine = [c for c in calls_v if _tool(c, name_of) == tool]
             theirs = [c for c in calls_b if _tool(c, name_of) == tool]
-            s["tool_ok"] += len(mine) == len(theirs)
-            s["args_ok"] += calls_equal(mine, theirs)
+            s["tool_ok"] += w * (len(mine) == len(theirs))
+            s["args_ok"] += w * calls_equal(mine, theirs)
     out = [{
         "tool": tool, "calls": s["calls"], "schema_valid": _ratio(s["valid"], s["checked"]), "pairs": s["pairs"],
         "tool_match": _ratio(s["tool_ok"], s["pairs"]), "args_match": _ratio(s["args_ok"], s["pairs"]),
         "gold_items": s["gold_items"], "gold_accuracy": _ratio(s["gold_ok"], s["gold_items"]),
     } for tool, s in stats.items()]
     return sorted(out, key=lambda r: (-r["calls"], -r["pairs"], -r["gold_items"], r["tool"]))
+
+
+def _distinct(*columns: pd.Series) -> list[tuple[tuple[Any, ...], int]]:
+    """The distinct rows of annotation objects across ``columns``, each with how many rows hold it.
+
+    :func:`~avv_scoring.call_metrics.annotate_calls` hands every row with the same (tool set, cell) the same
+    list objects, so rows are told apart by the objects' identity: a per-row result computed once per
+    distinct row and weighted is the per-row sum."""
+    seen: dict[tuple[int, ...], list[Any]] = {}
+    for row in zip(*columns, strict=True):
+        key = tuple(map(id, row))
+        entry = seen.get(key)
+        if entry is None:
+            seen[key] = [row, 1]
+        else:
+            entry[1] += 1
+    return [(row, count) for row, count in seen.values()]
 
 
 # ----------------------------------------------------------------------------------------- disagreements
@@ -206,33 +223,44 @@ def disagreements(model: str, vendor: str, vendor_rows: pd.DataFrame, baseline_r
     """The disagreement rows of one vendor (see the module docstring), in the vendor's row order."""
     ok = vendor_rows[vendor_rows["status"].astype("object") == "success"]
     is_pos = positive(ok)
-    keys = list(zip(ok["sample_id"].astype(str), pd.to_numeric(ok["repeat"], errors="coerce").fillna(1).astype(int),
-                    strict=True))
-    base_index: dict[tuple[str, int], Any] = {}
-    if not is_baseline:
+    n = len(ok)
+    called = ok[CALLED].to_numpy(dtype=bool)
+    vs_base = np.zeros(n, dtype=bool)
+    base_label = np.full(n, None, dtype=object)
+    if not is_baseline and n:
         base_ok = baseline_rows[baseline_rows["status"].astype("object") == "success"]
-        base_keys = zip(base_ok["sample_id"].astype(str),
-                        pd.to_numeric(base_ok["repeat"], errors="coerce").fillna(1).astype(int), strict=True)
-        base_index = dict(zip(base_keys, base_ok.index, strict=True))
-    # plain dicts: a label lookup on a Series costs ~5 µs, once per row
-    base_called = dict(zip(baseline_rows.index, baseline_rows[CALLED], strict=True)) if not is_baseline else {}
-    base_sig = dict(zip(baseline_rows.index, baseline_rows[SIG_CALLS], strict=True)) if not is_baseline else {}
-    differing: list[tuple[Any, bool, bool, Any]] = []  # (row index, vs baseline, vs gold, baseline row index)
-    for index, key, called, sig, gold, calls, names, pos in zip(ok.index, keys, ok[CALLED], ok[SIG_CALLS], ok[GOLD],
-                                                                ok[CALLS], ok[NAMES], is_pos, strict=True):
-        b = base_index.get(key)
-        vs_base = b is not None and (called != base_called[b] or (called and sig != base_sig[b]))
-        vs_gold = _differs_from_gold(gold, calls, names, bool(pos))
-        if vs_base or vs_gold:
-            differing.append((index, vs_base, vs_gold, b))
+        base_keys = _item_keys(base_ok)
+        last = ~base_keys.duplicated(keep="last")  # a repeated item: its last row, as a dict would keep
+        at = base_keys[last].get_indexer(_item_keys(ok))  # -1: the baseline has no success for the item
+        found = at >= 0
+        base_sel = base_ok[last]
+        take = np.where(found, at, 0)
+        base_called = base_sel[CALLED].to_numpy(dtype=bool)[take] if len(base_sel) else np.zeros(n, dtype=bool)
+        sig_differs = np.zeros(n, dtype=bool)
+        both = np.flatnonzero(found & called & base_called)
+        if len(both):
+            mine, theirs = ok[SIG_CALLS].to_numpy(dtype=object), base_sel[SIG_CALLS].to_numpy(dtype=object)
+            sig_differs[both] = [mine[i] != theirs[take[i]] for i in both]
+        vs_base = found & ((called != base_called) | sig_differs)
+        base_label[found] = base_sel.index.to_numpy(dtype=object)[at[found]]
+    positives = is_pos.to_numpy(dtype=bool)
+    vs_gold = np.zeros(n, dtype=bool)
+    golds = ok[GOLD].to_numpy(dtype=object)
+    labelled = np.flatnonzero([g is not None for g in golds]) if n else np.zeros(0, dtype=np.int64)
+    if len(labelled):
+        calls_of, names_of = ok[CALLS].to_numpy(dtype=object), ok[NAMES].to_numpy(dtype=object)
+        vs_gold[labelled] = [_differs_from_gold(golds[i], calls_of[i], names_of[i], bool(positives[i]))
+                             for i in labelled]
+    # (row index, vs baseline, vs gold, baseline row index, positive)
+    differing = [(ok.index[i], bool(vs_base[i]), bool(vs_gold[i]), base_label[i], bool(positives[i]))
+                 for i in np.flatnonzero(vs_base | vs_gold)]
     out = []
     # the few fields each differing row needs, taken in one selection (not one .loc per row)
     mine = row_dicts(ok.loc[[d[0] for d in differing]], ROW_FIELDS)
     base_ids = [d[3] for d in differing if d[3] is not None]
     theirs = dict(zip(base_ids, row_dicts(baseline_rows.loc[base_ids], ROW_FIELDS), strict=True))
-    for (index, vs_base, vs_gold, b), row in zip(differing, mine, strict=True):
+    for (_, vs_base, vs_gold, b, is_p), row in zip(differing, mine, strict=True):
         base = theirs[b] if b is not None else None
-        is_p = bool(is_pos[index])
         kind = _defect(row) or (_kind_vs_baseline(row, base) if vs_base else _kind_vs_gold(row, is_p))
         content = row.get("content") if isinstance(row.get("content"), str) else ""
         out.append({
@@ -245,6 +273,12 @@ def disagreements(model: str, vendor: str, vendor_rows: pd.DataFrame, baseline_r
             "vendor_content": content[:CONTENT_CHARS] if kind == "as_text" else "",
         })
     return out
+
+
+def _item_keys(rows: pd.DataFrame) -> pd.MultiIndex:
+    """(sample_id, repeat) of each row; a missing repeat is 1."""
+    return pd.MultiIndex.from_arrays([rows["sample_id"].astype(str).to_numpy(dtype=object),
+                                      pd.to_numeric(rows["repeat"], errors="coerce").fillna(1).astype(int).to_numpy()])
 
 
 def frame(rows: list[dict[str, Any]], columns: Sequence[str]) -> pd.DataFrame:

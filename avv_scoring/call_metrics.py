@@ -73,7 +73,9 @@ def annotate_calls(
     sid_codes, sid_names = pd.factorize(sids)
     tools_of = [None if tools_by_sample is None else tools_by_sample.get(s) for s in sid_names]
     schemas_of = [None if tools is None else checker.schemas(tools) for tools in tools_of]
-    names_of = _objects([None if tools is None else request_tool_names(tools) for tools in tools_of])
+    interned: dict[frozenset[str], frozenset[str]] = {}  # one object per distinct name set (see breakdown)
+    names_of = _objects([None if tools is None else _intern(interned, request_tool_names(tools))
+                         for tools in tools_of])
     gold_of = _objects([None if gold_by_sample is None else gold_by_sample.get(s) for s in sid_names])
     # Rows repeat (vendors, repeats, samples sharing one tool set): each distinct (tool set, tool_calls cell)
     # is annotated once. A missing cell is code -1 (no calls); a cell neither text nor missing is done row by row.
@@ -120,6 +122,10 @@ def annotate_calls(
 
 
 OBJECT_COLUMNS = frozenset((CALLS, VERDICTS, NAMES, GOLD, SIG_TOOLS, SIG_CALLS))
+
+
+def _intern(table: dict[Any, Any], value: Any) -> Any:
+    return table.setdefault(value, value)
 
 
 def _objects(values: Sequence[Any]) -> np.ndarray:
@@ -207,7 +213,8 @@ def name_of_row(row: Mapping[str, Any]):
 def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
     """The call pairs of a vendor with the baseline: joined on (sample_id, repeat), both sides successful
     and both called a tool (finished with tool_calls or emitted a call). Columns ``sample_id``, ``repeat``,
-    ``calls_v``, ``calls_b`` and the vendor's and the baseline's rows' index (``index_v``, ``index_b``)."""
+    ``calls``, ``sig_tools``, ``sig_calls``, ``names``, ``gold`` and the row's index, each for the vendor
+    (``_v``) and the baseline (``_b``)."""
 
     def side(frame: pd.DataFrame) -> pd.DataFrame:
         frame = ensure_annotated(frame)
@@ -216,7 +223,7 @@ def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
             "sample_id": frame["sample_id"].astype("object").astype(str),
             "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),
             "calls": frame[CALLS], "sig_tools": frame[SIG_TOOLS], "sig_calls": frame[SIG_CALLS],
-            "index": frame.index,
+            "names": frame[NAMES], "gold": frame[GOLD], "index": frame.index,
         }).drop_duplicates(subset=PAIR_KEYS, keep="last")
 
     return side(rows).merge(side(baseline_rows), on=PAIR_KEYS, how="inner", suffixes=("_v", "_b"))
