@@ -40,6 +40,7 @@ from .call_metrics import (
     SIG_CALLS,
     VERDICTS,
     call_pairs,
+    distinct_rows,
     name_of_row,
     positive,
     row_dicts,
@@ -86,7 +87,7 @@ def per_tool(vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> list[dic
         return stats.setdefault(tool, Counter())
 
     ok = vendor_rows[vendor_rows["status"].astype("object") == "success"]
-    for (calls, verdicts, names, gold), w in _distinct(ok[CALLS], ok[VERDICTS], ok[NAMES], ok[GOLD]):
+    for (calls, verdicts, names, gold), w in distinct_rows(ok[CALLS], ok[VERDICTS], ok[NAMES], ok[GOLD]):
         name_of = name_mapper(names, gold.tool_names if gold is not None else {})
         for call, verdict in zip(calls, verdicts, strict=False):
             s = tool_stats(_tool(call, name_of))
@@ -101,7 +102,7 @@ def per_tool(vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> list[dic
                 s["gold_ok"] += w * calls_match_gold(mine, [e for e in gold.expected_calls if e["name"] == tool],
                                                      name_of)
     pairs = call_pairs(vendor_rows, baseline_rows)
-    for (calls_v, calls_b, sig_v, sig_b, names, gold), w in _distinct(
+    for (calls_v, calls_b, sig_v, sig_b, names, gold), w in distinct_rows(
             pairs["calls_v"], pairs["calls_b"], pairs["sig_calls_v"], pairs["sig_calls_b"], pairs["names_b"],
             pairs["gold_b"]):
         name_of = name_mapper(names, gold.tool_names if gold is not None else {})
@@ -122,23 +123,6 @@ def per_tool(vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> list[dic
         "gold_items": s["gold_items"], "gold_accuracy": _ratio(s["gold_ok"], s["gold_items"]),
     } for tool, s in stats.items()]
     return sorted(out, key=lambda r: (-r["calls"], -r["pairs"], -r["gold_items"], r["tool"]))
-
-
-def _distinct(*columns: pd.Series) -> list[tuple[tuple[Any, ...], int]]:
-    """The distinct rows of annotation objects across ``columns``, each with how many rows hold it.
-
-    :func:`~avv_scoring.call_metrics.annotate_calls` hands every row with the same (tool set, cell) the same
-    list objects, so rows are told apart by the objects' identity: a per-row result computed once per
-    distinct row and weighted is the per-row sum."""
-    seen: dict[tuple[int, ...], list[Any]] = {}
-    for row in zip(*columns, strict=True):
-        key = tuple(map(id, row))
-        entry = seen.get(key)
-        if entry is None:
-            seen[key] = [row, 1]
-        else:
-            entry[1] += 1
-    return [(row, count) for row, count in seen.values()]
 
 
 # ----------------------------------------------------------------------------------------- disagreements

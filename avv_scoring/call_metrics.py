@@ -187,6 +187,23 @@ def _annotate_cell(cell: Any, count: Any, schemas: Any, book: CallBook, checker:
             tuple(sorted(c.name for c in calls)), tuple(sorted((c.name, c.key) for c in calls)))
 
 
+def distinct_rows(*columns: pd.Series) -> list[tuple[tuple[Any, ...], int]]:
+    """The distinct rows of annotation objects across ``columns``, each with how many rows hold it.
+
+    :func:`~avv_scoring.call_metrics.annotate_calls` hands every row with the same (tool set, cell) the same
+    list objects, so rows are told apart by the objects' identity: a per-row result computed once per
+    distinct row and weighted is the per-row sum."""
+    seen: dict[tuple[int, ...], list[Any]] = {}
+    for row in zip(*columns, strict=True):
+        key = tuple(map(id, row))
+        entry = seen.get(key)
+        if entry is None:
+            seen[key] = [row, 1]
+        else:
+            entry[1] += 1
+    return [(row, count) for row, count in seen.values()]
+
+
 def row_dicts(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
     """The rows of ``frame`` as dicts of just ``columns`` (those it has): far cheaper than ``to_dict`` over
     every column when a loop needs a few fields of each row."""
@@ -274,6 +291,7 @@ def baseline_agreement(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[
         "call_count_match": _ratio(counts, n),
         "call_pairs": n,
     }
+
 
 
 # --------------------------------------------------------------------------------------------------
