@@ -385,14 +385,18 @@ def ttft_stats(sums: pd.Series) -> dict[str, Any]:
 def _reasoning_only_features(rows: pd.DataFrame) -> pd.DataFrame:
     ok = is_success(rows)
     reasoning = pd.to_numeric(rows["reasoning_chars"].astype("object"), errors="coerce").fillna(0) > 0
-    content = rows["content"].astype("object").map(lambda v: isinstance(v, str) and v.strip() != "").astype(bool)
-    if TC_N in rows.columns:
-        calls = rows[TC_N] > 0
-    else:
-        calls = rows["tool_calls"].astype("object").map(
-            lambda v: (c := parse_tool_calls(v)) is None or len(c) > 0).astype(bool)
-    return pd.DataFrame({"successes": ok, "reasoning_only": ok & reasoning & ~content & ~calls},
-                        index=rows.index).astype(int)
+    maybe = (ok & reasoning).to_numpy(dtype=bool, copy=True)  # content and calls are looked at on these rows only
+    annotated = TC_N in rows.columns
+    if annotated:
+        maybe &= ~(rows[TC_N] > 0).to_numpy(dtype=bool)
+    only = np.zeros(len(rows), dtype=bool)
+    contents = rows["content"].astype("object").to_numpy(dtype=object)
+    cells = None if annotated else rows["tool_calls"].astype("object").to_numpy(dtype=object)
+    for i in np.flatnonzero(maybe):
+        if cells is not None and ((c := parse_tool_calls(cells[i])) is None or len(c) > 0):
+            continue  # a call (or an unreadable one) is an answer
+        only[i] = not (isinstance(contents[i], str) and contents[i].strip())
+    return pd.DataFrame({"successes": ok.to_numpy(dtype=bool), "reasoning_only": only}, index=rows.index).astype(int)
 
 
 

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from avv_harness.errors import InputError
@@ -307,19 +308,21 @@ def comparable_items(records: pd.DataFrame, model_col: pd.Series, vendor_col: pd
     Cost and speed (avg_tokens, TTFT, TPS) are compared on these items only, so a vendor that fails the
     long or slow requests cannot look cheap or fast by it (its failures cost it success_rate instead). A
     vendor with no success is left out of the intersection (its cost and speed are missing anyway)."""
-    ok = is_success(records)
-    key = records["sample_id"].astype(str) + "\x1f" + records["repeat"].astype(str)
-    out = pd.Series(False, index=records.index)
+    ok = is_success(records).to_numpy(dtype=bool)
+    samples, _ = pd.factorize(records["sample_id"].astype(str))
+    repeats, _ = pd.factorize(records["repeat"].astype(str))
+    key = samples.astype(np.int64) * (int(repeats.max(initial=0)) + 1) + repeats  # one integer per item
+    vendor_codes, _ = pd.factorize(vendor_col)
+    out = np.zeros(len(records), dtype=bool)
     for model in model_col.unique():
-        in_model = model_col == model
-        good = ok & in_model
-        vendors = vendor_col[good].nunique()
+        good = ok & (model_col == model).to_numpy(dtype=bool)
+        pairs = pd.DataFrame({"key": key[good], "vendor": vendor_codes[good]}).drop_duplicates()
+        vendors = pairs["vendor"].nunique()
         if not vendors:
             continue
-        served = pd.Series(vendor_col[good].to_numpy(), index=key[good].to_numpy()).groupby(level=0).nunique()
-        everywhere = set(served.index[served.to_numpy() == vendors])
-        out |= good & key.isin(everywhere)
-    return out
+        served = pairs["key"].value_counts()
+        out |= good & np.isin(key, served.index[served.to_numpy() == vendors].to_numpy())
+    return pd.Series(out, index=records.index)
 
 
 def _add_model_metrics(rows: list[dict[str, Any]], records: pd.DataFrame, baselines: Mapping[str, str],

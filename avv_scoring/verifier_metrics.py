@@ -17,6 +17,7 @@ import math
 from collections import Counter
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from avv_harness.language import check_language
@@ -34,13 +35,16 @@ def _language_features(rows: pd.DataFrame) -> pd.DataFrame:
     """``checked`` / ``valid`` per row (see :func:`language_following_rate`)."""
     if "expected_language" not in rows.columns:
         return pd.DataFrame({"checked": 0, "valid": 0}, index=rows.index)
-    ok = is_success(rows).tolist()
-    checked, valid = [], []
-    for spec, content, success in zip(rows["expected_language"].astype("object"), rows["content"].astype("object"),
-                                      ok, strict=True):
-        counted = bool(success and isinstance(spec, str) and spec and isinstance(content, str) and content)
-        checked.append(int(counted))
-        valid.append(int(counted and check_language(content, spec).valid))
+    checked = np.zeros(len(rows), dtype=np.int64)
+    valid = np.zeros(len(rows), dtype=np.int64)
+    specs, contents = rows["expected_language"].astype("object"), rows["content"].astype("object")
+    maybe = (is_success(rows) & specs.notna() & contents.notna()).to_numpy(dtype=bool)  # the rest count 0
+    specs, contents = specs.to_numpy(dtype=object), contents.to_numpy(dtype=object)
+    for i in np.flatnonzero(maybe):
+        spec, content = specs[i], contents[i]
+        if isinstance(spec, str) and spec and isinstance(content, str) and content:
+            checked[i] = 1
+            valid[i] = int(check_language(content, spec).valid)
     return pd.DataFrame({"checked": checked, "valid": valid}, index=rows.index)
 
 
