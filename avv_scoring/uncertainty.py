@@ -257,14 +257,14 @@ def _numbers(frame: pd.DataFrame, column: str) -> pd.Series:
     return pd.to_numeric(frame[column].astype("object"), errors="coerce").astype(float)
 
 
-def _side(frame: pd.DataFrame, code: Mapping[str, int]) -> pd.DataFrame:
+def _side(frame: pd.DataFrame, unit_of: pd.Series) -> pd.DataFrame:
     called = frame[CALLED].astype(bool).to_numpy()
     # the annotation's signatures (sorted names; sorted (name, canonical arguments)): equal exactly when
     # tools_equal / calls_equal; None where the row called no tool
     tool_key = np.where(called, frame[SIG_TOOLS].to_numpy(dtype=object), None)
     call_key = np.where(called, frame[SIG_CALLS].to_numpy(dtype=object), None)
     return pd.DataFrame({
-        "unit": frame["sample_id"].astype("object").astype(str).map(code).to_numpy(),
+        "unit": unit_of.loc[frame.index].to_numpy(),
         "repeat": _repeat(frame).to_numpy(),
         "ok": is_success(frame).to_numpy(),
         "pos": positive(frame).to_numpy(),
@@ -279,8 +279,8 @@ def _bincount(units: np.ndarray, weights: Any, n: int) -> np.ndarray:
 
 
 def _vendor_sums(rows: pd.DataFrame, vendor: pd.DataFrame, base: pd.DataFrame, n: int,
-                 code: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
-    units = rows["sample_id"].astype("object").astype(str).map(code).to_numpy()
+                 unit_of: pd.Series) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    units = unit_of.loc[rows.index].to_numpy()
     ok = is_success(rows).to_numpy()
     out = {name: np.zeros(n) for name in VENDOR_SUMS}
     out["items"] = _bincount(units, np.ones(len(rows)), n)
@@ -348,19 +348,19 @@ def _self_sums(base: pd.DataFrame, n: int) -> np.ndarray:
 
 def unit_sums(table: ModelTable) -> UnitSums:
     """Reduce the model's records to per-unit sums (one pass; see :class:`UnitSums`)."""
-    records = table.records
-    sample = records["sample_id"].astype("object").astype(str)
-    units = list(dict.fromkeys(sample.tolist()))
-    code = {u: i for i, u in enumerate(units)}
+    records = table.records if table.records.index.is_unique else table.records.reset_index(drop=True)
+    codes, uniques = pd.factorize(records["sample_id"].astype("object").astype(str))  # in order of appearance
+    units = [str(u) for u in uniques]
+    unit_of = pd.Series(codes, index=records.index)
     n = len(units)
     vendor_col = records["vendor"].astype("object").astype(str)
     vendors = list(table.scores) or list(dict.fromkeys(vendor_col.tolist()))
     base_rows = records[vendor_col == table.baseline]
-    base = _side(base_rows, code)
+    base = _side(base_rows, unit_of)
     sums, net, ttft = [], [], []
     for vendor in vendors:
         rows = records[vendor_col == vendor]
-        s, d, values = _vendor_sums(rows, _side(rows, code), base, n, code)
+        s, d, values = _vendor_sums(rows, _side(rows, unit_of), base, n, unit_of)
         sums.append(s)
         net.append(d)
         ttft.append(values)
