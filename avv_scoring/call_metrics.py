@@ -190,18 +190,19 @@ def _annotate_cell(cell: Any, count: Any, schemas: Any, book: CallBook, checker:
 def distinct_rows(*columns: pd.Series) -> list[tuple[tuple[Any, ...], int]]:
     """The distinct rows of annotation objects across ``columns``, each with how many rows hold it.
 
-    :func:`~avv_scoring.call_metrics.annotate_calls` hands every row with the same (tool set, cell) the same
-    list objects, so rows are told apart by the objects' identity: a per-row result computed once per
-    distinct row and weighted is the per-row sum."""
-    seen: dict[tuple[int, ...], list[Any]] = {}
-    for row in zip(*columns, strict=True):
-        key = tuple(map(id, row))
-        entry = seen.get(key)
-        if entry is None:
-            seen[key] = [row, 1]
-        else:
-            entry[1] += 1
-    return [(row, count) for row, count in seen.values()]
+    :func:`annotate_calls` hands every row with the same (tool set, cell) the same list objects, so rows are
+    told apart by the objects' identity: a per-row result computed once per distinct row and weighted is the
+    per-row sum."""
+    n = len(columns[0]) if columns else 0
+    if not n:
+        return []
+    objects = [c.to_numpy(dtype=object) for c in columns]
+    ids = [np.fromiter(map(id, values), dtype=np.int64, count=n) for values in objects]
+    codes, _ = pd.MultiIndex.from_arrays(ids).factorize()
+    counts = np.bincount(codes)
+    firsts = np.full(len(counts), -1, dtype=np.int64)
+    firsts[codes[::-1]] = np.arange(n - 1, -1, -1)  # the last write per code is its first row
+    return [(tuple(values[i] for values in objects), int(count)) for i, count in zip(firsts, counts, strict=True)]
 
 
 def row_dicts(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
