@@ -109,7 +109,7 @@ def annotate_calls(
     no_calls = np.array([not e[0] for e in entries] + [True], dtype=bool)[combo_codes]
     no_calls[per_row] = [not cols[CALLS][i] for i in per_row]
     cols[AS_TEXT] = _as_text(rows, ok_mask.to_numpy(dtype=bool) & no_calls & has_names, sid_codes, names_of)
-    out = rows.copy()
+    out = rows.copy(deep=False)  # new columns only: the record columns are shared, never written
     out[OK_COL] = ok_mask
     for name in (TC_N, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR, CALLS, VERDICTS, NAMES, AS_TEXT, GOLD,
                  SIG_TOOLS, SIG_CALLS):
@@ -147,21 +147,23 @@ def _combos(set_codes: np.ndarray, cell_codes: np.ndarray) -> tuple[np.ndarray, 
 
 def _as_text(rows: pd.DataFrame, candidates: np.ndarray, sid_codes: np.ndarray, names_of: np.ndarray) -> np.ndarray:
     """Per row: a candidate (successful, no call, the request has tools) whose content holds a call of a
-    request tool (checked once per distinct (sample, content))."""
+    request tool (checked once per distinct (tool names, content))."""
     out = np.zeros(len(rows), dtype=bool)
     if "content" not in rows.columns:
         return out
-    contents = rows["content"].astype("object").to_numpy(dtype=object)
-    seen: dict[tuple[int, str], bool] = {}
-    for i in np.flatnonzero(candidates):
+    at = np.flatnonzero(candidates)
+    contents = rows["content"].astype("object").to_numpy(dtype=object)[at]
+    names = names_of[sid_codes[at]]
+    text_codes, _ = pd.factorize(contents)  # missing content: -1
+    name_codes = np.fromiter(map(id, names), dtype=np.int64, count=len(at))
+    combos, _ = pd.MultiIndex.from_arrays([text_codes, name_codes]).factorize()
+    found = np.zeros(int(combos.max(initial=-1)) + 1, dtype=bool)
+    firsts = np.full(len(found), -1, dtype=np.int64)
+    firsts[combos[::-1]] = np.arange(len(at) - 1, -1, -1)
+    for combo, i in enumerate(firsts):
         text = contents[i]
-        if not isinstance(text, str) or not text:
-            continue
-        key = (int(sid_codes[i]), text)
-        found = seen.get(key)
-        if found is None:
-            found = seen[key] = bool(find_text_calls(text, names_of[sid_codes[i]]))
-        out[i] = found
+        found[combo] = isinstance(text, str) and bool(text) and bool(find_text_calls(text, names[i]))
+    out[at] = found[combos]
     return out
 
 
