@@ -218,7 +218,7 @@ def read_records(path: str | os.PathLike[str]):
     if last is not None and (last.isna() | (last == "")).any():
         if _separators_outside_quotes(data) != (len(header) - 1) * (len(frame) + 1):
             read_rows(path)  # names the line of a row with too few cells
-    return coerce_frame(frame)
+    return coerce_frame(frame, copy=False)
 
 
 def _separators_outside_quotes(data: bytes) -> int:
@@ -256,13 +256,13 @@ def _typed_columns(header: list[str]) -> tuple[dict[str, Any], dict[str, list[st
 _TRUE = frozenset({"true", "1", "yes"})
 
 
-def coerce_frame(frame):
+def coerce_frame(frame, *, copy: bool = True):
     """Give a frame of strings the schema's dtypes (used for CSVs and hand-built test tables): an empty cell
     is missing; ints are nullable, bools are ``true`` / ``1`` / ``yes`` (any case) or false, text is
-    pandas' string dtype."""
+    pandas' string dtype. ``copy=False`` converts a frame nobody else holds in place."""
     import pandas as pd
 
-    frame = frame.copy()
+    frame = frame.copy() if copy else frame
     for col in frame.columns:
         kind = COLUMN_KINDS.get(col)
         if kind is None:

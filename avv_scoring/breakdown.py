@@ -87,7 +87,7 @@ def per_tool(vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> list[dic
         return stats.setdefault(tool, Counter())
 
     ok = vendor_rows[vendor_rows["status"].astype("object") == "success"]
-    for (calls, verdicts, names, gold), w in distinct_rows(ok[CALLS], ok[VERDICTS], ok[NAMES], ok[GOLD]):
+    for (calls, verdicts, names, gold), w in distinct_rows(ok[CALLS], ok[VERDICTS], ok[NAMES], ok[GOLD], by=(0, 2, 3)):
         name_of = name_mapper(names, gold.tool_names if gold is not None else {})
         for call, verdict in zip(calls, verdicts, strict=False):
             s = tool_stats(_tool(call, name_of))
@@ -104,7 +104,7 @@ def per_tool(vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> list[dic
     pairs = call_pairs(vendor_rows, baseline_rows)
     for (calls_v, calls_b, sig_v, sig_b, names, gold), w in distinct_rows(
             pairs["calls_v"], pairs["calls_b"], pairs["sig_calls_v"], pairs["sig_calls_b"], pairs["names_b"],
-            pairs["gold_b"]):
+            pairs["gold_b"], by=(0, 1, 4, 5)):
         name_of = name_mapper(names, gold.tool_names if gold is not None else {})
         for tool in {_tool(c, name_of) for c in calls_b}:
             s = tool_stats(tool)

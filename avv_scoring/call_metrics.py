@@ -189,17 +189,18 @@ def _annotate_cell(cell: Any, count: Any, schemas: Any, book: CallBook, checker:
             tuple(sorted(c.name for c in calls)), tuple(sorted((c.name, c.key) for c in calls)))
 
 
-def distinct_rows(*columns: pd.Series) -> list[tuple[tuple[Any, ...], int]]:
+def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[tuple[tuple[Any, ...], int]]:
     """The distinct rows of annotation objects across ``columns``, each with how many rows hold it.
 
     :func:`annotate_calls` hands every row with the same (tool set, cell) the same list objects, so rows are
     told apart by the objects' identity: a per-row result computed once per distinct row and weighted is the
-    per-row sum."""
+    per-row sum. ``by`` = the positions of the columns that decide identity (default: all); the others must
+    follow from them (a row's verdicts and signatures come with its calls list)."""
     n = len(columns[0]) if columns else 0
     if not n:
         return []
     objects = [c.to_numpy(dtype=object) for c in columns]
-    ids = [np.fromiter(map(id, values), dtype=np.int64, count=n) for values in objects]
+    ids = [np.fromiter(map(id, objects[k]), dtype=np.int64, count=n) for k in (by or range(len(objects)))]
     codes, _ = pd.MultiIndex.from_arrays(ids).factorize()
     counts = np.bincount(codes)
     firsts = np.full(len(counts), -1, dtype=np.int64)

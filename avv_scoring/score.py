@@ -353,7 +353,7 @@ def _client_load(records: pd.DataFrame) -> dict[str, Any]:
     if any(c not in records.columns for c in needed):
         return {}
     frame = pd.DataFrame({
-        "worker": records["worker"].astype("object").map(process_name, na_action=None),
+        "worker": _per_distinct(records["worker"], process_name),
         "vendor": records["vendor"].astype("string").fillna("None"),
         "lag": pd.to_numeric(records["client_lag_ms"], errors="coerce").astype("float64"),
         "cpu": pd.to_numeric(records["client_cpu_pct"], errors="coerce").astype("float64")})
@@ -364,6 +364,12 @@ def _client_load(records: pd.DataFrame) -> dict[str, Any]:
             {str(v): part.to_numpy() for v, part in lags.groupby("vendor", sort=False)["lag"]},
             rows["cpu"].dropna().to_numpy())
     return summarise_load(groups)
+
+
+def _per_distinct(column: pd.Series, function: Any) -> np.ndarray:
+    """``function`` of each cell, called once per distinct value (missing cells get ``function(None)``)."""
+    codes, values = pd.factorize(column.astype("object"))
+    return np.array([function(v) for v in values] + [function(None)], dtype=object)[codes]
 
 
 def default_out_dir(paths: Sequence[str]) -> str:

@@ -106,7 +106,7 @@ def build_run(folder: Path, n_records: int, repeats: int, n_vendors: int, seed: 
                         "saw_tool_call_delta": calls and ok, "tool_calls": tool_calls if calls and ok else [],
                         "tool_call_count": len(tool_calls) if calls and ok else 0,
                         "content": "" if calls else "a short answer of a few words", "reasoning_chars": 0,
-                        "client_lag_ms": rng.random(), "client_cpu_pct": 40.0,
+                        "client_lag_ms": rng.random(), "client_cpu_pct": 40.0, "stale_conn_retries": 0,
                     })
                     if len(batch) >= 20000:
                         out.write(encode_rows(batch))
