@@ -245,10 +245,15 @@ def score_frame(
     repeat_frames: list[pd.DataFrame] = []
     tool_rows: list[dict[str, Any]] = []
     differing: list[dict[str, Any]] = []
-    for (model, vendor), index in records.groupby([model_col, vendor_col], sort=False).groups.items():
+    groups = records.groupby([model_col, vendor_col], sort=False).groups
+    base_of: dict[str, pd.DataFrame] = {}  # each model's baseline rows, selected once
+    for (model, vendor), index in groups.items():
         vendor_rows = records.loc[index]
         base_name = baselines[model]
-        base_rows = records[(model_col == model) & (vendor_col == base_name)]
+        if model not in base_of:
+            base_of[model] = records.loc[groups[(model, base_name)]] if (model, base_name) in groups \
+                else records.iloc[0:0]
+        base_rows = base_of[model]
         metrics, by_rep = vendor_tables(vendor_rows, base_rows)
         metrics.update(repeat_summary(by_rep))
         run_ids = (
