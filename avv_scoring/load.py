@@ -135,6 +135,20 @@ def read_one(path: str) -> pd.DataFrame:
     return frame
 
 
+def _in_input_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (its columns shared, not copied: scoring only adds columns) with the order columns, in file
+    and row order, as :func:`dedupe_latest` returns it."""
+    work = frame.copy(deep=False)
+    if FILE_ORDER_COL not in work.columns:
+        work[FILE_ORDER_COL] = 0
+    if ROW_ORDER_COL not in work.columns:
+        work[ROW_ORDER_COL] = range(len(work))
+    order = pd.MultiIndex.from_arrays([work[FILE_ORDER_COL], work[ROW_ORDER_COL]])
+    if not order.is_monotonic_increasing:
+        work = work.sort_values([FILE_ORDER_COL, ROW_ORDER_COL], kind="stable")
+    return work.reset_index(drop=True)
+
+
 def dedupe_latest(frame: pd.DataFrame) -> pd.DataFrame:
     """Keep one row per item (model, vendor, sample_id, repeat): the latest one.
 
@@ -149,6 +163,8 @@ def dedupe_latest(frame: pd.DataFrame) -> pd.DataFrame:
         from .trajectories import dedupe_with_steps
 
         return dedupe_with_steps(frame, dedupe_latest)
+    if not frame.duplicated(subset=list(ITEM_KEY)).any():
+        return _in_input_order(frame)  # nothing to choose: no copy, no timestamp parsing
     work = frame.copy()
     if FILE_ORDER_COL not in work.columns:
         work[FILE_ORDER_COL] = 0
