@@ -140,9 +140,14 @@ def _combos(set_codes: np.ndarray, cell_codes: np.ndarray) -> tuple[np.ndarray, 
     """Per row the code of its (tool set, cell) combination, and per combination its first row."""
     pair = set_codes.astype(np.int64) * (int(cell_codes.max(initial=-1)) + 2) + (cell_codes.astype(np.int64) + 1)
     codes, _ = pd.factorize(pair)
+    return codes, first_rows(codes)
+
+
+def first_rows(codes: np.ndarray) -> np.ndarray:
+    """Per code 0 … max of a factorized column, the position of its first row."""
     firsts = np.full(int(codes.max(initial=-1)) + 1, -1, dtype=np.int64)
     firsts[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # the last write per code is its first row
-    return codes, firsts
+    return firsts
 
 
 def _as_text(rows: pd.DataFrame, candidates: np.ndarray, sid_codes: np.ndarray, names_of: np.ndarray) -> np.ndarray:
@@ -157,9 +162,8 @@ def _as_text(rows: pd.DataFrame, candidates: np.ndarray, sid_codes: np.ndarray, 
     text_codes, _ = pd.factorize(contents)  # missing content: -1
     name_codes = np.fromiter(map(id, names), dtype=np.int64, count=len(at))
     combos, _ = pd.MultiIndex.from_arrays([text_codes, name_codes]).factorize()
-    found = np.zeros(int(combos.max(initial=-1)) + 1, dtype=bool)
-    firsts = np.full(len(found), -1, dtype=np.int64)
-    firsts[combos[::-1]] = np.arange(len(at) - 1, -1, -1)
+    firsts = first_rows(combos)
+    found = np.zeros(len(firsts), dtype=bool)
     for combo, i in enumerate(firsts):
         text = contents[i]
         found[combo] = isinstance(text, str) and bool(text) and bool(find_text_calls(text, names[i]))
@@ -203,9 +207,8 @@ def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[
     ids = [np.fromiter(map(id, objects[k]), dtype=np.int64, count=n) for k in (by or range(len(objects)))]
     codes, _ = pd.MultiIndex.from_arrays(ids).factorize()
     counts = np.bincount(codes)
-    firsts = np.full(len(counts), -1, dtype=np.int64)
-    firsts[codes[::-1]] = np.arange(n - 1, -1, -1)  # the last write per code is its first row
-    return [(tuple(values[i] for values in objects), int(count)) for i, count in zip(firsts, counts, strict=True)]
+    return [(tuple(values[i] for values in objects), int(count))
+            for i, count in zip(first_rows(codes), counts, strict=True)]
 
 
 def row_dicts(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
