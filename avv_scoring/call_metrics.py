@@ -300,7 +300,6 @@ def baseline_agreement(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[
     }
 
 
-
 # --------------------------------------------------------------------------------------------------
 # Gold labels
 

@@ -91,7 +91,6 @@ class CallBook:
         return found
 
 
-
 # ------------------------------------------------------------------------------------ agreement of two sides
 
 
@@ -213,8 +212,10 @@ def call_matches(call: Call, expected: Mapping[str, Any], name_of: Callable[[str
             and arguments_match(call.args, expected.get("arguments") or {}))
 
 
-def _perfect_matching(n: int, edges: Sequence[Sequence[int]]) -> bool:
-    """Whether the bipartite graph (left i → right ``edges[i]``, n per side) has a perfect matching (Kuhn)."""
+def each_gets_its_own(edges: Sequence[Sequence[int]]) -> bool:
+    """Whether every left node i can be matched to its own right node among ``edges[i]`` at once (a matching
+    that covers the left side; Kuhn's augmenting paths). With as many right nodes as left, a perfect one."""
+    n = len(edges)
     owner: dict[int, int] = {}
 
     def augment(i: int, seen: set[int]) -> bool:
@@ -235,7 +236,7 @@ def calls_match_gold(calls: Sequence[Call], expected: Sequence[Mapping[str, Any]
     if len(calls) != len(expected):
         return False
     edges = [[j for j, e in enumerate(expected) if call_matches(c, e, name_of)] for c in calls]
-    return _perfect_matching(len(calls), edges)
+    return each_gets_its_own(edges)
 
 
 def tools_match_gold(calls: Sequence[Call], expected: Sequence[Mapping[str, Any]],

@@ -61,8 +61,6 @@ def _attempt_features(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"attempts": attempts.astype(int), "successes": is_success(rows).astype(int)}, index=rows.index)
 
 
-
-
 @produces(
     Metric("success_rate", "Success Rate", "rate", "higher", irf=True, threshold=("min", 0.99), table=True,
            per_repeat=True, order=10, table_order=1,
@@ -128,8 +126,6 @@ def _trigger_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.Dat
         "tp": pair & pos_v & pos_b, "fp": pair & pos_v & ~pos_b, "fn": pair & ~pos_v & pos_b,
         "tn": pair & ~pos_v & ~pos_b, "pairs": pair, "excluded": matched & ~(ok_v & ok_b), "unmatched": ~matched,
     }, index=vendor.index).astype(int)
-
-
 
 
 @produces(
@@ -240,8 +236,6 @@ def _schema_features(rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[
     }, index=rows.index).astype(int)
 
 
-
-
 @produces(
     Metric("schema_accuracy", "Schema Accuracy", "rate", "higher", irf=True, threshold=("min", 0.98), table=True,
            per_repeat=True, order=30, table_order=4,
@@ -327,8 +321,6 @@ def _present_values(rows: pd.DataFrame, column: str) -> np.ndarray:
     return _values(rows.loc[compared_rows(rows), column])
 
 
-
-
 @produces(
     Metric("avg_tokens", "Avg Token", "num", "lower", irf=True, table=True, per_repeat=True, order=40, table_order=6,
            doc="mean total_tokens over compared items (successful for every vendor of the model) that reported usage; "
@@ -351,8 +343,6 @@ def avg_tokens(sums: pd.Series) -> dict[str, Any]:
 def _ttft_percentiles(rows: pd.DataFrame) -> dict[str, Any]:
     values = _present_values(rows, "ttft_ms")
     return {f"ttft_p{q}_ms": percentile(values, q) for q in (50, 90, 95, 99)}
-
-
 
 
 @produces(
@@ -397,8 +387,6 @@ def _reasoning_only_features(rows: pd.DataFrame) -> pd.DataFrame:
             continue  # a call (or an unreadable one) is an answer
         only[i] = not (isinstance(contents[i], str) and contents[i].strip())
     return pd.DataFrame({"successes": ok.to_numpy(dtype=bool), "reasoning_only": only}, index=rows.index).astype(int)
-
-
 
 
 @produces(

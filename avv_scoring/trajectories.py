@@ -55,7 +55,7 @@ from avv_harness.agent_task import SOURCE_INJECTED
 from avv_harness.measures import is_missing
 
 from .call_metrics import CALLS, GOLD, name_of_row
-from .correctness import Call, call_matches
+from .correctness import Call, call_matches, each_gets_its_own
 from .load import FILE_ORDER_COL, ITEM_KEY, ROW_ORDER_COL, is_success
 from .registry import Metric, produces
 
@@ -146,19 +146,9 @@ def _gold_end_met(steps: list[dict[str, Any]], answer: str) -> bool:
         return True
     name_of = name_of_row(steps[-1])
     made = [c for s in steps if s["_ok"] for c in s[CALLS]]
-    edges = [[j for j, c in enumerate(made) if call_matches(c, e, name_of)] for e in task.final_calls]
-    owner: dict[int, int] = {}
-
-    def augment(i: int, seen: set[int]) -> bool:  # Kuhn: each expected call gets its own call
-        for j in edges[i]:
-            if j not in seen:
-                seen.add(j)
-                if j not in owner or augment(owner[j], seen):
-                    owner[j] = i
-                    return True
-        return False
-
-    return all(augment(i, set()) for i in range(len(edges)))
+    # each expected call needs its own call among those made
+    return each_gets_its_own([[j for j, c in enumerate(made) if call_matches(c, e, name_of)]
+                              for e in task.final_calls])
 
 
 def _show(call: Call) -> str:
