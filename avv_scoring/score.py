@@ -33,12 +33,13 @@ from .load import (
     read_inputs,
     resolve_inputs,
 )
-from .metrics import REPEAT_METRICS, annotate_tool_calls, repeat_summary, vendor_tables
+from .metrics import annotate_tool_calls
 from .registry import METRICS, RegistryError, model_functions
 from .stress import STRESS_MODE, StressResult, stress_tables
 from .trajectories import summarise as summarise_trajectories
 from .trajectories import trajectory_disagreements
 from .uncertainty import ModelTable, StatsSettings, judge, verdict_thresholds
+from .vendor_table import REPEAT_METRICS, repeat_summary, vendor_tables
 from .verdict import Thresholds
 
 #: Columns that say whose row it is and how it was judged (not metrics).

@@ -9,6 +9,7 @@ import pytest
 
 from avv_scoring import metrics as M
 from avv_scoring import score_frame
+from avv_scoring import vendor_table as VT
 from avv_scoring.load import dedupe_latest
 from avv_scoring.testing import call, records_frame
 
@@ -280,7 +281,7 @@ def test_vectorised_per_repeat_equals_the_per_repeat_loop():
     base = frame[frame["vendor"] == "base"]
     for vendor in ("base", "ven", "odd"):
         mine = frame[frame["vendor"] == vendor]
-        fast, slow = M.per_repeat(mine, base), M.per_repeat_loop(mine, base)
+        fast, slow = VT.per_repeat(mine, base), VT.per_repeat_loop(mine, base)
         pd.testing.assert_frame_equal(fast, slow, check_dtype=False)
         assert fast["f1"].notna().all() and len(fast) == 5
 
@@ -294,11 +295,11 @@ def test_vendor_tables_equal_vendor_metrics_and_per_repeat():
               "tool_calls": [call("f", {"a": s + r})] if s % 3 else []} for s in range(1, 6) for r in (1, 2)]
     frame = M.annotate_tool_calls(records_frame(rows), {str(i): TOOLS for i in range(1, 6)})
     ven, base = frame[frame["vendor"] == "ven"], frame[frame["vendor"] == "base"]
-    pooled, by_repeat = M.vendor_tables(ven, base)
-    assert pooled.keys() == M.vendor_metrics(ven, base).keys()
-    for key, value in M.vendor_metrics(ven, base).items():
+    pooled, by_repeat = VT.vendor_tables(ven, base)
+    assert pooled.keys() == VT.vendor_metrics(ven, base).keys()
+    for key, value in VT.vendor_metrics(ven, base).items():
         assert value == pooled[key] or (value != value and pooled[key] != pooled[key]), key
-    pd.testing.assert_frame_equal(by_repeat, M.per_repeat_loop(ven, base), check_dtype=False)
+    pd.testing.assert_frame_equal(by_repeat, VT.per_repeat_loop(ven, base), check_dtype=False)
 
 
 def test_failing_the_expensive_items_does_not_make_a_vendor_cheaper_or_faster():
@@ -329,7 +330,7 @@ def test_per_repeat_with_a_repeat_the_baseline_lacks_and_multi_call_answers():
               "tool_calls": [call("f", {"a": s})] * (1 + (s + r) % 3)} for s in range(1, 5) for r in (3, 1, 2)]
     frame = M.annotate_tool_calls(records_frame(rows), {str(i): TOOLS for i in range(1, 5)})
     ven, base = frame[frame["vendor"] == "ven"], frame[frame["vendor"] == "base"]
-    fast = M.per_repeat(ven, base)
-    pd.testing.assert_frame_equal(fast, M.per_repeat_loop(ven, base), check_dtype=False)
+    fast = VT.per_repeat(ven, base)
+    pd.testing.assert_frame_equal(fast, VT.per_repeat_loop(ven, base), check_dtype=False)
     assert list(fast["repeat"]) == [1, 2, 3]
     assert fast["multi_call_similarity"].iloc[:2].notna().all() and pd.isna(fast["multi_call_similarity"].iloc[2])

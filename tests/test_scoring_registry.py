@@ -10,6 +10,7 @@ import pytest
 
 from avv_scoring import METRICS, SCORE_COLUMNS, Thresholds, registry
 from avv_scoring import metrics as M
+from avv_scoring import vendor_table as VT
 from avv_scoring.cli import main
 from avv_scoring.irf import IRF_METRICS, IRF_TABLE_COLUMNS, irf_scores, resolve_irf_metrics
 from avv_scoring.registry import (
@@ -59,7 +60,7 @@ def test_each_function_returns_exactly_the_columns_it_declared(function):
 def test_vendor_metrics_has_every_per_vendor_column_and_the_model_functions_the_rest():
     rows, base = _frames()
     model_columns = {c for f in MODEL_FUNCTIONS for c in f.columns}
-    assert set(M.vendor_metrics(rows, base)) == {m.column for m in METRICS} - model_columns
+    assert set(VT.vendor_metrics(rows, base)) == {m.column for m in METRICS} - model_columns
     assert sum(len(f.columns) for f in (*FUNCTIONS, *MODEL_FUNCTIONS)) == len(METRICS)
     assert {f.name: f.inputs for f in MODEL_FUNCTIONS} == {"uncertainty": "model"}
     assert {f.name: f.inputs for f in FUNCTIONS}["trigger_f1"] == "rows+baseline"
@@ -123,7 +124,7 @@ def test_score_and_repeat_columns_come_from_the_registry():
         "n_repeats",
         *(f"{c}_{s}" for c in repeat for s in ("mean", "std")),
     )
-    assert M.REPEAT_METRICS == tuple(repeat)
+    assert VT.REPEAT_METRICS == tuple(repeat)
     assert REPEAT_COLUMNS == ("model", "vendor", "repeat", *repeat)
     # the six IRF inputs come first, with today's names, order and directions
     assert SCORE_COLUMNS[len(IDENTITY_COLUMNS):][:6] == (
