@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .errors import InputError
+from .json_input import parse_json
 
 RUN_JSON = "run.json"
 RECORDS_CSV = "records.csv"
@@ -82,11 +83,12 @@ def read_manifest(path: str | os.PathLike[str]) -> RunManifest:
         path = os.path.join(path, RUN_JSON)
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            text = fh.read()
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    data = parse_json(text, path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return RunManifest.from_dict(data)

@@ -29,12 +29,22 @@ from .samples import SampleSet, load_samples
 log = logging.getLogger("avv")
 
 
+def skipped_lines_warning(samples: SampleSet, listed: int = 20) -> str:
+    """--avv-skip-bad-lines: how many sample lines were skipped, which, and why the first one was."""
+    skipped = samples.skipped_lines
+    lines = ", ".join(str(line) for line, _ in skipped[:listed]) + (" …" if len(skipped) > listed else "")
+    return (f"{len(skipped)} malformed sample line(s) skipped (lines {lines}; run.json lists why); "
+            f"first: {skipped[0][1]}")
+
+
 class RunLifecycle:
     """Beginning and ending runs; mixed into :class:`~avv_harness.controller.RunController`."""
 
     def _load_samples(self) -> SampleSet:
         if self.samples is None:
             self.samples = load_samples(self.options.samples, skip_bad_lines=self.options.skip_bad_lines)
+            if self.samples.skipped_lines:
+                print(f"avv-locust: warning: {skipped_lines_warning(self.samples)}", flush=True)
         return self.samples
 
     def prepare_ui(self) -> None:
