@@ -1,0 +1,187 @@
+"""Hostile inputs, round two (issue 22), the glue family: over-deep JSON input lines, vendor names that collide
+with the locustfile's names, the closing line after a resume, SIGTERM in web-UI mode, the client-bound
+advice, and many vendors. Each test says what happened before. Mostly in-process (tests/glue.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from avv_harness.bfcl import convert
+from avv_harness.config import parse_config
+from avv_harness.controller import EXIT_INPUT, EXIT_OK
+from avv_harness.errors import InputError
+from avv_harness.json_input import MAX_JSON_DEPTH, json_depth, parse_json
+from avv_harness.locust_plugin import EXPORT_PREFIX, class_names
+from avv_harness.manifest import read_manifest
+from avv_harness.record_file import read_records
+from avv_harness.samples import load_samples
+from avv_scoring.baseline_results import read_results
+from tests.glue import make_env, options, run_to_end, write_inputs
+from tests.locust_runs import LOCUSTFILE, ROOT, clean_env, only_run_dir, run_locust, write_yaml
+
+FAST = {"ttft_ms": 10, "tokens_per_s": 500, "output_tokens": 6}
+GOOD = {"messages": [{"role": "user", "content": "hi"}]}
+
+
+def nested(depth: int) -> str:
+    """A sample line whose ``messages`` holds ``depth`` nested arrays."""
+    return '{"messages": ' + "[" * depth + "]" * depth + "}"
+
+
+# 1 ------------------------------------------------------------------ JSON input nested beyond the bound
+
+
+def test_json_depth_counts_levels_without_recursing():
+    assert json_depth(1) == 0 and json_depth([]) == 1 and json_depth({"a": [1, {"b": 2}]}) == 3
+    deep: list = []
+    for _ in range(50_000):  # beyond the recursion limit: measured iteratively, and it stops early
+        deep = [deep]
+    assert json_depth(deep) == MAX_JSON_DEPTH + 1
+    assert json_depth(parse_json(nested(MAX_JSON_DEPTH - 1), "f:1")) == MAX_JSON_DEPTH  # at the bound: fine
+    with pytest.raises(InputError, match=rf"^f:7: nested deeper than {MAX_JSON_DEPTH} levels"):
+        parse_json(nested(MAX_JSON_DEPTH), "f:7")  # the object around messages is one level more
+
+
+@pytest.mark.parametrize("depth", [100_000, 500])  # 100,000: json's RecursionError; 500: parses, over the bound
+def test_over_deep_sample_line_is_an_input_error_or_a_skipped_line(tmp_path, depth):
+    """Before: RecursionError traceback at start-up (exit 1), and --avv-skip-bad-lines did not skip it."""
+    path = tmp_path / "samples.jsonl"
+    path.write_text("\n".join([json.dumps(GOOD), nested(depth), json.dumps(GOOD)]) + "\n")
+    with pytest.raises(InputError, match=r"samples\.jsonl:2: nested deeper than 100 levels") as caught:
+        load_samples(path)
+    assert caught.value.exit_status == EXIT_INPUT
+    loaded = load_samples(path, skip_bad_lines=True)
+    assert [s.line for s in loaded.samples] == [1, 3]
+    assert [line for line, _ in loaded.skipped_lines] == [2] and "nested deeper" in loaded.skipped_lines[0][1]
+
+
+def test_over_deep_agent_task_is_refused_with_its_line(tmp_path):
+    """An agent task is part of its sample line: a deep ``tool_results`` content is refused the same way."""
+    task = {**GOOD, "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+            "agent": {"tool_results": [{"name": "f", "content": json.loads("[" * 200 + "]" * 200)}]}}
+    path = tmp_path / "agent.jsonl"
+    path.write_text(json.dumps(task) + "\n")
+    with pytest.raises(InputError, match=r"agent\.jsonl:1: nested deeper"):
+        load_samples(path)
+
+
+def test_skipped_deep_line_is_named_at_start_and_in_run_json(tmp_path, capsys):
+    """In a run: --avv-skip-bad-lines skips the line, says so once at start, and run.json lists it."""
+    config, samples = write_inputs(tmp_path, ["a"], n_samples=1)
+    samples.write_text(json.dumps(GOOD) + "\n" + nested(100_000) + "\n")
+    env, ctl = make_env(options(tmp_path, config, samples, "--avv-skip-bad-lines"))
+    assert run_to_end(env) == EXIT_OK
+    run = json.loads((ctl.run_dir / "run.json").read_text())
+    assert [line for line, _ in run["samples"]["skipped_lines"]] == [2]
+    out = capsys.readouterr().out
+    assert out.count("1 malformed sample line(s) skipped (lines 2;") == 1 and "samples.jsonl:2: nested deeper" in out
+
+
+def test_other_json_inputs_name_file_and_line_when_over_deep(tmp_path):
+    """K2VV / MiniMax results, BFCL files and run.json: before, a RecursionError traceback."""
+    results = tmp_path / "results.jsonl"
+    results.write_text(json.dumps({"data_index": 1, "status": "success"}) + "\n" + "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(InputError, match=r"results\.jsonl:2: nested deeper"):
+        read_results(results)
+    bfcl = tmp_path / "bfcl"
+    bfcl.mkdir()
+    (bfcl / "BFCL_v4_irrelevance.json").write_text('{"id": "x", "question": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(InputError, match=r"BFCL_v4_irrelevance\.json:1: nested deeper"):
+        convert(str(bfcl), ["irrelevance"])
+    (tmp_path / "run.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(InputError, match=r"run\.json: nested deeper"):
+        read_manifest(tmp_path)
+
+
+@pytest.mark.integration
+def test_over_deep_sample_line_exits_2_without_a_traceback(tmp_path):
+    """Before: exit status 1 and a RecursionError traceback."""
+    write_yaml(tmp_path / "vendors.yaml", {"m": {"vendors": [{"name": "a", "url": "http://127.0.0.1:9/v1",
+                                                               "is_baseline": True, "require_key": False}]}})
+    (tmp_path / "samples.jsonl").write_text(json.dumps(GOOD) + "\n" + nested(100_000) + "\n")
+    proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-samples", "samples.jsonl",
+                       "--avv-out", "out"], cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2 and "samples.jsonl:2: nested deeper than 100 levels" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+# 2 ------------------------------------------------------------- vendor names against the locustfile's names
+
+HOSTILE_NAMES = ["AvvShape", "locust_plugin", "VendorUser", "RunShape", "_hidden", "class", "not an identifier",
+                 "__builtins__", "__name__", "os", "user_classes"]
+
+
+def hostile_config(url: str) -> dict:
+    common = {"url": url, "concurrency": 1, "require_key": False}
+    vendors = [{"name": "base", "is_baseline": True, **common}] + [{"name": name, **common} for name in HOSTILE_NAMES]
+    one = [{"name": "a", "is_baseline": True, **common}]
+    # "a" in two models is "n.a" and "m.n.a"; model n's "a" finds "n.a" taken (the vendor of that name) → "n.a #2"
+    return {"m": {"vendors": [*vendors, {"name": "n.a", **common}]},
+            "n": {"vendors": one}, "m.n": {"vendors": one}}
+
+
+def test_class_names_are_distinct_for_any_vendor_names(tmp_path):
+    config = parse_config(hostile_config("http://127.0.0.1:9/v1"), "vendors.yaml", {}, check_keys=False)
+    names = class_names(list(config.vendors))
+    assert len(set(names)) == len(config.vendors)  # before: "n.a" twice → one vendor silently lost
+    assert names[:len(HOSTILE_NAMES) + 1] == ["base", *HOSTILE_NAMES] and names[-3:] == ["n.a", "n.a #2", "m.n.a"]
+
+
+@pytest.mark.parametrize("locustfile", [LOCUSTFILE, ROOT / "avv_harness" / "locustfile.py"])
+def test_locust_collects_one_class_per_vendor_whatever_its_name(tmp_path, monkeypatch, locustfile):
+    """Locust's own loader (vars of the module) on both locustfiles. Before: ``locust_plugin`` crashed the import,
+    ``AvvShape`` was overwritten by the shape (vendor dropped), ``_hidden`` was dropped by ``import *``."""
+    from locust.util.load_locustfile import load_locustfile
+
+    config = write_yaml(tmp_path / "vendors.yaml", hostile_config("http://127.0.0.1:9/v1"))
+    monkeypatch.setenv("LOCUST_AVV_CONFIG", str(config))
+    monkeypatch.setattr(sys, "argv", ["locust"])
+    for module in ("avv_harness.locustfile", "vendors", "locustfile"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    try:
+        users, shapes = load_locustfile(str(locustfile))
+    finally:
+        for module in ("vendors", "locustfile"):
+            sys.modules.pop(module, None)
+    vendor_ids = sorted(cls.avv_vendor_id for cls in users.values())
+    assert vendor_ids == sorted([("m", "base"), *[("m", n) for n in HOSTILE_NAMES], ("m", "n.a"), ("n", "a"),
+                                 ("m.n", "a")])
+    assert all(key == EXPORT_PREFIX + cls.__name__ for key, cls in users.items())  # the UI shows __name__
+    assert {cls.__name__ for cls in users.values()} >= set(HOSTILE_NAMES)
+    assert [type(s).__name__ for s in shapes] == ["AvvShape"]
+
+
+def test_hostile_vendor_names_all_run_in_process(tmp_path):
+    _, samples = write_inputs(tmp_path, ["x"], n_samples=1)
+    config = write_yaml(tmp_path / "vendors.yaml", hostile_config("http://vendor.test/v1"))
+    env, ctl = make_env(options(tmp_path, config, samples))
+    assert run_to_end(env) == EXIT_OK
+    frame = read_records(ctl.run_dir / "records.csv")
+    assert len(frame) == len(HOSTILE_NAMES) + 4 and (frame["status"] == "success").all()
+    assert set(zip(frame["model"], frame["vendor"], strict=True)) >= {("m", n) for n in HOSTILE_NAMES}
+
+
+@pytest.mark.integration
+def test_hostile_vendor_names_all_run_in_a_real_locust_process(tmp_path):
+    """The command a user types, with the simulator: every vendor gets one User class, runs, and is in Locust's
+    stats under its own name."""
+    write_yaml(tmp_path / "sim.yaml", {"profiles": {"ref": FAST}})
+    write_yaml(tmp_path / "vendors.yaml", hostile_config("{sim}/ref/v1"))
+    (tmp_path / "samples.jsonl").write_text(json.dumps(GOOD) + "\n")
+    proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
+                       "--avv-samples", "samples.jsonl", "--avv-out", "out", "--avv-no-score"], cwd=tmp_path,
+                      timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    frame = read_records(only_run_dir(tmp_path / "out") / "records.csv")
+    assert len(frame) == len(HOSTILE_NAMES) + 4 and (frame["status"] == "success").all()
+    stats = [line.split()[1] for line in proc.stderr.splitlines() if line.startswith("SSE ")]
+    assert {"AvvShape", "locust_plugin", "_hidden", "__builtins__"} <= set(stats)
+
+
+def _unused() -> tuple:  # keep imports used while later sections land
+    return os, Path, clean_env
