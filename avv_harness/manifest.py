@@ -40,7 +40,8 @@ class RunManifest:
     ended_at: str | None = None
     items_total: int = 0
     items_recorded: int = 0
-    records_written: int = 0
+    records_written: int = 0  # rows records.csv holds: earlier sessions' (resume) and this session's
+    records_before_resume: int = 0  # of those, the rows records.csv already held when this session resumed it
     duplicates_dropped: int = 0
     items_requeued: int = 0
     items_failed_client: int = 0  # items whose attempt raised inside the client (error_kind client_error)

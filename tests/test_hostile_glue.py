@@ -13,7 +13,7 @@ import pytest
 
 from avv_harness.bfcl import convert
 from avv_harness.config import parse_config
-from avv_harness.controller import EXIT_INPUT, EXIT_OK
+from avv_harness.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK
 from avv_harness.errors import InputError
 from avv_harness.json_input import MAX_JSON_DEPTH, json_depth, parse_json
 from avv_harness.locust_plugin import EXPORT_PREFIX, class_names
@@ -183,5 +183,39 @@ def test_hostile_vendor_names_all_run_in_a_real_locust_process(tmp_path):
     assert {"AvvShape", "locust_plugin", "_hidden", "__builtins__"} <= set(stats)
 
 
+# 3 ------------------------------------------------------------------------ the closing line after a resume
+
+
+def test_closing_line_and_run_json_count_what_records_csv_holds_after_a_resume(tmp_path, capsys):
+    """Before: after a master SIGKILL and --avv-resume the closing line said "24 records" (this session's) while
+    records.csv held 32, and run.json's records_written agreed with neither."""
+    config, samples = write_inputs(tmp_path, {"a": {"concurrency": 1}}, n_samples=6)
+    env, ctl = make_env(options(tmp_path, config, samples, "--avv-max-total-tokens", "20"))  # 8 tokens an answer
+    assert run_to_end(env) == EXIT_INCOMPLETE
+    run_dir, first = ctl.run_dir, ctl.manifest.records_written
+    assert first == 3
+    stale = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**stale, "records_written": 1}))  # as a SIGKILL leaves it
+    capsys.readouterr()
+    env, ctl = make_env(options(tmp_path, config, samples, "--avv-resume", str(run_dir)))
+    assert run_to_end(env) == EXIT_OK
+    held = len(read_records(run_dir / "records.csv"))
+    assert held == 6 and f"avv-locust: 6 records (3 this session) in {run_dir / 'records.csv'} (run complete)" \
+        in capsys.readouterr().out
+    run = json.loads((run_dir / "run.json").read_text())
+    assert (run["records_written"], run["records_before_resume"]) == (held, first)
+    assert run["items_recorded"] == run["items_total"] == 6  # the whole run's items, not this session's 3
+
+
+def test_closing_line_of_a_fresh_run_says_only_the_count(tmp_path):
+    from avv_harness.manifest import RunManifest
+    from avv_harness.run_folder import summary_line
+
+    line = summary_line(RunManifest(records_written=32), Path("r"), True, None, 0)
+    assert line.strip() == "avv-locust: 32 records in r/records.csv (run complete)"
+    resumed = RunManifest(records_written=32, records_before_resume=24)
+    assert "32 records (8 this session) in" in summary_line(resumed, Path("r"), False, "interrupted", 0)
+
+
 def _unused() -> tuple:  # keep imports used while later sections land
-    return os, Path, clean_env
+    return os, clean_env
