@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+import gevent.event
 
 from .distribution import MasterWork
 from .lag import client_bound_advice, client_load
@@ -130,15 +131,36 @@ class RunLifecycle:
         self.end_run()
 
     def _on_quitting(self, environment: Any, **_: Any) -> None:
+        second = self.quit_done  # another shutdown() is (or was) already finishing the process
         environment.process_exit_code = self.finish()
+        if second:
+            # Locust runs shutdown() (quitting → stats → sys.exit) once per stop request: in web-UI mode its own
+            # SIGTERM handler does, in a greenlet, beside the main greenlet's (ours: SIGTERM → KeyboardInterrupt),
+            # and a later SIGTERM adds one more. The first one exits the process. A second one must not reach its
+            # sys.exit: after the main greenlet has exited it is raised into the exiting interpreter (the atexit
+            # traceback), and before, it ends the process mid-way through the first. So it waits here until the
+            # process ends: the first one's sys.exit (in the main greenlet or thrown into it) ends both.
+            gevent.event.Event().wait()
 
     def finish(self) -> int:
         """End the process's part, in this order: end the open run (close the writer → write the manifest →
         stop the simulator → score → print) → stop the simulator → exit status (the last run's; 0 when no run
-        began). Idempotent; signals during it are ignored (see _stop_on_signals)."""
+        began). Idempotent; signals during it are ignored (see _stop_on_signals).
+
+        Two shutdowns can overlap (see :meth:`_on_quitting`): a second caller waits for the first to end and gets
+        the same exit status (before: it got 0 at once, while the first was still scoring)."""
         if self.quit_done:
-            return self.exit_code or 0
+            if self.finishing is not None and self.finishing[0] is not gevent.getcurrent():
+                self.finishing[1].wait()
+            return self.exit_code if self.exit_code is not None else EXIT_OK
         self.quit_done = self.stopping = True
+        self.finishing = (gevent.getcurrent(), gevent.event.Event())
+        try:
+            return self._finish()
+        finally:
+            self.finishing[1].set()
+
+    def _finish(self) -> int:
         if self.lag is not None:
             self.lag.stop()
         if self.role == "worker":
