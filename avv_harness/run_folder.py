@@ -153,7 +153,8 @@ def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True)
             result = avv_scoring.stress_only(run_dir)
         else:
             result = avv_scoring.score_paths([run_dir], out_dir=run_dir, html=html)
-        print("\n" + avv_scoring.render_tables(result), flush=True)
+        # the client-bound advice is printed once, by the caller, after the tables (even unscored)
+        print("\n" + avv_scoring.render_tables(result, client_advice=False), flush=True)
         print(f"scores: {run_dir / 'report.md'}", flush=True)
         if "report.html" in result.outputs:
             print(f"report: {result.outputs['report.html']}", flush=True)

@@ -197,7 +197,7 @@ class RunLifecycle:
             run.result = score_run(run.run_dir, no_score=self.options.no_score, stress=run.stress is not None,
                                    html=not self.options.no_html)
         run.exit_code = EXIT_WRITE if run.stop_reason == "disk" else EXIT_OK if completed else EXIT_INCOMPLETE
-        for line in client_bound_advice(run.manifest.extra["client_load"]):
+        for line in client_bound_advice(run.manifest.extra["client_load"]):  # once per run (scoring leaves it out)
             print(f"avv-locust: warning: {line}", flush=True)
         print(summary_line(run.manifest, run.run_dir, completed, run.stop_reason, self.options.max_total_tokens),
               flush=True)

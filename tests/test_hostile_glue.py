@@ -19,12 +19,15 @@ from avv_harness.config import parse_config
 from avv_harness.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK
 from avv_harness.errors import InputError
 from avv_harness.json_input import MAX_JSON_DEPTH, json_depth, parse_json
+from avv_harness.lag import CPU_OWN_LOAD_PCT, client_bound_advice, client_bound_cause
 from avv_harness.locust_plugin import EXPORT_PREFIX, class_names
 from avv_harness.manifest import read_manifest
 from avv_harness.record_file import read_records
 from avv_harness.samples import load_samples
+from avv_scoring import render_tables
 from avv_scoring.baseline_results import read_results
 from tests.e2e_ports import free_port
+from tests.fake_vendor import ScriptedAdapter, stream_reply
 from tests.glue import make_env, options, run_to_end, write_inputs
 from tests.locust_runs import LOCUSTFILE, ROOT, clean_env, locust_cmd, only_run_dir, run_locust, sim_vendors, write_yaml
 
@@ -278,3 +281,51 @@ def test_sigterm_in_web_ui_mode_ends_without_a_traceback(tmp_path, press_start):
         run = json.loads((runs[0] / "run.json").read_text())
         assert run["stop_reason"] == "interrupted" and run["records_written"] == len(read_records(
             runs[0] / "records.csv"))
+
+
+# 5 --------------------------------------------------------------------------------- client-bound advice
+
+
+def load_entry(lag_p99: float, cpu_max: float | None) -> dict:
+    return {"vendors": {}, "lag_p50_ms": 0.5, "lag_p99_ms": lag_p99, "cpu_mean_pct": cpu_max, "cpu_max_pct": cpu_max,
+            "client_bound": True}
+
+
+def test_client_bound_advice_says_which_condition_fired_and_what_it_means():
+    """Before: one text for every case, "add processes", even when the process's own CPU was 5 % (the machine
+    was busy with a vendor on the same host; more processes there make it worse)."""
+    load = {"own": load_entry(40.0, 97.0), "busy": load_entry(40.0, 5.0), "cpu": load_entry(1.0, 92.0),
+            "blind": load_entry(40.0, None), "fine": {**load_entry(1.0, 30.0), "client_bound": False}}
+    assert {w: client_bound_cause(e) for w, e in load.items()} == {
+        "own": "own_load", "busy": "machine_busy", "cpu": "cpu", "blind": "lag", "fine": None}
+    own, busy, cpu, blind = client_bound_advice(load)
+    assert own.startswith("own was client-bound: event-loop lag p99 40.0 ms > 5 ms with its own CPU up to 97.0 %")
+    assert "the load generator is the bottleneck" in own and "--processes" in own
+    assert busy.startswith("busy was delayed by its machine: event-loop lag p99 40.0 ms > 5 ms while its own CPU "
+                           "stayed at most 5.0 %")
+    assert "busy with something else" in busy and "vendor or the simulator on the same host" in busy
+    assert "Move the load generator or the other load" in busy and "--processes N" not in busy
+    assert cpu.startswith("cpu was client-bound: its CPU reached 92.0 % > 85 %") and "--processes" in cpu
+    assert "not measured" in blind
+    assert client_bound_cause(load_entry(6.0, CPU_OWN_LOAD_PCT)) == "own_load"  # the boundary belongs to "own"
+
+
+def test_the_end_of_a_run_prints_the_client_bound_advice_once(tmp_path, capsys):
+    """Before: printed twice, by the scoring tables and again by the harness before the closing line."""
+    from gevent import monkey
+
+    blocking_sleep = monkey.get_original("time", "sleep")
+    config, samples = write_inputs(tmp_path, {"a": {"concurrency": 1}}, n_samples=3)
+
+    def stall(request):
+        blocking_sleep(0.05)  # blocks the event loop: lag p99 ≫ 5 ms
+        return stream_reply()
+
+    args = [a for a in options(tmp_path, config, samples) if a != "--avv-no-score"] + ["--avv-no-html"]
+    env, ctl = make_env(args, adapter=ScriptedAdapter(stall))
+    assert run_to_end(env) == EXIT_OK and ctl.run.result is not None  # scored: the tables were printed
+    out = capsys.readouterr().out
+    advice = [line for line in out.splitlines() if "event-loop lag p99" in line]
+    assert len(advice) == 1 and advice[0].startswith("avv-locust: warning: "), out
+    assert out.index(advice[0]) < out.index("avv-locust: 3 records in")  # just before the closing line
+    assert "event-loop lag p99" in render_tables(ctl.run.result)  # avv-score still prints it (once)
