@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from avv_harness.bfcl import convert
-from avv_harness.config import parse_config
+from avv_harness.config import MAX_VENDORS_PER_RUN, parse_config
 from avv_harness.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK
 from avv_harness.errors import InputError
 from avv_harness.json_input import MAX_JSON_DEPTH, json_depth, parse_json
@@ -329,3 +329,49 @@ def test_the_end_of_a_run_prints_the_client_bound_advice_once(tmp_path, capsys):
     assert len(advice) == 1 and advice[0].startswith("avv-locust: warning: "), out
     assert out.index(advice[0]) < out.index("avv-locust: 3 records in")  # just before the closing line
     assert "event-loop lag p99" in render_tables(ctl.run.result)  # avv-score still prints it (once)
+
+
+# 6 ------------------------------------------------------------------------------------------- many vendors
+
+
+def many_vendors(per_model: dict[str, int]) -> dict:
+    return {model: {"vendors": [{"name": f"v{i}", "url": "http://vendor.test/v1", "is_baseline": i == 0,
+                                 "require_key": False, "concurrency": 1} for i in range(n)]}
+            for model, n in per_model.items()}
+
+
+def test_more_vendors_than_a_run_can_stop_are_refused_at_config_load_with_a_way_out():
+    """Before: 5,000 vendors hung in Locust's stop_users (cubic in the User classes, one per vendor) and run.json
+    was never completed. Now a run holds at most MAX_VENDORS_PER_RUN vendors; --avv-model splits a bigger config."""
+    config = parse_config(many_vendors({"a": 300, "b": MAX_VENDORS_PER_RUN - 299}), "vendors.yaml", {},
+                          check_keys=False)
+    with pytest.raises(InputError) as caught:
+        config.select([])
+    assert str(caught.value).startswith(f"vendors.yaml: {MAX_VENDORS_PER_RUN + 1} vendors: at most "
+                                        f"{MAX_VENDORS_PER_RUN} vendors per run, because Locust")
+    assert "split the config with --avv-model (models: a 300, b 201)" in str(caught.value)
+    assert len(config.select(["a"]).vendors) == 300 and len(config.select(["b"]).vendors) == 201
+    exactly = parse_config(many_vendors({"a": MAX_VENDORS_PER_RUN}), "vendors.yaml", {}, check_keys=False)
+    assert len(exactly.select(None).vendors) == MAX_VENDORS_PER_RUN
+
+
+def test_too_many_vendors_exit_2_when_the_locustfile_loads(tmp_path, capsys):
+    from avv_harness.locust_plugin import user_classes
+
+    config = write_yaml(tmp_path / "vendors.yaml", many_vendors({"a": MAX_VENDORS_PER_RUN + 1}))
+    with pytest.raises(SystemExit) as caught:
+        user_classes(["--avv-config", str(config)])
+    assert caught.value.code == EXIT_INPUT
+    assert f"{MAX_VENDORS_PER_RUN + 1} vendors: at most {MAX_VENDORS_PER_RUN}" in capsys.readouterr().err
+
+
+def test_two_hundred_vendors_start_record_and_stop_by_themselves(tmp_path):
+    """Well inside the bound: one item each, recorded once, the shape stops and run.json is complete."""
+    _, samples = write_inputs(tmp_path, ["x"], n_samples=1)
+    config = write_yaml(tmp_path / "vendors.yaml", many_vendors({"m": 200}))
+    env, ctl = make_env(options(tmp_path, config, samples))
+    started = time.monotonic()
+    assert run_to_end(env, timeout=30) == EXIT_OK
+    assert time.monotonic() - started < 20  # measured ~1.5 s (one shape tick is 1 s)
+    run = json.loads((ctl.run_dir / "run.json").read_text())
+    assert run["completed"] and run["records_written"] == 200 == len(read_records(ctl.run_dir / "records.csv"))
