@@ -22,6 +22,7 @@ from avv_harness.json_input import MAX_JSON_DEPTH, json_depth, parse_json
 from avv_harness.lag import CPU_OWN_LOAD_PCT, client_bound_advice, client_bound_cause
 from avv_harness.locust_plugin import EXPORT_PREFIX, class_names
 from avv_harness.manifest import read_manifest
+from avv_harness.overrides import parse_overrides
 from avv_harness.record_file import read_records
 from avv_harness.samples import load_samples
 from avv_scoring import render_tables
@@ -90,7 +91,7 @@ def test_skipped_deep_line_is_named_at_start_and_in_run_json(tmp_path, capsys):
 
 
 def test_other_json_inputs_name_file_and_line_when_over_deep(tmp_path):
-    """K2VV / MiniMax results, BFCL files and run.json: before, a RecursionError traceback."""
+    """K2VV / MiniMax results, BFCL files, run.json and --avv-extra-body: before, a RecursionError traceback."""
     results = tmp_path / "results.jsonl"
     results.write_text(json.dumps({"data_index": 1, "status": "success"}) + "\n" + "[" * 100_000 + "]" * 100_000)
     with pytest.raises(InputError, match=r"results\.jsonl:2: nested deeper"):
@@ -103,6 +104,8 @@ def test_other_json_inputs_name_file_and_line_when_over_deep(tmp_path):
     (tmp_path / "run.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(InputError, match=r"run\.json: nested deeper"):
         read_manifest(tmp_path)
+    with pytest.raises(InputError, match=r"^--avv-extra-body: nested deeper"):  # from the command line or conf
+        parse_overrides(None, None, '{"x": ' + "[" * 60_000 + "]" * 60_000 + "}", None)
 
 
 @pytest.mark.integration
