@@ -1,0 +1,198 @@
+"""Issue 22, "nothing hangs, everything stops": each case reproduces what hung or reached out before.
+
+Schema validation never touches the network and bounds its regex searches; the raw-mode template sandbox
+has a step, output and time limit; YAML aliases cannot expand without bound; SIGTERM stops the scoring.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import random
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from avv_harness import bounded_schema
+from avv_scoring import metrics as M
+from avv_scoring import schema as S
+from avv_scoring.testing import call, records_frame
+from avv_sim import schema_args
+
+
+def _tools(**schemas):
+    return [{"type": "function", "function": {"name": n, "parameters": p}} for n, p in schemas.items()]
+
+
+def _check(name, arguments, **schemas):
+    return S.check_call(call(name, arguments), S.tool_schemas(_tools(**schemas)))
+
+
+# 1 ------------------------------------------------------------ a remote $ref is never fetched
+
+
+@pytest.fixture
+def recording_server() -> Iterator[tuple[str, list[str]]]:
+    """A local HTTP server that serves a schema and records every path it is asked for."""
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            asked.append(self.path)
+            body = json.dumps({"type": "string"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/schema+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def silent_host() -> Iterator[str]:
+    """A host that accepts the connection and never answers (before: scoring waited on it forever)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        sock.close()
+
+
+def test_a_remote_ref_is_never_fetched_and_makes_the_schema_uncheckable(recording_server):
+    """Before: jsonschema's default registry fetched the URL while scoring (an SSRF: the same code asks
+    http://169.254.169.254/latest/meta-data for a cloud machine's credentials)."""
+    url, asked = recording_server
+    S.clear_cache()
+    remote = {"type": "object", "properties": {"city": {"$ref": f"{url}/city.json"}}}
+    hidden = {"type": "object", "properties": {"x": {"anyOf": [{"type": "integer"}, {"$ref": f"{url}/x"}]}}}
+    assert _check("w", {"city": "Paris"}, w=remote) == S.UNCHECKABLE
+    assert _check("w", {"city": 3}, w=remote) == S.UNCHECKABLE
+    # decided from the schema, not the arguments: a call cannot steer around (or into) the remote branch
+    assert _check("h", {"x": 1}, h=hidden) == S.UNCHECKABLE
+    assert _check("h", {"x": "steered"}, h=hidden) == S.UNCHECKABLE
+    assert _check("m", {}, m={"$ref": "http://169.254.169.254/latest/meta-data"}) == S.UNCHECKABLE
+    # the simulator validates the same way: it neither fetches nor trusts the remote branch
+    assert schema_args.is_valid(remote, {"city": "Paris"})
+    frame = records_frame([{"sample_id": "1", "finish_reason": "tool_calls",
+                            "tool_calls": [call("w", {"city": "Paris"})]}])
+    got = M.schema_accuracy(frame, {"1": _tools(w=remote)})
+    assert got["schema_uncheckable_calls"] == 1 and got["schema_calls"] == 0
+    assert asked == []
+
+
+def test_local_refs_and_defs_keep_working():
+    S.clear_cache()
+    schema = {"type": "object", "properties": {"where": {"$ref": "#/$defs/place"},
+                                               "meta": {"$ref": "https://json-schema.org/draft/2020-12/schema"}},
+              "required": ["where"],
+              "$defs": {"place": {"type": "object", "properties": {"lat": {"type": "number"}}, "required": ["lat"]}}}
+    assert _check("p", {"where": {"lat": 1.5}}, p=schema) == S.VALID
+    assert _check("p", {"where": {"lat": "north"}}, p=schema) == S.INVALID
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"n": {"type": "integer"}},
+              "properties": {"n": {"$ref": "#/definitions/n"}}}
+    assert _check("d", {"n": 1}, d=draft7) == S.VALID
+    assert _check("d", {"n": "one"}, d=draft7) == S.INVALID
+    nested_id = {"$id": "https://example.test/root", "properties": {"a": {"$ref": "inner"}},
+                 "$defs": {"inner": {"$id": "inner", "properties": {"b": {"$ref": "#/$defs/s"}},
+                                     "$defs": {"s": {"type": "string"}}}}}
+    assert _check("n", {"a": {"b": "x"}}, n=nested_id) == S.VALID
+    assert _check("n", {"a": {"b": 1}}, n=nested_id) == S.INVALID
+    assert _check("u", {}, u={"$ref": "#/$defs/missing"}) == S.UNCHECKABLE
+
+
+def test_a_host_that_never_answers_cannot_hang_scoring(silent_host):
+    """Before: validation blocked in urlopen() with no timeout, for ever."""
+    S.clear_cache()
+    started = time.monotonic()
+    assert _check("s", {"a": 1}, s={"properties": {"a": {"$ref": f"{silent_host}/a.json"}}}) == S.UNCHECKABLE
+    # the simulator treats a schema it cannot check as accepting anything, and does not wait either
+    assert schema_args.is_valid({"type": "object", "properties": {"a": {"type": "string"}},
+                                 "$defs": {"r": {"$ref": f"{silent_host}/r"}}}, {"a": 1})
+    assert time.monotonic() - started < 2.0
+
+
+# 2 ------------------------------------------------------ a backtracking pattern is time-bounded
+
+EVIL = "^(a|a)+$"  # Python's re takes ~2^40 steps on 40 "a" and a "!"; regex's guards do not help here
+EVIL_CLASSIC = "^(a+)+$"  # the issue's case: >12 min in re at 100 % CPU, ignoring SIGTERM
+VICTIM = "a" * 40 + "!"
+
+
+@pytest.mark.parametrize("pattern", [EVIL, EVIL_CLASSIC])
+def test_a_catastrophic_pattern_is_decided_in_bounded_time_and_counts_invalid(pattern):
+    """Before: scoring ran for more than 12 minutes at 100 % CPU on one call and ignored SIGTERM."""
+    S.clear_cache()
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": pattern}}}
+    started = time.monotonic()
+    assert _check("t", {"code": VICTIM}, t=schema) == S.INVALID
+    assert time.monotonic() - started < 1.0
+    assert _check("t", {"code": "aaaa"}, t=schema) == S.VALID  # normal strings: decided as before
+
+
+def test_a_timed_out_check_never_improves_the_score():
+    """A vendor cannot make its call uncheckable (left out of the accuracy) by sending a string that makes
+    the pattern time out: it is invalid, like a string that does not match."""
+    S.clear_cache()
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": EVIL}}}
+    frame = records_frame([
+        {"sample_id": "1", "finish_reason": "tool_calls", "tool_calls": [call("t", {"code": "aaa"})]},
+        {"sample_id": "2", "finish_reason": "tool_calls", "tool_calls": [call("t", {"code": VICTIM})]},
+    ])
+    got = M.schema_accuracy(frame, {"1": _tools(t=schema), "2": _tools(t=schema)})
+    assert got["schema_calls"] == 2 and got["schema_uncheckable_calls"] == 0
+    assert got["schema_accuracy"] == pytest.approx(0.5)
+
+
+def test_pattern_properties_and_property_names_are_bounded_too():
+    S.clear_cache()
+    started = time.monotonic()
+    by_key = {"type": "object", "patternProperties": {EVIL: {"type": "integer"}}}
+    closed = {"type": "object", "patternProperties": {EVIL: {"type": "integer"}}, "additionalProperties": False}
+    names = {"type": "object", "propertyNames": {"pattern": EVIL}}
+    assert _check("k", {VICTIM: 1}, k=by_key) == S.INVALID
+    assert _check("c", {VICTIM: 1}, c=closed) == S.INVALID
+    assert _check("n", {VICTIM: 1}, n=names) == S.INVALID
+    # many keys share one budget per call: not 100 ms each
+    assert _check("k", {VICTIM + str(i): 1 for i in range(50)}, k=by_key) == S.INVALID
+    assert time.monotonic() - started < 2.0
+    assert _check("c", {"aaa": 1}, c=closed) == S.VALID
+    assert _check("c", {"bbb": 1}, c=closed) == S.INVALID
+    # jsonschema would match these patterns again with re, without a bound: refused when compiled
+    both = {"type": "object", "patternProperties": {"^a": {}}, "unevaluatedProperties": False}
+    assert _check("b", {"a": 1}, b=both) == S.UNCHECKABLE
+
+
+def test_the_simulator_checks_and_generates_within_bounds():
+    """The simulator validates the same way, and its generator cannot be made to build a huge string."""
+    started = time.monotonic()
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": EVIL}}}
+    assert not schema_args.is_valid(schema, {"code": VICTIM})
+    nested = schema_args._from_pattern("((a{100}){100}){100}", random.Random(1))  # 10^6 characters before
+    assert len(nested) <= schema_args.MAX_GENERATED_CHARS
+    huge = schema_args.generate({"type": "object", "required": ["s", "a"], "properties": {
+        "s": {"type": "string", "minLength": 10**9}, "a": {"type": "array", "minItems": 10**9}}}, "seed")
+    assert len(huge["s"]) == schema_args.MAX_GENERATED_CHARS and len(huge["a"]) == schema_args.MAX_GENERATED_ITEMS
+    assert time.monotonic() - started < 3.0
+
+
+def test_the_regex_budget_is_per_check():
+    validator = bounded_schema.build_validator({"type": "string", "pattern": EVIL})
+    for _ in range(3):  # each check gets its own budget: an earlier timeout does not fail a later value
+        assert not bounded_schema.is_valid(validator, VICTIM)
+        assert bounded_schema.is_valid(validator, "aa")
