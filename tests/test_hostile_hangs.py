@@ -17,10 +17,15 @@ from collections.abc import Iterator
 import pytest
 
 from avv_harness import bounded_schema
+from avv_harness.config import load_config
+from avv_harness.errors import InputError
+from avv_harness.yaml_io import load_yaml, loads_yaml
+from avv_scoring import load_thresholds
 from avv_scoring import metrics as M
 from avv_scoring import schema as S
 from avv_scoring.testing import call, records_frame
-from avv_sim import schema_args
+from avv_sim import ProfileError, load_profiles, schema_args
+from avv_sim.profiles import parse_set
 
 
 def _tools(**schemas):
@@ -196,3 +201,58 @@ def test_the_regex_budget_is_per_check():
     for _ in range(3):  # each check gets its own budget: an earlier timeout does not fail a later value
         assert not bounded_schema.is_valid(validator, VICTIM)
         assert bounded_schema.is_valid(validator, "aa")
+
+
+# 4 ------------------------------------------------------------------------ YAML alias bombs
+
+def _alias_bomb(levels: int = 9) -> str:
+    """The billion laughs: nine lists of nine aliases to the list above (about 700 bytes, 9^9 strings)."""
+    names = "abcdefghijklmnopqrstuvwxyz"
+    lines = [f'    {names[0]}: &{names[0]} ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels):
+        lines.append(f"    {names[i]}: &{names[i]} [" + ", ".join([f"*{names[i - 1]}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_in_a_vendor_config_is_refused_naming_file_and_line(tmp_path):
+    """Before: 698 bytes in extra_body expanded to 2.3 GB in memory while the config loaded."""
+    config = tmp_path / "vendors.yaml"
+    config.write_text("m:\n  vendors:\n    - name: v\n      url: http://127.0.0.1:9/v1\n      extra_body:\n"
+                      + _alias_bomb().replace("    ", "        "), encoding="utf-8")
+    assert len(config.read_bytes()) < 1000
+    started = time.monotonic()
+    with pytest.raises(InputError, match=r"vendors\.yaml: line \d+: alias \*\w expands the document past 100,000"):
+        load_config(str(config), check_keys=False)
+    assert time.monotonic() - started < 1.0
+
+
+def test_every_yaml_the_project_reads_has_the_limit(tmp_path):
+    """Simulator profiles (a file and --set) and threshold files go through the same loader."""
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("profiles:\n  p:\n    extra:\n" + _alias_bomb(), encoding="utf-8")
+    with pytest.raises(ProfileError, match=r"bomb\.yaml: line \d+: alias"):
+        load_profiles(bomb)
+    with pytest.raises(ProfileError, match=r"--set .*line 1: alias"):
+        parse_set(["x=" + "{" + _alias_bomb().replace("\n", ",").strip(",").replace("    ", "") + "}"])
+    thresholds = tmp_path / "t.yaml"
+    thresholds.write_text("name: t\nbase: none\nextra:\n" + _alias_bomb(), encoding="utf-8")
+    with pytest.raises(InputError, match=r"t\.yaml: line \d+: alias"):
+        load_thresholds(thresholds)
+    recursive = tmp_path / "r.yaml"
+    recursive.write_text("models:\n  m: &m [*m]\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"r\.yaml: line 2: alias \*m is inside the node it refers to"):
+        load_yaml(str(recursive), "config")
+
+
+def test_configs_with_a_few_anchors_and_merge_keys_keep_working(tmp_path):
+    config = tmp_path / "vendors.yaml"
+    config.write_text(
+        "m:\n  vendors:\n"
+        "    - &first {name: v1, url: 'http://127.0.0.1:9/v1', concurrency: 2, is_baseline: true,\n"
+        "              extra_body: &body {temperature: 0, stop: [a, b]}}\n"
+        "    - {<<: *first, name: v2, concurrency: 3, is_baseline: false, extra_body: *body}\n",
+        encoding="utf-8")
+    vendors = load_config(str(config), check_keys=False).vendors
+    assert [v.concurrency for v in vendors] == [2, 3]
+    assert all(v.extra_body == {"temperature": 0, "stop": ["a", "b"]} for v in vendors)
+    assert loads_yaml("a: &a [1, 2]\nb: [*a, *a, *a]\n", "x") == {"a": [1, 2], "b": [[1, 2]] * 3}
