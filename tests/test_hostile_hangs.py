@@ -16,9 +16,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from avv_harness import bounded_schema
+from avv_harness import bounded_schema, chat_template
+from avv_harness.chat_template import TemplateLimitError, check_chat_template, load_chat_template
 from avv_harness.config import load_config
+from avv_harness.controller import EXIT_OK
 from avv_harness.errors import InputError
+from avv_harness.record_file import read_records
 from avv_harness.yaml_io import load_yaml, loads_yaml
 from avv_scoring import load_thresholds
 from avv_scoring import metrics as M
@@ -26,6 +29,8 @@ from avv_scoring import schema as S
 from avv_scoring.testing import call, records_frame
 from avv_sim import ProfileError, load_profiles, schema_args
 from avv_sim.profiles import parse_set
+from tests.fake_vendor import ScriptedAdapter
+from tests.glue import make_env, options, run_to_end, write_inputs
 
 
 def _tools(**schemas):
@@ -256,3 +261,82 @@ def test_configs_with_a_few_anchors_and_merge_keys_keep_working(tmp_path):
     assert [v.concurrency for v in vendors] == [2, 3]
     assert all(v.extra_body == {"temperature": 0, "stop": ["a", "b"]} for v in vendors)
     assert loads_yaml("a: &a [1, 2]\nb: [*a, *a, *a]\n", "x") == {"a": [1, 2], "b": [[1, 2]] * 3}
+
+
+# 3 ------------------------------------------------- raw mode's chat template: step, output, time limits
+
+NESTED_RANGES = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+
+
+@pytest.mark.parametrize("body, limit", [
+    (NESTED_RANGES, "steps"),  # before: 10^10 iterations, SIGTERM and -t ignored, records lost
+    ("{% for i in range(100000) %}{{ 'x' * 2500 }}{% endfor %}", "characters of output"),  # before: 250 MB
+    ("{% for i in range(100000) %}" + "y" * 2500 + "{% endfor %}", "characters of output"),  # the template's text
+    ("{% set b %}{% for i in range(100000) %}{{ 'z' * 2500 }}{% endfor %}{% endset %}{{ b|length }}",
+     "characters of output"),  # buffered in a set block, never written out
+    ("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+     "a value of"),  # doubling with ~: 2 TB after 40 rounds
+    ("{% set ns = namespace(s=['a']) %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+     "a value of"),
+    ("{{ 2 ** 1000000000 }}", "bits"),
+    ("{{ 'x'|center(1000000000) }}", "filter center"),
+    ("{{ 'x'.ljust(1000000000) }}", "a call with the argument"),
+    ("{{ [1]|slice(1000000000)|list|length }}", "filter slice"),
+    ("{% macro f(n) %}{{ f(n) ~ f(n) }}{% endmacro %}{{ f(1) }}", "recursion too deep"),
+    ("{% for x in [1, 2] recursive %}{{ loop([1, 2]) }}{% endfor %}", "recursion too deep"),
+])
+def test_a_template_over_a_limit_stops_with_an_error_naming_it(tmp_path, body, limit):
+    path = tmp_path / "evil.jinja"
+    path.write_text(body, encoding="utf-8")
+    started = time.monotonic()
+    with pytest.raises(TemplateLimitError, match=rf"chat template {path}: .*{limit}"):
+        load_chat_template(path).render([{"role": "user", "content": "hi"}])
+    assert time.monotonic() - started < chat_template.MAX_RENDER_S + 1.0
+    # and the config refuses it when it loads (a two-message trial rendering)
+    assert f"{path}: " in check_chat_template(str(path)) and limit in check_chat_template(str(path))
+
+
+def test_the_limits_are_a_step_count_an_output_size_and_a_time(tmp_path, monkeypatch):
+    """The time bound holds where the step bound is far away (slow steps)."""
+    monkeypatch.setattr(chat_template, "MAX_RENDER_S", 0.2)
+    path = tmp_path / "slow.jinja"
+    path.write_text("{% for i in range(100000) %}{{ range(100000)|list|length }}{% endfor %}", encoding="utf-8")
+    started = time.monotonic()
+    with pytest.raises(TemplateLimitError, match="rendering took more than 0.2 s"):
+        load_chat_template(path).render([{"role": "user", "content": "hi"}])
+    assert time.monotonic() - started < 1.5
+
+
+def test_normal_templates_render_as_before(tmp_path):
+    path = tmp_path / "ok.jinja"
+    path.write_text("{% for m in messages %}<{{ m.role }}>{{ m.content ~ '!' }}{% endfor %}"
+                    "{% for i in range(3) %}{{ loop.index }}/{{ loop.length }}{% else %}none{% endfor %}"
+                    "{{ 'ab' * 2 }}{{ [1] + [2] }}{{ 2 ** 10 }}{{ '%s-%s' % ('a', 'b') }}{{ 'x'|center(5) }}"
+                    "{% if add_generation_prompt %}<assistant>{% endif %}", encoding="utf-8")
+    assert check_chat_template(str(path)) is None
+    assert load_chat_template(path).render([{"role": "user", "content": "hi"}]) == (
+        "<user>hi!1/32/33/3abab[1, 2]1024a-b  x  <assistant>")
+
+
+def test_a_template_over_a_limit_at_run_time_is_a_client_error_and_the_run_goes_on(tmp_path):
+    """A template that passes the config's trial but not a real conversation: before, the whole process froze
+    (SIGTERM and -t ignored, records lost); now that item is recorded client_error with the reason."""
+    template = tmp_path / "long.jinja"
+    template.write_text("{% if messages|length > 2 %}" + NESTED_RANGES + "{% endif %}"
+                        "{% for m in messages %}{{ m.content }}{% endfor %}", encoding="utf-8")
+    turns = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, {"role": "user", "content": "q2"}]
+    lines = [{"data_index": "short", "messages": turns[:1]}, {"data_index": "long", "messages": turns}]
+    raw = {"endpoint": "completions", "chat_template": str(template)}
+    config, samples = write_inputs(tmp_path, {"a": raw, "b": raw}, sample_lines=lines)
+    text = b'data: {"choices": [{"index": 0, "text": "done", "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'
+    adapter = ScriptedAdapter(lambda request: (200, {"Content-Type": "text/event-stream"}, text))
+    env, ctl = make_env(options(tmp_path, config, samples), adapter=adapter)
+    started = time.monotonic()
+    assert run_to_end(env) == EXIT_OK
+    assert time.monotonic() - started < 4 * chat_template.MAX_RENDER_S + 5
+    frame = read_records(ctl.run_dir / "records.csv").set_index(["vendor", "sample_id"])
+    for vendor in ("a", "b"):
+        assert frame.loc[(vendor, "short"), "status"] == "success"
+        assert frame.loc[(vendor, "long"), "error_kind"] == "client_error"
+        assert "long.jinja" in frame.loc[(vendor, "long"), "error_detail"]
+        assert "more than 1,000,000 steps" in frame.loc[(vendor, "long"), "error_detail"]
