@@ -139,13 +139,15 @@ def fill_manifest(manifest: RunManifest, *, run: RunState, options: RunOptions, 
 
 def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True) -> Any:
     """Score the run folder, print the tables and where report.md and report.html are (stress runs with
-    --avv-no-score: the stress outputs only); the ScoreResult, or None. Never raises: the records are safe
-    on disk and ``avv-score RUN`` can score them later."""
+    --avv-no-score: the stress outputs only); the ScoreResult, or None. Never raises an Exception: the records
+    are safe on disk and ``avv-score RUN`` can score them later (a stop signal, a KeyboardInterrupt, passes)."""
     if no_score and not stress:
         return None
     try:
         import avv_scoring
 
+        print(f"avv-locust: scoring {run_dir} (Ctrl-C or SIGTERM stops the scoring; the records are complete)",
+              flush=True)
         if no_score:  # stress.csv, capacity.csv, plots and the report's stress section
             result = avv_scoring.stress_only(run_dir)
         else:

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import random
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +26,7 @@ from avv_harness.config import load_config
 from avv_harness.controller import EXIT_OK
 from avv_harness.errors import InputError
 from avv_harness.record_file import read_records
+from avv_harness.stop_signals import Interrupted, interrupt_on_signals
 from avv_harness.yaml_io import load_yaml, loads_yaml
 from avv_scoring import load_thresholds
 from avv_scoring import metrics as M
@@ -31,6 +36,8 @@ from avv_sim import ProfileError, load_profiles, schema_args
 from avv_sim.profiles import parse_set
 from tests.fake_vendor import ScriptedAdapter
 from tests.glue import make_env, options, run_to_end, write_inputs
+from tests.locust_runs import clean_env, locust_cmd
+from tests.wire_server import ScriptServer, chunk, headers, sse
 
 
 def _tools(**schemas):
@@ -340,3 +347,97 @@ def test_a_template_over_a_limit_at_run_time_is_a_client_error_and_the_run_goes_
         assert frame.loc[(vendor, "long"), "error_kind"] == "client_error"
         assert "long.jinja" in frame.loc[(vendor, "long"), "error_detail"]
         assert "more than 1,000,000 steps" in frame.loc[(vendor, "long"), "error_detail"]
+
+
+# 5 ------------------------------------------------------- SIGTERM stops the scoring, and avv-score
+
+
+def _slow_to_score(tmp_path, server: ScriptServer, n_samples: int = 60):
+    """A vendor config and samples whose scoring takes ~0.1 s per item: each sample's tool has its own schema
+    (a backtracking pattern) and the vendor always sends the string that makes it time out."""
+    call_text = json.dumps({"code": VICTIM})
+    server.scripts["/v/v1"] = [headers(), sse(chunk({"role": "assistant", "content": ""})),
+                               sse(chunk({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                                                          "function": {"name": "t", "arguments": call_text}}]})),
+                               sse(chunk({}, "tool_calls")), b"data: [DONE]\n\n"]
+    lines = [{"data_index": f"s{i}", "messages": [{"role": "user", "content": f"q{i}"}],
+              "tools": _tools(t={"type": "object", "$comment": f"sample {i}",
+                                 "properties": {"code": {"type": "string", "pattern": EVIL}}})}
+             for i in range(n_samples)]
+    return write_inputs(tmp_path, {"v": {"concurrency": 4}}, sample_lines=lines,
+                        url=f"http://127.0.0.1:{server.port}/{{name}}/v1")
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.integration
+def test_sigterm_during_the_scoring_stops_it_and_says_how_to_score_later(tmp_path):
+    """Before: the harness's signal handler was a gevent one, which runs only when the hub gets control, so a
+    signal during the end-of-run scoring (pandas and schema checks in one greenlet) was at best
+    "acknowledged", and a backtracking pattern kept the process at 100 % CPU for minutes."""
+    server = ScriptServer()
+    try:
+        config, samples = _slow_to_score(tmp_path, server)
+        out = tmp_path / "out"
+        log = (tmp_path / "stdout.txt").open("w")
+        proc = subprocess.Popen(locust_cmd("--headless", "--avv-config", str(config), "--avv-samples", str(samples),
+                                           "--avv-out", str(out), "--avv-run-id", "slow", "--avv-start-jitter-s", "0"),
+                                cwd=tmp_path, env=clean_env(), stdout=log, stderr=subprocess.STDOUT, text=True)
+        try:
+            _wait_for(lambda: "avv-locust: scoring" in (tmp_path / "stdout.txt").read_text(), 60, "the scoring")
+            time.sleep(0.3)  # well inside the scoring (~6 s of schema checks)
+            proc.send_signal(signal.SIGTERM)
+            sent = time.monotonic()
+            status = proc.wait(timeout=30)
+            stopped_in = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            log.close()
+    finally:
+        server.stop()
+    output = (tmp_path / "stdout.txt").read_text()
+    assert stopped_in < 3.0, output[-2000:]
+    assert status == 128 + signal.SIGTERM, output[-2000:]
+    run_dir = out / "slow"
+    assert f"scoring stopped by SIGTERM; the records and run.json are complete: score them with avv-score {run_dir}" \
+        in output
+    assert "60 records" in output and "Traceback" not in output
+    assert json.loads((run_dir / "run.json").read_text())["completed"] is True
+    assert len(read_records(run_dir / "records.csv")) == 60
+
+    # avv-score on the same slow input: SIGTERM (and Ctrl-C) stop it at once, one line, no traceback
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        proc = subprocess.Popen([sys.executable, "-m", "avv_scoring.cli", str(run_dir), "--out", str(tmp_path / "s")],
+                                cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        time.sleep(2.5)  # imported and scoring (the schema checks alone take ~6 s)
+        assert proc.poll() is None
+        proc.send_signal(signum)
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        assert time.monotonic() - sent < 3.0
+        assert proc.returncode == 128 + signum, err
+        assert f"avv-score: stopped by {signal.Signals(signum).name}" in err and "Traceback" not in err
+
+
+def test_interrupt_on_signals_stops_a_cpu_bound_step_and_restores_the_handlers():
+    """The mechanism in-process: a Python-level handler raises between bytecodes of a busy loop; after the
+    block the previous handler is back and ``after`` (the harness re-arms gevent's handlers there) has run."""
+    before = signal.getsignal(signal.SIGTERM)
+    rearmed = []
+    # another process sends it: a thread here would be a greenlet (Locust's monkey-patching), never run
+    subprocess.Popen(["sh", "-c", f"sleep 0.2; kill -TERM {os.getpid()}"])
+    started = time.monotonic()
+    with pytest.raises(Interrupted) as info, interrupt_on_signals(after=lambda: rearmed.append(True)):
+        while time.monotonic() - started < 10:
+            sum(range(1000))
+    assert info.value.signum == signal.SIGTERM and info.value.exit_status == 143 and info.value.name == "SIGTERM"
+    assert time.monotonic() - started < 2.0
+    assert signal.getsignal(signal.SIGTERM) == before and rearmed == [True]
