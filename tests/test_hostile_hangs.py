@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import pytest
 
 from avv_harness import bounded_schema, chat_template
+from avv_harness.agent_task import parse_agent
 from avv_harness.chat_template import TemplateLimitError, check_chat_template, load_chat_template
 from avv_harness.config import load_config
 from avv_harness.controller import EXIT_OK
@@ -441,3 +442,13 @@ def test_interrupt_on_signals_stops_a_cpu_bound_step_and_restores_the_handlers()
     assert info.value.signum == signal.SIGTERM and info.value.exit_status == 143 and info.value.name == "SIGTERM"
     assert time.monotonic() - started < 2.0
     assert signal.getsignal(signal.SIGTERM) == before and rearmed == [True]
+
+
+def test_an_agent_tasks_final_text_pattern_is_time_bounded_too():
+    """The same rule for the user's ``final_text_pattern`` matched against a vendor's answer: before, Python's
+    re could run for minutes on an answer built to backtrack; now such an answer is no match (wrong_answer)."""
+    task = parse_agent({"max_steps": 2, "final_text_pattern": EVIL}, None, "samples.jsonl: line 1: agent")
+    started = time.monotonic()
+    assert not task.final_text_matches(VICTIM)
+    assert time.monotonic() - started < 1.0
+    assert task.final_text_matches("aaaa")
