@@ -19,6 +19,7 @@ Layer: inputs (a tool's ``parameters`` is the user's input; the value checked ma
 from __future__ import annotations
 
 import contextvars
+import functools
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -64,9 +65,15 @@ def search(pattern: str, text: str) -> bool:
     if remaining <= 0:
         raise PatternTimeout(pattern)
     try:
-        return regex.search(pattern, text, timeout=remaining) is not None
+        return _compiled(pattern).search(text, timeout=remaining) is not None
     except TimeoutError:
         raise PatternTimeout(pattern) from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(pattern: str) -> Any:
+    """``regex.compile``, cached here: regex's own cache lookup costs more than the search of a short string."""
+    return regex.compile(pattern)
 
 
 def _timeout_error(pattern: str) -> ValidationError:
@@ -183,7 +190,7 @@ def build_validator(schema: Any) -> Any:
     _walk(schema, spec, resolver, found)
     for pattern in found["patterns"]:
         try:
-            regex.compile(pattern)
+            _compiled(pattern)
         except (regex.error, OverflowError, RecursionError) as exc:
             raise UnusableSchema(f"pattern {pattern!r} is not a usable regex ({exc})") from None
     if {"patternProperties", "unevaluatedProperties"} <= set(found["keywords"]):

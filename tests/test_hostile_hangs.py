@@ -452,3 +452,13 @@ def test_an_agent_tasks_final_text_pattern_is_time_bounded_too():
     assert not task.final_text_matches(VICTIM)
     assert time.monotonic() - started < 1.0
     assert task.final_text_matches("aaaa")
+
+
+def test_a_config_whose_template_is_over_a_limit_is_an_input_error_naming_it(tmp_path):
+    template = tmp_path / "nested.jinja"
+    template.write_text(NESTED_RANGES, encoding="utf-8")
+    config, _ = write_inputs(tmp_path, {"a": {"endpoint": "completions", "chat_template": str(template)}})
+    started = time.monotonic()
+    with pytest.raises(InputError, match=rf"chat_template: chat template {template}: more than 1,000,000 steps"):
+        load_config(str(config), check_keys=False)
+    assert time.monotonic() - started < chat_template.MAX_RENDER_S + 1.0
