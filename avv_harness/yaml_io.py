@@ -93,6 +93,8 @@ def _load(stream: Any, where: str) -> Any:
         return yaml.load(stream, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
+    except RecursionError:  # PyYAML composes and constructs recursively
+        raise InputError(f"{where}: nested too deeply to read") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"line {mark.line + 1}" if mark else "?"

@@ -251,6 +251,10 @@ def test_every_yaml_the_project_reads_has_the_limit(tmp_path):
     thresholds.write_text("name: t\nbase: none\nextra:\n" + _alias_bomb(), encoding="utf-8")
     with pytest.raises(InputError, match=r"t\.yaml: line \d+: alias"):
         load_thresholds(thresholds)
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("a: " + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")  # before: RecursionError
+    with pytest.raises(InputError, match=r"deep\.yaml: nested too deeply to read"):
+        load_yaml(str(deep), "config")
     recursive = tmp_path / "r.yaml"
     recursive.write_text("models:\n  m: &m [*m]\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"r\.yaml: line 2: alias \*m is inside the node it refers to"):
