@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import threading
 from collections.abc import Callable, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -37,17 +36,19 @@ class Interrupted(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def interrupt_on_signals(after: Callable[[], None] | None = None) -> Iterator[None]:
-    """While the block runs, SIGINT and SIGTERM raise :class:`Interrupted` in it (main thread only; elsewhere
-    the block runs unchanged). Then the previous Python-level handlers come back, and ``after`` runs: the
-    harness re-arms gevent's handlers there (installing ours replaced them at the OS level)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    """While the block runs, SIGINT and SIGTERM raise :class:`Interrupted` in it (in the main thread, whichever
+    greenlet runs it; in another thread the block runs unchanged). Then the previous Python-level handlers
+    come back, and ``after`` runs: the harness re-arms gevent's handlers there (ours replaced them at the OS
+    level)."""
 
     def handler(signum: int, frame: object) -> None:
         raise Interrupted(signum)
 
-    previous = {signum: signal.signal(signum, handler) for signum in SIGNALS}
+    try:  # Python asks the OS thread (threading.current_thread() is a greenlet's stand-in under gevent)
+        previous = {signum: signal.signal(signum, handler) for signum in SIGNALS}
+    except ValueError:  # not the main thread: no handler can be installed here, the block runs unchanged
+        yield
+        return
     try:
         yield
     finally:

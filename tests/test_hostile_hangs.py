@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+import gevent
 import pytest
 
 from avv_harness import bounded_schema, chat_template
@@ -446,6 +447,25 @@ def test_interrupt_on_signals_stops_a_cpu_bound_step_and_restores_the_handlers()
     assert info.value.signum == signal.SIGTERM and info.value.exit_status == 143 and info.value.name == "SIGTERM"
     assert time.monotonic() - started < 2.0
     assert signal.getsignal(signal.SIGTERM) == before and rearmed == [True]
+
+
+def test_interrupt_on_signals_works_in_any_greenlet_of_the_main_thread():
+    """The harness scores in whichever greenlet ends the run (the shape's, a web request's); under gevent
+    those are not threading's main thread, but signals still reach them."""
+
+    def busy() -> str:
+        started = time.monotonic()
+        try:
+            with interrupt_on_signals():
+                subprocess.Popen(["sh", "-c", f"sleep 0.2; kill -INT {os.getpid()}"])
+                while time.monotonic() - started < 10:
+                    sum(range(1000))
+        except Interrupted as exc:
+            return f"{exc.name} after {time.monotonic() - started:.1f} s"
+        return "not interrupted"
+
+    result = gevent.spawn(busy).get(timeout=15)
+    assert result.startswith("SIGINT after") and float(result.split()[2]) < 2.0, result
 
 
 def test_an_agent_tasks_final_text_pattern_is_time_bounded_too():
