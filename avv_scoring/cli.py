@@ -14,7 +14,9 @@ score runs, re-render a stress run, or compute IRF over a ready metrics table.
     avv-score metrics                       (the registry's metric table, as in the README)
     avv-score thresholds [PRESET|FILE.yaml] (a threshold preset as YAML, ready to copy and edit)
 
-Bad input prints one message naming the file and field and exits with status 2 (no traceback).
+Bad input prints one message naming the file and field and exits with status 2 (no traceback). Exit status:
+0 scored; 1 ``--strict`` and a vendor failed (or nothing to score); 2 bad input; 4 scored, but rows holding a
+number no record can hold were left out (each named on stderr and in report.md).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from .uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, VERDICT_MODES, StatsSe
 from .verdict import DEFAULT_PRESET, Thresholds
 
 PROG = "avv-score"
+#: Exit status when the run was scored without some of its rows (each named): the scores are not the whole run's.
+EXIT_ROWS_LEFT_OUT = 4
 
 
 def _threshold(text: str) -> float | None:
@@ -301,12 +305,15 @@ def _report(result: ScoreResult, args: argparse.Namespace) -> int:
             sys.stdout.write(
                 f"wrote {', '.join(os.path.basename(p) for p in result.outputs.values())} to {folder}\n"
             )
+    if result.excluded_rows:
+        sys.stderr.write(f"{PROG}: warning: {len(result.excluded_rows)} row(s) left out, the rest scored:\n")
+        sys.stderr.write("".join(f"  {line}\n" for line in result.excluded_rows))
     if args.strict and result.scored and result.scores.empty:
         sys.stderr.write(f"{PROG}: --strict: no records to score, so no vendor passed\n")
         return 1
     if args.strict and result.scored and not result.passed:
         return 1
-    return 0
+    return EXIT_ROWS_LEFT_OUT if result.excluded_rows else 0
 
 
 def main_score(argv: Sequence[str]) -> int:

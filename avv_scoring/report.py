@@ -16,6 +16,7 @@ added to one of the two tuples; nothing appends to report.md afterwards.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -369,11 +370,27 @@ def render_tables(result: ScoreResult) -> str:
 
 
 def _jsonable(value: Any) -> Any:
+    """A JSON value: missing or not finite → null (JSON has no NaN or Infinity), numpy scalars → Python."""
     if is_missing(value):
         return None
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        return value.item()
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     return value
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: into a temporary file next to it, then renamed over it,
+    so an interrupted or failed scoring never leaves a truncated output (a half-written scores.json)."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -441,13 +458,11 @@ def write_outputs(result: ScoreResult, out_dir: str | os.PathLike[str], html: bo
         _csv_frame(result.scores.reindex(columns=list(SCORE_COLUMNS))).to_csv(paths["scores.csv"], index=False)
         result.by_repeat.reindex(columns=list(REPEAT_COLUMNS)).to_csv(paths["scores_by_repeat.csv"], index=False)
         result.disagreements.reindex(columns=list(DISAGREEMENT_COLUMNS)).to_csv(paths["disagreements.csv"], index=False)
-        with open(paths["scores.json"], "w", encoding="utf-8") as fh:
-            json.dump(result_dict(result), fh, indent=2, ensure_ascii=False, allow_nan=False)
-            fh.write("\n")
+        write_text(paths["scores.json"], json.dumps(result_dict(result), indent=2, ensure_ascii=False,
+                                                    allow_nan=False) + "\n")
     if result.stress is not None:
         paths.update(write_stress_files(result.stress, out_dir))
-    with open(paths["report.md"], "w", encoding="utf-8") as fh:
-        fh.write(render_markdown(result))
+    write_text(paths["report.md"], render_markdown(result))
     if html:  # the figures take ~2 s (matplotlib); --no-html / --avv-no-html skip them
         from .report_html import write_html  # imports this module
 

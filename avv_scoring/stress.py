@@ -290,26 +290,35 @@ def stress_tables(run_dir: str | os.PathLike[str]) -> StressResult | None:
     return stress_result(records, settings, folder, notes)
 
 
+def plain_figure_text() -> Any:
+    """A context in which matplotlib draws figure text as written: by default it reads ``$…$`` as TeX math, so a
+    tool or vendor name such as ``get$\\undefinedcmd$`` in a label raised inside its parser and lost the report."""
+    import matplotlib
+
+    return matplotlib.rc_context({"text.parse_math": False})
+
+
 def plot(levels: pd.DataFrame, column: str, ylabel: str, path: str, slo: float | None = None) -> None:
     """One line per vendor of ``column`` over the levels (log2 x axis), saved as PNG at ``path``."""
     from matplotlib.figure import Figure  # no pyplot: no global figure state, no backend switch
     from matplotlib.ticker import ScalarFormatter
 
-    fig = Figure(figsize=(7, 4.2), dpi=110)
-    ax = fig.subplots()
-    for vendor, group in levels.groupby("vendor", sort=True):
-        ax.plot(group["level"], group[column], marker="o", label=vendor)
-    if slo is not None:
-        ax.axhline(slo, color="grey", linestyle="--", linewidth=1, label="SLO")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted(levels["level"].unique()))
-    ax.get_xaxis().set_major_formatter(ScalarFormatter())
-    ax.set_xlabel("concurrency (users per vendor)")
-    ax.set_ylabel(ylabel)
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
+    with plain_figure_text():
+        fig = Figure(figsize=(7, 4.2), dpi=110)
+        ax = fig.subplots()
+        for vendor, group in levels.groupby("vendor", sort=True):
+            ax.plot(group["level"], group[column], marker="o", label=vendor)
+        if slo is not None:
+            ax.axhline(slo, color="grey", linestyle="--", linewidth=1, label="SLO")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(levels["level"].unique()))
+        ax.get_xaxis().set_major_formatter(ScalarFormatter())
+        ax.set_xlabel("concurrency (users per vendor)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(path)
 
 
 def write_stress_files(result: StressResult, out_dir: str | os.PathLike[str]) -> dict[str, str]:
