@@ -248,3 +248,27 @@ def test_a_tool_name_with_dollar_signs_does_not_break_report_html(tmp_path):
     result = score_paths([ctl.run_dir], out_dir=ctl.run_dir, html=True)
     page = (ctl.run_dir / "report.html").read_text()
     assert "report.html" in result.outputs and "get$\\undefinedcmd$" in page and "data:image/png" in page
+
+
+def test_the_web_ui_does_not_call_scores_final_when_the_runs_own_scoring_failed(tmp_path, monkeypatch):
+    # before: records.csv could not be read back, report.html was 404, yet the Vendors tab said "final scores"
+    # (scored from memory)
+    import sys
+
+    import avv_scoring
+    from tests.test_web_ui import start_ui, ui_args, wait_until
+
+    monkeypatch.setattr(sys, "argv", ["locust"])
+    monkeypatch.setattr(avv_scoring, "score_paths", lambda *a, **k: (_ for _ in ()).throw(ValueError("broken")))
+    config, samples = write_inputs(tmp_path, ["ref", "alt"], n_samples=2)
+    env, ctl = make_env(ui_args(tmp_path, config, samples, "--avv-no-html"))
+    client = start_ui(env, ctl)
+    try:
+        assert client.post("/swarm", data={"user_count": 0, "spawn_rate": 0}).get_json()["success"]
+        wait_until(lambda: ctl.run is not None and ctl.run.finished)
+        note = wait_until(lambda: (n := client.get("/avv/live.json").get_json()["note"]) != "final scores"
+                          and "scoring failed" in n and n)
+        assert note.startswith("scores of the records in memory: the run's scoring failed (ValueError: broken)")
+        assert ctl.run.exit_code == EXIT_SCORING
+    finally:
+        env.runner.quit()
