@@ -26,9 +26,10 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP: CSV injection).
@@ -37,9 +38,7 @@ FORMULA_LEADING = ("=", "+", "-", "@", "\t", "\r")
 CSV_TEXT_MARK = "'"
 _NEEDS_MARK = re.compile(r"^[=+\-@\t\r']")
 _PLAIN_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
-# one regex for the vectorised frame path: begins with a marked character and is not a plain number
-_NEEDS_MARK_NOT_NUMBER = r"^(?![+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$)[=+\-@\t\r']"
-_MARKED = r"^'[=+\-@\t\r']"
+_MARK_FIRST = frozenset((*FORMULA_LEADING, CSV_TEXT_MARK))
 
 # Bidirectional embeddings, overrides and isolates (they reorder what a terminal shows: "Trojan Source").
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -63,39 +62,36 @@ def restore_cell(value: Any) -> Any:
     return value
 
 
-def neutralise_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``frame`` whose text cells are :func:`neutralise_cell`'d (numeric columns untouched)."""
+def _map_text_cells(frame: pd.DataFrame, first: frozenset[str], change: Callable[[Any], Any]) -> pd.DataFrame:
+    """A copy of ``frame`` with ``change`` applied to each text cell whose first character is in ``first``
+    (found vectorised; only those few cells go through Python)."""
     out = frame.copy()
-    for column in out.columns:
-        series = out[column]
+    for position, column in enumerate(out.columns):
+        series = out.iloc[:, position]
         if not (pd.api.types.is_object_dtype(series) or pd.api.types.is_string_dtype(series)):
             continue
-        mask = series.map(lambda v: isinstance(v, str)).astype(bool)
-        if not mask.any():
+        try:
+            heads = series.str[:1]  # NaN for a cell that is not text
+        except AttributeError:  # no text in the column at all
             continue
-        text = series[mask].astype(str)
-        marked = text.str.contains(_NEEDS_MARK_NOT_NUMBER, regex=True)
-        if marked.any():
-            series = series.astype("object").copy()
-            series.loc[marked[marked].index] = CSV_TEXT_MARK + text[marked]
-            out[column] = series
+        candidates = np.flatnonzero(heads.isin(first).to_numpy(dtype=bool))
+        if not len(candidates):
+            continue
+        values = series.to_numpy(dtype=object, copy=True)
+        for i in candidates:
+            values[i] = change(values[i])
+        out[column] = pd.Series(values, index=series.index, dtype=series.dtype)
     return out
+
+
+def neutralise_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` whose text cells are :func:`neutralise_cell`'d (numeric columns untouched)."""
+    return _map_text_cells(frame, _MARK_FIRST, neutralise_cell)
 
 
 def restore_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """The inverse of :func:`neutralise_frame` for a CSV read back as text (``dtype=str``)."""
-    out = frame.copy()
-    for column in out.columns:
-        series = out[column]
-        if not (pd.api.types.is_object_dtype(series) or pd.api.types.is_string_dtype(series)):
-            continue
-        text = series.map(lambda v: v if isinstance(v, str) else "")
-        marked = text.str.contains(_MARKED, regex=True)
-        if marked.any():
-            series = series.astype("object").copy()
-            series.loc[marked[marked].index] = text[marked].str.slice(1)
-            out[column] = series
-    return out
+    return _map_text_cells(frame, frozenset(CSV_TEXT_MARK), restore_cell)
 
 
 # ---------------------------------------------------------------------------------------------- Markdown
