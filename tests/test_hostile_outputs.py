@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from avv_harness.config import load_config, parse_config
+from avv_harness.config import _Problems, load_config, parse_config
 from avv_harness.errors import InputError
 from avv_harness.overrides import parse_overrides
 from avv_harness.web_ui import install_web_ui
@@ -332,6 +332,16 @@ def test_substituted_values_never_appear_in_config_messages(patch, env, secret, 
     """A ${VAR} value is a secret (README): a message names the file, the key and the variable instead."""
     message = _config_error(patch, env)
     assert secret not in message and "c.yaml: m.vendors[0] (v)." + needle in message
+
+
+def test_a_substituted_value_is_blanked_from_any_config_message_as_a_last_guard():
+    """Whatever a future message quotes, a substituted value (of at least HIDDEN_MIN_CHARS) comes out as ***."""
+    problems = _Problems("c.yaml")
+    problems.hide(["s3cr3t-token", "80"])
+    problems.add("m.vendors[0] (v).url", "quoted 's3cr3t-token' on port 80")
+    with pytest.raises(InputError) as info:
+        problems.raise_if_any()
+    assert "s3cr3t-token" not in str(info.value) and "quoted '***' on port 80" in str(info.value)
 
 
 def test_a_url_without_variables_is_still_shown_redacted():
