@@ -311,7 +311,7 @@ def _report(result: ScoreResult, args: argparse.Namespace) -> int:
             )
     if result.excluded_rows:
         sys.stderr.write(f"{PROG}: warning: {len(result.excluded_rows)} row(s) left out, the rest scored:\n")
-        sys.stderr.write("".join(f"  {line}\n" for line in result.excluded_rows))
+        sys.stderr.write("".join(f"  {terminal_text(line)}\n" for line in result.excluded_rows))
     if args.strict and result.scored and result.scores.empty:
         sys.stderr.write(f"{PROG}: --strict: no records to score, so no vendor passed\n")
         return 1
