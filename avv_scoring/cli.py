@@ -32,6 +32,7 @@ import pandas as pd
 from avv_harness.errors import InputError
 
 from .baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
+from .escape import neutralise_frame, restore_frame, terminal_text
 from .irf import irf_scores, irf_table_columns, resolve_irf_metrics
 from .k2vv import FORMAT, export_run
 from .presets import PRESETS, resolve_thresholds, thresholds_yaml
@@ -240,7 +241,9 @@ def _baseline_arg(values: Sequence[str]) -> str | dict[str, str] | None:
 def read_irf_table(path: str, metrics: Sequence[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the table as text cells, the numeric metric columns). Raises InputError naming file/line/column.
 
-    ``metrics`` = the IRF input columns the table must have (default: the registry's IRF inputs)."""
+    ``metrics`` = the IRF input columns the table must have (default: the registry's IRF inputs). Cells that
+    avv-score neutralised against formula injection (a scores.csv) are restored first
+    (:func:`~avv_scoring.escape.restore_frame`)."""
     required = irf_table_columns(metrics)
     try:
         text = pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -249,6 +252,7 @@ def read_irf_table(path: str, metrics: Sequence[str] | None = None) -> tuple[pd.
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise InputError(f"{path}: cannot read CSV ({str(exc).strip().splitlines()[0]})") from None
     text.columns = [str(c).strip() for c in text.columns]
+    text = restore_frame(text)
     missing = [c for c in required if c not in text.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)} (expected {', '.join(required)})")
@@ -278,7 +282,7 @@ def main_irf(argv: Sequence[str]) -> int:
     text, numeric = read_irf_table(args.table, args.irf_metrics)
     out = text.copy()
     out["irf"] = [f"{v:.{max(args.digits, 0)}f}" for v in irf_scores(numeric, args.irf_metrics)]
-    out.to_csv(sys.stdout, index=False, lineterminator="\n")
+    neutralise_frame(out).to_csv(sys.stdout, index=False, lineterminator="\n")  # safe to open in a spreadsheet
     return 0
 
 
@@ -307,7 +311,7 @@ def _report(result: ScoreResult, args: argparse.Namespace) -> int:
             )
     if result.excluded_rows:
         sys.stderr.write(f"{PROG}: warning: {len(result.excluded_rows)} row(s) left out, the rest scored:\n")
-        sys.stderr.write("".join(f"  {line}\n" for line in result.excluded_rows))
+        sys.stderr.write("".join(f"  {terminal_text(line)}\n" for line in result.excluded_rows))
     if args.strict and result.scored and result.scores.empty:
         sys.stderr.write(f"{PROG}: --strict: no records to score, so no vendor passed\n")
         return 1
@@ -376,7 +380,7 @@ def main_export(argv: Sequence[str]) -> int:
     args = _export_parser().parse_args(argv)
     result = export_run(args.run, out_dir=args.out, samples=args.samples, baseline=_baseline_arg(args.baseline))
     for warning in result.warnings:
-        sys.stderr.write(f"{PROG}: warning: {warning}\n")
+        sys.stderr.write(f"{PROG}: warning: {terminal_text(warning)}\n")
     if not args.quiet:
         for path in result.files:
             sys.stdout.write(path + "\n")
@@ -409,7 +413,7 @@ def main_trajectory(argv: Sequence[str]) -> int:
         source = load_tools(inputs, args.samples)
         tools, gold = source.tools_by_sample, source.gold_by_sample
     except InputError as exc:  # still show the steps; the end is judged without the gold end
-        sys.stderr.write(f"{PROG}: warning: {exc}\n")
+        sys.stderr.write(f"{PROG}: warning: {terminal_text(exc, keep_newlines=True)}\n")
         tools, gold = None, None
     summary = summarise(annotate_tool_calls(steps, tools, gold))
     end = None
@@ -446,7 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         return main_score(argv)
     except InputError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {terminal_text(exc, keep_newlines=True)}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"{PROG}: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)

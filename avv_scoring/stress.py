@@ -45,6 +45,7 @@ from avv_harness.errors import InputError
 from avv_harness.measures import is_missing, meets_slo, percentile
 from avv_harness.records import ERROR_KINDS
 
+from .escape import markdown_table, markdown_text, neutralise_frame, terminal_text
 from .load import RECORDS_NAME, RUN_JSON_NAME, _read_run_json, is_success, read_one
 
 STRESS_MODE = "stress"
@@ -326,8 +327,9 @@ def write_stress_files(result: StressResult, out_dir: str | os.PathLike[str]) ->
     folder = os.fspath(out_dir)
     os.makedirs(folder, exist_ok=True)
     paths = {name: os.path.join(folder, name) for name in (STRESS_CSV, CAPACITY_CSV)}
-    result.levels.to_csv(paths[STRESS_CSV], index=False, float_format="%.3f")
-    result.capacity.to_csv(paths[CAPACITY_CSV], index=False, float_format="%.3f")
+    # text cells neutralised against formula injection (avv_scoring.escape, OWASP's rule)
+    neutralise_frame(result.levels).to_csv(paths[STRESS_CSV], index=False, float_format="%.3f")
+    neutralise_frame(result.capacity).to_csv(paths[CAPACITY_CSV], index=False, float_format="%.3f")
     if len(result.levels):
         paths[TTFT_PLOT] = os.path.join(folder, TTFT_PLOT)
         paths[TOKENS_PLOT] = os.path.join(folder, TOKENS_PLOT)
@@ -367,29 +369,22 @@ def render_stress_markdown(result: StressResult) -> str:
         f"Ladder: {ladder} users per vendor, {s.step_s:g} s per level; tokens/s uses each level's measured "
         "duration.",
         "",
-        "| Vendor | Capacity | First 429 level | Peak tokens/s | Stopped after level |",
-        "|---|---|---|---|---|",
-    ]
-    for row in result.capacity.itertuples(index=False):
-        lines.append(
-            f"| {row.vendor} | {_cell(row.capacity)} | {_cell(row.first_429_level)} | "
-            f"{_cell(row.peak_tokens_per_s, '{:.1f}')} | {_cell(row.stopped_after_level)} |"
-        )
-    lines += [
+        markdown_table(
+            ["Vendor", "Capacity", "First 429 level", "Peak tokens/s", "Stopped after level"],
+            [[row.vendor, _cell(row.capacity), _cell(row.first_429_level), _cell(row.peak_tokens_per_s, "{:.1f}"),
+              _cell(row.stopped_after_level)] for row in result.capacity.itertuples(index=False)]),
         "",
-        "| Vendor | Level | Requests | Success | 429 share | TTFT p95 (ms) | Latency p95 (ms) | Tokens/s | SLO |",
-        "|---|---|---|---|---|---|---|---|---|",
+        markdown_table(
+            ["Vendor", "Level", "Requests", "Success", "429 share", "TTFT p95 (ms)", "Latency p95 (ms)", "Tokens/s",
+             "SLO"],
+            [[row.vendor, row.level, row.requests, f"{row.success_rate:.3f}", f"{row.rate_429:.3f}",
+              _cell(row.ttft_p95_ms, "{:.0f}"), _cell(row.latency_p95_ms, "{:.0f}"), f"{row.tokens_per_s:.1f}",
+              "yes" if row.meets_slo else "no"] for row in result.levels.itertuples(index=False)]),
     ]
-    for row in result.levels.itertuples(index=False):
-        lines.append(
-            f"| {row.vendor} | {row.level} | {row.requests} | {row.success_rate:.3f} | {row.rate_429:.3f} | "
-            f"{_cell(row.ttft_p95_ms, '{:.0f}')} | {_cell(row.latency_p95_ms, '{:.0f}')} | "
-            f"{row.tokens_per_s:.1f} | {'yes' if row.meets_slo else 'no'} |"
-        )
     if len(result.levels):
         lines += ["", f"![TTFT p95]({TTFT_PLOT}) ![tokens/s]({TOKENS_PLOT})"]
     if result.notes:
-        lines += [""] + [f"- {note}" for note in result.notes]
+        lines += [""] + [f"- {markdown_text(note)}" for note in result.notes]
     return "\n".join(lines)
 
 
@@ -403,7 +398,7 @@ def render_stress_terminal(result: StressResult) -> str:
 
     for row in result.capacity.itertuples(index=False):
         lines.append(
-            f"{row.vendor:<24} {show(row.capacity):>8} {show(row.first_429_level):>9} "
+            f"{terminal_text(row.vendor):<24} {show(row.capacity):>8} {show(row.first_429_level):>9} "
             f"{row.peak_tokens_per_s:>10.1f}"
         )
     return "\n".join(lines)
