@@ -40,14 +40,14 @@ from .options import RunOptions
 from .record_file import RecordWriteError
 from .records import Record
 from .run_lifecycle import RunLifecycle
-from .run_state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_WRITE, RunState
+from .run_state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_SCORING, EXIT_WRITE, RunState
 from .samples import SampleSet
 from .secrets import Redactor, install_log_redaction
 from .work import Ledger
 
 log = logging.getLogger("avv")
 
-__all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_OK", "EXIT_WRITE", "LoadDecision", "RunController",
+__all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_OK", "EXIT_SCORING", "EXIT_WRITE", "LoadDecision", "RunController",
            "controller_of", "default_session", "install"]
 #: Seconds between progress lines in a headless run.
 PROGRESS_INTERVAL_S = 5.0

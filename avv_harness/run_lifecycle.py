@@ -23,7 +23,7 @@ from .lag import client_bound_advice, client_load
 from .manifest import RECORDS_CSV
 from .progress import progress_line
 from .run_folder import check_out_folder, fill_manifest, new_run, score_run, summary_line, ui_run_options
-from .run_state import EXIT_INCOMPLETE, EXIT_OK, EXIT_WRITE, RunState
+from .run_state import EXIT_OK, RunState
 from .samples import SampleSet, load_samples
 from .stop_signals import Interrupted, interrupt_on_signals
 
@@ -168,11 +168,12 @@ class RunLifecycle:
         if run.manifest.records_written and run.stop_reason != "disk":
             try:  # the records are complete on disk: a signal now stops the scoring, not the saving
                 with interrupt_on_signals(after=self.rearm_signals):
-                    run.result = score_run(run.run_dir, no_score=self.options.no_score,
-                                           stress=run.stress is not None, html=not self.options.no_html)
+                    run.result, run.scoring_problem = score_run(
+                        run.run_dir, no_score=self.options.no_score, stress=run.stress is not None,
+                        html=not self.options.no_html)
             except Interrupted as exc:
                 interrupted = exc
-        run.exit_code = EXIT_WRITE if run.stop_reason == "disk" else EXIT_OK if completed else EXIT_INCOMPLETE
+        run.exit_code = run.exit_status()
         if interrupted is not None:  # as a shell reports a process ended by the signal
             run.exit_code = interrupted.exit_status
         for line in client_bound_advice(run.manifest.extra["client_load"]):
@@ -180,8 +181,8 @@ class RunLifecycle:
         if interrupted is not None:
             print(f"\navv-locust: scoring stopped by {interrupted.name}; the records and run.json are complete: "
                   f"score them with avv-score {run.run_dir}", flush=True)
-        print(summary_line(run.manifest, run.run_dir, completed, run.stop_reason, self.options.max_total_tokens),
-              flush=True)
+        print(summary_line(run.manifest, run.run_dir, completed, run.stop_reason, self.options.max_total_tokens,
+                           run.scoring_problem), flush=True)
         self.run_hook.fire(run=run, phase="end")
         return run.exit_code
 
