@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 import gevent.event
+from locust.rpc import Message
 from locust.runners import STATE_MISSING
 
 from .items import ItemKey, VendorId, WorkItem
@@ -319,7 +320,13 @@ class WorkerWork:
         environment.process_exit_code = EXIT_INPUT
         for ready in self.ready.values():
             ready.set()  # users waiting for items stop waiting
-        gevent.spawn(self.runner.quit)  # not from this greenlet: quit kills the runner's greenlets
+        gevent.spawn(self._quit)  # not from this greenlet: quit kills the runner's greenlets
+
+    def _quit(self) -> None:
+        # Tell the master now (Locust's own "quit" goes out only when the process shuts down): it drops this
+        # worker at once, and stops a headless run when no worker is left instead of waiting for one.
+        self.runner.client.send(Message("quit", None, self.runner.client_id))
+        self.runner.quit()
 
     def _on_items(self, environment: Any, msg: Any) -> None:
         data = msg.data
@@ -340,7 +347,10 @@ class WorkerWork:
         return inbox.popleft() if inbox else None
 
     def give_back(self, item: WorkItem) -> None:
-        self.runner.send_message(GIVE_BACK, {"keys": [list(item.key)]})
+        if self.refused is None:  # a refused worker's items are already back on the master
+            self.runner.send_message(GIVE_BACK, {"keys": [list(item.key)]})
 
     def submit(self, item: WorkItem, records: list[Record]) -> None:
+        if self.refused is not None:
+            return  # the master would refuse it
         self.runner.send_message(RECORD, {"key": list(item.key), "records": [dict(r) for r in records]})
