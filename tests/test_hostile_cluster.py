@@ -287,6 +287,17 @@ def test_a_late_record_of_a_requeued_item_is_a_duplicate_not_a_refusal():
     assert ledger.release(k1, "intruder") is False
 
 
+def test_a_secret_that_looks_like_hex_never_masks_the_request_hash():
+    """Before: a `${VAR}` value of 4+ hex digits (a port such as 8080) was masked inside request_hash by the
+    worker's redactor, so the master would refuse the record as answering another body (and resume would
+    rerun the item). After: request_hash is an identity column, never redacted."""
+    from avv_harness.secrets import Redactor
+
+    digest = "ab8080" + "0" * 58
+    assert Redactor(["8080"]).record(Record({"request_hash": digest, "content": "port 8080"})) == {
+        "request_hash": digest, "content": "port ***"}
+
+
 def test_give_back_releases_only_what_the_sender_holds(tmp_path):
     """Before: any node could send avv_give_back for any key and have another worker's item handed out twice.
     After: only the holder's give-back releases it."""
