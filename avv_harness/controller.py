@@ -143,6 +143,8 @@ class RunController(RunLifecycle):
         self._progress: Any = None
         self.record_hook = EventHook()  # fired with records=[…] after an item's rows are stored
         self.run_hook = EventHook()  # fired with run=RunState, phase="begin" | "end"
+        self._refusals_before_run: dict[str, str] = {}  # workers refused while no run was open
+        self.run_hook.add_listener(self._on_run_begin)
         environment.events.avv_record = self.record_hook
 
     # ----------------------------------------------------------------- the current run's parts (read-only views)
@@ -395,8 +397,17 @@ class RunController(RunLifecycle):
             log.warning("refused a record from worker %s (%s: %s)%s%s", worker, reason, detail, again, more)
 
     def note_refused_worker(self, worker: str, reason: str) -> None:
+        """Into the current run's run.json; a refusal while no run is open (a worker connecting while the
+        master starts, or between web-UI runs) goes into the next run's."""
         if self.run is not None and not self.run.finished:
             self.run.manifest.workers_refused[worker] = reason
+        else:
+            self._refusals_before_run[worker] = reason
+
+    def _on_run_begin(self, run: RunState, phase: str, **_: Any) -> None:
+        if phase == "begin" and self._refusals_before_run:
+            run.manifest.workers_refused.update(self._refusals_before_run)
+            self._refusals_before_run.clear()
 
     def _write_item(self, records: list[Record]) -> None:
         """Write an accepted item's rows, account its tokens, tell the listeners."""

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 import gevent.event
 from locust.rpc import Message
-from locust.runners import STATE_MISSING
+from locust.runners import STATE_INIT, STATE_MISSING
 
 from .items import ItemKey, VendorId, WorkItem
 from .node_identity import NodeIdentity, differences
@@ -200,6 +200,12 @@ class MasterWork(LocalWork):
         log.error("worker %s refused: %s. It gets no items and is told to stop.", self.label(node), reason)
         self.ctl.note_refused_worker(self.label(node), reason)
         self.ctl.requeue_taker(node, why="was refused")
+        if self.runner.state == STATE_INIT and node in self.runner.clients:
+            # Before the test starts, a headless Locust master quits its runner when its last worker quits, yet
+            # keeps waiting for --expect-workers with no one listening: a process that never ends. Forget the
+            # refused worker first (its quit is then ignored), so the master keeps waiting for a matching one.
+            # During a run Locust's own path applies: users rebalanced, or the run stopped if none is left.
+            del self.runner.clients[node]
         self.runner.send_message(REFUSED, {"reason": reason}, client_id=node)
 
     # ------------------------------------------------------------------------------ items out

@@ -94,20 +94,40 @@ def test_a_worker_with_another_config_is_refused_and_stops(tmp_path, monkeypatch
         quit_all(good_env, bad_env, master_env)
 
 
-def test_a_master_whose_only_worker_is_refused_stops_instead_of_waiting(tmp_path, monkeypatch):
-    """Before: the master waited for records that never came until it was killed. After: the refused worker
-    tells the master it quits, the headless master stops as for any last worker lost, and the run ends
-    incomplete (exit 1) with run.json naming the refused worker."""
+def test_a_worker_refused_before_the_start_leaves_the_master_waiting_for_a_matching_one(tmp_path):
+    """Before: no check at all. A refusal must not break the master either: Locust's headless master quits its
+    runner when its last worker quits, even before the test started, and then waits forever for
+    --expect-workers with no one listening. After: the refused worker is forgotten first, the master stays up,
+    and a matching worker that connects later runs the whole run."""
     master_env, master, args = start_master(tmp_path)
-    other_args = other_config(tmp_path, "http://elsewhere.test/b/v1")
-    bad_env, bad = start_worker(other_args, master_env)
+    bad_env, bad = start_worker(other_config(tmp_path, "http://elsewhere.test/b/v1"), master_env)
+    good_env = None
     try:
-        wait_until(lambda: bad.work.refused is not None)
-        wait_until(lambda: not master_env.runner.greenlet)  # Locust: "The last worker quit, stopping test."
-        assert master.finish() == EXIT_INCOMPLETE
-        assert master.manifest.records_written == 0 and len(master.manifest.workers_refused) == 1
+        wait_until(lambda: bad.work.refused is not None and not bad_env.runner.greenlet)
+        gevent.sleep(0.5)  # the refused worker's quit reaches the master
+        assert len(master_env.runner.greenlet) > 0  # the runner was not quit: it still listens for workers
+        assert len(master_env.runner.clients.all) == 0 and len(master.manifest.workers_refused) == 1
+        good_env, good = start_worker(args, master_env)
+        assert run_to_end(master_env, timeout=60) == EXIT_OK and master.manifest.records_written == 8
     finally:
-        quit_all(bad_env, master_env)
+        quit_all(*(e for e in (good_env, bad_env, master_env) if e is not None))
+
+
+def test_a_master_whose_only_worker_is_refused_mid_run_ends_the_run(tmp_path):
+    """Before: a worker whose every record failed on the master (another version) left the master waiting until
+    killed. After: its records are refused, it is refused after MAX_BAD_RECORDS of them and stops, and the
+    master, left without workers, ends the run incomplete (exit 1) by itself."""
+    master_env, master, args = start_master(tmp_path, ("a",), 8)
+    old_env, old = start_worker(args, master_env)
+    old.work.submit = lambda item, records: old.work.runner.send_message(
+        RECORD, {"key": list(item.key), "records": [{**dict(r), "a_column_of_another_version": 1} for r in records]})
+    try:
+        assert run_to_end(master_env, timeout=60) == EXIT_INCOMPLETE
+        assert old.work.refused and master.manifest.records_written == 0
+        refused = master.manifest.records_refused_by_reason  # + records in flight when the refusal went out
+        assert refused["malformed"] == MAX_BAD_RECORDS and set(refused) <= {"malformed", "refused_worker"}
+    finally:
+        quit_all(old_env, master_env)
 
 
 @pytest.mark.parametrize("part, change, expected", [
@@ -338,3 +358,52 @@ def test_a_matching_worker_is_accepted_and_runs_each_item_once(tmp_path):
         assert sorted(item_of(r) for r in adapter.requests) == sorted(master.ledger.done)
     finally:
         quit_all(worker_env, master_env)
+
+
+# ----------------------------------------------------------------------- real processes (one e2e)
+
+
+@pytest.mark.e2e
+def test_processes_a_refused_worker_exits_2_and_a_matching_one_runs_the_run(tmp_path):
+    """Before: a worker with another config ran the master's items with its own settings. After, as real
+    processes: the worker (another `extra_body` for vendor alt) is refused at connect, logs why and exits 2;
+    the master, which Locust would otherwise have left deaf (its runner quit on the last worker's quit before
+    the start), keeps listening, and a matching worker started afterwards runs every item (master exit 0)."""
+    import json
+    import subprocess
+
+    from tests.e2e_ports import free_port
+    from tests.locust_runs import clean_env, locust_cmd, only_run_dir, sim_vendors, write_yaml
+
+    fast = {"ttft_ms": 5, "tokens_per_s": 2000, "output_tokens": 4}
+    write_yaml(tmp_path / "sim.yaml", {"profiles": {"ref": fast, "alt": fast}})
+    write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", ["ref", "alt"], "ref"))
+    write_yaml(tmp_path / "other.yaml", sim_vendors("m", ["ref", "alt"], "ref",
+                                                    alt={"extra_body": {"temperature": 0}}))
+    common = ["--avv-sim-config", "sim.yaml", "--avv-out", "out", "--avv-no-score"]
+    port = free_port()
+
+    def start(args, log):
+        return subprocess.Popen(locust_cmd(*args), cwd=tmp_path, env=clean_env(), stdout=open(tmp_path / log, "w"),
+                                stderr=subprocess.STDOUT)
+
+    procs = [start(["--headless", "--master", "--expect-workers", "1", "--master-bind-host", "127.0.0.1",
+                    "--master-bind-port", str(port), "--avv-config", "vendors.yaml", *common], "master.log")]
+    try:
+        procs.append(start(["--worker", "--master-port", str(port), "--avv-config", "other.yaml", *common],
+                           "refused.log"))
+        assert procs[1].wait(timeout=60) == 2, (tmp_path / "refused.log").read_text()[-3000:]
+        procs.append(start(["--worker", "--master-port", str(port), "--avv-config", "vendors.yaml", *common],
+                           "matching.log"))
+        assert procs[0].wait(timeout=120) == 0, (tmp_path / "master.log").read_text()[-3000:]
+        assert procs[2].wait(timeout=30) == 0
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    expected = 'its config differs (vendor m/alt extra_body: worker {"temperature": 0}, master {})'
+    assert expected in (tmp_path / "refused.log").read_text()
+    assert expected in (tmp_path / "master.log").read_text()
+    run = json.loads((only_run_dir(tmp_path / "out") / "run.json").read_text())
+    assert run["completed"] is True and run["records_written"] == 64 and run["records_refused"] == 0
+    assert [expected in why for why in run["workers_refused"].values()] == [True]
