@@ -43,7 +43,7 @@ from locust.rpc import Message
 from locust.runners import STATE_INIT, STATE_MISSING
 
 from .items import ItemKey, VendorId, WorkItem
-from .node_identity import NodeIdentity, differences
+from .node_identity import NodeIdentity, differences, quote_peer
 from .records import STATUS_FAILED, STATUS_SUCCESS, Record, RecordError
 from .run_state import EXIT_INPUT
 
@@ -169,7 +169,9 @@ class MasterWork(LocalWork):
         return None  # a master runs no users
 
     def label(self, node: str) -> str:
-        return self.labels.get(node, node)
+        """How log lines name a node: what it presented (host:pid) and Locust's node id, control characters
+        escaped (both come from the peer)."""
+        return self.labels.get(node) or quote_peer(node)
 
     # ----------------------------------------------------------------------------- who may work
 
@@ -183,7 +185,7 @@ class MasterWork(LocalWork):
         except ValueError as exc:
             self.refuse(node, f"its identity cannot be read ({exc})")
             return
-        self.labels[node] = f"{theirs.worker} ({node})"
+        self.labels[node] = f"{quote_peer(theirs.worker)} ({quote_peer(node)})"
         found = differences(self.ctl.identity(), theirs)
         if found:
             self.refuse(node, "; ".join(found))
@@ -199,7 +201,7 @@ class MasterWork(LocalWork):
         self.accepted.pop(node, None)
         log.error("worker %s refused: %s. It gets no items and is told to stop.", self.label(node), reason)
         self.ctl.note_refused_worker(self.label(node), reason)
-        self.ctl.requeue_taker(node, why="was refused")
+        self.ctl.requeue_taker(node, why=f"({self.label(node)}) was refused")
         if self.runner.state == STATE_INIT and node in self.runner.clients:
             # Before the test starts, a headless Locust master quits its runner when its last worker quits, yet
             # keeps waiting for --expect-workers with no one listening: a process that never ends. Forget the
@@ -220,7 +222,7 @@ class MasterWork(LocalWork):
                 self.asked_to_identify.add(node)
                 log.warning("worker %s asks for items without having presented its identity: asked to present "
                             "it (a worker of an avv-locust version without this check never does, and gets no "
-                            "items)", node)
+                            "items)", self.label(node))
             self.runner.send_message(IDENTIFY, {}, client_id=node)
             return
         data = msg.data
@@ -238,13 +240,8 @@ class MasterWork(LocalWork):
 
     def _on_record(self, environment: Any, msg: Any) -> None:
         node = msg.node_id
-        if node in self.refused:
-            key = None
-            try:
-                key = parse_key(msg.data.get("key")) if isinstance(msg.data, dict) else None
-            except MalformedRecord:
-                pass
-            self.ctl.refuse_record(self.label(node), key, REFUSED_WORKER, "its worker was refused", taker=node)
+        if node in self.refused:  # its items are already back in the queue: nothing to release
+            self.ctl.refuse_record(self.label(node), None, REFUSED_WORKER, "its worker was refused")
             return
         try:
             key, records = parse_record_message(msg.data)

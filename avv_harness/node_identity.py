@@ -147,7 +147,7 @@ class NodeIdentity:
                    {n: {k: [v[0], v[1]] for k, v in s.items()} for n, s in vendors.items()}, samples)
 
 
-def _quote(text: str) -> str:
+def quote_peer(text: Any) -> str:
     """A peer's text in a log line: control characters escaped, length bounded."""
     text = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
@@ -158,14 +158,15 @@ def differences(master: NodeIdentity, worker: NodeIdentity) -> list[str]:
     out: list[str] = []
     if master.version != worker.version:
         keys = sorted(set(master.version) | set(worker.version))
-        parts = [f"{_quote(k)}: worker {_quote(worker.version.get(k, '-'))}, "
-                 f"master {_quote(master.version.get(k, '-'))}"
+        parts = [f"{quote_peer(k)}: worker {quote_peer(worker.version.get(k, '-'))}, "
+                 f"master {quote_peer(master.version.get(k, '-'))}"
                  for k in keys if worker.version.get(k) != master.version.get(k)]
         out.append(f"its version differs ({'; '.join(parts)})")
     if master.config != worker.config:
         out.append(f"its config differs ({_config_differences(master, worker)})")
     if master.samples and worker.samples and master.samples != worker.samples:
-        out.append(f"its samples differ (sha256: worker {_quote(worker.samples)[:12]}…, master {master.samples[:12]}…)")
+        out.append(f"its samples differ (sha256: worker {quote_peer(worker.samples)[:12]}…, "
+                   f"master {master.samples[:12]}…)")
     return out
 
 
@@ -174,17 +175,17 @@ def _config_differences(master: NodeIdentity, worker: NodeIdentity) -> str:
     for name in sorted(set(master.vendors) | set(worker.vendors)):
         mine, theirs = master.vendors.get(name), worker.vendors.get(name)
         if theirs is None:
-            found.append(f"vendor {_quote(name)} only on the master")
+            found.append(f"vendor {quote_peer(name)} only on the master")
         elif mine is None:
-            found.append(f"vendor {_quote(name)} only on the worker")
+            found.append(f"vendor {quote_peer(name)} only on the worker")
         else:
             for setting in sorted(set(mine) | set(theirs)):
                 a, b = theirs.get(setting, ["", "(none)"]), mine.get(setting, ["", "(none)"])
                 if a[0] != b[0]:
-                    shown = (f"worker {_quote(a[1])}, master {_quote(b[1])}" if a[1] != b[1]
+                    shown = (f"worker {quote_peer(a[1])}, master {quote_peer(b[1])}" if a[1] != b[1]
                              else "values not shown: they hold secrets")
-                    found.append(f"vendor {_quote(name)} {_quote(setting)}: {shown}")
+                    found.append(f"vendor {quote_peer(name)} {quote_peer(setting)}: {shown}")
     if not found:
-        return f"digest: worker {_quote(worker.config)[:12]}…, master {master.config[:12]}…"
+        return f"digest: worker {quote_peer(worker.config)[:12]}…, master {master.config[:12]}…"
     more = len(found) - LISTED_DIFFERENCES
     return "; ".join(found[:LISTED_DIFFERENCES]) + (f"; and {more} more" if more > 0 else "")
