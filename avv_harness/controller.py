@@ -136,6 +136,7 @@ class RunController(RunLifecycle):
         self.exit_code: int | None = None  # the process's exit status, set by finish()
         self.quit_done = False
         self.stopping = False  # a stop signal arrived or the process is finishing: later signals are ignored
+        self.rearm_signals: Callable[[], None] | None = None  # the plugin's gevent signal handlers, set again
         self.live: Any = None  # the web UI's live board (avv_harness.live), when there is a web UI
         self.progress_interval_s = PROGRESS_INTERVAL_S
         self.lag: LagMonitor | None = None  # this process's event-loop lag (processes that run users)

@@ -140,13 +140,15 @@ def fill_manifest(manifest: RunManifest, *, run: RunState, options: RunOptions, 
 def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True) -> tuple[Any, str | None]:
     """Score the run folder, print the tables and where report.md and report.html are (stress runs with
     --avv-no-score: the stress outputs only). Returns (the ScoreResult or None, the problem: why the scores are
-    missing or leave rows out, else None). Never raises: the records are safe on disk and ``avv-score RUN`` can
-    score them later."""
+    missing or leave rows out, else None). Never raises an Exception: the records are safe on disk and
+    ``avv-score RUN`` can score them later (a stop signal, a KeyboardInterrupt, passes)."""
     if no_score and not stress:
         return None, None
     try:
         import avv_scoring
 
+        print(f"avv-locust: scoring {run_dir} (Ctrl-C or SIGTERM stops the scoring; the records are complete)",
+              flush=True)
         if no_score:  # stress.csv, capacity.csv, plots and the report's stress section
             result = avv_scoring.stress_only(run_dir)
         else:

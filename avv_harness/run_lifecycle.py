@@ -25,6 +25,7 @@ from .progress import progress_line
 from .run_folder import check_out_folder, fill_manifest, new_run, score_run, summary_line, ui_run_options
 from .run_state import EXIT_OK, RunState
 from .samples import SampleSet, load_samples
+from .stop_signals import Interrupted, interrupt_on_signals
 
 log = logging.getLogger("avv")
 
@@ -125,7 +126,7 @@ class RunLifecycle:
     def finish(self) -> int:
         """End the process's part, in this order: end the open run (close the writer → write the manifest →
         stop the simulator → score → print) → stop the simulator → exit status (the last run's; 0 when no run
-        began). Idempotent; signals during it are ignored (see _stop_on_signals)."""
+        began). Idempotent; signals during it are ignored (see _stop_on_signals), except during the scoring."""
         if self.quit_done:
             return self.exit_code or 0
         self.quit_done = self.stopping = True
@@ -144,7 +145,9 @@ class RunLifecycle:
 
     def end_run(self, stop_simulator: bool = False) -> int | None:
         """End the current run, in this order: close the writer → write the manifest → (at quit: stop the
-        simulator) → score (report.md, report.html) → exit status → the closing line. Idempotent."""
+        simulator) → score (report.md, report.html) → exit status → the closing line. Idempotent. SIGINT or
+        SIGTERM during the scoring stops it: exit status 128 + the signal, and the closing lines say the
+        records are complete and how to score them (``avv-score RUN``)."""
         run = self.run
         if run is None or run.finished:
             return run.exit_code if run is not None else None
@@ -161,12 +164,23 @@ class RunLifecycle:
         self.save_manifest()
         if stop_simulator:
             self._stop_simulator()
+        interrupted = None
         if run.manifest.records_written and run.stop_reason != "disk":
-            run.result, run.scoring_problem = score_run(run.run_dir, no_score=self.options.no_score,
-                                                        stress=run.stress is not None, html=not self.options.no_html)
+            try:  # the records are complete on disk: a signal now stops the scoring, not the saving
+                with interrupt_on_signals(after=self.rearm_signals):
+                    run.result, run.scoring_problem = score_run(
+                        run.run_dir, no_score=self.options.no_score, stress=run.stress is not None,
+                        html=not self.options.no_html)
+            except Interrupted as exc:
+                interrupted = exc
         run.exit_code = run.exit_status()
+        if interrupted is not None:  # as a shell reports a process ended by the signal
+            run.exit_code = interrupted.exit_status
         for line in client_bound_advice(run.manifest.extra["client_load"]):
             print(f"avv-locust: warning: {line}", flush=True)
+        if interrupted is not None:
+            print(f"\navv-locust: scoring stopped by {interrupted.name}; the records and run.json are complete: "
+                  f"score them with avv-score {run.run_dir}", flush=True)
         print(summary_line(run.manifest, run.run_dir, completed, run.stop_reason, self.options.max_total_tokens,
                            run.scoring_problem), flush=True)
         self.run_hook.fire(run=run, phase="end")

@@ -16,7 +16,8 @@ score runs, re-render a stress run, or compute IRF over a ready metrics table.
 
 Bad input prints one message naming the file and field and exits with status 2 (no traceback). Exit status:
 0 scored; 1 ``--strict`` and a vendor failed (or nothing to score); 2 bad input; 4 scored, but rows holding a
-number no record can hold were left out (each named on stderr and in report.md).
+number no record can hold were left out (each named on stderr and in report.md). Ctrl-C or SIGTERM stops
+it at once, with one line and status 128 + the signal (130, 143), no traceback.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from avv_harness.errors import InputError
+from avv_harness.stop_signals import Interrupted, interrupt_on_signals
 
 from .baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
 from .escape import neutralise_frame, restore_frame, terminal_text
@@ -434,6 +436,16 @@ def main_thresholds(argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        with interrupt_on_signals():  # SIGTERM, like Ctrl-C, stops even a CPU-bound step, without a traceback
+            return _dispatch(argv)
+    except Interrupted as exc:
+        print(f"{PROG}: stopped by {exc.name}; the outputs being written may be incomplete: run it again",
+              file=sys.stderr)
+        return exc.exit_status
+
+
+def _dispatch(argv: list[str]) -> int:
     try:
         if argv and argv[0] == "irf":
             return main_irf(argv[1:])
