@@ -14,6 +14,10 @@ upper-cased with non-alphanumerics as ``_``). A ``.env`` file in the working dir
 (it never overrides variables already set). A vendor on a loopback URL or on the embedded simulator
 (``{sim}`` in its URL) may have no key; any other vendor without a key is an error unless it sets
 ``require_key: false``.
+
+Messages never show a secret: not a key, not a value put in by ``${VAR}`` (they name the key and the variable,
+and show the value as written in the file), not a secret header. Model names and vendor names must not hold
+control characters (they are printed in terminals, logs and reports; an ANSI escape in one would run).
 """
 
 from __future__ import annotations
@@ -233,29 +237,52 @@ def _check_key(problems: _Problems, where: str, key: str | None, source: str) ->
     return key
 
 
-def _check_url(problems: _Problems, where: str, url: str) -> None:
+def _url_problem(exc: ValueError) -> str:
+    """urlsplit's complaint without the text it quotes (that text may be a ${VAR} value)."""
+    text = str(exc).lower()
+    if "out of range" in text:
+        return "port out of range"
+    if "port" in text:
+        return "the port is not a number"
+    if "ipv6" in text or "ipv4" in text or "address" in text:
+        return "not a valid IP address in the host"
+    return "cannot be parsed"
+
+
+def _check_url(problems: _Problems, where: str, url: str, written: str | None = None,
+               variables: str | None = None) -> None:
+    """``url`` is the value to check; when ``variables`` is set (``"${PORT}"``) it came from them, and a message
+    names them and shows ``written`` (the value as written in the file), never the value itself."""
     if url.startswith(SIM_PLACEHOLDER):
         return
+
+    def problem(what: str, detail: str = "") -> None:
+        if variables:
+            problems.add(f"{where}.url", f"the value from {variables} {what}{detail}; as written: "
+                         f"{redact_url(written or '')!r}")
+        else:
+            problems.add(f"{where}.url", f"{what}{detail}: {redact_url(url)!r}")
+
     if not url.startswith(("http://", "https://")):
-        problems.add(f"{where}.url", f"must start with http:// or https:// (got {redact_url(url)!r})")
+        problem("must start with http:// or https://")
         return
     if any(c.isspace() for c in url) or not _HEADER_VALUE.match(url):
-        problems.add(f"{where}.url", f"must not contain spaces, line breaks or non-ASCII characters "
-                     f"(got {redact_url(url)!r}); percent-encode them")
+        problem("must not contain spaces, line breaks or non-ASCII characters", " (percent-encode them)")
         return
     try:
         parts = urlsplit(url)
         port = parts.port  # raises ValueError for a port out of range or not a number
     except ValueError as exc:
-        problems.add(f"{where}.url", f"not a valid URL ({exc}): {redact_url(url)!r}")
+        problem("is not a valid URL" if variables else "not a valid URL", f" ({_url_problem(exc)})")
         return
     if not parts.hostname:
-        problems.add(f"{where}.url", f"has no host: {redact_url(url)!r}")
+        problem("has no host")
     elif port == 0:
-        problems.add(f"{where}.url", f"port 0 is not a port: {redact_url(url)!r}")
+        problem("has port 0, which is not a port")
 
 
-def _check_headers(problems: _Problems, where: str, headers: dict[str, Any]) -> dict[str, str]:
+def _check_headers(problems: _Problems, where: str, headers: dict[str, Any],
+                   substitution: dia.Substitution | None = None) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, value in headers.items():
         name = str(name)
@@ -267,7 +294,9 @@ def _check_headers(problems: _Problems, where: str, headers: dict[str, Any]) -> 
             continue
         text = str(value).strip() if _secret_header(name) else str(value)
         if not _HEADER_VALUE.match(text):
-            shown = "(value hidden)" if _secret_header(name) else repr(text)
+            variables = substitution.named(f"headers.{name}") if substitution else None
+            shown = (f"(the value from {variables}, not shown)" if variables
+                     else "(value hidden)" if _secret_header(name) else repr(text))
             problems.add(f"{where}.headers.{name}", f"holds a line break, control or non-ASCII character {shown}")
             continue
         out[name] = text
@@ -285,18 +314,30 @@ def _positive_seconds(problems: _Problems, where: str, raw: dict[str, Any], key:
     return value
 
 
+#: Substituted values at least this long are blanked out of every message (a last guard: the messages name
+#: variables, not values). Shorter ones would blank out ordinary words and numbers.
+HIDDEN_MIN_CHARS = 4
+
+
 class _Problems:
     def __init__(self, path: str):
         self.path = path
         self.items: list[str] = []
+        self.hidden: set[str] = set()
 
     def add(self, where: str, message: str) -> None:
         self.items.append(f"{self.path}: {where}: {message}")
 
+    def hide(self, values: list[str]) -> None:
+        """Values no message may show (those put in by ``${VAR}``)."""
+        self.hidden.update(v for v in values if len(v) >= HIDDEN_MIN_CHARS)
+
     def raise_if_any(self) -> None:
         if self.items:
-            head = "invalid vendor config" if len(self.items) > 1 else "invalid vendor config"
-            raise InputError(head + ":\n  " + "\n  ".join(self.items))
+            text = "invalid vendor config:\n  " + "\n  ".join(self.items)
+            for value in sorted(self.hidden, key=len, reverse=True):
+                text = text.replace(value, "***")
+            raise InputError(text)
 
 
 def _typed(problems: _Problems, where: str, raw: dict[str, Any], key: str, kind: type | tuple, default: Any) -> Any:
@@ -306,34 +347,62 @@ def _typed(problems: _Problems, where: str, raw: dict[str, Any], key: str, kind:
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        problems.add(f"{where}.{key}", f"must be {getattr(kind, '__name__', kind)}, got {value!r}")
+        # a key ${VAR} is substituted in may hold a secret: its value is never shown, only its type
+        got = f"a {type(value).__name__}" if key in dia.SUBSTITUTED_KEYS else repr(value)
+        problems.add(f"{where}.{key}", f"must be {getattr(kind, '__name__', kind)}, got {got}")
         return default
     return value
 
 
+def _shown(text: str) -> str:
+    """A name as a message shows it: control characters escaped (``\\x1b``), so the message cannot run them."""
+    if text.isprintable():  # the usual case, without importing the scoring package
+        return text
+    from avv_scoring import terminal_text
+
+    return terminal_text(text)
+
+
+def _control_problem(text: str) -> str | None:
+    """What is wrong with a name holding control characters (:func:`avv_scoring.escape.is_control`), else None."""
+    if text.isprintable():
+        return None
+    from avv_scoring import control_characters
+
+    found = control_characters(text)
+    return (f"holds control characters ({', '.join(found)}); names are printed in terminals, logs and reports"
+            if found else None)
+
+
 def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: dict[str, str],
                   check_keys: bool, defaults: dict[str, Any], config_dir: str) -> Vendor | None:
-    where = f"{model}.vendors[{index}]"
+    where = f"{_shown(model)}.vendors[{index}]"
     if not isinstance(raw, dict):
         problems.add(where, "must be a mapping")
         return None
     name = raw.get("name")
     if isinstance(name, str) and name:
-        where = f"{model}.vendors[{index}] ({name})"
+        where = f"{_shown(model)}.vendors[{index}] ({_shown(name)})"
+        control = _control_problem(name)
+        if control:
+            problems.add(f"{where}.name", control)
     else:
         problems.add(f"{where}.name", "missing")
         name = f"vendor{index}"
     for key in sorted(set(raw) - VENDOR_KEYS):
-        problems.add(f"{where}.{key}", f"unknown key (known: {', '.join(sorted(VENDOR_KEYS))})")
+        problems.add(f"{where}.{_shown(str(key))}", f"unknown key (known: {', '.join(sorted(VENDOR_KEYS))})")
     # ${VAR} is replaced when the run starts; naming the User classes (check_keys=False) keeps the placeholders
+    written = raw
     substitution = dia.substitute(raw, env, problems, where) if check_keys else None
+    if substitution:
+        problems.hide(substitution.secrets)
     raw = substitution.raw if substitution else raw
     url = raw.get("url")
     if not isinstance(url, str) or not url:
         problems.add(f"{where}.url", "missing")
         url = ""
     elif not (substitution is None and dia.has_placeholder(url)):
-        _check_url(problems, where, url)
+        _check_url(problems, where, url, str(written.get("url")), substitution.named("url") if substitution else None)
     model_id = raw.get("model_id") or model
     provider = raw.get("provider")
     if provider is not None and not isinstance(provider, (str, list)):
@@ -358,7 +427,7 @@ def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: di
         is_baseline=_typed(problems, where, raw, "is_baseline", bool, False),
         api_key=api_key, key_source=source, provider=providers,
         extra_body=_typed(problems, where, raw, "extra_body", dict, {}),
-        headers=_check_headers(problems, where, _typed(problems, where, raw, "headers", dict, {})),
+        headers=_check_headers(problems, where, _typed(problems, where, raw, "headers", dict, {}), substitution),
         concurrency=max(1, concurrency), timeout_s=timeout_s or 60.0, max_request_s=max_request_s,
         include_usage=_typed(problems, where, raw, "include_usage", bool, True),
         dialect=dia.parse_dialect(problems, where, raw, defaults, str(model_id), config_dir),
@@ -376,27 +445,32 @@ def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_
         problems.raise_if_any()
     vendors: list[Vendor] = []
     for model, section in data.items():
+        shown = _shown(str(model))  # messages show control characters escaped
+        control = _control_problem(str(model))
+        if control:
+            problems.add(f"{shown} (the model name)", control)
         if not isinstance(section, dict):
-            problems.add(str(model), "must be a mapping with a 'vendors' list")
+            problems.add(shown, "must be a mapping with a 'vendors' list")
             continue
         for key in sorted(set(section) - MODEL_KEYS):
-            problems.add(f"{model}.{key}", f"unknown key (a model has {', '.join(sorted(MODEL_KEYS))})")
-        defaults = dia.model_defaults(problems, str(model), section)
+            problems.add(f"{shown}.{_shown(str(key))}", f"unknown key (a model has {', '.join(sorted(MODEL_KEYS))})")
+        defaults = dia.model_defaults(problems, shown, section)
         listed = section.get("vendors")
         if not isinstance(listed, list) or not listed:
-            problems.add(f"{model}.vendors", "missing or empty")
+            problems.add(f"{shown}.vendors", "missing or empty")
             continue
         parsed = [_parse_vendor(problems, str(model), i, raw, env, check_keys, defaults,
                                 os.path.dirname(os.path.abspath(path))) for i, raw in enumerate(listed)]
         parsed = [v for v in parsed if v is not None]
         names = [v.name for v in parsed]
         for dup in sorted({n for n in names if names.count(n) > 1}):
-            problems.add(f"{model}.vendors", f"vendor name {dup!r} appears twice")
+            problems.add(f"{shown}.vendors", f"vendor name {dup!r} appears twice")
         baselines = [v.name for v in parsed if v.is_baseline]
         if not baselines:
-            problems.add(f"{model}.vendors", "no vendor has is_baseline: true (exactly one is needed)")
+            problems.add(f"{shown}.vendors", "no vendor has is_baseline: true (exactly one is needed)")
         elif len(baselines) > 1:
-            problems.add(f"{model}.vendors", f"several baselines ({', '.join(baselines)}); exactly one is needed")
+            problems.add(f"{shown}.vendors", f"several baselines ({', '.join(map(_shown, baselines))}); exactly one "
+                         "is needed")
         vendors.extend(parsed)
     problems.raise_if_any()
     return VendorConfig(path=path, vendors=vendors)

@@ -36,21 +36,24 @@ from .execute import ExecContext, RetryPolicy, run_item_safely
 from .items import ItemKey, VendorId, WorkItem
 from .lag import LagMonitor, quiet_gc_for_load
 from .manifest import RunManifest
+from .node_identity import NodeIdentity
 from .options import RunOptions
 from .record_file import RecordWriteError
 from .records import Record
 from .run_lifecycle import RunLifecycle
-from .run_state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_WRITE, RunState
-from .samples import SampleSet
+from .run_state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_SCORING, EXIT_WRITE, RunState
+from .samples import Sample, SampleSet
 from .secrets import Redactor, install_log_redaction
-from .work import Ledger
+from .work import ACCEPT, DUPLICATE, Ledger
 
 log = logging.getLogger("avv")
 
-__all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_OK", "EXIT_WRITE", "LoadDecision", "RunController",
+__all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_OK", "EXIT_SCORING", "EXIT_WRITE", "LoadDecision", "RunController",
            "controller_of", "default_session", "install"]
 #: Seconds between progress lines in a headless run.
 PROGRESS_INTERVAL_S = 5.0
+#: Refused records logged per reason and run; after that they are only counted (run.json).
+LOGGED_REFUSALS = 20
 SessionFactory = Callable[[], requests.Session]
 
 
@@ -125,6 +128,7 @@ class RunController(RunLifecycle):
         self.ui_mode = not getattr(environment.parsed_options, "headless", False)
         # the ledger side (local runner or master); stays empty on workers
         self.samples: SampleSet | None = None
+        self._sample_index: tuple[SampleSet, dict[str, Sample]] | None = None  # samples.by_id(), built once
         self.run: RunState | None = None  # the current (or last) run
         self.runs: list[RunState] = []  # every run of this process, oldest first
         self.sim: Any = None
@@ -133,6 +137,7 @@ class RunController(RunLifecycle):
         self.quit_done = False
         self.finishing: Any = None  # (greenlet, event) while finish() runs: a second caller waits for it
         self.stopping = False  # a stop signal arrived or the process is finishing: later signals are ignored
+        self.rearm_signals: Callable[[], None] | None = None  # the plugin's gevent signal handlers, set again
         self.live: Any = None  # the web UI's live board (avv_harness.live), when there is a web UI
         self.progress_interval_s = PROGRESS_INTERVAL_S
         self.lag: LagMonitor | None = None  # this process's event-loop lag (processes that run users)
@@ -140,6 +145,8 @@ class RunController(RunLifecycle):
         self._progress: Any = None
         self.record_hook = EventHook()  # fired with records=[…] after an item's rows are stored
         self.run_hook = EventHook()  # fired with run=RunState, phase="begin" | "end"
+        self._refusals_before_run: dict[str, str] = {}  # workers refused while no run was open
+        self.run_hook.add_listener(self._on_run_begin)
         environment.events.avv_record = self.record_hook
 
     # ----------------------------------------------------------------- the current run's parts (read-only views)
@@ -278,11 +285,24 @@ class RunController(RunLifecycle):
 
     # ------------------------------------------------------------------------- the ledger side
 
+    def identity(self) -> NodeIdentity:
+        """What this process presents to (worker) or compares with (master) the other side: see
+        :mod:`avv_harness.node_identity`. Workers read no sample file, so their samples part is None."""
+        return NodeIdentity.of(self.worker_id, self.vendors, self.redact.value,
+                               self.samples.sha256 if self.samples is not None else None)
+
+    def _samples_by_id(self) -> dict[str, Sample]:
+        if self.samples is None:
+            return {}
+        if self._sample_index is None or self._sample_index[0] is not self.samples:
+            self._sample_index = (self.samples, self.samples.by_id())
+        return self._sample_index[1]
+
     def take_items(self, vendor: VendorId, taker: str, limit: int = 1) -> list[WorkItem]:
         run = self.run
         if run is None or run.finished or self.samples is None:
             return []
-        by_id = self.samples.by_id()
+        by_id = self._samples_by_id()
         level = run.stress.level if run.stress is not None else None
         return [WorkItem(key, by_id[key.sample_id], level) for key in run.ledger.take(vendor, taker, limit)]
 
@@ -290,31 +310,110 @@ class RunController(RunLifecycle):
         items = self.take_items(vendor, taker, 1)
         return items[0] if items else None
 
-    def release_item(self, key: ItemKey) -> None:
-        if self.run is not None:
-            self.run.ledger.release(key)
+    def release_item(self, key: ItemKey, taker: str | None = None) -> bool:
+        """Put an unfinished item back in the queue (with ``taker``: only when that taker holds it)."""
+        return self.run.ledger.release(key, taker) if self.run is not None else False
 
     def takers(self) -> set[str]:
         return self.run.ledger.takers() if self.run is not None else set()
 
-    def requeue_taker(self, taker: str) -> int:
+    def requeue_taker(self, taker: str, why: str = "is gone") -> int:
         lost = self.run.ledger.requeue_taker(taker) if self.run is not None else []
         if lost:
             self.run.manifest.items_requeued += len(lost)
-            log.warning("worker %s is gone: %d in-flight items handed out again", taker, len(lost))
+            log.warning("worker %s %s: %d in-flight items handed out again", taker, why, len(lost))
         return len(lost)
 
-    def store(self, key: ItemKey, records: list[Record]) -> bool:
-        """Record a finished item (once). False for a duplicate (a worker presumed lost came back) and for a
-        late record: one of a run that has ended, or of an earlier run (another run id)."""
+    def _late(self, key: ItemKey, records: list[Record]) -> bool:
         run = self.run
         if run is None or run.finished or any(r.get("run_id") not in (None, run.run_id) for r in records):
             log.info("dropping a late record for %s (its run has ended)", key)
+            return True
+        return False
+
+    def _duplicate(self, key: ItemKey) -> None:
+        self.run.manifest.duplicates_dropped += 1
+        log.info("dropping a duplicate record for %s", key)
+
+    def store(self, key: ItemKey, records: list[Record]) -> bool:
+        """Record a finished item of this process (once). False for a duplicate and for a late record: one of
+        a run that has ended, or of an earlier run (another run id). Records from workers go through
+        :meth:`store_from`."""
+        if self._late(key, records):
             return False
-        if not run.ledger.complete(key):
-            run.manifest.duplicates_dropped += 1
-            log.info("dropping a duplicate record for %s", key)
+        if not self.run.ledger.complete(key):
+            self._duplicate(key)
             return False
+        self._write_item(records)
+        return True
+
+    def store_from(self, taker: str, key: ItemKey, records: list[Record]) -> tuple[str, str]:
+        """Record an item a worker sent, if this master handed it to that worker and it is not recorded yet
+        (:meth:`~avv_harness.work.Ledger.verdict`) and its rows answer that item: they name its key, and their
+        ``request_hash`` is the hash of the body handed out. ``("", "")`` when stored, dropped as late or as
+        a duplicate; else ``(reason, detail)`` of the refusal, for :meth:`refuse_record`."""
+        if self._late(key, records):
+            return "", ""
+        verdict = self.run.ledger.verdict(key, taker)
+        if verdict == DUPLICATE:
+            self._duplicate(key)
+            return "", ""
+        if verdict != ACCEPT:
+            return verdict, f"{key} was {verdict.replace('_', ' ')}"
+        problem = self._rows_problem(key, records)
+        if problem is not None:
+            return problem
+        self.run.ledger.complete_from(key, taker)
+        self._write_item(records)
+        return "", ""
+
+    def _rows_problem(self, key: ItemKey, records: list[Record]) -> tuple[str, str] | None:
+        sample = self._samples_by_id().get(key.sample_id)
+        for number, record in enumerate(records, 1):
+            named = ItemKey.from_record(record)
+            if named != key:
+                return "wrong_rows", f"row {number} names {named}, the message names {key}"
+            if sample is not None and record["request_hash"] != sample.request_hash:
+                return "request_hash", (f"row {number} of {key} answers another request body than the one "
+                                        "handed out")
+        if sample is not None and sample.agent is None and len(records) != 1:
+            return "wrong_rows", f"{len(records)} rows for {key}, a single-request item"
+        return None
+
+    def refuse_record(self, worker: str, key: ItemKey | None, reason: str, detail: str,
+                      taker: str | None = None) -> None:
+        """Count and log a record that is not written; when ``taker`` holds the item, hand it out again so
+        the run still ends."""
+        run = self.run
+        released = key is not None and taker is not None and self.release_item(key, taker)
+        again = "; the item is handed out again" if released else ""
+        if run is None or run.finished:
+            log.warning("refused a record from worker %s (%s: %s)%s", worker, reason, detail, again)
+            return
+        m = run.manifest
+        m.records_refused += 1
+        count = m.records_refused_by_reason[reason] = m.records_refused_by_reason.get(reason, 0) + 1
+        if count <= LOGGED_REFUSALS:
+            more = (f" (further refusals for {reason} are counted in run.json, not logged)"
+                    if count == LOGGED_REFUSALS else "")
+            log.warning("refused a record from worker %s (%s: %s)%s%s", worker, reason, detail, again, more)
+
+    def note_refused_worker(self, worker: str, reason: str) -> None:
+        """Into the current run's run.json; a refusal while no run is open (a worker connecting while the
+        master starts, or between web-UI runs) goes into the next run's."""
+        if self.run is not None and not self.run.finished:
+            self.run.manifest.workers_refused[worker] = reason
+        else:
+            self._refusals_before_run[worker] = reason
+
+    def _on_run_begin(self, run: RunState, phase: str, **_: Any) -> None:
+        if phase == "begin" and self._refusals_before_run:
+            run.manifest.workers_refused.update(self._refusals_before_run)
+            self._refusals_before_run.clear()
+
+    def _write_item(self, records: list[Record]) -> None:
+        """Write an accepted item's rows, account its tokens, tell the listeners."""
+        run = self.run
         records = [self.redact.record(r) for r in records]
         if run.stop_reason != "disk":
             try:
@@ -326,7 +425,6 @@ class RunController(RunLifecycle):
             self._stop_run("budget", f"token budget reached ({m.tokens_used} ≥ {self.options.max_total_tokens}): "
                                      "no new items are started")
         self.record_hook.fire(records=records)
-        return True
 
     def _stop_run(self, reason: str, message: str) -> None:
         dropped = self.run.stop(reason) if self.run is not None else None

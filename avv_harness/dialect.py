@@ -11,7 +11,8 @@ Keys (per vendor; ``adapter`` and ``transforms`` also per model, next to ``vendo
 
 ``${NAME}`` in ``url``, ``api_key``, header values and ``extra_body`` strings is replaced from the
 environment / ``.env`` (``$${`` writes a literal ``${``). An unset variable is an input error naming file
-and key; every substituted value is treated as a secret (see :meth:`VendorConfig.secrets`).
+and key; every substituted value is treated as a secret (see :meth:`VendorConfig.secrets`): no message shows
+it, a message about a substituted value names the key and the variables instead (:attr:`Substitution.variables`).
 """
 
 from __future__ import annotations
@@ -82,13 +83,22 @@ _VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 @dataclass
 class Substitution:
-    """Values after ``${VAR}`` substitution and the values that were substituted (secrets)."""
+    """Values after ``${VAR}`` substitution, the values that were substituted (secrets) and, per key that
+    held a placeholder (``url``, ``headers.X-Trace``, ``extra_body.a[0]``…), the variables it used."""
 
     raw: dict[str, Any]
     secrets: list[str] = field(default_factory=list)
+    variables: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def named(self, key: str) -> str | None:
+        """``"${PORT}"`` / ``"${A}, ${B}"`` for a key whose value came (partly) from variables, else None: what
+        a message shows instead of the value."""
+        names = self.variables.get(key)
+        return ", ".join(f"${{{n}}}" for n in names) if names else None
 
 
-def _substitute_text(text: str, env: dict[str, str], problems: Problems, where: str, secrets: list[str]) -> str:
+def _substitute_text(text: str, env: dict[str, str], problems: Problems, where: str, secrets: list[str],
+                     names: list[str]) -> str:
     def replace(match: re.Match[str]) -> str:
         if match.group(0) == "$${":
             return "${"
@@ -97,18 +107,26 @@ def _substitute_text(text: str, env: dict[str, str], problems: Problems, where: 
             problems.add(where, f"${{{name}}} is not set (neither in the environment nor in .env)")
             return match.group(0)
         secrets.append(env[name])
+        names.append(name)
         return env[name]
 
     return _VAR.sub(replace, text)
 
 
-def _substitute_value(value: Any, env: dict[str, str], problems: Problems, where: str, secrets: list[str]) -> Any:
+def _substitute_value(value: Any, env: dict[str, str], problems: Problems, where: str, secrets: list[str],
+                      key: str, variables: dict[str, tuple[str, ...]]) -> Any:
     if isinstance(value, str):
-        return _substitute_text(value, env, problems, where, secrets)
+        names: list[str] = []
+        out = _substitute_text(value, env, problems, where, secrets, names)
+        if names:
+            variables[key] = tuple(dict.fromkeys(names))
+        return out
     if isinstance(value, dict):
-        return {k: _substitute_value(v, env, problems, f"{where}.{k}", secrets) for k, v in value.items()}
+        return {k: _substitute_value(v, env, problems, f"{where}.{k}", secrets, f"{key}.{k}", variables)
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute_value(v, env, problems, f"{where}[{i}]", secrets) for i, v in enumerate(value)]
+        return [_substitute_value(v, env, problems, f"{where}[{i}]", secrets, f"{key}[{i}]", variables)
+                for i, v in enumerate(value)]
     return value
 
 
@@ -116,10 +134,11 @@ def substitute(raw: dict[str, Any], env: dict[str, str], problems: Problems, whe
     """``${VAR}`` replaced in the vendor's url, api_key, header values and extra_body strings."""
     out = dict(raw)
     secrets: list[str] = []
+    variables: dict[str, tuple[str, ...]] = {}
     for key in SUBSTITUTED_KEYS:
         if key in out:
-            out[key] = _substitute_value(out[key], env, problems, f"{where}.{key}", secrets)
-    return Substitution(out, [s.strip() for s in secrets if s and s.strip()])
+            out[key] = _substitute_value(out[key], env, problems, f"{where}.{key}", secrets, key, variables)
+    return Substitution(out, [s.strip() for s in secrets if s and s.strip()], variables)
 
 
 def has_placeholder(value: Any) -> bool:

@@ -42,8 +42,17 @@ def render_options_table() -> str:
 
 def render_columns_table() -> str:
     rows = ["| column | type | meaning |", "|---|---|---|"]
-    rows += [f"| `{c.name}` | {c.kind} | {_cell(c.doc)} |" for c in COLUMNS]
+    rows += [f"| `{c.name}` | {c.kind}{_range(c.low, c.high)} | {_cell(c.doc)} |" for c in COLUMNS]
     return "\n".join(rows)
+
+
+def _range(low: float | None, high: float | None) -> str:
+    """A number column's bounds as the table shows them: ` ≥ 0`, ` 0–1e+08`."""
+    if low is None and high is None:
+        return ""
+    if high is None:
+        return f" ≥ {low:g}"
+    return f" {low:g}–{high:g}" if low is not None else f" ≤ {high:g}"
 
 
 def render_error_kinds_table() -> str:

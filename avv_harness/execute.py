@@ -27,7 +27,7 @@ from .completions import completion_body, finish_completion
 from .config import Vendor
 from .items import ATTEMPT_HEADER, ITEM_HEADER, WorkItem
 from .overrides import Overrides, deep_merge
-from .records import STATUS_FAILED, STATUS_SUCCESS, Record
+from .records import STATUS_FAILED, STATUS_SUCCESS, Record, usage_counts
 from .samples import Sample
 from .stream import Attempt, stream_chat
 from .toolcalls import find_text_calls, request_tool_names
@@ -108,13 +108,6 @@ def _ms(start: float | None, end: float | None) -> float | None:
     return (end - start) * 1000.0
 
 
-def _usage_int(usage: dict[str, Any] | None, key: str) -> int | None:
-    if not usage:
-        return None
-    value = usage.get(key)
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 #: A stream is *buffered* when its tokens were not streamed: every token event arrived in one socket read
 #: (at least BUFFERED_MIN_EVENTS of them), or the decode phase implies more than BUFFERED_MAX_TPS tokens/s,
 #: faster than any model decodes. Its per-request TPS (tokens / a decode time of ~0) would be near-infinite
@@ -161,11 +154,8 @@ def call_anomalies(att: Attempt, calls: list[dict[str, str]], tools: list[Any] |
 def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = None) -> dict[str, Any]:
     """Record fields derived from one attempt (the final one); ``tools`` = the request's tools (for the
     tool-call anomalies, see :func:`call_anomalies`)."""
-    prompt = _usage_int(att.usage, "prompt_tokens")
-    completion = _usage_int(att.usage, "completion_tokens")
-    total = _usage_int(att.usage, "total_tokens")
-    if total is None and prompt is not None and completion is not None:
-        total = prompt + completion
+    tokens, usage_problem = usage_counts(att.usage)
+    prompt, completion, total = tokens["prompt_tokens"], tokens["completion_tokens"], tokens["total_tokens"]
     decode_ms = _ms(att.t_first_token, att.t_last_token)
     buffered = is_buffered(att, completion, decode_ms)
     tps = None
@@ -179,13 +169,15 @@ def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = 
         anomalies.append("tool_calls_under_stop")
     if include_usage and att.ok and att.usage is None:
         anomalies.append("usage_missing")
+    if usage_problem is not None:
+        anomalies.append("usage_invalid")
     anomalies += call_anomalies(att, calls, tools)
     if buffered:
         anomalies.append("buffered_stream")
     return {
         "status": STATUS_SUCCESS if att.ok else STATUS_FAILED,
         "error_kind": att.error_kind,
-        "error_detail": att.error_detail or None,
+        "error_detail": att.error_detail or usage_problem,
         "anomalies": ";".join(anomalies) or None,
         "http_status": att.http_status,
         "t0_monotonic": att.t0,

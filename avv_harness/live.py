@@ -173,7 +173,7 @@ class LiveBoard:
             return False
         self.result, self.levels, self.scored_records, note = out
         self.scored_at = time.time()
-        self.note = note or ("final scores" if run.finished else "scores of the records so far (provisional)")
+        self.note = note or _note_after_scoring(run)
         return True
 
     # ------------------------------------------------------------------------------------------ reading
@@ -215,6 +215,14 @@ class LiveBoard:
             out["levels"] = [{k: jsonable(v) for k, v in row.items()}
                              for row in self.levels.astype("object").head(MAX_ROWS).to_dict("records")]
         return out
+
+
+def _note_after_scoring(run: Any) -> str:
+    if not run.finished:
+        return "scores of the records so far (provisional)"
+    problem = getattr(run, "scoring_problem", None)
+    # the run's own scoring (from records.csv) is what report.html and scores.csv hold; say when it did not happen
+    return f"scores of the records in memory: the run's {problem}" if problem else "final scores"
 
 
 def _score(records: Any, new: list[list[str]], tools: Any, run_dir: str, stress: dict[str, Any] | None,

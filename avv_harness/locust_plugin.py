@@ -206,15 +206,25 @@ def _stop_on_signals(ctl: Any) -> None:
     """SIGTERM stops the run exactly like Ctrl-C: Locust installs its own SIGTERM handler only after a
     shape run returns, so until then SIGTERM would kill the process without finishing the run. The first
     signal raises KeyboardInterrupt in the main greenlet (Locust's Ctrl-C path: stop, then quit, then our
-    finish); any later one, or one while the run is already finishing, is only acknowledged."""
+    finish); any later one, or one while the run is already finishing, is only acknowledged — except during
+    the scoring, which a signal stops (:func:`~avv_harness.stop_signals.interrupt_on_signals`: the records are
+    complete by then). These are gevent handlers; the scoring step replaces them with Python-level ones and
+    re-arms them after (``ctl.rearm_signals``)."""
     main = greenlet.getcurrent()
+    watchers: list[Any] = []
 
     def on_signal() -> None:
         if ctl.stopping:
-            sys.stderr.write("avv-locust: already stopping; records are being saved and the run scored\n")
+            sys.stderr.write("avv-locust: already stopping; records are being saved (a signal during the scoring "
+                             "stops it)\n")
             return
         ctl.stopping = True
         gevent.get_hub().loop.run_callback(main.throw, KeyboardInterrupt)
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        gevent.signal_handler(signum, on_signal)
+    def arm() -> None:
+        for watcher in watchers:
+            watcher.cancel()
+        watchers[:] = [gevent.signal_handler(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)]
+
+    arm()
+    ctl.rearm_signals = arm

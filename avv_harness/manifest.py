@@ -42,8 +42,13 @@ class RunManifest:
     items_recorded: int = 0
     records_written: int = 0  # rows records.csv holds: earlier sessions' (resume) and this session's
     records_before_resume: int = 0  # of those, the rows records.csv already held when this session resumed it
-    duplicates_dropped: int = 0
+    duplicates_dropped: int = 0  # late records of items handed out again and recorded since (a worker presumed lost)
     items_requeued: int = 0
+    # records a master would not write: never handed to the sender, held by another worker, already recorded
+    # by it, malformed, rows that do not answer the item, or from a refused worker (README: "Scale out")
+    records_refused: int = 0
+    records_refused_by_reason: dict[str, int] = field(default_factory=dict)
+    workers_refused: dict[str, str] = field(default_factory=dict)  # "host:pid (node id)" → what differed
     items_failed_client: int = 0  # items whose attempt raised inside the client (error_kind client_error)
     tokens_used: int = 0
     budget: dict[str, Any] = field(default_factory=lambda: {"max_total_tokens": None, "exhausted": False})

@@ -76,7 +76,9 @@ def _header(text: str) -> tuple[str, str]:
     name, sep, value = str(text).partition(":")
     name, value = name.strip(), value.strip()
     if not sep or not name or not set(name) <= _HEADER_NAME_CHARS:
-        raise InputError(f"--avv-header: expected NAME:VALUE with a valid header name, got {text!r}")
+        # the text is not shown: without a ':' it is likely "Authorization Bearer <key>" (or a ${VAR}'s value)
+        got = "no ':'" if not sep else f"the name {name!r}"
+        raise InputError(f"--avv-header: expected NAME:VALUE with a valid header name, got {got} (value not shown)")
     if any(ord(c) < 0x20 or ord(c) > 0x7E for c in value):
         raise InputError(f"--avv-header {name}: the value holds a line break, control or non-ASCII character")
     return name, value

@@ -11,13 +11,17 @@ import csv
 import io
 import logging
 import os
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .errors import InputError
-from .records import COLUMN_KINDS, COLUMN_NAMES, encode_rows, header_line
+from .records import COLUMN_KINDS, COLUMN_NAMES, bounds, encode_cells, encode_rows, header_line, out_of_range
 
 log = logging.getLogger(__name__)
+
+# Tool-call arguments can be megabytes (a vendor streaming a huge argument is a case we record).
+csv.field_size_limit(2**31 - 1)
 
 
 class RecordWriteError(OSError):
@@ -126,6 +130,7 @@ def read_rows(path: str | os.PathLike[str]) -> tuple[list[str], list[list[str]]]
         cut = text.rfind("\n") + 1
         log.warning("%s: dropping a torn last row (%d bytes without a line end)", path, len(text) - cut)
         text = text[:cut]
+    text, restore = _protect_bare_cr(text)
     reader = csv.reader(io.StringIO(text))
     header = next(reader, None)
     if header is None:
@@ -136,8 +141,23 @@ def read_rows(path: str | os.PathLike[str]) -> tuple[list[str], list[list[str]]]
         if len(row) != width:
             raise InputError(f"{path}:{reader.line_num}: {len(row)} cells where the header has {width} "
                              "(a torn or glued row); fix or remove that line")
-        rows.append(row)
+        rows.append(restore(row) if restore is not None else row)
     return header, rows
+
+
+def _protect_bare_cr(text: str) -> tuple[str, Callable[[list[str]], list[str]] | None]:
+    """Files written before cells with ``\\r`` were quoted hold a bare ``\\r`` inside an unquoted cell, which
+    Python's csv reader takes for a line end ("new-line character seen in unquoted field"). Rows always end
+    with ``\\n``, so a ``\\r`` not followed by ``\\n`` is text: it is swapped for a character the file does not
+    hold while parsing, and swapped back in the cells."""
+    if "\r" not in text:
+        return text, None
+    stand_in = next(chr(c) for c in range(0xE000, 0xF900) if chr(c) not in text)
+    text = _BARE_CR.sub(stand_in, text)
+    return text, lambda row: [cell.replace(stand_in, "\r") if stand_in in cell else cell for cell in row]
+
+
+_BARE_CR = re.compile("\r(?!\n)")
 
 
 def upgrade_columns(path: str | os.PathLike[str]) -> bool:
@@ -155,10 +175,9 @@ def upgrade_columns(path: str | os.PathLike[str]) -> bool:
                          "start a new run folder")
     position = {name: i for i, name in enumerate(header)}
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(COLUMN_NAMES)
+    buf.write(encode_cells(COLUMN_NAMES))
     for row in rows:
-        writer.writerow([row[position[c]] if c in position else "" for c in COLUMN_NAMES])
+        buf.write(encode_cells([row[position[c]] if c in position else "" for c in COLUMN_NAMES]))
     tmp = path + ".tmp"
     try:
         with open(tmp, "w", encoding="utf-8", newline="") as fh:
@@ -185,30 +204,47 @@ def _whole_lines(path: str) -> bytes:
 
 
 def read_records(path: str | os.PathLike[str]):
-    """Read a records.csv into a pandas DataFrame with typed columns (nullable ints, floats, booleans).
+    """Read a records.csv into a pandas DataFrame with typed columns (nullable ints, floats, booleans); rows
+    holding a number no record can hold are left out with a warning (see :func:`read_records_checked`)."""
+    frame, excluded = read_records_checked(path)
+    for problem in excluded:
+        log.warning("%s", problem)
+    return frame
+
+
+def read_records_checked(path: str | os.PathLike[str]):
+    """Read a records.csv: the typed DataFrame and the rows left out, each named by file, line, item and cell.
 
     Parsed by pandas' C reader (records files reach millions of rows). The rules are :func:`read_rows`'s:
     a torn last row is dropped with a warning; any other row whose number of cells differs from the
     header's is an InputError naming the file and line. Missing values stay missing (NaN / <NA>), never 0.
+    Only ``\\n`` ends a row (a bare ``\\r`` in an older file is text), unless the file's lines end in ``\\r\\n``.
+
+    A row whose number cell is not a number, not finite, not whole in an int column or outside the column's
+    bounds (:func:`avv_harness.records.out_of_range`) cannot be a record: it is left out and named, so one
+    bad cell never stops the scoring of a run.
     """
     import pandas as pd
 
     path = os.fspath(path)
     data = _whole_lines(path)
     if not data.strip():
-        return coerce_frame(pd.DataFrame(columns=list(COLUMN_NAMES)))
-    header = next(csv.reader([data[: data.find(b"\n")].decode("utf-8", "replace")]), [])
+        return coerce_frame(pd.DataFrame(columns=list(COLUMN_NAMES))), []
+    header_end = data.find(b"\n")
+    header = next(csv.reader([data[:header_end].decode("utf-8", "replace")]), [])
+    # rows end with \n; a \r elsewhere is text (the C reader would otherwise end a row at it)
+    terminator = {} if data[header_end - 1:header_end] == b"\r" else {"lineterminator": "\n"}
     try:
         try:  # numbers parsed by the C reader itself: converting 21 text columns afterwards cost ~5 s per 1 M rows
             dtype, na_values = _typed_columns(header)
             frame = pd.read_csv(io.BytesIO(data), dtype=dtype, keep_default_na=False, na_values=na_values,
-                                engine="c", encoding="utf-8")
+                                engine="c", encoding="utf-8", **terminator)
         except (ValueError, OverflowError, TypeError) as exc:
             if isinstance(exc, pd.errors.ParserError):
                 raise
-            # a cell that is not a number (a hand-edited file): read as text, the coercion leaves it missing
+            # a cell that is not a number (a hand-edited file): read as text, checked below
             frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_filter=False, engine="c",
-                                encoding="utf-8")
+                                encoding="utf-8", **terminator)
     except pd.errors.ParserError:
         read_rows(path)  # names the line of the row with too many cells
         raise
@@ -218,7 +254,74 @@ def read_records(path: str | os.PathLike[str]):
     if last is not None and (last.isna() | (last == "")).any():
         if _separators_outside_quotes(data) != (len(header) - 1) * (len(frame) + 1):
             read_rows(path)  # names the line of a row with too few cells
-    return coerce_frame(frame, copy=False)
+    frame, excluded = _without_impossible_numbers(frame, path)
+    return coerce_frame(frame, copy=False), excluded
+
+
+def _without_impossible_numbers(frame, path: str):
+    """``frame`` without the rows whose number cells no record can hold, and a message per row left out."""
+    import numpy as np
+    import pandas as pd
+
+    bad = np.zeros(len(frame), dtype=bool)
+    reasons: dict[int, str] = {}
+    for col in frame.columns:
+        if COLUMN_KINDS.get(col) not in ("int", "float"):
+            continue
+        series = frame[col]
+        if series.dtype == object or pd.api.types.is_string_dtype(series.dtype):
+            text = series.astype("string").fillna("").str.strip()
+            numbers = pd.to_numeric(text.mask(text == ""), errors="coerce")
+            not_number = ((text != "") & numbers.isna()).to_numpy(dtype=bool)
+            values = numbers.astype("float64").to_numpy(dtype=float, na_value=np.nan)
+        else:
+            text = None
+            not_number = np.zeros(len(frame), dtype=bool)
+            values = series.astype("float64").to_numpy(dtype=float, na_value=np.nan)
+        present = ~np.isnan(values)
+        candidates = not_number | (present & ~np.isfinite(values))
+        low, high = bounds(col)
+        with np.errstate(invalid="ignore"):
+            if low is not None:
+                candidates |= present & (values < low)
+            if high is not None:
+                candidates |= present & (values > high)
+            if COLUMN_KINDS[col] == "int":
+                candidates |= present & np.isfinite(values) & (values != np.floor(values))
+        for i in np.flatnonzero(candidates):
+            why = "is not a number" if not_number[i] else out_of_range(col, float(values[i])) or "is out of range"
+            reasons.setdefault(int(i), (col, why))
+        bad |= candidates
+    if not bad.any():
+        return frame, []
+    found = _rows_at(path, set(reasons))
+    header = list(frame.columns)
+    excluded = []
+    for i, (col, why) in sorted(reasons.items()):
+        line, cells = found.get(i, ("?", []))
+        value = dict(zip(header, cells, strict=True)) if len(cells) == len(header) else {}
+        item = ", ".join(f"{k} {value.get(k, '?')}" for k in ("model", "vendor", "sample_id", "repeat") if k in header)
+        excluded.append(f"{path}:{line}: row left out ({item}): {col} {value.get(col, '?')[:40]!r} {why}")
+    return frame.loc[~bad].reset_index(drop=True), excluded
+
+
+def _rows_at(path: str, rows: set[int]) -> dict[int, tuple[int, list[str]]]:
+    """The line (1-based, the header is line 1) where each of the data rows ``rows`` (0-based) begins, and its
+    cells as the file holds them (a row is named with the text a user finds in the file)."""
+    found: dict[int, tuple[int, list[str]]] = {}
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        text = fh.read()
+    text, restore = _protect_bare_cr(text)
+    reader = csv.reader(io.StringIO(text))
+    next(reader, None)
+    start = reader.line_num + 1
+    for index, cells in enumerate(reader):
+        if index in rows:
+            found[index] = (start, restore(cells) if restore is not None else cells)
+            if len(found) == len(rows):
+                break
+        start = reader.line_num + 1
+    return found
 
 
 def _separators_outside_quotes(data: bytes) -> int:
@@ -271,6 +374,9 @@ def coerce_frame(frame, *, copy: bool = True):
         text = series.dtype == object or pd.api.types.is_string_dtype(series.dtype)
         if kind in ("int", "float"):
             numbers = pd.to_numeric(series, errors="coerce")  # "" → NaN
+            if kind == "int" and not pd.api.types.is_integer_dtype(numbers.dtype):
+                numbers = numbers.astype("float64")  # a cell no int can hold is missing here (the file reader names it)
+                numbers = numbers.where(numbers.abs().lt(2.0**63) & numbers.eq(numbers.round()))
             frame[col] = numbers.astype("Int64") if kind == "int" else numbers.astype("float64")
         elif kind == "bool":
             if text:

@@ -140,15 +140,18 @@ def fill_manifest(manifest: RunManifest, *, run: RunState, options: RunOptions, 
     m.budget = {"max_total_tokens": options.max_total_tokens or None, "exhausted": False}
 
 
-def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True) -> Any:
+def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True) -> tuple[Any, str | None]:
     """Score the run folder, print the tables and where report.md and report.html are (stress runs with
-    --avv-no-score: the stress outputs only); the ScoreResult, or None. Never raises: the records are safe
-    on disk and ``avv-score RUN`` can score them later."""
+    --avv-no-score: the stress outputs only). Returns (the ScoreResult or None, the problem: why the scores are
+    missing or leave rows out, else None). Never raises an Exception: the records are safe on disk and
+    ``avv-score RUN`` can score them later (a stop signal, a KeyboardInterrupt, passes)."""
     if no_score and not stress:
-        return None
+        return None, None
     try:
         import avv_scoring
 
+        print(f"avv-locust: scoring {run_dir} (Ctrl-C or SIGTERM stops the scoring; the records are complete)",
+              flush=True)
         if no_score:  # stress.csv, capacity.csv, plots and the report's stress section
             result = avv_scoring.stress_only(run_dir)
         else:
@@ -158,17 +161,20 @@ def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True)
         print(f"scores: {run_dir / 'report.md'}", flush=True)
         if "report.html" in result.outputs:
             print(f"report: {result.outputs['report.html']}", flush=True)
-        return result
+        left_out = getattr(result, "excluded_rows", None)
+        return result, (f"{len(left_out)} row(s) left out of the scores (named in report.md)" if left_out else None)
     except Exception as exc:
         log.error("scoring failed (%s); re-run: avv-score %s", exc, run_dir)
-        return None
+        return None, f"scoring failed ({type(exc).__name__}: {str(exc)[:200]})"
 
 
 def summary_line(manifest: RunManifest, run_dir: Path, completed: bool, stop_reason: str | None,
-                 max_total_tokens: int) -> str:
+                 max_total_tokens: int, scoring_problem: str | None = None) -> str:
     """The closing line: how many records records.csv holds (after a resume: also how many this session wrote),
-    where, and whether (and how) to resume."""
-    if completed:
+    where, whether (and how) to resume, and whether the scores are whole."""
+    if completed and scoring_problem:
+        state = f"run complete, but {scoring_problem}: score it with avv-score {run_dir}"
+    elif completed:
         state = "run complete"
     elif stop_reason == "budget":
         state = f"stopped by the token budget ({manifest.tokens_used} ≥ {max_total_tokens} tokens)"

@@ -24,8 +24,9 @@ from .lag import client_bound_advice, client_load
 from .manifest import RECORDS_CSV
 from .progress import progress_line
 from .run_folder import check_out_folder, fill_manifest, new_run, score_run, summary_line, ui_run_options
-from .run_state import EXIT_INCOMPLETE, EXIT_OK, EXIT_WRITE, RunState
+from .run_state import EXIT_OK, RunState
 from .samples import SampleSet, load_samples
+from .stop_signals import Interrupted, interrupt_on_signals
 
 log = logging.getLogger("avv")
 
@@ -145,7 +146,7 @@ class RunLifecycle:
     def finish(self) -> int:
         """End the process's part, in this order: end the open run (close the writer → write the manifest →
         stop the simulator → score → print) → stop the simulator → exit status (the last run's; 0 when no run
-        began). Idempotent; signals during it are ignored (see _stop_on_signals).
+        began). Idempotent; signals during it are ignored (see _stop_on_signals), except during the scoring.
 
         Two shutdowns can overlap (see :meth:`_on_quitting`): a second caller waits for the first to end and gets
         the same exit status (before: it got 0 at once, while the first was still scoring)."""
@@ -176,7 +177,9 @@ class RunLifecycle:
 
     def end_run(self, stop_simulator: bool = False) -> int | None:
         """End the current run, in this order: close the writer → write the manifest → (at quit: stop the
-        simulator) → score (report.md, report.html) → exit status → the closing line. Idempotent."""
+        simulator) → score (report.md, report.html) → exit status → the closing line. Idempotent. SIGINT or
+        SIGTERM during the scoring stops it: exit status 128 + the signal, and the closing lines say the
+        records are complete and how to score them (``avv-score RUN``)."""
         run = self.run
         if run is None or run.finished:
             return run.exit_code if run is not None else None
@@ -193,14 +196,25 @@ class RunLifecycle:
         self.save_manifest()
         if stop_simulator:
             self._stop_simulator()
+        interrupted = None
         if run.manifest.records_written and run.stop_reason != "disk":
-            run.result = score_run(run.run_dir, no_score=self.options.no_score, stress=run.stress is not None,
-                                   html=not self.options.no_html)
-        run.exit_code = EXIT_WRITE if run.stop_reason == "disk" else EXIT_OK if completed else EXIT_INCOMPLETE
+            try:  # the records are complete on disk: a signal now stops the scoring, not the saving
+                with interrupt_on_signals(after=self.rearm_signals):
+                    run.result, run.scoring_problem = score_run(
+                        run.run_dir, no_score=self.options.no_score, stress=run.stress is not None,
+                        html=not self.options.no_html)
+            except Interrupted as exc:
+                interrupted = exc
+        run.exit_code = run.exit_status()
+        if interrupted is not None:  # as a shell reports a process ended by the signal
+            run.exit_code = interrupted.exit_status
         for line in client_bound_advice(run.manifest.extra["client_load"]):  # once per run (scoring leaves it out)
             print(f"avv-locust: warning: {line}", flush=True)
-        print(summary_line(run.manifest, run.run_dir, completed, run.stop_reason, self.options.max_total_tokens),
-              flush=True)
+        if interrupted is not None:
+            print(f"\navv-locust: scoring stopped by {interrupted.name}; the records and run.json are complete: "
+                  f"score them with avv-score {run.run_dir}", flush=True)
+        print(summary_line(run.manifest, run.run_dir, completed, run.stop_reason, self.options.max_total_tokens,
+                           run.scoring_problem), flush=True)
         self.run_hook.fire(run=run, phase="end")
         return run.exit_code
 

@@ -24,7 +24,7 @@ from .records import STATUS_SUCCESS, Record
 from .stress import StressPolicy
 from .work import Ledger
 
-EXIT_OK, EXIT_INCOMPLETE, EXIT_INPUT, EXIT_WRITE = 0, 1, 2, 3
+EXIT_OK, EXIT_INCOMPLETE, EXIT_INPUT, EXIT_WRITE, EXIT_SCORING = 0, 1, 2, 3, 4
 
 
 @dataclass
@@ -45,6 +45,7 @@ class RunState:
     last_run_time_s: float = 0.0  # the shape's run time at its last tick
     announced_level: int | None = None  # the stress level last logged
     result: Any = None  # the ScoreResult it was scored to (None: not scored, or scoring failed)
+    scoring_problem: str | None = None  # why its scores are missing or partial (scoring failed, rows left out)
     load_rows: list[dict[str, Any]] = field(default_factory=list)  # worker, vendor, client lag and CPU per record
     items_done_before: int = 0  # resume: items earlier sessions recorded as done (not in this ledger)
 
@@ -106,9 +107,13 @@ class RunState:
         m.ended_at, m.completed, m.stop_reason = utc_now(), completed, self.stop_reason
 
     def exit_status(self) -> int:
+        """3 records not written; 1 stopped early (resumable); 4 every item recorded but the scores are missing or
+        partial (``avv-score RUN`` scores the records later); 0 complete and scored."""
         if self.stop_reason == "disk":
             return EXIT_WRITE
-        return EXIT_OK if self.completed else EXIT_INCOMPLETE
+        if not self.completed:
+            return EXIT_INCOMPLETE
+        return EXIT_SCORING if self.scoring_problem else EXIT_OK
 
 
-__all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_OK", "EXIT_WRITE", "RecordWriteError", "RunState"]
+__all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_OK", "EXIT_SCORING", "EXIT_WRITE", "RecordWriteError", "RunState"]

@@ -18,7 +18,9 @@ from .records import COLUMN_KINDS, Record
 
 MASK = "***"
 MIN_SECRET_CHARS = 4  # shorter "secrets" would mask ordinary words
-IDENTITY_COLUMNS = frozenset({"run_id", "model", "vendor", "sample_id"})
+# Written by the harness from the config and samples, never by a vendor: never redacted. request_hash is hex, so a
+# ${VAR} value of 4+ hex digits (a port) would otherwise mask part of it: resume and the master's check compare it.
+IDENTITY_COLUMNS = frozenset({"run_id", "model", "vendor", "sample_id", "request_hash"})
 
 
 class Redactor:

@@ -11,7 +11,9 @@ Built on Locust's documented extension points (locust ``examples/extend_web_ui.p
   the UI polls every 2 s (rows from :meth:`avv_harness.live.LiveBoard.snapshot`, formatted like the report);
 - a Flask Blueprint under ``/avv``: ``live.json`` (the snapshot with raw numbers) and ``download/<file>``
   (records.csv, scores.csv, report.html, report.md of the current run, or of ``?run=<run id>``; scores.csv
-  of a run still going is the scores so far, written by the report's CSV writer).
+  of a run still going is the scores so far, written by the report's CSV writer). Its messages (no such run,
+  not written yet) are ``text/plain`` with what they echo HTML-escaped as well: a ``?run=<img onerror=…>``
+  never becomes markup in a browser.
 
 The start form: the run's shape sets the users, so the form's users / ramp-up / run-time fields are disabled
 (Locust's own ``hide_common_options``, with its tooltip), the host warnings are off (each User class has its
@@ -128,6 +130,14 @@ def shape_note(ctl: Any) -> str:
             "scores.csv and report.html.")
 
 
+def plain_text(message: str, status: int) -> Response:
+    """A ``text/plain`` answer that no browser renders as HTML (and whose echoed parts are escaped anyway)."""
+    response = make_response(message, status)
+    response.headers["Content-Type"] = "text/plain; charset=utf-8"
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
 def install_web_ui(environment: Any, ctl: Any, *, interval_s: float | None = None) -> LiveBoard:
     """Add the Vendors tab, the /avv routes and the start-form changes to ``environment.web_ui``; return the
     live board feeding them (also kept as ``ctl.live``)."""
@@ -186,7 +196,8 @@ def install_web_ui(environment: Any, ctl: Any, *, interval_s: float | None = Non
         wanted = request.args.get("run")
         run = next((r for r in reversed(ctl.runs) if wanted in (None, r.run_id)), None)
         if run is None:
-            return make_response("no run yet: press START first" if wanted is None else f"no run {wanted}", 404)
+            return plain_text("no run yet: press START first" if wanted is None
+                              else f"no run {html.escape(wanted)}", 404)
         path = run.run_dir / name
         filename = f"avv_{run.run_id}_{name}"
         if name == "scores.csv" and not path.is_file() and run is board.run and board.result is not None:
@@ -197,7 +208,7 @@ def install_web_ui(environment: Any, ctl: Any, *, interval_s: float | None = Non
             response.headers["Content-Disposition"] = f"attachment;filename=avv_{run.run_id}_scores-so-far.csv"
             return response
         if not path.is_file():
-            return make_response(f"{name} of run {run.run_id} is written when the test stops", 404)
+            return plain_text(f"{name} of run {html.escape(run.run_id)} is written when the test stops", 404)
         return send_file(path.resolve(), mimetype=DOWNLOADS[name], as_attachment=name != "report.html",
                          download_name=filename, max_age=0)
 

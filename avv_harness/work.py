@@ -2,7 +2,9 @@
 
 Held by the local runner or the master. Each item is handed to one taker at a time; items in flight on
 a taker that is lost are handed out again; a record for an item already done is dropped, so every item
-is recorded exactly once per run. Pure bookkeeping: no Locust, no I/O.
+is recorded exactly once per run. The ledger also says whose record it may accept
+(:meth:`Ledger.verdict`): only the taker holding an item, or a taker it was taken from when that taker was
+presumed lost. Pure bookkeeping: no Locust, no I/O.
 """
 
 from __future__ import annotations
@@ -13,6 +15,17 @@ from dataclasses import dataclass, field
 
 from .items import ItemKey, VendorId
 
+#: :meth:`Ledger.verdict`: store the record.
+ACCEPT = "accept"
+#: A late record of an item that was handed out again after its taker was presumed lost, and has since been
+#: recorded: dropped and counted as a duplicate (``duplicates_dropped``), as before.
+DUPLICATE = "duplicate"
+#: Refusals (``records_refused``): the sender was never handed the item in this run (or gave it back), another
+#: taker holds it, or the sender already recorded it.
+NOT_HANDED_OUT = "not_handed_out"
+HELD_BY_ANOTHER = "held_by_another"
+ALREADY_RECORDED = "already_recorded"
+
 
 @dataclass
 class Ledger:
@@ -21,6 +34,8 @@ class Ledger:
     done: set[ItemKey] = field(default_factory=set)
     total: int = 0
     endless: bool = False  # stress mode: items are generated round-robin, never exhausted
+    # takers an item was taken from because they were presumed lost: their late records are not refusals
+    former: dict[ItemKey, set[str]] = field(default_factory=dict)
     _cycle: dict[VendorId, int] = field(default_factory=dict)
     _sample_ids: list[str] = field(default_factory=list)
 
@@ -71,16 +86,48 @@ class Ledger:
         self.done.add(key)
         return True
 
-    def release(self, key: ItemKey) -> None:
-        """Give an item back unfinished (a user stopped before recording it)."""
-        if self.in_flight.pop(key, None) is not None and key not in self.done and key.vendor_id in self.pending:
+    def verdict(self, key: ItemKey, taker: str) -> str:
+        """May ``taker`` record ``key``? :data:`ACCEPT`, :data:`DUPLICATE`, or the reason it is refused."""
+        holder = self.in_flight.get(key)
+        if holder == taker:
+            return ACCEPT
+        if taker in self.former.get(key, ()):
+            return DUPLICATE if key in self.done else ACCEPT  # presumed lost, came back: first record wins
+        if key in self.done:
+            return ALREADY_RECORDED
+        return HELD_BY_ANOTHER if holder is not None else NOT_HANDED_OUT
+
+    def complete_from(self, key: ItemKey, taker: str) -> None:
+        """Mark done a record :meth:`verdict` accepted from ``taker``. When a taker presumed lost records first,
+        the item's current holder (if any) becomes a former holder, so its record is a duplicate; an item
+        waiting to be handed out again leaves the queue."""
+        holder = self.in_flight.pop(key, None)
+        if holder is not None and holder != taker:
+            self.former.setdefault(key, set()).add(holder)
+        elif holder is None and key.vendor_id in self.pending:
+            queue = self.pending[key.vendor_id]
+            if key in queue:  # rare (a late record of a requeued item): a linear scan is fine
+                queue.remove(key)
+        self.done.add(key)
+
+    def release(self, key: ItemKey, taker: str | None = None) -> bool:
+        """Give an item back unfinished (a user stopped before recording it). With ``taker``, only when that
+        taker holds it. True when the item went back to the queue."""
+        holder = self.in_flight.get(key)
+        if holder is None or (taker is not None and holder != taker):
+            return False
+        del self.in_flight[key]
+        if key not in self.done and key.vendor_id in self.pending:
             self.pending[key.vendor_id].appendleft(key)
+            return True
+        return False
 
     def requeue_taker(self, taker: str) -> list[ItemKey]:
-        """Hand out again every item in flight on a lost taker."""
+        """Hand out again every item in flight on a lost taker (remembered as a former holder of each)."""
         lost = [key for key, holder in self.in_flight.items() if holder == taker]
         for key in lost:
             self.release(key)
+            self.former.setdefault(key, set()).add(taker)
         return lost
 
     def drop_pending(self) -> int:

@@ -6,13 +6,25 @@ tool-call comparison: canonical arguments, agreement, gold possible answers) →
 :mod:`.uncertainty` (per model: bootstrap intervals, tests against the baseline's noise floor, rank stability;
 math in :mod:`.stats`) →
 :mod:`.breakdown` (per-tool table, disagreements) → :mod:`.irf` → :mod:`.verdict` → :mod:`.stress` (stress-mode
-tables) → :mod:`.score` → :mod:`.report` (csv/json/md outputs) → :mod:`.cli`. Rule throughout: a vendor's
-failure never improves its score. See docs/scoring.md.
+tables) → :mod:`.score` → :mod:`.report` (csv/json/md outputs; every text a person opens escaped by the rules
+of :mod:`.escape`) → :mod:`.cli`. Rule throughout: a vendor's failure never improves its score. See
+docs/scoring.md.
 """
 
 from __future__ import annotations
 
 from .baseline_results import BaselineResults
+from .escape import (
+    control_characters,
+    markdown_cell,
+    markdown_table,
+    markdown_text,
+    neutralise_cell,
+    neutralise_frame,
+    restore_cell,
+    restore_frame,
+    terminal_text,
+)
 from .irf import add_irf, irf_scores
 from .k2vv import export_run
 from .load import load_records
@@ -34,18 +46,27 @@ __all__ = [
     "StressResult",
     "Thresholds",
     "add_irf",
+    "control_characters",
     "export_run",
     "irf_scores",
     "load_records",
     "load_thresholds",
+    "markdown_cell",
+    "markdown_table",
+    "markdown_text",
     "metric",
+    "neutralise_cell",
+    "neutralise_frame",
     "render_markdown",
     "render_metric_table",
     "render_tables",
     "resolve_thresholds",
+    "restore_cell",
+    "restore_frame",
     "score_frame",
     "score_paths",
     "stress_only",
     "stress_tables",
+    "terminal_text",
     "write_stress_outputs",
 ]

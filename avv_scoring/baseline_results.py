@@ -21,7 +21,7 @@ from avv_harness.errors import InputError
 from avv_harness.json_input import parse_json
 from avv_harness.language import last_user_text
 from avv_harness.record_file import coerce_frame
-from avv_harness.records import COLUMN_NAMES, STATUS_FAILED, STATUS_SUCCESS, Record, to_csv_row
+from avv_harness.records import COLUMN_NAMES, STATUS_FAILED, STATUS_SUCCESS, Record, to_csv_row, usage_counts
 from avv_harness.samples import SampleSet
 
 from .load import FILE_ORDER_COL, ROW_ORDER_COL, SOURCE_COL, RunInput, run_sample_set
@@ -89,8 +89,7 @@ def baseline_record(row: Mapping[str, Any], model: str, vendor: str, sample_id: 
     calls = _calls(message) if ok else []
     usage = (row.get("response") or {}).get("usage") if ok else None
     usage = usage if isinstance(usage, Mapping) else None
-    tokens = {k: usage.get(k) if usage and isinstance(usage.get(k), int) and not isinstance(usage.get(k), bool)
-              else None for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    tokens, _ = usage_counts(usage)  # counts a results file cannot vouch for are missing, as from the wire
     reasoning = (message.get("reasoning_content") or message.get("reasoning")) if ok else None
     reasoning = reasoning if isinstance(reasoning, str) else None
     content = message.get("content") if ok else None

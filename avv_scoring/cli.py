@@ -14,7 +14,10 @@ score runs, re-render a stress run, or compute IRF over a ready metrics table.
     avv-score metrics                       (the registry's metric table, as in the README)
     avv-score thresholds [PRESET|FILE.yaml] (a threshold preset as YAML, ready to copy and edit)
 
-Bad input prints one message naming the file and field and exits with status 2 (no traceback).
+Bad input prints one message naming the file and field and exits with status 2 (no traceback). Exit status:
+0 scored; 1 ``--strict`` and a vendor failed (or nothing to score); 2 bad input; 4 scored, but rows holding a
+number no record can hold were left out (each named on stderr and in report.md). Ctrl-C or SIGTERM stops
+it at once, with one line and status 128 + the signal (130, 143), no traceback.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from collections.abc import Sequence
 import pandas as pd
 
 from avv_harness.errors import InputError
+from avv_harness.stop_signals import Interrupted, interrupt_on_signals
 
 from .baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
+from .escape import neutralise_frame, restore_frame, terminal_text
 from .irf import irf_scores, irf_table_columns, resolve_irf_metrics
 from .k2vv import FORMAT, export_run
 from .presets import PRESETS, resolve_thresholds, thresholds_yaml
@@ -41,6 +46,8 @@ from .uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, VERDICT_MODES, StatsSe
 from .verdict import DEFAULT_PRESET, Thresholds
 
 PROG = "avv-score"
+#: Exit status when the run was scored without some of its rows (each named): the scores are not the whole run's.
+EXIT_ROWS_LEFT_OUT = 4
 
 
 def _threshold(text: str) -> float | None:
@@ -236,7 +243,9 @@ def _baseline_arg(values: Sequence[str]) -> str | dict[str, str] | None:
 def read_irf_table(path: str, metrics: Sequence[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the table as text cells, the numeric metric columns). Raises InputError naming file/line/column.
 
-    ``metrics`` = the IRF input columns the table must have (default: the registry's IRF inputs)."""
+    ``metrics`` = the IRF input columns the table must have (default: the registry's IRF inputs). Cells that
+    avv-score neutralised against formula injection (a scores.csv) are restored first
+    (:func:`~avv_scoring.escape.restore_frame`)."""
     required = irf_table_columns(metrics)
     try:
         text = pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -245,6 +254,7 @@ def read_irf_table(path: str, metrics: Sequence[str] | None = None) -> tuple[pd.
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise InputError(f"{path}: cannot read CSV ({str(exc).strip().splitlines()[0]})") from None
     text.columns = [str(c).strip() for c in text.columns]
+    text = restore_frame(text)
     missing = [c for c in required if c not in text.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)} (expected {', '.join(required)})")
@@ -274,7 +284,7 @@ def main_irf(argv: Sequence[str]) -> int:
     text, numeric = read_irf_table(args.table, args.irf_metrics)
     out = text.copy()
     out["irf"] = [f"{v:.{max(args.digits, 0)}f}" for v in irf_scores(numeric, args.irf_metrics)]
-    out.to_csv(sys.stdout, index=False, lineterminator="\n")
+    neutralise_frame(out).to_csv(sys.stdout, index=False, lineterminator="\n")  # safe to open in a spreadsheet
     return 0
 
 
@@ -301,12 +311,15 @@ def _report(result: ScoreResult, args: argparse.Namespace) -> int:
             sys.stdout.write(
                 f"wrote {', '.join(os.path.basename(p) for p in result.outputs.values())} to {folder}\n"
             )
+    if result.excluded_rows:
+        sys.stderr.write(f"{PROG}: warning: {len(result.excluded_rows)} row(s) left out, the rest scored:\n")
+        sys.stderr.write("".join(f"  {terminal_text(line)}\n" for line in result.excluded_rows))
     if args.strict and result.scored and result.scores.empty:
         sys.stderr.write(f"{PROG}: --strict: no records to score, so no vendor passed\n")
         return 1
     if args.strict and result.scored and not result.passed:
         return 1
-    return 0
+    return EXIT_ROWS_LEFT_OUT if result.excluded_rows else 0
 
 
 def main_score(argv: Sequence[str]) -> int:
@@ -369,7 +382,7 @@ def main_export(argv: Sequence[str]) -> int:
     args = _export_parser().parse_args(argv)
     result = export_run(args.run, out_dir=args.out, samples=args.samples, baseline=_baseline_arg(args.baseline))
     for warning in result.warnings:
-        sys.stderr.write(f"{PROG}: warning: {warning}\n")
+        sys.stderr.write(f"{PROG}: warning: {terminal_text(warning)}\n")
     if not args.quiet:
         for path in result.files:
             sys.stdout.write(path + "\n")
@@ -402,7 +415,7 @@ def main_trajectory(argv: Sequence[str]) -> int:
         source = load_tools(inputs, args.samples)
         tools, gold = source.tools_by_sample, source.gold_by_sample
     except InputError as exc:  # still show the steps; the end is judged without the gold end
-        sys.stderr.write(f"{PROG}: warning: {exc}\n")
+        sys.stderr.write(f"{PROG}: warning: {terminal_text(exc, keep_newlines=True)}\n")
         tools, gold = None, None
     summary = summarise(annotate_tool_calls(steps, tools, gold))
     end = None
@@ -424,6 +437,16 @@ def main_thresholds(argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        with interrupt_on_signals():  # SIGTERM, like Ctrl-C, stops even a CPU-bound step, without a traceback
+            return _dispatch(argv)
+    except Interrupted as exc:
+        print(f"{PROG}: stopped by {exc.name}; the outputs being written may be incomplete: run it again",
+              file=sys.stderr)
+        return exc.exit_status
+
+
+def _dispatch(argv: list[str]) -> int:
+    try:
         if argv and argv[0] == "irf":
             return main_irf(argv[1:])
         if argv and argv[0] == "stress":
@@ -439,7 +462,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         return main_score(argv)
     except InputError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {terminal_text(exc, keep_newlines=True)}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"{PROG}: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)

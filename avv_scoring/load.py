@@ -18,7 +18,7 @@ import pandas as pd
 from avv_harness.errors import InputError
 from avv_harness.items import ItemKey
 from avv_harness.manifest import RunManifest, read_manifest
-from avv_harness.record_file import read_records
+from avv_harness.record_file import read_records_checked
 from avv_harness.records import STATUS_SUCCESS
 from avv_harness.samples import Gold, SampleSet, file_sha256, load_samples
 
@@ -119,14 +119,20 @@ def _check_columns(frame: pd.DataFrame, path: str) -> None:
             raise InputError(f"{path}:{line}: field {col!r} is empty")
 
 
-def read_one(path: str) -> pd.DataFrame:
-    """Read one records.csv with the schema's dtypes and check the fields scoring relies on."""
+def read_one(path: str, excluded: list[str] | None = None) -> pd.DataFrame:
+    """Read one records.csv with the schema's dtypes and check the fields scoring relies on. Rows holding a
+    number no record can hold are left out; each is named in ``excluded`` (else logged)."""
     try:
-        frame = read_records(path)
+        frame, left_out = read_records_checked(path)
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     except (ValueError, TypeError) as exc:
         raise InputError(f"{path}: cannot parse records ({exc})") from None
+    if excluded is not None:
+        excluded.extend(left_out)
+    else:
+        for problem in left_out:
+            log.warning("%s", problem)
     _check_columns(frame, path)
     if "repeat" not in frame.columns:
         frame["repeat"] = pd.array([1] * len(frame), dtype="Int64")
@@ -194,11 +200,12 @@ def load_records(paths: Iterable[str | os.PathLike[str]]) -> pd.DataFrame:
     return read_inputs(inputs)
 
 
-def read_inputs(inputs: Sequence[RunInput]) -> pd.DataFrame:
-    """Read every input's records.csv (in order) and keep the latest row per item."""
+def read_inputs(inputs: Sequence[RunInput], excluded: list[str] | None = None) -> pd.DataFrame:
+    """Read every input's records.csv (in order) and keep the latest row per item; rows left out as unreadable
+    are named in ``excluded`` (see :func:`read_one`)."""
     frames = []
     for index, item in enumerate(inputs):
-        frame = read_one(item.csv_path)
+        frame = read_one(item.csv_path, excluded)
         frame[SOURCE_COL] = item.csv_path
         frame[FILE_ORDER_COL] = index
         frame[ROW_ORDER_COL] = range(len(frame))

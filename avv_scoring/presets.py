@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from avv_harness.errors import InputError
+from avv_harness.yaml_io import load_yaml, loads_yaml
 
 from .registry import KINDS, is_metric
 from .verdict import DEFAULT_PRESET, Thresholds
@@ -48,7 +49,7 @@ def preset(name: str) -> Thresholds:
         return Thresholds.none()
     if name in FILE_PRESETS:
         text = resources.files(__package__).joinpath("data", f"{name}.yaml").read_text(encoding="utf-8")
-        return thresholds_from_data(yaml.safe_load(text), f"preset {name}", default_name=name)
+        return thresholds_from_data(loads_yaml(text, f"preset {name}"), f"preset {name}", default_name=name)
     raise InputError(f"--thresholds {name!r}: not a preset ({', '.join(PRESETS)}) nor a .yaml file")
 
 
@@ -100,14 +101,7 @@ def thresholds_from_data(data: Any, where: str, default_name: str) -> Thresholds
 def load_thresholds(path: str | os.PathLike[str]) -> Thresholds:
     """Read a thresholds YAML file (module docstring); InputError naming the file and field."""
     path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    return thresholds_from_data(data, path, default_name=os.path.basename(path))
+    return thresholds_from_data(load_yaml(path, "thresholds"), path, default_name=os.path.basename(path))
 
 
 def resolve_thresholds(spec: str | None) -> Thresholds:

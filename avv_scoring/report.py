@@ -16,6 +16,7 @@ added to one of the two tuples; nothing appends to report.md afterwards.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,7 @@ from avv_harness.measures import is_missing
 
 from . import trajectory_report
 from .breakdown import DISAGREEMENT_COLUMNS, KINDS
+from .escape import markdown_table, markdown_text, neutralise_frame, terminal_text
 from .registry import count_metrics, group_metrics, table_metrics
 from .score import REPEAT_COLUMNS, SCORE_COLUMNS, ScoreResult
 from .stress import render_stress_markdown, render_stress_terminal, write_stress_files
@@ -89,13 +91,14 @@ def _missing_inputs(result: ScoreResult, row: dict[str, Any]) -> list[str]:
     return [m for m in result.irf_metrics if is_missing(row.get(m))]
 
 
-def _verdict_line(row: dict[str, Any]) -> str:
+def _verdict_line(row: dict[str, Any], name: Callable[[Any], str] = str) -> str:
+    """``vendor: PASS`` or ``vendor: FAIL (reasons)``; ``name`` escapes the vendor for its output."""
     if row["verdict"] == "pass":
-        return f"{row['vendor']}: PASS"
-    return f"{row['vendor']}: FAIL ({row['verdict_reasons']})"
+        return f"{name(row['vendor'])}: PASS"
+    return f"{name(row['vendor'])}: FAIL ({row['verdict_reasons']})"
 
 
-def _repeat_line(row: dict[str, Any]) -> str | None:
+def _repeat_line(row: dict[str, Any], name: Callable[[Any], str] = str) -> str | None:
     if not row.get("n_repeats") or row["n_repeats"] < 2:
         return None
     parts = []
@@ -104,17 +107,18 @@ def _repeat_line(row: dict[str, Any]) -> str | None:
         if is_missing(mean):
             continue
         parts.append(f"{header} {fmt(mean, kind)} ± {fmt(std, 'num' if kind == 'num' else 'irf')}")
-    return f"{row['vendor']} over {row['n_repeats']} repeats (mean ± std): " + ", ".join(parts)
+    return f"{name(row['vendor'])} over {row['n_repeats']} repeats (mean ± std): " + ", ".join(parts)
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
+def _md_escape(text: Any) -> str:
+    """Names and lines outside tables (headings, bullets): :func:`~avv_scoring.escape.markdown_text`."""
+    return markdown_text(text)
 
 
 def _md_table(headers: list[str], body: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cells) + " |" for cells in body]
-    return "\n".join(lines)
+    """Every table of report.md: :func:`~avv_scoring.escape.markdown_table` (each cell's ``|``, line breaks
+    and HTML escaped). Cells are passed as plain text, never pre-escaped."""
+    return markdown_table(headers, body)
 
 
 def _irf_text(result: ScoreResult) -> str:
@@ -153,33 +157,33 @@ def _header(result: ScoreResult) -> list[str]:
 
 
 def _model_heading(result: ScoreResult, model: str, rows: Rows) -> list[str]:
-    return [f"## {model}", f"Baseline: {result.baselines.get(model, MISSING)}"]
+    return [f"## {_md_escape(model)}", f"Baseline: {_md_escape(result.baselines.get(model, MISSING))}"]
 
 
 def _scores_table(result: ScoreResult, model: str, rows: Rows) -> list[str]:
-    body = [[_md_escape(_vendor_label(row))] + [fmt(row.get(c), k) for _, c, k in TABLE_LAYOUT[1:]] for row in rows]
+    body = [[_vendor_label(row)] + [fmt(row.get(c), k) for _, c, k in TABLE_LAYOUT[1:]] for row in rows]
     return [_md_table([h for h, _, _ in TABLE_LAYOUT], body)]
 
 
 def _verdicts(result: ScoreResult, model: str, rows: Rows) -> list[str]:
-    return ["Verdicts:", "\n".join(f"- {_md_escape(_verdict_line(row))}" for row in rows)]
+    return ["Verdicts:", "\n".join(f"- {_verdict_line(row, _md_escape)}" for row in rows)]
 
 
 def _repeats(result: ScoreResult, model: str, rows: Rows) -> list[str]:
-    lines = [r for r in (_repeat_line(row) for row in rows) if r]
-    return ["Repeats:", "\n".join(f"- {_md_escape(r)}" for r in lines)] if lines else []
+    lines = [r for r in (_repeat_line(row, _md_escape) for row in rows) if r]
+    return ["Repeats:", "\n".join(f"- {r}" for r in lines)] if lines else []
 
 
 def _count_cell(value: Any, kind: str) -> str:
     if kind == "text":  # e.g. error_kinds: empty when there is nothing to list
-        return "" if is_missing(value) else _md_escape(str(value))
+        return "" if is_missing(value) else str(value)
     return fmt(value, kind)
 
 
 def _counts(result: ScoreResult, model: str, rows: Rows) -> list[str]:
     headers = ["Vendor", *(h for h, _, _ in COUNT_LAYOUT), "Missing IRF inputs"]
     body = [
-        [_md_escape(str(row["vendor"]))]
+        [str(row["vendor"])]
         + [_count_cell(row.get(c), k) for _, c, k in COUNT_LAYOUT]
         + [", ".join(_missing_inputs(result, row)) or "none"]
         for row in rows
@@ -191,16 +195,17 @@ def _correctness(result: ScoreResult, model: str, rows: Rows) -> list[str]:
     if not any(not is_missing(row.get(c)) and row.get(c) != 0 for row in rows for _, c, _ in CORRECTNESS_LAYOUT):
         return []
     headers = ["Vendor", *(h for h, _, _ in CORRECTNESS_LAYOUT)]
-    body = [[_md_escape(_vendor_label(row))] + [fmt(row.get(c), k) for _, c, k in CORRECTNESS_LAYOUT] for row in rows]
+    body = [[_vendor_label(row)] + [fmt(row.get(c), k) for _, c, k in CORRECTNESS_LAYOUT] for row in rows]
     return ["Tool-call correctness (against the baseline over call pairs, and against the samples' gold labels; "
             "definitions in docs/scoring.md):", _md_table(headers, body)]
 
 
 def _cut(text: Any, chars: int = CELL_CHARS) -> str:
+    """A table cell's text on one line, cut to ``chars`` (escaped later, by :func:`_md_table`)."""
     if is_missing(text) or text is None:
         return ""
     text = " ".join(str(text).split())
-    return _md_escape(text if len(text) <= chars else text[: chars - 1] + "…")
+    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def _per_tool(result: ScoreResult, model: str, rows: Rows) -> list[str]:
@@ -229,7 +234,8 @@ def _disagreements(result: ScoreResult, model: str, rows: Rows) -> list[str]:
         return ["Disagreements: none (no item differs from the baseline or from gold)."]
     counts = table.groupby(["vendor", "kind"], sort=False).size()
     summary = "; ".join(
-        f"{vendor}: " + ", ".join(f"{kind} {counts[(vendor, kind)]}" for kind in KINDS if (vendor, kind) in counts)
+        f"{_md_escape(vendor)}: "
+        + ", ".join(f"{kind} {counts[(vendor, kind)]}" for kind in KINDS if (vendor, kind) in counts)
         for vendor in dict.fromkeys(table["vendor"])
     )
     headers = ["Vendor", "Sample", "Repeat", "Kind", "Against", "Baseline", "Vendor's answer", "Expected"]
@@ -238,7 +244,7 @@ def _disagreements(result: ScoreResult, model: str, rows: Rows) -> list[str]:
         vendor_side = r["vendor_calls"] or (f"as text: {r['vendor_content']}" if r["vendor_content"] else "no call")
         base_side = r["baseline_calls"] or "no call"
         body.append([
-            _md_escape(str(r["vendor"])), _md_escape(str(r["sample_id"])), str(r["repeat"]), r["kind"], r["against"],
+            str(r["vendor"]), str(r["sample_id"]), str(r["repeat"]), r["kind"], r["against"],
             _cut(f"{r['baseline_finish']}: {base_side}" if isinstance(r["baseline_finish"], str) else ""),
             _cut(f"{r['vendor_finish']}: {vendor_side}"), _cut(r["expected"]),
         ])
@@ -272,7 +278,7 @@ def _models(result: ScoreResult) -> list[str]:
 
 
 def _warnings(result: ScoreResult) -> list[str]:
-    return ["## Warnings", "\n".join(f"- {w}" for w in result.warnings)] if result.warnings else []
+    return ["## Warnings", "\n".join(f"- {_md_escape(w)}" for w in result.warnings)] if result.warnings else []
 
 
 def _stress(result: ScoreResult) -> list[str]:
@@ -287,7 +293,7 @@ def _client_load(result: ScoreResult) -> list[str]:
     body = []
     for worker, entry in load.items():
         for vendor, lag in entry["vendors"].items():
-            body.append([_md_escape(worker), _md_escape(vendor), fmt(lag["lag_p50_ms"], "num"),
+            body.append([str(worker), str(vendor), fmt(lag["lag_p50_ms"], "num"),
                          fmt(lag["lag_p99_ms"], "num"), fmt(entry["cpu_mean_pct"], "num"),
                          fmt(entry["cpu_max_pct"], "num"), "**yes**" if entry["client_bound"] else "no"])
     lines = ["## Client load",
@@ -297,7 +303,9 @@ def _client_load(result: ScoreResult) -> list[str]:
                         "Client-bound"], body)]
     advice = client_bound_advice(load)
     if advice:
-        lines.append("\n".join(f"- **{_md_escape(line)}**" for line in advice))
+        # our own sentences about our own processes (their ">" is text, not markup): only "|" escaped, as before
+        advice = [line.replace("|", "\\|") for line in advice]
+        lines.append("\n".join(f"- **{line}**" for line in advice))
     return lines
 
 
@@ -322,7 +330,8 @@ def _terminal_scores(result: ScoreResult) -> list[str]:
     for model in result.models:
         table = result.model_scores(model).to_dict("records")
         header = [h for h, _, _ in TABLE_LAYOUT]
-        body = [[_vendor_label(row)] + [fmt(row.get(c), k) for _, c, k in TABLE_LAYOUT[1:]] for row in table]
+        body = [[terminal_text(_vendor_label(row))] + [fmt(row.get(c), k) for _, c, k in TABLE_LAYOUT[1:]]
+                for row in table]
         widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
 
         def line(cells: list[str], widths: list[int] = widths) -> str:
@@ -354,7 +363,10 @@ def _terminal_scores(result: ScoreResult) -> list[str]:
 def render_tables(result: ScoreResult, client_advice: bool = True) -> str:
     """Plain-text tables for the terminal: one per model (seeds' layout, by IRF) plus verdicts, the
     warnings (with ``client_advice``, the client-bound advice too: the harness prints its own once per run,
-    after the tables), and the stress capacity table when ``result.stress`` is set."""
+    after the tables), and the stress capacity table when ``result.stress`` is set.
+
+    Names, warnings and anything else from configs or vendors show control characters escaped
+    (:func:`~avv_scoring.escape.terminal_text`): an ANSI / OSC sequence in a vendor name is printed, not run."""
     out: list[str] = _terminal_scores(result) if result.scored else []
     if result.scored and not result.scores.empty:
         out.extend(f"warning: {warning}" for warning in result.warnings)
@@ -364,18 +376,34 @@ def render_tables(result: ScoreResult, client_advice: bool = True) -> str:
         if out and out[-1] != "":
             out.append("")
         out.append(render_stress_terminal(result.stress))
-    return "\n".join(out).rstrip("\n") + "\n"
+    return "\n".join(terminal_text(line, keep_newlines=True) for line in out).rstrip("\n") + "\n"
 
 
 # ------------------------------------------------------------------------------------------------- files
 
 
 def _jsonable(value: Any) -> Any:
+    """A JSON value: missing or not finite → null (JSON has no NaN or Infinity), numpy scalars → Python."""
     if is_missing(value):
         return None
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        return value.item()
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     return value
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: into a temporary file next to it, then renamed over it,
+    so an interrupted or failed scoring never leaves a truncated output (a half-written scores.json)."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -422,12 +450,14 @@ def result_dict(result: ScoreResult) -> dict[str, Any]:
 
 
 def _csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table as a CSV a person opens: booleans as true/false, text cells neutralised against formula
+    injection (:func:`~avv_scoring.escape.neutralise_frame`, OWASP's rule; reversible)."""
     out = frame.copy()
     if "is_baseline" in out.columns:
         out["is_baseline"] = out["is_baseline"].map(
             lambda v: "" if is_missing(v) else ("true" if v else "false")
         )
-    return out
+    return neutralise_frame(out)
 
 
 def write_outputs(result: ScoreResult, out_dir: str | os.PathLike[str], html: bool = True) -> dict[str, str]:
@@ -441,15 +471,15 @@ def write_outputs(result: ScoreResult, out_dir: str | os.PathLike[str], html: bo
     paths = {name: os.path.join(out_dir, name) for name in names}
     if result.scored:
         _csv_frame(result.scores.reindex(columns=list(SCORE_COLUMNS))).to_csv(paths["scores.csv"], index=False)
-        result.by_repeat.reindex(columns=list(REPEAT_COLUMNS)).to_csv(paths["scores_by_repeat.csv"], index=False)
-        result.disagreements.reindex(columns=list(DISAGREEMENT_COLUMNS)).to_csv(paths["disagreements.csv"], index=False)
-        with open(paths["scores.json"], "w", encoding="utf-8") as fh:
-            json.dump(result_dict(result), fh, indent=2, ensure_ascii=False, allow_nan=False)
-            fh.write("\n")
+        _csv_frame(result.by_repeat.reindex(columns=list(REPEAT_COLUMNS))).to_csv(paths["scores_by_repeat.csv"],
+                                                                                    index=False)
+        _csv_frame(result.disagreements.reindex(columns=list(DISAGREEMENT_COLUMNS))).to_csv(
+            paths["disagreements.csv"], index=False)
+        write_text(paths["scores.json"], json.dumps(result_dict(result), indent=2, ensure_ascii=False,
+                                                    allow_nan=False) + "\n")
     if result.stress is not None:
         paths.update(write_stress_files(result.stress, out_dir))
-    with open(paths["report.md"], "w", encoding="utf-8") as fh:
-        fh.write(render_markdown(result))
+    write_text(paths["report.md"], render_markdown(result))
     if html:  # the figures take ~2 s (matplotlib); --no-html / --avv-no-html skip them
         from .report_html import write_html  # imports this module
 

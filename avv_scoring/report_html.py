@@ -43,8 +43,9 @@ from avv_harness.records import ANOMALIES, ERROR_KINDS
 from . import trajectory_report
 from .load import is_success
 from .registry import limit_text, metric, per_repeat_metrics
-from .report import MISSING, TABLE_LAYOUT, fmt
+from .report import MISSING, TABLE_LAYOUT, fmt, write_text
 from .score import ScoreResult
+from .stress import plain_figure_text
 
 REPORT_HTML = "report.html"
 #: Rows of the disagreement list shown per model (all of them are in disagreements.csv).
@@ -507,7 +508,8 @@ def render_html(result: ScoreResult) -> str:
     """The whole page (see the module docstring)."""
     started = time.perf_counter()
     palette = _palette(result)
-    rendered = [html_ for section in HTML_SECTIONS if (html_ := section(result, palette))]
+    with plain_figure_text():
+        rendered = [html_ for section in HTML_SECTIONS if (html_ := section(result, palette))]
     titles = []
     for block in rendered:
         key = block.split('id="', 1)[1].split('"', 1)[0]
@@ -525,9 +527,7 @@ def render_html(result: ScoreResult) -> str:
 def write_html(result: ScoreResult, out_dir: str | os.PathLike[str]) -> dict[str, str]:
     """Write report.html into ``out_dir``; return {"report.html": path}."""
     path = os.path.join(os.fspath(out_dir), REPORT_HTML)
-    text = render_html(result)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    write_text(path, render_html(result))
     return {REPORT_HTML: path}
 
 

@@ -130,8 +130,7 @@ def markdown_section(result: ScoreResult, model: str, rows: Rows) -> list[str]:
     if not rows or "mcnemar_p" not in rows[0]:
         return []
     blocks = [f"**{TITLE}** " + _settings_line(result, _units(result, model)),
-              "Intervals (value [95 % interval]):", _md_table(_ci_headers(), [[_md_escape(c) for c in r]
-                                                                               for r in _ci_body(rows)])]
+              "Intervals (value [95 % interval]):", _md_table(_ci_headers(), _ci_body(rows))]
     blocks += ["Agreement with the baseline next to the baseline's agreement with itself (its repeats, all pairs), "
                "and the tests (McNemar: calls more or less often than the baseline; noise p: disagrees more often "
                "than the baseline with itself):",

@@ -8,8 +8,13 @@ A tool call is **valid** when
    ``$schema``, else Draft 2020-12. A missing or empty (``{}``) ``parameters`` accepts any object.
 
 A call is **not checkable** (neither valid nor invalid) when the request's schema is itself invalid
-(``check_schema`` fails or a ``$ref`` cannot be resolved) or the sample's tools are unknown. That is
-the request's fault, not the vendor's, so it is reported separately and left out of the accuracy.
+(``check_schema`` fails), cannot be checked safely (a ``$ref`` that does not resolve inside the schema — it is
+never fetched —, a pattern the regex engine refuses, ``unevaluatedProperties`` with ``patternProperties``:
+see :mod:`avv_harness.bounded_schema`) or the sample's tools are unknown. That is the request's fault, not the
+vendor's, so it is reported separately and left out of the accuracy. All of it is decided when the schema is
+compiled, never by the arguments: once a schema is checkable, a validation that does not finish (a regex
+search past :data:`~avv_harness.bounded_schema.REGEX_BUDGET_S`) or fails (arguments nested deeper than Python
+follows) makes the call invalid, so no vendor can move its own call out of the accuracy.
 
 Compiled validators are cached per schema (keyed by the schema's canonical JSON); this cache is the
 package's only module-level state.
@@ -21,8 +26,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.validators import validator_for
+from avv_harness.bounded_schema import build_validator, is_valid
 
 VALID = "valid"
 INVALID = "invalid"
@@ -32,7 +36,7 @@ _VALIDATORS: dict[str, Any] = {}
 
 
 class _BadSchema:
-    """Cache marker for a schema that failed ``check_schema``."""
+    """Cache marker for a schema that cannot be checked (``check_schema`` failed, or it is not safe to check)."""
 
     def __init__(self, reason: str):
         self.reason = reason
@@ -48,10 +52,8 @@ def compiled_validator(schema: Any):
     cached = _VALIDATORS.get(key)
     if cached is None:
         try:
-            cls = validator_for(schema, default=Draft202012Validator)
-            cls.check_schema(schema)
-            cached = cls(schema)
-        except Exception as exc:  # SchemaError, TypeError for non-schema values, ...
+            cached = build_validator(schema)
+        except Exception as exc:  # SchemaError, UnusableSchema, TypeError for non-schema values, ...
             cached = _BadSchema(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         _VALIDATORS[key] = cached
     return cached
@@ -119,16 +121,7 @@ def check_call(call: Mapping[str, Any], schemas: Mapping[str, Any] | None) -> st
         return INVALID
     if not isinstance(args, dict):
         return INVALID
-    parameters = schemas[name]
-    if parameters is None or (isinstance(parameters, Mapping) and not parameters):
-        return VALID
-    validator = compiled_validator(parameters)
-    if isinstance(validator, _BadSchema):
-        return UNCHECKABLE
-    try:
-        return VALID if validator.is_valid(args) else INVALID
-    except Exception:  # an unresolvable $ref and similar: the request's schema is at fault
-        return UNCHECKABLE
+    return _check_parsed(args, schemas[name])
 
 
 class CallChecker:
@@ -181,6 +174,6 @@ def _check_parsed(args: Any, parameters: Any, validator: Any = None) -> str:
     if isinstance(validator, _BadSchema):
         return UNCHECKABLE
     try:
-        return VALID if validator.is_valid(args) else INVALID
-    except Exception:  # an unresolvable $ref and similar: the request's schema is at fault
-        return UNCHECKABLE
+        return VALID if is_valid(validator, args) else INVALID
+    except Exception:  # the schema was checked when compiled: what fails now is the arguments (e.g. too deep)
+        return INVALID

@@ -101,6 +101,9 @@ class ScoreResult:
     records: pd.DataFrame | None = None
     #: How intervals, tests and the verdict mode were computed (:mod:`.uncertainty`).
     stats: StatsSettings = field(default_factory=StatsSettings)
+    #: Rows of the inputs left out because a cell held a number no record can hold, each named by file, line,
+    #: item and cell (:func:`avv_harness.record_file.read_records_checked`); the rest was scored.
+    excluded_rows: list[str] = field(default_factory=list)
 
     @property
     def models(self) -> list[str]:
@@ -432,7 +435,8 @@ def score_paths(
 
     paths = [os.fspath(p) for p in paths]
     inputs = resolve_inputs(paths)
-    records = read_inputs(inputs)
+    excluded: list[str] = []
+    records = read_inputs(inputs, excluded)
     tool_source = load_tools(inputs, samples)
     import_notes: list[str] = []
     if baseline_results:
@@ -450,7 +454,8 @@ def score_paths(
         records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds, irf_metrics=irf_metrics,
         gold_by_sample=tool_source.gold_by_sample, stats=stats,
     )
-    result.warnings[:0] = tool_source.warnings + _input_notes(inputs) + import_notes
+    result.warnings[:0] = tool_source.warnings + _input_notes(inputs) + import_notes + _excluded_notes(excluded)
+    result.excluded_rows = excluded
     result.inputs = result_inputs
     result.sample_files = tool_source.sample_files
     stress_dir = _single_stress_run(inputs)
@@ -495,6 +500,18 @@ def stress_only(
     if write:
         result.outputs = write_outputs(result, os.fspath(out_dir) if out_dir is not None else folder)
     return result
+
+
+#: Rows left out that are named one by one in the warnings (all of them are in ``ScoreResult.excluded_rows``).
+EXCLUDED_SHOWN = 20
+
+
+def _excluded_notes(excluded: list[str]) -> list[str]:
+    if not excluded:
+        return []
+    more = f"; {len(excluded) - EXCLUDED_SHOWN} more not shown" if len(excluded) > EXCLUDED_SHOWN else ""
+    return [f"{len(excluded)} row(s) left out because a cell held a number no record can hold (the other rows are "
+            f"scored){more}:", *excluded[:EXCLUDED_SHOWN]]
 
 
 def _input_notes(inputs: list[Any]) -> list[str]:

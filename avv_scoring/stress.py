@@ -45,6 +45,7 @@ from avv_harness.errors import InputError
 from avv_harness.measures import is_missing, meets_slo, percentile
 from avv_harness.records import ERROR_KINDS
 
+from .escape import markdown_table, markdown_text, neutralise_frame, terminal_text
 from .load import RECORDS_NAME, RUN_JSON_NAME, _read_run_json, is_success, read_one
 
 STRESS_MODE = "stress"
@@ -290,26 +291,35 @@ def stress_tables(run_dir: str | os.PathLike[str]) -> StressResult | None:
     return stress_result(records, settings, folder, notes)
 
 
+def plain_figure_text() -> Any:
+    """A context in which matplotlib draws figure text as written: by default it reads ``$…$`` as TeX math, so a
+    tool or vendor name such as ``get$\\undefinedcmd$`` in a label raised inside its parser and lost the report."""
+    import matplotlib
+
+    return matplotlib.rc_context({"text.parse_math": False})
+
+
 def plot(levels: pd.DataFrame, column: str, ylabel: str, path: str, slo: float | None = None) -> None:
     """One line per vendor of ``column`` over the levels (log2 x axis), saved as PNG at ``path``."""
     from matplotlib.figure import Figure  # no pyplot: no global figure state, no backend switch
     from matplotlib.ticker import ScalarFormatter
 
-    fig = Figure(figsize=(7, 4.2), dpi=110)
-    ax = fig.subplots()
-    for vendor, group in levels.groupby("vendor", sort=True):
-        ax.plot(group["level"], group[column], marker="o", label=vendor)
-    if slo is not None:
-        ax.axhline(slo, color="grey", linestyle="--", linewidth=1, label="SLO")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted(levels["level"].unique()))
-    ax.get_xaxis().set_major_formatter(ScalarFormatter())
-    ax.set_xlabel("concurrency (users per vendor)")
-    ax.set_ylabel(ylabel)
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
+    with plain_figure_text():
+        fig = Figure(figsize=(7, 4.2), dpi=110)
+        ax = fig.subplots()
+        for vendor, group in levels.groupby("vendor", sort=True):
+            ax.plot(group["level"], group[column], marker="o", label=vendor)
+        if slo is not None:
+            ax.axhline(slo, color="grey", linestyle="--", linewidth=1, label="SLO")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(levels["level"].unique()))
+        ax.get_xaxis().set_major_formatter(ScalarFormatter())
+        ax.set_xlabel("concurrency (users per vendor)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(path)
 
 
 def write_stress_files(result: StressResult, out_dir: str | os.PathLike[str]) -> dict[str, str]:
@@ -317,8 +327,9 @@ def write_stress_files(result: StressResult, out_dir: str | os.PathLike[str]) ->
     folder = os.fspath(out_dir)
     os.makedirs(folder, exist_ok=True)
     paths = {name: os.path.join(folder, name) for name in (STRESS_CSV, CAPACITY_CSV)}
-    result.levels.to_csv(paths[STRESS_CSV], index=False, float_format="%.3f")
-    result.capacity.to_csv(paths[CAPACITY_CSV], index=False, float_format="%.3f")
+    # text cells neutralised against formula injection (avv_scoring.escape, OWASP's rule)
+    neutralise_frame(result.levels).to_csv(paths[STRESS_CSV], index=False, float_format="%.3f")
+    neutralise_frame(result.capacity).to_csv(paths[CAPACITY_CSV], index=False, float_format="%.3f")
     if len(result.levels):
         paths[TTFT_PLOT] = os.path.join(folder, TTFT_PLOT)
         paths[TOKENS_PLOT] = os.path.join(folder, TOKENS_PLOT)
@@ -358,29 +369,22 @@ def render_stress_markdown(result: StressResult) -> str:
         f"Ladder: {ladder} users per vendor, {s.step_s:g} s per level; tokens/s uses each level's measured "
         "duration.",
         "",
-        "| Vendor | Capacity | First 429 level | Peak tokens/s | Stopped after level |",
-        "|---|---|---|---|---|",
-    ]
-    for row in result.capacity.itertuples(index=False):
-        lines.append(
-            f"| {row.vendor} | {_cell(row.capacity)} | {_cell(row.first_429_level)} | "
-            f"{_cell(row.peak_tokens_per_s, '{:.1f}')} | {_cell(row.stopped_after_level)} |"
-        )
-    lines += [
+        markdown_table(
+            ["Vendor", "Capacity", "First 429 level", "Peak tokens/s", "Stopped after level"],
+            [[row.vendor, _cell(row.capacity), _cell(row.first_429_level), _cell(row.peak_tokens_per_s, "{:.1f}"),
+              _cell(row.stopped_after_level)] for row in result.capacity.itertuples(index=False)]),
         "",
-        "| Vendor | Level | Requests | Success | 429 share | TTFT p95 (ms) | Latency p95 (ms) | Tokens/s | SLO |",
-        "|---|---|---|---|---|---|---|---|---|",
+        markdown_table(
+            ["Vendor", "Level", "Requests", "Success", "429 share", "TTFT p95 (ms)", "Latency p95 (ms)", "Tokens/s",
+             "SLO"],
+            [[row.vendor, row.level, row.requests, f"{row.success_rate:.3f}", f"{row.rate_429:.3f}",
+              _cell(row.ttft_p95_ms, "{:.0f}"), _cell(row.latency_p95_ms, "{:.0f}"), f"{row.tokens_per_s:.1f}",
+              "yes" if row.meets_slo else "no"] for row in result.levels.itertuples(index=False)]),
     ]
-    for row in result.levels.itertuples(index=False):
-        lines.append(
-            f"| {row.vendor} | {row.level} | {row.requests} | {row.success_rate:.3f} | {row.rate_429:.3f} | "
-            f"{_cell(row.ttft_p95_ms, '{:.0f}')} | {_cell(row.latency_p95_ms, '{:.0f}')} | "
-            f"{row.tokens_per_s:.1f} | {'yes' if row.meets_slo else 'no'} |"
-        )
     if len(result.levels):
         lines += ["", f"![TTFT p95]({TTFT_PLOT}) ![tokens/s]({TOKENS_PLOT})"]
     if result.notes:
-        lines += [""] + [f"- {note}" for note in result.notes]
+        lines += [""] + [f"- {markdown_text(note)}" for note in result.notes]
     return "\n".join(lines)
 
 
@@ -394,7 +398,7 @@ def render_stress_terminal(result: StressResult) -> str:
 
     for row in result.capacity.itertuples(index=False):
         lines.append(
-            f"{row.vendor:<24} {show(row.capacity):>8} {show(row.first_429_level):>9} "
+            f"{terminal_text(row.vendor):<24} {show(row.capacity):>8} {show(row.first_429_level):>9} "
             f"{row.peak_tokens_per_s:>10.1f}"
         )
     return "\n".join(lines)

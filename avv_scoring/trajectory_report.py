@@ -17,6 +17,7 @@ import pandas as pd
 
 from avv_harness.measures import is_missing
 
+from .escape import terminal_text
 from .registry import group_metrics
 from .trajectories import ENDS, TJ, TJ_END, TJ_STEPS, step_numbers
 
@@ -37,12 +38,12 @@ def has_trajectories(rows: Sequence[Mapping[str, Any]]) -> bool:
 
 def markdown_section(result: Any, model: str, rows: list[dict[str, Any]]) -> list[str]:
     """report.md, per model: the agent metrics of every vendor (nothing when the model has no agent task)."""
-    from .report import _md_escape, _md_table, _vendor_label, fmt
+    from .report import _md_table, _vendor_label, fmt
 
     if not has_trajectories(rows):
         return []
     layout = agent_layout()
-    body = [[_md_escape(_vendor_label(row))] + [_md_escape(fmt(row.get(c), k)) for _, c, k in layout] for row in rows]
+    body = [[_vendor_label(row)] + [fmt(row.get(c), k) for _, c, k in layout] for row in rows]
     return ["Agent trajectories (one per agent task and repeat; per-item metrics above read each task's first step; "
             "definitions in docs/scoring.md, tasks that end otherwise than the baseline's in disagreements.csv):",
             _md_table(["Vendor", *(h for h, _, _ in layout)], body)]
@@ -59,9 +60,9 @@ def terminal_lines(result: Any) -> list[str]:
         if not has_trajectories(rows):
             continue
         header = ["Vendor", *(h for h, _, _ in layout)]
-        body = [[_vendor_label(row)] + [fmt(row.get(c), k) for _, c, k in layout] for row in rows]
+        body = [[terminal_text(_vendor_label(row))] + [fmt(row.get(c), k) for _, c, k in layout] for row in rows]
         widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-        out.append(f"{model}  agent trajectories")
+        out.append(f"{terminal_text(model)}  agent trajectories")
         for cells in [header, ["-" * w for w in widths], *body]:
             out.append("  ".join(c.ljust(w) if i in (0, len(cells) - 1) else c.rjust(w)
                                  for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip())
@@ -176,7 +177,8 @@ def render_trajectory(steps: pd.DataFrame, end: str | None = None) -> str:
             lines.append(f"  error  {_cut(row.get('error_detail'))}")
     if end:
         lines.append(f"end: {end}")
-    return "\n".join(lines) + "\n"
+    # vendor answers and names reach the terminal: control characters shown escaped, never run
+    return "\n".join(terminal_text(line) for line in lines) + "\n"
 
 
 __all__ = ["agent_layout", "html_section", "markdown_section", "render_trajectory", "terminal_lines",

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -187,16 +186,17 @@ def repeat_calls(turn: Turn, tools: Sequence[Any]) -> tuple[PlannedCall, ...]:
 
 
 def answer_text(pattern: str | None, h: str) -> str | None:
-    """A text matching ``pattern`` (rstr's xeger, seeded by the decision key); None when it cannot be made."""
+    """A text matching ``pattern`` (rstr's xeger, seeded by the decision key, bounded in length; the check
+    bounded in time); None when it cannot be made."""
     if pattern is None:
         return None
-    import rstr
+    from avv_harness.bounded_schema import search
 
     try:
-        text = rstr.Rstr(random.Random(f"{h}:agent:answer")).xeger(pattern)
-    except Exception:  # a regex feature xeger cannot invert
+        text = schema_args.xeger(pattern, random.Random(f"{h}:agent:answer"))
+        return text if search(pattern, text) else None
+    except Exception:  # a regex feature xeger cannot invert, or a check that did not finish (PatternTimeout)
         return None
-    return text if re.search(pattern, text) else None
 
 
 def decide_step(profile: Profile, entry: AgentEntry, body: Mapping[str, Any], tools: Sequence[Any], h: str,

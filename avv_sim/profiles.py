@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
+from avv_harness.errors import InputError
+from avv_harness.yaml_io import load_yaml, loads_yaml
 
 QUIRKS: tuple[str, ...] = (
     "no_finish_reason",
@@ -281,13 +282,10 @@ def load_profiles(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[st
         data = source if "profiles" in source else {"profiles": source}
         return profiles_from_mapping(data)
     path = os.fspath(source)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{path}: invalid YAML: {exc}") from exc
+    try:  # the project's one YAML loader: duplicate keys and alias bombs refused, naming the line
+        data = load_yaml(path, "simulator profiles")
+    except InputError as exc:
+        raise ProfileError(str(exc)) from None
     return profiles_from_mapping(data, source=path)
 
 
@@ -299,7 +297,7 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         if not sep or not knob.strip():
             raise ProfileError(f"--set {item!r}: expected KNOB=VALUE")
         try:
-            out[knob.strip()] = yaml.safe_load(text) if text.strip() else None
-        except yaml.YAMLError as exc:
-            raise ProfileError(f"--set {item!r}: cannot parse value: {exc}") from exc
+            out[knob.strip()] = loads_yaml(text, f"--set {item!r}") if text.strip() else None
+        except InputError as exc:
+            raise ProfileError(str(exc)) from None  # names the --set item and the line
     return out

@@ -4,11 +4,16 @@
 and exotic keywords), deterministic from a seed string. :func:`break_arguments` turns a valid argument
 object into a JSON text that does NOT validate: a missing required property, a wrong type, or text that
 is not JSON at all.
+
+The schema is the user's, so the work is bounded: validation is the scoring's (no network, regex searches
+time-bounded: :mod:`avv_harness.bounded_schema`), and a generated string or array stops at
+:data:`MAX_GENERATED_CHARS` / :data:`MAX_GENERATED_ITEMS` (such a value may then fail its schema).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import random
@@ -44,6 +49,10 @@ _WORDS = (
     "today",
 )
 _MAX_DEPTH = 8
+#: The longest string generated (``pattern`` with nested repeats, ``minLength``): past it, memory and time.
+MAX_GENERATED_CHARS = 10_000
+#: The most items generated for an array (``minItems``).
+MAX_GENERATED_ITEMS = 1_000
 
 
 def _resolve_ref(ref: str, root: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -95,12 +104,42 @@ def _schema_type(schema: Mapping[str, Any]) -> str:
     return "string"
 
 
-def _from_pattern(pattern: str, rng: random.Random) -> str:
-    """A string matching ``pattern`` (rstr's xeger, driven by our seeded generator)."""
+@functools.cache
+def _bounded_xeger_class() -> type:
     import rstr
+    from rstr.xeger import STAR_PLUS_LIMIT
 
+    class BoundedXeger(rstr.Rstr):
+        """rstr's xeger that gives up (ValueError) once its repeats have produced MAX_GENERATED_CHARS: a
+        nested repeat such as ``((a{100}){100}){100}`` would build a million characters."""
+
+        def __init__(self, rng: random.Random) -> None:
+            super().__init__(rng)
+            self.produced = 0
+
+        def _handle_repeat(self, start_range: int, end_range: int, value: Any) -> str:
+            pieces = []
+            for _ in range(self._random.randint(start_range, min(end_range, STAR_PLUS_LIMIT))):
+                piece = "".join(self._handle_state(state) for state in value)
+                self.produced += len(piece)
+                if self.produced > MAX_GENERATED_CHARS:
+                    raise ValueError(f"more than {MAX_GENERATED_CHARS} characters")
+                pieces.append(piece)
+            return "".join(pieces)
+
+    return BoundedXeger
+
+
+def xeger(pattern: str, rng: random.Random) -> str:
+    """A string matching ``pattern`` (rstr's xeger, driven by ``rng``), at most about MAX_GENERATED_CHARS
+    long; ValueError (or re.error) when it cannot be made."""
+    return _bounded_xeger_class()(rng).xeger(pattern)
+
+
+def _from_pattern(pattern: str, rng: random.Random) -> str:
+    """A string matching ``pattern`` (:func:`xeger`, driven by our seeded generator)."""
     try:
-        return rstr.Rstr(rng).xeger(pattern)
+        return xeger(pattern, rng)
     except Exception:  # a regex feature xeger cannot invert: fall back to words (the schema may then fail)
         return " ".join(rng.choice(_WORDS) for _ in range(2))
 
@@ -123,7 +162,7 @@ def _gen_string(schema: Mapping[str, Any], rng: random.Random) -> str:
         text = _from_pattern(schema["pattern"], rng)
     else:
         text = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 3)))
-    min_len = int(schema.get("minLength", 0) or 0)
+    min_len = min(int(schema.get("minLength", 0) or 0), MAX_GENERATED_CHARS)
     max_len = schema.get("maxLength")
     while len(text) < min_len:
         text += rng.choice("abcdefghijklmnopqrstuvwxyz")
@@ -180,7 +219,7 @@ def _gen_array(schema: Mapping[str, Any], rng: random.Random, root: Mapping[str,
     if isinstance(items, list):  # draft-4 tuple form
         return [_gen(s, rng, root, depth + 1) for s in items]
     item_schema = items if isinstance(items, Mapping) else {}
-    min_items = int(schema.get("minItems", 1) or 0)
+    min_items = min(int(schema.get("minItems", 1) or 0), MAX_GENERATED_ITEMS)
     max_items = schema.get("maxItems")
     hi = min_items + 2 if max_items is None else min(int(max_items), max(min_items, 3))
     n = rng.randint(min_items, max(min_items, hi))
@@ -273,16 +312,26 @@ def _gen_branch(
 
 
 def _valid(schema: Mapping[str, Any], value: Any) -> bool:
-    """jsonschema validation, imported lazily (only oneOf and breaking need it)."""
+    """Validation as the scoring does it (no network, regex time-bounded), imported lazily (only oneOf and
+    breaking need it)."""
+    from avv_harness.bounded_schema import is_valid
+
     try:
-        import jsonschema
-    except ImportError:  # pragma: no cover - jsonschema is a dependency
+        validator = _validator(json.dumps(schema, sort_keys=True))
+    except Exception:  # a schema that cannot be checked; assume the value is fine
         return True
     try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        return cls(schema).is_valid(value)
-    except Exception:  # an unparseable schema cannot be checked; assume the value is fine
-        return True
+        return is_valid(validator, value)
+    except Exception:  # the value cannot be followed (e.g. nested too deep): not valid
+        return False
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Any:
+    """The validator of a schema given as canonical JSON (built once: checking the schema costs ~1 ms)."""
+    from avv_harness.bounded_schema import build_validator
+
+    return build_validator(json.loads(schema_json))
 
 
 def is_valid(schema: Mapping[str, Any], value: Any) -> bool:

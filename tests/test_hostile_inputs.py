@@ -20,7 +20,7 @@ from avv_harness.errors import InputError
 from avv_harness.execute import endpoint_url
 from avv_harness.items import ItemKey
 from avv_harness.options import RunOptions, preparse_options
-from avv_harness.record_file import RecordWriter, read_records, read_rows
+from avv_harness.record_file import RecordWriter, read_records, read_records_checked, read_rows
 from avv_harness.records import encode_row
 from avv_harness.samples import load_samples
 from avv_scoring.cli import main as avv_score
@@ -231,15 +231,18 @@ def test_the_typed_reader_names_a_short_row_and_reads_whole_rows_with_an_empty_l
         read_records(path)
 
 
-def test_a_cell_that_is_not_a_number_reads_as_missing(tmp_path):
+def test_a_cell_that_is_not_a_number_leaves_its_row_out_by_name(tmp_path):
+    # issue 11 read such a cell as missing; issue 22's rule: a row with a cell no record can hold is left out
+    # and named (file, line, item, cell), and the other rows are read
     path = _records_file(tmp_path / "records.csv", [
         {"run_id": "r", "model": "m", "vendor": "v", "sample_id": str(i), "repeat": 1, "http_status": 200,
          "is_baseline": i == 1, "stale_conn_retries": 0} for i in (1, 2)])
     text = path.read_text(encoding="utf-8").replace(",200,", ",abc,", 1)
     path.write_text(text, encoding="utf-8")
-    frame = read_records(path)
-    assert frame["http_status"].isna().tolist() == [True, False]
-    assert frame["is_baseline"].tolist() == [True, False]
+    frame, excluded = read_records_checked(path)
+    assert frame["sample_id"].tolist() == ["2"] and frame["is_baseline"].tolist() == [False]
+    assert excluded == [f"{path}:2: row left out (model m, vendor v, sample_id 1, repeat 1): "
+                        "http_status 'abc' is not a number"]
 
 # 7, 9, 10, 12 ---------------------------------------------------- local mistakes are input errors
 
