@@ -7,7 +7,7 @@ into SSE events by :class:`SSEParser`, so an event is timestamped when its last 
 
 No vendor can stall another in the same process: the work per read and per event is bounded (an event or
 line larger than ``max_event_bytes`` is ``bad_sse``; the parser is linear in the bytes), the reading loop
-yields to the gevent loop when it has run YIELD_AFTER_S without waiting for bytes, and ``max_request_s``
+lets the gevent loop turn when it has run YIELD_AFTER_S without waiting for bytes, and ``max_request_s``
 is checked on every read. The vendor's fault is the vendor's: malformed JSON shapes, non-finite numbers
 (``Infinity``, ``NaN``), over-deep nesting, an ``event: error`` frame and a response head that cannot be
 parsed are classified (``bad_sse``, ``stream_error``), never left to raise as a client error.
@@ -39,7 +39,8 @@ from .options import DEFAULT_MAX_EVENT_BYTES
 from .transforms import reasoning_text
 
 READ_BLOCK = 65536
-YIELD_AFTER_S = 0.002  # the longest the reading loop runs without letting the process's other users in
+YIELD_AFTER_S = 0.0005  # the longest the reading loop runs without letting the process's other users in
+YIELD_S = 1e-6  # how it lets them in: a sleep that ends in the gevent loop's next turn
 USER_AGENT = {"User-Agent": f"avv-locust/0.1 python-requests/{requests.__version__}"}
 MAX_ERROR_BODY = 2048
 REASONING_DELTA_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
@@ -111,7 +112,7 @@ class _Malformed(Exception):
     """The vendor sent something that is not a chat-completions SSE stream (``bad_sse``); says what."""
 
 
-SSEEvent = tuple[bytes, "bytes | None"]  # (event type, data lines joined by \n; None: an error event without data)
+SSEEvent = tuple[bytes, bytes | None]  # (event type, data lines joined by \n; None: an error event without data)
 
 
 class SSEParser:
@@ -439,7 +440,9 @@ def _consume_events(att: Attempt, resp: requests.Response, deadline: float, max_
         if loop.iteration != turn:  # the read waited for bytes: the other users ran meanwhile
             turn, busy_since = loop.iteration, now
         elif now - busy_since > YIELD_AFTER_S:
-            gevent.sleep(0)  # bytes keep being ready: let the other users in (these events keep time `now`)
+            # Bytes keep being ready: let the other users in (these events keep the time `now`). A sleep > 0,
+            # not sleep(0): gevent may run sleep(0)'s callback again before the loop polls the other sockets.
+            gevent.sleep(YIELD_S)
             turn, busy_since = loop.iteration, monotonic()
         try:
             events = parser.feed(block)
