@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import time
+from collections.abc import Callable
 from typing import Any
 
 import requests
@@ -62,6 +63,12 @@ def _close_idle_connections(pool: Any) -> None:
 
 
 def _caused_by(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
+    return find_cause(exc, lambda item: isinstance(item, kinds)) is not None
+
+
+def find_cause(exc: BaseException, match: Callable[[BaseException], bool]) -> BaseException | None:
+    """The first exception in ``exc``'s chain (causes, contexts and exceptions carried in ``args``, as
+    requests and urllib3 wrap them) for which ``match`` is true, or None."""
     seen: set[int] = set()
     stack: list[Any] = [exc]
     while stack:
@@ -69,7 +76,7 @@ def _caused_by(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> bo
         if not isinstance(item, BaseException) or id(item) in seen:
             continue
         seen.add(id(item))
-        if isinstance(item, kinds):
-            return True
+        if match(item):
+            return item
         stack += [item.__cause__, item.__context__, *item.args]
-    return False
+    return None

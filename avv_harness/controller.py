@@ -122,7 +122,7 @@ class RunController(RunLifecycle):
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}"
         self.exec = ExecContext(run_id="", worker=self.worker_id, policy=self._retry_policy(),
                                 timeout_s=options.timeout_s, max_request_s=options.max_request_s,
-                                overrides=options.overrides)
+                                overrides=options.overrides, max_event_bytes=options.max_event_bytes)
         self.sim_url: str | None = os.environ.get("AVV_SIM_URL", "").rstrip("/") or None
         # web UI mode: a run per START/STOP; headless: one run from init to quit
         self.ui_mode = not getattr(environment.parsed_options, "headless", False)

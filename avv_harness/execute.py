@@ -26,6 +26,7 @@ import requests
 from .completions import completion_body, finish_completion
 from .config import Vendor
 from .items import ATTEMPT_HEADER, ITEM_HEADER, WorkItem
+from .options import DEFAULT_MAX_EVENT_BYTES
 from .overrides import Overrides, deep_merge
 from .records import STATUS_FAILED, STATUS_SUCCESS, Record, usage_counts
 from .samples import Sample
@@ -221,19 +222,22 @@ class ExecContext:
     timeout_s: float | None = None  # idle timeout override (None: the vendor's timeout_s)
     max_request_s: float = 600.0  # total cap per attempt unless the vendor sets its own
     overrides: Overrides = Overrides()  # --avv-temperature / --avv-max-tokens / --avv-extra-body / --avv-header
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES  # largest SSE event or line read from a vendor
 
     def to_message(self) -> dict[str, Any]:
         p = self.policy
         return {"run_id": self.run_id, "retries": p.retries, "backoff_s": p.backoff_base_s,
                 "retry_after_cap_s": p.retry_after_cap_s, "timeout_s": self.timeout_s,
-                "max_request_s": self.max_request_s, "overrides": self.overrides.to_message()}
+                "max_request_s": self.max_request_s, "overrides": self.overrides.to_message(),
+                "max_event_bytes": self.max_event_bytes}
 
     @classmethod
     def from_message(cls, data: dict[str, Any], worker: str) -> ExecContext:
         policy = RetryPolicy(retries=int(data["retries"]), backoff_base_s=float(data["backoff_s"]),
                              retry_after_cap_s=float(data["retry_after_cap_s"]))
         return cls(run_id=str(data["run_id"]), worker=worker, policy=policy, timeout_s=data.get("timeout_s"),
-                   max_request_s=float(data["max_request_s"]), overrides=Overrides.from_message(data.get("overrides")))
+                   max_request_s=float(data["max_request_s"]), overrides=Overrides.from_message(data.get("overrides")),
+                   max_event_bytes=int(data.get("max_event_bytes", DEFAULT_MAX_EVENT_BYTES)))
 
 
 def item_identity(item: WorkItem, ctx: ExecContext, started_at: str, vendor: Vendor | None = None) -> dict[str, Any]:
@@ -286,7 +290,8 @@ def execute_item(
     first_t0 = None
     for number in range(1, policy.retries + 2):
         headers = build_headers(vendor, item.key.tag(ctx.run_id, number, step), number, ctx.overrides)
-        att = stream_chat(session, endpoint, body, headers, connect_timeout, read_timeout, max_request_s)
+        att = stream_chat(session, endpoint, body, headers, connect_timeout, read_timeout, max_request_s,
+                          ctx.max_event_bytes)
         if vendor.dialect.raw:
             finish_completion(att, vendor.dialect.tool_parser or "hermes")
         attempts.append(att)

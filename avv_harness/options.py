@@ -21,6 +21,10 @@ DEFAULT_CONFIG = DATA_DIR / "demo.yaml"
 DEFAULT_SAMPLES = DATA_DIR / "demo.jsonl"
 DEFAULT_SIM_CONFIG = DATA_DIR / "sim.yaml"
 DEFAULT_LADDER_CAP = 32
+# Largest SSE event (or line) read from a vendor. Big tool-call arguments arrive split over many events
+# (a few KiB each); one event of 4 MiB is already far beyond any real chunk and costs 10–25 ms to parse.
+DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
+MIN_MAX_EVENT_BYTES = 1024
 
 
 class _EnvGroup:
@@ -57,6 +61,9 @@ def add_arguments(parser: Any) -> None:
     add("--avv-timeout", type=float, default=0.0, help="Idle read timeout in seconds (default: vendor timeout_s).")
     add("--avv-max-request-s", type=float, default=600.0,
         help="Total time cap per attempt, seconds (default 600; a vendor's max_request_s wins).")
+    add("--avv-max-event-bytes", type=int, default=DEFAULT_MAX_EVENT_BYTES,
+        help="Largest SSE event or line accepted from a vendor, bytes (default 4 MiB; ≥ 1024); a larger one "
+        "fails the attempt as bad_sse.")
     add("--avv-sim-config", default=str(DEFAULT_SIM_CONFIG), help="Simulator profiles for {sim} vendors.")
     add("--avv-skip-bad-lines", action="store_true", default=False, help="Skip malformed sample lines.")
     add("--avv-resume", default="", help="Run folder to resume: runs only its missing, failed or changed items.")
@@ -126,6 +133,7 @@ class RunOptions:
     retry_after_cap_s: float  # longest Retry-After honoured
     timeout_s: float | None  # idle read timeout override (None: each vendor's timeout_s)
     max_request_s: float  # total time cap per attempt (a vendor's own max_request_s wins)
+    max_event_bytes: int  # largest SSE event or line read from a vendor
     sim_config: str  # simulator profiles
     skip_bad_lines: bool  # skip malformed sample lines instead of failing
     resume: str  # run folder to resume ("" = a new run)
@@ -180,6 +188,7 @@ class RunOptions:
             retry_after_cap_s=number("avv_retry_after_cap_s", 0),
             timeout_s=timeout or None,
             max_request_s=number("avv_max_request_s", 0, strict=True),
+            max_event_bytes=int(number("avv_max_event_bytes", MIN_MAX_EVENT_BYTES)),
             sim_config=str(parsed.avv_sim_config),
             skip_bad_lines=bool(parsed.avv_skip_bad_lines),
             resume=str(parsed.avv_resume),

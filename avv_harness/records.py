@@ -122,8 +122,14 @@ ERROR_KINDS: dict[str, str] = {
     "timeout": "Connect, header or read timeout (including a stall mid-stream).",
     "connect": "Connection refused, reset before a response, DNS failure.",
     "truncated": "The stream ended (closed or [DONE]) without any finish_reason.",
-    "stream_error": "An `error` object arrived inside the stream.",
-    "bad_sse": "HTTP 200 whose body is not a parseable chat-completions SSE stream.",
+    "stream_error": "An `error` object arrived inside the stream, or an SSE event of type `error` "
+                    "(`event: error`), whatever came before it; `error_detail` keeps its message.",
+    "bad_sse": "A response that is not a parseable chat-completions SSE stream: HTTP 200 with a JSON, HTML or "
+               "empty body, a `data:` line that is not JSON (or holds `Infinity` / `NaN`, or is nested too deeply), "
+               "a field of the wrong JSON type (`choices` not a list, a string `delta`, a tool-call `index` that is "
+               "not an integer…), invalid UTF-8, an SSE event or line larger than `--avv-max-event-bytes`; or "
+               "whose status line or headers cannot be parsed (a line over 65,536 bytes, more than 100 headers, "
+               "not HTTP). `error_detail` says which.",
     "client_error": "The client itself failed (a request it could not build or send, an unexpected "
                     "exception): not the vendor's fault, never retried; `error_detail` names the exception.",
 }

@@ -104,7 +104,8 @@ def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendo
     else:
         ledger = Ledger.for_items(vendor_ids, sample_ids, options.repeats, set(opened.before.done))
     exec_ctx = ExecContext(run_id=opened.run_id, worker=worker_id, policy=policy, timeout_s=options.timeout_s,
-                           max_request_s=options.max_request_s, overrides=options.overrides)
+                           max_request_s=options.max_request_s, overrides=options.overrides,
+                           max_event_bytes=options.max_event_bytes)
     run = RunState(opened.run_id, opened.run_dir, opened.writer, ledger, exec_ctx, stress=stress,
                    vendor_totals={v: len(q) for v, q in ledger.pending.items()},
                    items_done_before=0 if stress else len(opened.before.done))

@@ -1,9 +1,16 @@
 """The wire client: one streaming chat-completions (or raw ``/v1/completions``) attempt, measured to the
 millisecond.
 
-Bytes are read with urllib3's ``read1`` (whatever has arrived, never waiting to fill a block) and fed to
-sseclient-py, so an event is timestamped when its last byte arrives. Locust's ``iter_lines`` reads
-1 KiB blocks and delays small events; see ``bench/measure.py`` for the comparison.
+Bytes are read with urllib3's ``read1`` (whatever has arrived, never waiting to fill a block) and split
+into SSE events by :class:`SSEParser`, so an event is timestamped when its last byte arrives. Locust's
+``iter_lines`` reads 1 KiB blocks and delays small events; see ``bench/measure.py`` for the comparison.
+
+No vendor can stall another in the same process: the work per read and per event is bounded (an event or
+line larger than ``max_event_bytes`` is ``bad_sse``; the parser is linear in the bytes), the reading loop
+lets the gevent loop turn when it has run YIELD_AFTER_S without waiting for bytes, and ``max_request_s``
+is checked on every read. The vendor's fault is the vendor's: malformed JSON shapes, non-finite numbers
+(``Infinity``, ``NaN``), over-deep nesting, an ``event: error`` frame and a response head that cannot be
+parsed are classified (``bad_sse``, ``stream_error``), never left to raise as a client error.
 
 All times are ``time.monotonic()`` seconds (the simulator's truth log uses the same clock).
 
@@ -16,21 +23,24 @@ stream's ``choices[0].text`` is collected as content; raw mode reads reasoning a
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import gevent
 import requests
-import sseclient
 from urllib3.exceptions import LocationParseError, ProtocolError, ReadTimeoutError
 
 from .config import redact_url
-from .connections import send_on_fresh_if_stale
+from .connections import find_cause, send_on_fresh_if_stale
+from .options import DEFAULT_MAX_EVENT_BYTES
 from .transforms import reasoning_text
 
 READ_BLOCK = 65536
+YIELD_AFTER_S = 0.0005  # the longest the reading loop runs without letting the process's other users in
+YIELD_S = 1e-6  # how it lets them in: a sleep that ends in the gevent loop's next turn
 USER_AGENT = {"User-Agent": f"avv-locust/0.1 python-requests/{requests.__version__}"}
 MAX_ERROR_BODY = 2048
 REASONING_DELTA_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
@@ -98,20 +108,99 @@ class _DoneLinger(Exception):
     """Bytes (``: ping`` comments, junk) kept arriving well after ``[DONE]``."""
 
 
-def _read_blocks(raw: Any, att: Attempt, deadline: float) -> Iterator[bytes]:
-    """Yield bytes as they arrive (urllib3 ``read1``: no waiting to fill a block). Stops a stream that
-    outlives the total cap, or that lingers after ``[DONE]``: the socket's read timeout only bounds the
-    gap between bytes, so a vendor trickling a token every few seconds would otherwise hold the run."""
-    while True:
-        block = raw.read1(READ_BLOCK)
+class _Malformed(Exception):
+    """The vendor sent something that is not a chat-completions SSE stream (``bad_sse``); says what."""
+
+
+SSEEvent = tuple[bytes, bytes | None]  # (event type, data lines joined by \n; None: an error event without data)
+
+
+class SSEParser:
+    """SSE framing (WHATWG "interpreting an event stream"), linear in the bytes fed to it.
+
+    :meth:`feed` takes the bytes of one read and returns the events they complete. Lines end with CRLF,
+    LF or CR (a CRLF split between two reads too); comments and ``id`` / ``retry`` / unknown fields are
+    skipped; an event without data is dropped, as the spec says, unless its type is ``error``. An event
+    (everything from the end of the previous one to its blank line, comments included) or an unterminated
+    line larger than ``max_event_bytes`` raises :class:`_Malformed` at once, so no more is ever held.
+
+    It replaces sseclient-py here, which copies its whole buffer again for every line and every read:
+    a 1 MiB event made of short ``data:`` lines took 5 s of CPU (4 MiB: 32 s) and a 20 MB one-line event
+    3 s, with the process's event loop blocked all along; bounding the event size does not bound that.
+    """
+
+    __slots__ = ("max_event_bytes", "_partial", "_partial_bytes", "_after_cr", "_data", "_type", "_event_bytes")
+
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES):
+        self.max_event_bytes = max_event_bytes
+        self._partial: list[bytes] = []  # the unterminated line so far, joined once when it ends
+        self._partial_bytes = 0
+        self._after_cr = False  # the last read ended with CR: an LF opening the next one belongs to it
+        self._data: list[bytes] = []  # the data lines of the event being read
+        self._type = b""  # its `event:` field
+        self._event_bytes = 0  # its size so far (lines and terminators, comments included)
+
+    def feed(self, block: bytes) -> list[SSEEvent]:
+        if self._after_cr and block[:1] == b"\n":
+            block = block[1:]
         if not block:
-            return
-        now = time.monotonic()
-        if now > deadline:
-            raise _TimeUp
-        if att.saw_done and att.t_end is not None and now - att.t_end > DONE_GRACE_S:
-            raise _DoneLinger
-        yield block
+            return []
+        last = block[-1:]
+        self._after_cr = last == b"\r"
+        lines = block.splitlines()  # bytes split on CR, LF and CRLF only
+        tail = None if last == b"\n" or self._after_cr else lines.pop()
+        if self._partial and lines:
+            self._partial.append(lines[0])
+            lines[0] = b"".join(self._partial)
+            self._partial, self._partial_bytes = [], 0
+        events = self._lines(lines) if lines else []
+        if tail is not None:
+            self._partial.append(tail)
+            self._partial_bytes += len(tail)
+            if self._event_bytes + self._partial_bytes > self.max_event_bytes:
+                raise self._too_big()
+        return events
+
+    def close(self) -> list[SSEEvent]:
+        """End of the body: what is left is one last event (as sseclient-py read it)."""
+        lines = [b"".join(self._partial), b""] if self._partial else [b""]
+        self._partial, self._partial_bytes = [], 0
+        return self._lines(lines)
+
+    def _lines(self, lines: list[bytes]) -> list[SSEEvent]:
+        events: list[SSEEvent] = []
+        size, limit = self._event_bytes, self.max_event_bytes
+        for line in lines:
+            if not line:  # a blank line ends the event
+                if self._data:
+                    data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+                    events.append((self._type, data))
+                    self._data = []
+                elif self._type == b"error":
+                    events.append((self._type, None))
+                self._type, size = b"", 0
+                continue
+            size += len(line) + 1
+            if size > limit:
+                self._event_bytes = size
+                raise self._too_big()
+            if line[:5] == b"data:":  # the usual line first
+                self._data.append(line[6:] if line[5:6] == b" " else line[5:])
+                continue
+            if line[:1] == b":":  # a comment
+                continue
+            name, colon, value = line.partition(b":")
+            if colon and value[:1] == b" ":
+                value = value[1:]
+            if name == b"data":
+                self._data.append(value)
+            elif name == b"event":
+                self._type = value
+        self._event_bytes = size
+        return events
+
+    def _too_big(self) -> _Malformed:
+        return _Malformed(f"SSE event larger than {self.max_event_bytes} bytes (--avv-max-event-bytes)")
 
 
 def _parse_retry_after(value: str | None) -> float | None:
@@ -146,20 +235,41 @@ def _error_message(body: bytes) -> str:
             return str(err["message"])
         if isinstance(err, str):
             return err
-    except ValueError:
+        if isinstance(obj, dict) and isinstance(obj.get("message"), str):
+            return obj["message"]
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply: the text as it is
         pass
     return " ".join(text.split())[:200]
 
 
-def _merge_tool_call(acc: dict[int, ToolCallAcc], delta: dict[str, Any], position: int) -> None:
+def _json_kind(value: Any) -> str:
+    """How a JSON value reads in an error message."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _merge_tool_call(acc: dict[int, ToolCallAcc], delta: dict[str, Any], position: int, where: str) -> None:
     index = delta.get("index")
-    if not isinstance(index, int):
+    if index is None:
         index = position
+    elif type(index) is not int:  # a bool is an int to isinstance
+        raise _Malformed(f"{where}.index is {_json_kind(index)}, not an integer")
     call = acc.setdefault(index, ToolCallAcc())
     if delta.get("id") and not call.id:
         call.id = str(delta["id"])
     function = delta.get("function") or {}
+    if not isinstance(function, dict):
+        raise _Malformed(f"{where}.function is {_json_kind(function)}, not an object")
     name = function.get("name")
+    if name and not isinstance(name, str):
+        raise _Malformed(f"{where}.function.name is {_json_kind(name)}, not a string")
     # Some servers (llama-cpp-python) repeat the whole name in every delta: never concatenate a repeat.
     if name and name != call.name:
         call.name = name if not call.name else call.name + name
@@ -169,14 +279,30 @@ def _merge_tool_call(acc: dict[int, ToolCallAcc], delta: dict[str, Any], positio
 
 
 def _apply_chunk(att: Attempt, obj: dict[str, Any], now: float) -> None:
+    """Read one chunk into the attempt. A field we read that has the wrong JSON type raises
+    :class:`_Malformed` naming it (the shape is checked only where a field is read); null or missing
+    fields are read as absent, as before."""
     usage = obj.get("usage")
-    if isinstance(usage, dict) and usage:
-        att.usage = usage
+    if usage is not None:
+        if not isinstance(usage, dict):
+            raise _Malformed(f"usage is {_json_kind(usage)}, not an object")
+        if usage:
+            att.usage = usage
+    choices = obj.get("choices")
+    if choices is None:
+        choices = ()
+    elif not isinstance(choices, list):
+        raise _Malformed(f"choices is {_json_kind(choices)}, not a list")
     token_kind = None
-    for choice in obj.get("choices") or []:
+    for i, choice in enumerate(choices):
         if not isinstance(choice, dict):
-            continue
+            if choice is None:
+                continue
+            raise _Malformed(f"choices[{i}] is {_json_kind(choice)}, not an object")
         delta = choice.get("delta") or choice.get("message") or {}
+        if not isinstance(delta, dict):
+            field_name = "delta" if choice.get("delta") else "message"
+            raise _Malformed(f"choices[{i}].{field_name} is {_json_kind(delta)}, not an object")
         content = delta.get("content")
         if isinstance(content, str) and content:
             att.content.append(content)
@@ -195,11 +321,16 @@ def _apply_chunk(att: Attempt, obj: dict[str, Any], now: float) -> None:
                 token_kind = token_kind or "reasoning"
                 break
         tool_calls = delta.get("tool_calls")
-        if isinstance(tool_calls, list) and tool_calls:
+        if tool_calls:
+            if not isinstance(tool_calls, list):
+                raise _Malformed(f"choices[{i}].delta.tool_calls is {_json_kind(tool_calls)}, not a list")
             att.saw_tool_call_delta = True
             for position, tc in enumerate(tool_calls):
+                where = f"choices[{i}].delta.tool_calls[{position}]"
                 if isinstance(tc, dict):
-                    _merge_tool_call(att.tool_calls, tc, position)
+                    _merge_tool_call(att.tool_calls, tc, position, where)
+                elif tc is not None:
+                    raise _Malformed(f"{where} is {_json_kind(tc)}, not an object")
             token_kind = token_kind or "tool_call"
         if choice.get("finish_reason"):
             att.finish_reason = str(choice["finish_reason"])
@@ -212,13 +343,28 @@ def _apply_chunk(att: Attempt, obj: dict[str, Any], now: float) -> None:
         att.token_events += 1
 
 
-def _consume_events(att: Attempt, resp: requests.Response, deadline: float) -> None:
-    raw = resp.raw
-    counted = _counting(_read_blocks(raw, att, deadline), att)
-    for event in sseclient.SSEClient(counted).events():
-        now = time.monotonic()
-        data = event.data
-        if data.strip() == "[DONE]":
+class _NonFinite(ValueError):
+    """``Infinity``, ``-Infinity`` or ``NaN``: Python's json reads them, JSON has no such numbers."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NonFinite(name)
+
+
+_JSON = json.JSONDecoder(parse_constant=_refuse_constant)  # one decoder: json.loads(…, **kw) builds one per call
+
+
+def _bad_data(att: Attempt, reason: str, now: float) -> bool:
+    att.t_end = now
+    att.fail("bad_sse", reason)
+    return False
+
+
+def _on_events(att: Attempt, events: list[SSEEvent], now: float) -> bool:
+    """Apply the events one read completed; all are stamped ``now``, when their last byte arrived.
+    False: the attempt failed here, stop reading."""
+    for event_type, data in events:
+        if data is not None and data.strip() == b"[DONE]":
             # Keep reading to the end of the body, as the official SDK does: the last byte is the
             # true end, and a fully read response lets the connection be reused.
             att.saw_done = True
@@ -226,32 +372,85 @@ def _consume_events(att: Attempt, resp: requests.Response, deadline: float) -> N
             continue
         if att.saw_done:
             continue  # nothing after [DONE] is part of the answer
+        if event_type == b"error":  # `event: error`: whatever came before, the answer is not whole
+            att.t_end = now
+            message = _error_message(data) if data else "(no data)"
+            att.fail("stream_error", f"error event mid-stream: {message}")
+            return False
+        assert data is not None  # the parser gives data with every event but an error one
+        text = data.decode("utf-8")  # invalid UTF-8 raises: bad_sse in stream_chat
         try:
-            obj = json.loads(data)
+            obj = _JSON.decode(text)
+        except _NonFinite as exc:
+            at = text.find(str(exc))
+            return _bad_data(att, f"non-finite number {exc} (not JSON) in data line: "
+                             f"{text[max(0, at - 80):at + len(str(exc))]!r}", now)
+        except RecursionError:
+            return _bad_data(att, f"data line nested too deeply to read: {text[:60]!r}", now)
         except ValueError:
-            att.t_end = now
-            att.fail("bad_sse", f"unparseable data line: {data[:120]!r}")
-            return
+            return _bad_data(att, f"unparseable data line: {text[:120]!r}", now)
         if not isinstance(obj, dict):
-            att.t_end = now
-            att.fail("bad_sse", f"data line is not a JSON object: {data[:120]!r}")
-            return
+            return _bad_data(att, f"data line is not a JSON object: {text[:120]!r}", now)
         if obj.get("error"):
             att.t_end = now
             err = obj["error"]
             message = err.get("message") if isinstance(err, dict) else str(err)
             att.fail("stream_error", f"error event mid-stream: {message}")
-            return
+            return False
         att.chunks += 1
-        _apply_chunk(att, obj, now)
+        try:
+            _apply_chunk(att, obj, now)
+        except _Malformed as exc:
+            return _bad_data(att, f"malformed chunk: {exc}", now)
+        except RecursionError:  # tool-call arguments nested too deeply to write back as text
+            return _bad_data(att, f"malformed chunk: nested too deeply to read: {text[:60]!r}", now)
         att.t_end = now
+    return True
 
 
-def _counting(blocks: Iterator[bytes], att: Attempt) -> Iterator[bytes]:
-    for block in blocks:
+def _consume_events(att: Attempt, resp: requests.Response, deadline: float, max_event_bytes: int) -> None:
+    """Read the body as it arrives (urllib3 ``read1``: no waiting to fill a block) and apply its events.
+
+    Stops a stream that outlives the total cap, or that lingers after ``[DONE]``: the socket's read timeout
+    only bounds the gap between bytes, so a vendor trickling a token every few seconds would otherwise hold
+    the run. The work per read is bounded (one block; events of at most ``max_event_bytes``), and when
+    bytes are always ready (no read waits) the loop yields to gevent every YIELD_AFTER_S, so one vendor's
+    stream cannot delay the other users of this process.
+    """
+    read1 = resp.raw.read1
+    parser = SSEParser(max_event_bytes)
+    monotonic = time.monotonic
+    # The gevent loop's turn counter (libev; a hub without one reads -1 and the loop yields every
+    # YIELD_AFTER_S): it moves only when this greenlet waited and the other users ran.
+    loop = gevent.get_hub().loop
+    turn = loop.iteration
+    busy_since = monotonic()
+    while True:
+        block = read1(READ_BLOCK)
+        now = monotonic()
+        if not block:
+            _on_events(att, parser.close(), now)
+            return
+        if now > deadline:
+            raise _TimeUp
+        if att.saw_done and att.t_end is not None and now - att.t_end > DONE_GRACE_S:
+            raise _DoneLinger
         att.bytes_read += len(block)
         att.reads += 1
-        yield block
+        if loop.iteration != turn:  # the read waited for bytes: the other users ran meanwhile
+            turn, busy_since = loop.iteration, now
+        elif now - busy_since > YIELD_AFTER_S:
+            # Bytes keep being ready: let the other users in (these events keep the time `now`). A sleep > 0,
+            # not sleep(0): gevent may run sleep(0)'s callback again before the loop polls the other sockets.
+            gevent.sleep(YIELD_S)
+            turn, busy_since = loop.iteration, monotonic()
+        try:
+            events = parser.feed(block)
+        except _Malformed as exc:
+            _bad_data(att, str(exc), now)
+            return
+        if not _on_events(att, events, now):
+            return
 
 
 def _non_sse_body(att: Attempt, resp: requests.Response, content_type: str) -> None:
@@ -283,13 +482,15 @@ def stream_chat(
     connect_timeout: float,
     read_timeout: float,
     max_request_s: float = 600.0,
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
 ) -> Attempt:
     """Send one streaming chat-completions request and read it to the end.
 
     ``read_timeout`` bounds each wait for bytes (idle time); ``max_request_s`` bounds the whole attempt
-    (checked whenever bytes arrive; the socket timeout bounds the gaps). Never raises for network or
-    protocol problems: they are classified into ``Attempt.error_kind``. A request the client cannot
-    even send (a header value or URL requests refuses) is ``client_error``, never the vendor's fault.
+    (checked whenever bytes arrive; the socket timeout bounds the gaps); ``max_event_bytes`` bounds one SSE
+    event or line. Never raises for network or protocol problems, nor for anything the vendor sends: they
+    are classified into ``Attempt.error_kind``. A request the client cannot even send (a header value or
+    URL requests refuses) is ``client_error``, never the vendor's fault.
     """
     att = Attempt(t0=time.monotonic())
     resp = None
@@ -318,7 +519,7 @@ def stream_chat(
         if "text/event-stream" not in content_type:
             _non_sse_body(att, resp, content_type)
             return att
-        _consume_events(att, resp, deadline)
+        _consume_events(att, resp, deadline, max_event_bytes)
         att.t_end = time.monotonic()
         if att.bytes_read == 0:
             att.fail("bad_sse", "HTTP 200 with an empty body instead of an SSE stream")
@@ -336,12 +537,15 @@ def stream_chat(
     except ReadTimeoutError:
         _broken(att, "timeout", f"stream stalled for more than {read_timeout:g}s")
     except requests.exceptions.ConnectionError as exc:
-        if att.t_headers is None:
+        if _unparseable(att, exc):
+            pass
+        elif att.t_headers is None:
             att.fail("connect", f"cannot connect to {redact_url(url)}: {_short(exc)}")
         else:
             _broken(att, "truncated", f"connection closed mid-stream: {_short(exc)}")
     except (ProtocolError, OSError) as exc:
-        _broken(att, "truncated", f"connection closed mid-stream: {_short(exc)}")
+        if not _unparseable(att, exc):
+            _broken(att, "truncated", f"connection closed mid-stream: {_short(exc)}")
     except UnicodeDecodeError as exc:
         att.fail("bad_sse", f"stream is not valid UTF-8 ({exc.reason} at byte {exc.start})")
     except requests.exceptions.RequestException as exc:
@@ -355,6 +559,28 @@ def stream_chat(
         where = "[DONE] without any finish_reason" if att.saw_done else "stream ended without finish_reason"
         att.fail("truncated", where)
     return att
+
+
+# What http.client raises when it cannot parse what the vendor sent: a status line, header line or chunk-size
+# line over 65,536 bytes (LineTooLong), more than 100 headers (HTTPException), a status line that is not
+# HTTP (BadStatusLine, UnknownProtocol). Exact types: RemoteDisconnected (a BadStatusLine: the connection
+# closed before any byte) stays a `connect` failure, IncompleteRead a truncation.
+_UNPARSEABLE = (http.client.LineTooLong, http.client.HTTPException, http.client.BadStatusLine,
+                http.client.UnknownProtocol)
+
+
+def _unparseable(att: Attempt, exc: BaseException) -> bool:
+    """Fail the attempt as ``bad_sse`` when ``exc`` is the vendor's unparseable status line, headers or
+    chunk framing (not a network failure: retrying would not help, and it is not the client's)."""
+    cause = find_cause(exc, lambda item: type(item) in _UNPARSEABLE)
+    if cause is None:
+        return False
+    reason = f"{type(cause).__name__}: {str(cause)[:200]}"
+    if att.t_headers is None:
+        att.fail("bad_sse", f"the response's status line or headers cannot be parsed ({reason})")
+    else:
+        _broken(att, "bad_sse", f"the response's chunked framing cannot be parsed ({reason})")
+    return True
 
 
 def _broken(att: Attempt, kind: str, detail: str) -> None:

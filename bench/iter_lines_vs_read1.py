@@ -4,7 +4,7 @@ At concurrency 1, against one simulator profile with small SSE events, K streami
 alternately with
 
 (a) ``read1``: our wire client ``avv_harness.stream.stream_chat`` (requests + urllib3 ``read1`` +
-    sseclient-py: whatever bytes have arrived are parsed at once);
+    its SSE parser: whatever bytes have arrived are parsed at once);
 (b) ``iter_lines``: Locust's ``FastHttpSession.iter_lines(url, method="POST", ...)`` (geventhttpclient).
     In locust 2.47 ``iter_lines`` is a method of the *session* (the response object has only
     ``iter_content``); it reads the body with ``iter_content(chunk_size=1024)``, and geventhttpclient's

@@ -1,19 +1,28 @@
 """A tiny scripted HTTP server for wire-level tests: each path plays a list of steps byte for byte.
 
-A step is ``bytes`` (written at once), a float (sleep seconds) or ``"close"`` (drop the connection).
+A step is ``bytes`` (written at once), a float (sleep seconds), ``("at", seconds)`` (sleep until that long
+after the request arrived: a pace that a late step does not shift) or ``"close"`` (drop the connection).
 Runs in a thread on 127.0.0.1; used where the simulator cannot produce a fault.
+
+The test process is monkey-patched, so that thread is a greenlet of the process's own gevent loop: its
+pace depends on that loop. :class:`ScriptProcess` plays the same scripts from a process of its own (plain
+threads, blocking sockets), like a vendor on another machine: its pace and its bytes' readiness do not
+depend on the client's loop, nor on the client's GIL.
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 import socket
 import socketserver
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
 
-Step = bytes | float | str
+Step = bytes | float | str | tuple[str, float]
 
 
 def sse(obj: Any) -> bytes:
@@ -55,6 +64,7 @@ class _Handler(socketserver.BaseRequestHandler):
                 length = int(line.split(b":")[1])
         while len(rest) < length:
             rest += sock.recv(65536)
+        arrived = time.monotonic()
         path = head.split(b" ")[1].decode()
         server: ScriptServer = self.server.owner  # type: ignore[attr-defined]
         server.requests.append((path, head, rest))
@@ -63,6 +73,8 @@ class _Handler(socketserver.BaseRequestHandler):
             for step in script:
                 if isinstance(step, (int, float)):
                     time.sleep(step)
+                elif isinstance(step, tuple):
+                    time.sleep(max(0.0, arrived + step[1] - time.monotonic()))
                 elif step == "close":
                     sock.shutdown(socket.SHUT_RDWR)
                     return
@@ -89,3 +101,29 @@ class ScriptServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class ScriptProcess:
+    """A :class:`ScriptServer` in a subprocess (``python tests/wire_server.py``): the scripts are fixed when
+    it starts. Tests using it are ``integration`` tests."""
+
+    def __init__(self, scripts: dict[str, list[Step]]) -> None:
+        self._proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(pickle.dumps(scripts))
+        self._proc.stdin.close()
+        self.port = int(self._proc.stdout.readline())
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+    def stop(self) -> None:
+        self._proc.kill()
+        self._proc.wait(timeout=10)
+
+
+if __name__ == "__main__":  # ScriptProcess's child: scripts on stdin (pickled), the port on stdout
+    child = ScriptServer()
+    child.scripts = pickle.load(sys.stdin.buffer)
+    print(child.port, flush=True)
+    threading.Event().wait()
