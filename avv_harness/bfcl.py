@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InputError
+from .json_input import parse_json
 
 #: Categories whose correct answer is no tool call at all (no possible_answer file upstream).
 NO_CALL_CATEGORIES = frozenset({"irrelevance", "live_irrelevance"})
@@ -99,10 +100,7 @@ def _read_jsonl(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
             for line_no, text in enumerate(fh, start=1):
                 if not text.strip():
                     continue
-                try:
-                    obj = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
+                obj = parse_json(text, f"{path}:{line_no}")
                 if not isinstance(obj, dict) or "id" not in obj:
                     raise InputError(f"{path}:{line_no}: expected an object with an 'id'")
                 yield line_no, obj

@@ -47,6 +47,7 @@ from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import InputError
+from .json_input import parse_json
 
 TOKENIZER_CONFIG = "tokenizer_config.json"
 TEMPLATE_FILE = "chat_template.jinja"
@@ -335,11 +336,12 @@ def prepare_messages(messages: list[Any]) -> list[Any]:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    except ValueError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc})") from None
+    except ValueError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    data = parse_json(text, str(path))
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object")
     return data

@@ -28,6 +28,7 @@ import json
 import math
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -46,6 +47,11 @@ VENDOR_KEYS = frozenset(
 ) | dia.VENDOR_DIALECT_KEYS
 MODEL_KEYS = frozenset({"vendors"}) | dia.MODEL_DIALECT_KEYS
 LOOPBACK_HOSTS = ("localhost", "::1")
+#: Most vendors in one run (after --avv-model). Locust's runner.stop_users rebuilds its class table for every user
+#: of every class it stops: with one User class per vendor that is cubic in the vendors. Measured in-process (local
+#: runner, in-process vendor, one item each, 2 shared cores): stopping 500 took 3–5 s, 700 13 s, 1,000 48 s;
+#: 2,000 had not stopped after 3 minutes (issue 22).
+MAX_VENDORS_PER_RUN = 500
 
 
 @dataclass(frozen=True)
@@ -100,13 +106,24 @@ class VendorConfig:
         return list(dict.fromkeys(v.model for v in self.vendors))
 
     def select(self, models: list[str] | None) -> VendorConfig:
-        if not models:
-            return self
-        unknown = [m for m in models if m not in self.models]
-        if unknown:
-            known = ", ".join(self.models)
-            raise InputError(f"{self.path}: --avv-model {', '.join(unknown)} not in config (has: {known})")
-        return VendorConfig(self.path, [v for v in self.vendors if v.model in models])
+        """The vendors of ``models`` (all when empty): the vendors of one run. InputError for an unknown model,
+        or for more than :data:`MAX_VENDORS_PER_RUN` vendors."""
+        if models:
+            unknown = [m for m in models if m not in self.models]
+            if unknown:
+                known = ", ".join(self.models)
+                raise InputError(f"{self.path}: --avv-model {', '.join(unknown)} not in config (has: {known})")
+        selected = VendorConfig(self.path, [v for v in self.vendors if v.model in models]) if models else self
+        if len(selected.vendors) > MAX_VENDORS_PER_RUN:
+            per_model = Counter(v.model for v in selected.vendors)
+            raise InputError(
+                f"{self.path}: {len(selected.vendors)} vendors: at most {MAX_VENDORS_PER_RUN} vendors per run, "
+                "because Locust runs one User class per vendor and its time to stop them grows with the cube of "
+                "their number (1,000 vendors: 48 s; 2,000: not within 3 minutes); split the config with "
+                "--avv-model (models: "
+                + ", ".join(f"{m} {n}" for m, n in per_model.items())
+                + "), or a model's vendors into several config files")
+        return selected
 
     def secrets(self) -> list[str]:
         """Every secret this config knows: API keys, secret header values, URL passwords and key

@@ -135,6 +135,7 @@ class RunController(RunLifecycle):
         self.sim_truth_log: str | None = None
         self.exit_code: int | None = None  # the process's exit status, set by finish()
         self.quit_done = False
+        self.finishing: Any = None  # (greenlet, event) while finish() runs: a second caller waits for it
         self.stopping = False  # a stop signal arrived or the process is finishing: later signals are ignored
         self.rearm_signals: Callable[[], None] | None = None  # the plugin's gevent signal handlers, set again
         self.live: Any = None  # the web UI's live board (avv_harness.live), when there is a web UI
@@ -437,8 +438,8 @@ class RunController(RunLifecycle):
         """What the shape returns at ``run_time_s``: every vendor's users until each item is recorded,
         or the stress ladder; stop at -t/--run-time. With the web UI, a tick after a run has ended is a new
         START: it begins a new run."""
-        if self.ui_mode and (self.run is None or self.run.finished) and not self._begin_from_ui():
-            return LoadDecision(stop=True)
+        if self.ui_mode and (self.run is None or self.run.finished) and (self.stopping or not self._begin_from_ui()):
+            return LoadDecision(stop=True)  # no new run once the process is stopping (a SIGTERM while scoring)
         run = self.run
         if run is None:
             return LoadDecision(stop=True)

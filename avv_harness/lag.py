@@ -9,6 +9,7 @@ much of its TTFT is the client's own delay. The monitor also samples the process
 
 Thresholds (README "Client load"): a process whose lag p99 exceeds :data:`LAG_P99_BOUND_MS` or whose
 CPU passes :data:`CPU_BOUND_PCT` is *client-bound*: its TTFT and TPS figures are partly its own delay.
+:func:`client_bound_cause` tells a busy load generator from a busy machine by the process's own CPU.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ INTERVAL_S = 0.005  # how often the monitor wakes
 HORIZON_S = 300.0  # how far back lag samples are kept (longer than any TTFT we care about)
 LAG_P99_BOUND_MS = 5.0
 CPU_BOUND_PCT = 85.0
+# With a high lag, own CPU at or above this (% of one core, the max of the 1 s samples) means the process's own
+# work can explain it; below, the machine's other load does (see client_bound_cause)
+CPU_OWN_LOAD_PCT = 50.0
 # Collector thresholds while users run (bench/README.md "500 streams": p99 TTFT error ~4x lower at 500 streams)
 LOAD_GC_THRESHOLD = (5000, 50, 1000)
 
@@ -186,15 +190,51 @@ def summarise_load(groups: Mapping[str, LoadGroup]) -> dict[str, Any]:
     return out
 
 
+def client_bound_cause(entry: Mapping[str, Any]) -> str | None:
+    """Which condition made a process client-bound (one :func:`client_load` entry), or None when it was not:
+
+    - ``own_load``: lag p99 > :data:`LAG_P99_BOUND_MS` and its own CPU reached :data:`CPU_OWN_LOAD_PCT` or more —
+      the process itself is too busy: the load generator is the bottleneck;
+    - ``machine_busy``: lag p99 high but its own CPU stayed below :data:`CPU_OWN_LOAD_PCT` — its own work cannot
+      explain the delay: the machine is busy with something else (another process, e.g. a vendor or the
+      simulator on the same host, or too few cores for everything running);
+    - ``cpu``: CPU max > :data:`CPU_BOUND_PCT` with a lag p99 within bound;
+    - ``lag``: lag p99 high and the CPU not measured."""
+    lag, cpu = entry.get("lag_p99_ms"), entry.get("cpu_max_pct")
+    lag_high = lag is not None and lag == lag and lag > LAG_P99_BOUND_MS
+    if lag_high:
+        if cpu is None:
+            return "lag"
+        return "own_load" if cpu >= CPU_OWN_LOAD_PCT else "machine_busy"
+    return "cpu" if cpu is not None and cpu > CPU_BOUND_PCT else None
+
+
 def client_bound_advice(load: Mapping[str, Any]) -> list[str]:
-    """One line per client-bound process, saying why and what to do."""
+    """One line per client-bound process: which condition fired (:func:`client_bound_cause`), what it means for
+    its TTFT / TPS, and what to do."""
     lines = []
     for worker, entry in load.items():
-        if entry.get("client_bound"):
-            lines.append(
-                f"{worker} was client-bound (lag p99 {entry['lag_p99_ms']} ms > {LAG_P99_BOUND_MS:g} ms bound, "
-                f"or CPU max {entry['cpu_max_pct']} % > {CPU_BOUND_PCT:g} %): its TTFT / TPS include the client's "
-                "own delay. Add processes (--processes N) or workers on other machines, or lower the concurrency.")
+        cause = client_bound_cause(entry)
+        if cause is None:
+            continue
+        lag = f"event-loop lag p99 {entry['lag_p99_ms']} ms > {LAG_P99_BOUND_MS:g} ms"
+        cpu = entry.get("cpu_max_pct")
+        lines.append({
+            "own_load": f"{worker} was client-bound: {lag} with its own CPU up to {cpu} %, so the load generator is "
+                        "the bottleneck and its TTFT / TPS include its own delay. Add worker processes "
+                        "(--processes N) or workers on other machines, or lower the concurrency.",
+            "machine_busy": f"{worker} was delayed by its machine: {lag} while its own CPU stayed at most {cpu} % "
+                            f"(< {CPU_OWN_LOAD_PCT:g} %), so the machine is busy with something else (another process, "
+                            "e.g. a vendor or the simulator on the same host) and the measured TTFT includes the "
+                            "machine's delay. Move the load generator or the other load to another machine; more "
+                            "processes here would not help.",
+            "cpu": f"{worker} was client-bound: its CPU reached {cpu} % > {CPU_BOUND_PCT:g} % (lag p99 "
+                   f"{entry['lag_p99_ms']} ms), so its TTFT / TPS may include its own delay. Add worker processes "
+                   "(--processes N) or workers on other machines, or lower the concurrency.",
+            "lag": f"{worker} was client-bound: {lag} (its CPU was not measured): its own work or other load on the "
+                   "machine delayed it, and its TTFT / TPS include that delay. Add worker processes or move other "
+                   "load off the machine.",
+        }[cause])
     return lines
 
 

@@ -13,6 +13,7 @@ import logging
 import random
 import signal
 import sys
+from collections import Counter
 from typing import Any
 
 import gevent
@@ -126,13 +127,40 @@ def _request_events(environment: Any, name: str, att: Attempt, redact: Any) -> N
         )
 
 
-def class_name_for(vendor: Vendor, clash: bool) -> str:
-    return f"{vendor.model}.{vendor.name}" if clash else vendor.name
+#: Prefix of the locustfile globals that hold the User classes. Locust collects every User class among a
+#: locustfile's globals (``vars(module)``, whatever the key), so the classes must be globals; under their bare
+#: names a vendor called ``AvvShape`` or ``locust_plugin`` overwrote the locustfile's own names (a crash, or the
+#: vendor silently dropped), ``__builtins__`` broke the module, and ``_hidden`` was dropped by
+#: ``from … import *``, which skips names starting with ``_``. No Python source can define a name with ``:``,
+#: so these keys collide with nothing. Locust shows the key only in ``--list`` and ``--class-picker``; its stats,
+#: its web UI and our records use the class ``__name__``, the vendor's name.
+EXPORT_PREFIX = "avv:"
+
+
+def class_names(vendors: list[Vendor]) -> list[str]:
+    """One distinct User class name per vendor, in order: its name; ``model.name`` when two models share the
+    vendor name; a name that is still taken (a vendor literally named ``m.a`` next to model ``m``'s ``a``) gets
+    `` #2``, `` #3`` …. A NUL character, which a class name cannot hold, is shown as ``\\0``. Locust tells
+    classes apart by ``__name__``, so two equal names would merge two vendors."""
+    uses = Counter(v.name for v in vendors)
+    taken: set[str] = set()
+    out = []
+    for vendor in vendors:
+        base = f"{vendor.model}.{vendor.name}" if uses[vendor.name] > 1 else vendor.name
+        base = base.replace("\0", "\\0")
+        name, k = base, 1
+        while name in taken:
+            k += 1
+            name = f"{base} #{k}"
+        taken.add(name)
+        out.append(name)
+    return out
 
 
 def user_classes(args: list[str] | None = None) -> dict[str, type[User]]:
-    """One User class per selected vendor, named after it. Reads only the config's names and URLs (keys
-    are resolved when the run starts); a config error exits with status 2 naming file and field."""
+    """One User class per selected vendor, named after it (:func:`class_names`), by class name. Reads only the
+    config's names and URLs (keys are resolved when the run starts); a config error exits with status 2 naming
+    file and field."""
     parsed = avv_options.preparse_options(args)
     try:
         config = load_config(parsed.avv_config, check_keys=False)
@@ -140,10 +168,8 @@ def user_classes(args: list[str] | None = None) -> dict[str, type[User]]:
     except InputError as error:
         _fail_input(error)
     stress = parsed.avv_mode == "stress"
-    names = [v.name for v in config.vendors]
     classes: dict[str, type[User]] = {}
-    for vendor in config.vendors:
-        name = class_name_for(vendor, names.count(vendor.name) > 1)
+    for vendor, name in zip(config.vendors, class_names(list(config.vendors)), strict=True):
         classes[name] = type(name, (VendorUser,), {
             "avv_vendor_id": (vendor.model, vendor.name),
             # Stress mode splits users by weight (Locust reads fixed_count only once); verify mode runs
@@ -153,6 +179,11 @@ def user_classes(args: list[str] | None = None) -> dict[str, type[User]]:
             "__module__": __name__,
         })
     return classes
+
+
+def locustfile_globals(args: list[str] | None = None) -> dict[str, type[User]]:
+    """The User classes as a locustfile exposes them: under collision-free keys (:data:`EXPORT_PREFIX`)."""
+    return {EXPORT_PREFIX + name: cls for name, cls in user_classes(args).items()}
 
 
 # -------------------------------------------------------------------------------------------- shape

@@ -10,7 +10,8 @@ exposes what Locust collects: the User classes and the run's shape.
 
 from avv_harness import locust_plugin
 
-globals().update(locust_plugin.user_classes())
+# Under keys like "avv:moonshot" (locust_plugin.EXPORT_PREFIX): no vendor name can overwrite a name of this file
+globals().update(locust_plugin.locustfile_globals())
 
 
 class AvvShape(locust_plugin.RunShape):

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .errors import InputError
+from .json_input import parse_json
 
 RUN_JSON = "run.json"
 RECORDS_CSV = "records.csv"
@@ -39,7 +40,8 @@ class RunManifest:
     ended_at: str | None = None
     items_total: int = 0
     items_recorded: int = 0
-    records_written: int = 0
+    records_written: int = 0  # rows records.csv holds: earlier sessions' (resume) and this session's
+    records_before_resume: int = 0  # of those, the rows records.csv already held when this session resumed it
     duplicates_dropped: int = 0  # late records of items handed out again and recorded since (a worker presumed lost)
     items_requeued: int = 0
     # records a master would not write: never handed to the sender, held by another worker, already recorded
@@ -87,11 +89,12 @@ def read_manifest(path: str | os.PathLike[str]) -> RunManifest:
         path = os.path.join(path, RUN_JSON)
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            text = fh.read()
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    data = parse_json(text, path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return RunManifest.from_dict(data)

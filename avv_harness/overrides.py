@@ -8,12 +8,12 @@ and over each vendor's own ``extra_body`` and ``headers``.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InputError
+from .json_input import parse_json
 
 SECRET_HEADER_WORDS = ("auth", "key", "token", "secret")
 MAX_TEMPERATURE = 2.0
@@ -112,10 +112,7 @@ def parse_overrides(temperature: Any, max_tokens: Any, extra_body: Any, headers:
             raise InputError(f"--avv-max-tokens: must be ≥ 1, got {max_tokens!r}")
     extra: dict[str, Any] = {}
     if extra_body:
-        try:
-            extra = json.loads(extra_body) if isinstance(extra_body, str) else extra_body
-        except ValueError as exc:
-            raise InputError(f"--avv-extra-body: not valid JSON ({exc})") from None
+        extra = parse_json(extra_body, "--avv-extra-body") if isinstance(extra_body, str) else extra_body
         if not isinstance(extra, dict):
             raise InputError(f"--avv-extra-body: must be a JSON object, got {type(extra).__name__}")
     parsed = dict(_header(item) for item in _header_items(headers))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError
@@ -47,16 +48,26 @@ def check_resumable(run_dir: Path, config_identity: str, mode: str, samples: Sam
     return previous
 
 
-def done_items(run_dir: Path, samples: SampleSet) -> set[ItemKey]:
-    """Items whose latest row succeeded with the sample body (and language check) the file holds now. For an
-    agent task the latest row is the last step of its latest trajectory: a trajectory that ended with a failed
-    step is run again from step 1 (scoring then keeps that newer trajectory whole)."""
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a resumed run folder stands: what not to run again, and what records.csv already holds."""
+
+    done: frozenset[ItemKey] = frozenset()  # items whose latest row is a success of the current sample
+    rows: int = 0  # rows records.csv holds, written by earlier sessions (after a torn last row is cut)
+
+
+def resume_point(run_dir: Path, samples: SampleSet) -> ResumePoint:
+    """Items whose latest row succeeded with the sample body (and language check) the file holds now, and the
+    file's row count. For an agent task the latest row is the last step of its latest trajectory: a trajectory
+    that ended with a failed step is run again from step 1 (scoring then keeps that newer trajectory whole)."""
     path = run_dir / RECORDS_CSV
     if not path.is_file() or os.path.getsize(path) == 0:
-        return set()
+        return ResumePoint()
     current = {s.sample_id: (s.request_hash, s.language_check) for s in samples.samples}
     latest: dict[ItemKey, tuple[str, str | None, str | None]] = {}
+    rows = 0
     for row in iter_csv_rows(path):
+        rows += 1
         latest[ItemKey.from_record(row)] = (row.get("status") or "", row.get("request_hash"),
                                             row.get("expected_language"))
     done = set()
@@ -64,4 +75,9 @@ def done_items(run_dir: Path, samples: SampleSet) -> set[ItemKey]:
         digest_now, language_now = current.get(key.sample_id, (None, None))
         if status == STATUS_SUCCESS and (digest is None or digest == digest_now) and language == language_now:
             done.add(key)
-    return done
+    return ResumePoint(frozenset(done), rows)
+
+
+def done_items(run_dir: Path, samples: SampleSet) -> set[ItemKey]:
+    """The items of :func:`resume_point` that are done."""
+    return set(resume_point(run_dir, samples).done)

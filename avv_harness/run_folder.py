@@ -19,11 +19,11 @@ import locust
 
 from .errors import InputError
 from .execute import ExecContext, RetryPolicy
-from .items import ItemKey, VendorId
+from .items import VendorId
 from .manifest import RECORDS_CSV, RunManifest, utc_now
 from .options import RunOptions
 from .record_file import RecordWriteError, RecordWriter, upgrade_columns
-from .resume import check_resumable, done_items, sample_ids_hash
+from .resume import ResumePoint, check_resumable, resume_point, sample_ids_hash
 from .run_state import RunState
 from .samples import SampleSet
 from .stress import StressPolicy
@@ -37,7 +37,7 @@ class OpenedRun:
     run_id: str
     run_dir: Path
     writer: RecordWriter
-    skip: set[ItemKey] = field(default_factory=set)  # items already done (resume)
+    before: ResumePoint = field(default_factory=ResumePoint)  # what earlier sessions recorded (resume)
     started_at: str = ""  # the first start of a resumed run
 
 
@@ -48,14 +48,14 @@ def new_run_id() -> str:
 def open_run_folder(options: RunOptions, samples: SampleSet, config_identity: str) -> OpenedRun:
     """Create the run folder (or check and reopen the one to resume) and open records.csv for appending.
     InputError when the folder cannot be written or does not belong to this run."""
-    skip: set[ItemKey] = set()
+    before = ResumePoint()
     started_at = ""
     if options.resume:
         run_dir = Path(options.resume)
         previous = check_resumable(run_dir, config_identity, options.mode, samples)
         if (run_dir / RECORDS_CSV).is_file():
             upgrade_columns(run_dir / RECORDS_CSV)  # appended rows must have the header's width
-        skip = done_items(run_dir, samples)
+        before = resume_point(run_dir, samples)
         started_at = previous.started_at
     else:
         run_dir = Path(options.out) / (options.run_id or new_run_id())
@@ -64,7 +64,7 @@ def open_run_folder(options: RunOptions, samples: SampleSet, config_identity: st
         writer = RecordWriter(run_dir / RECORDS_CSV)
     except (OSError, RecordWriteError) as exc:
         raise InputError(f"{run_dir}: cannot write the run folder ({exc.strerror or exc})") from None
-    return OpenedRun(run_dir.name, run_dir, writer, skip, started_at)
+    return OpenedRun(run_dir.name, run_dir, writer, before, started_at)
 
 
 def check_out_folder(options: RunOptions, samples: SampleSet, config_identity: str) -> None:
@@ -102,13 +102,16 @@ def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendo
         stress = StressPolicy(options.stress, class_names)
         ledger = Ledger.round_robin(vendor_ids, sample_ids)
     else:
-        ledger = Ledger.for_items(vendor_ids, sample_ids, options.repeats, opened.skip)
+        ledger = Ledger.for_items(vendor_ids, sample_ids, options.repeats, set(opened.before.done))
     exec_ctx = ExecContext(run_id=opened.run_id, worker=worker_id, policy=policy, timeout_s=options.timeout_s,
                            max_request_s=options.max_request_s, overrides=options.overrides,
                            max_event_bytes=options.max_event_bytes)
     run = RunState(opened.run_id, opened.run_dir, opened.writer, ledger, exec_ctx, stress=stress,
-                   vendor_totals={v: len(q) for v, q in ledger.pending.items()})
+                   vendor_totals={v: len(q) for v, q in ledger.pending.items()},
+                   items_done_before=0 if stress else len(opened.before.done))
     run.manifest.started_at = opened.started_at
+    # run.json counts what records.csv holds: the rows of earlier sessions, then this session's
+    run.manifest.records_written = run.manifest.records_before_resume = opened.before.rows
     return run
 
 
@@ -134,7 +137,7 @@ def fill_manifest(manifest: RunManifest, *, run: RunState, options: RunOptions, 
     if m.simulator is not None and sim_truth_log:  # the web UI's simulator serves every run of the process
         m.simulator["truth_log"] = os.path.abspath(sim_truth_log)
     m.started_at = m.started_at or utc_now()  # a resumed run keeps its first start
-    m.items_total = run.ledger.total
+    m.items_total = run.items_done_before + run.ledger.total  # a resumed run's items done before, too
     m.budget = {"max_total_tokens": options.max_total_tokens or None, "exhausted": False}
 
 
@@ -154,7 +157,8 @@ def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True)
             result = avv_scoring.stress_only(run_dir)
         else:
             result = avv_scoring.score_paths([run_dir], out_dir=run_dir, html=html)
-        print("\n" + avv_scoring.render_tables(result), flush=True)
+        # the client-bound advice is printed once, by the caller, after the tables (even unscored)
+        print("\n" + avv_scoring.render_tables(result, client_advice=False), flush=True)
         print(f"scores: {run_dir / 'report.md'}", flush=True)
         if "report.html" in result.outputs:
             print(f"report: {result.outputs['report.html']}", flush=True)
@@ -167,7 +171,8 @@ def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True)
 
 def summary_line(manifest: RunManifest, run_dir: Path, completed: bool, stop_reason: str | None,
                  max_total_tokens: int, scoring_problem: str | None = None) -> str:
-    """The closing line: how many records, where, whether (and how) to resume, and whether the scores are whole."""
+    """The closing line: how many records records.csv holds (after a resume: also how many this session wrote),
+    where, whether (and how) to resume, and whether the scores are whole."""
     if completed and scoring_problem:
         state = f"run complete, but {scoring_problem}: score it with avv-score {run_dir}"
     elif completed:
@@ -180,4 +185,7 @@ def summary_line(manifest: RunManifest, run_dir: Path, completed: bool, stop_rea
     else:
         why = {"run_time": "--run-time reached", "interrupted": "interrupted"}.get(stop_reason or "", "stopped")
         state = f"run INCOMPLETE ({why}): resume with --avv-resume {run_dir}"
-    return f"\navv-locust: {manifest.records_written} records in {run_dir / RECORDS_CSV} ({state})"
+    records = f"{manifest.records_written} records"
+    if manifest.records_before_resume:
+        records += f" ({manifest.records_written - manifest.records_before_resume} this session)"
+    return f"\navv-locust: {records} in {run_dir / RECORDS_CSV} ({state})"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+import gevent.event
 
 from .distribution import MasterWork
 from .lag import client_bound_advice, client_load
@@ -30,12 +31,22 @@ from .stop_signals import Interrupted, interrupt_on_signals
 log = logging.getLogger("avv")
 
 
+def skipped_lines_warning(samples: SampleSet, listed: int = 20) -> str:
+    """--avv-skip-bad-lines: how many sample lines were skipped, which, and why the first one was."""
+    skipped = samples.skipped_lines
+    lines = ", ".join(str(line) for line, _ in skipped[:listed]) + (" …" if len(skipped) > listed else "")
+    return (f"{len(skipped)} malformed sample line(s) skipped (lines {lines}; run.json lists why); "
+            f"first: {skipped[0][1]}")
+
+
 class RunLifecycle:
     """Beginning and ending runs; mixed into :class:`~avv_harness.controller.RunController`."""
 
     def _load_samples(self) -> SampleSet:
         if self.samples is None:
             self.samples = load_samples(self.options.samples, skip_bad_lines=self.options.skip_bad_lines)
+            if self.samples.skipped_lines:
+                print(f"avv-locust: warning: {skipped_lines_warning(self.samples)}", flush=True)
         return self.samples
 
     def prepare_ui(self) -> None:
@@ -121,15 +132,36 @@ class RunLifecycle:
         self.end_run()
 
     def _on_quitting(self, environment: Any, **_: Any) -> None:
+        second = self.quit_done  # another shutdown() is (or was) already finishing the process
         environment.process_exit_code = self.finish()
+        if second:
+            # Locust runs shutdown() (quitting → stats → sys.exit) once per stop request: in web-UI mode its own
+            # SIGTERM handler does, in a greenlet, beside the main greenlet's (ours: SIGTERM → KeyboardInterrupt),
+            # and a later SIGTERM adds one more. The first one exits the process. A second one must not reach its
+            # sys.exit: after the main greenlet has exited it is raised into the exiting interpreter (the atexit
+            # traceback), and before, it ends the process mid-way through the first. So it waits here until the
+            # process ends: the first one's sys.exit (in the main greenlet or thrown into it) ends both.
+            gevent.event.Event().wait()
 
     def finish(self) -> int:
         """End the process's part, in this order: end the open run (close the writer → write the manifest →
         stop the simulator → score → print) → stop the simulator → exit status (the last run's; 0 when no run
-        began). Idempotent; signals during it are ignored (see _stop_on_signals), except during the scoring."""
+        began). Idempotent; signals during it are ignored (see _stop_on_signals), except during the scoring.
+
+        Two shutdowns can overlap (see :meth:`_on_quitting`): a second caller waits for the first to end and gets
+        the same exit status (before: it got 0 at once, while the first was still scoring)."""
         if self.quit_done:
-            return self.exit_code or 0
+            if self.finishing is not None and self.finishing[0] is not gevent.getcurrent():
+                self.finishing[1].wait()
+            return self.exit_code if self.exit_code is not None else EXIT_OK
         self.quit_done = self.stopping = True
+        self.finishing = (gevent.getcurrent(), gevent.event.Event())
+        try:
+            return self._finish()
+        finally:
+            self.finishing[1].set()
+
+    def _finish(self) -> int:
         if self.lag is not None:
             self.lag.stop()
         if self.role == "worker":
@@ -176,7 +208,7 @@ class RunLifecycle:
         run.exit_code = run.exit_status()
         if interrupted is not None:  # as a shell reports a process ended by the signal
             run.exit_code = interrupted.exit_status
-        for line in client_bound_advice(run.manifest.extra["client_load"]):
+        for line in client_bound_advice(run.manifest.extra["client_load"]):  # once per run (scoring leaves it out)
             print(f"avv-locust: warning: {line}", flush=True)
         if interrupted is not None:
             print(f"\navv-locust: scoring stopped by {interrupted.name}; the records and run.json are complete: "

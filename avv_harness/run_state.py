@@ -47,6 +47,7 @@ class RunState:
     result: Any = None  # the ScoreResult it was scored to (None: not scored, or scoring failed)
     scoring_problem: str | None = None  # why its scores are missing or partial (scoring failed, rows left out)
     load_rows: list[dict[str, Any]] = field(default_factory=list)  # worker, vendor, client lag and CPU per record
+    items_done_before: int = 0  # resume: items earlier sessions recorded as done (not in this ledger)
 
     @property
     def items_done(self) -> int:
@@ -94,7 +95,7 @@ class RunState:
 
     def save_manifest(self, stress_summary: dict[str, Any] | None = None) -> None:
         """Write run.json (OSError when it cannot be written)."""
-        self.manifest.items_recorded = self.items_done
+        self.manifest.items_recorded = self.items_done_before + self.items_done
         if stress_summary is not None:
             self.manifest.stress = stress_summary
         self.manifest.write(self.run_dir)

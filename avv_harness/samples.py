@@ -37,6 +37,7 @@ from typing import Any
 
 from .agent_task import AGENT_KEY, AgentTask, agent_of, parse_agent
 from .errors import InputError
+from .json_input import parse_json
 from .language import sample_language_check
 
 METADATA_KEYS = frozenset({"data_index", "expected_tool_call", "expected_calls", "tool_names", "check_type",
@@ -158,13 +159,11 @@ def check_gold(obj: dict[str, Any], where: str) -> None:
 
 
 def parse_sample_line(text: str, line_no: int, path: str) -> Sample | None:
-    """Parse one JSONL line; None for a blank line. Raises InputError naming file and line."""
+    """Parse one JSONL line; None for a blank line. Raises InputError naming file and line (also for a line
+    nested deeper than :data:`avv_harness.json_input.MAX_JSON_DEPTH`)."""
     if not text.strip():
         return None
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{line_no}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    obj = parse_json(text, f"{path}:{line_no}")
     if not isinstance(obj, dict):
         raise InputError(f"{path}:{line_no}: a sample must be a JSON object, got {type(obj).__name__}")
     messages = obj.get("messages")

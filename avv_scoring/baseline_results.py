@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from avv_harness.errors import InputError
+from avv_harness.json_input import parse_json
 from avv_harness.language import last_user_text
 from avv_harness.record_file import coerce_frame
 from avv_harness.records import COLUMN_NAMES, STATUS_FAILED, STATUS_SUCCESS, Record, to_csv_row, usage_counts
@@ -43,10 +44,7 @@ def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        row = parse_json(line, f"{path}:{number}")
         if not isinstance(row, dict):
             raise InputError(f"{path}:{number}: a results row must be a JSON object")
         index = row.get("data_index")

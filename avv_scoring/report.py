@@ -360,16 +360,18 @@ def _terminal_scores(result: ScoreResult) -> list[str]:
     return out + trajectory_report.terminal_lines(result)
 
 
-def render_tables(result: ScoreResult) -> str:
+def render_tables(result: ScoreResult, client_advice: bool = True) -> str:
     """Plain-text tables for the terminal: one per model (seeds' layout, by IRF) plus verdicts, the
-    warnings, and the stress capacity table when ``result.stress`` is set.
+    warnings (with ``client_advice``, the client-bound advice too: the harness prints its own once per run,
+    after the tables), and the stress capacity table when ``result.stress`` is set.
 
     Names, warnings and anything else from configs or vendors show control characters escaped
     (:func:`~avv_scoring.escape.terminal_text`): an ANSI / OSC sequence in a vendor name is printed, not run."""
     out: list[str] = _terminal_scores(result) if result.scored else []
     if result.scored and not result.scores.empty:
         out.extend(f"warning: {warning}" for warning in result.warnings)
-        out.extend(f"warning: {line}" for line in client_bound_advice(result.client_load))
+        if client_advice:
+            out.extend(f"warning: {line}" for line in client_bound_advice(result.client_load))
     if result.stress is not None:
         if out and out[-1] != "":
             out.append("")
