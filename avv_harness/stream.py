@@ -420,8 +420,8 @@ def _consume_events(att: Attempt, resp: requests.Response, deadline: float, max_
     read1 = resp.raw.read1
     parser = SSEParser(max_event_bytes)
     monotonic = time.monotonic
-    # The gevent loop's turn counter (libev; a hub without one reads -1 and the loop yields every
-    # YIELD_AFTER_S): it moves only when this greenlet waited and the other users ran.
+    # The gevent loop's turn counter (libev's, gevent's default loop): it moves only when this greenlet
+    # waited and the other users ran.
     loop = gevent.get_hub().loop
     turn = loop.iteration
     busy_since = monotonic()
