@@ -65,7 +65,7 @@ def score(runs_dir: Path, out_dir: Path, code: Path = ROOT) -> None:
                    str(runs_dir / name), "--out", str(target), "-q"]
         done = subprocess.run(command, cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True,
                               timeout=900)
-        if done.returncode not in (0, 1):
+        if not (target / "report.md").is_file():
             sys.exit(f"scoring {name} with {code} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
 
 
@@ -100,8 +100,8 @@ def check(before: str, work: Path) -> int:
     score(runs, work / "after", ROOT)
     differ = compare(work / "before", work / "after")
     counted = sum(1 for name in RUNS for o in OUTPUTS if (work / "after" / name / o).exists())
-    if differ:
-        print("outputs differ:\n  " + "\n  ".join(differ))
+    if differ or not counted:
+        print("outputs differ:\n  " + "\n  ".join(differ or ["nothing was scored"]))
         return 1
     print(f"{counted} outputs of {len(RUNS)} runs byte-identical between {before} and this checkout")
     return 0
