@@ -4,8 +4,8 @@ Importing this package does not import Locust (the scoring side reads the record
 the Locust integration lives in :mod:`avv_harness.locust_plugin`.
 """
 
-from .errors import InputError
-from .record_file import RecordWriter, read_records
-from .records import COLUMN_NAMES, ERROR_KINDS
+from avv_harness.errors import InputError
+from avv_harness.record_file import RecordWriter, read_records
+from avv_harness.records import COLUMN_NAMES, ERROR_KINDS
 
 __all__ = ["COLUMN_NAMES", "ERROR_KINDS", "InputError", "RecordWriter", "read_records"]

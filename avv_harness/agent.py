@@ -32,12 +32,12 @@ from typing import Any
 
 import requests
 
-from .agent_task import AgentTask
-from .config import Vendor
-from .execute import ExecContext, client_error_record, execute_item
-from .items import WorkItem
-from .records import Record
-from .stream import Attempt
+from avv_harness.agent_task import AgentTask
+from avv_harness.config import Vendor
+from avv_harness.execute import ExecContext, client_error_record, execute_item
+from avv_harness.items import WorkItem
+from avv_harness.records import Record
+from avv_harness.stream import Attempt
 
 log = logging.getLogger("avv")
 

@@ -29,9 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .bounded_schema import PatternTimeout, search
-from .canonical import UNPARSED, parse_arguments, partial_match
-from .errors import InputError
+from avv_harness.bounded_schema import PatternTimeout, search
+from avv_harness.canonical import UNPARSED, parse_arguments, partial_match
+from avv_harness.errors import InputError
 
 AGENT_KEY = "agent"
 DEFAULT_MAX_STEPS = 10

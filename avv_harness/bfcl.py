@@ -27,8 +27,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InputError
-from .json_input import parse_json
+from avv_harness.errors import InputError
+from avv_harness.json_input import parse_json
 
 #: Categories whose correct answer is no tool call at all (no possible_answer file upstream).
 NO_CALL_CATEGORIES = frozenset({"irrelevance", "live_irrelevance"})

@@ -46,8 +46,8 @@ from jinja2.compiler import CodeGenerator
 from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from .errors import InputError
-from .json_input import parse_json
+from avv_harness.errors import InputError
+from avv_harness.json_input import parse_json
 
 TOKENIZER_CONFIG = "tokenizer_config.json"
 TEMPLATE_FILE = "chat_template.jinja"

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .stream import Attempt, ToolCallAcc
-from .tool_parsers import THINK_FIELD, parse_completion
+from avv_harness.stream import Attempt, ToolCallAcc
+from avv_harness.tool_parsers import THINK_FIELD, parse_completion
 
 PROMPT_REPLACES = ("messages", "tools")
 

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from . import dialect as dia
-from .errors import InputError
-from .yaml_io import load_yaml
+from avv_harness import dialect as dia
+from avv_harness.errors import InputError
+from avv_harness.yaml_io import load_yaml
 
 SIM_PLACEHOLDER = "{sim}"
 

@@ -29,22 +29,22 @@ import requests
 from locust.event import EventHook
 from locust.runners import MasterRunner, WorkerRunner
 
-from .agent import run_trajectory_safely
-from .config import Vendor, environment_with_dotenv, load_config
-from .distribution import LocalWork, MasterWork, WorkerWork
-from .execute import ExecContext, RetryPolicy, run_item_safely
-from .items import ItemKey, VendorId, WorkItem
-from .lag import LagMonitor, quiet_gc_for_load
-from .manifest import RunManifest
-from .node_identity import NodeIdentity
-from .options import RunOptions
-from .record_file import RecordWriteError
-from .records import Record
-from .run_lifecycle import RunLifecycle
-from .run_state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_SCORING, EXIT_WRITE, RunState
-from .samples import Sample, SampleSet
-from .secrets import Redactor, install_log_redaction
-from .work import ACCEPT, DUPLICATE, Ledger
+from avv_harness.agent import run_trajectory_safely
+from avv_harness.config import Vendor, environment_with_dotenv, load_config
+from avv_harness.distribution import LocalWork, MasterWork, WorkerWork
+from avv_harness.execute import ExecContext, RetryPolicy, run_item_safely
+from avv_harness.items import ItemKey, VendorId, WorkItem
+from avv_harness.lag import LagMonitor, quiet_gc_for_load
+from avv_harness.manifest import RunManifest
+from avv_harness.node_identity import NodeIdentity
+from avv_harness.options import RunOptions
+from avv_harness.record_file import RecordWriteError
+from avv_harness.records import Record
+from avv_harness.run_lifecycle import RunLifecycle
+from avv_harness.run_state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_SCORING, EXIT_WRITE, RunState
+from avv_harness.samples import Sample, SampleSet
+from avv_harness.secrets import Redactor, install_log_redaction
+from avv_harness.work import ACCEPT, DUPLICATE, Ledger
 
 log = logging.getLogger("avv")
 
@@ -179,7 +179,7 @@ class RunController(RunLifecycle):
     def for_environment(cls, environment: Any, *, session_factory: SessionFactory | None = None) -> RunController:
         """Options from ``environment.parsed_options``; vendors for ``environment.user_classes`` (each
         carries ``avv_vendor_id``); keys from the environment and ``.env``. InputError on bad input."""
-        from .options import preparse_options
+        from avv_harness.options import preparse_options
 
         options = RunOptions.from_parsed(environment.parsed_options or preparse_options([]))
         config = load_config(options.config, env=environment_with_dotenv()).select(list(options.models))

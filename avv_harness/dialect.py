@@ -24,7 +24,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
-from .transforms import ADAPTERS, AUTO, TRANSFORMS, pick_adapter
+from avv_harness.transforms import ADAPTERS, AUTO, TRANSFORMS, pick_adapter
 
 ENDPOINTS = ("chat", "completions")
 TOOL_PARSERS = ("hermes", "kimi", "json_fenced", "mistral")
@@ -73,7 +73,7 @@ class Dialect:
     @cached_property
     def template(self) -> Any:
         """The loaded chat template (raw mode), read once per process."""
-        from .chat_template import load_chat_template
+        from avv_harness.chat_template import load_chat_template
 
         return load_chat_template(self.chat_template or "")
 
@@ -212,7 +212,7 @@ def parse_dialect(problems: Problems, where: str, raw: dict[str, Any], model_def
                 problems.add(f"{where}.{key}", "only used with endpoint: completions")
     dialect = Dialect(adapter, source, transforms, endpoint, template, parser)
     if template is not None:
-        from .chat_template import check_chat_template
+        from avv_harness.chat_template import check_chat_template
 
         error = check_chat_template(template)
         if error:

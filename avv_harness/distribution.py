@@ -42,13 +42,13 @@ import gevent.event
 from locust.rpc import Message
 from locust.runners import STATE_INIT, STATE_MISSING
 
-from .items import ItemKey, VendorId, WorkItem
-from .node_identity import NodeIdentity, differences, quote_peer
-from .records import STATUS_FAILED, STATUS_SUCCESS, Record, RecordError
-from .run_state import EXIT_INPUT
+from avv_harness.items import ItemKey, VendorId, WorkItem
+from avv_harness.node_identity import NodeIdentity, differences, quote_peer
+from avv_harness.records import STATUS_FAILED, STATUS_SUCCESS, Record, RecordError
+from avv_harness.run_state import EXIT_INPUT
 
 if TYPE_CHECKING:
-    from .controller import RunController
+    from avv_harness.controller import RunController
 
 log = logging.getLogger("avv")
 

@@ -14,8 +14,8 @@ import re
 import sys
 from collections.abc import Callable
 
-from .options import DATA_DIR, add_arguments
-from .records import ANOMALIES, COLUMNS, ERROR_KINDS, IMPORTED_ERROR_KINDS
+from avv_harness.options import DATA_DIR, add_arguments
+from avv_harness.records import ANOMALIES, COLUMNS, ERROR_KINDS, IMPORTED_ERROR_KINDS
 
 RETRIED = {"http_429", "http_5xx", "timeout", "connect", "truncated"}
 

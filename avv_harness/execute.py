@@ -23,16 +23,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
-from .completions import completion_body, finish_completion
-from .config import Vendor
-from .items import ATTEMPT_HEADER, ITEM_HEADER, WorkItem
-from .options import DEFAULT_MAX_EVENT_BYTES
-from .overrides import Overrides, deep_merge
-from .records import STATUS_FAILED, STATUS_SUCCESS, Record, usage_counts
-from .samples import Sample
-from .stream import Attempt, stream_chat
-from .toolcalls import find_text_calls, request_tool_names
-from .transforms import apply_transforms
+from avv_harness.completions import completion_body, finish_completion
+from avv_harness.config import Vendor
+from avv_harness.items import ATTEMPT_HEADER, ITEM_HEADER, WorkItem
+from avv_harness.options import DEFAULT_MAX_EVENT_BYTES
+from avv_harness.overrides import Overrides, deep_merge
+from avv_harness.records import STATUS_FAILED, STATUS_SUCCESS, Record, usage_counts
+from avv_harness.samples import Sample
+from avv_harness.stream import Attempt, stream_chat
+from avv_harness.toolcalls import find_text_calls, request_tool_names
+from avv_harness.transforms import apply_transforms
 
 log = logging.getLogger("avv")
 

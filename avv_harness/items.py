@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
 
-from .measures import is_missing
-from .samples import Sample
+from avv_harness.measures import is_missing
+from avv_harness.samples import Sample
 
 ITEM_HEADER = "X-AVV-Item"
 ATTEMPT_HEADER = "X-AVV-Attempt"

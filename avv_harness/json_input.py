@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .errors import InputError
+from avv_harness.errors import InputError
 
 #: Deepest nesting of arrays and objects accepted in a JSON input (the top-level value is level 1).
 MAX_JSON_DEPTH = 100

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .measures import is_missing, percentile
+from avv_harness.measures import is_missing, percentile
 
 INTERVAL_S = 0.005  # how often the monitor wakes
 HORIZON_S = 300.0  # how far back lag samples are kept (longer than any TTFT we care about)

@@ -26,11 +26,11 @@ from typing import Any
 
 import gevent
 
-from .errors import InputError
-from .items import ItemKey, VendorId
-from .measures import is_missing
-from .record_file import read_rows
-from .records import COLUMN_NAMES, STATUS_SUCCESS
+from avv_harness.errors import InputError
+from avv_harness.items import ItemKey, VendorId
+from avv_harness.measures import is_missing
+from avv_harness.record_file import read_rows
+from avv_harness.records import COLUMN_NAMES, STATUS_SUCCESS
 
 log = logging.getLogger("avv")
 

@@ -21,11 +21,11 @@ import greenlet
 import locust
 from locust import User, constant, events, task
 
-from . import options as avv_options
-from .config import SIM_PLACEHOLDER, Vendor, load_config, redact_url
-from .controller import EXIT_INPUT, controller_of, install
-from .errors import InputError
-from .stream import Attempt
+from avv_harness import options as avv_options
+from avv_harness.config import SIM_PLACEHOLDER, Vendor, load_config, redact_url
+from avv_harness.controller import EXIT_INPUT, controller_of, install
+from avv_harness.errors import InputError
+from avv_harness.stream import Attempt
 
 log = logging.getLogger("avv")
 
@@ -45,7 +45,7 @@ def _on_init(environment: Any, **_: Any) -> None:
         if ctl.role != "worker":
             _stop_on_signals(ctl)
             if getattr(environment, "web_ui", None) is not None:  # a master or local process with the web UI
-                from .web_ui import install_web_ui
+                from avv_harness.web_ui import install_web_ui
 
                 install_web_ui(environment, ctl)
     except InputError as error:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .errors import InputError
-from .json_input import parse_json
+from avv_harness.errors import InputError
+from avv_harness.json_input import parse_json
 
 RUN_JSON = "run.json"
 RECORDS_CSV = "records.csv"

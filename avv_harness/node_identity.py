@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from .config import Vendor, redact_url
-from .records import COLUMNS
+from avv_harness.config import Vendor, redact_url
+from avv_harness.records import COLUMNS
 
 #: The item protocol's number: raise it whenever a message's shape or meaning changes.
 PROTOCOL = 2

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
-from .overrides import Overrides, parse_overrides
+from avv_harness.errors import InputError
+from avv_harness.overrides import Overrides, parse_overrides
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_CONFIG = DATA_DIR / "demo.yaml"

@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InputError
-from .json_input import parse_json
+from avv_harness.errors import InputError
+from avv_harness.json_input import parse_json
 
 SECRET_HEADER_WORDS = ("auth", "key", "token", "secret")
 MAX_TEMPERATURE = 2.0

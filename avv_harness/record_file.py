@@ -15,8 +15,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .errors import InputError
-from .records import COLUMN_KINDS, COLUMN_NAMES, bounds, encode_cells, encode_rows, header_line, out_of_range
+from avv_harness.errors import InputError
+from avv_harness.records import COLUMN_KINDS, COLUMN_NAMES, bounds, encode_cells, encode_rows, header_line, out_of_range
 
 log = logging.getLogger(__name__)
 

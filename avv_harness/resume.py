@@ -14,12 +14,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InputError
-from .items import ItemKey
-from .manifest import RECORDS_CSV, RUN_JSON, RunManifest, read_manifest
-from .record_file import iter_csv_rows
-from .records import STATUS_SUCCESS
-from .samples import SampleSet
+from avv_harness.errors import InputError
+from avv_harness.items import ItemKey
+from avv_harness.manifest import RECORDS_CSV, RUN_JSON, RunManifest, read_manifest
+from avv_harness.record_file import iter_csv_rows
+from avv_harness.records import STATUS_SUCCESS
+from avv_harness.samples import SampleSet
 
 
 def sample_ids_hash(samples: SampleSet) -> str:

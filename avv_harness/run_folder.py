@@ -17,17 +17,17 @@ from typing import Any
 
 import locust
 
-from .errors import InputError
-from .execute import ExecContext, RetryPolicy
-from .items import VendorId
-from .manifest import RECORDS_CSV, RunManifest, utc_now
-from .options import RunOptions
-from .record_file import RecordWriteError, RecordWriter, upgrade_columns
-from .resume import ResumePoint, check_resumable, resume_point, sample_ids_hash
-from .run_state import RunState
-from .samples import SampleSet
-from .stress import StressPolicy
-from .work import Ledger
+from avv_harness.errors import InputError
+from avv_harness.execute import ExecContext, RetryPolicy
+from avv_harness.items import VendorId
+from avv_harness.manifest import RECORDS_CSV, RunManifest, utc_now
+from avv_harness.options import RunOptions
+from avv_harness.record_file import RecordWriteError, RecordWriter, upgrade_columns
+from avv_harness.resume import ResumePoint, check_resumable, resume_point, sample_ids_hash
+from avv_harness.run_state import RunState
+from avv_harness.samples import SampleSet
+from avv_harness.stress import StressPolicy
+from avv_harness.work import Ledger
 
 log = logging.getLogger("avv")
 

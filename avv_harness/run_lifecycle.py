@@ -19,14 +19,14 @@ from typing import Any
 import gevent
 import gevent.event
 
-from .distribution import MasterWork
-from .lag import client_bound_advice, client_load
-from .manifest import RECORDS_CSV
-from .progress import progress_line
-from .run_folder import check_out_folder, fill_manifest, new_run, score_run, summary_line, ui_run_options
-from .run_state import EXIT_OK, RunState
-from .samples import SampleSet, load_samples
-from .stop_signals import Interrupted, interrupt_on_signals
+from avv_harness.distribution import MasterWork
+from avv_harness.lag import client_bound_advice, client_load
+from avv_harness.manifest import RECORDS_CSV
+from avv_harness.progress import progress_line
+from avv_harness.run_folder import check_out_folder, fill_manifest, new_run, score_run, summary_line, ui_run_options
+from avv_harness.run_state import EXIT_OK, RunState
+from avv_harness.samples import SampleSet, load_samples
+from avv_harness.stop_signals import Interrupted, interrupt_on_signals
 
 log = logging.getLogger("avv")
 

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .execute import ExecContext
-from .items import VendorId
-from .manifest import RunManifest, utc_now
-from .record_file import RecordWriteError, RecordWriter
-from .records import STATUS_SUCCESS, Record
-from .stress import StressPolicy
-from .work import Ledger
+from avv_harness.execute import ExecContext
+from avv_harness.items import VendorId
+from avv_harness.manifest import RunManifest, utc_now
+from avv_harness.record_file import RecordWriteError, RecordWriter
+from avv_harness.records import STATUS_SUCCESS, Record
+from avv_harness.stress import StressPolicy
+from avv_harness.work import Ledger
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INPUT, EXIT_WRITE, EXIT_SCORING = 0, 1, 2, 3, 4
 

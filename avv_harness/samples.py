@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from .agent_task import AGENT_KEY, AgentTask, agent_of, parse_agent
-from .errors import InputError
-from .json_input import parse_json
-from .language import sample_language_check
+from avv_harness.agent_task import AGENT_KEY, AgentTask, agent_of, parse_agent
+from avv_harness.errors import InputError
+from avv_harness.json_input import parse_json
+from avv_harness.language import sample_language_check
 
 METADATA_KEYS = frozenset({"data_index", "expected_tool_call", "expected_calls", "tool_names", "check_type",
                            "scenario_check", "expected_language", AGENT_KEY})

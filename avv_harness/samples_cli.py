@@ -11,9 +11,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .bfcl import convert, write_lines
-from .errors import InputError
-from .samples import load_samples
+from avv_harness.bfcl import convert, write_lines
+from avv_harness.errors import InputError
+from avv_harness.samples import load_samples
 
 PROG = "avv-samples"
 

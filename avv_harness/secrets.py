@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from .config import redact_url
-from .records import COLUMN_KINDS, Record
+from avv_harness.config import redact_url
+from avv_harness.records import COLUMN_KINDS, Record
 
 MASK = "***"
 MIN_SECRET_CHARS = 4  # shorter "secrets" would mask ordinary words

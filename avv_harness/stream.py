@@ -33,10 +33,10 @@ import gevent
 import requests
 from urllib3.exceptions import LocationParseError, ProtocolError, ReadTimeoutError
 
-from .config import redact_url
-from .connections import find_cause, send_on_fresh_if_stale
-from .options import DEFAULT_MAX_EVENT_BYTES
-from .transforms import reasoning_text
+from avv_harness.config import redact_url
+from avv_harness.connections import find_cause, send_on_fresh_if_stale
+from avv_harness.options import DEFAULT_MAX_EVENT_BYTES
+from avv_harness.transforms import reasoning_text
 
 READ_BLOCK = 65536
 YIELD_AFTER_S = 0.0005  # the longest the reading loop runs without letting the process's other users in

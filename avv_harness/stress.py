@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .measures import meets_slo
-from .options import StressSettings
+from avv_harness.measures import meets_slo
+from avv_harness.options import StressSettings
 
 BREACHES_TO_STOP = 2
 

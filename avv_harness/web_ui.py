@@ -30,7 +30,7 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, jsonify, make_response, request, send_file
 
-from .live import MAX_ROWS, LiveBoard
+from avv_harness.live import MAX_ROWS, LiveBoard
 
 log = logging.getLogger("avv")
 

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .items import ItemKey, VendorId
+from avv_harness.items import ItemKey, VendorId
 
 #: :meth:`Ledger.verdict`: store the record.
 ACCEPT = "accept"

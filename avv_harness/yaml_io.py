@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from .errors import InputError
+from avv_harness.errors import InputError
 
 #: The most nodes a YAML document may expand to through its aliases (scalars, lists and mappings).
 MAX_YAML_NODES = 100_000

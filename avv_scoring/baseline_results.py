@@ -23,8 +23,7 @@ from avv_harness.language import last_user_text
 from avv_harness.record_file import coerce_frame
 from avv_harness.records import COLUMN_NAMES, STATUS_FAILED, STATUS_SUCCESS, Record, to_csv_row, usage_counts
 from avv_harness.samples import SampleSet
-
-from .load import FILE_ORDER_COL, ROW_ORDER_COL, SOURCE_COL, RunInput, run_sample_set
+from avv_scoring.load import FILE_ORDER_COL, ROW_ORDER_COL, SOURCE_COL, RunInput, run_sample_set
 
 DEFAULT_BASELINE_NAME = "official"
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .call_metrics import (
+from avv_scoring.call_metrics import (
     AS_TEXT,
     CALLED,
     CALLS,
@@ -45,8 +45,8 @@ from .call_metrics import (
     positive,
     row_dicts,
 )
-from .correctness import Call, calls_equal, calls_match_gold, name_mapper, tools_match_gold
-from .schema import INVALID, VALID
+from avv_scoring.correctness import Call, calls_equal, calls_match_gold, name_mapper, tools_match_gold
+from avv_scoring.schema import INVALID, VALID
 
 #: Disagreement kinds, in the order they are tried (the first that applies names the row).
 KINDS: dict[str, str] = {

@@ -22,11 +22,10 @@ import pandas as pd
 
 from avv_harness.samples import Gold
 from avv_harness.toolcalls import find_text_calls, request_tool_names
-
-from .correctness import CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
-from .load import OK_COL, is_success
-from .registry import Metric, produces
-from .schema import INVALID, UNCHECKABLE, VALID, CallChecker, parse_tool_calls
+from avv_scoring.correctness import CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
+from avv_scoring.load import OK_COL, is_success
+from avv_scoring.registry import Metric, produces
+from avv_scoring.schema import INVALID, UNCHECKABLE, VALID, CallChecker, parse_tool_calls
 
 NAN = float("nan")
 TOOL_CALLS = "tool_calls"

@@ -32,18 +32,17 @@ import pandas as pd
 
 from avv_harness.errors import InputError
 from avv_harness.stop_signals import Interrupted, interrupt_on_signals
-
-from .baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
-from .escape import neutralise_frame, restore_frame, terminal_text
-from .irf import irf_scores, irf_table_columns, resolve_irf_metrics
-from .k2vv import FORMAT, export_run
-from .presets import PRESETS, resolve_thresholds, thresholds_yaml
-from .registry import render_metric_table
-from .report import render_tables
-from .score import ScoreResult, score_paths, stress_only
-from .stress import stress_tables
-from .uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, VERDICT_MODES, StatsSettings
-from .verdict import DEFAULT_PRESET, Thresholds
+from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
+from avv_scoring.escape import neutralise_frame, restore_frame, terminal_text
+from avv_scoring.irf import irf_scores, irf_table_columns, resolve_irf_metrics
+from avv_scoring.k2vv import FORMAT, export_run
+from avv_scoring.presets import PRESETS, resolve_thresholds, thresholds_yaml
+from avv_scoring.registry import render_metric_table
+from avv_scoring.report import render_tables
+from avv_scoring.score import ScoreResult, score_paths, stress_only
+from avv_scoring.stress import stress_tables
+from avv_scoring.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, VERDICT_MODES, StatsSettings
+from avv_scoring.verdict import DEFAULT_PRESET, Thresholds
 
 PROG = "avv-score"
 #: Exit status when the run was scored without some of its rows (each named): the scores are not the whole run's.
@@ -392,10 +391,10 @@ def main_export(argv: Sequence[str]) -> int:
 
 def main_trajectory(argv: Sequence[str]) -> int:
     """Print one agent task's trajectory step by step (calls, the answers played back, the final answer, the end)."""
-    from .load import load_tools, read_inputs, resolve_inputs
-    from .metrics import annotate_tool_calls
-    from .trajectories import TJ_END, TJ_STEPS, summarise
-    from .trajectory_report import render_trajectory, trajectory_steps
+    from avv_scoring.load import load_tools, read_inputs, resolve_inputs
+    from avv_scoring.metrics import annotate_tool_calls
+    from avv_scoring.trajectories import TJ_END, TJ_STEPS, summarise
+    from avv_scoring.trajectory_report import render_trajectory, trajectory_steps
 
     p = argparse.ArgumentParser(prog=f"{PROG} trajectory", description="Show one agent task's trajectory of a run "
                                 "step by step: each request's outcome, the calls made, the tool answers played back "

@@ -18,9 +18,8 @@ import numpy as np
 import pandas as pd
 
 from avv_harness.measures import percentile
-
-from .load import is_success
-from .registry import Metric, produces
+from avv_scoring.load import is_success
+from avv_scoring.registry import Metric, produces
 
 
 def _numbers(rows: pd.DataFrame, column: str) -> pd.Series:

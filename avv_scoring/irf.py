@@ -22,8 +22,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from avv_harness.errors import InputError
-
-from .registry import irf_inputs, is_metric, metric
+from avv_scoring.registry import irf_inputs, is_metric, metric
 
 #: metric column → True when higher is better: the default IRF inputs (registry ``irf=True``), in order.
 IRF_METRICS: dict[str, bool] = {m.column: m.higher_is_better for m in irf_inputs()}

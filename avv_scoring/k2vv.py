@@ -40,12 +40,11 @@ from avv_harness.language import check_language
 from avv_harness.measures import is_missing
 from avv_harness.records import STATUS_FAILED, STATUS_SUCCESS
 from avv_harness.samples import Sample
-
-from .load import RunInput, read_inputs, resolve_inputs, run_sample_set
-from .schema import VALID, check_call, parse_tool_calls, tool_schemas
-from .score import BaselineSpec, resolve_baselines
-from .trajectories import first_steps
-from .verifier_metrics import cosine_similarity
+from avv_scoring.load import RunInput, read_inputs, resolve_inputs, run_sample_set
+from avv_scoring.schema import VALID, check_call, parse_tool_calls, tool_schemas
+from avv_scoring.score import BaselineSpec, resolve_baselines
+from avv_scoring.trajectories import first_steps
+from avv_scoring.verifier_metrics import cosine_similarity
 
 FORMAT = "k2vv"
 TOOL_CALLS = "tool_calls"

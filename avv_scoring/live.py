@@ -20,9 +20,8 @@ import pandas as pd
 
 from avv_harness.record_file import coerce_frame
 from avv_harness.records import COLUMN_NAMES, to_csv_row
-
-from .load import FILE_ORDER_COL, ROW_ORDER_COL, SOURCE_COL, GoldBySample, ToolsBySample, dedupe_latest
-from .score import ScoreResult, score_frame
+from avv_scoring.load import FILE_ORDER_COL, ROW_ORDER_COL, SOURCE_COL, GoldBySample, ToolsBySample, dedupe_latest
+from avv_scoring.score import ScoreResult, score_frame
 
 
 class LiveRecords:

@@ -166,7 +166,7 @@ def dedupe_latest(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return frame.copy()
     if "step" in frame.columns and frame["step"].notna().any():
-        from .trajectories import dedupe_with_steps
+        from avv_scoring.trajectories import dedupe_with_steps
 
         return dedupe_with_steps(frame, dedupe_latest)
     if not frame.duplicated(subset=list(ITEM_KEY)).any():

@@ -27,11 +27,10 @@ import pandas as pd
 
 from avv_harness.measures import percentile
 from avv_harness.samples import Gold
-
-from .call_metrics import TC_INVALID, TC_N, TC_PARSE_ERROR, TC_UNCHECKABLE, TC_VALID, annotate_calls  # noqa: F401
-from .load import COMPARABLE_COL, is_success
-from .registry import Metric, additive, produces
-from .schema import parse_tool_calls
+from avv_scoring.call_metrics import TC_INVALID, TC_N, TC_PARSE_ERROR, TC_UNCHECKABLE, TC_VALID, annotate_calls  # noqa: F401
+from avv_scoring.load import COMPARABLE_COL, is_success
+from avv_scoring.registry import Metric, additive, produces
+from avv_scoring.schema import parse_tool_calls
 
 NAN = float("nan")
 TOOL_CALLS = "tool_calls"

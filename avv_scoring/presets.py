@@ -31,9 +31,8 @@ import yaml
 
 from avv_harness.errors import InputError
 from avv_harness.yaml_io import load_yaml, loads_yaml
-
-from .registry import KINDS, is_metric
-from .verdict import DEFAULT_PRESET, Thresholds
+from avv_scoring.registry import KINDS, is_metric
+from avv_scoring.verdict import DEFAULT_PRESET, Thresholds
 
 #: Presets shipped as YAML in avv_scoring/data (``avv`` and ``none`` are built in).
 FILE_PRESETS: tuple[str, ...] = ("k2vv", "minimax")

@@ -25,13 +25,12 @@ import pandas as pd
 
 from avv_harness.lag import CPU_BOUND_PCT, LAG_P99_BOUND_MS, client_bound_advice
 from avv_harness.measures import is_missing
-
-from . import trajectory_report
-from .breakdown import DISAGREEMENT_COLUMNS, KINDS
-from .escape import markdown_table, markdown_text, neutralise_frame, terminal_text
-from .registry import count_metrics, group_metrics, table_metrics
-from .score import REPEAT_COLUMNS, SCORE_COLUMNS, ScoreResult
-from .stress import render_stress_markdown, render_stress_terminal, write_stress_files
+from avv_scoring import trajectory_report
+from avv_scoring.breakdown import DISAGREEMENT_COLUMNS, KINDS
+from avv_scoring.escape import markdown_table, markdown_text, neutralise_frame, terminal_text
+from avv_scoring.registry import count_metrics, group_metrics, table_metrics
+from avv_scoring.score import REPEAT_COLUMNS, SCORE_COLUMNS, ScoreResult
+from avv_scoring.stress import render_stress_markdown, render_stress_terminal, write_stress_files
 
 MISSING = "n/a"
 
@@ -255,7 +254,7 @@ def _disagreements(result: ScoreResult, model: str, rows: Rows) -> list[str]:
 
 def _statistics(result: ScoreResult, model: str, rows: Rows) -> list[str]:
     """Intervals, tests against the baseline and its noise floor, rank stability, sample size (:mod:`.report_stats`)."""
-    from .report_stats import markdown_section  # imports this module
+    from avv_scoring.report_stats import markdown_section  # imports this module
 
     return markdown_section(result, model, rows)
 
@@ -481,7 +480,7 @@ def write_outputs(result: ScoreResult, out_dir: str | os.PathLike[str], html: bo
         paths.update(write_stress_files(result.stress, out_dir))
     write_text(paths["report.md"], render_markdown(result))
     if html:  # the figures take ~2 s (matplotlib); --no-html / --avv-no-html skip them
-        from .report_html import write_html  # imports this module
+        from avv_scoring.report_html import write_html  # imports this module
 
         paths.update(write_html(result, out_dir))
     return paths

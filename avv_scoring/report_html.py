@@ -39,13 +39,12 @@ import pandas as pd
 
 from avv_harness.measures import is_missing
 from avv_harness.records import ANOMALIES, ERROR_KINDS
-
-from . import trajectory_report
-from .load import is_success
-from .registry import limit_text, metric, per_repeat_metrics
-from .report import MISSING, TABLE_LAYOUT, fmt, write_text
-from .score import ScoreResult
-from .stress import plain_figure_text
+from avv_scoring import trajectory_report
+from avv_scoring.load import is_success
+from avv_scoring.registry import limit_text, metric, per_repeat_metrics
+from avv_scoring.report import MISSING, TABLE_LAYOUT, fmt, write_text
+from avv_scoring.score import ScoreResult
+from avv_scoring.stress import plain_figure_text
 
 REPORT_HTML = "report.html"
 #: Rows of the disagreement list shown per model (all of them are in disagreements.csv).
@@ -464,7 +463,7 @@ def _stress_section(result: ScoreResult, palette: Palette) -> str | None:
 
 def _uncertainty_section(result: ScoreResult, palette: Palette) -> str | None:
     """Intervals, tests against the baseline's noise floor, rank stability, sample size (:mod:`.report_stats`)."""
-    from .report_stats import html_section  # imports this module
+    from avv_scoring.report_stats import html_section  # imports this module
 
     return html_section(result, palette)
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from avv_harness.measures import is_missing
-
-from .registry import metric
-from .report import MISSING, Rows, _md_escape, _md_table, fmt
-from .report_html import _figure, _png, _section, _table, esc
-from .score import ScoreResult
-from .uncertainty import CI_METRICS, GAP, POWER_METRICS
+from avv_scoring.registry import metric
+from avv_scoring.report import MISSING, Rows, _md_escape, _md_table, fmt
+from avv_scoring.report_html import _figure, _png, _section, _table, esc
+from avv_scoring.score import ScoreResult
+from avv_scoring.uncertainty import CI_METRICS, GAP, POWER_METRICS
 
 #: (column, baseline self-agreement column) shown as agreement lines, in this order.
 AGREEMENT: tuple[tuple[str, str], ...] = (("f1", "baseline_self_f1"), ("tool_match", "baseline_self_tool_match"),

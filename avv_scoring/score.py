@@ -19,10 +19,9 @@ import pandas as pd
 
 from avv_harness.errors import InputError
 from avv_harness.lag import LoadGroup, process_name, summarise_load
-
-from .breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
-from .irf import IRF_METRICS, MetricsSpec, irf_scores, resolve_irf_metrics
-from .load import (
+from avv_scoring.breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
+from avv_scoring.irf import IRF_METRICS, MetricsSpec, irf_scores, resolve_irf_metrics
+from avv_scoring.load import (
     COMPARABLE_COL,
     REQUIRED_COLUMNS,
     GoldBySample,
@@ -33,14 +32,14 @@ from .load import (
     read_inputs,
     resolve_inputs,
 )
-from .metrics import annotate_tool_calls
-from .registry import METRICS, RegistryError, model_functions
-from .stress import STRESS_MODE, StressResult, stress_tables
-from .trajectories import summarise as summarise_trajectories
-from .trajectories import trajectory_disagreements
-from .uncertainty import ModelTable, StatsSettings, judge, verdict_thresholds
-from .vendor_table import REPEAT_METRICS, repeat_summary, vendor_tables
-from .verdict import Thresholds
+from avv_scoring.metrics import annotate_tool_calls
+from avv_scoring.registry import METRICS, RegistryError, model_functions
+from avv_scoring.stress import STRESS_MODE, StressResult, stress_tables
+from avv_scoring.trajectories import summarise as summarise_trajectories
+from avv_scoring.trajectories import trajectory_disagreements
+from avv_scoring.uncertainty import ModelTable, StatsSettings, judge, verdict_thresholds
+from avv_scoring.vendor_table import REPEAT_METRICS, repeat_summary, vendor_tables
+from avv_scoring.verdict import Thresholds
 
 #: Columns that say whose row it is and how it was judged (not metrics).
 IDENTITY_COLUMNS: tuple[str, ...] = (
@@ -431,7 +430,7 @@ def score_paths(
     ``result.stress`` holds its stress tables and the outputs include stress.csv, capacity.csv, the two
     plots and the report's stress section. Raises :class:`avv_harness.errors.InputError` on bad input.
     """
-    from .report import write_outputs
+    from avv_scoring.report import write_outputs
 
     paths = [os.fspath(p) for p in paths]
     inputs = resolve_inputs(paths)
@@ -440,7 +439,7 @@ def score_paths(
     tool_source = load_tools(inputs, samples)
     import_notes: list[str] = []
     if baseline_results:
-        from .baseline_results import DEFAULT_BASELINE_NAME, add_baseline_results
+        from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, add_baseline_results
 
         if baseline is not None:
             raise InputError("--baseline and --baseline-results both name the baseline; give one of them")
@@ -482,7 +481,7 @@ def stress_only(
     (``write=True``) only stress.csv, capacity.csv, the plots and a report.md holding the stress section
     are written into ``out_dir`` (default: the run folder). InputError when the folder is not a stress run.
     """
-    from .report import write_outputs
+    from avv_scoring.report import write_outputs
 
     folder = os.fspath(run_dir)
     stress = stress_tables(folder)

@@ -44,9 +44,8 @@ import pandas as pd
 from avv_harness.errors import InputError
 from avv_harness.measures import is_missing, meets_slo, percentile
 from avv_harness.records import ERROR_KINDS
-
-from .escape import markdown_table, markdown_text, neutralise_frame, terminal_text
-from .load import RECORDS_NAME, RUN_JSON_NAME, _read_run_json, is_success, read_one
+from avv_scoring.escape import markdown_table, markdown_text, neutralise_frame, terminal_text
+from avv_scoring.load import RECORDS_NAME, RUN_JSON_NAME, _read_run_json, is_success, read_one
 
 STRESS_MODE = "stress"
 STRESS_CSV = "stress.csv"

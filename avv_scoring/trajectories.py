@@ -53,11 +53,10 @@ import pandas as pd
 
 from avv_harness.agent_task import SOURCE_INJECTED
 from avv_harness.measures import is_missing
-
-from .call_metrics import CALLS, GOLD, name_of_row
-from .correctness import Call, call_matches, each_gets_its_own
-from .load import FILE_ORDER_COL, ITEM_KEY, ROW_ORDER_COL, is_success
-from .registry import Metric, produces
+from avv_scoring.call_metrics import CALLS, GOLD, name_of_row
+from avv_scoring.correctness import Call, call_matches, each_gets_its_own
+from avv_scoring.load import FILE_ORDER_COL, ITEM_KEY, ROW_ORDER_COL, is_success
+from avv_scoring.registry import Metric, produces
 
 NAN = float("nan")
 ENDS = ("completed", "wrong_answer", "gave_up", "max_steps", "failed")
@@ -220,7 +219,7 @@ def summarise(records: pd.DataFrame) -> pd.DataFrame:
 def trajectories_of(rows: pd.DataFrame) -> pd.DataFrame:
     """The trajectory rows of a per-item frame (summarised when it was not yet)."""
     if TJ not in rows.columns:
-        from .call_metrics import ensure_annotated
+        from avv_scoring.call_metrics import ensure_annotated
 
         rows = summarise(ensure_annotated(rows))
     return rows[rows[TJ].astype(bool)]

@@ -16,10 +16,9 @@ from typing import Any
 import pandas as pd
 
 from avv_harness.measures import is_missing
-
-from .escape import terminal_text
-from .registry import group_metrics
-from .trajectories import ENDS, TJ, TJ_END, TJ_STEPS, step_numbers
+from avv_scoring.escape import terminal_text
+from avv_scoring.registry import group_metrics
+from avv_scoring.trajectories import ENDS, TJ, TJ_END, TJ_STEPS, step_numbers
 
 #: Columns of the terminal table (header, column, format): the headline trajectory metrics.
 TERMINAL_COLUMNS = ("task_completion_rate", "avg_steps", "steps_delta", "recovery_rate", "loop_rate",
@@ -38,7 +37,7 @@ def has_trajectories(rows: Sequence[Mapping[str, Any]]) -> bool:
 
 def markdown_section(result: Any, model: str, rows: list[dict[str, Any]]) -> list[str]:
     """report.md, per model: the agent metrics of every vendor (nothing when the model has no agent task)."""
-    from .report import _md_table, _vendor_label, fmt
+    from avv_scoring.report import _md_table, _vendor_label, fmt
 
     if not has_trajectories(rows):
         return []
@@ -51,7 +50,7 @@ def markdown_section(result: Any, model: str, rows: list[dict[str, Any]]) -> lis
 
 def terminal_lines(result: Any) -> list[str]:
     """The terminal's agent table per model that has agent tasks (left out otherwise)."""
-    from .report import _vendor_label, fmt
+    from avv_scoring.report import _vendor_label, fmt
 
     out: list[str] = []
     layout = agent_layout(TERMINAL_COLUMNS)
@@ -73,8 +72,8 @@ def terminal_lines(result: Any) -> list[str]:
 def html_section(result: Any, palette: dict[str, Any]) -> str | None:
     """report.html: per model the agent table and a figure (completion, recovery and loop rate per vendor; the
     steps of each completed task per vendor). None without agent tasks."""
-    from .report import fmt
-    from .report_html import _figure, _note, _png, _section, _table, esc
+    from avv_scoring.report import fmt
+    from avv_scoring.report_html import _figure, _note, _png, _section, _table, esc
 
     if not result.scored or result.scores.empty or not has_trajectories(result.scores.to_dict("records")):
         return None
@@ -132,7 +131,7 @@ def _cut(text: Any, chars: int = CONTENT_SHOWN) -> str:
 
 def trajectory_steps(frame: pd.DataFrame, vendor: str, sample_id: str, repeat: int = 1) -> pd.DataFrame:
     """The step rows of one trajectory (the latest one of the item), ordered by step."""
-    from .load import dedupe_latest
+    from avv_scoring.load import dedupe_latest
 
     rows = frame[(frame["vendor"].astype(str) == vendor) & (frame["sample_id"].astype(str) == str(sample_id))
                  & (pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1) == repeat)]

@@ -41,11 +41,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .call_metrics import CALLED, SIG_CALLS, SIG_TOOLS, TC_INVALID, TC_N, TC_VALID, positive
-from .load import is_success
-from .metrics import compared_rows
-from .registry import Metric, baseline_columns, metric, produces
-from .stats import (
+from avv_scoring.call_metrics import CALLED, SIG_CALLS, SIG_TOOLS, TC_INVALID, TC_N, TC_VALID, positive
+from avv_scoring.load import is_success
+from avv_scoring.metrics import compared_rows
+from avv_scoring.registry import Metric, baseline_columns, metric, produces
+from avv_scoring.stats import (
     average_ranks,
     bootstrap_p_greater,
     detectable_gap,
@@ -60,7 +60,7 @@ from .stats import (
     standard_error,
     weighted_percentiles,
 )
-from .verdict import FAIL, PASS, Thresholds, verdict
+from avv_scoring.verdict import FAIL, PASS, Thresholds, verdict
 
 NAN = float("nan")
 DEFAULT_RESAMPLES = 1000
@@ -383,7 +383,7 @@ class Draws:
 
 def _irf_draws(drawn: Mapping[str, np.ndarray], fixed: Mapping[str, np.ndarray], irf_metrics: Mapping[str, bool],
                rows: int, n_vendors: int) -> np.ndarray:
-    from .irf import IRF_K  # irf reads the registry at import, which imports this module
+    from avv_scoring.irf import IRF_K  # irf reads the registry at import, which imports this module
 
     total = np.zeros((rows, n_vendors))
     for column, higher in irf_metrics.items():

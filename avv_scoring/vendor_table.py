@@ -12,11 +12,10 @@ import numpy as np
 import pandas as pd
 
 from avv_harness.samples import Gold
-
-from . import registry
-from .call_metrics import TC_N
-from .metrics import NAN, _values, annotate_tool_calls
-from .registry import MetricFunction
+from avv_scoring import registry
+from avv_scoring.call_metrics import TC_N
+from avv_scoring.metrics import NAN, _values, annotate_tool_calls
+from avv_scoring.registry import MetricFunction
 
 
 def vendor_metrics(

@@ -16,8 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from avv_harness.measures import is_missing
-
-from .registry import (
+from avv_scoring.registry import (
     KINDS,
     Limit,
     RegistryError,

@@ -21,11 +21,10 @@ import numpy as np
 import pandas as pd
 
 from avv_harness.language import check_language
-
-from .load import is_success
-from .metrics import NAN, TC_N, _finished_with_tool_calls, _ratio
-from .registry import Metric, additive, produces
-from .schema import parse_tool_calls
+from avv_scoring.load import is_success
+from avv_scoring.metrics import NAN, TC_N, _finished_with_tool_calls, _ratio
+from avv_scoring.registry import Metric, additive, produces
+from avv_scoring.schema import parse_tool_calls
 
 #: MiniMax's Query-Success-Rate budget: ``max_retry=10`` (verify.py runs ``range(max_retries)`` attempts).
 QSR_MAX_ATTEMPTS = 10

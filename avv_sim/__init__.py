@@ -13,10 +13,10 @@ Public API::
 Importing this package does not import aiohttp or start an event loop (safe under gevent).
 """
 
-from .behaviour import request_hash
-from .gold import gold_key
-from .launcher import SimProcess, SimulatorError, start_simulator
-from .profiles import KNOBS, QUIRKS, Profile, ProfileError, load_profiles
+from avv_sim.behaviour import request_hash
+from avv_sim.gold import gold_key
+from avv_sim.launcher import SimProcess, SimulatorError, start_simulator
+from avv_sim.profiles import KNOBS, QUIRKS, Profile, ProfileError, load_profiles
 
 __all__ = [
     "KNOBS",

@@ -1,5 +1,5 @@
 """``python -m avv_sim`` — same as the ``avv-sim`` console script."""
 
-from .cli import main
+from avv_sim.cli import main
 
 raise SystemExit(main())

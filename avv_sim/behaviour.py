@@ -31,13 +31,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import schema_args, scripts
-from .agent import AgentEntry, AgentStep, decide_step
-from .calls import PlannedCall, call_form, deviate, gold_calls, reference_calls, text_content
-from .draws import canonical_json, chance, unit
-from .gold import GoldEntry
-from .identity import decision_key
-from .profiles import QUIRKS, Profile
+from avv_sim import schema_args, scripts
+from avv_sim.agent import AgentEntry, AgentStep, decide_step
+from avv_sim.calls import PlannedCall, call_form, deviate, gold_calls, reference_calls, text_content
+from avv_sim.draws import canonical_json, chance, unit
+from avv_sim.gold import GoldEntry
+from avv_sim.identity import decision_key
+from avv_sim.profiles import QUIRKS, Profile
 
 HASH_EXCLUDED_KEYS = ("model", "stream", "stream_options")
 HUGE_ARG_CHARS = 1_000_000

@@ -29,10 +29,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import schema_args
-from .draws import canonical_json, chance, pick, unit
-from .gold import GoldEntry, acceptable, build_arguments, canonical
-from .profiles import Profile
+from avv_sim import schema_args
+from avv_sim.draws import canonical_json, chance, pick, unit
+from avv_sim.gold import GoldEntry, acceptable, build_arguments, canonical
+from avv_sim.profiles import Profile
 
 CALL_FORMS = ("calls", "text", "truncated")
 VARY_TRIES = 12

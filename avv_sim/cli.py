@@ -9,8 +9,8 @@ import argparse
 import asyncio
 import sys
 
-from .gold import GoldError, load_gold
-from .profiles import Profile, ProfileError, load_profiles, make_profile, parse_set
+from avv_sim.gold import GoldError, load_gold
+from avv_sim.profiles import Profile, ProfileError, load_profiles, make_profile, parse_set
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if book is not None and book.skipped:
         print(f"avv-sim: note: {args.gold}: {len(book.skipped)} line(s) without usable gold skipped "
               f"({'; '.join(book.skipped[:3])})", file=sys.stderr)
-    from .server import serve  # aiohttp is imported only once the config is known to be good
+    from avv_sim.server import serve  # aiohttp is imported only once the config is known to be good
 
     try:
         asyncio.run(serve(profiles, host=args.host, port=args.port, truth_log=args.truth_log, gold=gold,

@@ -22,10 +22,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .behaviour import Plan, RequestError, Token, chance, group_chunks
-from .profiles import Profile
-from .prompt import parse_prompt
-from .wire import Wire, _dumps, _jstr
+from avv_sim.behaviour import Plan, RequestError, Token, chance, group_chunks
+from avv_sim.profiles import Profile
+from avv_sim.prompt import parse_prompt
+from avv_sim.wire import Wire, _dumps, _jstr
 
 REQUIRE_REASONING = "require_reasoning_content"
 BROKEN_TEMPLATE = "broken_template"

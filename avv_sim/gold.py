@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import schema_args
-from .draws import canonical_json, unit
-from .identity import conversation
+from avv_sim import schema_args
+from avv_sim.draws import canonical_json, unit
+from avv_sim.identity import conversation
 
 GOLD_KEYS = ("expected_tool_call", "expected_calls", "tool_names")
 OMIT = object()  # "leave this argument out"
@@ -60,7 +60,7 @@ def gold_key(body: Mapping[str, Any]) -> str:
 
 
 def _agent_book() -> Any:
-    from .agent import AgentBook  # agent.py finds tasks with gold_key
+    from avv_sim.agent import AgentBook  # agent.py finds tasks with gold_key
 
     return AgentBook()
 

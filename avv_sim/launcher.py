@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from .profiles import Profile, load_profiles
+from avv_sim.profiles import Profile, load_profiles
 
 READY_RE = re.compile(r"avv-sim listening on (http://(\S+?):(\d+)) \(profiles: (.*)\)")
 _STDERR_KEEP = 64 * 1024

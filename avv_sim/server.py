@@ -20,14 +20,14 @@ from typing import Any
 
 from aiohttp import web
 
-from . import behaviour, dialects
-from .agent import AgentBook
-from .behaviour import Plan, RequestError
-from .gold import GoldEntry, gold_key
-from .identity import decision_key
-from .item_tag import repeat_of
-from .profiles import Profile
-from .wire import HTML_BODY, Wire, error_body
+from avv_sim import behaviour, dialects
+from avv_sim.agent import AgentBook
+from avv_sim.behaviour import Plan, RequestError
+from avv_sim.gold import GoldEntry, gold_key
+from avv_sim.identity import decision_key
+from avv_sim.item_tag import repeat_of
+from avv_sim.profiles import Profile
+from avv_sim.wire import HTML_BODY, Wire, error_body
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 ATTEMPT_HEADER = "X-AVV-Attempt"

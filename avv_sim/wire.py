@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .behaviour import Chunk, Plan, token_counts
+from avv_sim.behaviour import Chunk, Plan, token_counts
 
 _INVALID_UTF8_MARK = "@@AVV_INVALID_UTF8@@"
 DONE = "[DONE]"
