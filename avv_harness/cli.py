@@ -15,7 +15,7 @@ PACKAGED_LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 
 
 def main(argv: list[str] | None = None) -> None:
-    from avv_harness import locust_plugin  # noqa: F401  (registers the --avv-* options)
+    from avv_harness.locust import plugin as locust_plugin  # noqa: F401  (registers the --avv-* options)
 
     args = list(sys.argv[1:] if argv is None else argv)
     if not any(a in ("-f", "--locustfile") or a.startswith("--locustfile=") for a in args):

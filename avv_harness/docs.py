@@ -14,8 +14,8 @@ import re
 import sys
 from collections.abc import Callable
 
-from avv_harness.options import DATA_DIR, add_arguments
-from avv_harness.records import ANOMALIES, COLUMNS, ERROR_KINDS, IMPORTED_ERROR_KINDS
+from avv_core.records import ANOMALIES, COLUMNS, ERROR_KINDS, IMPORTED_ERROR_KINDS
+from avv_harness.run.options import DATA_DIR, add_arguments
 
 RETRIED = {"http_429", "http_5xx", "timeout", "connect", "truncated"}
 
@@ -69,7 +69,7 @@ def render_anomalies_table() -> str:
 
 
 def _metrics() -> str:
-    from avv_scoring.registry import render_metric_table
+    from avv_scoring.metrics.registry import render_metric_table
 
     return render_metric_table()
 

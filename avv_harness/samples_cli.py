@@ -1,4 +1,4 @@
-"""``avv-samples``: make sample files (entry point; calls :mod:`avv_harness.bfcl`).
+"""``avv-samples``: make sample files (entry point; calls :mod:`avv_harness.inputs.bfcl`).
 
     avv-samples from-bfcl DIR --categories simple_python,multiple,parallel,... --out FILE [--per-category N]
 
@@ -11,9 +11,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from avv_harness.bfcl import convert, write_lines
-from avv_harness.errors import InputError
-from avv_harness.samples import load_samples
+from avv_core.errors import InputError
+from avv_core.samples import load_samples
+from avv_harness.inputs.bfcl import convert, write_lines
 
 PROG = "avv-samples"
 

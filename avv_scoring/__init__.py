@@ -14,7 +14,11 @@ docs/scoring.md.
 from __future__ import annotations
 
 from avv_scoring.baseline_results import BaselineResults
-from avv_scoring.escape import (
+from avv_scoring.k2vv import export_run
+from avv_scoring.load import load_records
+from avv_scoring.metrics.registry import METRICS, Metric, metric, render_metric_table
+from avv_scoring.presets import load_thresholds, resolve_thresholds
+from avv_scoring.report.escape import (
     control_characters,
     markdown_cell,
     markdown_table,
@@ -25,15 +29,11 @@ from avv_scoring.escape import (
     restore_frame,
     terminal_text,
 )
-from avv_scoring.irf import add_irf, irf_scores
-from avv_scoring.k2vv import export_run
-from avv_scoring.load import load_records
-from avv_scoring.presets import load_thresholds, resolve_thresholds
-from avv_scoring.registry import METRICS, Metric, metric, render_metric_table
-from avv_scoring.report import render_markdown, render_tables
+from avv_scoring.report.outputs import render_markdown, render_tables
 from avv_scoring.score import SCORE_COLUMNS, ScoreResult, score_frame, score_paths, stress_only
+from avv_scoring.stats.irf import add_irf, irf_scores
+from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.stress import StressResult, stress_tables, write_stress_outputs
-from avv_scoring.uncertainty import StatsSettings
 from avv_scoring.verdict import Thresholds
 
 __all__ = [

@@ -17,12 +17,12 @@ from typing import Any
 
 import pandas as pd
 
-from avv_harness.errors import InputError
-from avv_harness.json_input import parse_json
-from avv_harness.language import last_user_text
-from avv_harness.record_file import coerce_frame
-from avv_harness.records import COLUMN_NAMES, STATUS_FAILED, STATUS_SUCCESS, Record, to_csv_row, usage_counts
-from avv_harness.samples import SampleSet
+from avv_core.errors import InputError
+from avv_core.json_input import parse_json
+from avv_core.language import last_user_text
+from avv_core.record_file import coerce_frame
+from avv_core.records import COLUMN_NAMES, STATUS_FAILED, STATUS_SUCCESS, Record, to_csv_row, usage_counts
+from avv_core.samples import SampleSet
 from avv_scoring.load import FILE_ORDER_COL, ROW_ORDER_COL, SOURCE_COL, RunInput, run_sample_set
 
 DEFAULT_BASELINE_NAME = "official"

@@ -30,18 +30,18 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from avv_harness.errors import InputError
-from avv_harness.stop_signals import Interrupted, interrupt_on_signals
+from avv_core.errors import InputError
+from avv_core.stop_signals import Interrupted, interrupt_on_signals
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
-from avv_scoring.escape import neutralise_frame, restore_frame, terminal_text
-from avv_scoring.irf import irf_scores, irf_table_columns, resolve_irf_metrics
 from avv_scoring.k2vv import FORMAT, export_run
+from avv_scoring.metrics.registry import render_metric_table
 from avv_scoring.presets import PRESETS, resolve_thresholds, thresholds_yaml
-from avv_scoring.registry import render_metric_table
-from avv_scoring.report import render_tables
+from avv_scoring.report.escape import neutralise_frame, restore_frame, terminal_text
+from avv_scoring.report.outputs import render_tables
 from avv_scoring.score import ScoreResult, score_paths, stress_only
+from avv_scoring.stats.irf import irf_scores, irf_table_columns, resolve_irf_metrics
+from avv_scoring.stats.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, VERDICT_MODES, StatsSettings
 from avv_scoring.stress import stress_tables
-from avv_scoring.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, VERDICT_MODES, StatsSettings
 from avv_scoring.verdict import DEFAULT_PRESET, Thresholds
 
 PROG = "avv-score"
@@ -244,7 +244,7 @@ def read_irf_table(path: str, metrics: Sequence[str] | None = None) -> tuple[pd.
 
     ``metrics`` = the IRF input columns the table must have (default: the registry's IRF inputs). Cells that
     avv-score neutralised against formula injection (a scores.csv) are restored first
-    (:func:`~avv_scoring.escape.restore_frame`)."""
+    (:func:`~avv_scoring.report.escape.restore_frame`)."""
     required = irf_table_columns(metrics)
     try:
         text = pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -392,9 +392,9 @@ def main_export(argv: Sequence[str]) -> int:
 def main_trajectory(argv: Sequence[str]) -> int:
     """Print one agent task's trajectory step by step (calls, the answers played back, the final answer, the end)."""
     from avv_scoring.load import load_tools, read_inputs, resolve_inputs
-    from avv_scoring.metrics import annotate_tool_calls
-    from avv_scoring.trajectories import TJ_END, TJ_STEPS, summarise
-    from avv_scoring.trajectory_report import render_trajectory, trajectory_steps
+    from avv_scoring.metrics.headline import annotate_tool_calls
+    from avv_scoring.metrics.trajectories import TJ_END, TJ_STEPS, summarise
+    from avv_scoring.report.trajectory import render_trajectory, trajectory_steps
 
     p = argparse.ArgumentParser(prog=f"{PROG} trajectory", description="Show one agent task's trajectory of a run "
                                 "step by step: each request's outcome, the calls made, the tool answers played back "

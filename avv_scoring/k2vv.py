@@ -17,7 +17,7 @@ Field names and definitions follow the tools' code (docs/scoring.md, "Interopera
   skipped) plus MiniMax's ``multi_tool_call_trigger_similarity``.
 
 An API key never reaches these files: the request is rebuilt from the sample and run.json's redacted vendor
-config (:func:`avv_harness.execute.build_body`, the harness's own function), and no header is written.
+config (:func:`avv_harness.wire.execute.build_body`, the harness's own function), and no header is written.
 """
 
 from __future__ import annotations
@@ -33,18 +33,18 @@ from typing import Any
 
 import pandas as pd
 
-from avv_harness.config import Vendor
-from avv_harness.errors import InputError
-from avv_harness.execute import build_body
-from avv_harness.language import check_language
-from avv_harness.measures import is_missing
-from avv_harness.records import STATUS_FAILED, STATUS_SUCCESS
-from avv_harness.samples import Sample
+from avv_core.errors import InputError
+from avv_core.language import check_language
+from avv_core.measures import is_missing
+from avv_core.records import STATUS_FAILED, STATUS_SUCCESS
+from avv_core.samples import Sample
+from avv_harness.inputs.config import Vendor
+from avv_harness.wire.execute import build_body
 from avv_scoring.load import RunInput, read_inputs, resolve_inputs, run_sample_set
-from avv_scoring.schema import VALID, check_call, parse_tool_calls, tool_schemas
+from avv_scoring.metrics.schema import VALID, check_call, parse_tool_calls, tool_schemas
+from avv_scoring.metrics.trajectories import first_steps
+from avv_scoring.metrics.verifiers import cosine_similarity
 from avv_scoring.score import BaselineSpec, resolve_baselines
-from avv_scoring.trajectories import first_steps
-from avv_scoring.verifier_metrics import cosine_similarity
 
 FORMAT = "k2vv"
 TOOL_CALLS = "tool_calls"

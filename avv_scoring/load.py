@@ -1,7 +1,7 @@
 """Input layer: find records.csv / run.json, read and de-duplicate rows, load the request tools.
 
 Nothing here computes a metric. Everything a user can get wrong (a missing file, a missing column, a
-sample file that changed since the run) is raised as :class:`avv_harness.errors.InputError` with a
+sample file that changed since the run) is raised as :class:`avv_core.errors.InputError` with a
 message that names the file and the field.
 """
 
@@ -15,19 +15,19 @@ from typing import Any
 
 import pandas as pd
 
-from avv_harness.errors import InputError
-from avv_harness.items import ItemKey
-from avv_harness.manifest import RunManifest, read_manifest
-from avv_harness.record_file import read_records_checked
-from avv_harness.records import STATUS_SUCCESS
-from avv_harness.samples import Gold, SampleSet, file_sha256, load_samples
+from avv_core.errors import InputError
+from avv_core.items import ItemKey
+from avv_core.manifest import RunManifest, read_manifest
+from avv_core.record_file import read_records_checked
+from avv_core.records import STATUS_SUCCESS
+from avv_core.samples import Gold, SampleSet, file_sha256, load_samples
 
 log = logging.getLogger(__name__)
 
 RECORDS_NAME = "records.csv"
 RUN_JSON_NAME = "run.json"
 
-#: Identity of a work item: the fields of :class:`avv_harness.items.ItemKey`.
+#: Identity of a work item: the fields of :class:`avv_core.items.ItemKey`.
 ITEM_KEY: tuple[str, ...] = ItemKey._fields
 #: Columns without which a row cannot be scored.
 REQUIRED_COLUMNS = ("model", "vendor", "sample_id", "status")
@@ -66,7 +66,7 @@ class ToolSource:
 
 
 def _read_run_json(path: str) -> RunManifest:
-    """run.json as the harness's :class:`~avv_harness.manifest.RunManifest` (the one definition)."""
+    """run.json as the harness's :class:`~avv_core.manifest.RunManifest` (the one definition)."""
     return read_manifest(path)
 
 
@@ -161,12 +161,12 @@ def dedupe_latest(frame: pd.DataFrame) -> pd.DataFrame:
     "Latest" = greatest ``started_at`` (ISO 8601, compared as UTC instants); rows with equal or
     unparseable ``started_at`` are ordered by input order (file order, then row order), the later
     one winning. A row without ``started_at`` sorts before every row that has one. Agent tasks (rows with a
-    ``step``) keep every row of their latest trajectory (:func:`avv_scoring.trajectories.dedupe_with_steps`).
+    ``step``) keep every row of their latest trajectory (:func:`avv_scoring.metrics.trajectories.dedupe_with_steps`).
     """
     if frame.empty:
         return frame.copy()
     if "step" in frame.columns and frame["step"].notna().any():
-        from avv_scoring.trajectories import dedupe_with_steps
+        from avv_scoring.metrics.trajectories import dedupe_with_steps
 
         return dedupe_with_steps(frame, dedupe_latest)
     if not frame.duplicated(subset=list(ITEM_KEY)).any():
@@ -216,12 +216,12 @@ def read_inputs(inputs: Sequence[RunInput], excluded: list[str] | None = None) -
 
 
 def tools_from_sample_set(sample_set) -> dict[str, list[dict[str, Any]]]:
-    """``sample_id → body["tools"]`` for every sample of a :class:`avv_harness.samples.SampleSet`."""
+    """``sample_id → body["tools"]`` for every sample of a :class:`avv_core.samples.SampleSet`."""
     return {s.sample_id: list(s.body.get("tools") or []) for s in sample_set.samples}
 
 
 def gold_from_sample_set(sample_set) -> dict[str, Gold]:
-    """``sample_id → Gold`` for the samples of a :class:`avv_harness.samples.SampleSet` that carry labels or an
+    """``sample_id → Gold`` for the samples of a :class:`avv_core.samples.SampleSet` that carry labels or an
     agent task."""
     return {s.sample_id: s.gold for s in sample_set.samples if s.gold.known}
 

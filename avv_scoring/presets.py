@@ -29,9 +29,9 @@ from typing import Any
 
 import yaml
 
-from avv_harness.errors import InputError
-from avv_harness.yaml_io import load_yaml, loads_yaml
-from avv_scoring.registry import KINDS, is_metric
+from avv_core.errors import InputError
+from avv_core.yaml_io import load_yaml, loads_yaml
+from avv_scoring.metrics.registry import KINDS, is_metric
 from avv_scoring.verdict import DEFAULT_PRESET, Thresholds
 
 #: Presets shipped as YAML in avv_scoring/data (``avv`` and ``none`` are built in).

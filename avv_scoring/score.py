@@ -2,7 +2,7 @@
 metrics → IRF → verdicts (:func:`score_frame`), and the file-level entry points used by the CLI and the
 harness (:func:`score_paths`, :func:`stress_only`).
 
-Score columns are derived from the metric registry (:mod:`avv_scoring.registry`), never listed by hand.
+Score columns are derived from the metric registry (:mod:`avv_scoring.metrics.registry`), never listed by hand.
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from avv_harness.errors import InputError
-from avv_harness.lag import LoadGroup, process_name, summarise_load
-from avv_scoring.breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
-from avv_scoring.irf import IRF_METRICS, MetricsSpec, irf_scores, resolve_irf_metrics
+from avv_core.errors import InputError
+from avv_harness.run.lag_monitor import LoadGroup, process_name, summarise_load
 from avv_scoring.load import (
     COMPARABLE_COL,
     REQUIRED_COLUMNS,
@@ -32,13 +30,15 @@ from avv_scoring.load import (
     read_inputs,
     resolve_inputs,
 )
-from avv_scoring.metrics import annotate_tool_calls
-from avv_scoring.registry import METRICS, RegistryError, model_functions
+from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
+from avv_scoring.metrics.headline import annotate_tool_calls
+from avv_scoring.metrics.registry import METRICS, RegistryError, model_functions
+from avv_scoring.metrics.trajectories import summarise as summarise_trajectories
+from avv_scoring.metrics.trajectories import trajectory_disagreements
+from avv_scoring.metrics.vendor_table import REPEAT_METRICS, repeat_summary, vendor_tables
+from avv_scoring.stats.irf import IRF_METRICS, MetricsSpec, irf_scores, resolve_irf_metrics
+from avv_scoring.stats.uncertainty import ModelTable, StatsSettings, judge, verdict_thresholds
 from avv_scoring.stress import STRESS_MODE, StressResult, stress_tables
-from avv_scoring.trajectories import summarise as summarise_trajectories
-from avv_scoring.trajectories import trajectory_disagreements
-from avv_scoring.uncertainty import ModelTable, StatsSettings, judge, verdict_thresholds
-from avv_scoring.vendor_table import REPEAT_METRICS, repeat_summary, vendor_tables
 from avv_scoring.verdict import Thresholds
 
 #: Columns that say whose row it is and how it was judged (not metrics).
@@ -89,11 +89,11 @@ class ScoreResult:
     stress: StressResult | None = None
     #: False for a stress-only result (:func:`stress_only`): no per-vendor scores were computed.
     scored: bool = True
-    #: The client's own lag and CPU per process (avv_harness.lag.client_load); {} for older records.
+    #: The client's own lag and CPU per process (avv_harness.run.lag_monitor.client_load); {} for older records.
     client_load: dict[str, Any] = field(default_factory=dict)
-    #: Per (model, vendor, tool): :data:`~avv_scoring.breakdown.PER_TOOL_COLUMNS` (see :mod:`.breakdown`).
+    #: Per (model, vendor, tool): :data:`~avv_scoring.metrics.breakdown.PER_TOOL_COLUMNS` (see :mod:`.breakdown`).
     per_tool: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PER_TOOL_COLUMNS)))
-    #: Items that differ from the baseline or from gold: :data:`~avv_scoring.breakdown.DISAGREEMENT_COLUMNS`.
+    #: Items that differ from the baseline or from gold: :data:`~avv_scoring.metrics.breakdown.DISAGREEMENT_COLUMNS`.
     disagreements: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=list(DISAGREEMENT_COLUMNS)))
     #: The records scored (one row per item after de-duplication, tool calls annotated): the report's figures.
@@ -101,7 +101,7 @@ class ScoreResult:
     #: How intervals, tests and the verdict mode were computed (:mod:`.uncertainty`).
     stats: StatsSettings = field(default_factory=StatsSettings)
     #: Rows of the inputs left out because a cell held a number no record can hold, each named by file, line,
-    #: item and cell (:func:`avv_harness.record_file.read_records_checked`); the rest was scored.
+    #: item and cell (:func:`avv_core.record_file.read_records_checked`); the rest was scored.
     excluded_rows: list[str] = field(default_factory=list)
 
     @property
@@ -203,13 +203,13 @@ def score_frame(
     """Score a records table: one row per (model, vendor) with every metric, IRF and verdict, the per-tool
     breakdown and the disagreements.
 
-    ``records`` uses the record schema (:func:`avv_harness.record_file.coerce_frame` dtypes); duplicate
+    ``records`` uses the record schema (:func:`avv_core.record_file.coerce_frame` dtypes); duplicate
     items keep their latest row (see :func:`avv_scoring.load.dedupe_latest`). ``tools_by_sample`` maps
     sample id → the request's ``tools`` list; None leaves schema metrics missing (with a warning).
-    ``gold_by_sample`` maps sample id → its :class:`~avv_harness.samples.Gold` labels (None or missing ids:
+    ``gold_by_sample`` maps sample id → its :class:`~avv_core.samples.Gold` labels (None or missing ids:
     gold metrics missing). ``irf_metrics`` = the IRF input columns (default: the registry's ``irf=True``
-    metrics). ``stats`` = bootstrap resamples, seed and verdict mode (:class:`~avv_scoring.uncertainty.StatsSettings`;
-    default: 1000 resamples, seed 17, threshold verdicts).
+    metrics). ``stats`` = bootstrap resamples, seed and verdict mode
+    (:class:`~avv_scoring.stats.uncertainty.StatsSettings`; default: 1000 resamples, seed 17, threshold verdicts).
     """
     stats = stats if stats is not None else StatsSettings()
     thresholds = verdict_thresholds(thresholds if thresholds is not None else Thresholds(), stats)
@@ -356,7 +356,8 @@ def _in_score_order(rows: list[dict[str, Any]], columns: Sequence[str], scores: 
 
 
 def _client_load(records: pd.DataFrame) -> dict[str, Any]:
-    """Per process and vendor: the client's own lag and CPU (avv_harness.lag.client_load, as in run.json)."""
+    """Per process and vendor: the client's own lag and CPU (avv_harness.run.lag_monitor.client_load, as in
+    run.json)."""
     needed = ("worker", "vendor", "client_lag_ms", "client_cpu_pct")
     if any(c not in records.columns for c in needed):
         return {}
@@ -428,9 +429,9 @@ def score_paths(
     Tools come from ``samples`` when given, else from the sample file recorded in each run.json
     (sha256-checked). When exactly one run folder is scored and its run.json says ``"mode": "stress"``,
     ``result.stress`` holds its stress tables and the outputs include stress.csv, capacity.csv, the two
-    plots and the report's stress section. Raises :class:`avv_harness.errors.InputError` on bad input.
+    plots and the report's stress section. Raises :class:`avv_core.errors.InputError` on bad input.
     """
-    from avv_scoring.report import write_outputs
+    from avv_scoring.report.outputs import write_outputs
 
     paths = [os.fspath(p) for p in paths]
     inputs = resolve_inputs(paths)
@@ -481,7 +482,7 @@ def stress_only(
     (``write=True``) only stress.csv, capacity.csv, the plots and a report.md holding the stress section
     are written into ``out_dir`` (default: the run folder). InputError when the folder is not a stress run.
     """
-    from avv_scoring.report import write_outputs
+    from avv_scoring.report.outputs import write_outputs
 
     folder = os.fspath(run_dir)
     stress = stress_tables(folder)

@@ -16,10 +16,10 @@ Formulas (per vendor and level, over the records that started in the level):
 - ``requests`` = records; ``success_rate`` = successes / requests;
 - ``rate_429`` = records with error_kind http_429 / requests; ``rate_<kind>`` likewise for every other kind;
 - ``ttft_p50_ms``/``ttft_p95_ms``/``ttft_p99_ms`` and ``latency_p50_ms``/``latency_p95_ms`` over successes
-  (:func:`avv_harness.measures.percentile`, linear interpolation);
+  (:func:`avv_core.measures.percentile`, linear interpolation);
 - ``tokens_per_s`` = Σ completion_tokens of successes / the level's **measured** duration (aggregate output);
 - ``tps_p50`` = median per-request TPS over successes;
-- ``meets_slo`` = :func:`avv_harness.measures.meets_slo` over (success, ttft_ms) of the level's records: the
+- ``meets_slo`` = :func:`avv_core.measures.meets_slo` over (success, ttft_ms) of the level's records: the
   same rule the harness applies at each level end (error share ≤ slo_error_rate and TTFT p95 of successes
   ≤ slo_ttft_p95_ms; a level without a successful TTFT does not meet it).
 
@@ -41,11 +41,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from avv_harness.errors import InputError
-from avv_harness.measures import is_missing, meets_slo, percentile
-from avv_harness.records import ERROR_KINDS
-from avv_scoring.escape import markdown_table, markdown_text, neutralise_frame, terminal_text
+from avv_core.errors import InputError
+from avv_core.measures import is_missing, meets_slo, percentile
+from avv_core.records import ERROR_KINDS
 from avv_scoring.load import RECORDS_NAME, RUN_JSON_NAME, _read_run_json, is_success, read_one
+from avv_scoring.report.escape import markdown_table, markdown_text, neutralise_frame, terminal_text
 
 STRESS_MODE = "stress"
 STRESS_CSV = "stress.csv"
@@ -172,7 +172,7 @@ def _from_options(options: Any, where: str) -> StressSettings:
 def settings_from_run_json(run: Mapping[str, Any], where: str = RUN_JSON_NAME) -> tuple[StressSettings, list[str]]:
     """The stress settings of a run.json (see the module docstring) and notes for the reader.
 
-    Raises :class:`~avv_harness.errors.InputError` naming ``where`` and the field when the object is malformed.
+    Raises :class:`~avv_core.errors.InputError` naming ``where`` and the field when the object is malformed.
     """
     if "stress" in run and run["stress"] is not None:
         return _stress_block(run["stress"], f"{where}: stress"), []
@@ -273,7 +273,7 @@ def _read_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
 def stress_tables(run_dir: str | os.PathLike[str]) -> StressResult | None:
     """The stress tables of a run folder; None when its run.json's mode is not ``"stress"``.
 
-    Raises :class:`~avv_harness.errors.InputError` for a missing run.json / records.csv, a malformed
+    Raises :class:`~avv_core.errors.InputError` for a missing run.json / records.csv, a malformed
     ``"stress"`` object or records without a ``level`` column.
     """
     folder = os.fspath(run_dir)
@@ -326,7 +326,7 @@ def write_stress_files(result: StressResult, out_dir: str | os.PathLike[str]) ->
     folder = os.fspath(out_dir)
     os.makedirs(folder, exist_ok=True)
     paths = {name: os.path.join(folder, name) for name in (STRESS_CSV, CAPACITY_CSV)}
-    # text cells neutralised against formula injection (avv_scoring.escape, OWASP's rule)
+    # text cells neutralised against formula injection (avv_scoring.report.escape, OWASP's rule)
     neutralise_frame(result.levels).to_csv(paths[STRESS_CSV], index=False, float_format="%.3f")
     neutralise_frame(result.capacity).to_csv(paths[CAPACITY_CSV], index=False, float_format="%.3f")
     if len(result.levels):
@@ -340,7 +340,7 @@ def write_stress_files(result: StressResult, out_dir: str | os.PathLike[str]) ->
 def write_stress_outputs(run_dir: str | os.PathLike[str]) -> str:
     """Re-render stress.csv, capacity.csv and the two PNGs of a stress run folder; return the terminal table.
 
-    report.md is not touched (it has one writer, :func:`avv_scoring.report.write_outputs`). InputError when
+    report.md is not touched (it has one writer, :func:`avv_scoring.report.outputs.write_outputs`). InputError when
     the folder is not a stress run.
     """
     result = stress_tables(run_dir)

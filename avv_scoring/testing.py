@@ -12,8 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from avv_harness.record_file import coerce_frame
-from avv_harness.records import COLUMN_NAMES, to_csv_row
+from avv_core.record_file import coerce_frame
+from avv_core.records import COLUMN_NAMES, to_csv_row
 
 DEFAULTS: dict[str, Any] = {
     "run_id": "run1",
@@ -62,6 +62,6 @@ def record(**fields: Any) -> dict[str, Any]:
 
 def records_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """A DataFrame with all record columns, formatted as the harness writes them and read back with
-    :func:`avv_harness.record_file.coerce_frame` dtypes."""
+    :func:`avv_core.record_file.coerce_frame` dtypes."""
     table = [to_csv_row(record(**row)) for row in rows]
     return coerce_frame(pd.DataFrame(table, columns=list(COLUMN_NAMES)))

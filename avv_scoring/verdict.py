@@ -2,7 +2,7 @@
 
 :class:`Thresholds` maps a metric column to its bounds: ``("min", x)`` (the metric must be ≥ x), ``("max", x)``
 (≤ x), or both — a band, e.g. MiniMax's Finish-ToolCalls-Rate 80 % ± 2.5 is ``min 0.775, max 0.825``. The
-defaults (preset ``avv``) are the registry's ``threshold`` values (:mod:`avv_scoring.registry`), taken from the
+defaults (preset ``avv``) are the registry's ``threshold`` values (:mod:`avv_scoring.metrics.registry`), taken from the
 reference material: success rate ≥ 0.99 after retries, trigger F1 ≥ 0.80, schema accuracy ≥ 0.98 and
 reasoning-only rate ≤ 0 (MiniMax: any reasoning-only output signals a deployment problem). Any registered metric
 can be bounded; a bound set to None is not checked. A checked metric that is **missing** fails (a vendor cannot
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from avv_harness.measures import is_missing
-from avv_scoring.registry import (
+from avv_core.measures import is_missing
+from avv_scoring.metrics.registry import (
     KINDS,
     Limit,
     RegistryError,

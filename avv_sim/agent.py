@@ -190,7 +190,7 @@ def answer_text(pattern: str | None, h: str) -> str | None:
     bounded in time); None when it cannot be made."""
     if pattern is None:
         return None
-    from avv_harness.bounded_schema import search
+    from avv_core.bounded_schema import search
 
     try:
         text = schema_args.xeger(pattern, random.Random(f"{h}:agent:answer"))

@@ -31,7 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from avv_sim import schema_args, scripts
+from avv_sim import schema_args
+from avv_sim import writing_systems as scripts
 from avv_sim.agent import AgentEntry, AgentStep, decide_step
 from avv_sim.calls import PlannedCall, call_form, deviate, gold_calls, reference_calls, text_content
 from avv_sim.draws import canonical_json, chance, unit

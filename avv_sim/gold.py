@@ -9,7 +9,7 @@ it starts), keyed by :func:`gold_key` — a hash of the request's ``messages`` a
 Following gold (the reference, see docs/simulator.md): call exactly the expected functions (wire names: the
 inverse of ``tool_names``) with, for each expected argument, one of its acceptable values — preferring one that
 keeps the call valid against the tool's schema — and leaving an argument out only when ``""`` is acceptable.
-The acceptable-value rules are those of :mod:`avv_scoring.correctness` (an object value is matched key by key,
+The acceptable-value rules are those of :mod:`avv_scoring.metrics.correctness` (an object value is matched key by key,
 an array element by element); this module re-implements the little it needs so the simulator stays
 independent of the scoring package, and the integration tests check the two agree.
 """

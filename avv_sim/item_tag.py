@@ -1,9 +1,9 @@
 """The ``X-AVV-Item`` tag as the simulator reads it (pure): which repeat of which sample a request is.
 
 The harness tags every attempt with ``run/model/vendor/sample/repeat/attempt`` (an agent step adds
-``/step``), each part percent-encoded (:meth:`avv_harness.items.ItemKey.tag`). The simulator must not import
+``/step``), each part percent-encoded (:meth:`avv_core.items.ItemKey.tag`). The simulator must not import
 the harness, so the parse is written again here, with the same rules as
-:meth:`avv_harness.items.ItemKey.parse_tag` (six or seven ``/``-separated parts, each
+:meth:`avv_core.items.ItemKey.parse_tag` (six or seven ``/``-separated parts, each
 ``urllib.parse.unquote``-d, repeat, attempt and step integers); a test checks that both agree on every tag.
 """
 

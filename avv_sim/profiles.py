@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from avv_harness.errors import InputError
-from avv_harness.yaml_io import load_yaml, loads_yaml
+from avv_core.errors import InputError
+from avv_core.yaml_io import load_yaml, loads_yaml
 
 QUIRKS: tuple[str, ...] = (
     "no_finish_reason",

@@ -6,7 +6,7 @@ object into a JSON text that does NOT validate: a missing required property, a w
 is not JSON at all.
 
 The schema is the user's, so the work is bounded: validation is the scoring's (no network, regex searches
-time-bounded: :mod:`avv_harness.bounded_schema`), and a generated string or array stops at
+time-bounded: :mod:`avv_core.bounded_schema`), and a generated string or array stops at
 :data:`MAX_GENERATED_CHARS` / :data:`MAX_GENERATED_ITEMS` (such a value may then fail its schema).
 """
 
@@ -314,7 +314,7 @@ def _gen_branch(
 def _valid(schema: Mapping[str, Any], value: Any) -> bool:
     """Validation as the scoring does it (no network, regex time-bounded), imported lazily (only oneOf and
     breaking need it)."""
-    from avv_harness.bounded_schema import is_valid
+    from avv_core.bounded_schema import is_valid
 
     try:
         validator = _validator(json.dumps(schema, sort_keys=True))
@@ -329,7 +329,7 @@ def _valid(schema: Mapping[str, Any], value: Any) -> bool:
 @functools.lru_cache(maxsize=256)
 def _validator(schema_json: str) -> Any:
     """The validator of a schema given as canonical JSON (built once: checking the schema costs ~1 ms)."""
-    from avv_harness.bounded_schema import build_validator
+    from avv_core.bounded_schema import build_validator
 
     return build_validator(json.loads(schema_json))
 

@@ -22,8 +22,8 @@ from typing import Any
 import psutil
 import yaml
 
-from avv_harness.items import truth_tag
-from avv_harness.measures import is_missing, percentile
+from avv_core.items import truth_tag
+from avv_core.measures import is_missing, percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILE = ROOT / "locustfiles" / "vendors.py"
@@ -266,7 +266,7 @@ def run_dir(work: Path) -> Path:
 
 def load_records(work: Path) -> Any:
     """records.csv of the run as a typed DataFrame."""
-    from avv_harness.record_file import read_records
+    from avv_core.record_file import read_records
 
     return read_records(run_dir(work) / "records.csv")
 
@@ -361,7 +361,7 @@ def steady_events_per_second(frame: Any, users: int) -> float | None:
 
 
 def pct(values: list[float], q: float) -> float | None:
-    """The q-th percentile (:func:`avv_harness.measures.percentile`: linear interpolation between closest
+    """The q-th percentile (:func:`avv_core.measures.percentile`: linear interpolation between closest
     ranks); None for no values."""
     value = percentile([v for v in values if v is not None], q)
     return None if math.isnan(value) else value

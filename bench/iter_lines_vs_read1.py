@@ -3,7 +3,7 @@
 At concurrency 1, against one simulator profile with small SSE events, K streaming requests are sent
 alternately with
 
-(a) ``read1``: our wire client ``avv_harness.stream.stream_chat`` (requests + urllib3 ``read1`` +
+(a) ``read1``: our wire client ``avv_harness.wire.stream.stream_chat`` (requests + urllib3 ``read1`` +
     its SSE parser: whatever bytes have arrived are parsed at once);
 (b) ``iter_lines``: Locust's ``FastHttpSession.iter_lines(url, method="POST", ...)`` (geventhttpclient).
     In locust 2.47 ``iter_lines`` is a method of the *session* (the response object has only
@@ -38,8 +38,8 @@ import requests  # noqa: E402
 from locust.contrib.fasthttp import FastHttpSession  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
-from avv_harness.items import ATTEMPT_HEADER, ITEM_HEADER  # noqa: E402
-from avv_harness.stream import stream_chat  # noqa: E402
+from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER  # noqa: E402
+from avv_harness.wire.stream import stream_chat  # noqa: E402
 from avv_sim import start_simulator  # noqa: E402
 
 ITER_LINES_BLOCK = 1024  # FastHttpSession.iter_lines → iter_content(chunk_size=1024)

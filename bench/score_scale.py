@@ -11,8 +11,8 @@ record's tools are real schemas). Timed, each in a fresh process (one core: ``ta
 ``pandas.read_csv`` of records.csv and ``avv-score RUN`` (validation, every metric, reports). Printed: both
 wall times, their ratio, and the peak RSS of avv-score. Then the bootstrap's own time (``--bootstrap N``
 resamples, default 1000, as avv-score runs it): the records read, de-duplicated and annotated as ``avv-score``
-does, then per model the reduction to per-sample sums (:func:`avv_scoring.uncertainty.unit_sums`) and the
-resampling (:func:`avv_scoring.uncertainty.bootstrap`: intervals, noise tests, IRF ranks), each timed.
+does, then per model the reduction to per-sample sums (:func:`avv_scoring.stats.uncertainty.unit_sums`) and the
+resampling (:func:`avv_scoring.stats.uncertainty.bootstrap`: intervals, noise tests, IRF ranks), each timed.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from avv_harness.records import COLUMN_NAMES, encode_rows  # noqa: E402
-from avv_harness.samples import load_samples  # noqa: E402
+from avv_core.records import COLUMN_NAMES, encode_rows  # noqa: E402
+from avv_core.samples import load_samples  # noqa: E402
 from avv_sim import schema_args  # noqa: E402
 
 DEMO = ROOT / "avv_harness" / "data" / "demo.jsonl"
@@ -136,11 +136,11 @@ def timed(cmd: list[str]) -> tuple[float, float]:
 
 def time_bootstrap(run: Path, resamples: int) -> None:
     """Print the bootstrap's own time on a run folder (run in a child process by :func:`main`)."""
-    from avv_scoring.irf import resolve_irf_metrics
     from avv_scoring.load import dedupe_latest, load_tools, read_inputs, resolve_inputs
-    from avv_scoring.metrics import annotate_tool_calls
+    from avv_scoring.metrics.headline import annotate_tool_calls
     from avv_scoring.score import resolve_baselines
-    from avv_scoring.uncertainty import ModelTable, StatsSettings, bootstrap, unit_sums
+    from avv_scoring.stats.irf import resolve_irf_metrics
+    from avv_scoring.stats.uncertainty import ModelTable, StatsSettings, bootstrap, unit_sums
 
     inputs = resolve_inputs([str(run)])
     records = dedupe_latest(read_inputs(inputs))

@@ -19,7 +19,7 @@ import requests
 from requests.structures import CaseInsensitiveDict
 from urllib3 import HTTPResponse
 
-from avv_harness.items import ITEM_HEADER, ItemKey
+from avv_core.items import ITEM_HEADER, ItemKey
 from tests.wire_server import chunk, sse
 
 Reply = tuple[int, dict[str, str], bytes]

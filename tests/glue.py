@@ -10,9 +10,9 @@ from typing import Any
 from locust.env import Environment
 from locust.event import Events
 
-from avv_harness.controller import RunController, install
-from avv_harness.locust_plugin import RunShape, user_classes
-from avv_harness.options import preparse_options
+from avv_harness.locust.plugin import RunShape, user_classes
+from avv_harness.run.controller import RunController, install
+from avv_harness.run.options import preparse_options
 from tests.fake_vendor import ScriptedAdapter, fake_session_factory, stream_reply
 from tests.locust_runs import write_yaml
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from avv_harness.items import truth_tag  # noqa: F401  (re-exported for the tests)
+from avv_core.items import truth_tag  # noqa: F401  (re-exported for the tests)
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILE = ROOT / "locustfiles" / "vendors.py"

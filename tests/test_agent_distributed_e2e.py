@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from avv_harness.items import truth_tag
-from avv_harness.record_file import read_records
+from avv_core.items import truth_tag
+from avv_core.record_file import read_records
 from tests.e2e_ports import free_port
 from tests.locust_runs import ROOT, only_run_dir, sim_vendors, write_yaml
 from tests.test_distributed_e2e import start

@@ -11,9 +11,9 @@ from urllib.parse import unquote
 import pandas as pd
 import pytest
 
-from avv_harness.items import truth_tag
-from avv_harness.record_file import read_records
-from avv_harness.samples import load_samples
+from avv_core.items import truth_tag
+from avv_core.record_file import read_records
+from avv_core.samples import load_samples
 from tests.locust_runs import ROOT, clean_env, only_run_dir, run_locust, sim_vendors, write_yaml
 
 pytestmark = pytest.mark.integration

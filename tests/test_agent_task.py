@@ -8,17 +8,17 @@ import json
 
 import pytest
 
-from avv_harness import canonical as harness_canonical
-from avv_harness.agent import run_trajectory, run_trajectory_safely
-from avv_harness.agent_task import DEFAULT_RESULT, SOURCE_DEFAULT, SOURCE_INJECTED, SOURCE_MATCHED, parse_agent
-from avv_harness.config import load_config
-from avv_harness.controller import EXIT_OK
-from avv_harness.errors import InputError
-from avv_harness.execute import ExecContext, RetryPolicy, build_body
-from avv_harness.items import ITEM_HEADER, ItemKey, WorkItem
-from avv_harness.record_file import read_records
-from avv_harness.samples import load_samples
-from avv_scoring import correctness
+from avv_core import canonical as harness_canonical
+from avv_core.agent_task import DEFAULT_RESULT, SOURCE_DEFAULT, SOURCE_INJECTED, SOURCE_MATCHED, parse_agent
+from avv_core.errors import InputError
+from avv_core.items import ITEM_HEADER, ItemKey, WorkItem
+from avv_core.record_file import read_records
+from avv_core.samples import load_samples
+from avv_harness.inputs.config import load_config
+from avv_harness.run.controller import EXIT_OK
+from avv_harness.wire.agent_loop import run_trajectory, run_trajectory_safely
+from avv_harness.wire.execute import ExecContext, RetryPolicy, build_body
+from avv_scoring.metrics import correctness
 from tests.fake_vendor import ScriptedAdapter, error_reply, fake_session_factory, stream_reply
 from tests.glue import make_env, options, run_to_end, write_inputs
 from tests.locust_runs import write_yaml
@@ -242,9 +242,9 @@ def test_a_local_run_records_each_trajectory_once_as_one_item(tmp_path):
 
 
 def test_resume_reruns_a_trajectory_whose_last_step_failed(tmp_path):
-    from avv_harness.record_file import RecordWriter
-    from avv_harness.records import Record
-    from avv_harness.resume import done_items
+    from avv_core.record_file import RecordWriter
+    from avv_core.records import Record
+    from avv_harness.run.resume import done_items
 
     samples = load_samples(write_samples(tmp_path, line(TASK), {**line(TASK), "data_index": "t2"}))
     digest = samples.samples[0].request_hash

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from avv_harness.items import ITEM_HEADER, ItemKey
-from avv_harness.web_ui import AGENT_COLUMNS, vendor_columns
-from avv_scoring.registry import metric
+from avv_core.items import ITEM_HEADER, ItemKey
+from avv_harness.locust.web_ui import AGENT_COLUMNS, vendor_columns
+from avv_scoring.metrics.registry import metric
 from tests.fake_vendor import ScriptedAdapter, stream_reply
 from tests.glue import make_env, write_inputs
 from tests.test_agent_task import TASK, TOOLS

@@ -10,9 +10,9 @@ from collections import Counter
 import pytest
 from jsonschema import Draft202012Validator
 
-from avv_harness.bfcl import convert, convert_question, convert_schema, spread, wire_names
-from avv_harness.errors import InputError
-from avv_harness.samples import load_samples
+from avv_core.errors import InputError
+from avv_core.samples import load_samples
+from avv_harness.inputs.bfcl import convert, convert_question, convert_schema, spread, wire_names
 from avv_harness.samples_cli import main
 from tests.conftest import shared_path
 from tests.locust_runs import ROOT

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from avv_harness.record_file import read_records
+from avv_core.record_file import read_records
 from tests.e2e_ports import free_port
 from tests.locust_runs import ROOT, clean_env
 

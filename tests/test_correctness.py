@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from avv_scoring.correctness import (
+from avv_scoring.metrics.correctness import (
     UNPARSED,
     Call,
     acceptable,

@@ -10,7 +10,7 @@ from collections import Counter
 import pandas as pd
 import pytest
 
-from avv_harness.samples import load_samples
+from avv_core.samples import load_samples
 from avv_sim import request_hash
 from tests.locust_runs import ROOT, only_run_dir, read_truth, run_locust, sim_vendors, write_yaml
 

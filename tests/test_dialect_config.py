@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from avv_harness.config import environment_with_dotenv, load_config, parse_config
-from avv_harness.errors import InputError
-from avv_harness.secrets import Redactor
+from avv_core.errors import InputError
+from avv_harness.inputs.config import environment_with_dotenv, load_config, parse_config
+from avv_harness.inputs.secrets import Redactor
 from tests.locust_runs import write_yaml
 
 HERMES = "hermes.jinja"

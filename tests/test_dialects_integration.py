@@ -10,8 +10,8 @@ import statistics
 import pandas as pd
 import pytest
 
-from avv_harness.record_file import read_records
-from avv_harness.samples import load_samples
+from avv_core.record_file import read_records
+from avv_core.samples import load_samples
 from tests.locust_runs import (
     DEMO_SAMPLES,
     clean_env,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from avv_harness.record_file import read_records
+from avv_core.record_file import read_records
 from tests.e2e_ports import free_port
 from tests.locust_runs import DEMO_SAMPLES, clean_env, locust_cmd, only_run_dir, run_locust, sim_vendors, write_yaml
 

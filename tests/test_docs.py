@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from avv_harness import locust_plugin
+from avv_core.records import ANOMALIES, COLUMN_NAMES, ERROR_KINDS
 from avv_harness.docs import BLOCKS, block
-from avv_harness.records import ANOMALIES, COLUMN_NAMES, ERROR_KINDS
-from avv_scoring.registry import render_metric_table
+from avv_harness.locust import plugin as locust_plugin
+from avv_scoring.metrics.registry import render_metric_table
 from avv_sim.profiles import KNOBS
 from tests.locust_runs import ROOT
 

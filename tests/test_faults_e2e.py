@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from avv_harness.record_file import read_records
+from avv_core.record_file import read_records
 from tests.locust_runs import DEMO_SAMPLES, only_run_dir, read_truth, run_locust, truth_tag, write_yaml
 from tests.wire_server import ScriptServer, chunk, headers, sse
 

@@ -7,14 +7,14 @@ import re
 import pytest
 import yaml
 
-from avv_harness.config import load_config, parse_config, redact_url
-from avv_harness.errors import InputError
-from avv_harness.execute import RetryPolicy, build_body, build_headers
-from avv_harness.items import ItemKey, VendorId
-from avv_harness.record_file import RecordWriter, iter_csv_rows, read_records
-from avv_harness.records import COLUMN_NAMES, Record, RecordError, encode_row
-from avv_harness.samples import load_samples
-from avv_harness.work import Ledger
+from avv_core.errors import InputError
+from avv_core.items import ItemKey, VendorId
+from avv_core.record_file import RecordWriter, iter_csv_rows, read_records
+from avv_core.records import COLUMN_NAMES, Record, RecordError, encode_row
+from avv_core.samples import load_samples
+from avv_harness.inputs.config import load_config, parse_config, redact_url
+from avv_harness.run.ledger import Ledger
+from avv_harness.wire.execute import RetryPolicy, build_body, build_headers
 
 
 def vendor(name, **extra):
@@ -252,7 +252,7 @@ def test_request_body_and_headers():
                                      headers={"X-Extra": "1"})), "c", {})
     v = cfg.vendors[0]
     samples_body = {"messages": [{"role": "user", "content": "hi"}], "stream": False, "model": "old"}
-    from avv_harness.samples import Sample
+    from avv_core.samples import Sample
 
     body = build_body(Sample("1", 1, samples_body), v)
     assert body["model"] == "moonshotai/kimi-k2" and body["stream"] is True

@@ -14,13 +14,13 @@ import gevent
 import pytest
 from locust.rpc import Message, rpc
 
-from avv_harness import node_identity
-from avv_harness.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, RunController
-from avv_harness.distribution import MAX_BAD_RECORDS, RECORD
-from avv_harness.items import ItemKey, VendorId
-from avv_harness.record_file import read_records
-from avv_harness.records import Record
-from avv_harness.work import ACCEPT, ALREADY_RECORDED, DUPLICATE, HELD_BY_ANOTHER, NOT_HANDED_OUT, Ledger
+from avv_core.items import ItemKey, VendorId
+from avv_core.record_file import read_records
+from avv_core.records import Record
+from avv_harness.locust.distribution import MAX_BAD_RECORDS, RECORD
+from avv_harness.run import node_identity
+from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, RunController
+from avv_harness.run.ledger import ACCEPT, ALREADY_RECORDED, DUPLICATE, HELD_BY_ANOTHER, NOT_HANDED_OUT, Ledger
 from tests.fake_vendor import ScriptedAdapter, item_of, stream_reply
 from tests.glue import make_env, options, run_to_end, write_inputs
 
@@ -311,7 +311,7 @@ def test_a_secret_that_looks_like_hex_never_masks_the_request_hash():
     """Before: a `${VAR}` value of 4+ hex digits (a port such as 8080) was masked inside request_hash by the
     worker's redactor, so the master would refuse the record as answering another body (and resume would
     rerun the item). After: request_hash is an identity column, never redacted."""
-    from avv_harness.secrets import Redactor
+    from avv_harness.inputs.secrets import Redactor
 
     digest = "ab8080" + "0" * 58
     assert Redactor(["8080"]).record(Record({"request_hash": digest, "content": "port 8080"})) == {

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from avv_harness.bfcl import convert
-from avv_harness.config import MAX_VENDORS_PER_RUN, parse_config
-from avv_harness.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK
-from avv_harness.errors import InputError
-from avv_harness.json_input import MAX_JSON_DEPTH, json_depth, parse_json
-from avv_harness.lag import CPU_OWN_LOAD_PCT, client_bound_advice, client_bound_cause
-from avv_harness.locust_plugin import EXPORT_PREFIX, class_names
-from avv_harness.manifest import read_manifest
-from avv_harness.overrides import parse_overrides
-from avv_harness.record_file import read_records
-from avv_harness.samples import load_samples
+from avv_core.errors import InputError
+from avv_core.json_input import MAX_JSON_DEPTH, json_depth, parse_json
+from avv_core.manifest import read_manifest
+from avv_core.record_file import read_records
+from avv_core.samples import load_samples
+from avv_harness.dialects.overrides import parse_overrides
+from avv_harness.inputs.bfcl import convert
+from avv_harness.inputs.config import MAX_VENDORS_PER_RUN, parse_config
+from avv_harness.locust.plugin import EXPORT_PREFIX, class_names
+from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK
+from avv_harness.run.lag_monitor import CPU_OWN_LOAD_PCT, client_bound_advice, client_bound_cause
 from avv_scoring import render_tables
 from avv_scoring.baseline_results import read_results
 from tests.e2e_ports import free_port
@@ -218,8 +218,8 @@ def test_closing_line_and_run_json_count_what_records_csv_holds_after_a_resume(t
 
 
 def test_closing_line_of_a_fresh_run_says_only_the_count(tmp_path):
-    from avv_harness.manifest import RunManifest
-    from avv_harness.run_folder import summary_line
+    from avv_core.manifest import RunManifest
+    from avv_harness.run.folder import summary_line
 
     line = summary_line(RunManifest(records_written=32), Path("r"), True, None, 0)
     assert line.strip() == "avv-locust: 32 records in r/records.csv (run complete)"
@@ -359,7 +359,7 @@ def test_more_vendors_than_a_run_can_stop_are_refused_at_config_load_with_a_way_
 
 
 def test_too_many_vendors_exit_2_when_the_locustfile_loads(tmp_path, capsys):
-    from avv_harness.locust_plugin import user_classes
+    from avv_harness.locust.plugin import user_classes
 
     config = write_yaml(tmp_path / "vendors.yaml", many_vendors({"a": MAX_VENDORS_PER_RUN + 1}))
     with pytest.raises(SystemExit) as caught:

@@ -21,18 +21,19 @@ from collections.abc import Iterator
 import gevent
 import pytest
 
-from avv_harness import bounded_schema, chat_template
-from avv_harness.agent_task import parse_agent
-from avv_harness.chat_template import TemplateLimitError, check_chat_template, load_chat_template
-from avv_harness.config import load_config
-from avv_harness.controller import EXIT_OK
-from avv_harness.errors import InputError
-from avv_harness.record_file import read_records
-from avv_harness.stop_signals import Interrupted, interrupt_on_signals
-from avv_harness.yaml_io import load_yaml, loads_yaml
+from avv_core import bounded_schema
+from avv_core.agent_task import parse_agent
+from avv_core.errors import InputError
+from avv_core.record_file import read_records
+from avv_core.stop_signals import Interrupted, interrupt_on_signals
+from avv_core.yaml_io import load_yaml, loads_yaml
+from avv_harness.dialects import chat_template
+from avv_harness.dialects.chat_template import TemplateLimitError, check_chat_template, load_chat_template
+from avv_harness.inputs.config import load_config
+from avv_harness.run.controller import EXIT_OK
 from avv_scoring import load_thresholds
-from avv_scoring import metrics as M
-from avv_scoring import schema as S
+from avv_scoring.metrics import headline as M
+from avv_scoring.metrics import schema as S
 from avv_scoring.testing import call, records_frame
 from avv_sim import ProfileError, load_profiles, schema_args
 from avv_sim.profiles import parse_set

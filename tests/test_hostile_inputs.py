@@ -14,15 +14,15 @@ import gevent
 import pytest
 import yaml
 
-from avv_harness.config import load_config, parse_config
-from avv_harness.controller import EXIT_INCOMPLETE, EXIT_OK, EXIT_WRITE
-from avv_harness.errors import InputError
-from avv_harness.execute import endpoint_url
-from avv_harness.items import ItemKey
-from avv_harness.options import RunOptions, preparse_options
-from avv_harness.record_file import RecordWriter, read_records, read_records_checked, read_rows
-from avv_harness.records import encode_row
-from avv_harness.samples import load_samples
+from avv_core.errors import InputError
+from avv_core.items import ItemKey
+from avv_core.record_file import RecordWriter, read_records, read_records_checked, read_rows
+from avv_core.records import encode_row
+from avv_core.samples import load_samples
+from avv_harness.inputs.config import load_config, parse_config
+from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_OK, EXIT_WRITE
+from avv_harness.run.options import RunOptions, preparse_options
+from avv_harness.wire.execute import endpoint_url
 from avv_scoring.cli import main as avv_score
 from tests.fake_vendor import ScriptedAdapter, error_reply, stream_reply
 from tests.glue import make_env, options, run_to_end, write_inputs

@@ -15,10 +15,10 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from avv_harness.config import _Problems, load_config, parse_config
-from avv_harness.errors import InputError
-from avv_harness.overrides import parse_overrides
-from avv_harness.web_ui import install_web_ui
+from avv_core.errors import InputError
+from avv_harness.dialects.overrides import parse_overrides
+from avv_harness.inputs.config import _Problems, load_config, parse_config
+from avv_harness.locust.web_ui import install_web_ui
 from avv_scoring import (
     markdown_cell,
     markdown_table,
@@ -31,14 +31,14 @@ from avv_scoring import (
     score_frame,
     terminal_text,
 )
-from avv_scoring.breakdown import DISAGREEMENT_COLUMNS
 from avv_scoring.cli import main as avv_score
 from avv_scoring.cli import read_irf_table
-from avv_scoring.report import scores_csv_text, write_outputs
-from avv_scoring.report_html import render_html
+from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS
+from avv_scoring.report.html import render_html
+from avv_scoring.report.outputs import scores_csv_text, write_outputs
+from avv_scoring.report.trajectory import render_trajectory
 from avv_scoring.stress import stress_tables, write_stress_files
 from avv_scoring.testing import call, records_frame
-from avv_scoring.trajectory_report import render_trajectory
 from tests.glue import make_env, write_inputs
 from tests.locust_runs import write_yaml
 from tests.test_scoring_stress import _failed, _ok, write_stress_run

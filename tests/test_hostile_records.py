@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from avv_harness.controller import EXIT_INCOMPLETE, EXIT_OK, EXIT_SCORING
-from avv_harness.execute import attempt_record
-from avv_harness.record_file import RecordWriter, read_records, read_records_checked, read_rows, upgrade_columns
-from avv_harness.records import COLUMN_NAMES, MAX_TOKENS, Record, encode_cells, header_line, usage_counts
-from avv_harness.resume import done_items
-from avv_harness.samples import load_samples
-from avv_harness.stream import Attempt
+from avv_core.record_file import RecordWriter, read_records, read_records_checked, read_rows, upgrade_columns
+from avv_core.records import COLUMN_NAMES, MAX_TOKENS, Record, encode_cells, header_line, usage_counts
+from avv_core.samples import load_samples
+from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_OK, EXIT_SCORING
+from avv_harness.run.resume import done_items
+from avv_harness.wire.execute import attempt_record
+from avv_harness.wire.stream import Attempt
 from avv_scoring import score_paths
 from avv_scoring.cli import main as avv_score
-from avv_scoring.live import LiveRecords
+from avv_scoring.live_scores import LiveRecords
 from avv_scoring.testing import call, record
 from tests.fake_vendor import ScriptedAdapter, item_of, stream_reply
 from tests.glue import make_env, options, run_to_end, write_inputs

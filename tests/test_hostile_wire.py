@@ -16,14 +16,14 @@ import gevent
 import pytest
 import requests
 
-import avv_harness.locust_plugin  # noqa: F401  (registers the --avv-* options on Locust's parser)
-from avv_harness.config import Vendor
-from avv_harness.errors import InputError
-from avv_harness.execute import ExecContext, RetryPolicy, attempt_record, run_item_safely
-from avv_harness.items import ItemKey, WorkItem
-from avv_harness.options import DEFAULT_MAX_EVENT_BYTES, RunOptions, preparse_options
-from avv_harness.samples import Sample
-from avv_harness.stream import SSEParser, _Malformed, stream_chat
+import avv_harness.locust.plugin  # noqa: F401  (registers the --avv-* options on Locust's parser)
+from avv_core.errors import InputError
+from avv_core.items import ItemKey, WorkItem
+from avv_core.samples import Sample
+from avv_harness.inputs.config import Vendor
+from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES, RunOptions, preparse_options
+from avv_harness.wire.execute import ExecContext, RetryPolicy, attempt_record, run_item_safely
+from avv_harness.wire.stream import SSEParser, _Malformed, stream_chat
 from tests.fake_vendor import DONE, ScriptedAdapter
 from tests.wire_server import ScriptProcess, ScriptServer, chunk, headers, sse
 

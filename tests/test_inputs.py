@@ -10,8 +10,8 @@ import pytest
 from locust.env import Environment
 from locust.event import Events
 
-from avv_harness import locust_plugin
-from avv_harness.options import preparse_options
+from avv_harness.locust import plugin as locust_plugin
+from avv_harness.run.options import preparse_options
 from tests.glue import Shape, options, write_inputs
 
 GOOD = {"messages": [{"role": "user", "content": "hi"}]}

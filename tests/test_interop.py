@@ -13,20 +13,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from avv_harness.config import Vendor
-from avv_harness.errors import InputError
-from avv_harness.execute import build_body
-from avv_harness.manifest import RunManifest
-from avv_harness.record_file import RecordWriter
-from avv_harness.samples import body_hash, file_sha256, load_samples
+from avv_core.errors import InputError
+from avv_core.manifest import RunManifest
+from avv_core.record_file import RecordWriter
+from avv_core.samples import body_hash, file_sha256, load_samples
+from avv_harness.inputs.config import Vendor
+from avv_harness.wire.execute import build_body
 from avv_scoring.baseline_results import BaselineResults, baseline_record, read_results
 from avv_scoring.cli import main
 from avv_scoring.k2vv import compare, export_run, k2vv_hash, summarize
+from avv_scoring.metrics.verifiers import QSR_MAX_ATTEMPTS, multi_call_similarity, query_success_rate
 from avv_scoring.presets import PRESETS, load_thresholds, preset, resolve_thresholds, thresholds_yaml
 from avv_scoring.score import score_frame, score_paths
 from avv_scoring.testing import call, record, records_frame
 from avv_scoring.verdict import Thresholds, verdict
-from avv_scoring.verifier_metrics import QSR_MAX_ATTEMPTS, multi_call_similarity, query_success_rate
 
 DATA = Path(__file__).resolve().parent / "data"
 K2VV_FILE = DATA / "k2vv_results.jsonl"
@@ -365,8 +365,8 @@ def test_cli_thresholds_preset_flags_and_report(tmp_path, capsys):
 def test_resume_reruns_items_whose_request_or_language_check_changed(tmp_path):
     """--avv-resume reruns an item whose sample body changed (request_hash) or whose language check changed;
     unchanged successful items are not sent again."""
-    from avv_harness.controller import EXIT_OK
-    from avv_harness.record_file import read_records
+    from avv_core.record_file import read_records
+    from avv_harness.run.controller import EXIT_OK
     from tests.fake_vendor import ScriptedAdapter, stream_reply
     from tests.glue import make_env, options, run_to_end, write_inputs
 

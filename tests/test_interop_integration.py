@@ -9,11 +9,11 @@ import json
 import pandas as pd
 import pytest
 
-from avv_harness.controller import EXIT_OK
-from avv_harness.items import truth_tag
-from avv_harness.language import MINIMAX_NO_CYRILLIC
-from avv_harness.options import DATA_DIR
-from avv_harness.record_file import read_records
+from avv_core.items import truth_tag
+from avv_core.language import MINIMAX_NO_CYRILLIC
+from avv_core.record_file import read_records
+from avv_harness.run.controller import EXIT_OK
+from avv_harness.run.options import DATA_DIR
 from avv_scoring.baseline_results import BaselineResults, read_results
 from avv_scoring.k2vv import export_run
 from avv_scoring.score import score_paths

@@ -2,7 +2,7 @@
 
 import pytest
 
-from avv_harness.lag import LagMonitor, client_bound_advice, client_load
+from avv_harness.run.lag_monitor import LagMonitor, client_bound_advice, client_load
 
 
 def monitor_with(samples):
@@ -59,7 +59,7 @@ def test_buffered_rows_are_counted_and_left_out_of_the_tps_mean():
 def test_quiet_gc_freezes_what_exists_raises_the_young_threshold_and_undoes_it():
     import gc
 
-    from avv_harness.lag import LOAD_GC_THRESHOLD, quiet_gc_for_load
+    from avv_harness.run.lag_monitor import LOAD_GC_THRESHOLD, quiet_gc_for_load
 
     before = gc.get_threshold()
     undo = quiet_gc_for_load()

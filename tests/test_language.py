@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from avv_harness.errors import InputError
-from avv_harness.language import (
+from avv_core.errors import InputError
+from avv_core.language import (
     MINIMAX_NO_CYRILLIC,
     SCRIPT_SHARE_MIN,
     check_language,
@@ -19,9 +19,9 @@ from avv_harness.language import (
     sample_language_check,
     script_of,
 )
-from avv_harness.samples import load_samples
+from avv_core.samples import load_samples
+from avv_scoring.metrics.verifiers import language_following_rate
 from avv_scoring.testing import records_frame
-from avv_scoring.verifier_metrics import language_following_rate
 
 # One natural sentence per script: (script, ISO 639-1 code, text).
 SENTENCES = [

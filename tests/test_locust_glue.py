@@ -7,9 +7,9 @@ from __future__ import annotations
 import gevent
 import pytest
 
-from avv_harness.controller import EXIT_INCOMPLETE, EXIT_OK, controller_of
-from avv_harness.items import ItemKey, VendorId
-from avv_harness.record_file import read_records
+from avv_core.items import ItemKey, VendorId
+from avv_core.record_file import read_records
+from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_OK, controller_of
 from tests.fake_vendor import ScriptedAdapter, error_reply, item_of, stream_reply
 from tests.glue import make_env, options, run_to_end, write_inputs
 

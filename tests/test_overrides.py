@@ -11,15 +11,15 @@ import sys
 import gevent
 import pytest
 
-from avv_harness.config import Vendor
-from avv_harness.controller import EXIT_OK
-from avv_harness.errors import InputError
-from avv_harness.execute import ExecContext, RetryPolicy, build_body, build_headers
-from avv_harness.options import RunOptions, preparse_options
-from avv_harness.overrides import Overrides, parse_overrides
-from avv_harness.record_file import read_records
-from avv_harness.samples import Sample
-from avv_harness.secrets import Redactor
+from avv_core.errors import InputError
+from avv_core.record_file import read_records
+from avv_core.samples import Sample
+from avv_harness.dialects.overrides import Overrides, parse_overrides
+from avv_harness.inputs.config import Vendor
+from avv_harness.inputs.secrets import Redactor
+from avv_harness.run.controller import EXIT_OK
+from avv_harness.run.options import RunOptions, preparse_options
+from avv_harness.wire.execute import ExecContext, RetryPolicy, build_body, build_headers
 from tests.fake_vendor import ScriptedAdapter, stream_reply
 from tests.glue import make_env, options, run_to_end, write_inputs
 from tests.locust_runs import ROOT
@@ -79,7 +79,7 @@ def test_options_from_locust_conf_and_environment(tmp_path):
     """configargparse reads the repeatable --avv-header from locust.conf and LOCUST_AVV_HEADER as lists."""
     (tmp_path / "locust.conf").write_text("avv-header = [X-Conf:1, X-Two:2]\navv-temperature = 0.4\n"
                                           'avv-extra-body = {"top_p": 0.8}\n')
-    code = ("import json, avv_harness.locust_plugin as p; from avv_harness.options import RunOptions, "
+    code = ("import json, avv_harness.locust.plugin as p; from avv_harness.run.options import RunOptions, "
             "preparse_options; o = RunOptions.from_parsed(preparse_options([])).overrides; "
             "print(json.dumps(o.to_message()))")
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}

@@ -37,7 +37,7 @@ def test_wheel_in_a_fresh_venv_runs_the_demo_from_anywhere(tmp_path):
     where = subprocess.run([str(python), "-c", "import avv_harness; print(avv_harness.__file__)"], cwd=elsewhere,
                            capture_output=True, text=True, env=clean_env())
     assert where.stdout.startswith(str(env_dir)), where.stdout + where.stderr  # not the checkout
-    shipped = subprocess.run([str(python), "-c", "from avv_harness.dialect import TEMPLATES_DIR as d; "
+    shipped = subprocess.run([str(python), "-c", "from avv_harness.dialects.dialect import TEMPLATES_DIR as d; "
                               "print((d / 'hermes.jinja').is_file(), str(d).startswith(" + repr(str(env_dir)) + "))"],
                              cwd=elsewhere, capture_output=True, text=True, env=clean_env())
     assert shipped.stdout.split() == ["True", "True"], shipped.stdout + shipped.stderr  # raw mode's template ships

@@ -7,9 +7,9 @@ import re
 
 import gevent
 
-from avv_harness import controller
-from avv_harness.controller import EXIT_OK
-from avv_harness.progress import duration_text, eta_s, progress_line
+from avv_harness.run import controller
+from avv_harness.run.controller import EXIT_OK
+from avv_harness.run.progress import duration_text, eta_s, progress_line
 from tests.fake_vendor import ScriptedAdapter, stream_reply
 from tests.glue import make_env, options, run_to_end, write_inputs
 

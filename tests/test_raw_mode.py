@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import requests
 
-from avv_harness.chat_template import TemplateRenderError, load_chat_template
-from avv_harness.completions import completion_body
-from avv_harness.config import Vendor
-from avv_harness.dialect import TEMPLATES_DIR, Dialect
-from avv_harness.execute import ExecContext, RetryPolicy, build_request, execute_item
-from avv_harness.items import ItemKey, WorkItem
-from avv_harness.samples import Sample
-from avv_harness.tool_parsers import parse_completion
+from avv_core.items import ItemKey, WorkItem
+from avv_core.samples import Sample
+from avv_core.tool_parsers import parse_completion
+from avv_harness.dialects.chat_template import TemplateRenderError, load_chat_template
+from avv_harness.dialects.dialect import TEMPLATES_DIR, Dialect
+from avv_harness.inputs.config import Vendor
+from avv_harness.wire.completions import completion_body
+from avv_harness.wire.execute import ExecContext, RetryPolicy, build_request, execute_item
 from tests.fake_vendor import DONE, ScriptedAdapter
 from tests.wire_server import sse
 

@@ -7,8 +7,8 @@ import statistics
 
 import pytest
 
-from avv_harness.record_file import read_records
-from avv_harness.samples import load_samples
+from avv_core.record_file import read_records
+from avv_core.samples import load_samples
 from tests.locust_runs import (
     DEMO_SAMPLES,
     only_run_dir,

@@ -1,6 +1,6 @@
 """report.html: one self-contained page (no external reference), every vendor named, a figure in every
 section, verdict colours and thresholds, the counts the records hold, the optional per-tool and stress
-sections; and the live scorer (avv_scoring.live) that the web UI uses equals avv-score on the same rows."""
+sections; and the live scorer (avv_scoring.live_scores) that the web UI uses equals avv-score on the same rows."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from avv_harness.record_file import read_rows
-from avv_harness.records import COLUMN_NAMES
+from avv_core.record_file import read_rows
+from avv_core.records import COLUMN_NAMES
 from avv_scoring import score_paths, stress_only
-from avv_scoring.live import LiveRecords, score_live
+from avv_scoring.live_scores import LiveRecords, score_live
 from avv_scoring.load import load_tools, resolve_inputs
-from avv_scoring.report_html import render_html
+from avv_scoring.report.html import render_html
 from avv_scoring.testing import record
 from tests.test_scoring_paths import _tc, baseline_rows, vendor_rows, write_run, write_samples
 from tests.test_scoring_stress import write_stress_run
@@ -135,8 +135,8 @@ def test_tools_section_appears_only_when_the_result_has_a_per_tool_table(scored)
 
 def test_ttft_p95_is_registered_and_computed():
     rows = pd.DataFrame([record(vendor="v", sample_id=str(i), ttft_ms=float(t)) for i, t in enumerate(range(1, 21))])
-    from avv_harness.record_file import coerce_frame
-    from avv_scoring.metrics import ttft_stats
+    from avv_core.record_file import coerce_frame
+    from avv_scoring.metrics.headline import ttft_stats
 
     out = ttft_stats(coerce_frame(rows.astype("object").where(rows.notna(), None)))
     assert out["ttft_p95_ms"] == pytest.approx(np.percentile(np.arange(1, 21), 95))

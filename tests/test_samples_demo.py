@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from avv_harness.config import Vendor
-from avv_harness.execute import build_body
-from avv_harness.samples import Sample, load_samples
+from avv_core.samples import Sample, load_samples
+from avv_harness.inputs.config import Vendor
+from avv_harness.wire.execute import build_body
 
 DEMO_PATH = Path(__file__).resolve().parent.parent / "samples" / "demo.jsonl"
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]+$")

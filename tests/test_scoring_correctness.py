@@ -9,11 +9,11 @@ import math
 import pandas as pd
 import pytest
 
-from avv_harness.errors import InputError
-from avv_harness.samples import Gold, load_samples, parse_sample_line
+from avv_core.errors import InputError
+from avv_core.samples import Gold, load_samples, parse_sample_line
 from avv_scoring import score_frame
-from avv_scoring.breakdown import KINDS
-from avv_scoring.report import render_markdown, write_outputs
+from avv_scoring.metrics.breakdown import KINDS
+from avv_scoring.report.outputs import render_markdown, write_outputs
 from avv_scoring.testing import call, records_frame
 
 
@@ -206,7 +206,7 @@ def test_gold_from_a_sample_file_reaches_scoring(tmp_path):
 
 
 def test_annotation_is_shared_by_samples_with_equal_tools_and_kept_apart_otherwise():
-    from avv_scoring.call_metrics import AS_TEXT, CALLS, TC_INVALID, TC_N, TC_PARSE_ERROR, TC_VALID, annotate_calls
+    from avv_scoring.metrics.calls import AS_TEXT, CALLS, TC_INVALID, TC_N, TC_PARSE_ERROR, TC_VALID, annotate_calls
 
     def tool(required: str) -> list[dict]:
         return [{"type": "function", "function": {"name": "f", "parameters": {

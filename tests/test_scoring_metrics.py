@@ -7,10 +7,10 @@ import math
 import pandas as pd
 import pytest
 
-from avv_scoring import metrics as M
 from avv_scoring import score_frame
-from avv_scoring import vendor_table as VT
 from avv_scoring.load import dedupe_latest
+from avv_scoring.metrics import headline as M
+from avv_scoring.metrics import vendor_table as VT
 from avv_scoring.testing import call, records_frame
 
 TC = "tool_calls"

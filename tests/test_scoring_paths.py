@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from avv_harness.errors import InputError
-from avv_harness.record_file import RecordWriter
-from avv_harness.samples import file_sha256
+from avv_core.errors import InputError
+from avv_core.record_file import RecordWriter
+from avv_core.samples import file_sha256
 from avv_scoring import SCORE_COLUMNS, load_records, render_tables, score_paths
 from avv_scoring.cli import main
 from avv_scoring.testing import call, record

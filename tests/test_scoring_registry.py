@@ -8,12 +8,12 @@ import math
 import pandas as pd
 import pytest
 
-from avv_scoring import METRICS, SCORE_COLUMNS, Thresholds, registry
-from avv_scoring import metrics as M
-from avv_scoring import vendor_table as VT
+from avv_scoring import METRICS, SCORE_COLUMNS, Thresholds
 from avv_scoring.cli import main
-from avv_scoring.irf import IRF_METRICS, IRF_TABLE_COLUMNS, irf_scores, resolve_irf_metrics
-from avv_scoring.registry import (
+from avv_scoring.metrics import headline as M
+from avv_scoring.metrics import registry
+from avv_scoring.metrics import vendor_table as VT
+from avv_scoring.metrics.registry import (
     FUNCTIONS,
     MODEL_FUNCTIONS,
     Metric,
@@ -22,8 +22,9 @@ from avv_scoring.registry import (
     produces,
     render_metric_table,
 )
-from avv_scoring.report import COUNT_LAYOUT, TABLE_LAYOUT
+from avv_scoring.report.outputs import COUNT_LAYOUT, TABLE_LAYOUT
 from avv_scoring.score import IDENTITY_COLUMNS, REPEAT_COLUMNS
+from avv_scoring.stats.irf import IRF_METRICS, IRF_TABLE_COLUMNS, irf_scores, resolve_irf_metrics
 from avv_scoring.testing import call, records_frame
 from avv_scoring.verdict import verdict
 

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from avv_scoring import metrics as M
-from avv_scoring import schema as S
+from avv_scoring.metrics import headline as M
+from avv_scoring.metrics import schema as S
 from avv_scoring.testing import call, records_frame
 
 WEATHER = {

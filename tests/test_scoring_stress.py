@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from avv_harness.errors import InputError
-from avv_harness.measures import meets_slo
-from avv_harness.record_file import RecordWriter
+from avv_core.errors import InputError
+from avv_core.measures import meets_slo
+from avv_core.record_file import RecordWriter
 from avv_scoring import render_tables, score_paths, stress_only
 from avv_scoring.cli import main
 from avv_scoring.stress import (
@@ -64,7 +64,7 @@ def write_stress_run(folder: Path, rows=ROWS, stress=STRESS, mode="stress", samp
     if stress is not None:
         run["stress"] = stress
     if samples is not None:
-        from avv_harness.samples import file_sha256
+        from avv_core.samples import file_sha256
 
         run["samples"] = {"path": str(samples.resolve()), "sha256": file_sha256(str(samples)), "count": 4,
                           "skipped_lines": []}

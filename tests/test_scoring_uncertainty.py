@@ -12,15 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from avv_harness.records import encode_rows, header_line
-from avv_scoring import stats
+from avv_core.records import encode_rows, header_line
 from avv_scoring.cli import main
-from avv_scoring.metrics import annotate_tool_calls
-from avv_scoring.registry import MODEL_FUNCTIONS, Metric, Registry, RegistryError
-from avv_scoring.report import render_markdown
+from avv_scoring.metrics.headline import annotate_tool_calls
+from avv_scoring.metrics.registry import MODEL_FUNCTIONS, Metric, Registry, RegistryError
+from avv_scoring.report.outputs import render_markdown
 from avv_scoring.score import SCORE_COLUMNS, score_frame
-from avv_scoring.testing import call, record, records_frame
-from avv_scoring.uncertainty import (
+from avv_scoring.stats import tests as stats
+from avv_scoring.stats.uncertainty import (
     CI_METRICS,
     FORMULAS,
     ModelTable,
@@ -28,6 +27,7 @@ from avv_scoring.uncertainty import (
     uncertainty,
     unit_sums,
 )
+from avv_scoring.testing import call, record, records_frame
 from tests.sim_records import body, sim_records, sim_rows, tools_by_sample
 
 TOOLS = {str(i): [{"type": "function", "function": {"name": "f", "parameters": {
@@ -98,7 +98,7 @@ def test_intervals_hold_the_value_and_reach_every_output(tmp_path):
         if not pd.isna(row[column]):
             assert row[f"{column}_ci_low"] <= row[column] <= row[f"{column}_ci_high"], column
     assert row["f1_ci_low"] < row["f1"] < row["f1_ci_high"]  # flips make F1 uncertain
-    from avv_scoring.report import write_outputs
+    from avv_scoring.report.outputs import write_outputs
 
     write_outputs(result, tmp_path)
     csv = pd.read_csv(tmp_path / "scores.csv").set_index("vendor")

@@ -157,7 +157,7 @@ def test_reasoning_only_rate() -> None:
 
 
 def test_language_drift_rate_writes_the_content_in_another_script() -> None:
-    from avv_sim import scripts
+    from avv_sim import writing_systems as scripts
 
     prompts = {"Japanese": "今日は何曜日ですか？", "Cyrillic": "Какой сегодня день?",
                "Hangul": "오늘은 무슨 요일인가요?", "Greek": "Τι μέρα είναι σήμερα;",

@@ -11,12 +11,12 @@ import pytest
 import requests
 import sseclient
 
-from avv_harness.chat_template import load_chat_template
-from avv_harness.completions import completion_body
-from avv_harness.dialect import TEMPLATES_DIR
-from avv_harness.samples import load_samples
-from avv_harness.tool_parsers import parse_completion
-from avv_harness.transforms import ADAPTERS, apply_transforms
+from avv_core.samples import load_samples
+from avv_core.tool_parsers import parse_completion
+from avv_harness.dialects.chat_template import load_chat_template
+from avv_harness.dialects.dialect import TEMPLATES_DIR
+from avv_harness.dialects.transforms import ADAPTERS, apply_transforms
+from avv_harness.wire.completions import completion_body
 from avv_sim import request_hash, start_simulator
 from avv_sim.behaviour import make_plan, token_counts
 from avv_sim.dialects import QuirkRejection, as_completion, check_reasoning_content, completion_view, text_calls

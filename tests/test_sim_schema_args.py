@@ -188,7 +188,7 @@ def test_pattern_strings_match_their_pattern() -> None:
 
 
 def test_every_demo_sample_tool_gets_valid_arguments() -> None:
-    from avv_harness.samples import load_samples
+    from avv_core.samples import load_samples
     from tests.locust_runs import DEMO_SAMPLES
 
     tools = [t["function"] for s in load_samples(DEMO_SAMPLES).samples for t in s.tools]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from avv_harness.items import ItemKey
+from avv_core.items import ItemKey
 from avv_sim import behaviour
 from avv_sim.identity import decision_key
 from avv_sim.item_tag import parse_item_tag, repeat_of

@@ -444,7 +444,7 @@ def test_statistical_knobs_over_300_bodies(sim) -> None:
 def test_self_flips_follow_the_item_tags_repeat(sim) -> None:
     """The repeat of the X-AVV-Item tag drives the self-flip draw; a retry (attempt 2) of the same item meets the
     same decision; without a tag the body's arrival count stands in for the repeat."""
-    from avv_harness.items import ItemKey
+    from avv_core.items import ItemKey
     from avv_sim import behaviour
     from avv_sim.identity import decision_key
 

@@ -1,4 +1,4 @@
-"""The statistics primitives (avv_scoring.stats): bootstrap weights, weighted percentiles, the exact sign test,
+"""The statistics primitives (avv_scoring.stats.tests): bootstrap weights, weighted percentiles, the exact sign test,
 the paired-bootstrap p-value, Holm, power and ranks — each against a brute-force or textbook computation."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from avv_scoring import stats
-from avv_scoring.irf import metric_ranks
+from avv_scoring.stats import tests as stats
+from avv_scoring.stats.irf import metric_ranks
 
 
 def weights(units: int, resamples: int, seed: int) -> np.ndarray:

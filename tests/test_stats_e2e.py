@@ -11,8 +11,8 @@ from itertools import combinations
 import pandas as pd
 import pytest
 
-from avv_scoring import stats
-from avv_scoring.correctness import canonical_key
+from avv_scoring.metrics.correctness import canonical_key
+from avv_scoring.stats import tests as stats
 from tests.locust_runs import only_run_dir, read_truth, run_locust, sim_vendors, write_yaml
 
 pytestmark = pytest.mark.integration

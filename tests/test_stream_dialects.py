@@ -7,13 +7,13 @@ import pandas as pd
 import pytest
 import requests
 
-from avv_harness.config import Vendor
-from avv_harness.execute import ExecContext, RetryPolicy, execute_item
-from avv_harness.items import ItemKey, WorkItem
-from avv_harness.record_file import coerce_frame
-from avv_harness.records import Record
-from avv_harness.samples import Sample
-from avv_scoring.metrics import reasoning_only_rate
+from avv_core.items import ItemKey, WorkItem
+from avv_core.record_file import coerce_frame
+from avv_core.records import Record
+from avv_core.samples import Sample
+from avv_harness.inputs.config import Vendor
+from avv_harness.wire.execute import ExecContext, RetryPolicy, execute_item
+from avv_scoring.metrics.headline import reasoning_only_rate
 from tests.fake_vendor import DONE, ScriptedAdapter
 from tests.wire_server import chunk, sse
 

@@ -7,10 +7,10 @@ import subprocess
 import pandas as pd
 import pytest
 
-from avv_harness.measures import meets_slo
-from avv_harness.options import StressSettings as HarnessStressSettings
-from avv_harness.options import parse_levels
-from avv_harness.stress import StressPolicy
+from avv_core.measures import meets_slo
+from avv_harness.run.options import StressSettings as HarnessStressSettings
+from avv_harness.run.options import parse_levels
+from avv_harness.run.stress_policy import StressPolicy
 from avv_scoring.stress import StressSettings, capacity_table, level_table
 from tests.e2e_ports import free_port
 from tests.locust_runs import clean_env, locust_cmd, only_run_dir, run_locust, write_yaml

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from avv_harness.execute import attempt_record
-from avv_harness.records import ANOMALIES, Record
-from avv_harness.stream import Attempt, ToolCallAcc
-from avv_harness.toolcalls import MAX_CALLS, PATTERNS, find_text_calls, request_tool_names
+from avv_core.records import ANOMALIES, Record
+from avv_core.toolcalls import MAX_CALLS, PATTERNS, find_text_calls, request_tool_names
+from avv_harness.wire.execute import attempt_record
+from avv_harness.wire.stream import Attempt, ToolCallAcc
 
 NAMES = {"get_weather", "search"}
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in sorted(NAMES)]

@@ -10,15 +10,15 @@ import math
 import pandas as pd
 import pytest
 
-from avv_harness.agent_task import parse_agent
-from avv_harness.samples import Gold
-from avv_harness.web_ui import AGENT_COLUMNS, vendor_columns
+from avv_core.agent_task import parse_agent
+from avv_core.samples import Gold
+from avv_harness.locust.web_ui import AGENT_COLUMNS, vendor_columns
 from avv_scoring.load import dedupe_latest
-from avv_scoring.report import render_markdown, render_tables
-from avv_scoring.report_html import render_html
+from avv_scoring.metrics.trajectories import TJ_END, first_steps
+from avv_scoring.report.html import render_html
+from avv_scoring.report.outputs import render_markdown, render_tables
 from avv_scoring.score import score_frame
 from avv_scoring.testing import call, record, records_frame
-from avv_scoring.trajectories import TJ_END, first_steps
 from avv_scoring.verdict import Thresholds
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
@@ -194,8 +194,8 @@ def test_the_vendors_tab_adds_trajectory_columns_only_for_agent_samples():
 
 def test_scores_of_the_live_board_match_the_file_for_trajectories(tmp_path):
     """The live view scores in-memory rows with the samples' gold, as avv-score scores the file."""
-    from avv_harness.records import COLUMN_NAMES, to_csv_row
-    from avv_scoring.live import LiveRecords, score_live
+    from avv_core.records import COLUMN_NAMES, to_csv_row
+    from avv_scoring.live_scores import LiveRecords, score_live
 
     rows = baseline_rows() + vendor_rows()
     live = LiveRecords([to_csv_row(r) for r in rows])

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from avv_harness.transforms import ADAPTERS, TRANSFORMS, apply_transforms, compose, pick_adapter
+from avv_harness.dialects.transforms import ADAPTERS, TRANSFORMS, apply_transforms, compose, pick_adapter
 
 
 def call(call_id: str, name: str, arguments: str = "{}") -> dict:

@@ -14,11 +14,11 @@ import gevent
 import pandas as pd
 import pytest
 
-from avv_harness.controller import EXIT_OK
-from avv_harness.live import jsonable
-from avv_harness.web_ui import VENDORS_KEY, install_web_ui, vendor_columns
+from avv_harness.locust.live_board import jsonable
+from avv_harness.locust.web_ui import VENDORS_KEY, install_web_ui, vendor_columns
+from avv_harness.run.controller import EXIT_OK
 from avv_scoring import score_paths
-from avv_scoring.report import fmt
+from avv_scoring.report.outputs import fmt
 from tests.fake_vendor import ScriptedAdapter, error_reply, item_of, stream_reply
 from tests.glue import make_env, write_inputs
 
@@ -256,8 +256,8 @@ def test_stress_mode_has_a_levels_tab(tmp_path, stress):
 
 
 def test_ui_runs_after_the_first_are_new_folders(tmp_path):
-    from avv_harness.options import RunOptions, preparse_options
-    from avv_harness.run_folder import ui_run_options
+    from avv_harness.run.folder import ui_run_options
+    from avv_harness.run.options import RunOptions, preparse_options
 
     config, samples = write_inputs(tmp_path, ["a"], n_samples=1)
     options = RunOptions.from_parsed(preparse_options(ui_args(tmp_path, config, samples, "--avv-run-id", "demo",
@@ -268,7 +268,7 @@ def test_ui_runs_after_the_first_are_new_folders(tmp_path):
 
 
 def test_ui_mode_refuses_bad_input_when_the_process_starts(tmp_path):
-    from avv_harness.errors import InputError
+    from avv_core.errors import InputError
 
     config, samples = write_inputs(tmp_path, ["a"], n_samples=1)
     with pytest.raises(InputError, match="--avv-resume needs a run folder"):

@@ -6,8 +6,8 @@ import socket
 import pytest
 import requests
 
-from avv_harness.execute import attempt_record
-from avv_harness.stream import stream_chat
+from avv_harness.wire.execute import attempt_record
+from avv_harness.wire.stream import stream_chat
 from tests.wire_server import ScriptServer, chunk, headers, sse
 
 ROLE = sse(chunk({"role": "assistant", "content": ""}))

@@ -1,0 +1,68 @@
+"""Canonical tool-call arguments (pure core, no I/O): the one definition shared by the harness (agent tasks match
+a call's arguments against recorded tool results) and scoring (:mod:`avv_scoring.metrics.correctness` re-exports it).
+
+A call's ``arguments`` string is parsed as JSON and compared as a value: object key order is ignored, numbers
+compare by value (``1 == 1.0``, ``-0.0 == 0``), ``true`` is not ``1``, strings compare exactly after JSON decoding
+(``"\\u00e9" == "é"``, but no Unicode normalisation and no case folding), arrays keep their order. Arguments that
+do not parse as JSON are :data:`UNPARSED`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+
+class _Unparsed:
+    """Marker for arguments that are not JSON."""
+
+    def __repr__(self) -> str:
+        return "UNPARSED"
+
+
+UNPARSED = _Unparsed()
+
+
+def canonical(value: Any) -> Any:
+    """``value`` with integral floats as ints and object keys sorted (see the module docstring)."""
+    if isinstance(value, bool) or value is None or isinstance(value, (str, int)):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) and value.is_integer() else value
+    if isinstance(value, Mapping):
+        return {str(k): canonical(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    return value
+
+
+def canonical_key(value: Any) -> str:
+    """A string equal for two values exactly when they are canonically equal."""
+    return json.dumps(canonical(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def parse_arguments(raw: Any) -> Any:
+    """A call's ``arguments`` (the streamed string, or an already-decoded value) as a JSON value, or
+    :data:`UNPARSED`."""
+    if not isinstance(raw, str):
+        return raw if isinstance(raw, (dict, list)) else UNPARSED
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, RecursionError):
+        return UNPARSED
+
+
+def partial_match(args: Any, wanted: Mapping[str, Any]) -> bool:
+    """Every key of ``wanted`` is in ``args`` (a parsed object) with a canonically equal value; other keys of
+    ``args`` do not matter. Arguments that are not an object (or did not parse) never match a non-empty
+    ``wanted``; an empty ``wanted`` matches any arguments."""
+    if not wanted:
+        return True
+    if not isinstance(args, Mapping):
+        return False
+    return all(key in args and canonical_key(args[key]) == canonical_key(value) for key, value in wanted.items())
+
+
+__all__ = ["UNPARSED", "canonical", "canonical_key", "parse_arguments", "partial_match"]

@@ -1,0 +1,98 @@
+"""Secret redaction: one function applied on every write path (records, run.json, logs, Locust stats).
+
+The run knows its secrets — API keys from the YAML, ``.env``, ``api_key_env`` or the vendor's variable,
+secret header values, URL user-info and key-like query values — so it can remove them from any text
+before the text leaves the process, whoever produced it (a vendor echoing the key in a 401 message,
+requests quoting a header value in an exception, a URL with a password in a log line).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from avv_core.records import COLUMN_KINDS, Record
+from avv_harness.inputs.config import redact_url
+
+MASK = "***"
+MIN_SECRET_CHARS = 4  # shorter "secrets" would mask ordinary words
+# Written by the harness from the config and samples, never by a vendor: never redacted. request_hash is hex, so a
+# ${VAR} value of 4+ hex digits (a port) would otherwise mask part of it: resume and the master's check compare it.
+IDENTITY_COLUMNS = frozenset({"run_id", "model", "vendor", "sample_id", "request_hash"})
+
+
+class Redactor:
+    """Replaces every known secret (and URL user-info / key query values) in a text with ``***``."""
+
+    def __init__(self, secrets: Iterable[str] = ()):
+        self._secrets: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self.extend(secrets)
+
+    def extend(self, secrets: Iterable[str]) -> None:
+        """Also remove these (a worker learns the master's override headers with its first items)."""
+        found = {s for s in secrets if s and len(s) >= MIN_SECRET_CHARS} - self._secrets
+        if not found:
+            return
+        # Also the forms a secret takes when quoted by repr() or JSON (escaped newlines and the like).
+        self._secrets |= found | {s.encode("unicode_escape").decode("ascii") for s in found}
+        ordered = sorted(self._secrets, key=len, reverse=True)
+        self._pattern = re.compile("|".join(re.escape(s) for s in ordered))
+
+    def __call__(self, text: Any) -> Any:
+        if not isinstance(text, str) or not text:
+            return text
+        if self._pattern is not None:
+            text = self._pattern.sub(MASK, text)
+        return redact_url(text) if "://" in text or "=" in text else text
+
+    def value(self, value: Any) -> Any:
+        """``value`` with every string inside it (lists, dicts) redacted: for run.json."""
+        if isinstance(value, dict):
+            return {k: self.value(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.value(v) for v in value]
+        return self(value)
+
+    def record(self, record: Record) -> Record:
+        """The record with every text column redacted (in place; returned for chaining), except the item's
+        identity, which comes from the config and sample file, never from a vendor: a ``${VAR}`` value that
+        happens to equal a vendor's name must not turn the name into ``***``."""
+        for name, value in record.items():
+            if name in IDENTITY_COLUMNS:
+                continue
+            if isinstance(value, str) and COLUMN_KINDS.get(name) in ("str", "json"):
+                cleaned = self(value)
+                if cleaned is not value:
+                    dict.__setitem__(record, name, cleaned)
+        return record
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that formats a record's message once and redacts it (and its traceback)."""
+
+    def __init__(self, redact: Redactor):
+        super().__init__("avv-redact")
+        self.redact = redact
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = self.redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        return True
+
+
+def install_log_redaction(redact: Redactor) -> RedactingFilter:
+    """Attach the filter to every handler of the root logger (Locust's console and --logfile handlers)."""
+    flt = RedactingFilter(redact)
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(flt)
+    return flt

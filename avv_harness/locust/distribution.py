@@ -1,0 +1,359 @@
+"""The item protocol between the process that holds the work ledger and the processes that run items.
+
+One small class per role, each with the same three methods the users call — ``next_item``,
+``give_back`` and ``submit`` — shaped like locust-plugins' ``Distributor``:
+
+- :class:`LocalWork` (a plain local run): takes items from the ledger in this process and stores
+  records here.
+- :class:`MasterWork`: hands items to workers as they ask (``avv_want`` → ``avv_items``, carrying the
+  request body, so workers need neither the sample file nor a shared disk), stores the records they send
+  (``avv_record``), takes back items of stopped users (``avv_give_back``) and hands out again the items
+  of workers Locust marks missing. Its own process runs no users.
+- :class:`WorkerWork`: asks the master for one item at a time per vendor and sends each item's records
+  to the master as soon as they exist.
+
+The cluster trusts only what it handed out. Locust's master port has no authentication, so:
+
+- **Identity at connect.** A worker presents its :class:`~avv_harness.run.node_identity.NodeIdentity` (version,
+  config, samples) in ``avv_hello`` as soon as it is attached. The master compares it with its own: a match
+  gets ``avv_accepted``; a mismatch gets ``avv_refused`` with what differs (logged on both sides), no items,
+  and the worker stops (exit status 2). A worker that asks for items without having presented an identity
+  gets ``avv_identify`` (present it) and no items.
+- **Records only for items handed out.** The master stores a record only from the worker it handed that
+  item to, and only once (:meth:`~avv_harness.run.ledger.Ledger.verdict`); the rows must name the item's key and
+  answer the body the master handed out (``request_hash``). Anything else is refused: counted in run.json
+  (``records_refused``, ``records_refused_by_reason``), logged, never written, and when the sender held the
+  item it is handed out again. A worker whose records are refused :data:`MAX_BAD_RECORDS` times is itself
+  refused. A worker presumed lost whose late record arrives after its item was recorded elsewhere is a
+  duplicate (``duplicates_dropped``), not a refusal. A handler never raises on a malformed message.
+
+Only this module and the controller touch Locust runners and messages.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import gevent
+import gevent.event
+from locust.rpc import Message
+from locust.runners import STATE_INIT, STATE_MISSING
+
+from avv_core.items import ItemKey, VendorId, WorkItem
+from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, RecordError
+from avv_harness.run.node_identity import NodeIdentity, differences, quote_peer
+from avv_harness.run.state import EXIT_INPUT
+
+if TYPE_CHECKING:
+    from avv_harness.run.controller import RunController
+
+log = logging.getLogger("avv")
+
+WANT, ITEMS, RECORD, GIVE_BACK = "avv_want", "avv_items", "avv_record", "avv_give_back"
+HELLO, ACCEPTED, REFUSED, IDENTIFY = "avv_hello", "avv_accepted", "avv_refused", "avv_identify"
+ASK_TIMEOUT_S = 2.0
+REQUEUE_INTERVAL_S = 1.0
+#: Items one ``avv_want`` may take (workers ask for one): a forged ask cannot drain the queue.
+MAX_ITEMS_PER_WANT = 8
+#: Refused or malformed records after which the master refuses the worker that sent them.
+MAX_BAD_RECORDS = 3
+#: Columns every row a worker sends must fill.
+REQUIRED_COLUMNS = ("run_id", "model", "vendor", "sample_id", "repeat", "status", "request_hash")
+MALFORMED, REFUSED_WORKER = "malformed", "refused_worker"
+
+
+class MalformedRecord(ValueError):
+    """An ``avv_record`` the master cannot read; ``key`` is the item it names, when that part was readable."""
+
+    def __init__(self, reason: str, key: ItemKey | None = None):
+        super().__init__(reason)
+        self.key = key
+
+
+def parse_key(raw: Any) -> ItemKey:
+    """An item key sent as ``[model, vendor, sample_id, repeat]``; MalformedRecord otherwise."""
+    if not isinstance(raw, (list, tuple)) or len(raw) != 4:
+        raise MalformedRecord("the key is not [model, vendor, sample_id, repeat]")
+    model, vendor, sample_id, repeat = raw
+    if not all(isinstance(x, str) for x in (model, vendor, sample_id)) or type(repeat) is not int:
+        raise MalformedRecord("the key's parts have the wrong types")
+    return ItemKey(model, vendor, sample_id, repeat)
+
+
+def parse_record_message(data: Any) -> tuple[ItemKey, list[Record]]:
+    """The key and rows of an ``avv_record``, each row checked against the record schema and required to fill
+    :data:`REQUIRED_COLUMNS`; MalformedRecord (with the key when readable) otherwise."""
+    if not isinstance(data, dict):
+        raise MalformedRecord(f"the message is a {type(data).__name__}, not a mapping")
+    key = parse_key(data.get("key"))
+    rows = data.get("records")
+    if not isinstance(rows, list) or not rows:
+        raise MalformedRecord("no rows", key)
+    records: list[Record] = []
+    for number, row in enumerate(rows, 1):
+        if not isinstance(row, dict):
+            raise MalformedRecord(f"row {number} is a {type(row).__name__}, not a mapping", key)
+        try:
+            record = Record(row)
+        except RecordError as exc:
+            raise MalformedRecord(f"row {number}: {exc}", key) from None
+        missing = [name for name in REQUIRED_COLUMNS if record.get(name) in (None, "")]
+        if missing:
+            raise MalformedRecord(f"row {number} has no {', '.join(missing)}", key)
+        if record["status"] not in (STATUS_SUCCESS, STATUS_FAILED):
+            raise MalformedRecord(f"row {number}: status {str(record['status'])[:40]!r}", key)
+        records.append(record)
+    return key, records
+
+
+def _guarded(handler: Callable[[Any, Any], None]) -> Callable[..., None]:
+    """A message handler that logs what it cannot read instead of raising (Locust would log a traceback and
+    the message's effect would be lost)."""
+
+    def run(environment: Any, msg: Any, **_: Any) -> None:
+        try:
+            handler(environment, msg)
+        except Exception as exc:
+            log.error("ignored a malformed %s message from %s: %s: %.200s", msg.type,
+                      getattr(msg, "node_id", "?"), type(exc).__name__, exc)
+
+    return run
+
+
+class LocalWork:
+    """The ledger is in this process: users take from it and records are stored here."""
+
+    role = "local"
+
+    def __init__(self, ctl: RunController):
+        self.ctl = ctl
+
+    def attach(self, runner: Any) -> None:
+        """Nothing to register: no messages in a local run."""
+
+    def next_item(self, class_name: str) -> WorkItem | None:
+        return self.ctl.take_item(self.ctl.vendor_id(class_name), self.role)
+
+    def give_back(self, item: WorkItem) -> None:
+        self.ctl.release_item(item.key)
+
+    def submit(self, item: WorkItem, records: list[Record]) -> None:
+        self.ctl.store(item.key, records)
+
+
+class MasterWork(LocalWork):
+    """Serves items to the workers it accepted and stores only the records it can trust."""
+
+    role = "master"
+
+    def __init__(self, ctl: RunController):
+        super().__init__(ctl)
+        self.accepted: dict[str, NodeIdentity] = {}  # node id → what it presented
+        self.refused: dict[str, str] = {}  # node id → why
+        self.labels: dict[str, str] = {}  # node id → "host:pid (node id)" for log lines
+        self.bad_records: Counter[str] = Counter()
+        self.asked_to_identify: set[str] = set()
+
+    def attach(self, runner: Any) -> None:
+        self.runner = runner
+        runner.register_message(HELLO, _guarded(self._on_hello))
+        runner.register_message(WANT, _guarded(self._on_want))
+        runner.register_message(RECORD, _guarded(self._on_record))
+        runner.register_message(GIVE_BACK, _guarded(self._on_give_back))
+        self._requeuer = gevent.spawn(self._requeue_lost_workers)
+
+    def next_item(self, class_name: str) -> WorkItem | None:
+        return None  # a master runs no users
+
+    def label(self, node: str) -> str:
+        """How log lines name a node: what it presented (host:pid) and Locust's node id, control characters
+        escaped (both come from the peer)."""
+        return self.labels.get(node) or quote_peer(node)
+
+    # ----------------------------------------------------------------------------- who may work
+
+    def _on_hello(self, environment: Any, msg: Any) -> None:
+        node = msg.node_id
+        if node in self.refused:  # the same process again: its config cannot have changed
+            self.runner.send_message(REFUSED, {"reason": self.refused[node]}, client_id=node)
+            return
+        try:
+            theirs = NodeIdentity.from_message(msg.data)
+        except ValueError as exc:
+            self.refuse(node, f"its identity cannot be read ({exc})")
+            return
+        self.labels[node] = f"{quote_peer(theirs.worker)} ({quote_peer(node)})"
+        found = differences(self.ctl.identity(), theirs)
+        if found:
+            self.refuse(node, "; ".join(found))
+            return
+        self.accepted[node] = theirs
+        self.asked_to_identify.discard(node)
+        log.info("worker %s accepted: same version, config and samples", self.label(node))
+        self.runner.send_message(ACCEPTED, {}, client_id=node)
+
+    def refuse(self, node: str, reason: str) -> None:
+        """Refuse a worker for good: no items, its items handed out again, and it is told why."""
+        self.refused[node] = reason
+        self.accepted.pop(node, None)
+        log.error("worker %s refused: %s. It gets no items and is told to stop.", self.label(node), reason)
+        self.ctl.note_refused_worker(self.label(node), reason)
+        self.ctl.requeue_taker(node, why=f"({self.label(node)}) was refused")
+        if self.runner.state == STATE_INIT and node in self.runner.clients:
+            # Before the test starts, a headless Locust master quits its runner when its last worker quits, yet
+            # keeps waiting for --expect-workers with no one listening: a process that never ends. Forget the
+            # refused worker first (its quit is then ignored), so the master keeps waiting for a matching one.
+            # During a run Locust's own path applies: users rebalanced, or the run stopped if none is left.
+            del self.runner.clients[node]
+        self.runner.send_message(REFUSED, {"reason": reason}, client_id=node)
+
+    # ------------------------------------------------------------------------------ items out
+
+    def _on_want(self, environment: Any, msg: Any) -> None:
+        node = msg.node_id
+        if node in self.refused:
+            self.runner.send_message(REFUSED, {"reason": self.refused[node]}, client_id=node)
+            return
+        if node not in self.accepted:
+            if node not in self.asked_to_identify:
+                self.asked_to_identify.add(node)
+                log.warning("worker %s asks for items without having presented its identity: asked to present "
+                            "it (a worker of an avv-locust version without this check never does, and gets no "
+                            "items)", self.label(node))
+            self.runner.send_message(IDENTIFY, {}, client_id=node)
+            return
+        data = msg.data
+        vendor = VendorId(*(str(part) for part in data["vendor"]))
+        n = min(max(int(data.get("n", 1)), 1), MAX_ITEMS_PER_WANT)
+        items = [item.to_message() for item in self.ctl.take_items(vendor, node, n)]
+        self.runner.send_message(ITEMS, {"vendor": list(vendor), "items": items, "context": self.ctl.worker_context()},
+                                 client_id=node)
+
+    def _on_give_back(self, environment: Any, msg: Any) -> None:
+        for raw in msg.data["keys"]:
+            self.ctl.release_item(parse_key(raw), taker=msg.node_id)  # only what that worker holds
+
+    # ----------------------------------------------------------------------------- records in
+
+    def _on_record(self, environment: Any, msg: Any) -> None:
+        node = msg.node_id
+        if node in self.refused:  # its items are already back in the queue: nothing to release
+            self.ctl.refuse_record(self.label(node), None, REFUSED_WORKER, "its worker was refused")
+            return
+        try:
+            key, records = parse_record_message(msg.data)
+        except MalformedRecord as exc:
+            self._bad_record(node, exc.key, MALFORMED, str(exc))
+            return
+        reason, detail = self.ctl.store_from(node, key, records)
+        if reason:
+            self._bad_record(node, key, reason, detail)
+
+    def _bad_record(self, node: str, key: ItemKey | None, reason: str, detail: str) -> None:
+        self.ctl.refuse_record(self.label(node), key, reason, detail, taker=node)
+        self.bad_records[node] += 1
+        if self.bad_records[node] >= MAX_BAD_RECORDS and node not in self.refused:
+            self.refuse(node, f"{self.bad_records[node]} of its records were refused (the last: {reason}: "
+                              f"{detail})")
+
+    # ---------------------------------------------------------------------------- lost workers
+
+    def _requeue_lost_workers(self) -> None:
+        while True:
+            gevent.sleep(REQUEUE_INTERVAL_S)
+            self.requeue_lost_workers()
+
+    def requeue_lost_workers(self) -> int:
+        """Hand out again the items held by workers that are gone or marked missing."""
+        count = 0
+        for taker in self.ctl.takers():
+            client = self.runner.clients.get(taker)
+            if client is None or client.state == STATE_MISSING:
+                count += self.ctl.requeue_taker(taker)
+        return count
+
+    def close(self) -> None:
+        requeuer = getattr(self, "_requeuer", None)
+        if requeuer is not None:
+            requeuer.kill(block=False)
+
+
+class WorkerWork:
+    """Presents its identity, asks the master for items and sends records back; holds nothing the master does
+    not know. Stops when the master refuses it."""
+
+    role = "worker"
+
+    def __init__(self, ctl: RunController):
+        self.ctl = ctl
+        self.inbox: dict[str, deque[WorkItem]] = {}
+        self.ready: dict[str, gevent.event.Event] = {}
+        self.runner: Any = None
+        self.accepted = False
+        self.refused: str | None = None  # why the master refused this worker
+
+    def attach(self, runner: Any) -> None:
+        self.runner = runner
+        runner.register_message(ITEMS, _guarded(self._on_items))
+        runner.register_message(ACCEPTED, _guarded(self._on_accepted))
+        runner.register_message(REFUSED, _guarded(self._on_refused))
+        runner.register_message(IDENTIFY, _guarded(lambda env, msg: self.present()))
+        # items still queued when the test stops belong to that run (the web UI's next START is a new run)
+        runner.environment.events.test_stop.add_listener(lambda **_: self.inbox.clear())
+        self.present()
+
+    def present(self) -> None:
+        """Send this process's identity to the master (at connect, and again when the master asks)."""
+        self.runner.send_message(HELLO, self.ctl.identity().to_message())
+
+    def _on_accepted(self, environment: Any, msg: Any) -> None:
+        if not self.accepted:
+            self.accepted = True
+            log.info("the master accepted this worker (same version, config and samples)")
+
+    def _on_refused(self, environment: Any, msg: Any) -> None:
+        if self.refused is not None:
+            return
+        self.refused = str((msg.data or {}).get("reason") or "no reason given")[:4000]
+        log.error("the master refused this worker: %s. This worker stops; start it with the master's config "
+                  "and avv-locust version.", self.refused)
+        environment.process_exit_code = EXIT_INPUT
+        for ready in self.ready.values():
+            ready.set()  # users waiting for items stop waiting
+        gevent.spawn(self._quit)  # not from this greenlet: quit kills the runner's greenlets
+
+    def _quit(self) -> None:
+        # Tell the master now (Locust's own "quit" goes out only when the process shuts down): it drops this
+        # worker at once, and stops a headless run when no worker is left instead of waiting for one.
+        self.runner.client.send(Message("quit", None, self.runner.client_id))
+        self.runner.quit()
+
+    def _on_items(self, environment: Any, msg: Any) -> None:
+        data = msg.data
+        self.ctl.apply_worker_context(data.get("context") or {})
+        class_name = self.ctl.class_name(VendorId(*data["vendor"]))
+        self.inbox.setdefault(class_name, deque()).extend(WorkItem.from_message(i) for i in data["items"])
+        self.ready.setdefault(class_name, gevent.event.Event()).set()
+
+    def next_item(self, class_name: str) -> WorkItem | None:
+        if self.refused is not None:
+            return None
+        inbox = self.inbox.setdefault(class_name, deque())
+        ready = self.ready.setdefault(class_name, gevent.event.Event())
+        if not inbox:
+            ready.clear()
+            self.runner.send_message(WANT, {"vendor": list(self.ctl.vendor_id(class_name)), "n": 1})
+            ready.wait(timeout=ASK_TIMEOUT_S)
+        return inbox.popleft() if inbox else None
+
+    def give_back(self, item: WorkItem) -> None:
+        if self.refused is None:  # a refused worker's items are already back on the master
+            self.runner.send_message(GIVE_BACK, {"keys": [list(item.key)]})
+
+    def submit(self, item: WorkItem, records: list[Record]) -> None:
+        if self.refused is not None:
+            return  # the master would refuse it
+        self.runner.send_message(RECORD, {"key": list(item.key), "records": [dict(r) for r in records]})

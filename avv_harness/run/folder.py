@@ -1,0 +1,191 @@
+"""The run folder: opening it (new or resumed), filling the manifest, scoring it at the end and the
+closing line. Plain functions over explicit inputs; the controller calls them in its named steps.
+
+With the web UI a process makes one run per START: :func:`check_out_folder` refuses bad input when the
+process starts, and :func:`ui_run_options` gives the n-th run its own folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import locust
+
+from avv_core.errors import InputError
+from avv_core.items import VendorId
+from avv_core.manifest import RECORDS_CSV, RunManifest, utc_now
+from avv_core.record_file import RecordWriteError, RecordWriter, upgrade_columns
+from avv_core.samples import SampleSet
+from avv_harness.run.ledger import Ledger
+from avv_harness.run.options import RunOptions
+from avv_harness.run.resume import ResumePoint, check_resumable, resume_point, sample_ids_hash
+from avv_harness.run.state import RunState
+from avv_harness.run.stress_policy import StressPolicy
+from avv_harness.wire.execute import ExecContext, RetryPolicy
+
+log = logging.getLogger("avv")
+
+
+@dataclass
+class OpenedRun:
+    run_id: str
+    run_dir: Path
+    writer: RecordWriter
+    before: ResumePoint = field(default_factory=ResumePoint)  # what earlier sessions recorded (resume)
+    started_at: str = ""  # the first start of a resumed run
+
+
+def new_run_id() -> str:
+    return datetime.now().strftime("%Y%m%d-%H%M%S-") + os.urandom(2).hex()
+
+
+def open_run_folder(options: RunOptions, samples: SampleSet, config_identity: str) -> OpenedRun:
+    """Create the run folder (or check and reopen the one to resume) and open records.csv for appending.
+    InputError when the folder cannot be written or does not belong to this run."""
+    before = ResumePoint()
+    started_at = ""
+    if options.resume:
+        run_dir = Path(options.resume)
+        previous = check_resumable(run_dir, config_identity, options.mode, samples)
+        if (run_dir / RECORDS_CSV).is_file():
+            upgrade_columns(run_dir / RECORDS_CSV)  # appended rows must have the header's width
+        before = resume_point(run_dir, samples)
+        started_at = previous.started_at
+    else:
+        run_dir = Path(options.out) / (options.run_id or new_run_id())
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        writer = RecordWriter(run_dir / RECORDS_CSV)
+    except (OSError, RecordWriteError) as exc:
+        raise InputError(f"{run_dir}: cannot write the run folder ({exc.strerror or exc})") from None
+    return OpenedRun(run_dir.name, run_dir, writer, before, started_at)
+
+
+def check_out_folder(options: RunOptions, samples: SampleSet, config_identity: str) -> None:
+    """What :func:`open_run_folder` would refuse, checked without opening a run: the folder to resume belongs
+    to this run, and the output folder can be written. InputError otherwise."""
+    if options.resume:
+        check_resumable(Path(options.resume), config_identity, options.mode, samples)
+        return
+    out = Path(options.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write the run folder ({exc.strerror or exc})") from None
+
+
+def ui_run_options(options: RunOptions, runs_before: int) -> RunOptions:
+    """The options of a process's next run in the web UI: the first run resumes ``--avv-resume`` (when given)
+    and is named ``--avv-run-id``; later runs are new folders, a fixed run id getting ``-2``, ``-3`` …"""
+    if runs_before == 0:
+        return options
+    run_id = f"{options.run_id}-{runs_before + 1}" if options.run_id else ""
+    return dataclasses.replace(options, resume="", run_id=run_id)
+
+
+def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendor_ids: list[VendorId],
+            class_names: tuple[str, ...], worker_id: str, policy: RetryPolicy) -> RunState:
+    """Open the run folder (:func:`open_run_folder`) and build the run's ledger (stress mode: round robin and
+    the ladder's policy) and execution context. InputError as :func:`open_run_folder`."""
+    opened = open_run_folder(options, samples, config_identity)
+    sample_ids = [s.sample_id for s in samples.samples]
+    stress = None
+    if options.is_stress:
+        stress = StressPolicy(options.stress, class_names)
+        ledger = Ledger.round_robin(vendor_ids, sample_ids)
+    else:
+        ledger = Ledger.for_items(vendor_ids, sample_ids, options.repeats, set(opened.before.done))
+    exec_ctx = ExecContext(run_id=opened.run_id, worker=worker_id, policy=policy, timeout_s=options.timeout_s,
+                           max_request_s=options.max_request_s, overrides=options.overrides,
+                           max_event_bytes=options.max_event_bytes)
+    run = RunState(opened.run_id, opened.run_dir, opened.writer, ledger, exec_ctx, stress=stress,
+                   vendor_totals={v: len(q) for v, q in ledger.pending.items()},
+                   items_done_before=0 if stress else len(opened.before.done))
+    run.manifest.started_at = opened.started_at
+    # run.json counts what records.csv holds: the rows of earlier sessions, then this session's
+    run.manifest.records_written = run.manifest.records_before_resume = opened.before.rows
+    return run
+
+
+def fill_manifest(manifest: RunManifest, *, run: RunState, options: RunOptions, samples: SampleSet,
+                  config_identity: str, vendors: list[dict[str, Any]], role: str, workers: int | None,
+                  sim_url: str | None, redact: Any, sim_truth_log: str | None = None) -> None:
+    """The parts of run.json known when the run starts."""
+    m = manifest
+    m.run_id, m.mode = run.run_id, options.mode
+    m.config_path, m.config_identity = os.path.abspath(options.config), config_identity
+    # a ${VAR} secret may sit in a URL, header or extra_body; the names stay (see Redactor.record)
+    m.vendors = [{**redact.value(v), **{k: v[k] for k in ("model", "name", "model_id") if k in v}} for v in vendors]
+    picked = {f"{v['model']}/{v['name']}": {"adapter": v.get("adapter"), "why": v.get("adapter_source")}
+              for v in vendors if str(v.get("adapter_source", "")).startswith("auto")}
+    if picked:  # adapter: auto — what it picked and why (each vendor's entry says so too)
+        m.extra["adapters_auto"] = picked
+    m.samples = {"path": os.path.abspath(samples.path), "sha256": samples.sha256, "count": len(samples.samples),
+                 "ids_sha256": sample_ids_hash(samples),
+                 "skipped_lines": [[line, msg] for line, msg in samples.skipped_lines]}
+    m.options = {k: redact.value(v) for k, v in options.raw.items()}
+    m.locust = {"version": locust.__version__, "role": role, "workers": workers}
+    m.simulator = {"url": sim_url} if sim_url else None
+    if m.simulator is not None and sim_truth_log:  # the web UI's simulator serves every run of the process
+        m.simulator["truth_log"] = os.path.abspath(sim_truth_log)
+    m.started_at = m.started_at or utc_now()  # a resumed run keeps its first start
+    m.items_total = run.items_done_before + run.ledger.total  # a resumed run's items done before, too
+    m.budget = {"max_total_tokens": options.max_total_tokens or None, "exhausted": False}
+
+
+def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True) -> tuple[Any, str | None]:
+    """Score the run folder, print the tables and where report.md and report.html are (stress runs with
+    --avv-no-score: the stress outputs only). Returns (the ScoreResult or None, the problem: why the scores are
+    missing or leave rows out, else None). Never raises an Exception: the records are safe on disk and
+    ``avv-score RUN`` can score them later (a stop signal, a KeyboardInterrupt, passes)."""
+    if no_score and not stress:
+        return None, None
+    try:
+        import avv_scoring
+
+        print(f"avv-locust: scoring {run_dir} (Ctrl-C or SIGTERM stops the scoring; the records are complete)",
+              flush=True)
+        if no_score:  # stress.csv, capacity.csv, plots and the report's stress section
+            result = avv_scoring.stress_only(run_dir)
+        else:
+            result = avv_scoring.score_paths([run_dir], out_dir=run_dir, html=html)
+        # the client-bound advice is printed once, by the caller, after the tables (even unscored)
+        print("\n" + avv_scoring.render_tables(result, client_advice=False), flush=True)
+        print(f"scores: {run_dir / 'report.md'}", flush=True)
+        if "report.html" in result.outputs:
+            print(f"report: {result.outputs['report.html']}", flush=True)
+        left_out = getattr(result, "excluded_rows", None)
+        return result, (f"{len(left_out)} row(s) left out of the scores (named in report.md)" if left_out else None)
+    except Exception as exc:
+        log.error("scoring failed (%s); re-run: avv-score %s", exc, run_dir)
+        return None, f"scoring failed ({type(exc).__name__}: {str(exc)[:200]})"
+
+
+def summary_line(manifest: RunManifest, run_dir: Path, completed: bool, stop_reason: str | None,
+                 max_total_tokens: int, scoring_problem: str | None = None) -> str:
+    """The closing line: how many records records.csv holds (after a resume: also how many this session wrote),
+    where, whether (and how) to resume, and whether the scores are whole."""
+    if completed and scoring_problem:
+        state = f"run complete, but {scoring_problem}: score it with avv-score {run_dir}"
+    elif completed:
+        state = "run complete"
+    elif stop_reason == "budget":
+        state = f"stopped by the token budget ({manifest.tokens_used} ≥ {max_total_tokens} tokens)"
+    elif stop_reason == "disk":
+        state = ("STOPPED: records could not be written (disk full or folder not writable); "
+                 f"free space, then resume with --avv-resume {run_dir}")
+    else:
+        why = {"run_time": "--run-time reached", "interrupted": "interrupted"}.get(stop_reason or "", "stopped")
+        state = f"run INCOMPLETE ({why}): resume with --avv-resume {run_dir}"
+    records = f"{manifest.records_written} records"
+    if manifest.records_before_resume:
+        records += f" ({manifest.records_written - manifest.records_before_resume} this session)"
+    return f"\navv-locust: {records} in {run_dir / RECORDS_CSV} ({state})"

@@ -1,0 +1,223 @@
+"""How runs begin and end (harness layer; a part of :class:`~avv_harness.run.controller.RunController`).
+
+Headless, a process makes one run: :meth:`RunLifecycle.begin` at ``init``, :meth:`RunLifecycle.finish` at
+``quitting``. With the web UI, :meth:`RunLifecycle.prepare_ui` checks the inputs and starts the simulator
+at ``init``; the shape's first tick after START begins a run, Locust's ``test_stop`` ends it
+(:meth:`RunLifecycle.end_run`: records closed, manifest written, run scored) and ``quitting`` ends a run
+still open, then stops the simulator. Kept apart from the controller's item and load handling so each
+module stays one job; the attributes it uses are the controller's (see ``RunController.__init__``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import gevent
+import gevent.event
+
+from avv_core.manifest import RECORDS_CSV
+from avv_core.samples import SampleSet, load_samples
+from avv_core.stop_signals import Interrupted, interrupt_on_signals
+from avv_harness.locust.distribution import MasterWork
+from avv_harness.run.folder import check_out_folder, fill_manifest, new_run, score_run, summary_line, ui_run_options
+from avv_harness.run.lag_monitor import client_bound_advice, client_load
+from avv_harness.run.progress import progress_line
+from avv_harness.run.state import EXIT_OK, RunState
+
+log = logging.getLogger("avv")
+
+
+def skipped_lines_warning(samples: SampleSet, listed: int = 20) -> str:
+    """--avv-skip-bad-lines: how many sample lines were skipped, which, and why the first one was."""
+    skipped = samples.skipped_lines
+    lines = ", ".join(str(line) for line, _ in skipped[:listed]) + (" …" if len(skipped) > listed else "")
+    return (f"{len(skipped)} malformed sample line(s) skipped (lines {lines}; run.json lists why); "
+            f"first: {skipped[0][1]}")
+
+
+class RunLifecycle:
+    """Beginning and ending runs; mixed into :class:`~avv_harness.run.controller.RunController`."""
+
+    def _load_samples(self) -> SampleSet:
+        if self.samples is None:
+            self.samples = load_samples(self.options.samples, skip_bad_lines=self.options.skip_bad_lines)
+            if self.samples.skipped_lines:
+                print(f"avv-locust: warning: {skipped_lines_warning(self.samples)}", flush=True)
+        return self.samples
+
+    def prepare_ui(self) -> None:
+        """Web UI mode, at ``init``: refuse bad input now (InputError → exit 2) — samples, the folder to resume,
+        the output folder — and start the simulator once for every run of this process."""
+        samples = self._load_samples()
+        check_out_folder(self.options, samples, self.config_identity)
+        if self._needs_simulator():
+            self.sim_truth_log = str(Path(self.options.out) / f"sim_truth-{os.getpid()}.jsonl")
+            self._start_simulator(self.sim_truth_log)
+
+    def _start_simulator(self, truth_log: str) -> None:
+        from avv_sim import start_simulator
+
+        # the simulator reads the samples' gold labels from the file itself: no vendor is ever sent them
+        self.sim = start_simulator(self.options.sim_config, truth_log=truth_log, gold=self.options.samples)
+        self.sim_url = self.sim.url
+        log.info("started the simulated vendors at %s", self.sim_url)
+
+    def _needs_simulator(self) -> bool:
+        return self.sim is None and not self.sim_url and any(v.uses_simulator for v in self.vendors.values())
+
+    def begin(self) -> RunState:
+        """Begin a run: open (or resume) its folder, build its ledger and manifest; headless, start the
+        simulator (its truth log in the run folder)."""
+        options = ui_run_options(self.options, len(self.runs)) if self.ui_mode else self.options
+        run = new_run(options, self._load_samples(), self.config_identity, list(self._ids.values()),
+                      tuple(self.vendors), self.worker_id, self._retry_policy())
+        if self._needs_simulator():
+            self._start_simulator(str(run.run_dir / "sim_truth.jsonl"))
+        workers = getattr(self.env.parsed_options, "expect_workers", None) if self.role == "master" else None
+        fill_manifest(run.manifest, run=run, options=options, samples=self.samples,
+                      config_identity=self.config_identity, vendors=[v.redacted() for v in self.vendors.values()],
+                      role=self.role, workers=workers, sim_url=self.sim_url, redact=self.redact,
+                      sim_truth_log=self.sim_truth_log)
+        for earlier in self.runs:  # keep what a download needs (the folder), not the scored frames
+            earlier.result = None
+        self.exec, self.run = run.exec, run
+        self.runs.append(run)
+        self.save_manifest()
+        items = "the stress ladder" if options.is_stress else f"{run.ledger.total} items"
+        log.info("avv run %s: %s for %d vendors; records → %s", run.run_id, items, len(self.vendors),
+                 run.run_dir / RECORDS_CSV)
+        self.run_hook.fire(run=run, phase="begin")
+        if not self.ui_mode and self.progress_interval_s > 0:
+            self._progress = gevent.spawn(self._print_progress, run)
+        return run
+
+    def save_manifest(self) -> None:
+        run = self.run
+        if run is None:
+            return
+        try:
+            run.save_manifest(self.stress_summary() if run.stress is not None else None)
+        except OSError as exc:
+            log.error("cannot write %s/run.json: %s", run.run_dir, exc.strerror or exc)
+
+    def _print_progress(self, run: RunState) -> None:
+        while not run.finished:
+            gevent.sleep(self.progress_interval_s)
+            if not run.finished:
+                level = run.stress.level if run.stress is not None else None
+                print(progress_line(run.items_done, run.ledger.total, len(self.vendors), run.items_failed,
+                                    time.monotonic() - run.started_monotonic, level, run.stress is not None),
+                      flush=True)
+
+    def _begin_from_ui(self) -> bool:
+        try:
+            self.begin()
+            return True
+        except Exception as exc:  # e.g. the output folder became unwritable: this START does nothing
+            log.error("cannot begin a new run: %s", exc)
+            return False
+
+    def stress_summary(self) -> dict[str, Any]:
+        summary = self.run.stress.summary()
+        summary["stopped_after"] = {self.vendors[n].name: lvl for n, lvl in summary["stopped_after"].items()}
+        return summary
+
+    # ------------------------------------------------------------------------------------ the end
+
+    def _on_test_stop(self, environment: Any, **_: Any) -> None:
+        self.end_run()
+
+    def _on_quitting(self, environment: Any, **_: Any) -> None:
+        second = self.quit_done  # another shutdown() is (or was) already finishing the process
+        environment.process_exit_code = self.finish()
+        if second:
+            # Locust runs shutdown() (quitting → stats → sys.exit) once per stop request: in web-UI mode its own
+            # SIGTERM handler does, in a greenlet, beside the main greenlet's (ours: SIGTERM → KeyboardInterrupt),
+            # and a later SIGTERM adds one more. The first one exits the process. A second one must not reach its
+            # sys.exit: after the main greenlet has exited it is raised into the exiting interpreter (the atexit
+            # traceback), and before, it ends the process mid-way through the first. So it waits here until the
+            # process ends: the first one's sys.exit (in the main greenlet or thrown into it) ends both.
+            gevent.event.Event().wait()
+
+    def finish(self) -> int:
+        """End the process's part, in this order: end the open run (close the writer → write the manifest →
+        stop the simulator → score → print) → stop the simulator → exit status (the last run's; 0 when no run
+        began). Idempotent; signals during it are ignored (see _stop_on_signals), except during the scoring.
+
+        Two shutdowns can overlap (see :meth:`_on_quitting`): a second caller waits for the first to end and gets
+        the same exit status (before: it got 0 at once, while the first was still scoring)."""
+        if self.quit_done:
+            if self.finishing is not None and self.finishing[0] is not gevent.getcurrent():
+                self.finishing[1].wait()
+            return self.exit_code if self.exit_code is not None else EXIT_OK
+        self.quit_done = self.stopping = True
+        self.finishing = (gevent.getcurrent(), gevent.event.Event())
+        try:
+            return self._finish()
+        finally:
+            self.finishing[1].set()
+
+    def _finish(self) -> int:
+        if self.lag is not None:
+            self.lag.stop()
+        if self.role == "worker":
+            self.exit_code = EXIT_OK
+            return self.exit_code
+        if isinstance(self.work, MasterWork):
+            self.work.close()
+        if self.run is not None and not self.run.finished:
+            self.end_run(stop_simulator=True)
+        self._stop_simulator()
+        self.exit_code = self.run.exit_code if self.run is not None and self.run.exit_code is not None else EXIT_OK
+        return self.exit_code
+
+    def end_run(self, stop_simulator: bool = False) -> int | None:
+        """End the current run, in this order: close the writer → write the manifest → (at quit: stop the
+        simulator) → score (report.md, report.html) → exit status → the closing line. Idempotent. SIGINT or
+        SIGTERM during the scoring stops it: exit status 128 + the signal, and the closing lines say the
+        records are complete and how to score them (``avv-score RUN``)."""
+        run = self.run
+        if run is None or run.finished:
+            return run.exit_code if run is not None else None
+        run.finished = True
+        if self._progress is not None:
+            self._progress.kill(block=False)
+        if run.stress is not None and not run.stress.done:
+            run.stress.stop_now(run.last_run_time_s)
+        completed = run.completed
+        if not completed and run.stop_reason is None:
+            run.stop_reason = "interrupted"
+        run.close(completed)
+        run.manifest.extra["client_load"] = client_load(run.load_rows)
+        self.save_manifest()
+        if stop_simulator:
+            self._stop_simulator()
+        interrupted = None
+        if run.manifest.records_written and run.stop_reason != "disk":
+            try:  # the records are complete on disk: a signal now stops the scoring, not the saving
+                with interrupt_on_signals(after=self.rearm_signals):
+                    run.result, run.scoring_problem = score_run(
+                        run.run_dir, no_score=self.options.no_score, stress=run.stress is not None,
+                        html=not self.options.no_html)
+            except Interrupted as exc:
+                interrupted = exc
+        run.exit_code = run.exit_status()
+        if interrupted is not None:  # as a shell reports a process ended by the signal
+            run.exit_code = interrupted.exit_status
+        for line in client_bound_advice(run.manifest.extra["client_load"]):  # once per run (scoring leaves it out)
+            print(f"avv-locust: warning: {line}", flush=True)
+        if interrupted is not None:
+            print(f"\navv-locust: scoring stopped by {interrupted.name}; the records and run.json are complete: "
+                  f"score them with avv-score {run.run_dir}", flush=True)
+        print(summary_line(run.manifest, run.run_dir, completed, run.stop_reason, self.options.max_total_tokens,
+                           run.scoring_problem), flush=True)
+        self.run_hook.fire(run=run, phase="end")
+        return run.exit_code
+
+    def _stop_simulator(self) -> None:
+        if self.sim is not None:
+            self.sim.stop()

@@ -1,0 +1,206 @@
+"""The ``--avv-*`` options: registration on Locust's parser, and :class:`RunOptions`, their checked,
+typed view (every count and duration range-checked: a bad value is an InputError naming the option).
+
+Options come from the command line, ``locust.conf`` and ``LOCUST_AVV_*`` environment variables, exactly
+as Locust reads its own. Defaults point at the demo that ships inside the package (``avv_harness/data``),
+so an installed package runs the demo from any directory.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from avv_core.errors import InputError
+from avv_harness.dialects.overrides import Overrides, parse_overrides
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DEFAULT_CONFIG = DATA_DIR / "demo.yaml"
+DEFAULT_SAMPLES = DATA_DIR / "demo.jsonl"
+DEFAULT_SIM_CONFIG = DATA_DIR / "sim.yaml"
+DEFAULT_LADDER_CAP = 32
+# Largest SSE event (or line) read from a vendor. Big tool-call arguments arrive split over many events
+# (a few KiB each); one event of 4 MiB is already far beyond any real chunk and costs 10–25 ms to parse.
+DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
+MIN_MAX_EVENT_BYTES = 1024
+
+
+class _EnvGroup:
+    """An argument group that gives every option its ``LOCUST_AVV_*`` environment variable (Locust's
+    configargparse reads custom options from the environment only when ``env_var`` is set)."""
+
+    def __init__(self, group: Any):
+        self._group = group
+
+    def add_argument(self, *names: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("env_var", "LOCUST_" + names[0][2:].replace("-", "_").upper())
+        try:
+            return self._group.add_argument(*names, **kwargs)
+        except TypeError:  # a plain argparse parser (tests, docs): no env_var support
+            kwargs.pop("env_var", None)
+            return self._group.add_argument(*names, **kwargs)
+
+
+def add_arguments(parser: Any) -> None:
+    """Register every ``--avv-*`` option on Locust's (or a plain argparse) parser."""
+    group = _EnvGroup(parser.add_argument_group(
+        "avv-locust", "Vendor verification options (also from locust.conf / LOCUST_AVV_*)"
+    ))
+    add = group.add_argument
+    add("--avv-config", default=str(DEFAULT_CONFIG), help="Vendor config YAML (AVV layout).")
+    add("--avv-samples", default=str(DEFAULT_SAMPLES), help="Sample JSONL (one request body per line).")
+    add("--avv-model", default="", help="Comma-separated models of the config to run (default all).")
+    add("--avv-repeats", type=int, default=1, help="Times each sample is sent to each vendor (≥ 1).")
+    add("--avv-out", default="results", help="Folder for run folders (records.csv, run.json, scores).")
+    add("--avv-run-id", default="", help="Run folder name (default: timestamp).")
+    add("--avv-retries", type=int, default=3, help="Retries per item (connect, timeout, 429, 5xx, truncated).")
+    add("--avv-backoff-s", type=float, default=0.5, help="Base of the exponential back-off, seconds.")
+    add("--avv-retry-after-cap-s", type=float, default=30.0, help="Longest Retry-After honoured, seconds.")
+    add("--avv-timeout", type=float, default=0.0, help="Idle read timeout in seconds (default: vendor timeout_s).")
+    add("--avv-max-request-s", type=float, default=600.0,
+        help="Total time cap per attempt, seconds (default 600; a vendor's max_request_s wins).")
+    add("--avv-max-event-bytes", type=int, default=DEFAULT_MAX_EVENT_BYTES,
+        help="Largest SSE event or line accepted from a vendor, bytes (default 4 MiB; ≥ 1024); a larger one "
+        "fails the attempt as bad_sse.")
+    add("--avv-sim-config", default=str(DEFAULT_SIM_CONFIG), help="Simulator profiles for {sim} vendors.")
+    add("--avv-skip-bad-lines", action="store_true", default=False, help="Skip malformed sample lines.")
+    add("--avv-resume", default="", help="Run folder to resume: runs only its missing, failed or changed items.")
+    add("--avv-max-total-tokens", type=int, default=0, help="Stop starting items once reported tokens reach N.")
+    add("--avv-spawn-rate", type=float, default=0.0,
+        help="Users spawned per second (default 0: all at once; --avv-start-jitter-s spreads their starts).")
+    add("--avv-start-jitter-s", type=float, default=1.0,
+        help="Each user waits U(0, this) before its first request, so new streams do not start in one burst.")
+    add("--avv-no-score", action="store_true", default=False, help="Do not score the run at the end.")
+    add("--avv-no-html", action="store_true", default=False,
+        help="Score the run but do not write report.html (its figures take ~2 s per run).")
+    add("--avv-mode", default="verify", choices=["verify", "stress"], help="verify (default) or stress.")
+    add("--avv-stress-levels", default="", help="Concurrency ladder, e.g. 1,2,4,8 (default doubling to 32).")
+    add("--avv-stress-step-s", type=float, default=30.0, help="Seconds each level is held.")
+    add("--avv-slo-ttft-p95-ms", type=float, default=5000.0, help="SLO: TTFT p95 at most this.")
+    add("--avv-slo-error-rate", type=float, default=0.01, help="SLO: share of failed requests at most this.")
+    add("--avv-temperature", type=float, default=None, help="Override every request's temperature (0–2).")
+    add("--avv-max-tokens", type=int, default=None,
+        help="Override every request's max_tokens (and max_completion_tokens where a sample has it).")
+    add("--avv-extra-body", default="", help="JSON object deep-merged over every request (after the vendor's "
+        "extra_body).")
+    add("--avv-header", action="append", default=None, metavar="NAME:VALUE",
+        help="Header added to every request (repeatable; in locust.conf: avv-header = [A:1, B:2]).")
+
+
+def preparse_options(args: list[str] | None = None) -> Any:
+    """Our options as Locust will parse them (command line, LOCUST_* env, locust.conf), read early:
+    the User classes are named after the configured vendors, so the config is needed at import time."""
+    from locust.argument_parser import get_parser
+
+    options, _ = get_parser().parse_known_args(args=args)
+    return options
+
+
+def parse_levels(text: str) -> tuple[int, ...]:
+    if not text.strip():
+        return tuple(2**i for i in range(int(math.log2(DEFAULT_LADDER_CAP)) + 1))
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InputError(f"--avv-stress-levels: expected comma-separated integers, got {text!r}") from None
+    if not levels or any(level < 1 for level in levels) or levels != sorted(set(levels)):
+        raise InputError(f"--avv-stress-levels: levels must be increasing positive integers, got {text!r}")
+    return tuple(levels)
+
+
+@dataclass(frozen=True)
+class StressSettings:
+    levels: tuple[int, ...]  # users per vendor at each level
+    step_s: float  # seconds each level is held
+    slo_ttft_p95_ms: float  # a level meets the SLO when TTFT p95 ≤ this …
+    slo_error_rate: float  # … and the failed share ≤ this
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The ``--avv-*`` options after checking. Built once per process from Locust's parsed options."""
+
+    config: str  # vendor config path
+    samples: str  # sample JSONL path
+    models: tuple[str, ...]  # models to run (empty: all)
+    repeats: int  # times each sample goes to each vendor
+    out: str  # folder holding run folders
+    run_id: str  # run folder name ("" = a timestamp)
+    retries: int  # retries per item
+    backoff_s: float  # exponential back-off base
+    retry_after_cap_s: float  # longest Retry-After honoured
+    timeout_s: float | None  # idle read timeout override (None: each vendor's timeout_s)
+    max_request_s: float  # total time cap per attempt (a vendor's own max_request_s wins)
+    max_event_bytes: int  # largest SSE event or line read from a vendor
+    sim_config: str  # simulator profiles
+    skip_bad_lines: bool  # skip malformed sample lines instead of failing
+    resume: str  # run folder to resume ("" = a new run)
+    max_total_tokens: int  # token budget (0 = none)
+    spawn_rate: float  # users per second (0 = all at once)
+    start_jitter_s: float  # random delay before each user's first request
+    no_score: bool  # skip scoring at the end
+    no_html: bool  # score, but without report.html
+    mode: str  # verify | stress
+    stress: StressSettings | None  # set in stress mode
+    run_time_s: float | None  # Locust's -t/--run-time (honoured by the run's shape)
+    overrides: Overrides  # --avv-temperature / --avv-max-tokens / --avv-extra-body / --avv-header
+    raw: dict[str, Any]  # every avv_* option as parsed, for run.json
+
+    @property
+    def is_stress(self) -> bool:
+        return self.mode == "stress"
+
+    @classmethod
+    def from_parsed(cls, parsed: Any) -> RunOptions:
+        """Check and type the parsed options; InputError names the first bad option."""
+        def number(name: str, minimum: float, *, strict: bool = False, maximum: float | None = None) -> float:
+            value = getattr(parsed, name)
+            flag = "--" + name.replace("_", "-")
+            if value is None or not math.isfinite(float(value)):
+                raise InputError(f"{flag}: must be a finite number, got {value!r}")
+            if (value <= minimum) if strict else (value < minimum):
+                raise InputError(f"{flag}: must be {'>' if strict else '≥'} {minimum:g}, got {value!r}")
+            if maximum is not None and value > maximum:
+                raise InputError(f"{flag}: must be ≤ {maximum:g}, got {value!r}")
+            return value
+
+        stress = None
+        if parsed.avv_mode == "stress":
+            stress = StressSettings(
+                levels=parse_levels(parsed.avv_stress_levels),
+                step_s=number("avv_stress_step_s", 0, strict=True),
+                slo_ttft_p95_ms=number("avv_slo_ttft_p95_ms", 0, strict=True),
+                slo_error_rate=number("avv_slo_error_rate", 0, maximum=1),
+            )
+        run_time = getattr(parsed, "run_time", None)
+        timeout = number("avv_timeout", 0)
+        return cls(
+            config=str(parsed.avv_config),
+            samples=str(parsed.avv_samples),
+            models=tuple(m.strip() for m in str(parsed.avv_model).split(",") if m.strip()),
+            repeats=int(number("avv_repeats", 1)),
+            out=str(parsed.avv_out),
+            run_id=str(parsed.avv_run_id),
+            retries=int(number("avv_retries", 0)),
+            backoff_s=number("avv_backoff_s", 0),
+            retry_after_cap_s=number("avv_retry_after_cap_s", 0),
+            timeout_s=timeout or None,
+            max_request_s=number("avv_max_request_s", 0, strict=True),
+            max_event_bytes=int(number("avv_max_event_bytes", MIN_MAX_EVENT_BYTES)),
+            sim_config=str(parsed.avv_sim_config),
+            skip_bad_lines=bool(parsed.avv_skip_bad_lines),
+            resume=str(parsed.avv_resume),
+            max_total_tokens=int(number("avv_max_total_tokens", 0)),
+            spawn_rate=number("avv_spawn_rate", 0),
+            start_jitter_s=number("avv_start_jitter_s", 0),
+            no_score=bool(parsed.avv_no_score),
+            no_html=bool(getattr(parsed, "avv_no_html", False)),
+            mode=str(parsed.avv_mode),
+            stress=stress,
+            run_time_s=float(run_time) if run_time else None,
+            overrides=parse_overrides(getattr(parsed, "avv_temperature", None), getattr(parsed, "avv_max_tokens", None),
+                                      getattr(parsed, "avv_extra_body", ""), getattr(parsed, "avv_header", None)),
+            raw={k: v for k, v in sorted(vars(parsed).items()) if k.startswith("avv_")},
+        )

@@ -1,0 +1,119 @@
+"""One run's state (harness layer, held by the controller): its folder, record writer, work ledger, manifest,
+stress policy and counters.
+
+A run is one run folder. A headless process has exactly one; in the web UI each START begins a new one and
+each STOP ends it, while the process (and the simulator) keeps running. The controller keeps the current
+:class:`RunState` and replaces it when a new run begins, so nothing of one run leaks into the next.
+
+No Locust and no logging here: the controller feeds records in and decides when a run begins and ends.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from avv_core.items import VendorId
+from avv_core.manifest import RunManifest, utc_now
+from avv_core.record_file import RecordWriteError, RecordWriter
+from avv_core.records import STATUS_SUCCESS, Record
+from avv_harness.run.ledger import Ledger
+from avv_harness.run.stress_policy import StressPolicy
+from avv_harness.wire.execute import ExecContext
+
+EXIT_OK, EXIT_INCOMPLETE, EXIT_INPUT, EXIT_WRITE, EXIT_SCORING = 0, 1, 2, 3, 4
+
+
+@dataclass
+class RunState:
+    run_id: str  # the run folder's name; every record of the run carries it
+    run_dir: Path  # the run folder
+    writer: RecordWriter  # appends to run_dir/records.csv
+    ledger: Ledger  # which items are pending, in flight, done
+    exec: ExecContext  # how items run (run id, retries, timeouts); sent to workers
+    manifest: RunManifest = field(default_factory=RunManifest)  # run.json
+    stress: StressPolicy | None = None  # stress mode: the ladder
+    vendor_totals: dict[VendorId, int] = field(default_factory=dict)  # items per vendor this run (verify mode)
+    started_monotonic: float = field(default_factory=time.monotonic)  # for the progress line's rate and ETA
+    stop_reason: str | None = None  # why it ended early: budget, run_time, interrupted, disk
+    finished: bool = False  # ended: later records are dropped, the writer is closed
+    exit_code: int | None = None  # set when it ends
+    items_failed: int = 0  # items recorded with status failed
+    last_run_time_s: float = 0.0  # the shape's run time at its last tick
+    announced_level: int | None = None  # the stress level last logged
+    result: Any = None  # the ScoreResult it was scored to (None: not scored, or scoring failed)
+    scoring_problem: str | None = None  # why its scores are missing or partial (scoring failed, rows left out)
+    load_rows: list[dict[str, Any]] = field(default_factory=list)  # worker, vendor, client lag and CPU per record
+    items_done_before: int = 0  # resume: items earlier sessions recorded as done (not in this ledger)
+
+    @property
+    def items_done(self) -> int:
+        return len(self.ledger.done)
+
+    @property
+    def completed(self) -> bool:
+        """Every item recorded (stress mode: the ladder ran to its end), and nothing stopped it early."""
+        if self.stop_reason is not None:
+            return False
+        return self.stress.done if self.stress is not None else self.ledger.finished
+
+    def write(self, records: list[Record]) -> None:
+        """Append an item's rows; RecordWriteError when records.csv cannot be written."""
+        self.writer.write_many(records)
+        self.manifest.records_written += len(records)
+
+    def account(self, records: list[Record], class_name_of: Callable[[Record], str]) -> bool:
+        """Count an item's records (failures, client errors, tokens; the stress policy's observations).
+        True when this item used up the token budget ``manifest.budget['max_total_tokens']``."""
+        m = self.manifest
+        for record in records:
+            self.load_rows.append({k: record.get(k) for k in ("worker", "vendor", "client_lag_ms", "client_cpu_pct")})
+            if record.get("status") != STATUS_SUCCESS:
+                self.items_failed += 1
+            if record.get("error_kind") == "client_error":
+                m.items_failed_client += 1
+            if self.stress is not None:
+                self.stress.observe(class_name_of(record), record.get("level"), record.get("status") == "success",
+                                    record.get("ttft_ms"))
+            if record.get("total_tokens") is not None:
+                m.tokens_used += int(record["total_tokens"])
+        cap = (m.budget or {}).get("max_total_tokens")
+        if cap and m.tokens_used >= cap and not m.budget["exhausted"]:
+            m.budget["exhausted"] = True
+            return True
+        return False
+
+    def stop(self, reason: str) -> int | None:
+        """Stop starting items for ``reason``; the number of items dropped, or None when already stopped."""
+        if self.stop_reason is not None:
+            return None
+        self.stop_reason = reason
+        return self.ledger.drop_pending()
+
+    def save_manifest(self, stress_summary: dict[str, Any] | None = None) -> None:
+        """Write run.json (OSError when it cannot be written)."""
+        self.manifest.items_recorded = self.items_done_before + self.items_done
+        if stress_summary is not None:
+            self.manifest.stress = stress_summary
+        self.manifest.write(self.run_dir)
+
+    def close(self, completed: bool) -> None:
+        """Mark it ended: close the writer and fill the manifest's end fields (written by the caller)."""
+        self.writer.close()
+        m = self.manifest
+        m.ended_at, m.completed, m.stop_reason = utc_now(), completed, self.stop_reason
+
+    def exit_status(self) -> int:
+        """3 records not written; 1 stopped early (resumable); 4 every item recorded but the scores are missing or
+        partial (``avv-score RUN`` scores the records later); 0 complete and scored."""
+        if self.stop_reason == "disk":
+            return EXIT_WRITE
+        if not self.completed:
+            return EXIT_INCOMPLETE
+        return EXIT_SCORING if self.scoring_problem else EXIT_OK
+
+
+__all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_OK", "EXIT_SCORING", "EXIT_WRITE", "RecordWriteError", "RunState"]

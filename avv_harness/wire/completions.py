@@ -1,0 +1,44 @@
+"""Raw-completions mode (``endpoint: completions``): the request body for ``/v1/completions`` and the
+reading of its answer.
+
+Layer: wire client. The request is the chat body the vendor would have got (sample, transforms, overrides)
+with ``messages`` and ``tools`` replaced by ``prompt`` = the chat template's rendering of them; every other
+field (``temperature``, ``max_tokens``, ``tool_choice`` …) is passed on, as K2-Vendor-Verifier does. The
+stream's ``choices[0].text`` is collected as it arrives (TTFT = the first non-empty text); at the end the
+tool parser splits it into reasoning (a leading ``<think>`` block), content and calls, and a ``stop``
+with parsed calls becomes ``tool_calls``. The same record columns and metrics apply.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from avv_core.tool_parsers import THINK_FIELD, parse_completion
+from avv_harness.wire.stream import Attempt, ToolCallAcc
+
+PROMPT_REPLACES = ("messages", "tools")
+
+
+def completion_body(chat_body: dict[str, Any], template: Any) -> dict[str, Any]:
+    """``chat_body`` for ``/v1/completions``: ``prompt`` rendered from its messages and tools."""
+    prompt = template.render(list(chat_body.get("messages") or []), chat_body.get("tools") or None)
+    body = {k: v for k, v in chat_body.items() if k not in PROMPT_REPLACES}
+    return {"prompt": prompt, **body}
+
+
+def finish_completion(att: Attempt, parser: str) -> None:
+    """Read reasoning, content and tool calls out of the completion text (in place)."""
+    parsed = parse_completion("".join(att.content), parser)
+    att.content = [parsed.content] if parsed.content else []
+    if parsed.reasoning:
+        att.reasoning_chars += len(parsed.reasoning)
+        if THINK_FIELD not in att.reasoning_fields:
+            att.reasoning_fields.append(THINK_FIELD)
+    if parsed.calls:
+        att.saw_tool_call_delta = True
+        att.tool_calls = {i: ToolCallAcc(call["id"], call["name"], [call["arguments"]])
+                          for i, call in enumerate(parsed.calls)}
+        if att.finish_reason == "stop":
+            att.finish_reason = "tool_calls"
+    if att.t_first_token is not None and parsed.first_kind:
+        att.first_token_kind = parsed.first_kind

@@ -1,0 +1,346 @@
+"""One work item = (vendor, sample, repeat): build the request, run attempts with retries, make the record.
+
+Retries: on ``connect``, ``timeout``, ``http_429``, ``http_5xx`` and ``truncated``; exponential back-off
+with full jitter (``base · 2^(n−1) · U(0.5, 1)``, capped), ``Retry-After`` honoured up to
+``retry_after_cap_s``. The record's timings are those of the final attempt; ``wall_ms`` covers all.
+
+The request body, in order: the sample body → the vendor's transforms (its adapter's, then its own) →
+``model``, ``stream``, usage, provider pinning → the vendor's ``extra_body`` → the global overrides. In raw
+mode (``endpoint: completions``) that chat body becomes a ``prompt`` (:mod:`avv_harness.wire.completions`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+
+from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER, WorkItem
+from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, usage_counts
+from avv_core.samples import Sample
+from avv_core.toolcalls import find_text_calls, request_tool_names
+from avv_harness.dialects.overrides import Overrides, deep_merge
+from avv_harness.dialects.transforms import apply_transforms
+from avv_harness.inputs.config import Vendor
+from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES
+from avv_harness.wire.completions import completion_body, finish_completion
+from avv_harness.wire.stream import Attempt, stream_chat
+
+log = logging.getLogger("avv")
+
+RETRYABLE = frozenset({"connect", "timeout", "http_429", "http_5xx", "truncated"})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    retries: int = 3
+    backoff_base_s: float = 0.5
+    backoff_cap_s: float = 30.0
+    retry_after_cap_s: float = 60.0
+
+    def delay(self, attempt: int, retry_after_s: float | None, rng: random.Random) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        if retry_after_s is not None:
+            return min(retry_after_s, self.retry_after_cap_s)
+        backoff = self.backoff_base_s * (2 ** (attempt - 1)) * rng.uniform(0.5, 1.0)
+        return min(backoff, self.backoff_cap_s)
+
+
+def build_body(sample: Sample, vendor: Vendor, overrides: Overrides | None = None) -> dict[str, Any]:
+    """The chat request body: sample body after the vendor's transforms, ``model`` = vendor model_id,
+    ``stream: true``, usage requested unless the vendor disables it, provider pinning, vendor ``extra_body``
+    merged (deeply), then the global overrides. The sample itself is never changed."""
+    body: dict[str, Any] = apply_transforms(sample.body, vendor.dialect.transforms)
+    body["model"] = vendor.model_id
+    body["stream"] = True
+    if vendor.include_usage:
+        body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    else:
+        body.pop("stream_options", None)
+    if vendor.provider:
+        body = deep_merge(body, {"provider": {"only": list(vendor.provider)}})
+    if vendor.extra_body:
+        body = deep_merge(body, vendor.extra_body)
+    return overrides.apply_body(body) if overrides is not None else body
+
+
+def build_request(sample: Sample, vendor: Vendor, overrides: Overrides | None = None) -> tuple[str, dict[str, Any]]:
+    """(endpoint path, body): the chat body, or in raw mode its ``/v1/completions`` form."""
+    body = build_body(sample, vendor, overrides)
+    if vendor.dialect.raw:
+        return "completions", completion_body(body, vendor.dialect.template)
+    return "chat/completions", body
+
+
+def build_headers(vendor: Vendor, item_tag: str, attempt: int,
+                  overrides: Overrides | None = None) -> dict[str, str]:
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream",
+        "Accept-Encoding": "identity",  # compressed SSE would be buffered by the decoder
+        ITEM_HEADER: item_tag,
+        ATTEMPT_HEADER: str(attempt),
+        **vendor.headers,
+        **dict(overrides.headers if overrides is not None else ()),
+    }
+    if vendor.api_key:
+        headers["Authorization"] = f"Bearer {vendor.api_key}"
+    return headers
+
+
+def endpoint_url(base_url: str, path: str = "chat/completions") -> str:
+    """``base/…/v1`` + ``/chat/completions``, keeping a query string after the path
+    (``…/v1?api-version=2024-06-01`` → ``…/v1/chat/completions?api-version=2024-06-01``)."""
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + path))
+
+
+def _ms(start: float | None, end: float | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return (end - start) * 1000.0
+
+
+#: A stream is *buffered* when its tokens were not streamed: every token event arrived in one socket read
+#: (at least BUFFERED_MIN_EVENTS of them), or the decode phase implies more than BUFFERED_MAX_TPS tokens/s,
+#: faster than any model decodes. Its per-request TPS (tokens / a decode time of ~0) would be near-infinite
+#: and inflate the TPS mean, so it is left empty; the row keeps its TTFT and latency.
+BUFFERED_MIN_EVENTS = 3
+BUFFERED_MAX_TPS = 10_000.0
+
+
+def is_buffered(att: Attempt, completion_tokens: int | None, decode_ms: float | None) -> bool:
+    if not att.ok or att.token_events < 2:
+        return False
+    if att.token_events >= BUFFERED_MIN_EVENTS and att.first_token_read == att.last_token_read:
+        return True
+    if completion_tokens is not None and completion_tokens >= 2 and decode_ms is not None:
+        return decode_ms <= 0 or (completion_tokens - 1) / (decode_ms / 1000.0) > BUFFERED_MAX_TPS
+    return False
+
+
+def _arguments_parse(raw: str) -> bool:
+    try:
+        json.loads(raw)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    return True
+
+
+def call_anomalies(att: Attempt, calls: list[dict[str, str]], tools: list[Any] | None) -> list[str]:
+    """The tool-call anomalies of a response (README "Anomalies"): ``tool_call_as_text``,
+    ``tool_call_truncated``, ``unknown_tool`` and ``empty_tool_calls``. ``tools`` = the request's tools;
+    None (unknown) skips the two checks that need them."""
+    out = []
+    names = request_tool_names(tools) if tools is not None else None
+    if names is not None and find_text_calls("".join(att.content), names):
+        out.append("tool_call_as_text")
+    if att.finish_reason == "length" and any(not _arguments_parse(c["arguments"]) for c in calls):
+        out.append("tool_call_truncated")
+    if names is not None and any(c["name"] not in names for c in calls):
+        out.append("unknown_tool")
+    if att.finish_reason == "tool_calls" and not calls:
+        out.append("empty_tool_calls")
+    return out
+
+
+def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = None) -> dict[str, Any]:
+    """Record fields derived from one attempt (the final one); ``tools`` = the request's tools (for the
+    tool-call anomalies, see :func:`call_anomalies`)."""
+    tokens, usage_problem = usage_counts(att.usage)
+    prompt, completion, total = tokens["prompt_tokens"], tokens["completion_tokens"], tokens["total_tokens"]
+    decode_ms = _ms(att.t_first_token, att.t_last_token)
+    buffered = is_buffered(att, completion, decode_ms)
+    tps = None
+    if completion is not None and completion >= 2 and decode_ms and not buffered:
+        tps = (completion - 1) / (decode_ms / 1000.0)
+    calls = [att.tool_calls[i].as_dict() for i in sorted(att.tool_calls)]
+    anomalies = []
+    if att.http_status == 200 and att.t_headers is not None and att.chunks and not att.saw_done:
+        anomalies.append("no_done")
+    if att.saw_tool_call_delta and att.finish_reason not in (None, "tool_calls"):
+        anomalies.append("tool_calls_under_stop")
+    if include_usage and att.ok and att.usage is None:
+        anomalies.append("usage_missing")
+    if usage_problem is not None:
+        anomalies.append("usage_invalid")
+    anomalies += call_anomalies(att, calls, tools)
+    if buffered:
+        anomalies.append("buffered_stream")
+    return {
+        "status": STATUS_SUCCESS if att.ok else STATUS_FAILED,
+        "error_kind": att.error_kind,
+        "error_detail": att.error_detail or usage_problem,
+        "anomalies": ";".join(anomalies) or None,
+        "http_status": att.http_status,
+        "t0_monotonic": att.t0,
+        "ttfb_ms": _ms(att.t0, att.t_headers),
+        "ttft_ms": _ms(att.t0, att.t_first_token),
+        "ttft_kind": att.first_token_kind,
+        "latency_ms": _ms(att.t0, att.t_end),
+        "decode_ms": decode_ms,
+        "chunks": att.chunks,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": total,
+        "usage_reported": att.usage is not None,
+        "tps": tps,
+        "finish_reason": att.finish_reason,
+        "saw_tool_call_delta": att.saw_tool_call_delta,
+        "tool_calls": json.dumps(calls, ensure_ascii=False),
+        "tool_call_count": len(calls),
+        "content": "".join(att.content),
+        "reasoning_chars": att.reasoning_chars,
+        "reasoning": "".join(att.reasoning),
+        "stale_conn_retries": att.stale_conn_retries,
+        "reasoning_field": ";".join(att.reasoning_fields) or None,
+    }
+
+
+@dataclass
+class ItemOutcome:
+    record: Record
+    final: Attempt
+    attempts: list[Attempt]
+
+
+@dataclass(frozen=True)
+class ExecContext:
+    """How a process runs items, decided by the process that holds the ledger (sent to workers)."""
+
+    run_id: str
+    worker: str
+    policy: RetryPolicy
+    timeout_s: float | None = None  # idle timeout override (None: the vendor's timeout_s)
+    max_request_s: float = 600.0  # total cap per attempt unless the vendor sets its own
+    overrides: Overrides = Overrides()  # --avv-temperature / --avv-max-tokens / --avv-extra-body / --avv-header
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES  # largest SSE event or line read from a vendor
+
+    def to_message(self) -> dict[str, Any]:
+        p = self.policy
+        return {"run_id": self.run_id, "retries": p.retries, "backoff_s": p.backoff_base_s,
+                "retry_after_cap_s": p.retry_after_cap_s, "timeout_s": self.timeout_s,
+                "max_request_s": self.max_request_s, "overrides": self.overrides.to_message(),
+                "max_event_bytes": self.max_event_bytes}
+
+    @classmethod
+    def from_message(cls, data: dict[str, Any], worker: str) -> ExecContext:
+        policy = RetryPolicy(retries=int(data["retries"]), backoff_base_s=float(data["backoff_s"]),
+                             retry_after_cap_s=float(data["retry_after_cap_s"]))
+        return cls(run_id=str(data["run_id"]), worker=worker, policy=policy, timeout_s=data.get("timeout_s"),
+                   max_request_s=float(data["max_request_s"]), overrides=Overrides.from_message(data.get("overrides")),
+                   max_event_bytes=int(data.get("max_event_bytes", DEFAULT_MAX_EVENT_BYTES)))
+
+
+def item_identity(item: WorkItem, ctx: ExecContext, started_at: str, vendor: Vendor | None = None) -> dict[str, Any]:
+    key = item.key
+    out = {
+        "run_id": ctx.run_id, "model": key.model, "vendor": key.vendor, "sample_id": key.sample_id,
+        "repeat": key.repeat, "level": item.level, "worker": ctx.worker, "started_at": started_at,
+        "request_hash": item.sample.request_hash, "expected_language": item.sample.language_check,
+    }
+    if vendor is not None:
+        out.update(endpoint=vendor.dialect.endpoint, transforms=";".join(vendor.dialect.transforms) or None)
+    return out
+
+
+def client_error_record(item: WorkItem, vendor: Vendor, ctx: ExecContext, exc: BaseException,
+                        started_at: str, attempts: int) -> Record:
+    """The record of an item whose run raised inside the client: recorded, never left in flight."""
+    return Record({
+        **item_identity(item, ctx, started_at, vendor), "is_baseline": vendor.is_baseline, "status": STATUS_FAILED,
+        "error_kind": "client_error", "error_detail": f"{type(exc).__name__}: {str(exc)[:300]}",
+        "attempts": max(1, attempts), "usage_reported": False, "saw_tool_call_delta": False,
+        "tool_call_count": 0,
+    })
+
+
+def execute_item(
+    session: requests.Session,
+    vendor: Vendor,
+    url: str,
+    item: WorkItem,
+    ctx: ExecContext,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    on_attempt: Callable[[Attempt], None] | None = None,
+    rng: random.Random | None = None,
+    step: int | None = None,
+) -> ItemOutcome:
+    """Run one item to completion (retries inside) and return its record. ``step`` = the agent step this request
+    is (:mod:`avv_harness.wire.agent_loop`): it is part of the ``X-AVV-Item`` tag and the record's ``step``."""
+    rng = rng or random.Random()
+    policy = ctx.policy
+    path, request = build_request(item.sample, vendor, ctx.overrides)
+    body = json.dumps(request, ensure_ascii=False).encode("utf-8")
+    endpoint = endpoint_url(url, path)
+    read_timeout = ctx.timeout_s or vendor.timeout_s
+    max_request_s = vendor.max_request_s or ctx.max_request_s
+    connect_timeout = min(10.0, read_timeout)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    attempts: list[Attempt] = []
+    first_t0 = None
+    for number in range(1, policy.retries + 2):
+        headers = build_headers(vendor, item.key.tag(ctx.run_id, number, step), number, ctx.overrides)
+        att = stream_chat(session, endpoint, body, headers, connect_timeout, read_timeout, max_request_s,
+                          ctx.max_event_bytes)
+        if vendor.dialect.raw:
+            finish_completion(att, vendor.dialect.tool_parser or "hermes")
+        attempts.append(att)
+        first_t0 = att.t0 if first_t0 is None else first_t0
+        if on_attempt is not None:
+            on_attempt(att)
+        if att.ok or att.error_kind not in RETRYABLE or number > policy.retries:
+            break
+        sleep(policy.delay(number, att.retry_after_s, rng))
+    final = attempts[-1]
+    record = Record({
+        **item_identity(item, ctx, started_at, vendor),
+        "step": step,
+        "is_baseline": vendor.is_baseline,
+        "attempts": len(attempts),
+        **attempt_record(final, vendor.include_usage, item.sample.tools),
+        "stale_conn_retries": sum(a.stale_conn_retries for a in attempts),
+        "wall_ms": (time.monotonic() - first_t0) * 1000.0,
+    })
+    return ItemOutcome(record=record, final=final, attempts=attempts)
+
+
+def run_item_safely(
+    session: requests.Session,
+    vendor: Vendor,
+    url: str,
+    item: WorkItem,
+    ctx: ExecContext,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    on_attempt: Callable[[Attempt], None] | None = None,
+) -> list[Record]:
+    """:func:`execute_item`, but every failure inside the client becomes a ``client_error`` record too:
+    no path leaves an item neither recorded nor given back. Only BaseExceptions that are not Exceptions
+    (GreenletExit: the user is being stopped) propagate."""
+    started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    attempts: list[Attempt] = []
+
+    def counted(att: Attempt) -> None:
+        attempts.append(att)
+        if on_attempt is not None:
+            on_attempt(att)
+
+    try:
+        outcome = execute_item(session, vendor, url, item, ctx, sleep=sleep, on_attempt=counted)
+        if item.level is not None and outcome.final.error_kind == "http_429":
+            # Stress mode has no retries; a polite client still waits as told before its next request.
+            sleep(ctx.policy.delay(1, outcome.final.retry_after_s, random.Random()))
+        return [outcome.record]
+    except Exception as exc:  # a bug or a local problem, never the vendor's fault
+        log.exception("item %s failed inside the client", item.key)
+        return [client_error_record(item, vendor, ctx, exc, started, len(attempts))]

@@ -1,0 +1,387 @@
+"""Tool-call correctness metrics (scoring layer, pure over pandas): the per-row call annotation every call
+metric reads, agreement with the baseline, accuracy against gold labels, and anomaly counts.
+
+:func:`annotate_calls` parses each row's recorded calls once (:class:`~avv_scoring.metrics.correctness.Call`),
+checks each against the request's schema (:mod:`avv_scoring.metrics.schema`) and attaches the sample's gold labels.
+The metric functions below are registered with ``@produces`` (the registry imports this module through
+:mod:`avv_scoring.metrics.headline`); their definitions are in their docstrings and in docs/scoring.md.
+
+Rule: a vendor's failure never improves its score. Failed items are left out of agreement and gold
+metrics (their cost is in success_rate, as for trigger F1) and counted; a broken call never matches; a
+call that names a tool the request does not have never matches gold, whatever its name.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from avv_core.samples import Gold
+from avv_core.toolcalls import find_text_calls, request_tool_names
+from avv_scoring.load import OK_COL, is_success
+from avv_scoring.metrics.correctness import CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
+from avv_scoring.metrics.registry import Metric, produces
+from avv_scoring.metrics.schema import INVALID, UNCHECKABLE, VALID, CallChecker, parse_tool_calls
+
+NAN = float("nan")
+TOOL_CALLS = "tool_calls"
+
+# Helper columns written by annotate_calls (not part of the record schema).
+TC_N = "_tc_n"  # calls of the row (an unparseable tool_calls cell counts its tool_call_count, at least 1)
+TC_VALID = "_tc_valid"
+TC_INVALID = "_tc_invalid"
+TC_UNCHECKABLE = "_tc_uncheckable"
+TC_PARSE_ERROR = "_tc_parse_error"  # the tool_calls cell is not a JSON list: every call counts as invalid
+CALLS = "_calls"  # list[Call]
+VERDICTS = "_verdicts"  # valid / invalid / uncheckable per call
+NAMES = "_tool_names"  # the request's tool names (frozenset), None when the sample is unknown
+CALLED = "_called"  # successful and (finish tool_calls or at least one call)
+AS_TEXT = "_as_text"  # successful, no call, and the content holds a call of a request tool
+GOLD = "_gold"  # the sample's Gold, None without labels
+SIG_TOOLS = "_sig_tools"  # sorted called names: equal signatures = tool match
+SIG_CALLS = "_sig_calls"  # sorted (name, canonical arguments): equal signatures = args match
+
+PAIR_KEYS = ["sample_id", "repeat"]
+
+
+def _ratio(num: float, den: float) -> float:
+    return float(num) / float(den) if den else NAN
+
+
+def annotate_calls(
+    rows: pd.DataFrame,
+    tools_by_sample: Mapping[str, Sequence[Any]] | None,
+    gold_by_sample: Mapping[str, Gold] | None = None,
+) -> pd.DataFrame:
+    """Copy of ``rows`` with the call helper columns above. A sample missing from ``tools_by_sample`` (or
+    ``tools_by_sample=None``) makes its calls uncheckable and its tool names unknown.
+
+    Work that repeats is done once: each sample's tools are read and their validators compiled once; equal
+    ``tool_calls`` cells are parsed once; equal calls are one :class:`~avv_scoring.metrics.correctness.Call` (its
+    canonical key computed once); a call is validated once per (tool schema, raw arguments)."""
+    book = CallBook()
+    checker = CallChecker()
+    cells: dict[str, list[dict[str, Any]] | None] = {}
+    n = len(rows)
+    ok_mask = is_success(rows)
+    sids = rows["sample_id"].astype("object").map(str, na_action=None).to_numpy(dtype=object)
+    sid_codes, sid_names = pd.factorize(sids)
+    tools_of = [None if tools_by_sample is None else tools_by_sample.get(s) for s in sid_names]
+    schemas_of = [None if tools is None else checker.schemas(tools) for tools in tools_of]
+    interned: dict[frozenset[str], frozenset[str]] = {}  # one object per distinct name set (see breakdown)
+    names_of = _objects([None if tools is None else _intern(interned, request_tool_names(tools))
+                         for tools in tools_of])
+    gold_of = _objects([None if gold_by_sample is None else gold_by_sample.get(s) for s in sid_names])
+    # Rows repeat (vendors, repeats, samples sharing one tool set): each distinct (tool set, tool_calls cell)
+    # is annotated once. A missing cell is code -1 (no calls); a cell neither text nor missing is done row by row.
+    toolsets: dict[Any, int] = {}
+    toolset_of = np.array([toolsets.setdefault(None if s is None else tuple(sorted((k, e[0]) for k, e in s.items())),
+                                               len(toolsets)) for s in schemas_of], dtype=np.int64)
+    raw_cells = rows["tool_calls"].astype("object").to_numpy(dtype=object)
+    text_cell = np.fromiter((isinstance(c, str) for c in raw_cells), dtype=bool, count=n)
+    missing_cell = rows["tool_calls"].isna().to_numpy(dtype=bool)
+    cell_codes, _ = pd.factorize(np.where(text_cell, raw_cells, None))
+    combo_codes, combo_firsts = _combos(toolset_of[sid_codes] if n else sid_codes, cell_codes)
+    counts = rows["tool_call_count"].astype("object").to_numpy(dtype=object) if "tool_call_count" in rows.columns \
+        else np.full(n, None, dtype=object)
+    entries = [_annotate_cell(raw_cells[i] if text_cell[i] else None, counts[i], schemas_of[sid_codes[i]], book,
+                              checker, cells) for i in combo_firsts]
+    parse_error = np.array([bool(e[5]) for e in entries] + [False], dtype=bool)[combo_codes]
+    # done row by row: cells handed in as lists (tests, tools), and parse errors (they count the row's calls)
+    per_row = np.flatnonzero((~text_cell & ~missing_cell) | (text_cell & parse_error))
+    table = {c: _objects([e[k] for e in entries]) for k, c in enumerate((CALLS, VERDICTS, TC_VALID, TC_INVALID,
+             TC_UNCHECKABLE, TC_PARSE_ERROR, SIG_TOOLS, SIG_CALLS))}
+    table[TC_N] = _objects([len(e[1]) for e in entries])
+    cols = {c: values[combo_codes] for c, values in table.items()}
+    for i in per_row:
+        entry = _annotate_cell(raw_cells[i], counts[i], schemas_of[sid_codes[i]], book, checker, cells)
+        for k, c in enumerate((CALLS, VERDICTS, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR, SIG_TOOLS,
+                               SIG_CALLS)):
+            cols[c][i] = entry[k]
+        cols[TC_N][i] = len(entry[1])
+    cols[NAMES], cols[GOLD] = names_of[sid_codes], gold_of[sid_codes]
+    has_names = np.array([bool(names) for names in names_of] + [False], dtype=bool)[sid_codes]
+    no_calls = np.array([not e[0] for e in entries] + [True], dtype=bool)[combo_codes]
+    no_calls[per_row] = [not cols[CALLS][i] for i in per_row]
+    cols[AS_TEXT] = _as_text(rows, ok_mask.to_numpy(dtype=bool) & no_calls & has_names, sid_codes, names_of)
+    out = rows.copy(deep=False)  # new columns only: the record columns are shared, never written
+    out[OK_COL] = ok_mask
+    for name in (TC_N, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR, CALLS, VERDICTS, NAMES, AS_TEXT, GOLD,
+                 SIG_TOOLS, SIG_CALLS):
+        values = cols[name]
+        out[name] = pd.Series(values, index=rows.index, dtype="object") if name in OBJECT_COLUMNS \
+            else pd.Series(values.tolist(), index=rows.index)
+    finish = (out["finish_reason"].astype("object") == TOOL_CALLS).fillna(False).astype(bool)
+    out[CALLED] = is_success(out) & (finish | (out[CALLS].map(len) > 0))
+    return out
+
+
+OBJECT_COLUMNS = frozenset((CALLS, VERDICTS, NAMES, GOLD, SIG_TOOLS, SIG_CALLS))
+
+
+def _intern(table: dict[Any, Any], value: Any) -> Any:
+    return table.setdefault(value, value)
+
+
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    """A 1-d object array holding ``values`` as they are (numpy would turn a list of lists into 2-d)."""
+    out = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):
+        out[i] = value
+    return out
+
+
+def _combos(set_codes: np.ndarray, cell_codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row the code of its (tool set, cell) combination, and per combination its first row."""
+    pair = set_codes.astype(np.int64) * (int(cell_codes.max(initial=-1)) + 2) + (cell_codes.astype(np.int64) + 1)
+    codes, _ = pd.factorize(pair)
+    return codes, first_rows(codes)
+
+
+def first_rows(codes: np.ndarray) -> np.ndarray:
+    """Per code 0 … max of a factorized column, the position of its first row."""
+    firsts = np.full(int(codes.max(initial=-1)) + 1, -1, dtype=np.int64)
+    firsts[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # the last write per code is its first row
+    return firsts
+
+
+def _as_text(rows: pd.DataFrame, candidates: np.ndarray, sid_codes: np.ndarray, names_of: np.ndarray) -> np.ndarray:
+    """Per row: a candidate (successful, no call, the request has tools) whose content holds a call of a
+    request tool (checked once per distinct (tool names, content))."""
+    out = np.zeros(len(rows), dtype=bool)
+    if "content" not in rows.columns:
+        return out
+    at = np.flatnonzero(candidates)
+    contents = rows["content"].astype("object").to_numpy(dtype=object)[at]
+    names = names_of[sid_codes[at]]
+    text_codes, _ = pd.factorize(contents)  # missing content: -1
+    name_codes = np.fromiter(map(id, names), dtype=np.int64, count=len(at))
+    combos, _ = pd.MultiIndex.from_arrays([text_codes, name_codes]).factorize()
+    firsts = first_rows(combos)
+    found = np.zeros(len(firsts), dtype=bool)
+    for combo, i in enumerate(firsts):
+        text = contents[i]
+        found[combo] = isinstance(text, str) and bool(text) and bool(find_text_calls(text, names[i]))
+    out[at] = found[combos]
+    return out
+
+
+def _annotate_cell(cell: Any, count: Any, schemas: Any, book: CallBook, checker: CallChecker,
+                   cells: dict[str, list[dict[str, Any]] | None]) -> tuple[Any, ...]:
+    """(calls, verdicts, valid, invalid, uncheckable, parse error, tool signature, call signature) of one
+    tool_calls cell against one sample's schemas. The lists are shared by every row with the same sample and
+    cell: read-only."""
+    if isinstance(cell, str):
+        if cell not in cells:
+            cells[cell] = parse_tool_calls(cell)
+        parsed = cells[cell]
+    else:
+        parsed = parse_tool_calls(cell)
+    if parsed is None:
+        k = int(count) if isinstance(count, (int, float)) and count == count and count > 0 else 1
+        calls, verdicts = [book.call("", str(cell))], [INVALID] * k
+    else:
+        calls = [book.call(c.get("name"), c.get("arguments")) for c in parsed]
+        verdicts = [checker.verdict(call, schemas) for call in calls]
+    counts = (verdicts.count(VALID), verdicts.count(INVALID), verdicts.count(UNCHECKABLE))
+    return (calls, verdicts, *counts, parsed is None,
+            tuple(sorted(c.name for c in calls)), tuple(sorted((c.name, c.key) for c in calls)))
+
+
+def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[tuple[tuple[Any, ...], int]]:
+    """The distinct rows of annotation objects across ``columns``, each with how many rows hold it.
+
+    :func:`annotate_calls` hands every row with the same (tool set, cell) the same list objects, so rows are
+    told apart by the objects' identity: a per-row result computed once per distinct row and weighted is the
+    per-row sum. ``by`` = the positions of the columns that decide identity (default: all); the others must
+    follow from them (a row's verdicts and signatures come with its calls list)."""
+    n = len(columns[0]) if columns else 0
+    if not n:
+        return []
+    objects = [c.to_numpy(dtype=object) for c in columns]
+    ids = [np.fromiter(map(id, objects[k]), dtype=np.int64, count=n) for k in (by or range(len(objects)))]
+    codes, _ = pd.MultiIndex.from_arrays(ids).factorize()
+    counts = np.bincount(codes)
+    return [(tuple(values[i] for values in objects), int(count))
+            for i, count in zip(first_rows(codes), counts, strict=True)]
+
+
+def row_dicts(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows of ``frame`` as dicts of just ``columns`` (those it has): far cheaper than ``to_dict`` over
+    every column when a loop needs a few fields of each row."""
+    present = [c for c in columns if c in frame.columns]
+    return [dict(zip(present, values, strict=True))
+            for values in zip(*(frame[c].astype("object").tolist() for c in present), strict=True)] \
+        if present else [{} for _ in range(len(frame))]
+
+
+ROW_FIELDS = ("sample_id", "repeat", "finish_reason", "content", CALLS, VERDICTS, NAMES, AS_TEXT, GOLD, CALLED)
+
+
+def ensure_annotated(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with the helper columns (computed without tools or gold when they are missing)."""
+    return rows if CALLS in rows.columns else annotate_calls(rows, None, None)
+
+
+def name_of_row(row: Mapping[str, Any]):
+    """The sent-name → gold-name mapper of an annotated row (see
+    :func:`~avv_scoring.metrics.correctness.name_mapper`)."""
+    gold = row.get(GOLD)
+    return name_mapper(row.get(NAMES), gold.tool_names if gold is not None else {})
+
+
+def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
+    """The call pairs of a vendor with the baseline: joined on (sample_id, repeat), both sides successful
+    and both called a tool (finished with tool_calls or emitted a call). Columns ``sample_id``, ``repeat``,
+    ``calls``, ``sig_tools``, ``sig_calls``, ``names``, ``gold`` and the row's index, each for the vendor
+    (``_v``) and the baseline (``_b``)."""
+
+    def side(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = ensure_annotated(frame)
+        frame = frame[frame[CALLED]]
+        return pd.DataFrame({
+            "sample_id": frame["sample_id"].astype("object").astype(str),
+            "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),
+            "calls": frame[CALLS], "sig_tools": frame[SIG_TOOLS], "sig_calls": frame[SIG_CALLS],
+            "names": frame[NAMES], "gold": frame[GOLD], "index": frame.index,
+        }).drop_duplicates(subset=PAIR_KEYS, keep="last")
+
+    return side(rows).merge(side(baseline_rows), on=PAIR_KEYS, how="inner", suffixes=("_v", "_b"))
+
+
+# --------------------------------------------------------------------------------------------------
+# Agreement with the baseline
+
+
+@produces(
+    Metric("tool_match", "Tool Match", "rate", "higher", order=600, group="correctness",
+           doc="call pairs whose multisets of called names are equal / call_pairs; missing with no pair"),
+    Metric("args_match", "Args Match", "rate", "higher", order=610, group="correctness",
+           doc="call pairs whose calls are equal as (name, canonical arguments) multisets / call_pairs"),
+    Metric("args_f1", "Args F1", "rate", "higher", order=620, group="correctness",
+           doc="mean over call pairs of 2·matched leaves / all leaves, leaves = (tool, JSON path, value)"),
+    Metric("call_count_match", "Call Count Match", "rate", "higher", order=630, group="correctness",
+           doc="call pairs with the same number of calls / call_pairs"),
+    Metric("call_pairs", "Call pairs", "int", "none", count=True, order=640, group="correctness",
+           doc="items joined with a baseline item where both succeeded and both called a tool"),
+)
+def baseline_agreement(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[str, Any]:
+    """Which tool and which arguments, compared with the baseline, per (sample_id, repeat) pair.
+
+    Over the ``call_pairs`` pairs where both sides succeeded and both called a tool (finished with
+    ``tool_calls`` or emitted at least one call), with the definitions of :mod:`avv_scoring.metrics.correctness`::
+
+        tool_match       = pairs whose multisets of called names are equal / call_pairs
+        args_match       = pairs whose multisets of (name, canonical arguments) are equal / call_pairs
+        args_f1          = mean over pairs of 2·matched leaves / (vendor leaves + baseline leaves)
+        call_count_match = pairs with the same number of calls / call_pairs
+
+    A pair where only one side called a tool is a trigger disagreement (trigger F1), not counted here.
+    Missing with no pair. The baseline against itself scores 1.0 wherever it has a pair.
+    """
+    pairs = call_pairs(rows, baseline_rows)
+    n = len(pairs)
+    # equal signatures = equal multisets (tools_equal / calls_equal); argument F1 only where they differ
+    same_tools = [a == b for a, b in zip(pairs["sig_tools_v"], pairs["sig_tools_b"], strict=True)]
+    same_calls = [a == b for a, b in zip(pairs["sig_calls_v"], pairs["sig_calls_b"], strict=True)]
+    f1 = sum(1.0 if same else args_f1(v, b)
+             for same, v, b in zip(same_calls, pairs["calls_v"], pairs["calls_b"], strict=True))
+    counts = sum(len(v) == len(b) for v, b in zip(pairs["sig_tools_v"], pairs["sig_tools_b"], strict=True))
+    return {
+        "tool_match": _ratio(sum(same_tools), n),
+        "args_match": _ratio(sum(same_calls), n),
+        "args_f1": _ratio(f1, n),
+        "call_count_match": _ratio(counts, n),
+        "call_pairs": n,
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Gold labels
+
+
+def positive(rows: pd.DataFrame) -> pd.Series:
+    """Successful rows finishing with ``tool_calls`` (the trigger positive of F1 and of the gold trigger)."""
+    finish = (rows["finish_reason"].astype("object") == TOOL_CALLS).fillna(False).astype(bool)
+    return is_success(rows) & finish
+
+
+@produces(
+    Metric("gold_trigger_accuracy", "Gold Trigger Acc", "rate", "higher", order=650, group="correctness",
+           doc="(TP + TN) / gold_labelled against expected_tool_call (MiniMax ToolCalls-Match-Rate)"),
+    Metric("gold_tool_accuracy", "Gold Tool Acc", "rate", "higher", order=660, group="correctness",
+           doc="gold_call_items whose called names equal expected_calls' (as multisets) / gold_call_items"),
+    Metric("gold_args_accuracy", "Gold Args Acc", "rate", "higher", order=670, group="correctness",
+           doc="gold_call_items whose calls pair one to one with expected_calls (possible answers, any order)"),
+    Metric("gold_labelled", "Gold labelled", "int", "none", count=True, order=680, group="correctness",
+           doc="successful items whose sample has expected_tool_call"),
+    Metric("gold_call_items", "Gold call items", "int", "none", order=690, group="correctness",
+           doc="successful items whose sample has expected_calls"),
+    Metric("gold_failed", "Gold failed", "int", "none", count=True, order=700,
+           doc="labelled items that failed (left out of the gold metrics; their cost is in success_rate)"),
+)
+def gold_accuracy(rows: pd.DataFrame) -> dict[str, Any]:
+    """Accuracy against the samples' gold labels, for every vendor (the baseline can be wrong too).
+
+    Over successful items whose sample has ``expected_tool_call`` (``gold_labelled``), positive = finished
+    with ``tool_calls`` (as in trigger F1)::
+
+        gold_trigger_accuracy = (TP + TN) / gold_labelled        (MiniMax ToolCalls-Match-Rate)
+
+    Over successful items whose sample has ``expected_calls`` (``gold_call_items``), with the calls the
+    vendor emitted (whatever the finish_reason; a call content written as text is no call)::
+
+        gold_tool_accuracy = items whose multiset of called names equals the expected one / gold_call_items
+        gold_args_accuracy = items whose calls pair one to one with the expected calls / gold_call_items
+
+    where a call matches an expected call when its name (mapped back through ``tool_names``; a name that is
+    not one of the request's tools never matches) is the expected one, every expected argument is present
+    with an acceptable value (or absent when ``""`` is acceptable) and no other argument is present (BFCL
+    AST-style; :mod:`avv_scoring.metrics.correctness`). Failed labelled items are counted in ``gold_failed``.
+    Each is missing when its denominator is 0.
+    """
+    rows = ensure_annotated(rows)
+    golds = rows[GOLD]
+    labelled = golds.map(lambda g: g is not None and g.labelled).astype(bool)
+    ok = is_success(rows)
+    scored = rows[labelled & ok]
+    pos = positive(scored)
+    expected = scored[GOLD].map(lambda g: g.expected_tool_call).astype(bool)
+    right_trigger = int((pos == expected).sum())
+    tool_ok = args_ok = n_calls = 0
+    for row in row_dicts(scored[scored[GOLD].map(lambda g: g.expected_calls is not None).astype(bool)], ROW_FIELDS):
+        gold, calls, name_of = row[GOLD], row[CALLS], name_of_row(row)
+        n_calls += 1
+        tool_ok += tools_match_gold(calls, gold.expected_calls, name_of)
+        args_ok += calls_match_gold(calls, gold.expected_calls, name_of)
+    return {
+        "gold_trigger_accuracy": _ratio(right_trigger, len(scored)),
+        "gold_tool_accuracy": _ratio(tool_ok, n_calls),
+        "gold_args_accuracy": _ratio(args_ok, n_calls),
+        "gold_labelled": len(scored),
+        "gold_call_items": n_calls,
+        "gold_failed": int((labelled & ~ok).sum()),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Anomalies
+
+
+@produces(
+    Metric("anomaly_counts", "Anomalies", "text", "none", count=True, order=710,
+           doc="items per anomaly (records' anomalies column) as anomaly:count;… (most frequent first)"),
+)
+def anomaly_counts(rows: pd.DataFrame) -> dict[str, Any]:
+    """Items per anomaly flag (README "Anomalies"), as ``anomaly:count`` joined by ``;``, most frequent
+    first; empty when no item has one. Counted over every item, successful or not."""
+    counts: Counter[str] = Counter()
+    cells = rows["anomalies"].astype("object") if "anomalies" in rows.columns else pd.Series([], dtype=object)
+    for cell in cells:
+        if isinstance(cell, str) and cell:
+            counts.update(dict.fromkeys(cell.split(";"), 1))
+    return {"anomaly_counts": ";".join(f"{k}:{n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))}

@@ -1,0 +1,447 @@
+"""Per-vendor metrics (scoring layer, pure): one function per metric over the (de-duplicated) rows of one vendor.
+
+Every function takes a pandas DataFrame with the record columns of :mod:`avv_core.records` — the
+rows of ONE (model, vendor), one row per item (sample_id, repeat) — and returns a dict holding the
+metric and the counts it was computed from. A metric that cannot be computed is ``nan`` (missing),
+never 0 and never 1 by default.
+
+The rule behind every definition: **a vendor's failure never improves its score.** A failed item
+counts in the denominators of the rate metrics (success rate, finish-tool-calls rate) and is never
+read as a "correct" answer anywhere else; missing token counts and TTFTs are missing, not 0.
+
+Notation: *items* = rows of the vendor; *successful* = rows with ``status == "success"``.
+
+Each function is registered with :func:`avv_scoring.metrics.registry.produces`, which declares every column it returns
+(header, format, direction, IRF input, default threshold, tables); :mod:`avv_scoring.metrics.vendor_table` calls the
+registered functions, so a new metric is one decorated function here and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from avv_core.measures import percentile
+from avv_core.samples import Gold
+from avv_scoring.load import COMPARABLE_COL, is_success
+from avv_scoring.metrics.calls import TC_INVALID, TC_N, TC_PARSE_ERROR, TC_UNCHECKABLE, TC_VALID, annotate_calls  # noqa: F401
+from avv_scoring.metrics.registry import Metric, additive, produces
+from avv_scoring.metrics.schema import parse_tool_calls
+
+NAN = float("nan")
+TOOL_CALLS = "tool_calls"
+
+
+def _ratio(num: float, den: float) -> float:
+    return float(num) / float(den) if den else NAN
+
+
+def _values(series: pd.Series) -> np.ndarray:
+    return pd.to_numeric(series.astype("object"), errors="coerce").dropna().to_numpy(dtype=float)
+
+
+def _finished_with_tool_calls(rows: pd.DataFrame) -> pd.Series:
+    """Successful rows whose finish_reason is ``tool_calls`` (the trigger "positive")."""
+    finish = rows["finish_reason"].astype("object") == TOOL_CALLS
+    return is_success(rows) & finish.fillna(False).astype(bool)
+
+
+# --------------------------------------------------------------------------------------------------
+# Success
+
+
+def _attempt_features(rows: pd.DataFrame) -> pd.DataFrame:
+    attempts = pd.to_numeric(rows["attempts"].astype("object"), errors="coerce").fillna(1).clip(lower=1)
+    return pd.DataFrame({"attempts": attempts.astype(int), "successes": is_success(rows).astype(int)}, index=rows.index)
+
+
+@produces(
+    Metric("success_rate", "Success Rate", "rate", "higher", irf=True, threshold=("min", 0.99), table=True,
+           per_repeat=True, order=10, table_order=1,
+           doc="successful items / items (failed items stay in the denominator); missing with no items"),
+    Metric("items", "Items", "int", "none", count=True, order=100, doc="rows of the vendor after de-duplication"),
+    Metric("successes", "Successes", "int", "none", order=110, doc='items with status == "success"'),
+    Metric("failures", "Failed", "int", "none", count=True, order=120, doc="items − successes"),
+)
+@additive(lambda rows: pd.DataFrame({"items": 1, "successes": is_success(rows).astype(int)}, index=rows.index))
+def success_rate(sums: pd.Series) -> dict[str, Any]:
+    """Item-level success rate (the harness retries before an item counts as failed).
+
+    ``success_rate = successful items / items``. Failed items stay in the denominator, so a vendor
+    whose every request fails scores 0. Missing only when the vendor has no items at all.
+    """
+    items, successes = int(sums["items"]), int(sums["successes"])
+    return {
+        "items": items,
+        "successes": successes,
+        "failures": items - successes,
+        "success_rate": _ratio(successes, items),
+    }
+
+
+@produces(
+    Metric("attempts", "Attempts", "int", "none", order=140, doc="Σ attempts over all items (an empty cell = 1)"),
+    Metric("attempt_success_rate", "Attempt Success Rate", "rate", "higher", per_repeat=True, order=150,
+           doc="successful items / attempts (the per-attempt MiniMax query reading, before retries)"),
+)
+@additive(_attempt_features)
+def attempt_success_rate(sums: pd.Series) -> dict[str, Any]:
+    """Success rate per HTTP attempt (the MiniMax "query" reading before retries are credited).
+
+    ``attempt_success_rate = successful attempts / attempts`` where ``attempts = Σ attempts`` over all
+    items (an empty ``attempts`` cell counts as 1) and each successful item contributed exactly one
+    successful attempt (its last), so ``successful attempts = successful items``.
+    """
+    total = int(sums["attempts"])
+    return {"attempts": total, "attempt_success_rate": _ratio(int(sums["successes"]), total)}
+
+
+def _trigger_side(frame: pd.DataFrame) -> pd.DataFrame:
+    out = pd.DataFrame({
+        "sample_id": frame["sample_id"].astype("object").astype(str),
+        "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),
+        "ok": is_success(frame),
+        "pos": _finished_with_tool_calls(frame),
+    }, index=frame.index)
+    return out[~out.duplicated(subset=["sample_id", "repeat"], keep="last")]
+
+
+def _trigger_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
+    """Per vendor item (one per (sample_id, repeat)): matched / pair / excluded and its confusion cell."""
+    vendor = _trigger_side(rows)
+    base = _trigger_side(baseline_rows).set_index(["sample_id", "repeat"])
+    keys = pd.MultiIndex.from_frame(vendor[["sample_id", "repeat"]])
+    matched = keys.isin(base.index)
+    ok_b = base["ok"].reindex(keys).fillna(False).to_numpy(dtype=bool)
+    pos_b = base["pos"].reindex(keys).fillna(False).to_numpy(dtype=bool)
+    ok_v, pos_v = vendor["ok"].to_numpy(dtype=bool), vendor["pos"].to_numpy(dtype=bool)
+    pair = matched & ok_v & ok_b
+    return pd.DataFrame({
+        "tp": pair & pos_v & pos_b, "fp": pair & pos_v & ~pos_b, "fn": pair & ~pos_v & pos_b,
+        "tn": pair & ~pos_v & ~pos_b, "pairs": pair, "excluded": matched & ~(ok_v & ok_b), "unmatched": ~matched,
+    }, index=vendor.index).astype(int)
+
+
+@produces(
+    Metric("error_kinds", "Errors", "text", "none", count=True, order=130,
+           doc="failed items per error_kind as kind:count;… (most frequent first)"),
+)
+def error_breakdown(rows: pd.DataFrame) -> dict[str, Any]:
+    """Failed items per ``error_kind``, as ``kind:count`` joined by ``;`` (most frequent first)."""
+    failed = rows.loc[~is_success(rows), "error_kind"].astype("object").fillna("unknown")
+    counts = Counter(failed.tolist())
+    return {
+        "error_kinds": ";".join(f"{k}:{n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Trigger F1
+
+
+@produces(
+    Metric("f1", "F1", "rate", "higher", irf=True, threshold=("min", 0.80), table=True, per_repeat=True,
+           order=20, table_order=2,
+           doc="2·TP / (2·TP + FP + FN) over the F1 pairs (joined on sample_id, repeat); missing with no pairs"),
+    Metric("precision", "Precision", "rate", "higher", order=200, doc="TP / (TP + FP); missing when TP + FP = 0"),
+    Metric("recall", "Recall", "rate", "higher", order=210, doc="TP / (TP + FN); missing when TP + FN = 0"),
+    Metric("tp", "TP", "int", "none", order=220, doc="pairs where vendor and baseline finished with tool_calls"),
+    Metric("fp", "FP", "int", "none", order=230, doc="pairs where only the vendor finished with tool_calls"),
+    Metric("fn", "FN", "int", "none", order=240, doc="pairs where only the baseline finished with tool_calls"),
+    Metric("tn", "TN", "int", "none", order=250, doc="pairs where neither finished with tool_calls"),
+    Metric("f1_pairs", "F1 pairs", "int", "none", count=True, order=260,
+           doc="items joined with a baseline item where both sides succeeded"),
+    Metric("f1_excluded", "F1 excluded", "int", "none", count=True, order=270,
+           doc="joined items where either side failed (left out of the matrix)"),
+    Metric("f1_unmatched", "F1 unmatched", "int", "none", count=True, order=280,
+           doc="vendor items with no baseline item of the same (sample_id, repeat)"),
+)
+@additive(_trigger_features)
+def trigger_f1(sums: pd.Series) -> dict[str, Any]:
+    """Tool-call trigger agreement with the baseline (K2VV "ToolCall-Trigger Similarity").
+
+    Items are joined on ``(sample_id, repeat)`` — never by position. Positive = the response finished
+    with ``finish_reason == "tool_calls"``. A pair where either side failed is left out of the
+    confusion matrix (``f1_excluded``); a vendor item without a baseline item is ``f1_unmatched``.
+    Over the ``f1_pairs`` remaining pairs::
+
+        TP = vendor +, baseline +      FP = vendor +, baseline −
+        FN = vendor −, baseline +      TN = vendor −, baseline −
+        precision = TP / (TP + FP)     (missing when TP + FP = 0)
+        recall    = TP / (TP + FN)     (missing when TP + FN = 0)
+        F1        = 2·TP / (2·TP + FP + FN)
+
+    which equals 2PR / (P + R) wherever that is defined, and is 0 (not a crash) when P = R = 0.
+    F1 is 1.0 when TP + FP + FN = 0 and there is at least one pair; with no pairs F1 is missing.
+    Scoring the baseline against itself gives 1.0 whenever it has a successful item.
+    """
+    tp, fp, fn, tn, n_pairs = (int(sums[k]) for k in ("tp", "fp", "fn", "tn", "pairs"))
+    if n_pairs == 0:
+        f1 = NAN
+    elif tp + fp + fn == 0:
+        f1 = 1.0
+    else:
+        f1 = 2 * tp / (2 * tp + fp + fn)
+    return {
+        "f1": f1,
+        "precision": _ratio(tp, tp + fp),
+        "recall": _ratio(tp, tp + fn),
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "tn": tn,
+        "f1_pairs": n_pairs,
+        "f1_excluded": int(sums["excluded"]),
+        "f1_unmatched": int(sums["unmatched"]),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Schema accuracy
+
+
+def annotate_tool_calls(
+    rows: pd.DataFrame,
+    tools_by_sample: Mapping[str, Sequence[Any]] | None,
+    gold_by_sample: Mapping[str, Gold] | None = None,
+) -> pd.DataFrame:
+    """Copy of ``rows`` with the per-row call columns every call metric reads
+    (:func:`avv_scoring.metrics.calls.annotate_calls`): ``_tc_n`` (calls), ``_tc_valid``, ``_tc_invalid``,
+    ``_tc_uncheckable``, ``_tc_parse_error`` (the ``tool_calls`` cell is not a JSON list: every call of the
+    row counts as invalid), the parsed calls and the gold labels. A sample missing from ``tools_by_sample``
+    (or ``tools_by_sample=None``) makes its calls uncheckable."""
+    return annotate_calls(rows, tools_by_sample, gold_by_sample)
+
+
+def _schema_features(rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[Any]] | None = None) -> pd.DataFrame:
+    if TC_N not in rows.columns:
+        rows = annotate_tool_calls(rows, tools_by_sample)
+    ok = is_success(rows).to_numpy(dtype=bool)
+    tc = _finished_with_tool_calls(rows).to_numpy(dtype=bool)
+    n, valid = rows[TC_N].to_numpy(dtype=int), rows[TC_VALID].to_numpy(dtype=int)
+    invalid, unchecked = rows[TC_INVALID].to_numpy(dtype=int), rows[TC_UNCHECKABLE].to_numpy(dtype=int)
+    empty = tc & (n == 0)
+    bad = tc & ((invalid > 0) | (n == 0))
+    unknown = tc & ~bad & (unchecked > 0)
+    return pd.DataFrame({
+        "valid_calls": ok * valid, "invalid_calls": ok * invalid + empty, "good_responses": tc & ~bad & ~unknown,
+        "bad_responses": bad, "unknown_responses": unknown, "unchecked_calls": ok * unchecked,
+        "other_finish_calls": (ok & ~tc) * n,
+    }, index=rows.index).astype(int)
+
+
+@produces(
+    Metric("schema_accuracy", "Schema Accuracy", "rate", "higher", irf=True, threshold=("min", 0.98), table=True,
+           per_repeat=True, order=30, table_order=4,
+           doc="valid calls / checkable calls of successful responses, whatever the finish_reason (a tool_calls "
+               "finish without a call = 1 invalid call); missing with none"),
+    Metric("schema_response_accuracy", "Schema Response Accuracy", "rate", "higher", per_repeat=True, order=290,
+           group="correctness",
+           doc="tool_calls responses whose every call is valid / checkable tool_calls responses (K2VV, MiniMax)"),
+    Metric("schema_responses", "Schema responses", "int", "none", count=True, order=300,
+           doc="checkable successful responses finishing with tool_calls"),
+    Metric("schema_valid_responses", "Valid responses", "int", "none", order=310,
+           doc="schema_responses whose every tool call is valid"),
+    Metric("schema_uncheckable_responses", "Uncheckable responses", "int", "none", order=320,
+           doc="tool_calls responses with no invalid call but an uncheckable one (left out)"),
+    Metric("schema_calls", "Schema calls", "int", "none", count=True, order=340,
+           doc="valid + invalid calls of successful responses (the schema_accuracy denominator)"),
+    Metric("schema_valid_calls", "Valid calls", "int", "none", order=350, doc="calls valid against the schema"),
+    Metric("schema_uncheckable_calls", "Uncheckable calls", "int", "none", count=True, order=360,
+           doc="calls whose request schema is invalid or whose sample is unknown (left out)"),
+    Metric("tool_calls_other_finish", "Calls under other finish", "int", "none", count=True, order=370,
+           doc="calls of successful responses finishing other than tool_calls (length, stop; scored)"),
+)
+@additive(_schema_features)
+def schema_accuracy(sums: pd.Series) -> dict[str, Any]:
+    """Schema accuracy of tool calls against the request's tool definitions (:mod:`avv_scoring.metrics.schema`).
+
+    Call level, the headline and IRF input (AVV's definition: valid tool calls / total tool calls), over
+    every call of every successful response **whatever its finish_reason** — a call cut off under
+    ``length`` or sent under ``stop`` is checked like any other::
+
+        schema_accuracy = valid calls / (valid + invalid calls)            (schema_calls in the denominator)
+
+    A ``tool_calls`` finish with no call at all counts as one invalid call; an unparseable ``tool_calls``
+    cell counts its calls as invalid. Uncheckable calls (invalid request schema, unknown sample) are left
+    out and counted in ``schema_uncheckable_calls``; ``tool_calls_other_finish`` counts the calls of
+    responses finishing otherwise (scored, shown for reference). Failed responses are not scored.
+
+    Response level (K2VV / MiniMax's reading, kept for comparison), over successful responses with
+    ``finish_reason == "tool_calls"``::
+
+        schema_response_accuracy = responses whose every call is valid / such responses (schema_responses)
+
+    A ``tool_calls`` finish with no call is invalid; a response with no invalid call but an uncheckable one
+    is left out (``schema_uncheckable_responses``). Each is missing when its denominator is 0.
+
+    ``rows`` may already carry the columns of :func:`annotate_tool_calls`; otherwise they are computed
+    here from ``tools_by_sample``.
+    """
+    valid, invalid = int(sums["valid_calls"]), int(sums["invalid_calls"])
+    good, responses = int(sums["good_responses"]), int(sums["good_responses"] + sums["bad_responses"])
+    return {
+        "schema_accuracy": _ratio(valid, valid + invalid),
+        "schema_response_accuracy": _ratio(good, responses),
+        "schema_responses": responses,
+        "schema_valid_responses": good,
+        "schema_uncheckable_responses": int(sums["unknown_responses"]),
+        "schema_calls": valid + invalid,
+        "schema_valid_calls": valid,
+        "schema_uncheckable_calls": int(sums["unchecked_calls"]),
+        "tool_calls_other_finish": int(sums["other_finish_calls"]),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Cost and performance
+
+
+def compared_rows(rows: pd.DataFrame) -> pd.Series:
+    """The rows cost and speed are measured on: successful, and (when scoring a whole model) successful for
+    every vendor of the model — see :func:`avv_scoring.score.comparable_items`."""
+    ok = is_success(rows)
+    return ok & rows[COMPARABLE_COL].astype(bool) if COMPARABLE_COL in rows.columns else ok
+
+
+def _mean_features(rows: pd.DataFrame, column: str) -> pd.DataFrame:
+    """``value`` (0 where absent) and ``present`` per row: compared rows (:func:`compared_rows`) with a value."""
+    values = pd.to_numeric(rows[column].astype("object"), errors="coerce").to_numpy(dtype=float)
+    present = compared_rows(rows).to_numpy(dtype=bool) & ~np.isnan(values)
+    return pd.DataFrame({"value": np.where(present, values, 0.0), "present": present.astype(int)}, index=rows.index)
+
+
+def _present_values(rows: pd.DataFrame, column: str) -> np.ndarray:
+    return _values(rows.loc[compared_rows(rows), column])
+
+
+@produces(
+    Metric("avg_tokens", "Avg Token", "num", "lower", irf=True, table=True, per_repeat=True, order=40, table_order=6,
+           doc="mean total_tokens over compared items (successful for every vendor of the model) that reported usage; "
+               "missing when none did (never 0)"),
+    Metric("usage_rows", "Usage rows", "int", "none", order=400, doc="successful rows with total_tokens"),
+)
+@additive(lambda rows: _mean_features(rows, "total_tokens"))
+def avg_tokens(sums: pd.Series) -> dict[str, Any]:
+    """Mean total tokens per request (prompt + completion, as reported in the streamed usage).
+
+    ``avg_tokens = mean(total_tokens)`` over the *compared* items whose ``total_tokens`` is present
+    (``usage_rows`` of them): items that succeeded for every vendor of the model (a vendor that fails the long
+    requests cannot look cheap by it; see ``score.comparable_items``). A vendor that reports no usage has a
+    missing avg_tokens — never 0, which would be the best rank.
+    """
+    n = int(sums["present"])
+    return {"avg_tokens": float(sums["value"]) / n if n else NAN, "usage_rows": n}
+
+
+def _ttft_percentiles(rows: pd.DataFrame) -> dict[str, Any]:
+    values = _present_values(rows, "ttft_ms")
+    return {f"ttft_p{q}_ms": percentile(values, q) for q in (50, 90, 95, 99)}
+
+
+@produces(
+    Metric("avg_ttft_ms", "TTFT (ms)", "num", "lower", irf=True, table=True, per_repeat=True, order=50,
+           table_order=5,
+           doc="mean ttft_ms over compared items (successful for every vendor of the model) that have one"),
+    Metric("ttft_p50_ms", "TTFT p50 (ms)", "num", "lower", order=410,
+           doc="median ttft_ms over compared items that have one (linear interpolation)"),
+    Metric("ttft_p90_ms", "TTFT p90 (ms)", "num", "lower", order=420,
+           doc="90th percentile of ttft_ms over the same rows"),
+    Metric("ttft_p95_ms", "TTFT p95 (ms)", "num", "lower", order=425,
+           doc="95th percentile of ttft_ms over the same rows (the stress SLO's percentile)"),
+    Metric("ttft_p99_ms", "TTFT p99 (ms)", "num", "lower", order=430,
+           doc="99th percentile of ttft_ms over the same rows"),
+    Metric("ttft_rows", "TTFT rows", "int", "none", order=440, doc="successful rows with a ttft_ms"),
+)
+@additive(lambda rows: _mean_features(rows, "ttft_ms"), extra=_ttft_percentiles)
+def ttft_stats(sums: pd.Series) -> dict[str, Any]:
+    """Time to first token over successful rows that have one (``ttft_rows``).
+
+    Over the *compared* items that have one (successful for every vendor of the model, so a vendor that fails
+    the slow requests cannot look fast by it): ``avg_ttft_ms = mean(ttft_ms)``; ``ttft_p50_ms``,
+    ``ttft_p90_ms``, ``ttft_p95_ms``, ``ttft_p99_ms`` = percentiles with linear interpolation. Missing when no
+    compared item has a TTFT (never 0).
+    """
+    n = int(sums["present"])
+    return {"avg_ttft_ms": float(sums["value"]) / n if n else NAN, "ttft_rows": n}
+
+
+def _reasoning_only_features(rows: pd.DataFrame) -> pd.DataFrame:
+    ok = is_success(rows)
+    reasoning = pd.to_numeric(rows["reasoning_chars"].astype("object"), errors="coerce").fillna(0) > 0
+    maybe = (ok & reasoning).to_numpy(dtype=bool, copy=True)  # content and calls are looked at on these rows only
+    annotated = TC_N in rows.columns
+    if annotated:
+        maybe &= ~(rows[TC_N] > 0).to_numpy(dtype=bool)
+    only = np.zeros(len(rows), dtype=bool)
+    contents = rows["content"].astype("object").to_numpy(dtype=object)
+    cells = None if annotated else rows["tool_calls"].astype("object").to_numpy(dtype=object)
+    for i in np.flatnonzero(maybe):
+        if cells is not None and ((c := parse_tool_calls(cells[i])) is None or len(c) > 0):
+            continue  # a call (or an unreadable one) is an answer
+        only[i] = not (isinstance(contents[i], str) and contents[i].strip())
+    return pd.DataFrame({"successes": ok.to_numpy(dtype=bool), "reasoning_only": only}, index=rows.index).astype(int)
+
+
+@produces(
+    Metric("tps", "TPS", "num", "higher", irf=True, table=True, per_repeat=True, order=60, table_order=3,
+           doc="mean per-request tps = (completion_tokens − 1) / decode s over compared items; missing with none"),
+    Metric("tps_p50", "TPS p50", "num", "higher", order=450,
+           doc="median per-request tps over compared items that have one"),
+    Metric("tps_rows", "TPS rows", "int", "none", order=460, doc="successful rows with a tps"),
+)
+@additive(lambda rows: _mean_features(rows, "tps"),
+          extra=lambda rows: {"tps_p50": percentile(_present_values(rows, "tps"), 50)})
+def tps_stats(sums: pd.Series) -> dict[str, Any]:
+    """Decode throughput: mean of the per-request ``tps`` over successful rows that have one.
+
+    Per request (computed by the harness) ``tps = (completion_tokens − 1) / (decode_ms / 1000)``; a buffered
+    stream has none (its tokens were not streamed: anomaly ``buffered_stream``), so it is left out here.
+    ``tps = mean(tps)``, ``tps_p50 = median(tps)`` over the ``tps_rows`` compared items that have one (as for
+    TTFT: items that succeeded for every vendor of the model); missing when there are none.
+    """
+    n = int(sums["present"])
+    return {"tps": float(sums["value"]) / n if n else NAN, "tps_rows": n}
+
+
+# --------------------------------------------------------------------------------------------------
+# MiniMax extras
+
+
+@produces(
+    Metric("finish_tool_calls", "Finish tool_calls", "int", "none", order=500,
+           doc='successful items finishing with "tool_calls"'),
+    Metric("finish_tool_calls_rate", "Finish-ToolCalls Rate", "rate", "none", per_repeat=True, order=510,
+           doc="finish_tool_calls / items (MiniMax Finish-ToolCalls-Rate; failed items stay in the denominator)"),
+)
+@additive(lambda rows: pd.DataFrame({"items": 1, "finish": _finished_with_tool_calls(rows).astype(int)},
+                                    index=rows.index))
+def finish_tool_calls_rate(sums: pd.Series) -> dict[str, Any]:
+    """MiniMax Finish-ToolCalls-Rate.
+
+    ``finish_tool_calls_rate = successful items finishing with "tool_calls" / items``; failed items
+    stay in the denominator.
+    """
+    count = int(sums["finish"])
+    return {"finish_tool_calls": count, "finish_tool_calls_rate": _ratio(count, int(sums["items"]))}
+
+
+@produces(
+    Metric("reasoning_only", "Reasoning-only", "int", "none", count=True, order=520,
+           doc="successful responses with reasoning, blank content and no tool call"),
+    Metric("reasoning_only_rate", "Reasoning-only Rate", "rate", "lower", threshold=("max", 0.0), per_repeat=True,
+           order=530, doc="reasoning_only / successful responses (MiniMax); missing with no successful response"),
+)
+@additive(_reasoning_only_features)
+def reasoning_only_rate(sums: pd.Series) -> dict[str, Any]:
+    """MiniMax reasoning-only pattern: reasoning arrived but no answer and no tool call.
+
+    ``reasoning_only_rate = successful responses with reasoning_chars > 0, empty (or blank) content and
+    no tool call / successful responses``. Missing when there is no successful response.
+    """
+    count = int(sums["reasoning_only"])
+    return {"reasoning_only": count, "reasoning_only_rate": _ratio(count, int(sums["successes"]))}

@@ -1,0 +1,1 @@
+"""Statistics: exact tests, bootstrap intervals and noise-floor tests, IRF."""
