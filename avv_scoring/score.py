@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from avv_core.client_load import LoadGroup, process_name, summarise_load
 from avv_core.errors import InputError
-from avv_harness.run.lag_monitor import LoadGroup, process_name, summarise_load
 from avv_scoring.load import (
     COMPARABLE_COL,
     REQUIRED_COLUMNS,
@@ -89,7 +89,7 @@ class ScoreResult:
     stress: StressResult | None = None
     #: False for a stress-only result (:func:`stress_only`): no per-vendor scores were computed.
     scored: bool = True
-    #: The client's own lag and CPU per process (avv_harness.run.lag_monitor.client_load); {} for older records.
+    #: The client's own lag and CPU per process (avv_core.client_load.client_load); {} for older records.
     client_load: dict[str, Any] = field(default_factory=dict)
     #: Per (model, vendor, tool): :data:`~avv_scoring.metrics.breakdown.PER_TOOL_COLUMNS` (see :mod:`.breakdown`).
     per_tool: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PER_TOOL_COLUMNS)))
@@ -356,7 +356,7 @@ def _in_score_order(rows: list[dict[str, Any]], columns: Sequence[str], scores: 
 
 
 def _client_load(records: pd.DataFrame) -> dict[str, Any]:
-    """Per process and vendor: the client's own lag and CPU (avv_harness.run.lag_monitor.client_load, as in
+    """Per process and vendor: the client's own lag and CPU (avv_core.client_load.client_load, as in
     run.json)."""
     needed = ("worker", "vendor", "client_lag_ms", "client_cpu_pct")
     if any(c not in records.columns for c in needed):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from avv_core.client_load import CPU_OWN_LOAD_PCT, client_bound_advice, client_bound_cause
 from avv_core.errors import InputError
 from avv_core.json_input import MAX_JSON_DEPTH, json_depth, parse_json
 from avv_core.manifest import read_manifest
@@ -24,7 +25,6 @@ from avv_harness.inputs.bfcl import convert
 from avv_harness.inputs.config import MAX_VENDORS_PER_RUN, parse_config
 from avv_harness.locust.plugin import EXPORT_PREFIX, class_names
 from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK
-from avv_harness.run.lag_monitor import CPU_OWN_LOAD_PCT, client_bound_advice, client_bound_cause
 from avv_scoring import render_tables
 from avv_scoring.baseline_results import read_results
 from tests.e2e_ports import free_port

@@ -2,7 +2,8 @@
 
 import pytest
 
-from avv_harness.run.lag_monitor import LagMonitor, client_bound_advice, client_load
+from avv_core.client_load import client_bound_advice, client_load
+from avv_harness.run.lag_monitor import LagMonitor
 
 
 def monitor_with(samples):

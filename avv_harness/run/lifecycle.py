@@ -19,12 +19,12 @@ from typing import Any
 import gevent
 import gevent.event
 
+from avv_core.client_load import client_bound_advice, client_load
 from avv_core.manifest import RECORDS_CSV
 from avv_core.samples import SampleSet, load_samples
 from avv_core.stop_signals import Interrupted, interrupt_on_signals
 from avv_harness.locust.distribution import MasterWork
 from avv_harness.run.folder import check_out_folder, fill_manifest, new_run, score_run, summary_line, ui_run_options
-from avv_harness.run.lag_monitor import client_bound_advice, client_load
 from avv_harness.run.progress import progress_line
 from avv_harness.run.state import EXIT_OK, RunState
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import pandas as pd
 
+from avv_core.client_load import CPU_BOUND_PCT, LAG_P99_BOUND_MS, client_bound_advice
 from avv_core.measures import is_missing
-from avv_harness.run.lag_monitor import CPU_BOUND_PCT, LAG_P99_BOUND_MS, client_bound_advice
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS, KINDS
 from avv_scoring.metrics.registry import count_metrics, group_metrics, table_metrics
 from avv_scoring.report import trajectory as trajectory_report
