@@ -1,4 +1,5 @@
-"""``avv-locust``: Locust with our options registered before it parses ``--help``.
+"""The console scripts that need the harness: ``avv-locust`` (Locust with our options registered before it parses
+``--help``) and ``avv-score`` (scoring's CLI, plus ``export``, which rebuilds requests with the wire client).
 
 Locust prints ``--help`` before it imports the locustfile (locust issue #2917), so
 ``locust -f locustfiles/vendors.py --help`` cannot list the ``--avv-*`` options; ``avv-locust --help``
@@ -9,6 +10,7 @@ installed package runs the demo from any directory.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 PACKAGED_LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
@@ -24,3 +26,15 @@ def main(argv: list[str] | None = None) -> None:
     from locust.main import main as locust_main
 
     locust_main()
+
+
+def score_main(argv: list[str] | None = None) -> int:
+    """``avv-score``: :func:`avv_scoring.cli.main` with the ``export`` subcommand (:mod:`avv_harness.exports`)."""
+    from avv_scoring.cli import main as scoring_main
+
+    def export(args: Sequence[str]) -> int:
+        from avv_harness.exports import main_export
+
+        return main_export(args)
+
+    return scoring_main(argv, commands={"export": export})

@@ -1,4 +1,6 @@
-"""avv_scoring: per-vendor metrics, the IRF fusion score, verdicts and reports from records.csv files.
+"""avv_scoring: per-vendor metrics, the IRF fusion score, verdicts and reports from records.csv files. It imports
+only :mod:`avv_core` (no HTTP client, no Locust): writing a run as K2VV files needs the harness to rebuild its
+requests, so ``export_run`` is :func:`avv_harness.export_run`.
 
 Layers: :mod:`.load` (input) → :mod:`.registry` (every metric declared once) → :mod:`.correctness` (pure
 tool-call comparison: canonical arguments, agreement, gold possible answers) → :mod:`.metrics` and
@@ -14,7 +16,6 @@ docs/scoring.md.
 from __future__ import annotations
 
 from avv_scoring.baseline_results import BaselineResults
-from avv_scoring.k2vv import export_run
 from avv_scoring.load import load_records
 from avv_scoring.metrics.registry import METRICS, Metric, metric, render_metric_table
 from avv_scoring.presets import load_thresholds, resolve_thresholds
@@ -47,7 +48,6 @@ __all__ = [
     "Thresholds",
     "add_irf",
     "control_characters",
-    "export_run",
     "irf_scores",
     "load_records",
     "load_thresholds",

@@ -26,14 +26,13 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
 from avv_core.errors import InputError
 from avv_core.stop_signals import Interrupted, interrupt_on_signals
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
-from avv_scoring.k2vv import FORMAT, export_run
 from avv_scoring.metrics.registry import render_metric_table
 from avv_scoring.presets import PRESETS, resolve_thresholds, thresholds_yaml
 from avv_scoring.report.escape import neutralise_frame, restore_frame, terminal_text
@@ -220,7 +219,7 @@ def _irf_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _baseline_arg(values: Sequence[str]) -> str | dict[str, str] | None:
+def baseline_arg(values: Sequence[str]) -> str | dict[str, str] | None:
     if not values:
         return None
     out: dict[str, str] = {}
@@ -325,7 +324,7 @@ def main_score(argv: Sequence[str]) -> int:
     args = _score_parser().parse_args(argv)
     result = score_paths(
         args.inputs,
-        baseline=_baseline_arg(args.baseline),
+        baseline=baseline_arg(args.baseline),
         samples=args.samples,
         out_dir=args.out,
         thresholds=_thresholds(args),
@@ -348,7 +347,7 @@ def main_stress(argv: Sequence[str]) -> int:
         raise InputError(f"{args.run}: not a stress run (run.json mode is not 'stress')")
     result = score_paths(
         [args.run],
-        baseline=_baseline_arg(args.baseline),
+        baseline=baseline_arg(args.baseline),
         samples=args.samples,
         out_dir=args.out,
         thresholds=_thresholds(args),
@@ -359,34 +358,6 @@ def main_stress(argv: Sequence[str]) -> int:
         html=not args.no_html,
     )
     return _report(result, args)
-
-
-def _export_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"{PROG} export",
-        description="Write a run folder as K2-Vendor-Verifier / MiniMax-Provider-Verifier files: per vendor "
-        "<vendor>_results.jsonl, <vendor>_summary.json and <vendor>_compare.json (against the baseline).",
-    )
-    p.add_argument("run", metavar="RUN", help="a run folder (records.csv and run.json)")
-    p.add_argument("--format", required=True, choices=[FORMAT], help="the file format (k2vv: K2VV and MiniMax)")
-    p.add_argument("--out", metavar="DIR", help="output folder (default RUN/k2vv)")
-    p.add_argument("--samples", metavar="FILE", help="sample JSONL (default: from run.json)")
-    p.add_argument("--baseline", action="append", default=[], metavar="NAME|MODEL=VENDOR",
-                   help="baseline vendor of the compare files (default: is_baseline)")
-    p.add_argument("-q", "--quiet", action="store_true", help="do not list the files written")
-    return p
-
-
-def main_export(argv: Sequence[str]) -> int:
-    args = _export_parser().parse_args(argv)
-    result = export_run(args.run, out_dir=args.out, samples=args.samples, baseline=_baseline_arg(args.baseline))
-    for warning in result.warnings:
-        sys.stderr.write(f"{PROG}: warning: {terminal_text(warning)}\n")
-    if not args.quiet:
-        for path in result.files:
-            sys.stdout.write(path + "\n")
-        sys.stdout.write(f"wrote {len(result.files)} file(s) to {result.out_dir}\n")
-    return 0
 
 
 def main_trajectory(argv: Sequence[str]) -> int:
@@ -433,25 +404,33 @@ def main_thresholds(argv: Sequence[str]) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+#: A subcommand added by the caller: argv after the name → exit status (see :func:`main`).
+Command = Callable[[Sequence[str]], int]
+
+
+def main(argv: Sequence[str] | None = None, commands: Mapping[str, Command] | None = None) -> int:
+    """``avv-score``. ``commands`` adds subcommands that need more than scoring: the ``avv-score`` console script
+    (:func:`avv_harness.cli.score_main`) adds ``export``, which rebuilds the requests with the harness."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         with interrupt_on_signals():  # SIGTERM, like Ctrl-C, stops even a CPU-bound step, without a traceback
-            return _dispatch(argv)
+            return _dispatch(argv, commands or {})
     except Interrupted as exc:
         print(f"{PROG}: stopped by {exc.name}; the outputs being written may be incomplete: run it again",
               file=sys.stderr)
         return exc.exit_status
 
 
-def _dispatch(argv: list[str]) -> int:
+def _dispatch(argv: list[str], commands: Mapping[str, Command]) -> int:
     try:
+        if argv and argv[0] in commands:
+            return commands[argv[0]](argv[1:])
+        if argv and argv[0] == "export":
+            raise InputError("avv-score export rebuilds the requests with the harness: run the avv-score command")
         if argv and argv[0] == "irf":
             return main_irf(argv[1:])
         if argv and argv[0] == "stress":
             return main_stress(argv[1:])
-        if argv and argv[0] == "export":
-            return main_export(argv[1:])
         if argv and argv[0] == "thresholds":
             return main_thresholds(argv[1:])
         if argv and argv[0] == "trajectory":

@@ -1,6 +1,7 @@
-"""K2-Vendor-Verifier / MiniMax-Provider-Verifier files (scoring layer, between :mod:`.score` and :mod:`.cli`):
-write a run as their ``results.jsonl`` / ``summary.json`` / compare output. Reading their ``results.jsonl`` back
-as a baseline vendor is :mod:`.baseline_results`.
+"""K2-Vendor-Verifier / MiniMax-Provider-Verifier file formats (scoring report layer, pure): one results row of
+a record, the summary and the compare output. Writing a run as these files needs the requests as they were sent,
+which only the harness can rebuild: :mod:`avv_harness.exports` does it and calls these functions. Reading their
+``results.jsonl`` back as a baseline vendor is :mod:`avv_scoring.baseline_results`.
 
 Field names and definitions follow the tools' code (docs/scoring.md, "Interoperability", cites each):
 
@@ -15,9 +16,6 @@ Field names and definitions follow the tools' code (docs/scoring.md, "Interopera
   ``language_following_*``, ``error_only_reasoning_*``, ``success_rate``);
 - compare = K2VV ``compare.compute_comparison`` (pairs joined on ``data_index``, a pair with a failed side
   skipped) plus MiniMax's ``multi_tool_call_trigger_similarity``.
-
-An API key never reaches these files: the request is rebuilt from the sample and run.json's redacted vendor
-config (:func:`avv_harness.wire.execute.build_body`, the harness's own function), and no header is written.
 """
 
 from __future__ import annotations
@@ -25,30 +23,19 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
-
-from avv_core.errors import InputError
 from avv_core.language import check_language
 from avv_core.measures import is_missing
 from avv_core.records import STATUS_FAILED, STATUS_SUCCESS
 from avv_core.samples import Sample
-from avv_harness.inputs.config import Vendor
-from avv_harness.wire.execute import build_body
-from avv_scoring.load import RunInput, read_inputs, resolve_inputs, run_sample_set
 from avv_scoring.metrics.schema import VALID, check_call, parse_tool_calls, tool_schemas
-from avv_scoring.metrics.trajectories import first_steps
 from avv_scoring.metrics.verifiers import cosine_similarity
-from avv_scoring.score import BaselineSpec, resolve_baselines
 
 FORMAT = "k2vv"
 TOOL_CALLS = "tool_calls"
-EXPORT_DIR = "k2vv"
 
 
 def k2vv_hash(request: Mapping[str, Any]) -> str:
@@ -66,19 +53,6 @@ def _value(v: Any) -> Any:
 def _int(v: Any) -> int | None:
     v = _value(v)
     return None if v is None else int(v)
-
-
-# ------------------------------------------------------------------------------------------ export: one row
-
-
-def vendor_from_manifest(entry: Mapping[str, Any]) -> Vendor:
-    """The vendor as run.json records it (keys redacted): enough for :func:`build_body` (model id, usage,
-    provider pinning, extra_body)."""
-    return Vendor(
-        model=str(entry["model"]), name=str(entry["name"]), model_id=str(entry.get("model_id") or entry["model"]),
-        url=str(entry.get("url") or ""), include_usage=bool(entry.get("include_usage", True)),
-        provider=entry.get("provider"), extra_body=dict(entry.get("extra_body") or {}),
-    )
 
 
 def _response(record: Mapping[str, Any], request: Mapping[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:
@@ -104,9 +78,8 @@ def _response(record: Mapping[str, Any], request: Mapping[str, Any], calls: list
     }
 
 
-def result_row(record: Mapping[str, Any], sample: Sample, vendor: Vendor) -> dict[str, Any]:
-    """One results.jsonl row for one record (its sample and vendor give the request as sent)."""
-    request = build_body(sample, vendor)
+def result_row(record: Mapping[str, Any], sample: Sample, request: Mapping[str, Any]) -> dict[str, Any]:
+    """One results.jsonl row for one record: its sample, and ``request`` = the body as it was sent."""
     ok = record.get("status") == STATUS_SUCCESS
     calls = (parse_tool_calls(_value(record.get("tool_calls"))) or []) if ok else []
     finish = _value(record.get("finish_reason")) if ok else None
@@ -249,103 +222,3 @@ def compare(baseline: Sequence[Mapping[str, Any]], vendor: Sequence[Mapping[str,
 def _distribution(rows: Sequence[Mapping[str, Any]]) -> Counter[int]:
     return Counter(int(r.get("tool_calls_count") or 0) for r in rows
                    if r.get("status") == STATUS_SUCCESS and r.get("finish_reason") == TOOL_CALLS)
-
-
-# -------------------------------------------------------------------------------------------- export: files
-
-
-@dataclass
-class ExportResult:
-    out_dir: str
-    files: list[str] = field(default_factory=list)
-    summaries: dict[str, dict[str, Any]] = field(default_factory=dict)  # file → summary
-    warnings: list[str] = field(default_factory=list)
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name) or "_"
-
-
-def _write_json(path: str, data: Any, lines: bool = False) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        if lines:
-            fh.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in data)
-        else:
-            json.dump(data, fh, ensure_ascii=False, indent=4)
-            fh.write("\n")
-
-
-def export_run(run: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None,
-               samples: str | os.PathLike[str] | None = None, baseline: BaselineSpec = None) -> ExportResult:
-    """Write a run folder as K2VV / MiniMax files: per model and vendor ``<vendor>_results.jsonl`` and
-    ``<vendor>_summary.json``, and for every other vendor ``<vendor>_compare.json`` against the baseline.
-
-    Default ``out_dir``: ``RUN/k2vv``. With several models each gets a sub-folder; with several repeats each
-    repeat gets ``repeat_NN/`` (one K2VV file holds one row per request). InputError for a folder without
-    run.json (the vendor config the requests are rebuilt from) or whose sample file changed.
-    """
-    inputs = resolve_inputs([run])
-    item: RunInput = inputs[0]
-    if item.run_dir is None or item.manifest is None:
-        raise InputError(f"{os.fspath(run)}: export needs a run folder with run.json (the vendor config)")
-    result = ExportResult(os.fspath(out_dir) if out_dir is not None else os.path.join(item.run_dir, EXPORT_DIR))
-    sample_set = run_sample_set(item, samples, result.warnings)
-    by_id = sample_set.by_id()
-    vendors = {(str(v.get("model")), str(v.get("name"))): vendor_from_manifest(v) for v in item.manifest.vendors}
-    records = first_steps(read_inputs(inputs))  # an agent task's first step: the sample's request as written
-    if records.empty:
-        raise InputError(f"{item.csv_path}: no records to export")
-    try:
-        baselines = resolve_baselines(records, baseline)
-    except InputError as exc:
-        if baseline is not None:
-            raise
-        baselines = {}  # no baseline vendor in the run: results and summaries only
-        result.warnings.append(f"no compare files: {exc}")
-    records = records.assign(repeat=pd.to_numeric(records["repeat"], errors="coerce").fillna(1).astype(int))
-    models = list(dict.fromkeys(records["model"].astype(str)))
-    repeats = sorted(set(records["repeat"].tolist()))
-    for model in models:
-        for repeat in repeats:
-            folder = result.out_dir
-            folder = os.path.join(folder, _safe(model)) if len(models) > 1 else folder
-            folder = os.path.join(folder, f"repeat_{repeat:02d}") if len(repeats) > 1 else folder
-            part = records[(records["model"].astype(str) == model) & (records["repeat"] == repeat)]
-            rows_by_vendor = _export_rows(part, model, by_id, vendors, result.warnings)
-            base_name = baselines.get(model)
-            base_rows = rows_by_vendor.get(base_name) if base_name else None
-            for vendor, (rows, attempts) in rows_by_vendor.items():
-                stem = os.path.join(folder, _safe(vendor))
-                _write_json(f"{stem}_results.jsonl", rows, lines=True)
-                summary = summarize(rows, vendors[(model, vendor)].model_id, attempts)
-                _write_json(f"{stem}_summary.json", summary)
-                result.files += [f"{stem}_results.jsonl", f"{stem}_summary.json"]
-                result.summaries[f"{stem}_summary.json"] = summary
-                if base_rows is not None and vendor != base_name:
-                    _write_json(f"{stem}_compare.json", {"baseline": base_name, "vendor": vendor,
-                                                         **compare(base_rows[0], rows)})
-                    result.files.append(f"{stem}_compare.json")
-    return result
-
-
-def _export_rows(part: pd.DataFrame, model: str, by_id: Mapping[str, Sample], vendors: Mapping[tuple[str, str], Vendor],
-                 warnings: list[str]) -> dict[str, tuple[list[dict[str, Any]], int]]:
-    """vendor → (its results rows sorted by data_index, Σ attempts)."""
-    out: dict[str, tuple[list[dict[str, Any]], int]] = {}
-    for vendor, rows in part.groupby(part["vendor"].astype(str), sort=False):
-        if (model, vendor) not in vendors:
-            raise InputError(f"run.json: no vendor {model}/{vendor} in field 'vendors' (the records name it)")
-        exported, attempts, unknown = [], 0, 0
-        for record in rows.to_dict("records"):
-            sample = by_id.get(str(record["sample_id"]))
-            if sample is None:
-                unknown += 1
-                continue
-            exported.append(result_row(record, sample, vendors[(model, vendor)]))
-            attempts += _int(record.get("attempts")) or 1
-        if unknown:
-            warnings.append(f"{model}/{vendor}: {unknown} record(s) whose sample id is not in the sample file "
-                            "were not exported")
-        out[vendor] = (sorted(exported, key=lambda r: r["data_index"]), attempts)
-    return out
