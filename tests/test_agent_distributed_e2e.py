@@ -13,8 +13,9 @@ import pytest
 
 from avv_core.items import truth_tag
 from avv_core.record_file import read_records
+from tests.builders import sim_vendors, write_yaml
 from tests.e2e_ports import free_port
-from tests.locust_runs import ROOT, only_run_dir, sim_vendors, write_yaml
+from tests.locust_runs import ROOT, only_run_dir
 from tests.test_distributed_e2e import start
 
 pytestmark = pytest.mark.e2e

@@ -14,7 +14,8 @@ import pytest
 from avv_core.items import truth_tag
 from avv_core.record_file import read_records
 from avv_core.samples import load_samples
-from tests.locust_runs import ROOT, clean_env, only_run_dir, run_locust, sim_vendors, write_yaml
+from tests.builders import sim_vendors, write_yaml
+from tests.locust_runs import ROOT, clean_env, only_run_dir, run_locust
 
 pytestmark = pytest.mark.integration
 

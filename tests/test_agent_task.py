@@ -19,9 +19,9 @@ from avv_harness.run.controller import EXIT_OK
 from avv_harness.wire.agent_loop import run_trajectory, run_trajectory_safely
 from avv_harness.wire.execute import ExecContext, RetryPolicy, build_body
 from avv_scoring.metrics import correctness
+from tests.builders import write_inputs, write_yaml
 from tests.fake_vendor import ScriptedAdapter, error_reply, fake_session_factory, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
-from tests.locust_runs import write_yaml
+from tests.glue import make_env, options, run_to_end
 
 
 def tool(name: str, **props: str) -> dict:

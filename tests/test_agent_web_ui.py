@@ -11,8 +11,9 @@ import pytest
 from avv_core.items import ITEM_HEADER, ItemKey
 from avv_harness.locust.web_ui import AGENT_COLUMNS, vendor_columns
 from avv_scoring.metrics.registry import metric
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, stream_reply
-from tests.glue import make_env, write_inputs
+from tests.glue import make_env
 from tests.test_agent_task import TASK, TOOLS
 from tests.test_web_ui import assert_equals_avv_score, start_ui, tab_rows, ui_args, wait_until
 

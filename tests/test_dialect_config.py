@@ -11,7 +11,7 @@ import pytest
 from avv_core.errors import InputError
 from avv_harness.inputs.config import environment_with_dotenv, load_config, parse_config
 from avv_harness.inputs.secrets import Redactor
-from tests.locust_runs import write_yaml
+from tests.builders import write_yaml
 
 HERMES = "hermes.jinja"
 

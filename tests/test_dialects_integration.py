@@ -12,15 +12,9 @@ import pytest
 
 from avv_core.record_file import read_records
 from avv_core.samples import load_samples
-from tests.locust_runs import (
-    DEMO_SAMPLES,
-    clean_env,
-    only_run_dir,
-    read_truth,
-    run_locust,
-    truth_tag,
-    write_yaml,
-)
+from tests.builders import write_yaml
+from tests.locust_runs import DEMO_SAMPLES, clean_env, only_run_dir, run_locust, truth_tag
+from tests.sim_records import truth_by_tag
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +55,7 @@ def run(tmp_path_factory):
     rows = [{k: (None if v is None or v != v else v) for k, v in r.items()}
             for r in read_records(run_dir / "records.csv").astype(object).to_dict("records")]
     scores = pd.read_csv(run_dir / "scores.csv").set_index("vendor")
-    return {"rows": rows, "scores": scores, "truth": read_truth(run_dir / "sim_truth.jsonl"), "run_dir": run_dir}
+    return {"rows": rows, "scores": scores, "truth": truth_by_tag(run_dir / "sim_truth.jsonl"), "run_dir": run_dir}
 
 
 def by_sample(run, vendor: str) -> dict[str, dict]:
@@ -156,7 +150,7 @@ def test_overrides_and_variables_reach_the_wire(tmp_path):
                       env=clean_env(LOCUST_AVV_MAX_TOKENS="333", ROUTE_TOKEN="route-from-env-52"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_dir = only_run_dir(tmp_path / "out")
-    received = [t for t in read_truth(run_dir / "sim_truth.jsonl").values() if t["profile"] == "wire"]
+    received = [t for t in truth_by_tag(run_dir / "sim_truth.jsonl").values() if t["profile"] == "wire"]
     assert len(received) == 2
     for truth in received:
         body, headers = truth["request"]["body"], truth["request"]["headers"]

@@ -8,7 +8,9 @@ import socket
 import pytest
 
 from avv_core.record_file import read_records
-from tests.locust_runs import DEMO_SAMPLES, only_run_dir, read_truth, run_locust, truth_tag, write_yaml
+from tests.builders import write_yaml
+from tests.locust_runs import DEMO_SAMPLES, only_run_dir, run_locust, truth_tag
+from tests.sim_records import truth_by_tag
 from tests.wire_server import ScriptServer, chunk, headers, sse
 
 pytestmark = pytest.mark.e2e
@@ -101,7 +103,7 @@ def fault_run(tmp_path_factory):
     frame = read_records(run_dir / "records.csv")
     rows = [{k: (None if v is None or v != v else v) for k, v in r.items()}
             for r in frame.astype(object).to_dict("records")]
-    return {"proc": proc, "rows": rows, "truth": read_truth(run_dir / "sim_truth.jsonl"), "run_dir": run_dir}
+    return {"proc": proc, "rows": rows, "truth": truth_by_tag(run_dir / "sim_truth.jsonl"), "run_dir": run_dir}
 
 
 def rows_of(fault_run, vendor):

@@ -21,8 +21,9 @@ from avv_harness.locust.distribution import MAX_BAD_RECORDS, RECORD
 from avv_harness.run import node_identity
 from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, RunController
 from avv_harness.run.ledger import ACCEPT, ALREADY_RECORDED, DUPLICATE, HELD_BY_ANOTHER, NOT_HANDED_OUT, Ledger
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, item_of, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
+from tests.glue import make_env, options, run_to_end
 
 SECRET_HOST = "hidden-host-7f3a.example"
 
@@ -374,8 +375,9 @@ def test_processes_a_refused_worker_exits_2_and_a_matching_one_runs_the_run(tmp_
     import json
     import subprocess
 
+    from tests.builders import sim_vendors, write_yaml
     from tests.e2e_ports import free_port
-    from tests.locust_runs import clean_env, locust_cmd, only_run_dir, sim_vendors, write_yaml
+    from tests.locust_runs import clean_env, locust_cmd, only_run_dir
 
     fast = {"ttft_ms": 5, "tokens_per_s": 2000, "output_tokens": 4}
     write_yaml(tmp_path / "sim.yaml", {"profiles": {"ref": fast, "alt": fast}})

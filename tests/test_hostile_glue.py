@@ -27,10 +27,11 @@ from avv_harness.locust.plugin import EXPORT_PREFIX, class_names
 from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK
 from avv_scoring import render_tables
 from avv_scoring.baseline_results import read_results
+from tests.builders import sim_vendors, write_inputs, write_yaml
 from tests.e2e_ports import free_port
 from tests.fake_vendor import ScriptedAdapter, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
-from tests.locust_runs import LOCUSTFILE, ROOT, clean_env, locust_cmd, only_run_dir, run_locust, sim_vendors, write_yaml
+from tests.glue import make_env, options, run_to_end
+from tests.locust_runs import LOCUSTFILE, ROOT, clean_env, locust_cmd, only_run_dir, run_locust
 
 FAST = {"ttft_ms": 10, "tokens_per_s": 500, "output_tokens": 6}
 GOOD = {"messages": [{"role": "user", "content": "hi"}]}

@@ -37,8 +37,9 @@ from avv_scoring.metrics import schema as S
 from avv_scoring.testing import call, records_frame
 from avv_sim import ProfileError, load_profiles, schema_args
 from avv_sim.profiles import parse_set
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter
-from tests.glue import make_env, options, run_to_end, write_inputs
+from tests.glue import make_env, options, run_to_end
 from tests.locust_runs import clean_env, locust_cmd
 from tests.wire_server import ScriptServer, chunk, headers, sse
 

@@ -24,9 +24,9 @@ from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_OK, EXIT_WRITE
 from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.wire.execute import endpoint_url
 from avv_scoring.cli import main as avv_score
+from tests.builders import write_inputs, write_yaml
 from tests.fake_vendor import ScriptedAdapter, error_reply, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
-from tests.locust_runs import write_yaml
+from tests.glue import make_env, options, run_to_end
 from tests.wire_server import ScriptServer, chunk, headers, sse
 
 FAST = {"ttft_ms": 10, "tokens_per_s": 500, "output_tokens": 6}

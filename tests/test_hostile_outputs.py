@@ -39,8 +39,8 @@ from avv_scoring.report.outputs import scores_csv_text, write_outputs
 from avv_scoring.report.trajectory import render_trajectory
 from avv_scoring.stress import stress_tables, write_stress_files
 from avv_scoring.testing import call, records_frame
-from tests.glue import make_env, write_inputs
-from tests.locust_runs import write_yaml
+from tests.builders import write_inputs, write_yaml
+from tests.glue import make_env
 from tests.test_scoring_stress import _failed, _ok, write_stress_run
 
 # What hostile vendors, configs and samples put into cells (each a case seen in issue 22).

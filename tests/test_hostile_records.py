@@ -20,8 +20,9 @@ from avv_scoring import score_paths
 from avv_scoring.cli import main as avv_score
 from avv_scoring.live_scores import LiveRecords
 from avv_scoring.testing import call, record
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, item_of, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
+from tests.glue import make_env, options, run_to_end
 
 CR_TEXT = "line one\rline two\r\nthird\n\"quoted\", comma\x07bell\x00nul\x1b[31mred"
 

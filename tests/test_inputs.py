@@ -12,7 +12,8 @@ from locust.event import Events
 
 from avv_harness.locust import plugin as locust_plugin
 from avv_harness.run.options import preparse_options
-from tests.glue import Shape, options, write_inputs
+from tests.builders import write_inputs
+from tests.glue import Shape, options
 
 GOOD = {"messages": [{"role": "user", "content": "hi"}]}
 

@@ -368,8 +368,9 @@ def test_resume_reruns_items_whose_request_or_language_check_changed(tmp_path):
     unchanged successful items are not sent again."""
     from avv_core.record_file import read_records
     from avv_harness.run.controller import EXIT_OK
+    from tests.builders import write_inputs
     from tests.fake_vendor import ScriptedAdapter, stream_reply
-    from tests.glue import make_env, options, run_to_end, write_inputs
+    from tests.glue import make_env, options, run_to_end
 
     lines = [{"data_index": f"s{i}", "messages": [{"role": "user", "content": f"Вопрос номер {i}"}],
               "check_type": "language_following"} for i in range(1, 4)]

@@ -10,8 +10,9 @@ import pytest
 from avv_core.items import ItemKey, VendorId
 from avv_core.record_file import read_records
 from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_OK, controller_of
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, error_reply, item_of, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
+from tests.glue import make_env, options, run_to_end
 
 
 def test_local_run_records_every_item_once_and_stops_by_itself(tmp_path):

@@ -20,8 +20,9 @@ from avv_harness.inputs.secrets import Redactor
 from avv_harness.run.controller import EXIT_OK
 from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.wire.execute import ExecContext, RetryPolicy, build_body, build_headers
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
+from tests.glue import make_env, options, run_to_end
 from tests.locust_runs import ROOT
 
 

@@ -10,8 +10,9 @@ import gevent
 from avv_harness.run import controller
 from avv_harness.run.controller import EXIT_OK
 from avv_harness.run.progress import duration_text, eta_s, progress_line
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
+from tests.glue import make_env, options, run_to_end
 
 
 def test_progress_line_text_and_eta():

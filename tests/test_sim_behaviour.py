@@ -10,6 +10,7 @@ import pytest
 from avv_sim import behaviour, request_hash
 from avv_sim.behaviour import RequestError, make_plan
 from avv_sim.profiles import make_profile
+from tests.builders import chat_body
 
 TOOLS = [
     {
@@ -35,7 +36,7 @@ TOOLS = [
 
 
 def body(i: int, **extra) -> dict:
-    return {"model": "m", "messages": [{"role": "user", "content": f"question {i}"}], "tools": TOOLS, **extra}
+    return chat_body(f"question {i}", TOOLS, **extra)
 
 
 BODIES = [body(i) for i in range(600)]

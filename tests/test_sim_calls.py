@@ -12,6 +12,7 @@ from avv_scoring.metrics.correctness import Call, calls_equal, calls_match_gold,
 from avv_sim.behaviour import make_plan, request_hash
 from avv_sim.gold import GoldEntry, GoldError, build_arguments, gold_key, load_gold
 from avv_sim.profiles import ProfileError, make_profile
+from tests.builders import chat_body
 from tests.locust_runs import ROOT
 
 BFCL_MINI = ROOT / "samples" / "bfcl-mini.jsonl"
@@ -23,8 +24,7 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": 
 
 
 def body(i: int, **extra) -> dict:
-    return {"messages": [{"role": "user", "content": f"question {i}"}], "tools": TOOLS, "model": "m", "stream": True,
-            **extra}
+    return chat_body(f"question {i}", TOOLS, stream=True, **extra)
 
 
 def plan(knobs: dict, b: dict, gold: GoldEntry | None = None, attempt: int = 1):

@@ -9,11 +9,14 @@ import pytest
 import requests
 import sseclient
 
-from avv_sim import start_simulator
+from tests.builders import chat_body
+from tests.sim_records import truth_of
+
+pytestmark = pytest.mark.integration  # the simulator as a process (the `sim` fixture)
 
 FAST = {"ttft_ms": 5, "tokens_per_s": 5000, "output_tokens": 6}
 TOOLY = {**FAST, "tool_call_rate": 1.0, "parallel_rate": 0.0}
-QUIRK_PROFILES = {
+SIM_PROFILES = {
     "no_finish_reason": {**FAST, "quirks": ["no_finish_reason"]},
     "tool_calls_under_stop": {**TOOLY, "quirks": ["tool_calls_under_stop"]},
     "usage_in_last_content_chunk": {**FAST, "quirks": ["usage_in_last_content_chunk"]},
@@ -52,20 +55,8 @@ TOOLS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory):
-    truth = tmp_path_factory.mktemp("sim") / "truth.jsonl"
-    with start_simulator(profiles=QUIRK_PROFILES, truth_log=truth) as proc:
-        yield proc
-
-
 def body(i: int = 0, tools: bool = True, stream: bool = True) -> dict:
-    b = {"model": "m", "messages": [{"role": "user", "content": f"quirk {i}"}]}
-    if stream:
-        b.update(stream=True, stream_options={"include_usage": True})
-    if tools:
-        b["tools"] = TOOLS
-    return b
+    return chat_body(f"quirk {i}", TOOLS if tools else None, stream=stream, include_usage=stream)
 
 
 def raw(sim, profile: str, b: dict | None = None, tag: str | None = None) -> tuple[requests.Response, bytes]:
@@ -91,19 +82,13 @@ def tool_deltas(chunks: list[dict]) -> list[dict]:
     return [tc for c in chunks if c.get("choices") for tc in c["choices"][0]["delta"].get("tool_calls") or []]
 
 
-def truth_for(sim, tag: str) -> dict:
-    with open(sim.truth_log, encoding="utf-8") as fh:
-        (rec,) = [r for r in map(json.loads, fh) if r["client_tag"] == tag]
-    return rec
-
-
 def test_no_finish_reason(sim) -> None:
     _, data = raw(sim, "no_finish_reason", tag="q-nfr")
     chunks = chunks_of(data)
     assert data.endswith(b"data: [DONE]\n\n")
     assert all(c["choices"][0]["finish_reason"] is None for c in chunks if c["choices"])
     assert chunks[-1]["choices"] == [] and "usage" in chunks[-1]
-    rec = truth_for(sim, "q-nfr")
+    rec = truth_of(sim.truth_log, "q-nfr")
     assert rec["quirks"] == ["no_finish_reason"] and rec["finish_reason"] is None
 
 
@@ -185,7 +170,7 @@ def test_json_body(sim) -> None:
     assert resp.status_code == 200 and resp.headers["Content-Type"].startswith("application/json")
     obj = json.loads(data)
     assert obj["object"] == "chat.completion" and obj["choices"][0]["message"]["role"] == "assistant"
-    assert truth_for(sim, "q-json")["quirks"] == ["json_body"]
+    assert truth_of(sim.truth_log, "q-json")["quirks"] == ["json_body"]
 
 
 def test_html_body(sim) -> None:
@@ -212,7 +197,7 @@ def test_huge_args(sim) -> None:
     deltas = tool_deltas(chunks_of(data))
     args = json.loads("".join(d["function"]["arguments"] for d in deltas))
     assert max(len(v) for v in args.values() if isinstance(v, str)) >= 1_000_000
-    rec = truth_for(sim, "q-huge")
+    rec = truth_of(sim.truth_log, "q-huge")
     assert rec["quirks"] == ["huge_args"] and len(rec["tool_calls"][0]["arguments"]) > 1_000_000
 
 
@@ -220,7 +205,7 @@ def test_quirk_rate_applies_to_a_fraction(sim) -> None:
     tags = [f"q-half-{i}" for i in range(40)]
     dupes = sum(raw(sim, "half", body(i), tag=t)[1].count(b"[DONE]") == 2 for i, t in enumerate(tags))
     assert 10 <= dupes <= 30
-    assert sum(truth_for(sim, t)["quirks"] == ["duplicate_done"] for t in tags) == dupes
+    assert sum(truth_of(sim.truth_log, t)["quirks"] == ["duplicate_done"] for t in tags) == dupes
 
 
 def test_header_delay(sim) -> None:

@@ -10,9 +10,12 @@ import time
 import pytest
 import requests
 
-from avv_sim import start_simulator
+from tests.builders import chat_body
+from tests.sim_records import truth_by_tag
 
-PROFILES = {
+pytestmark = pytest.mark.integration  # the simulator as a process (the `sim` fixture), timed over sockets
+
+SIM_PROFILES = {
     "timed": {"ttft_ms": 150, "tokens_per_s": 100, "output_tokens": 40, "tool_call_rate": 0.0},
     "timed_tools": {"ttft_ms": 80, "tokens_per_s": 200, "tool_call_rate": 1.0, "parallel_rate": 0.0},
     "jitter": {"ttft_ms": 100, "ttft_jitter_ms": 40, "tokens_per_s": 1000, "output_tokens": 3},
@@ -39,18 +42,6 @@ TOOLS = [
         },
     }
 ]
-
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory):
-    truth = tmp_path_factory.mktemp("sim") / "truth.jsonl"
-    with start_simulator(profiles=PROFILES, truth_log=truth) as proc:
-        yield proc
-
-
-def truth_by_tag(sim) -> dict[str, dict]:
-    with open(sim.truth_log, encoding="utf-8") as fh:
-        return {r["client_tag"]: r for r in map(json.loads, fh) if r["client_tag"]}
 
 
 @pytest.fixture(scope="module")
@@ -92,15 +83,7 @@ def timed_stream(sim, profile: str, body: dict, tag: str, session=None) -> dict:
 
 
 def body(i: int, tools: bool = False) -> dict:
-    b = {
-        "model": "m",
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "messages": [{"role": "user", "content": f"timing {i}"}],
-    }
-    if tools:
-        b["tools"] = TOOLS
-    return b
+    return chat_body(f"timing {i}", TOOLS if tools else None, stream=True, include_usage=True)
 
 
 def test_ttft_and_tokens_per_second_match_knobs(sim, session) -> None:
@@ -112,7 +95,7 @@ def test_ttft_and_tokens_per_second_match_knobs(sim, session) -> None:
         tps.append((m["usage"]["completion_tokens"] - 1) / (m["times"][-1] - m["times"][0]))
     assert abs(statistics.median(ttfts) - 150) <= 5, ttfts
     assert abs(statistics.median(tps) - 100) <= 3, tps
-    truth = truth_by_tag(sim)
+    truth = truth_by_tag(sim.truth_log)
     ttft_err = [abs((truth[f"timed-{i}"]["t_first_token"] - truth[f"timed-{i}"]["t_arrival"]) * 1000 - 150)
                 for i in range(3)]
     decode_err = [abs(truth[f"timed-{i}"]["t_last_byte"] - (truth[f"timed-{i}"]["t_first_token"] + 39 / 100)) * 1000
@@ -137,7 +120,7 @@ def test_tool_call_stream_is_paced_the_same_way(sim, session) -> None:
 def test_ttft_jitter_stays_within_bounds(sim) -> None:
     for i in range(6):
         timed_stream(sim, "jitter", body(i), f"jitter-{i}")
-    truth = truth_by_tag(sim)
+    truth = truth_by_tag(sim.truth_log)
     ttfts = [(truth[f"jitter-{i}"]["t_first_token"] - truth[f"jitter-{i}"]["t_arrival"]) * 1000 for i in range(6)]
     assert all(58 <= t <= 143 for t in ttfts), ttfts
     assert max(ttfts) - min(ttfts) > 5
@@ -175,7 +158,7 @@ def test_max_concurrency_rejects_exactly_the_excess(sim) -> None:
     statuses = sorted(r["status"] for r in results)
     assert statuses == [200] * 4 + [429] * 3
     assert all(r["headers"]["Retry-After"] == "3" for r in results if r["status"] == 429)
-    truth = truth_by_tag(sim)
+    truth = truth_by_tag(sim.truth_log)
     faults = sorted(str(truth[f"lim-{i}"]["fault"]) for i in range(7))
     assert faults == ["None"] * 4 + ["over_limit_429"] * 3
     # once the burst is over, the slots are free again
@@ -185,7 +168,7 @@ def test_max_concurrency_rejects_exactly_the_excess(sim) -> None:
 def test_max_concurrency_queue_delays_exactly_the_excess(sim) -> None:
     results = _burst(sim, "queued", 7, "q")
     assert all(r["status"] == 200 for r in results)
-    truth = truth_by_tag(sim)
+    truth = truth_by_tag(sim.truth_log)
     recs = [truth[f"q-{i}"] for i in range(7)]
     service_ms = 200 + 9 / 200 * 1000  # ttft + decode of one response
     waited = sorted(r["queued_ms"] for r in recs)

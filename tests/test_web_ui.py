@@ -19,8 +19,9 @@ from avv_harness.locust.web_ui import VENDORS_KEY, install_web_ui, vendor_column
 from avv_harness.run.controller import EXIT_OK
 from avv_scoring import score_paths
 from avv_scoring.report.outputs import fmt
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, error_reply, item_of, stream_reply
-from tests.glue import make_env, write_inputs
+from tests.glue import make_env
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
