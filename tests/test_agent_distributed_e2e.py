@@ -16,6 +16,7 @@ from avv_core.record_file import read_records
 from tests.builders import sim_vendors, write_yaml
 from tests.e2e_ports import free_port
 from tests.locust_runs import ROOT, only_run_dir
+from tests.sim_records import truth_lines
 from tests.test_distributed_e2e import start
 
 pytestmark = pytest.mark.e2e
@@ -67,8 +68,7 @@ def test_worker_killed_mid_run_every_trajectory_exactly_once(tmp_path: Path):
     assert (frame["status"] == "success").all()
 
     truth = {}
-    for text in (records.parent / "sim_truth.jsonl").read_text().splitlines():
-        line = json.loads(text)
+    for line in truth_lines(records.parent / "sim_truth.jsonl"):
         truth.setdefault(line["client_tag"], []).append(line)
     for row in frame.to_dict("records"):
         assert row["finish_reason"] == truth[truth_tag(row)][-1]["finish_reason"]

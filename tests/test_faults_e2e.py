@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from avv_core.record_file import read_records
-from tests.builders import write_yaml
+from tests.builders import vendors_config, write_yaml
 from tests.locust_runs import DEMO_SAMPLES, only_run_dir, run_locust, truth_tag
 from tests.sim_records import truth_by_tag
 from tests.wire_server import ScriptServer, chunk, headers, sse
@@ -88,7 +88,7 @@ def fault_run(tmp_path_factory):
         {"name": "connect_timeout", "url": f"http://127.0.0.1:{hole_port}/v1", "timeout_s": 0.5},
         {"name": "nodone", "url": f"http://127.0.0.1:{script.port}/nodone/v1"},
     ]
-    write_yaml(work / "vendors.yaml", {"m": {"vendors": vendors}})
+    write_yaml(work / "vendors.yaml", vendors_config(vendors))
     try:
         proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
                            "--avv-samples", "samples.jsonl", "--avv-out", "out", "--avv-retries", "1",

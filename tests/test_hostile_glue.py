@@ -27,7 +27,7 @@ from avv_harness.locust.plugin import EXPORT_PREFIX, class_names
 from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK
 from avv_scoring import render_tables
 from avv_scoring.baseline_results import read_results
-from tests.builders import sim_vendors, write_inputs, write_yaml
+from tests.builders import sim_vendors, vendors_config, write_inputs, write_yaml
 from tests.e2e_ports import free_port
 from tests.fake_vendor import ScriptedAdapter, stream_reply
 from tests.glue import make_env, options, run_to_end
@@ -112,8 +112,8 @@ def test_other_json_inputs_name_file_and_line_when_over_deep(tmp_path):
 @pytest.mark.integration
 def test_over_deep_sample_line_exits_2_without_a_traceback(tmp_path):
     """Before: exit status 1 and a RecursionError traceback."""
-    write_yaml(tmp_path / "vendors.yaml", {"m": {"vendors": [{"name": "a", "url": "http://127.0.0.1:9/v1",
-                                                               "is_baseline": True, "require_key": False}]}})
+    write_yaml(tmp_path / "vendors.yaml", vendors_config([{"name": "a", "url": "http://127.0.0.1:9/v1",
+                                                           "is_baseline": True, "require_key": False}]))
     (tmp_path / "samples.jsonl").write_text(json.dumps(GOOD) + "\n" + nested(100_000) + "\n")
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-samples", "samples.jsonl",
                        "--avv-out", "out"], cwd=tmp_path, timeout=60)
@@ -132,8 +132,8 @@ def hostile_config(url: str) -> dict:
     vendors = [{"name": "base", "is_baseline": True, **common}] + [{"name": name, **common} for name in HOSTILE_NAMES]
     one = [{"name": "a", "is_baseline": True, **common}]
     # "a" in two models is "n.a" and "m.n.a"; model n's "a" finds "n.a" taken (the vendor of that name) → "n.a #2"
-    return {"m": {"vendors": [*vendors, {"name": "n.a", **common}]},
-            "n": {"vendors": one}, "m.n": {"vendors": one}}
+    return vendors_config([*vendors, {"name": "n.a", **common}], "m") | vendors_config(one, "n") \
+        | vendors_config(one, "m.n")
 
 
 def test_class_names_are_distinct_for_any_vendor_names(tmp_path):
@@ -339,9 +339,11 @@ def test_the_end_of_a_run_prints_the_client_bound_advice_once(tmp_path, capsys):
 
 
 def many_vendors(per_model: dict[str, int]) -> dict:
-    return {model: {"vendors": [{"name": f"v{i}", "url": "http://vendor.test/v1", "is_baseline": i == 0,
-                                 "require_key": False, "concurrency": 1} for i in range(n)]}
-            for model, n in per_model.items()}
+    config: dict = {}
+    for model, n in per_model.items():
+        config |= vendors_config([{"name": f"v{i}", "url": "http://vendor.test/v1", "is_baseline": i == 0,
+                                   "require_key": False, "concurrency": 1} for i in range(n)], model)
+    return config
 
 
 def test_more_vendors_than_a_run_can_stop_are_refused_at_config_load_with_a_way_out():

@@ -24,9 +24,10 @@ from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_OK, EXIT_WRITE
 from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.wire.execute import endpoint_url
 from avv_scoring.cli import main as avv_score
-from tests.builders import write_inputs, write_yaml
+from tests.builders import vendors_config, write_inputs, write_yaml
 from tests.fake_vendor import ScriptedAdapter, error_reply, stream_reply
 from tests.glue import make_env, options, run_to_end
+from tests.sim_records import truth_lines
 from tests.wire_server import ScriptServer, chunk, headers, sse
 
 FAST = {"ttft_ms": 10, "tokens_per_s": 500, "output_tokens": 6}
@@ -45,7 +46,7 @@ def test_non_latin1_vendor_model_run_id_and_sample_id_complete_over_real_http(tm
     assert run_to_end(env, timeout=30) == EXIT_OK  # before: 'latin-1' codec can't encode → item stuck, hang
     frame = read_records(ctl.run_dir / "records.csv")
     assert sorted(frame["sample_id"]) == ["2", "样本-1"] and (frame["status"] == "success").all()
-    truth = [json.loads(line) for line in (ctl.run_dir / "sim_truth.jsonl").read_text().splitlines()]
+    truth = truth_lines(ctl.run_dir / "sim_truth.jsonl")
     tags = {ItemKey.parse_tag(t["client_tag"]) for t in truth}
     assert ("运行-1", ItemKey("模型", "供应商", "样本-1", 1), 1) in tags
 
@@ -69,10 +70,10 @@ def test_any_exception_inside_an_item_is_recorded_and_bad_timeouts_are_input_err
 
 def test_key_with_a_trailing_newline_is_stripped_and_one_with_an_inner_newline_refused(tmp_path):
     vendor = {"name": "v", "url": "https://api.example.com/v1", "is_baseline": True, "api_key_env": "MY_KEY"}
-    cfg = parse_config({"m": {"vendors": [vendor]}}, "c.yaml", {"MY_KEY": "sk-LEAK-nl-123456\n"})
+    cfg = parse_config(vendors_config([vendor]), "c.yaml", {"MY_KEY": "sk-LEAK-nl-123456\n"})
     assert cfg.vendors[0].api_key == "sk-LEAK-nl-123456"
     with pytest.raises(InputError, match=r"c.yaml: m.vendors\[0\] \(v\).api_key: the key from env:MY_KEY") as err:
-        parse_config({"m": {"vendors": [vendor]}}, "c.yaml", {"MY_KEY": "sk-LEAK\nsecond-line"})
+        parse_config(vendors_config([vendor]), "c.yaml", {"MY_KEY": "sk-LEAK\nsecond-line"})
     assert "sk-LEAK" not in str(err.value)
 
 
@@ -256,7 +257,7 @@ def test_a_cell_that_is_not_a_number_leaves_its_row_out_by_name(tmp_path):
 def test_config_mistakes_are_input_errors_naming_the_field(vendor_patch, needle):
     vendor = {"name": "v", "url": "http://127.0.0.1:8000/v1", "is_baseline": True, **vendor_patch}
     with pytest.raises(InputError, match="c.yaml: m.vendors\\[0\\] \\(v\\)." + needle.replace(".", "\\.")):
-        parse_config({"m": {"vendors": [vendor]}}, "c.yaml", {})
+        parse_config(vendors_config([vendor]), "c.yaml", {})
 
 
 def test_duplicate_yaml_keys_are_an_error(tmp_path):

@@ -28,6 +28,7 @@ from avv_scoring.report.k2vv import compare, k2vv_hash, summarize
 from avv_scoring.score import score_frame, score_paths
 from avv_scoring.testing import call, record, records_frame
 from avv_scoring.verdict import Thresholds, verdict
+from tests.builders import write_yaml
 
 DATA = Path(__file__).resolve().parent / "data"
 K2VV_FILE = DATA / "k2vv_results.jsonl"
@@ -323,8 +324,8 @@ def test_threshold_yaml_files(tmp_path):
         path.write_text(thresholds_yaml(preset(name)))
         assert load_thresholds(path) == preset(name) and load_thresholds(path).name == name
     mine = tmp_path / "gate.yaml"
-    mine.write_text(yaml.safe_dump({"base": "minimax", "thresholds": {
-        "language_following_rate": None, "avg_ttft_ms": {"max": 800}, "f1": {"min": 0.9}}}))
+    write_yaml(mine, {"base": "minimax", "thresholds": {
+        "language_following_rate": None, "avg_ttft_ms": {"max": 800}, "f1": {"min": 0.9}}})
     gate = resolve_thresholds(str(mine))
     assert gate.name == "gate.yaml" and "language_following_rate" not in gate
     assert gate["avg_ttft_ms"] == (("max", 800.0),) and gate["f1"] == (("min", 0.9),)

@@ -14,6 +14,7 @@ from avv_core.samples import file_sha256
 from avv_scoring import SCORE_COLUMNS, load_records, render_tables, score_paths
 from avv_scoring.cli import main
 from avv_scoring.testing import call, record
+from tests.builders import write_jsonl
 
 TOOL = {
     "type": "function",
@@ -25,12 +26,9 @@ TOOL = {
 
 
 def write_samples(path: Path, n: int = 4) -> Path:
-    lines = [
-        json.dumps({"data_index": i, "messages": [{"role": "user", "content": f"q{i}"}], "tools": [TOOL]})
-        for i in range(1, n + 1)
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    lines = [{"data_index": i, "messages": [{"role": "user", "content": f"q{i}"}], "tools": [TOOL]}
+             for i in range(1, n + 1)]
+    return write_jsonl(path, lines, ensure_ascii=True)
 
 
 def write_run(folder: Path, rows: list[dict], samples: Path | None, sha: str | None = None) -> Path:

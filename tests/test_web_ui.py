@@ -19,7 +19,7 @@ from avv_harness.locust.web_ui import VENDORS_KEY, install_web_ui, vendor_column
 from avv_harness.run.controller import EXIT_OK
 from avv_scoring import score_paths
 from avv_scoring.report.outputs import fmt
-from tests.builders import write_inputs
+from tests.builders import numbered_samples, write_inputs
 from tests.fake_vendor import ScriptedAdapter, error_reply, item_of, stream_reply
 from tests.glue import make_env
 
@@ -28,8 +28,7 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": 
 
 
 def sample_lines(n: int) -> list[dict]:
-    return [{"data_index": f"s{i}", "messages": [{"role": "user", "content": f"weather {i}?"}], "tools": TOOLS}
-            for i in range(1, n + 1)]
+    return numbered_samples(n, TOOLS, "weather {i}?")
 
 
 def vendor_answer(request) -> tuple:
