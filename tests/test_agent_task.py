@@ -222,6 +222,7 @@ def test_a_client_failure_mid_trajectory_keeps_the_steps_before_it(tmp_path):
 # ---------------------------------------------------------------------------------------------- the glue
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_a_local_run_records_each_trajectory_once_as_one_item(tmp_path):
     lines = [line(TASK), {**line(TASK), "data_index": "t2"}, {"data_index": "plain",
                                                                 "messages": [{"role": "user", "content": "hi"}]}]

@@ -34,6 +34,7 @@ def locust_argv(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["locust"])
 
 
+@pytest.mark.integration  # an in-process Locust run with the web UI: seconds
 def test_the_vendors_tab_shows_trajectory_metrics_of_agent_tasks(tmp_path):
     lines = [{"data_index": f"t{i}", "messages": [{"role": "user", "content": f"rebook {i}"}], "tools": TOOLS,
               "agent": TASK} for i in range(1, 7)]

@@ -64,6 +64,7 @@ def other_config(tmp_path, url: str):
 # ------------------------------------------------------------------------- 1. identity at connect
 
 
+@pytest.mark.integration  # a master and workers in this process: seconds
 def test_a_worker_with_another_config_is_refused_and_stops(tmp_path, monkeypatch, caplog):
     """Before: a worker started with another config (vendor b at another URL) was handed items and sent its
     own URL's answers under the master's vendor name b. After: at connect it presents its identity, the master
@@ -95,6 +96,7 @@ def test_a_worker_with_another_config_is_refused_and_stops(tmp_path, monkeypatch
         quit_all(good_env, bad_env, master_env)
 
 
+@pytest.mark.integration  # a master and workers in this process: seconds
 def test_a_worker_refused_before_the_start_leaves_the_master_waiting_for_a_matching_one(tmp_path):
     """Before: no check at all. A refusal must not break the master either: Locust's headless master quits its
     runner when its last worker quits, even before the test started, and then waits forever for
@@ -182,6 +184,7 @@ def test_identity_differences_are_named_and_quoted():
 # ----------------------------------------------------------------------- 2. malformed records
 
 
+@pytest.mark.integration  # a master and workers in this process: seconds
 def test_malformed_records_are_counted_and_their_items_handed_out_again(tmp_path, caplog):
     """Before: a record the master could not read (RecordError, missing fields, wrong types) raised in the
     message handler; the item stayed in flight on that worker and the master waited until killed. After:
@@ -219,6 +222,7 @@ def test_malformed_records_are_counted_and_their_items_handed_out_again(tmp_path
 # --------------------------------------------------------------- 3. only records for items handed out
 
 
+@pytest.mark.integration  # a master and workers in this process: seconds
 def test_forged_records_over_the_master_port_are_refused_and_never_written(tmp_path):
     """Before: anyone who could reach the master port could add records for items never handed out, or
     replace a pending item's record (the genuine one was then dropped as a duplicate). After: a record is
@@ -350,6 +354,7 @@ def test_a_worker_that_never_presents_an_identity_gets_no_items(tmp_path, caplog
         quit_all(master_env)
 
 
+@pytest.mark.integration  # a master and workers in this process: seconds
 def test_a_matching_worker_is_accepted_and_runs_each_item_once(tmp_path):
     """The happy path stays: a matching worker is accepted, nothing is refused, each item runs once."""
     master_env, master, args = start_master(tmp_path, ("a",), 3)

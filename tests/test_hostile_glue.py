@@ -79,6 +79,7 @@ def test_over_deep_agent_task_is_refused_with_its_line(tmp_path):
         load_samples(path)
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_skipped_deep_line_is_named_at_start_and_in_run_json(tmp_path, capsys):
     """In a run: --avv-skip-bad-lines skips the line, says so once at start, and run.json lists it."""
     config, samples = write_inputs(tmp_path, ["a"], n_samples=1)
@@ -167,6 +168,7 @@ def test_locust_collects_one_class_per_vendor_whatever_its_name(tmp_path, monkey
     assert [type(s).__name__ for s in shapes] == ["AvvShape"]
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_hostile_vendor_names_all_run_in_process(tmp_path):
     _, samples = write_inputs(tmp_path, ["x"], n_samples=1)
     config = write_yaml(tmp_path / "vendors.yaml", hostile_config("http://vendor.test/v1"))
@@ -197,6 +199,7 @@ def test_hostile_vendor_names_all_run_in_a_real_locust_process(tmp_path):
 # 3 ------------------------------------------------------------------------ the closing line after a resume
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_closing_line_and_run_json_count_what_records_csv_holds_after_a_resume(tmp_path, capsys):
     """Before: after a master SIGKILL and --avv-resume the closing line said "24 records" (this session's) while
     records.csv held 32, and run.json's records_written agreed with neither."""
@@ -314,6 +317,7 @@ def test_client_bound_advice_says_which_condition_fired_and_what_it_means():
     assert client_bound_cause(load_entry(6.0, CPU_OWN_LOAD_PCT)) == "own_load"  # the boundary belongs to "own"
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_the_end_of_a_run_prints_the_client_bound_advice_once(tmp_path, capsys):
     """Before: printed twice, by the scoring tables and again by the harness before the closing line."""
     from gevent import monkey
@@ -371,6 +375,7 @@ def test_too_many_vendors_exit_2_when_the_locustfile_loads(tmp_path, capsys):
     assert f"{MAX_VENDORS_PER_RUN + 1} vendors: at most {MAX_VENDORS_PER_RUN}" in capsys.readouterr().err
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_two_hundred_vendors_start_record_and_stop_by_themselves(tmp_path):
     """Well inside the bound: one item each, recorded once, the shape stops and run.json is complete."""
     _, samples = write_inputs(tmp_path, ["x"], n_samples=1)

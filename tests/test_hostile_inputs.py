@@ -36,6 +36,7 @@ FAST = {"ttft_ms": 10, "tokens_per_s": 500, "output_tokens": 6}
 # 1 -------------------------------------------------------------- non-Latin-1 names and ids: no hang
 
 
+@pytest.mark.integration  # an in-process Locust run against the simulator as a process
 def test_non_latin1_vendor_model_run_id_and_sample_id_complete_over_real_http(tmp_path):
     write_yaml(tmp_path / "sim.yaml", {"profiles": {"ref": FAST}})
     lines = [{"data_index": "样本-1", "messages": [{"role": "user", "content": "你好"}]},
@@ -51,6 +52,7 @@ def test_non_latin1_vendor_model_run_id_and_sample_id_complete_over_real_http(tm
     assert ("运行-1", ItemKey("模型", "供应商", "样本-1", 1), 1) in tags
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_any_exception_inside_an_item_is_recorded_and_bad_timeouts_are_input_errors(tmp_path):
     with pytest.raises(InputError, match="--avv-timeout: must be ≥ 0"):
         RunOptions.from_parsed(preparse_options(["--avv-timeout", "-5"]))
@@ -77,6 +79,7 @@ def test_key_with_a_trailing_newline_is_stripped_and_one_with_an_inner_newline_r
     assert "sk-LEAK" not in str(err.value)
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_a_vendor_echoing_the_key_or_a_url_password_never_reaches_records_run_json_or_stats(tmp_path):
     key, password = "sk-LEAK-echoed-7f3a9c", "pw-LEAK-9d8c7b"
 
@@ -99,6 +102,7 @@ def test_a_vendor_echoing_the_key_or_a_url_password_never_reaches_records_run_js
 # 3 ---------------------------------------------------------------------------- resume mixes runs
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_resume_refuses_another_config_and_reruns_edited_samples(tmp_path):
     config, samples = write_inputs(tmp_path, ["a", "b"], n_samples=3)
     env, ctl = make_env(options(tmp_path, config, samples, "--avv-run-id", "r1"))
@@ -131,6 +135,7 @@ def script_server():
     server.stop()
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_a_trickling_vendor_and_pings_after_the_answer_cannot_hold_the_run(tmp_path, script_server):
     role = sse(chunk({"role": "assistant", "content": ""}))
     trickle = [headers(), role]
@@ -166,6 +171,7 @@ def tiny_disk(tmp_path):
     subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
+@pytest.mark.integration  # mounts a tmpfs (root, a process) for an in-process Locust run
 def test_a_full_disk_stops_the_run_with_whole_rows_and_resume_completes_it(tmp_path, tiny_disk):
     config, samples = write_inputs(tmp_path, {"a": {"concurrency": 1}}, n_samples=120)
     sent = []
@@ -307,6 +313,7 @@ def test_options_are_range_checked(args, needle):
 # 8 ---------------------------------------------------------------------- query strings in the url
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_a_query_string_in_the_url_stays_after_the_path(tmp_path):
     assert endpoint_url("https://x.openai.azure.com/openai/v1?api-version=2024-06-01") == \
         "https://x.openai.azure.com/openai/v1/chat/completions?api-version=2024-06-01"
@@ -321,6 +328,7 @@ def test_a_query_string_in_the_url_stays_after_the_path(tmp_path):
 # 11 ----------------------------------------------------------------------- avv-score on bad records
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 @pytest.mark.parametrize("column", ["finish_reason", "tool_calls", "ttft_ms", "total_tokens"])
 def test_avv_score_names_a_missing_column_with_exit_2(tmp_path, capsys, column):
     config, samples = write_inputs(tmp_path, ["a"], n_samples=2)
@@ -332,6 +340,7 @@ def test_avv_score_names_a_missing_column_with_exit_2(tmp_path, capsys, column):
     assert f"missing column(s) {column}" in capsys.readouterr().err
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_avv_score_strict_with_no_records_is_not_a_pass(tmp_path, capsys):
     config, samples = write_inputs(tmp_path, ["a"], n_samples=1)
     env, ctl = make_env(options(tmp_path, config, samples, "--avv-max-total-tokens", "1"),
@@ -357,6 +366,7 @@ def test_run_folder_that_cannot_be_written_is_an_input_error(tmp_path):
     assert Path(out).exists() and not yaml.safe_load("{}")
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_resuming_a_run_made_with_fewer_columns_upgrades_its_records_first(tmp_path):
     config, samples = write_inputs(tmp_path, ["a"], n_samples=3)
     env, ctl = make_env(options(tmp_path, config, samples, "--avv-run-id", "old", "-t", "1s"),

@@ -128,6 +128,7 @@ def test_download_messages_are_plain_text_and_echo_nothing_as_markup(tmp_path, l
         env.runner.quit()
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 @pytest.mark.filterwarnings("ignore:Glyph")  # control characters in figure labels: matplotlib's, not HTML
 def test_report_html_escapes_every_name_tool_and_answer(hostile):
     """report.html puts vendor names, sample ids, tool names and answers in HTML: every one goes through

@@ -130,6 +130,7 @@ def test_a_k2vv_file_as_baseline_scores_like_k2vv_compare(tmp_path):
     assert export.warnings and "no compare files" in export.warnings[0]  # the run alone has no baseline
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_baseline_results_options_and_errors(tmp_path):
     run = make_run(tmp_path, VENDOR_ROWS)
     named = score_paths([run], baseline_results=[BaselineResults.parse(f"m={K2VV_FILE}")], baseline_name="moonshot",
@@ -343,6 +344,7 @@ def test_threshold_yaml_files(tmp_path):
         resolve_thresholds("strictest")
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_cli_thresholds_preset_flags_and_report(tmp_path, capsys):
     run = make_run(tmp_path, [{**r, "is_baseline": True} for r in VENDOR_ROWS] + [{**r, "vendor": "w"}
                                                                                 for r in VENDOR_ROWS])
@@ -364,6 +366,7 @@ def test_cli_thresholds_preset_flags_and_report(tmp_path, capsys):
 # -------------------------------------------------------------------------------------------------- resume
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_resume_reruns_items_whose_request_or_language_check_changed(tmp_path):
     """--avv-resume reruns an item whose sample body changed (request_hash) or whose language check changed;
     unchanged successful items are not sent again."""

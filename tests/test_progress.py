@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import gevent
+import pytest
 
 from avv_harness.run import controller
 from avv_harness.run.controller import EXIT_OK
@@ -25,6 +26,7 @@ def test_progress_line_text_and_eta():
     assert [duration_text(s) for s in (0, 59.6, 130, 3725)] == ["0s", "1m00s", "2m10s", "1h02m"]
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_headless_run_prints_progress_and_the_report_path(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(controller, "PROGRESS_INTERVAL_S", 0.2)
     config, samples = write_inputs(tmp_path, {"a": {"concurrency": 1}, "b": {"concurrency": 1}}, n_samples=8)

@@ -114,6 +114,7 @@ def samples(tmp_path) -> Path:
     return write_samples(tmp_path / "samples.jsonl")
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_score_run_folder_writes_outputs(tmp_path, samples):
     run = write_run(tmp_path / "run1", baseline_rows() + vendor_rows(), samples)
     result = score_paths([run])
@@ -154,6 +155,7 @@ def test_score_run_folder_writes_outputs(tmp_path, samples):
     assert "official (baseline)" in text and "cheap: FAIL" in text
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_baseline_run_reused_with_a_later_vendor_run(tmp_path, samples):
     base = write_run(tmp_path / "base_run", baseline_rows(), samples)
     later = write_run(tmp_path / "later_run", vendor_rows(), samples)
@@ -210,6 +212,7 @@ def test_baseline_resolution(tmp_path, samples):
         score_paths([two], write=False)
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_cli_scores_and_reports_bad_input_with_status_2(tmp_path, samples, capsys):
     run = write_run(tmp_path / "run1", baseline_rows() + vendor_rows(), samples)
     out = tmp_path / "scores"

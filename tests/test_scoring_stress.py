@@ -158,6 +158,7 @@ def test_write_stress_outputs_leaves_the_report_alone(tmp_path):
     assert pd.read_csv(run / "capacity.csv").set_index("vendor").loc["limited", "capacity"] == 1
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_score_paths_on_a_stress_run_writes_one_report_with_the_stress_section(tmp_path):
     samples = write_samples(tmp_path / "samples.jsonl")
     run = write_stress_run(tmp_path / "run", samples=samples)
@@ -173,6 +174,7 @@ def test_score_paths_on_a_stress_run_writes_one_report_with_the_stress_section(t
     assert score_paths([run, run / "records.csv"], write=False).stress is None
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_stress_only_and_the_cli(tmp_path, capsys):
     run = write_stress_run(tmp_path / "run")
     result = stress_only(run)

@@ -60,6 +60,7 @@ def test_shipped_config_loads_with_the_documented_profiles() -> None:
         assert p.ttft_ms <= 500 and p.output_tokens / p.tokens_per_s <= 2
 
 
+@pytest.mark.integration  # starts the simulator as a process
 def test_unknown_knob_exits_2_naming_profile_and_knob(tmp_path) -> None:
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("profiles:\n  good: {ttft_ms: 10}\n  broken:\n    ttft_ms: 10\n    tokens_per_sec: 5\n")
@@ -111,6 +112,7 @@ def test_profile_defaults_match_the_issue() -> None:
     assert p.quirks == () and "quirks" in KNOBS and "name" not in KNOBS
 
 
+@pytest.mark.integration  # starts the simulator as a process
 def test_cli_flags_define_a_profile_and_sigterm_flushes_truth(tmp_path) -> None:
     truth = tmp_path / "truth.jsonl"
     proc, m = spawn(
@@ -141,6 +143,7 @@ def test_cli_flags_define_a_profile_and_sigterm_flushes_truth(tmp_path) -> None:
     assert [r["http_status"] for r in lines] == [401, 200]
 
 
+@pytest.mark.integration  # starts the simulator as a process
 def test_config_serves_every_profile_and_sigint_exits_cleanly() -> None:
     t0 = time.monotonic()
     proc, m = spawn("--config", str(CONFIG), "--port", "0")
@@ -159,6 +162,7 @@ def test_config_serves_every_profile_and_sigint_exits_cleanly() -> None:
     assert startup < 3.0  # typically ~0.5 s; generous for a shared CI machine
 
 
+@pytest.mark.integration  # starts the simulator as a process
 def test_set_overrides_every_profile_of_a_config() -> None:
     proc, m = spawn("--config", str(CONFIG), "--port", "0", "--set", "model=override-model")
     try:
@@ -172,6 +176,7 @@ def test_set_overrides_every_profile_of_a_config() -> None:
     assert run_cli().returncode == 2
 
 
+@pytest.mark.integration  # starts the simulator as a process
 def test_launcher_reports_startup_failure_with_stderr() -> None:
     with pytest.raises(ProfileError, match="'nope'"):
         start_simulator(profiles={"p": {"nope": 1}})  # validated in-process, before any subprocess
@@ -182,6 +187,7 @@ def test_launcher_reports_startup_failure_with_stderr() -> None:
     assert "cannot read" in str(info.value)
 
 
+@pytest.mark.integration  # starts the simulator as a process
 def test_launcher_object(tmp_path) -> None:
     with start_simulator(profiles={"a": {"ttft_ms": 1}, "b": Profile(name="b", ttft_ms=1)}) as sim:
         assert sim.profiles == ["a", "b"] and sim.running()
