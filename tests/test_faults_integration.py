@@ -13,7 +13,7 @@ from tests.locust_runs import DEMO_SAMPLES, only_run_dir, run_locust, truth_tag
 from tests.sim_records import truth_by_tag
 from tests.wire_server import ScriptServer, chunk, headers, sse
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.integration  # one Locust process and the simulator
 
 N_SAMPLES = 5
 QUICK = {"ttft_ms": 20, "tokens_per_s": 400, "output_tokens": 12, "tool_call_rate": 0.6}

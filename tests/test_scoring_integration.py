@@ -1,4 +1,5 @@
-"""End to end: scores of a real run equal the values computed independently from the simulator's truth log."""
+"""Scores of a real Locust run against the simulator equal the values computed independently from the
+simulator's truth log."""
 
 from __future__ import annotations
 

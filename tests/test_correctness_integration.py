@@ -1,5 +1,6 @@
-"""End to end on BFCL gold: every tool-call correctness figure of a real run equals what the simulator's truth
-log implies (what it sent, and which deviation it drew for each call), computed here without our scoring."""
+"""On BFCL gold, every tool-call correctness figure of a real Locust run against the simulator equals what the
+simulator's truth log implies (what it sent, and which deviation it drew for each call), computed here without
+our scoring."""
 
 from __future__ import annotations
 

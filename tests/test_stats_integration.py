@@ -1,4 +1,4 @@
-"""End to end: a real run against the simulator with sampling noise (``self_flip_rate``) and three repeats. The
+"""A real Locust run against the simulator with sampling noise (``self_flip_rate``) and three repeats. The
 simulator reads each request's repeat from the X-AVV-Item tag, and the noise floor and the McNemar counts of
 the score table equal what its truth log implies."""
 
