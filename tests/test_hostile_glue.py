@@ -27,7 +27,7 @@ from avv_harness.locust.plugin import EXPORT_PREFIX, class_names
 from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK
 from avv_scoring import render_tables
 from avv_scoring.baseline_results import read_results
-from tests.builders import sim_vendors, vendors_config, write_inputs, write_yaml
+from tests.builders import sim_vendors, vendors_config, write_inputs, write_jsonl, write_yaml
 from tests.e2e_ports import free_port
 from tests.fake_vendor import ScriptedAdapter, stream_reply
 from tests.glue import make_env, options, run_to_end
@@ -238,8 +238,7 @@ def _web_ui_process(work: Path) -> tuple[subprocess.Popen, str]:
     slow = {"ttft_ms": 300, "tokens_per_s": 100, "output_tokens": 4}
     write_yaml(work / "sim.yaml", {"profiles": {"a": slow, "b": slow}})
     write_yaml(work / "vendors.yaml", sim_vendors("m", ["a", "b"], "a"))
-    (work / "samples.jsonl").write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"q{i}"}]})
-                                                + "\n" for i in range(40)))
+    write_jsonl(work / "samples.jsonl", [{"messages": [{"role": "user", "content": f"q{i}"}]} for i in range(40)])
     port = free_port()
     proc = subprocess.Popen(locust_cmd("--web-host", "127.0.0.1", "--web-port", str(port), "--avv-config",
                                        "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-samples",

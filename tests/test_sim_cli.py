@@ -19,6 +19,7 @@ from avv_sim import Profile, ProfileError, load_profiles, start_simulator
 from avv_sim.behaviour import make_plan
 from avv_sim.launcher import SimulatorError
 from avv_sim.profiles import KNOBS
+from tests.builders import chat_body
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "configs" / "sim.yaml"
@@ -48,12 +49,9 @@ def test_shipped_config_loads_with_the_documented_profiles() -> None:
     assert profiles["secured"].api_key and profiles["limited"].over_limit == "429"
     assert profiles["queued"].over_limit == "queue" and profiles["flaky"].flip_rate > 0
     assert profiles["reasoner"].reasoning_tokens > 0
-    body = {
-        "messages": [{"role": "user", "content": "x"}],
-        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
-    }
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     for i in range(50):
-        b = {**body, "messages": [{"role": "user", "content": f"q{i}"}]}
+        b = chat_body(f"q{i}", tools, model=None)
         ref, faithful = make_plan(profiles["reference"], b, 1), make_plan(profiles["faithful"], b, 1)
         assert ref.decision == faithful.decision
     for p in profiles.values():  # a demo of ~30 samples must stay quick
@@ -132,7 +130,7 @@ def test_cli_flags_define_a_profile_and_sigterm_flushes_truth(tmp_path) -> None:
     try:
         assert m.group(3) == "solo"
         url = f"{m.group(1)}/solo/v1/chat/completions"
-        body = {"model": "solo", "messages": [{"role": "user", "content": "hi"}]}
+        body = chat_body("hi", model="solo")
         assert requests.post(url, json=body, timeout=5).status_code == 401
         ok = requests.post(url, json=body, headers={"Authorization": "Bearer sk-x"}, timeout=5)
         assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] == 64
