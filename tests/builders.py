@@ -1,9 +1,11 @@
-"""Builders for the tests' inputs: vendor configs (vendors.yaml), sample lines (samples.jsonl) and chat request
-bodies. The shape of each lives here once, so a test states only what differs from the usual.
+"""Builders for the tests' inputs: vendor configs (vendors.yaml), sample lines (samples.jsonl), run folders
+(records.csv + run.json, for scoring) and chat request bodies. The shape of each lives here once, so a test
+states only what differs from the usual.
 
     write_inputs(tmp_path, ["a", "b"])                       # vendors.yaml on the fake host + 4 samples
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", ["ref", "noisy"], "ref"))   # on the simulator
     parse_config(vendors_config([{"name": "v", "url": ..., "is_baseline": True}]), "c.yaml", {})
+    write_run(tmp_path / "run", rows, samples)                # a run folder to score
     chat_body("question 3", TOOLS, stream=True, include_usage=True)
 """
 
@@ -83,6 +85,32 @@ def write_inputs(work: Path, vendors: list[str] | dict[str, dict], n_samples: in
     config = write_yaml(work / "vendors.yaml", fake_vendors(vendors, model, url))
     samples = write_jsonl(work / "samples.jsonl", sample_lines or numbered_samples(n_samples))
     return config, samples
+
+
+# --------------------------------------------------------------------------------------- run folders
+
+def write_run(folder: Path, rows: Iterable[Mapping[str, Any]], samples: Path | None = None,
+              sha: str | None = None, mode: str = "verify", stress: Mapping[str, Any] | None = None) -> Path:
+    """A run folder as the harness leaves it: records.csv (each row completed by
+    ``avv_scoring.testing.record``) and run.json (``mode``, the ``stress`` plan if given, the samples file with
+    its ``sha`` — by default the file's own — if given)."""
+    from avv_core.record_file import RecordWriter
+    from avv_core.samples import file_sha256
+    from avv_scoring.testing import record
+
+    folder.mkdir(parents=True, exist_ok=True)
+    writer = RecordWriter(folder / "records.csv")
+    for row in rows:
+        writer.write(record(run_id=folder.name, **row))
+    writer.close()
+    run: dict[str, Any] = {"run_id": folder.name, "mode": mode, "vendors": [], "options": {}, "completed": True}
+    if stress is not None:
+        run["stress"] = stress
+    if samples is not None:
+        run["samples"] = {"path": str(samples.resolve()), "sha256": sha or file_sha256(str(samples)), "count": 4,
+                          "skipped_lines": []}
+    (folder / "run.json").write_text(json.dumps(run), encoding="utf-8")
+    return folder
 
 
 # ------------------------------------------------------------------------------------------ bodies

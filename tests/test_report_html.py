@@ -19,7 +19,8 @@ from avv_scoring.live_scores import LiveRecords, score_live
 from avv_scoring.load import load_tools, resolve_inputs
 from avv_scoring.report.html import render_html
 from avv_scoring.testing import record
-from tests.test_scoring_paths import _tc, baseline_rows, vendor_rows, write_run, write_samples
+from tests.builders import write_run
+from tests.test_scoring_paths import _tc, baseline_rows, vendor_rows, write_samples
 from tests.test_scoring_stress import write_stress_run
 
 #: A reference the browser would follow out of the file: any src/href/action that is not data: or #anchor,

@@ -9,12 +9,10 @@ import pandas as pd
 import pytest
 
 from avv_core.errors import InputError
-from avv_core.record_file import RecordWriter
-from avv_core.samples import file_sha256
 from avv_scoring import SCORE_COLUMNS, load_records, render_tables, score_paths
 from avv_scoring.cli import main
-from avv_scoring.testing import call, record
-from tests.builders import write_jsonl
+from avv_scoring.testing import call
+from tests.builders import write_jsonl, write_run
 
 TOOL = {
     "type": "function",
@@ -29,24 +27,6 @@ def write_samples(path: Path, n: int = 4) -> Path:
     lines = [{"data_index": i, "messages": [{"role": "user", "content": f"q{i}"}], "tools": [TOOL]}
              for i in range(1, n + 1)]
     return write_jsonl(path, lines, ensure_ascii=True)
-
-
-def write_run(folder: Path, rows: list[dict], samples: Path | None, sha: str | None = None) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    writer = RecordWriter(folder / "records.csv")
-    for row in rows:
-        writer.write(record(run_id=folder.name, **row))
-    writer.close()
-    run = {"run_id": folder.name, "mode": "verify", "vendors": [], "options": {}, "completed": True}
-    if samples is not None:
-        run["samples"] = {
-            "path": str(samples.resolve()),
-            "sha256": sha or file_sha256(str(samples)),
-            "count": 4,
-            "skipped_lines": [],
-        }
-    (folder / "run.json").write_text(json.dumps(run), encoding="utf-8")
-    return folder
 
 
 def _tc(city):

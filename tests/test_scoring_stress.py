@@ -11,7 +11,6 @@ import pytest
 
 from avv_core.errors import InputError
 from avv_core.measures import meets_slo
-from avv_core.record_file import RecordWriter
 from avv_scoring import render_tables, score_paths, stress_only
 from avv_scoring.cli import main
 from avv_scoring.stress import (
@@ -23,7 +22,7 @@ from avv_scoring.stress import (
     stress_tables,
     write_stress_outputs,
 )
-from avv_scoring.testing import record
+from tests.builders import write_run
 from tests.test_scoring_paths import write_samples
 
 STRESS = {
@@ -55,21 +54,7 @@ ROWS = (
 
 
 def write_stress_run(folder: Path, rows=ROWS, stress=STRESS, mode="stress", samples: Path | None = None) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    writer = RecordWriter(folder / "records.csv")
-    for row in rows:
-        writer.write(record(run_id=folder.name, **row))
-    writer.close()
-    run = {"run_id": folder.name, "mode": mode, "vendors": [], "options": {}, "completed": True}
-    if stress is not None:
-        run["stress"] = stress
-    if samples is not None:
-        from avv_core.samples import file_sha256
-
-        run["samples"] = {"path": str(samples.resolve()), "sha256": file_sha256(str(samples)), "count": 4,
-                          "skipped_lines": []}
-    (folder / "run.json").write_text(json.dumps(run), encoding="utf-8")
-    return folder
+    return write_run(folder, rows, samples, mode=mode, stress=stress)
 
 
 def test_level_table_divides_tokens_by_each_levels_measured_duration(tmp_path):
