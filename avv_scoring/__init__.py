@@ -30,11 +30,13 @@ from avv_scoring.report.escape import (
     restore_frame,
     terminal_text,
 )
-from avv_scoring.report.outputs import render_markdown, render_tables
+from avv_scoring.report.markdown import render_markdown
+from avv_scoring.report.outputs import write_stress_outputs
+from avv_scoring.report.terminal import render_tables
 from avv_scoring.score import SCORE_COLUMNS, ScoreResult, score_frame, score_paths, stress_only
 from avv_scoring.stats.irf import add_irf, irf_scores
 from avv_scoring.stats.uncertainty import StatsSettings
-from avv_scoring.stress import StressResult, stress_tables, write_stress_outputs
+from avv_scoring.stress import StressResult, stress_tables
 from avv_scoring.verdict import Thresholds
 
 __all__ = [

@@ -39,14 +39,6 @@ VENDORS_KEY, LEVELS_KEY = "avv-vendors", "avv-levels"
 DOWNLOADS = {"records.csv": "text/csv", "scores.csv": "text/csv", "report.html": "text/html",
              "report.md": "text/markdown"}
 
-#: The per-level table of the "Stress levels" tab: (key, title, format of report.fmt).
-LEVEL_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("vendor", "Vendor", "text"), ("level", "Level", "int"), ("requests", "Requests", "int"),
-    ("success_rate", "Success", "rate"), ("rate_429", "429 share", "rate"), ("ttft_p95_ms", "TTFT p95 (ms)", "num"),
-    ("latency_p95_ms", "Latency p95 (ms)", "num"), ("tokens_per_s", "Tokens/s", "num"),
-    ("meets_slo", "SLO met", "text"),
-)
-
 
 #: Agent-trajectory metrics the Vendors tab adds when the run's samples have agent tasks.
 AGENT_COLUMNS = ("task_completion_rate", "avg_steps", "steps_delta", "recovery_rate", "loop_rate")
@@ -75,13 +67,13 @@ def vendor_columns(stress: bool, several_models: bool, agent: bool = False) -> l
 
 
 def vendor_rows(snapshot: dict[str, Any], columns: list[tuple[str, str, str]]) -> list[dict[str, str]]:
-    """The Vendors tab's rows, formatted like report.md (``n/a`` = missing)."""
-    from avv_scoring.report.outputs import fmt
+    """The Vendors tab's rows, formatted like the report (:func:`avv_scoring.report.format.fmt`; ``n/a`` = missing)."""
+    from avv_scoring.report.format import fmt, vendor_label
 
     rows = []
     for v in snapshot["vendors"][:MAX_ROWS]:
         scores = v["scores"]
-        label = f"{v['vendor']} (baseline)" if v["is_baseline"] else v["vendor"]
+        label = vendor_label(v)
         total = v["items_total"]
         level = snapshot.get("level")
         verdict = scores.get("verdict")
@@ -101,16 +93,19 @@ def vendor_rows(snapshot: dict[str, Any], columns: list[tuple[str, str, str]]) -
     return rows
 
 
-def level_rows(snapshot: dict[str, Any]) -> list[dict[str, str]]:
-    from avv_scoring.report.outputs import fmt
+def level_structure() -> list[dict[str, str]]:
+    """The Stress levels tab's columns: the report's per-level table (:data:`avv_scoring.stress.LEVEL_TABLE`)."""
+    from avv_scoring.stress import LEVEL_TABLE
 
-    out = []
-    for row in snapshot["levels"][:MAX_ROWS]:
-        cells = {key: fmt(row.get(key), kind) for key, _, kind in LEVEL_COLUMNS}
-        cells["meets_slo"] = "yes" if row.get("meets_slo") else "no"
-        cells["name"] = f"{row.get('vendor')}@{row.get('level')}"
-        out.append(cells)
-    return out
+    return [{"key": c.column, "title": c.header} for c in LEVEL_TABLE]
+
+
+def level_rows(snapshot: dict[str, Any]) -> list[dict[str, str]]:
+    """The Stress levels tab's rows: the report's per-level table (:data:`avv_scoring.stress.LEVEL_TABLE`)."""
+    from avv_scoring.stress import LEVEL_TABLE
+
+    return [{**{c.column: c.cell(row) for c in LEVEL_TABLE}, "name": f"{row.get('vendor')}@{row.get('level')}"}
+            for row in snapshot["levels"][:MAX_ROWS]]
 
 
 def shape_note(ctl: Any) -> str:
@@ -154,7 +149,7 @@ def install_web_ui(environment: Any, ctl: Any, *, interval_s: float | None = Non
     tables = [{"key": VENDORS_KEY, "structure": [{"key": k, "title": t} for k, t, _ in columns]}]
     if stress:
         tabs.append({"title": "Stress levels", "key": LEVELS_KEY})
-        tables.append({"key": LEVELS_KEY, "structure": [{"key": k, "title": t} for k, t, _ in LEVEL_COLUMNS]})
+        tables.append({"key": LEVELS_KEY, "structure": level_structure()})
     csv_files = [{"href": f"./avv/download/{name}", "title": f"Download avv {name} (current run)"}
                  for name in ("records.csv", "scores.csv", "report.html")]
     ui_args = {"extended_tabs": tabs, "extended_tables": tables, "extended_csv_files": csv_files,
