@@ -16,6 +16,7 @@ docs/scoring.md.
 from __future__ import annotations
 
 from avv_scoring.baseline_results import BaselineResults
+from avv_scoring.entrypoints import score_paths, stress_only
 from avv_scoring.load import load_records
 from avv_scoring.metrics.registry import METRICS, Metric, metric, render_metric_table
 from avv_scoring.presets import load_thresholds, resolve_thresholds
@@ -33,7 +34,7 @@ from avv_scoring.report.escape import (
 from avv_scoring.report.markdown import render_markdown
 from avv_scoring.report.outputs import write_stress_outputs
 from avv_scoring.report.terminal import render_tables
-from avv_scoring.score import SCORE_COLUMNS, ScoreResult, score_frame, score_paths, stress_only
+from avv_scoring.score import SCORE_COLUMNS, ScoreResult, score_frame
 from avv_scoring.stats.irf import add_irf, irf_scores
 from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.stress import StressResult, stress_tables

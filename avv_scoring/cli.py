@@ -33,11 +33,12 @@ import pandas as pd
 from avv_core.errors import InputError
 from avv_core.stop_signals import Interrupted, interrupt_on_signals
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
+from avv_scoring.entrypoints import score_paths, stress_only
 from avv_scoring.metrics.registry import render_metric_table
 from avv_scoring.presets import PRESETS, resolve_thresholds, thresholds_yaml
 from avv_scoring.report.escape import neutralise_frame, restore_frame, terminal_text
 from avv_scoring.report.terminal import render_tables
-from avv_scoring.score import ScoreResult, score_paths, stress_only
+from avv_scoring.score import ScoreResult
 from avv_scoring.stats.irf import irf_scores, irf_table_columns, resolve_irf_metrics
 from avv_scoring.stats.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, VERDICT_MODES, StatsSettings
 from avv_scoring.stress import stress_tables
