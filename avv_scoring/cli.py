@@ -160,7 +160,7 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
     )
     for flag, dest, keyword, text in THRESHOLD_FLAGS:
         kind, _, column = keyword.partition("_")
-        default = dict(defaults.get(column, ())).get(kind)
+        default = next((limit for k, limit in defaults.get(column, ()) if k == kind), None)
         p.add_argument(
             flag,
             dest=dest,

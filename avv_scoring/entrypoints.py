@@ -33,10 +33,10 @@ def score_paths(
     scores.json, disagreements.csv, report.md and (``html``) report.html into ``out_dir`` (default: the run folder
     when one was given, else ``./scores``); for a stress run also stress.csv, capacity.csv and the two plots.
     Raises :class:`avv_core.errors.InputError` on bad input."""
-    paths = [os.fspath(p) for p in paths]
-    result = score_inputs(paths, baseline, samples, thresholds, irf_metrics, baseline_results, baseline_name, stats)
+    names = [os.fspath(p) for p in paths]
+    result = score_inputs(names, baseline, samples, thresholds, irf_metrics, baseline_results, baseline_name, stats)
     if write:
-        target = os.fspath(out_dir) if out_dir is not None else default_out_dir(paths)
+        target = os.fspath(out_dir) if out_dir is not None else default_out_dir(names)
         result.outputs = write_outputs(result, target, html=html)
     return result
 

@@ -27,11 +27,14 @@ import html
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, abort, jsonify, make_response, request, send_file
 
 from avv_harness.locust.live_board import MAX_ROWS, LiveBoard
+
+if TYPE_CHECKING:
+    from avv_scoring.report.format import CellFormat
 
 log = logging.getLogger("avv")
 
@@ -44,21 +47,21 @@ DOWNLOADS = {"records.csv": "text/csv", "scores.csv": "text/csv", "report.html":
 AGENT_COLUMNS = ("task_completion_rate", "avg_steps", "steps_delta", "recovery_rate", "loop_rate")
 
 
-def vendor_columns(stress: bool, several_models: bool, agent: bool = False) -> list[tuple[str, str, str]]:
+def vendor_columns(stress: bool, several_models: bool, agent: bool = False) -> list[tuple[str, str, CellFormat]]:
     """The Vendors tab's columns (key, title, format): counts, then the registry's headline (``table=True``)
     metrics with the report's headers and formats, tool_match when registered, TTFT p50/p95, with ``agent`` (the
     samples have agent tasks) the trajectory metrics of :data:`AGENT_COLUMNS`, then anomalies, IRF and verdict
     so far. The trajectory metrics are not ``table=True``: every other run would show a column of n/a."""
     from avv_scoring.metrics.registry import is_metric, metric, table_metrics
 
-    columns = [("name", "Vendor", "text")]
+    columns: list[tuple[str, str, CellFormat]] = [("name", "Vendor", "text")]
     if several_models:
         columns.append(("model", "Model", "text"))
     columns.append(("items", "Requests" if stress else "Items done / total", "text"))
     if stress:
         columns.append(("level", "Level", "text"))
     columns.append(("failed", "Failed", "int"))
-    shown = [(m.column, m.header, m.fmt) for m in table_metrics()]
+    shown: list[tuple[str, str, CellFormat]] = [(m.column, m.header, m.fmt) for m in table_metrics()]
     keys = {c for c, _, _ in shown}
     extra = ("tool_match", "ttft_p50_ms", "ttft_p95_ms", *(AGENT_COLUMNS if agent else ()))
     shown += [(m.column, m.header, m.fmt) for c in extra if is_metric(c) and c not in keys for m in [metric(c)]]
@@ -66,7 +69,7 @@ def vendor_columns(stress: bool, several_models: bool, agent: bool = False) -> l
                               ("verdict", "Verdict so far", "text")]
 
 
-def vendor_rows(snapshot: dict[str, Any], columns: list[tuple[str, str, str]]) -> list[dict[str, str]]:
+def vendor_rows(snapshot: dict[str, Any], columns: list[tuple[str, str, CellFormat]]) -> list[dict[str, str]]:
     """The Vendors tab's rows, formatted like the report (:func:`avv_scoring.report.format.fmt`; ``n/a`` = missing)."""
     from avv_scoring.report.format import fmt, vendor_label
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
+from typing import cast
 
-from avv_scoring.metrics.registry import limit_text
+from avv_scoring.metrics.registry import Limit, limit_text
 from avv_scoring.report.escape import html_text
 from avv_scoring.report.format import Palette, palette_for, plain_figure_text
 from avv_scoring.report.section import AnySection, ModelSection, html_sections
@@ -47,7 +48,8 @@ def _header(result: ScoreResult, sections: list[AnySection]) -> str:
     if result.sample_files:
         lines.append("Sample file: " + ", ".join(f"<code>{html_text(p)}</code>" for p in result.sample_files))
     if result.scored:
-        checks = ", ".join(f"{html_text(c)} {html_text(limit_text((k, v)))}" for c, k, v in result.thresholds.checks())
+        checks = ", ".join(f"{html_text(c)} {html_text(limit_text(cast(Limit, (k, v))))}"
+                           for c, k, v in result.thresholds.checks())
         lines.append(f"Thresholds: {checks or 'none'}")
         irf = ", ".join(f"{html_text(c)} ({'higher' if up else 'lower'} better)"
                         for c, up in result.irf_metrics.items())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -52,7 +52,7 @@ def model_scores(result: ScoreResult, model: str) -> ModelScores:
         rows=rows,
         cells=tuple((vendor_label(row), *(c.cell(row) for c in TABLE_LAYOUT[1:])) for row in rows),
         missing_inputs=tuple(tuple(m for m in result.irf_metrics if is_missing(row.get(m))) for row in rows),
-        limits={column: (kind, bound) for column, kind, bound in result.thresholds.checks()},
+        limits={column: cast(Limit, (kind, bound)) for column, kind, bound in result.thresholds.checks()},
         disagreements=tuple((str(vendor), int(n)) for vendor, n in differing.items()),
     )
 
@@ -69,11 +69,12 @@ def repeat_line(row: Row, name: Callable[[Any], str] = str) -> str | None:
     if not row.get("n_repeats") or row["n_repeats"] < 2:
         return None
     parts = []
-    for header, col, kind in TABLE_LAYOUT[2:]:
-        mean, std = row.get(f"{col}_mean"), row.get(f"{col}_std")
+    for column in TABLE_LAYOUT[2:]:
+        mean, std = row.get(f"{column.column}_mean"), row.get(f"{column.column}_std")
         if is_missing(mean):
             continue
-        parts.append(f"{header} {fmt(mean, kind)} ± {fmt(std, 'num' if kind == 'num' else 'irf')}")
+        kind = column.kind
+        parts.append(f"{column.header} {fmt(mean, kind)} ± {fmt(std, 'num' if kind == 'num' else 'irf')}")
     return f"{name(row['vendor'])} over {row['n_repeats']} repeats (mean ± std): " + ", ".join(parts)
 
 

@@ -76,7 +76,8 @@ def agreement_line(row: Row) -> str:
         return f"{row['vendor']} (baseline): {text}"
     more, fewer = metric_cell(row, "mcnemar_more"), metric_cell(row, "mcnemar_fewer")
     tests = [f"McNemar p = {pvalue(row.get('mcnemar_p'))} (calls more often on {more} samples, less often on {fewer})"]
-    agree, own = row.get("trigger_agreement"), row.get("baseline_self_agreement")
+    agree: Any = row.get("trigger_agreement")
+    own: Any = row.get("baseline_self_agreement")
     if not is_missing(agree):
         floor = "" if is_missing(own) else f" vs the baseline's own {fmt(1.0 - float(own), 'rate')}"
         tests.append(f"noise p = {pvalue(row.get('noise_p'))} (trigger disagreement {fmt(1.0 - float(agree), 'rate')}"
@@ -179,7 +180,9 @@ def _forest(model: str, rows: Rows, palette: Palette) -> str:
     for i, column in enumerate(shown):
         ax = axes[0][i]
         for y, r in enumerate(rows[::-1]):
-            value, low, high = (r.get(column), r.get(f"{column}_ci_low"), r.get(f"{column}_ci_high"))
+            value: Any = r.get(column)
+            low: Any = r.get(f"{column}_ci_low")
+            high: Any = r.get(f"{column}_ci_high")
             if is_missing(value):
                 continue
             colour = palette.get(str(r["vendor"]), "#444")
