@@ -74,14 +74,13 @@ class ModelSection(Generic[C]):
 AnySection = Section | ModelSection
 
 
-@functools.cache
-def sections() -> tuple[AnySection, ...]:
-    """Every ``SECTION`` declared in a module of :data:`SECTIONS_PACKAGE`, by ``order`` (imported on first use).
-    A module without one, or two sections with one key, raise ``TypeError`` / ``ValueError``."""
-    package = importlib.import_module(SECTIONS_PACKAGE)
+def find_sections(package_name: str) -> tuple[AnySection, ...]:
+    """Every ``SECTION`` declared in a module of the package ``package_name``, by ``order`` (ties by key). A module
+    without one, or two sections with one key, raise ``TypeError`` / ``ValueError``."""
+    package = importlib.import_module(package_name)
     found: dict[str, AnySection] = {}
-    for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"{SECTIONS_PACKAGE}.{info.name}")
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{package_name}.{info.name}")
         section = getattr(module, "SECTION", None)
         if not isinstance(section, (Section, ModelSection)):
             raise TypeError(f"{module.__name__}: declares no SECTION (a Section or a ModelSection)")
@@ -89,6 +88,12 @@ def sections() -> tuple[AnySection, ...]:
             raise ValueError(f"{module.__name__}: section key {section.key!r} is declared twice")
         found[section.key] = section
     return tuple(sorted(found.values(), key=lambda s: (s.order, s.key)))
+
+
+@functools.cache
+def sections() -> tuple[AnySection, ...]:
+    """The report's sections: those of :data:`SECTIONS_PACKAGE` (:func:`find_sections`, imported on first use)."""
+    return find_sections(SECTIONS_PACKAGE)
 
 
 def html_sections() -> tuple[AnySection, ...]:
@@ -136,5 +141,5 @@ def table_section(key: str, title: str, order: int, table: Callable[[ScoreResult
     return ModelSection(key, title, order, table, md, html, terminal)
 
 
-__all__ = ["SECTIONS_PACKAGE", "ModelSection", "Parts", "Section", "Table", "html_sections", "of_model", "sections",
-           "table_section"]
+__all__ = ["SECTIONS_PACKAGE", "ModelSection", "Parts", "Section", "Table", "find_sections", "html_sections",
+           "of_model", "sections", "table_section"]
