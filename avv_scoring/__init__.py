@@ -8,9 +8,9 @@ tool-call comparison: canonical arguments, agreement, gold possible answers) →
 :mod:`.uncertainty` (per model: bootstrap intervals, tests against the baseline's noise floor, rank stability;
 math in :mod:`.stats`) →
 :mod:`.breakdown` (per-tool table, disagreements) → :mod:`.irf` → :mod:`.verdict` → :mod:`.stress` (stress-mode
-tables) → :mod:`.score` → :mod:`.report` (csv/json/md outputs; every text a person opens escaped by the rules
-of :mod:`.escape`) → :mod:`.cli`. Rule throughout: a vendor's failure never improves its score. See
-docs/scoring.md.
+tables) → :mod:`.score` → :mod:`.report` (csv/json/md/html outputs from sections declared once; every text a
+person opens escaped by the rules of :mod:`.report.escape`) → :mod:`.entrypoints` (score and write) →
+:mod:`.cli`. Rule throughout: a vendor's failure never improves its score. See docs/scoring.md.
 """
 
 from __future__ import annotations
