@@ -43,8 +43,8 @@ from avv_harness.run.lifecycle import RunLifecycle
 from avv_harness.run.node_identity import NodeIdentity
 from avv_harness.run.options import RunOptions
 from avv_harness.run.state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_SCORING, EXIT_WRITE, RunState
-from avv_harness.wire.agent_loop import run_trajectory_safely
-from avv_harness.wire.execute import ExecContext, RetryPolicy, run_item_safely
+from avv_harness.wire.execute import ExecContext, RetryPolicy
+from avv_harness.wire.run_item import run_item_safely
 
 log = logging.getLogger("avv")
 
@@ -248,11 +248,10 @@ class RunController(RunLifecycle):
     def run_item(self, session: requests.Session, class_name: str, item: WorkItem,
                  on_attempt: Callable[[Any], None] | None = None) -> list[Record]:
         """Run one item and return its records (redacted): one row, or one per step of an agent task
-        (:mod:`avv_harness.wire.agent_loop`). Never raises for the item's own failures; only ``GreenletExit`` (the user
-        is stopped) propagates, and then the caller gives the item back."""
-        run = run_trajectory_safely if item.sample.agent is not None else run_item_safely
-        records = run(session, self.vendors[class_name], self.vendor_url(class_name), item, self.exec,
-                      sleep=gevent.sleep, on_attempt=on_attempt)
+        (:mod:`avv_harness.wire.run_item`). Never raises for the item's own failures; only ``GreenletExit`` (the
+        user is stopped) propagates, and then the caller gives the item back."""
+        records = run_item_safely(session, self.vendors[class_name], self.vendor_url(class_name), item, self.exec,
+                                  sleep=gevent.sleep, on_attempt=on_attempt)
         for record in records:
             self._stamp_client_load(record)
         return [self.redact.record(r) for r in records]
