@@ -220,6 +220,8 @@ def test_a_client_failure_mid_trajectory_keeps_the_steps_before_it(tmp_path):
     records = run_item_safely(session, vendor, vendor.url, item, ctx, sleep=lambda s: None)
     assert [(r["step"], r["status"], r.get("error_kind")) for r in records] == [
         (1, "success", None), (2, "success", None), (3, "failed", "client_error")]
+    # the client_error row is its step's: begun after step 2 ended, one attempt (the one that raised)
+    assert records[2]["attempts"] == 1 and records[2]["started_at"] >= records[1]["started_at"]
 
 
 # ---------------------------------------------------------------------------------------------- the glue

@@ -19,6 +19,7 @@ def test_local_run_records_every_item_once_and_stops_by_itself(tmp_path):
     adapter = ScriptedAdapter(lambda r: stream_reply("hi there"))
     env, ctl = make_env(options(tmp_path, config, samples, "--avv-repeats", "2"), adapter=adapter)
     assert ctl.role.name == "local" and env.avv is ctl and controller_of(env) is ctl
+    assert (ctl.role.runs_users, ctl.role.holds_ledger, ctl.role.expected_workers()) == (True, True, None)
     assert run_to_end(env) == EXIT_OK
     frame = read_records(ctl.run_dir / "records.csv")
     keys = [ItemKey.from_record(r) for r in frame.to_dict("records")]
@@ -141,6 +142,10 @@ def test_master_and_two_workers_in_one_process(tmp_path):
     workers = [make_env(args, runner="worker", adapter=adapter, master_port=port) for _ in range(2)]
     gevent.sleep(0.5)  # workers connect
     assert master.role.name == "master" and {w.role.name for _, w in workers} == {"worker"}
+    # what the lifecycle asks of each role, instead of testing which one it is
+    assert (master.role.runs_users, master.role.holds_ledger, master.lag) == (False, True, None)
+    assert all(w.role.runs_users and not w.role.holds_ledger and w.lag is not None for _, w in workers)
+    assert master.manifest.locust["role"] == "master" and master.manifest.locust["workers"] is not None
     assert run_to_end(master_env, timeout=60) == EXIT_OK
     frame = read_records(master.run_dir / "records.csv")
     keys = [ItemKey.from_record(r) for r in frame.to_dict("records")]
