@@ -54,11 +54,11 @@ import pandas as pd
 from avv_core.agent_task import SOURCE_INJECTED
 from avv_core.measures import is_missing
 from avv_scoring.load import FILE_ORDER_COL, ITEM_KEY, ROW_ORDER_COL, is_success
+from avv_scoring.metrics.additive import NAN, Columns, rate
 from avv_scoring.metrics.calls import CALLS, GOLD, name_of_row
 from avv_scoring.metrics.correctness import Call, call_matches, each_gets_its_own
 from avv_scoring.metrics.registry import Metric, produces
 
-NAN = float("nan")
 ENDS = ("completed", "wrong_answer", "gave_up", "max_steps", "failed")
 COMPLETED = "completed"
 LOOP_REPEATS = 3  # the same call this many times in one trajectory is a loop
@@ -75,10 +75,6 @@ TJ_WALL_MS = "_tj_wall_ms"
 TJ_PATH = "_tj_path"  # "1 name(args) · 2 name(args) · 3 answer" for disagreements.csv
 TJ_ANSWER = "_tj_answer"  # the final answer's content ("" without one)
 HELPERS = (TJ, TJ_STEPS, TJ_END, TJ_ERROR, TJ_RECOVERED, TJ_LOOP, TJ_TOKENS, TJ_WALL_MS, TJ_PATH, TJ_ANSWER)
-
-
-def _ratio(num: float, den: float) -> float:
-    return float(num) / float(den) if den else NAN
 
 
 def step_numbers(frame: pd.DataFrame) -> pd.Series:
@@ -239,13 +235,13 @@ def trajectories_of(rows: pd.DataFrame) -> pd.DataFrame:
     Metric("trajectory_ends", "Trajectory ends", "text", "none", order=807, group="agent",
            doc="trajectories per end (completed, wrong_answer, gave_up, max_steps, failed) as end:count;…"),
 )
-def task_completion(rows: pd.DataFrame) -> dict[str, Any]:
+def task_completion(rows: pd.DataFrame) -> Columns:
     """``task_completion_rate = completed / trajectories`` (module docstring: how a trajectory ends); every
     trajectory is in the denominator, a failed one too. ``trajectory_ends`` = ``end:count`` joined by ``;`` in
     the order completed, wrong_answer, gave_up, max_steps, failed (ends with no trajectory left out)."""
     tj = trajectories_of(rows)
     ends = Counter(tj[TJ_END].tolist())
-    return {"task_completion_rate": _ratio(ends[COMPLETED], len(tj)), "trajectories": len(tj),
+    return {"task_completion_rate": rate(ends[COMPLETED], len(tj)), "trajectories": len(tj),
             "tasks_completed": ends[COMPLETED], "trajectory_ends": ";".join(f"{e}:{ends[e]}" for e in ENDS if ends[e])}
 
 
@@ -269,8 +265,8 @@ def trajectory_steps(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[st
     steps (0 for the baseline itself; positive = the vendor needs more steps). Missing without such trajectories."""
     mine, theirs = _steps_by_pair(trajectories_of(rows)), _steps_by_pair(trajectories_of(baseline_rows))
     pairs = [(n, theirs[key]) for key, n in mine.items() if key in theirs]
-    return {"avg_steps": _ratio(sum(mine.values()), len(mine)),
-            "steps_delta": _ratio(sum(v - b for v, b in pairs), len(pairs)), "steps_pairs": len(pairs)}
+    return {"avg_steps": rate(sum(mine.values()), len(mine)),
+            "steps_delta": rate(sum(v - b for v, b in pairs), len(pairs)), "steps_pairs": len(pairs)}
 
 
 @produces(
@@ -288,9 +284,9 @@ def trajectory_recovery(rows: pd.DataFrame) -> dict[str, Any]:
     tj = trajectories_of(rows)
     errors = tj[tj[TJ_ERROR].astype(bool)]
     working = tj[tj[TJ_END] != "failed"]
-    return {"recovery_rate": _ratio(int(errors[TJ_RECOVERED].astype(bool).sum()), len(errors)),
+    return {"recovery_rate": rate(int(errors[TJ_RECOVERED].astype(bool).sum()), len(errors)),
             "error_trajectories": len(errors),
-            "loop_rate": _ratio(int(working[TJ_LOOP].astype(bool).sum()), len(working))}
+            "loop_rate": rate(int(working[TJ_LOOP].astype(bool).sum()), len(working))}
 
 
 @produces(
