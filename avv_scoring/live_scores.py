@@ -14,6 +14,7 @@ with the run's tool definitions, default thresholds and the baseline marked in t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -77,8 +78,7 @@ def score_live(frame: pd.DataFrame, tools_by_sample: ToolsBySample | None, sourc
     """Score the records so far as ``avv-score RUN_DIR`` would (InputError as :func:`score_frame`, e.g. while
     the baseline vendor has no record yet); ``gold_by_sample`` = the samples' gold labels and agent tasks."""
     result = score_frame(prepare(frame, source), tools_by_sample, gold_by_sample=gold_by_sample)
-    result.inputs = [source] if source else []
-    return result
+    return replace(result, inputs=(source,) if source else ())
 
 
 __all__ = ["LiveRecords", "prepare", "score_live"]

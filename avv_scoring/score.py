@@ -11,7 +11,7 @@ import gc
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from avv_scoring.load import (
     COMPARABLE_COL,
     REQUIRED_COLUMNS,
     GoldBySample,
+    RunInput,
     ToolsBySample,
     dedupe_latest,
     is_success,
@@ -36,7 +37,7 @@ from avv_scoring.metrics.registry import METRICS, RegistryError, model_functions
 from avv_scoring.metrics.trajectories import summarise as summarise_trajectories
 from avv_scoring.metrics.trajectories import trajectory_disagreements
 from avv_scoring.metrics.vendor_table import REPEAT_METRICS, repeat_summary, vendor_tables
-from avv_scoring.stats.irf import IRF_METRICS, MetricsSpec, irf_scores, resolve_irf_metrics
+from avv_scoring.stats.irf import MetricsSpec, default_irf_metrics, irf_scores, resolve_irf_metrics
 from avv_scoring.stats.uncertainty import ModelTable, StatsSettings, judge, verdict_thresholds
 from avv_scoring.stress import STRESS_MODE, StressResult, stress_tables
 from avv_scoring.verdict import Thresholds
@@ -70,27 +71,37 @@ REPEAT_COLUMNS: tuple[str, ...] = ("model", "vendor", "repeat", *REPEAT_METRICS)
 BaselineSpec = str | Mapping[str, str] | None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScoreResult:
-    """Everything :func:`score_frame` computed. ``scores`` has one row per (model, vendor) with
-    :data:`SCORE_COLUMNS`, grouped by model (first-seen order) and sorted by IRF within a model."""
+    """Everything :func:`score_frame` computed (frozen: a step that adds to it makes a copy with
+    :func:`dataclasses.replace`; its tables and mappings are read-only by convention). ``scores`` has one row per
+    (model, vendor) with :data:`SCORE_COLUMNS`, grouped by model (first-seen order) and sorted by IRF within a
+    model."""
 
+    #: One row per (model, vendor): :data:`SCORE_COLUMNS` (identity, every registered metric, repeat summaries).
     scores: pd.DataFrame
+    #: One row per (model, vendor, repeat): :data:`REPEAT_COLUMNS`.
     by_repeat: pd.DataFrame
-    baselines: dict[str, str]
+    #: Model → its baseline vendor.
+    baselines: Mapping[str, str]
+    #: The bounds the verdicts checked (after the verdict mode: see ``verdict_thresholds``).
     thresholds: Thresholds
-    warnings: list[str] = field(default_factory=list)
-    inputs: list[str] = field(default_factory=list)
-    sample_files: list[str] = field(default_factory=list)
-    outputs: dict[str, str] = field(default_factory=dict)
+    #: What the reader must know (inputs, unknown samples, unmatched items…), in the order shown.
+    warnings: tuple[str, ...] = ()
+    #: The records files (and baseline results files) scored.
+    inputs: tuple[str, ...] = ()
+    #: The sample files the tools and gold labels came from.
+    sample_files: tuple[str, ...] = ()
+    #: Output name → path of each file written (``scores.csv``, ``report.md``…); empty until written.
+    outputs: Mapping[str, str] = field(default_factory=dict)
     #: The IRF inputs used (column → higher is better).
-    irf_metrics: dict[str, bool] = field(default_factory=lambda: dict(IRF_METRICS))
+    irf_metrics: Mapping[str, bool] = field(default_factory=default_irf_metrics)
     #: Stress tables, when one stress run folder was scored (see :func:`score_paths`).
     stress: StressResult | None = None
     #: False for a stress-only result (:func:`stress_only`): no per-vendor scores were computed.
     scored: bool = True
     #: The client's own lag and CPU per process (avv_core.client_load.client_load); {} for older records.
-    client_load: dict[str, Any] = field(default_factory=dict)
+    client_load: Mapping[str, Any] = field(default_factory=dict)
     #: Per (model, vendor, tool): :data:`~avv_scoring.metrics.breakdown.PER_TOOL_COLUMNS` (see :mod:`.breakdown`).
     per_tool: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PER_TOOL_COLUMNS)))
     #: Items that differ from the baseline or from gold: :data:`~avv_scoring.metrics.breakdown.DISAGREEMENT_COLUMNS`.
@@ -98,11 +109,11 @@ class ScoreResult:
         default_factory=lambda: pd.DataFrame(columns=list(DISAGREEMENT_COLUMNS)))
     #: The records scored (one row per item after de-duplication, tool calls annotated): the report's figures.
     records: pd.DataFrame | None = None
-    #: How intervals, tests and the verdict mode were computed (:mod:`.uncertainty`).
+    #: How intervals, tests and the verdict mode were computed (:mod:`avv_scoring.stats.uncertainty`).
     stats: StatsSettings = field(default_factory=StatsSettings)
     #: Rows of the inputs left out because a cell held a number no record can hold, each named by file, line,
     #: item and cell (:func:`avv_core.record_file.read_records_checked`); the rest was scored.
-    excluded_rows: list[str] = field(default_factory=list)
+    excluded_rows: tuple[str, ...] = ()
 
     @property
     def models(self) -> list[str]:
@@ -224,7 +235,7 @@ def score_frame(
             pd.DataFrame(columns=list(REPEAT_COLUMNS)),
             {},
             thresholds,
-            warnings,
+            tuple(warnings),
             irf_metrics=irf_inputs,
             stats=stats,
         )
@@ -303,11 +314,10 @@ def score_frame(
     )
     scores = scores.reindex(columns=list(SCORE_COLUMNS))
     by_repeat = pd.concat(repeat_frames, ignore_index=True).reindex(columns=list(REPEAT_COLUMNS))
-    result = ScoreResult(scores, by_repeat, baselines, thresholds, warnings, irf_metrics=irf_inputs, stats=stats,
-                         per_tool=_in_score_order(tool_rows, PER_TOOL_COLUMNS, scores),
-                         disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores), records=records)
-    result.client_load = _client_load(records)
-    return result
+    return ScoreResult(scores, by_repeat, baselines, thresholds, tuple(warnings), irf_metrics=irf_inputs, stats=stats,
+                       client_load=_client_load(records),
+                       per_tool=_in_score_order(tool_rows, PER_TOOL_COLUMNS, scores),
+                       disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores), records=records)
 
 
 def comparable_items(records: pd.DataFrame, model_col: pd.Series, vendor_col: pd.Series) -> pd.Series:
@@ -433,8 +443,8 @@ def score_paths(
     """
     from avv_scoring.report.outputs import write_outputs
 
-    paths = [os.fspath(p) for p in paths]
-    inputs = resolve_inputs(paths)
+    names = [os.fspath(p) for p in paths]
+    inputs = resolve_inputs(names)
     excluded: list[str] = []
     records = read_inputs(inputs, excluded)
     tool_source = load_tools(inputs, samples)
@@ -454,20 +464,23 @@ def score_paths(
         records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds, irf_metrics=irf_metrics,
         gold_by_sample=tool_source.gold_by_sample, stats=stats,
     )
-    result.warnings[:0] = tool_source.warnings + _input_notes(inputs) + import_notes + _excluded_notes(excluded)
-    result.excluded_rows = excluded
-    result.inputs = result_inputs
-    result.sample_files = tool_source.sample_files
     stress_dir = _single_stress_run(inputs)
-    if stress_dir is not None:
-        result.stress = stress_tables(stress_dir)
+    result = replace(
+        result,
+        warnings=(*tool_source.warnings, *_input_notes(inputs), *import_notes, *_excluded_notes(excluded),
+                  *result.warnings),
+        excluded_rows=tuple(excluded),
+        inputs=tuple(result_inputs),
+        sample_files=tuple(tool_source.sample_files),
+        stress=stress_tables(stress_dir) if stress_dir is not None else None,
+    )
     if write:
-        target = os.fspath(out_dir) if out_dir is not None else default_out_dir(paths)
-        result.outputs = write_outputs(result, target, html=html)
+        target = os.fspath(out_dir) if out_dir is not None else default_out_dir(names)
+        result = replace(result, outputs=write_outputs(result, target, html=html))
     return result
 
 
-def _single_stress_run(inputs: Sequence[Any]) -> str | None:
+def _single_stress_run(inputs: Sequence[RunInput]) -> str | None:
     """The run folder when exactly one run folder is scored and its run.json says ``"mode": "stress"``."""
     if len(inputs) != 1 or inputs[0].run_dir is None:
         return None
@@ -493,12 +506,12 @@ def stress_only(
         pd.DataFrame(columns=list(REPEAT_COLUMNS)),
         {},
         Thresholds(),
-        inputs=[os.path.join(folder, "records.csv")],
+        inputs=(os.path.join(folder, "records.csv"),),
         stress=stress,
         scored=False,
     )
     if write:
-        result.outputs = write_outputs(result, os.fspath(out_dir) if out_dir is not None else folder)
+        result = replace(result, outputs=write_outputs(result, os.fspath(out_dir) if out_dir is not None else folder))
     return result
 
 
@@ -514,7 +527,7 @@ def _excluded_notes(excluded: list[str]) -> list[str]:
             f"scored){more}:", *excluded[:EXCLUDED_SHOWN]]
 
 
-def _input_notes(inputs: list[Any]) -> list[str]:
+def _input_notes(inputs: Sequence[RunInput]) -> list[str]:
     """What run.json says the reader must know: skipped sample lines, incomplete runs, a token budget hit."""
     notes = []
     for item in inputs:
