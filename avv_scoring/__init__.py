@@ -31,7 +31,8 @@ from avv_scoring.report.escape import (
     terminal_text,
 )
 from avv_scoring.report.outputs import render_markdown, render_tables
-from avv_scoring.score import SCORE_COLUMNS, ScoreResult, score_frame, score_paths, stress_only
+from avv_scoring.score import SCORE_COLUMNS, ScoreResult, score_frame
+from avv_scoring.score_runs import score_paths, stress_only
 from avv_scoring.stats.irf import add_irf, irf_scores
 from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.stress import StressResult, stress_tables, write_stress_outputs

@@ -42,9 +42,10 @@ import numpy as np
 import pandas as pd
 
 from avv_core.errors import InputError
+from avv_core.manifest import read_manifest
 from avv_core.measures import is_missing, meets_slo, percentile
 from avv_core.records import ERROR_KINDS
-from avv_scoring.load import RECORDS_NAME, RUN_JSON_NAME, _read_run_json, is_success, read_one
+from avv_scoring.load import RECORDS_NAME, RUN_JSON_NAME, is_success, read_one
 from avv_scoring.report.escape import markdown_table, markdown_text, neutralise_frame, terminal_text
 
 STRESS_MODE = "stress"
@@ -267,7 +268,7 @@ def _read_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     path = os.path.join(os.fspath(run_dir), RUN_JSON_NAME)
     if not os.path.isfile(path):
         raise InputError(f"{os.fspath(run_dir)}: no {RUN_JSON_NAME} (is this a run folder?)")
-    return _read_run_json(path).to_dict()
+    return read_manifest(path).to_dict()
 
 
 def stress_tables(run_dir: str | os.PathLike[str]) -> StressResult | None:

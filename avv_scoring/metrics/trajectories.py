@@ -3,7 +3,7 @@ the trajectory metrics (registered like every metric), and per-task disagreement
 
 **Rows.** An agent task is one item (model, vendor, sample_id, repeat) recorded as one row per step (``step``
 1, 2, …; written together). A single-request item has ``step`` empty. Scoring keeps, per item, the rows of its
-latest trajectory (:func:`dedupe_with_steps`, the trajectory counterpart of
+latest trajectory (:func:`avv_scoring.load.dedupe_with_steps`, the trajectory counterpart of
 :func:`avv_scoring.load.dedupe_latest`), then :func:`summarise` reduces them to ONE row per item: a trajectory's
 FIRST step — the sample's request as written, the same request every vendor got — with the trajectory's summary in
 helper columns. Every per-item metric (success rate, trigger F1, tool-call correctness, gold, TTFT, tokens …)
@@ -46,14 +46,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from avv_core.agent_task import SOURCE_INJECTED
 from avv_core.measures import is_missing
-from avv_scoring.load import FILE_ORDER_COL, ITEM_KEY, ROW_ORDER_COL, is_success
+from avv_scoring.load import ITEM_KEY, dedupe_with_steps, is_success, step_numbers
 from avv_scoring.metrics.additive import NAN, Columns, rate
 from avv_scoring.metrics.calls import CALLS, GOLD, name_of_row
 from avv_scoring.metrics.correctness import Call, call_matches, each_gets_its_own
@@ -77,38 +77,8 @@ TJ_ANSWER = "_tj_answer"  # the final answer's content ("" without one)
 HELPERS = (TJ, TJ_STEPS, TJ_END, TJ_ERROR, TJ_RECOVERED, TJ_LOOP, TJ_TOKENS, TJ_WALL_MS, TJ_PATH, TJ_ANSWER)
 
 
-def step_numbers(frame: pd.DataFrame) -> pd.Series:
-    """The ``step`` column as floats (NaN = a single-request row); all NaN when the column is absent."""
-    if "step" not in frame.columns:
-        return pd.Series(NAN, index=frame.index, dtype=float)
-    return pd.to_numeric(frame["step"].astype("object"), errors="coerce").astype(float)
-
-
 def has_steps(frame: pd.DataFrame) -> bool:
     return "step" in frame.columns and bool(step_numbers(frame).notna().any())
-
-
-# ------------------------------------------------------------------------------------------------ de-dup
-
-
-def dedupe_with_steps(frame: pd.DataFrame, dedupe: Callable[[pd.DataFrame], pd.DataFrame]) -> pd.DataFrame:
-    """One trajectory per item: the rows of the latest one. A trajectory is a run of rows of one item in one file,
-    in file order, from its step 1 (a single-request row is a trajectory of its own); "latest" is decided by
-    ``dedupe`` (:func:`avv_scoring.load.dedupe_latest`) on each trajectory's first row."""
-    work = frame.copy()
-    if FILE_ORDER_COL not in work.columns:
-        work[FILE_ORDER_COL] = 0
-    if ROW_ORDER_COL not in work.columns:
-        work[ROW_ORDER_COL] = range(len(work))
-    work = work.sort_values([FILE_ORDER_COL, ROW_ORDER_COL], kind="stable")
-    step = step_numbers(work)
-    item = pd.util.hash_pandas_object(work[list(ITEM_KEY)].astype(str), index=False)
-    file = work[FILE_ORDER_COL]
-    starts = (step.isna() | (step <= 1) | (item != item.shift()) | (file != file.shift())).to_numpy()
-    instance = pd.Series(starts.cumsum(), index=work.index)
-    firsts = work[starts].drop(columns="step").assign(_instance=instance[starts])
-    winners = set(dedupe(firsts)["_instance"])
-    return work[instance.isin(winners)].reset_index(drop=True)
 
 
 def first_steps(frame: pd.DataFrame) -> pd.DataFrame:
@@ -150,10 +120,21 @@ def _show(call: Call) -> str:
     return call.show() if len(call.raw) <= 80 else f"{call.name}({call.raw[:77]}…)"
 
 
+def _total(values: list[Any]) -> float:
+    """The sum of the steps' values (in step order); missing when a step has none."""
+    if any(is_missing(v) for v in values):
+        return NAN
+    total = 0.0
+    for value in values:
+        total += float(value)
+    return total
+
+
 def summarise_one(steps: list[dict[str, Any]]) -> dict[str, Any]:
     """The helper columns of one trajectory from its rows (annotated, ordered by step)."""
     last = steps[-1]
-    answer = last.get("content") if isinstance(last.get("content"), str) else ""
+    content = last.get("content")
+    answer = content if isinstance(content, str) else ""
     injected_at = next((i for i, s in enumerate(steps)
                         if any(a.get("source") == SOURCE_INJECTED for a in _tool_results(s.get("tool_results")))),
                        None)
@@ -182,16 +163,15 @@ def summarise_one(steps: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         TJ: True, TJ_STEPS: len(steps), TJ_END: end, TJ_ERROR: injected_at is not None, TJ_RECOVERED: recovered,
         TJ_LOOP: bool(counts) and max(counts.values()) >= LOOP_REPEATS,
-        TJ_TOKENS: NAN if any(is_missing(t) for t in tokens) else float(sum(float(t) for t in tokens)),
-        TJ_WALL_MS: NAN if any(is_missing(w) for w in walls) else float(sum(float(w) for w in walls)),
+        TJ_TOKENS: _total(tokens), TJ_WALL_MS: _total(walls),
         TJ_PATH: " · ".join(path), TJ_ANSWER: answer if end != "failed" and not last[CALLS] else "",
     }
 
 
 def summarise(records: pd.DataFrame) -> pd.DataFrame:
     """One row per item (see the module docstring): single requests as they are (``_tj`` False) and each
-    trajectory's first step with its summary. ``records`` = the rows after :func:`dedupe_with_steps`, annotated by
-    :func:`avv_scoring.metrics.calls.annotate_calls`."""
+    trajectory's first step with its summary. ``records`` = the rows after
+    :func:`~avv_scoring.load.dedupe_with_steps`, annotated by :func:`avv_scoring.metrics.calls.annotate_calls`."""
     step = step_numbers(records)
     blank = {TJ: False, TJ_STEPS: NAN, TJ_END: None, TJ_ERROR: False, TJ_RECOVERED: False, TJ_LOOP: False,
              TJ_TOKENS: NAN, TJ_WALL_MS: NAN, TJ_PATH: None, TJ_ANSWER: None}
@@ -361,5 +341,5 @@ def ends_text(ends: Sequence[str]) -> str:
     return ", ".join(f"{e} {counts[e]}" for e in ENDS if counts[e])
 
 
-__all__ = ["ENDS", "TRAJECTORY_KIND", "dedupe_with_steps", "first_steps", "has_steps", "summarise",
+__all__ = ["ENDS", "TRAJECTORY_KIND", "dedupe_with_steps", "first_steps", "has_steps", "step_numbers", "summarise",
            "trajectory_disagreements"]

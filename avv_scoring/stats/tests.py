@@ -32,6 +32,7 @@ from collections.abc import Iterator, Sequence
 from statistics import NormalDist
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 NAN = float("nan")
 #: Resamples per chunk: the weight matrix is built and used ``CHUNK`` rows at a time (memory ∝ CHUNK · units).
@@ -62,7 +63,7 @@ def resample_counts(n_units: int, n_resamples: int, seed: int, chunk: int = CHUN
         yield np.bincount(drawn.ravel(), minlength=k * n_units).reshape(k, n_units).astype(np.float64)
 
 
-def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+def ratio(num: ArrayLike, den: ArrayLike) -> np.ndarray:
     """``num / den`` elementwise, missing (NaN) where ``den == 0``."""
     num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
     out = np.full(np.broadcast(num, den).shape, np.nan)
