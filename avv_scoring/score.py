@@ -32,7 +32,8 @@ from avv_scoring.metrics.trajectories import summarise as summarise_trajectories
 from avv_scoring.metrics.trajectories import trajectory_disagreements
 from avv_scoring.metrics.vendor_table import REPEAT_METRICS, repeat_summary, vendor_tables
 from avv_scoring.stats.irf import MetricsSpec, default_irf_metrics, irf_scores, resolve_irf_metrics
-from avv_scoring.stats.uncertainty import ModelTable, StatsSettings, judge, verdict_thresholds
+from avv_scoring.stats.statistical_verdict import judge, verdict_thresholds
+from avv_scoring.stats.uncertainty import ModelTable, StatsSettings
 from avv_scoring.stress import StressResult
 from avv_scoring.verdict import Thresholds
 
