@@ -23,7 +23,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,25 +33,27 @@ from avv_scoring.stats.tests import ratio
 
 NAN = float("nan")
 
-#: What ``combine`` reads: sum name → a number (the sums of some rows) or an array (one per resample and vendor).
-Sums = Mapping[str, Any]
-#: The columns a metric function returns (numbers, counts, texts): one vendor's slice of the scores table.
+#: A sum: a number (the sums of some rows) or an array (one per resample and vendor).
+Amount = float | np.ndarray
+#: What ``combine`` reads: sum name → an :data:`Amount` (a pandas Series of sums is one too).
+Sums = Mapping[str, Amount]
+#: The columns a metric function returns (numbers, counts, texts — cells of scores.json): one vendor's row.
 Columns = dict[str, Any]
 
 
-def rate(num: Any, den: Any) -> Any:
+def rate(num: Amount, den: Amount) -> Amount:
     """``num / den``, missing (NaN) where ``den`` is 0: a float for numbers, elementwise for arrays."""
     if np.ndim(num) == 0 and np.ndim(den) == 0:
         return float(num) / float(den) if den else NAN
     return ratio(num, den)
 
 
-def count(value: Any) -> Any:
+def count(value: Amount) -> int | np.ndarray:
     """A sum of counts as an ``int`` (a Series of sums upcasts counts next to float sums); arrays unchanged."""
     return int(value) if np.ndim(value) == 0 else np.asarray(value)
 
 
-def choose(condition: Any, yes: Any, no: Any) -> Any:
+def choose(condition: bool | np.ndarray, yes: Amount, no: Amount) -> Amount:
     """``yes`` where ``condition`` holds, else ``no``: a Python value for a number, ``numpy.where`` for arrays."""
     if np.ndim(condition) == 0 and np.ndim(yes) == 0 and np.ndim(no) == 0:
         return yes if condition else no
@@ -104,9 +106,6 @@ class Additive:
         if missing:
             raise KeyError(f"{self.combine.__name__}: resampled sum(s) {', '.join(missing)} not among its features")
         return tuple(c for c in frame.columns if c in self.resampled)
-
-
-F = TypeVar("F", bound=Callable[..., Columns])
 
 
 def additive(features: Callable[..., pd.DataFrame], resampled: tuple[str, ...] | None = None,

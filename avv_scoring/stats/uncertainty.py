@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from avv_scoring.load import is_success
-from avv_scoring.metrics.additive import Additive, Sums
+from avv_scoring.metrics.additive import Additive, Amount, Sums
 from avv_scoring.metrics.calls import CALLED, SIG_CALLS, SIG_TOOLS, positive
 from avv_scoring.metrics.registry import (
     Metric,
@@ -107,7 +107,7 @@ def resampled_metrics() -> tuple[Metric, ...]:
 
 #: Noise tests: column → (the metric whose form's sums give the vendor's disagreement rate with the baseline, that
 #: rate, the baseline's disagreement rate with itself from :data:`SELF_SUMS`), on summed sums.
-NOISE_TESTS: dict[str, tuple[str, Callable[[Sums], Any], Callable[[Sums], Any]]] = {
+NOISE_TESTS: dict[str, tuple[str, Callable[[Sums], Amount], Callable[[Sums], Amount]]] = {
     "noise_p": ("f1", lambda s: ratio(s["fp"] + s["fn"], s["pairs"]), lambda s: ratio(s["self_disc"], s["self_pairs"])),
     "tool_match_noise_p": ("tool_match", lambda s: 1.0 - ratio(s["tool_eq"], s["pairs"]),
                            lambda s: 1.0 - ratio(s["self_tool_eq"], s["self_call_pairs"])),
@@ -116,7 +116,7 @@ NOISE_TESTS: dict[str, tuple[str, Callable[[Sums], Any], Callable[[Sums], Any]]]
 }
 #: Sample-size columns: metric → (successes, trials) of its Agresti–Coull fallback standard error, on the sums of
 #: the metric's form.
-POWER_METRICS: dict[str, tuple[Callable[[Sums], float], Callable[[Sums], float]]] = {
+POWER_METRICS: dict[str, tuple[Callable[[Sums], Amount], Callable[[Sums], Amount]]] = {
     "f1": (lambda s: 2 * s["tp"], lambda s: 2 * s["tp"] + s["fp"] + s["fn"]),
     "schema_accuracy": (lambda s: s["valid_calls"], lambda s: s["valid_calls"] + s["invalid_calls"]),
 }
