@@ -30,10 +30,10 @@ from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.registry import METRICS, RegistryError, model_functions
 from avv_scoring.metrics.trajectories import summarise as summarise_trajectories
 from avv_scoring.metrics.trajectories import trajectory_disagreements
-from avv_scoring.metrics.vendor_table import REPEAT_METRICS, repeat_summary, vendor_tables
+from avv_scoring.metrics.vendor_table import REPEAT_METRICS, FeatureFrames, repeat_summary, vendor_tables
 from avv_scoring.stats.irf import MetricsSpec, default_irf_metrics, irf_scores, resolve_irf_metrics
 from avv_scoring.stats.statistical_verdict import judge, verdict_thresholds
-from avv_scoring.stats.uncertainty import ModelTable, StatsSettings
+from avv_scoring.stats.uncertainty import ModelTable, StatsSettings, VendorSums, vendor_sums
 from avv_scoring.stress import StressResult
 from avv_scoring.verdict import Thresholds
 
@@ -256,6 +256,7 @@ def score_frame(
     differing: list[dict[str, Any]] = []
     groups = records.groupby([model_col, vendor_col], sort=False).groups
     base_of: dict[str, pd.DataFrame] = {}  # each model's baseline rows, selected once
+    sums_of: dict[str, dict[str, VendorSums]] = {}  # model → vendor → its sums per sample id
     for (model, vendor), index in groups.items():
         vendor_rows = records.loc[index]
         base_name = baselines[model]
@@ -263,7 +264,9 @@ def score_frame(
             base_of[model] = records.loc[groups[(model, base_name)]] if (model, base_name) in groups \
                 else records.iloc[0:0]
         base_rows = base_of[model]
-        metrics, by_rep = vendor_tables(vendor_rows, base_rows)
+        frames = FeatureFrames(vendor_rows, base_rows)
+        metrics, by_rep = vendor_tables(vendor_rows, base_rows, frames)
+        sums_of.setdefault(model, {})[vendor] = vendor_sums(frames)  # the bootstrap's, from the same features
         metrics.update(repeat_summary(by_rep))
         run_ids = (
             vendor_rows["run_id"].astype("object").dropna().unique().tolist()
@@ -294,7 +297,7 @@ def score_frame(
                 f"{model}: the baseline {vendor} has no successful item; F1 is missing for every vendor"
             )
 
-    _add_model_metrics(rows, records, baselines, stats, irf_inputs)
+    _add_model_metrics(rows, records, baselines, stats, irf_inputs, sums_of)
     scores = pd.DataFrame(rows)
     scores["irf"] = irf_scores(scores, list(irf_inputs))
     outcomes = [judge(row, thresholds, stats) for row in scores.to_dict("records")]
@@ -339,13 +342,14 @@ def comparable_items(records: pd.DataFrame, model_col: pd.Series, vendor_col: pd
 
 
 def _add_model_metrics(rows: list[dict[str, Any]], records: pd.DataFrame, baselines: Mapping[str, str],
-                       stats: StatsSettings, irf_inputs: Mapping[str, bool]) -> None:
+                       stats: StatsSettings, irf_inputs: Mapping[str, bool],
+                       sums_of: Mapping[str, Mapping[str, VendorSums]]) -> None:
     """Add the columns of the model-level functions (registry ``model_table``) to each vendor's row."""
     model_col = records["model"].astype(str)
     for model in dict.fromkeys(row["model"] for row in rows):
         mine = [row for row in rows if row["model"] == model]
         table = ModelTable(model, baselines[model], records[model_col == model], {row["vendor"]: row for row in mine},
-                           stats, dict(irf_inputs))
+                           stats, dict(irf_inputs), sums_of.get(model, {}))
         for function in model_functions():
             columns = function.for_model(table)
             for row in mine:

@@ -73,9 +73,14 @@ class Quantiles:
     values: Callable[..., pd.Series]
     columns: Mapping[str, float]
 
+    def of(self, values: pd.Series) -> Columns:
+        """The percentile columns of ``values`` (those of :attr:`values`)."""
+        array = values.to_numpy(dtype=float)
+        return {column: percentile(array, q) for column, q in self.columns.items()}
+
     def point(self, *args: Any) -> Columns:
-        values = self.values(*args).to_numpy(dtype=float)
-        return {column: percentile(values, q) for column, q in self.columns.items()}
+        """The percentile columns of the rows ``args``."""
+        return self.of(self.values(*args))
 
 
 @dataclass(frozen=True)
@@ -86,17 +91,23 @@ class Additive:
     column per sum; ``combine(sums)`` turns the column sums into the function's columns. ``resampled`` names the
     sums a bootstrap resample needs — those its interval and IRF columns are computed from (None: every sum);
     the others are passed as 0 on a resample, so only counts without an interval may read them. ``quantiles``
-    adds percentile columns (whole table and resamples only, never per repeat).
+    adds percentile columns (whole table and resamples only, never per repeat). ``sequential`` names float sums
+    added one by one in row order (Python's ``sum``) for the point value, not by numpy's pairwise sum: a mean
+    whose published value was always summed that way (argument F1) keeps its last bit.
     """
 
     features: Callable[..., pd.DataFrame]
     combine: Callable[[Sums], Columns]
     resampled: tuple[str, ...] | None = None
     quantiles: Quantiles | None = None
+    sequential: tuple[str, ...] = ()
 
     def point(self, frame: pd.DataFrame) -> Columns:
         """``combine`` of the sums of ``frame`` (the features of the rows to summarise)."""
-        return self.combine(frame.sum())
+        sums = frame.sum()
+        for name in self.sequential:
+            sums[name] = sum(frame[name].tolist())
+        return self.combine(sums)
 
     def resampled_sums(self, frame: pd.DataFrame) -> tuple[str, ...]:
         """The sums of ``frame``'s columns that a resample needs, in column order."""
@@ -109,14 +120,15 @@ class Additive:
 
 
 def additive(features: Callable[..., pd.DataFrame], resampled: tuple[str, ...] | None = None,
-             quantiles: Quantiles | None = None) -> Callable[[Callable[[Sums], Columns]], Callable[..., Columns]]:
+             quantiles: Quantiles | None = None,
+             sequential: tuple[str, ...] = ()) -> Callable[[Callable[[Sums], Columns]], Callable[..., Columns]]:
     """Decorator for a ``combine(sums) -> columns`` function: the result is the metric function itself,
     ``f(rows, …) = combine(features(rows, …).sum())`` plus the ``quantiles`` columns, with ``features``' signature
     (so a second parameter ``baseline_rows`` makes it a baseline metric) and ``combine``'s name and docstring
     (the formula). ``f.avv_additive`` holds the :class:`Additive` form."""
 
     def wrap(combine: Callable[[Sums], Columns]) -> Callable[..., Columns]:
-        form = Additive(features, combine, resampled, quantiles)
+        form = Additive(features, combine, resampled, quantiles, sequential)
 
         def metric(*args: Any, **kwargs: Any) -> Columns:
             out = form.point(features(*args, **kwargs))

@@ -255,16 +255,21 @@ def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
 
 def _agreement_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
     """Per call pair (:func:`call_pairs`, indexed by the vendor's row): equal called names, equal calls, equal
-    number of calls. Equal signatures = equal multisets (``tools_equal`` / ``calls_equal``)."""
+    number of calls, argument F1 (1 where the calls are equal). Equal signatures = equal multisets
+    (``tools_equal`` / ``calls_equal``)."""
     pairs = call_pairs(rows, baseline_rows)
     tools_v, tools_b = pairs["sig_tools_v"].tolist(), pairs["sig_tools_b"].tolist()
-    calls_v, calls_b = pairs["sig_calls_v"].tolist(), pairs["sig_calls_b"].tolist()
+    same_calls = [a == b for a, b in zip(pairs["sig_calls_v"], pairs["sig_calls_b"], strict=True)]
     return pd.DataFrame({
-        "pairs": 1,
-        "tool_eq": [a == b for a, b in zip(tools_v, tools_b, strict=True)],
-        "args_eq": [a == b for a, b in zip(calls_v, calls_b, strict=True)],
-        "count_eq": [len(a) == len(b) for a, b in zip(tools_v, tools_b, strict=True)],
-    }, index=pd.Index(pairs["index_v"].tolist())).astype(int)
+        "pairs": np.ones(len(pairs), dtype=np.int64),
+        "tool_eq": np.array([a == b for a, b in zip(tools_v, tools_b, strict=True)], dtype=np.int64),
+        "args_eq": np.array(same_calls, dtype=np.int64),
+        "count_eq": np.array([len(a) == len(b) for a, b in zip(tools_v, tools_b, strict=True)], dtype=np.int64),
+        # argument F1 only where the calls differ
+        "f1": np.array([1.0 if same else args_f1(v, b)
+                        for same, v, b in zip(same_calls, pairs["calls_v"], pairs["calls_b"], strict=True)],
+                       dtype=float),
+    }, index=pd.Index(pairs["index_v"]))
 
 
 @produces(
@@ -274,20 +279,23 @@ def _agreement_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.D
     Metric("args_match", "Args Match", "rate", "higher", order=610, group="correctness", interval=True,
            interval_order=6,
            doc="call pairs whose calls are equal as (name, canonical arguments) multisets / call_pairs"),
+    Metric("args_f1", "Args F1", "rate", "higher", order=620, group="correctness",
+           doc="mean over call pairs of 2·matched leaves / all leaves, leaves = (tool, JSON path, value)"),
     Metric("call_count_match", "Call Count Match", "rate", "higher", order=630, group="correctness",
            doc="call pairs with the same number of calls / call_pairs"),
     Metric("call_pairs", "Call pairs", "int", "none", count=True, order=640, group="correctness",
            doc="items joined with a baseline item where both succeeded and both called a tool"),
 )
-@additive(_agreement_features, resampled=("pairs", "tool_eq", "args_eq"))
+@additive(_agreement_features, resampled=("pairs", "tool_eq", "args_eq"), sequential=("f1",))
 def baseline_agreement(sums: Sums) -> Columns:
-    """Which tool, which arguments, how many calls, compared with the baseline, per (sample_id, repeat) pair.
+    """Which tool and which arguments, compared with the baseline, per (sample_id, repeat) pair.
 
     Over the ``call_pairs`` pairs where both sides succeeded and both called a tool (finished with
     ``tool_calls`` or emitted at least one call), with the definitions of :mod:`avv_scoring.metrics.correctness`::
 
         tool_match       = pairs whose multisets of called names are equal / call_pairs
         args_match       = pairs whose multisets of (name, canonical arguments) are equal / call_pairs
+        args_f1          = mean over pairs of 2·matched leaves / (vendor leaves + baseline leaves)
         call_count_match = pairs with the same number of calls / call_pairs
 
     A pair where only one side called a tool is a trigger disagreement (trigger F1), not counted here.
@@ -297,27 +305,10 @@ def baseline_agreement(sums: Sums) -> Columns:
     return {
         "tool_match": rate(count(sums["tool_eq"]), n),
         "args_match": rate(count(sums["args_eq"]), n),
+        "args_f1": rate(sums["f1"], n),
         "call_count_match": rate(count(sums["count_eq"]), n),
         "call_pairs": n,
     }
-
-
-@produces(
-    Metric("args_f1", "Args F1", "rate", "higher", order=620, group="correctness",
-           doc="mean over call pairs of 2·matched leaves / all leaves, leaves = (tool, JSON path, value)"),
-)
-def argument_f1(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> Columns:
-    """How close the arguments are where the calls differ, over the ``call_pairs`` of :func:`baseline_agreement`::
-
-        args_f1 = mean over pairs of 2·matched leaves / (vendor leaves + baseline leaves)
-
-    (:func:`avv_scoring.metrics.correctness.args_f1`; 1 for a pair with equal calls). Missing with no pair.
-    """
-    pairs = call_pairs(rows, baseline_rows)
-    same_calls = [a == b for a, b in zip(pairs["sig_calls_v"], pairs["sig_calls_b"], strict=True)]
-    f1 = sum(1.0 if same else args_f1(v, b)
-             for same, v, b in zip(same_calls, pairs["calls_v"], pairs["calls_b"], strict=True))
-    return {"args_f1": rate(f1, len(pairs))}
 
 
 # --------------------------------------------------------------------------------------------------

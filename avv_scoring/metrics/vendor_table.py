@@ -13,7 +13,7 @@ import pandas as pd
 
 from avv_core.samples import Gold
 from avv_scoring.metrics import registry
-from avv_scoring.metrics.additive import NAN, Additive, Columns, numbers
+from avv_scoring.metrics.additive import NAN, Additive, Columns, Quantiles, numbers
 from avv_scoring.metrics.calls import TC_N
 from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.registry import MetricFunction
@@ -43,34 +43,46 @@ def vendor_metrics(
 
 
 class FeatureFrames:
-    """The per-item features of one vendor's rows (and its baseline's), each features function computed once:
-    forms that share one (trigger F1 and its counts, the schema columns) read the same frame."""
+    """The per-item features (and percentile values) of the additive forms over one vendor's rows and its
+    baseline's, each computed once: forms that share a features function read the same frame, and the bootstrap
+    (:func:`avv_scoring.stats.uncertainty.vendor_sums`) reads the frames the point values were computed from."""
 
     def __init__(self, rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> None:
         self.rows, self.baseline_rows = rows, baseline_rows
         self._frames: dict[Callable[..., pd.DataFrame], pd.DataFrame] = {}
+        self._values: dict[Callable[..., pd.Series], pd.Series] = {}
 
     def args(self, function: MetricFunction) -> tuple[pd.DataFrame, ...]:
         """What ``function`` (and its form's features) is called with."""
         return (self.rows, self.baseline_rows) if function.inputs == "rows+baseline" else (self.rows,)
 
     def features(self, function: MetricFunction, form: Additive) -> pd.DataFrame:
+        """``form.features`` over the rows ``function`` reads."""
         frame = self._frames.get(form.features)
         if frame is None:
             frame = self._frames[form.features] = form.features(*self.args(function))
         return frame
 
+    def values(self, function: MetricFunction, quantiles: Quantiles) -> pd.Series:
+        """The per-item values the percentiles of ``quantiles`` are taken of."""
+        values = self._values.get(quantiles.values)
+        if values is None:
+            values = self._values[quantiles.values] = quantiles.values(*self.args(function))
+        return values
 
-def vendor_tables(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> tuple[Columns, pd.DataFrame]:
+
+def vendor_tables(rows: pd.DataFrame, baseline_rows: pd.DataFrame,
+                  frames: FeatureFrames | None = None) -> tuple[Columns, pd.DataFrame]:
     """:func:`vendor_metrics` and :func:`per_repeat` of one vendor at once: each additive function's per-row
-    features are computed once and give both the whole-table sums and the per-repeat groupby sums."""
+    features are computed once and give both the whole-table sums and the per-repeat groupby sums. ``frames``
+    (of these rows) keeps the features for the caller (the bootstrap's sums)."""
     repeats = _repeat_numbers(rows)
     repeat_numbers = sorted(set(repeats.tolist()))
     wanted = set(_repeat_metrics())
     pooled: Columns = {}
     table: dict[int, Columns] = {r: {} for r in repeat_numbers}
     looped = []
-    frames = FeatureFrames(rows, baseline_rows)
+    frames = frames if frames is not None else FeatureFrames(rows, baseline_rows)
     repeat_sums: dict[int, pd.DataFrame] = {}  # id of a features frame → its per-repeat sums
     for function in registry.FUNCTIONS:
         form = function.additive
@@ -83,7 +95,7 @@ def vendor_tables(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> tuple[Colu
         features = frames.features(function, form)
         pooled.update(form.point(features))
         if form.quantiles is not None:
-            pooled.update(form.quantiles.point(*frames.args(function)))
+            pooled.update(form.quantiles.of(frames.values(function, form.quantiles)))
         if per_repeat_too:
             sums = repeat_sums.get(id(features))
             if sums is None:

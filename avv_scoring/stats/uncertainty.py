@@ -42,6 +42,7 @@ from avv_scoring.metrics.registry import (
     interval_metrics,
     irf_inputs,
 )
+from avv_scoring.metrics.vendor_table import FeatureFrames
 from avv_scoring.stats.irf import IRF_K
 from avv_scoring.stats.tests import (
     average_ranks,
@@ -94,6 +95,9 @@ class ModelTable:
     scores: Mapping[str, Mapping[str, Any]]  # vendor → its per-vendor metrics (point values), in output order
     settings: StatsSettings = field(default_factory=StatsSettings)
     irf_metrics: Mapping[str, bool] = field(default_factory=dict)  # IRF inputs: column → higher is better
+    #: Vendor → its sums per sample id, computed with its point values (:func:`vendor_sums`); a vendor missing
+    #: here is summed from ``records``.
+    vendor_sums: Mapping[str, VendorSums] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------------- what is resampled
@@ -300,45 +304,71 @@ def _resampled_functions() -> list[tuple[MetricFunction, Additive]]:
     return list(out.values())
 
 
+@dataclass(frozen=True)
+class VendorSums:
+    """What the bootstrap needs of one vendor's rows: the resampled sums of each of its sample ids, from the same
+    features as its point values (:class:`~avv_scoring.metrics.vendor_table.FeatureFrames`)."""
+
+    samples: pd.Index  # the vendor's sample ids, in order of appearance
+    blocks: tuple[Block, ...]  # the resampled forms, in the order of :func:`resampled_metrics`
+    sums: np.ndarray  # (samples, Σ resampled sums of the blocks)
+    values: dict[str, tuple[np.ndarray, np.ndarray]]  # percentile column → (values, the sample of each value)
+
+
+def vendor_sums(frames: FeatureFrames) -> VendorSums:
+    """Reduce one vendor's features to sums per sample id (one ``bincount`` per resampled sum, in row order)."""
+    rows = frames.rows
+    codes, samples = pd.factorize(rows["sample_id"].astype("object").astype(str))  # in order of appearance
+    sample_of = pd.Series(codes, index=rows.index)
+    n = len(samples)
+    wanted = {m.column for m in resampled_metrics()}
+    blocks: list[Block] = []
+    columns: list[np.ndarray] = []
+    values: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for function, form in _resampled_functions():
+        frame = frames.features(function, form)
+        resampled = form.resampled_sums(frame)
+        blocks.append(Block(function, form, tuple(frame.columns), resampled, len(columns)))
+        at = sample_of.loc[frame.index].to_numpy()
+        columns += [_bincount(at, frame[name].to_numpy(dtype=float), n) for name in resampled]
+        if form.quantiles is not None and wanted & set(form.quantiles.columns):
+            kept = frames.values(function, form.quantiles)
+            for column in (c for c in form.quantiles.columns if c in wanted):
+                values[column] = (kept.to_numpy(dtype=float), sample_of.loc[kept.index].to_numpy())
+    return VendorSums(pd.Index(samples), tuple(blocks), np.stack(columns, axis=1) if columns else np.zeros((n, 0)),
+                      values)
+
+
 def unit_sums(table: ModelTable) -> UnitSums:
-    """Reduce the model's records to per-unit sums (one pass per vendor; see :class:`UnitSums`)."""
+    """The model's per-unit sums: each vendor's :class:`VendorSums` (``table.vendor_sums``, else computed from its
+    records) placed on the model's units, and the baseline against itself (see :class:`UnitSums`)."""
     records = table.records if table.records.index.is_unique else table.records.reset_index(drop=True)
     codes, uniques = pd.factorize(records["sample_id"].astype("object").astype(str))  # in order of appearance
-    units = [str(u) for u in uniques]
+    units = pd.Index([str(u) for u in uniques])
     unit_of = pd.Series(codes, index=records.index)
     n = len(units)
     vendor_col = records["vendor"].astype("object").astype(str)
     vendors = list(table.scores) or list(dict.fromkeys(vendor_col.tolist()))
     base_rows = records[vendor_col == table.baseline]
-    functions = _resampled_functions()
-    wanted = {m.column for m in resampled_metrics()}
-    blocks: list[Block] = []
-    per_vendor: list[np.ndarray] = []
-    values: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-    for j, vendor in enumerate(vendors or [None]):  # no vendor: the layout only (from no rows)
+
+    def own(vendor: str | None) -> VendorSums:
+        found = table.vendor_sums.get(vendor) if vendor is not None else None
+        if found is not None:
+            return found
         rows = records[vendor_col == vendor] if vendor is not None else records.iloc[:0]
-        frames: dict[Callable[..., pd.DataFrame], pd.DataFrame] = {}
-        columns: list[np.ndarray] = []
-        for function, form in functions:
-            args = (rows, base_rows) if function.inputs == "rows+baseline" else (rows,)
-            frame = frames.get(form.features)
-            if frame is None:
-                frame = frames[form.features] = form.features(*args)
-            resampled = form.resampled_sums(frame)
-            if j == 0:
-                blocks.append(Block(function, form, tuple(frame.columns), resampled, len(columns)))
-            frame_units = unit_of.loc[frame.index].to_numpy()
-            columns += [_bincount(frame_units, frame[name].to_numpy(dtype=float), n) for name in resampled]
-            quantiles = form.quantiles
-            for column in (c for c in (quantiles.columns if quantiles is not None else ()) if c in wanted):
-                kept = quantiles.values(*args) if quantiles is not None else pd.Series(dtype=float)
-                values.setdefault(column, []).append((kept.to_numpy(dtype=float), unit_of.loc[kept.index].to_numpy()))
-        if vendor is not None:
-            per_vendor.append(np.stack(columns, axis=1) if columns else np.zeros((n, 0)))
-    width = sum(len(b.resampled) for b in blocks)
-    sums = np.stack(per_vendor, axis=1) if per_vendor else np.zeros((n, 0, width))
-    return UnitSums(units, vendors, tuple(blocks), sums, _self_sums(_side(base_rows, unit_of), n),
-                    values if vendors else {})
+        return vendor_sums(FeatureFrames(rows, base_rows))
+
+    layout = own(vendors[0] if vendors else None).blocks
+    width = sum(len(b.resampled) for b in layout)
+    sums = np.zeros((n, len(vendors), width))
+    values: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for j, vendor in enumerate(vendors):
+        mine = own(vendor)
+        unit = units.get_indexer(mine.samples)  # the model's unit of each of the vendor's sample ids
+        sums[unit, j, :] = mine.sums
+        for column, (kept, sample) in mine.values.items():
+            values.setdefault(column, []).append((kept, unit[sample]))
+    return UnitSums(list(units), vendors, layout, sums, _self_sums(_side(base_rows, unit_of), n), values)
 
 
 def mcnemar_net(sums: UnitSums) -> np.ndarray:
