@@ -5,10 +5,11 @@ stability and the statistical verdict, per model (scoring layer, pure over panda
 Definitions (docs/scoring.md, "Is the difference real?"):
 
 - **Units.** The bootstrap resamples *sample ids* of the model; each sample keeps all its repeats, for every
-  vendor at once (the resamples are paired across vendors). Per sample the records are reduced once to sums
-  (:func:`unit_sums`): the sums of the additive form (:mod:`avv_scoring.metrics.additive`) of every resampled
-  metric — those with ``interval=True`` and the default IRF inputs (:func:`resampled_metrics`) —, each form's
-  ``resampled`` sums, in the order of those metrics; and the per-item values of their percentiles.
+  vendor at once (the resamples are paired across vendors). Per sample each vendor's rows are reduced once to
+  sums (:func:`vendor_sums`, from the very features its point values were computed from; :func:`unit_sums` puts
+  the vendors on the model's units): the sums of the additive form (:mod:`avv_scoring.metrics.additive`) of
+  every resampled metric — those with ``interval=True`` and the default IRF inputs (:func:`resampled_metrics`) —,
+  each form's ``resampled`` sums, in the order of those metrics; and the per-item values of their percentiles.
 - **Resampled values.** A resample's value of a metric is the metric's own ``combine`` on its sums weighted by
   how often each unit was drawn (:meth:`UnitSums.resample`; a percentile: the weighted percentile), so with every
   weight 1 it is the metric itself. Every resample of every vendor is one matrix product.
@@ -435,11 +436,21 @@ __all__ = [
     "CI_METRICS",
     "DEFAULT_RESAMPLES",
     "DEFAULT_SEED",
+    "GAP",
+    "NOISE_TESTS",
+    "POWER_METRICS",
+    "Block",
+    "Draws",
     "ModelTable",
+    "Resample",
     "StatsSettings",
+    "Totals",
     "UnitSums",
     "VERDICT_MODES",
+    "VendorSums",
     "bootstrap",
+    "mcnemar_net",
     "resampled_metrics",
     "unit_sums",
+    "vendor_sums",
 ]
