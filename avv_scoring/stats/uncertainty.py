@@ -15,7 +15,7 @@ Definitions (docs/scoring.md, "Is the difference real?"):
   weight 1 it is the metric itself. Every resample of every vendor is one matrix product.
 - **Noise floor** ``baseline_self_*``: the baseline against itself, repeat i vs repeat j over all pairs i < j of
   one sample's successful repeats (trigger F1 and agreement; tool and argument match over pairs where both
-  repeats called a tool): :data:`SELF_SUMS`, per unit.
+  repeats called a tool): :data:`~avv_scoring.stats.noise_floor.SELF_SUMS`, per unit.
 - **Noise tests** (:data:`NOISE_TESTS`): the vendor's disagreement rate with the baseline against the baseline's
   disagreement with itself, on the same resamples (:func:`avv_scoring.stats.tests.bootstrap_p_greater`).
 - **Rank stability**: IRF on every resample (the IRF inputs' resampled values; an input that is not resampled
@@ -33,9 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from avv_scoring.load import is_success
 from avv_scoring.metrics.additive import Additive, Amount, Sums
-from avv_scoring.metrics.calls import CALLED, SIG_CALLS, SIG_TOOLS, positive
 from avv_scoring.metrics.registry import (
     Metric,
     MetricFunction,
@@ -45,8 +43,10 @@ from avv_scoring.metrics.registry import (
 )
 from avv_scoring.metrics.vendor_table import FeatureFrames
 from avv_scoring.stats.irf import IRF_K
+from avv_scoring.stats.noise_floor import SELF_SUMS, self_sums
 from avv_scoring.stats.tests import (
     average_ranks,
+    per_unit_sums,
     ratio,
     resample_counts,
     weighted_percentiles,
@@ -111,7 +111,7 @@ def resampled_metrics() -> tuple[Metric, ...]:
 
 
 #: Noise tests: column → (the metric whose form's sums give the vendor's disagreement rate with the baseline, that
-#: rate, the baseline's disagreement rate with itself from :data:`SELF_SUMS`), on summed sums.
+#: rate, the baseline's disagreement rate with itself from :data:`~.noise_floor.SELF_SUMS`), on summed sums.
 NOISE_TESTS: dict[str, tuple[str, Callable[[Sums], Amount], Callable[[Sums], Amount]]] = {
     "noise_p": ("f1", lambda s: ratio(s["fp"] + s["fn"], s["pairs"]), lambda s: ratio(s["self_disc"], s["self_pairs"])),
     "tool_match_noise_p": ("tool_match", lambda s: 1.0 - ratio(s["tool_eq"], s["pairs"]),
@@ -127,8 +127,6 @@ POWER_METRICS: dict[str, tuple[Callable[[Sums], Amount], Callable[[Sums], Amount
 }
 #: The metric whose form's FP and FN give McNemar's discordant pairs.
 MCNEMAR_OF = "f1"
-#: Per-unit sums of the baseline against itself (all pairs of repeats i < j).
-SELF_SUMS: tuple[str, ...] = ("self_pairs", "self_disc", "self_tp", "self_call_pairs", "self_tool_eq", "self_args_eq")
 
 
 def __getattr__(name: str) -> Any:
@@ -235,63 +233,6 @@ def _with_zeros(block: Block, resampled: dict[str, Any]) -> dict[str, Any]:
     return {**dict.fromkeys(block.sums, 0), **resampled}
 
 
-def _repeat(frame: pd.DataFrame) -> pd.Series:
-    return pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
-
-
-def _side(frame: pd.DataFrame, unit_of: pd.Series) -> pd.DataFrame:
-    called = frame[CALLED].astype(bool).to_numpy()
-    # the annotation's signatures (sorted names; sorted (name, canonical arguments)): equal exactly when
-    # tools_equal / calls_equal; None where the row called no tool
-    tool_key = np.where(called, frame[SIG_TOOLS].to_numpy(dtype=object), None)
-    call_key = np.where(called, frame[SIG_CALLS].to_numpy(dtype=object), None)
-    return pd.DataFrame({
-        "unit": unit_of.loc[frame.index].to_numpy(),
-        "repeat": _repeat(frame).to_numpy(),
-        "ok": is_success(frame).to_numpy(),
-        "pos": positive(frame).to_numpy(),
-        "called": called,
-        "tool_key": tool_key,
-        "call_key": call_key,
-    }, index=frame.index).drop_duplicates(subset=["unit", "repeat"], keep="last")
-
-
-def _bincount(units: np.ndarray, weights: Any, n: int) -> np.ndarray:
-    return np.bincount(units, weights=np.asarray(weights, dtype=float), minlength=n)[:n]
-
-
-def _equal_pairs(units: np.ndarray, keys: list[Any], n: int) -> np.ndarray:
-    """Per unit: pairs (i < j) of its rows with equal keys = Σ over distinct keys of C(count, 2)."""
-    out = np.zeros(n)
-    if not len(keys):
-        return out
-    ids: dict[Any, int] = {}
-    codes = np.array([ids.setdefault(key, len(ids)) for key in keys], dtype=np.int64)
-    combined = units.astype(np.int64) * len(ids) + codes
-    cells, sizes = np.unique(combined, return_counts=True)
-    np.add.at(out, cells // len(ids), sizes * (sizes - 1) / 2)
-    return out
-
-
-def _self_sums(base: pd.DataFrame, n: int) -> np.ndarray:
-    """The baseline against itself: per unit, over pairs of successful repeats i < j (m repeats, k positive):
-    pairs = C(m, 2), discordant = k·(m − k), TP = C(k, 2); over pairs of repeats that both called a tool (c of
-    them): call pairs = C(c, 2), equal tools / calls = Σ over distinct keys of C(count, 2)."""
-    ok = base[base["ok"]]
-    m = _bincount(ok["unit"].to_numpy(), np.ones(len(ok)), n)
-    k = _bincount(ok["unit"].to_numpy(), ok["pos"].to_numpy(), n)
-    called = base[base["called"]]
-    cu = called["unit"].to_numpy()
-    c = _bincount(cu, np.ones(len(called)), n)
-    columns = {
-        "self_pairs": m * (m - 1) / 2, "self_disc": k * (m - k), "self_tp": k * (k - 1) / 2,
-        "self_call_pairs": c * (c - 1) / 2,
-        "self_tool_eq": _equal_pairs(cu, called["tool_key"].tolist(), n),
-        "self_args_eq": _equal_pairs(cu, called["call_key"].tolist(), n),
-    }
-    return np.stack([columns[name] for name in SELF_SUMS], axis=1)
-
-
 def _resampled_functions() -> list[tuple[MetricFunction, Additive]]:
     """The functions of :func:`resampled_metrics` with their forms, each once, in that order."""
     out: dict[str, tuple[MetricFunction, Additive]] = {}
@@ -331,7 +272,7 @@ def vendor_sums(frames: FeatureFrames) -> VendorSums:
         resampled = form.resampled_sums(frame)
         blocks.append(Block(function, form, tuple(frame.columns), resampled, len(columns)))
         at = sample_of.loc[frame.index].to_numpy()
-        columns += [_bincount(at, frame[name].to_numpy(dtype=float), n) for name in resampled]
+        columns += [per_unit_sums(at, frame[name].to_numpy(dtype=float), n) for name in resampled]
         if form.quantiles is not None and wanted & set(form.quantiles.columns):
             kept = frames.values(function, form.quantiles)
             for column in (c for c in form.quantiles.columns if c in wanted):
@@ -369,7 +310,7 @@ def unit_sums(table: ModelTable) -> UnitSums:
         sums[unit, j, :] = mine.sums
         for column, (kept, sample) in mine.values.items():
             values.setdefault(column, []).append((kept, unit[sample]))
-    return UnitSums(list(units), vendors, layout, sums, _self_sums(_side(base_rows, unit_of), n), values)
+    return UnitSums(list(units), vendors, layout, sums, self_sums(base_rows, unit_of, n), values)
 
 
 def mcnemar_net(sums: UnitSums) -> np.ndarray:
