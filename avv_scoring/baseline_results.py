@@ -1,5 +1,5 @@
 """Read K2-Vendor-Verifier / MiniMax-Provider-Verifier ``results.jsonl`` files as a baseline vendor (scoring
-layer, input: called by :func:`avv_scoring.score_runs.score_paths` for ``--baseline-results``).
+layer, input: called by :func:`avv_scoring.entrypoints.score_paths` for ``--baseline-results``).
 
 Each row becomes a record of the baseline vendor (default name ``official``): joined on ``data_index`` = the
 request's 1-based line in the run's sample file (K2VV numbers requests so), a row whose ``status`` is not

@@ -8,7 +8,7 @@ O(new rows); :meth:`LiveRecords.frame` types only the rows added since the last 
 frame it keeps. :func:`score_live` then applies the reader's steps (:func:`avv_scoring.load.read_inputs`:
 ``repeat`` filled with 1, input order columns, the latest row per item) and :func:`~avv_scoring.score.score_frame`
 with the run's tool definitions, default thresholds and the baseline marked in the records — the same call
-:func:`~avv_scoring.score_runs.score_paths` makes for a run folder.
+:func:`~avv_scoring.entrypoints.score_paths` makes for a run folder.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Orchestration (scoring layer, between :mod:`.score_runs` and metrics/IRF/verdict): records → per-vendor
-metrics → IRF → verdicts (:func:`score_frame`) and what it returns (:class:`ScoreResult`). The file-level entry
-points that read run folders and write the outputs are :mod:`.score_runs` (above the report, which reads
+"""Orchestration (scoring layer, between :mod:`.entrypoints` and metrics/IRF/verdict): records → per-vendor
+metrics → IRF → verdicts (:func:`score_frame`) and what it returns (:class:`ScoreResult`); it reads no file: the entry
+points that read run folders and write the outputs are :mod:`.entrypoints` (above the report, which reads
 :class:`ScoreResult`).
 
 Score columns are derived from the metric registry (:mod:`avv_scoring.metrics.registry`), never listed by hand.

@@ -1,7 +1,6 @@
-"""File-level entry points (scoring layer, above :mod:`.score` and :mod:`.report`): read run folders or records
-files, score them (:func:`avv_scoring.score.score_frame`) and write the outputs (:func:`score_paths`), or only a
-stress run's tables (:func:`stress_only`). Used by the CLI and the harness (``avv_scoring.score_paths``).
-"""
+"""The library's entry points (scoring layer, top, beside :mod:`.cli`): read run folders, score them and write
+their outputs. The CLI and the harness call them; :mod:`.score` computes from a records table (no file), and
+:mod:`.report.outputs` writes; neither imports the other way."""
 
 from __future__ import annotations
 
@@ -22,6 +21,46 @@ from avv_scoring.stats.irf import MetricsSpec
 from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.stress import STRESS_MODE, stress_tables
 from avv_scoring.verdict import Thresholds
+
+
+def score_paths(
+    paths: Iterable[str | os.PathLike[str]],
+    baseline: BaselineSpec = None,
+    samples: str | os.PathLike[str] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    thresholds: Thresholds | None = None,
+    write: bool = True,
+    irf_metrics: MetricsSpec = None,
+    baseline_results: Sequence[BaselineResults] | None = None,
+    baseline_name: str | None = None,
+    stats: StatsSettings | None = None,
+    html: bool = True,
+) -> ScoreResult:
+    """Load run folders / records.csv files, score them (:func:`score_inputs`: the baseline, samples, baseline
+    results and stress tables) and (``write=True``) write scores.csv, scores_by_repeat.csv, scores.json,
+    disagreements.csv, report.md and (``html``) report.html into ``out_dir`` (default: the run folder when one was
+    given, else ``./scores``); for a stress run also stress.csv, capacity.csv and the two plots.
+    Raises :class:`avv_core.errors.InputError` on bad input."""
+    names = [os.fspath(p) for p in paths]
+    result = score_inputs(names, baseline, samples, thresholds, irf_metrics, baseline_results, baseline_name, stats)
+    if write:
+        target = os.fspath(out_dir) if out_dir is not None else default_out_dir(names)
+        result = replace(result, outputs=write_outputs(result, target, html=html))
+    return result
+
+
+def stress_only(
+    run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, write: bool = True
+) -> ScoreResult:
+    """The stress tables of a stress run folder without per-vendor scoring: ``result.scored`` is False and
+    (``write=True``) only stress.csv, capacity.csv, the plots and a report.md holding the stress section
+    are written into ``out_dir`` (default: the run folder). InputError when the folder is not a stress run.
+    """
+    result = stress_only_result(run_dir)
+    if write:
+        target = os.fspath(out_dir) if out_dir is not None else os.fspath(run_dir)
+        result = replace(result, outputs=write_outputs(result, target))
+    return result
 
 
 def default_out_dir(paths: Sequence[str]) -> str:
@@ -49,21 +88,18 @@ def collect_rarely() -> Iterator[None]:
 
 
 @collect_rarely()
-def score_paths(
+def score_inputs(
     paths: Iterable[str | os.PathLike[str]],
     baseline: BaselineSpec = None,
     samples: str | os.PathLike[str] | None = None,
-    out_dir: str | os.PathLike[str] | None = None,
     thresholds: Thresholds | None = None,
-    write: bool = True,
     irf_metrics: MetricsSpec = None,
     baseline_results: Sequence[BaselineResults] | None = None,
     baseline_name: str | None = None,
     stats: StatsSettings | None = None,
-    html: bool = True,
 ) -> ScoreResult:
-    """Load run folders / records.csv files, score them and (``write=True``) write ``scores.csv``,
-    ``scores_by_repeat.csv``, ``scores.json`` and ``report.md`` into ``out_dir``.
+    """Load run folders / records.csv files and score them (:func:`avv_scoring.score.score_frame`; :func:`score_paths`
+    also writes the outputs).
 
     ``baseline_results`` (:class:`avv_scoring.baseline_results.BaselineResults`, ``--baseline-results``) adds
     K2VV / MiniMax results files as the baseline vendor ``baseline_name`` (default ``official``) of their model;
@@ -71,8 +107,7 @@ def score_paths(
 
     Tools come from ``samples`` when given, else from the sample file recorded in each run.json
     (sha256-checked). When exactly one run folder is scored and its run.json says ``"mode": "stress"``,
-    ``result.stress`` holds its stress tables and the outputs include stress.csv, capacity.csv, the two
-    plots and the report's stress section. Raises :class:`avv_core.errors.InputError` on bad input.
+    ``result.stress`` holds its stress tables. Raises :class:`avv_core.errors.InputError` on bad input.
     """
     names = [os.fspath(p) for p in paths]
     inputs = resolve_inputs(names)
@@ -94,7 +129,7 @@ def score_paths(
         gold_by_sample=tool_source.gold_by_sample, stats=stats,
     )
     stress_dir = _single_stress_run(inputs)
-    result = replace(
+    return replace(
         result,
         warnings=(*tool_source.warnings, *_input_notes(inputs), *import_notes, *_excluded_notes(excluded),
                   *result.warnings),
@@ -103,10 +138,6 @@ def score_paths(
         sample_files=tuple(tool_source.sample_files),
         stress=stress_tables(stress_dir) if stress_dir is not None else None,
     )
-    if write:
-        target = os.fspath(out_dir) if out_dir is not None else default_out_dir(names)
-        result = replace(result, outputs=write_outputs(result, target, html=html))
-    return result
 
 
 def _single_stress_run(inputs: Sequence[RunInput]) -> str | None:
@@ -117,18 +148,14 @@ def _single_stress_run(inputs: Sequence[RunInput]) -> str | None:
     return inputs[0].run_dir if manifest is not None and manifest.mode == STRESS_MODE else None
 
 
-def stress_only(
-    run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, write: bool = True
-) -> ScoreResult:
-    """The stress tables of a stress run folder without per-vendor scoring: ``result.scored`` is False and
-    (``write=True``) only stress.csv, capacity.csv, the plots and a report.md holding the stress section
-    are written into ``out_dir`` (default: the run folder). InputError when the folder is not a stress run.
-    """
+def stress_only_result(run_dir: str | os.PathLike[str]) -> ScoreResult:
+    """The stress tables of a stress run folder without per-vendor scoring (``result.scored`` is False;
+    :func:`stress_only` also writes them). InputError when the folder is not a stress run."""
     folder = os.fspath(run_dir)
     stress = stress_tables(folder)
     if stress is None:
         raise InputError(f"{folder}: not a stress run (run.json mode is not 'stress')")
-    result = ScoreResult(
+    return ScoreResult(
         pd.DataFrame(columns=list(SCORE_COLUMNS)),
         pd.DataFrame(columns=list(REPEAT_COLUMNS)),
         {},
@@ -137,9 +164,6 @@ def stress_only(
         stress=stress,
         scored=False,
     )
-    if write:
-        result = replace(result, outputs=write_outputs(result, os.fspath(out_dir) if out_dir is not None else folder))
-    return result
 
 
 #: Rows left out that are named one by one in the warnings (all of them are in ``ScoreResult.excluded_rows``).
@@ -174,4 +198,5 @@ def _input_notes(inputs: Sequence[RunInput]) -> list[str]:
     return notes
 
 
-__all__ = ["EXCLUDED_SHOWN", "SCORING_GC_THRESHOLD", "collect_rarely", "default_out_dir", "score_paths", "stress_only"]
+__all__ = ["EXCLUDED_SHOWN", "SCORING_GC_THRESHOLD", "collect_rarely", "default_out_dir", "score_inputs",
+           "score_paths", "stress_only", "stress_only_result"]
