@@ -13,6 +13,7 @@ under ``reasoning`` is read too. It is written in its own shape: a string, or (`
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -58,10 +59,10 @@ class ReasoningField:
 #: Every reasoning field, in the order a delta is read (the first one with text counts, so a vendor that
 #: sends the same text under two names is not counted twice).
 REASONING_FIELDS: tuple[ReasoningField, ...] = (
-    ReasoningField("reasoning_content", in_responses=True),  # DeepSeek, Kimi, vLLM, SGLang
-    ReasoningField("reasoning", in_responses=True),  # OpenRouter, Ollama, newer vLLM
-    ReasoningField("reasoning_details", in_responses=True, as_parts=True),  # OpenRouter's structured parts
-    ReasoningField("reason", in_responses=False),  # some clients' history turns
+    ReasoningField("reasoning_content", in_responses=True),
+    ReasoningField("reasoning", in_responses=True),
+    ReasoningField("reasoning_details", in_responses=True, as_parts=True),
+    ReasoningField("reason", in_responses=False),
 )
 FIELDS_BY_NAME: dict[str, ReasoningField] = {f.name: f for f in REASONING_FIELDS}
 #: The fields read from a response's delta or message (and written by the simulator), in reading order.
@@ -91,3 +92,16 @@ def split_reasoning(text: str) -> tuple[str, str]:
 def starts_with_reasoning(text: str) -> bool:
     """The text begins with a ``<think>`` block."""
     return _THINK.match(text) is not None
+
+
+def render_reasoning_table() -> str:
+    """The README's table of reasoning fields, from the declarations."""
+    rows = ["| `reasoning_field` | read from | the simulator writes |", "|---|---|---|"]
+    for f in REASONING_FIELDS:
+        written = f"`{json.dumps({f.name: f.write('…')}, ensure_ascii=False)[1:-1]}`" if f.in_responses else "—"
+        where = "a response's delta or message, and history turns" if f.in_responses else "history turns only"
+        rows.append(f"| `{f.name}` | {where} | {written} |")
+    think = (THINK_OPEN + "…" + THINK_CLOSE).replace("\n", "\\n")
+    rows.append(f"| `{THINK_FIELD}` | raw mode: a leading `<think>…</think>` block of the completion text (an unclosed "
+                f"one is reasoning to the end) | `{think}` |")
+    return "\n".join(rows)
