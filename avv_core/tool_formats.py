@@ -1,26 +1,20 @@
 """Text tool-call formats, each declared once: how raw mode parses it out of a completion, how the as-text
 detector finds it in content, and how the simulator writes it.
 
-Layer: pure core (no I/O, no Locust; imports only avv_core). A :class:`ToolFormat` is one declaration;
-:data:`FORMATS` (the registry, in declaration order) is derived from them, and so are the vendor config's
-``tool_parser`` values (:data:`TOOL_PARSERS`), the simulator's ``tool_parser`` knob and the README table
-(:func:`render_format_table`). Adding a format = one declaration here (plus its test).
+Layer: pure core (no I/O; imports only avv_core). A :class:`ToolFormat` is one declaration; the registry
+:data:`FORMATS` is derived from them, and so are the ``tool_parser`` values of the vendor config and of the
+simulator's knob (:data:`TOOL_PARSERS`) and the README table (:func:`render_format_table`). Adding a format
+= one declaration here (plus its test). Used by:
 
-Users:
-
-- raw mode (``endpoint: completions``): :func:`parse_completion` splits a completion text into reasoning (a
-  leading ``<think>`` block, :mod:`avv_core.reasoning`), content and the calls of the vendor's ``tool_parser``
-  format. A call whose JSON cannot be parsed is kept with its raw argument text (and an empty name when none
-  can be read), so a broken call counts against schema accuracy instead of vanishing into content.
-- the as-text detector (the harness's ``tool_call_as_text`` anomaly, scoring's ``as_text`` disagreement
-  kind): :func:`find_text_calls` looks for calls of the request's tools written into the content in any
-  format (each reported with its format's ``label``), then, when none matched, for the same JSON object bare
-  in the text (``json``). A name that is not one of the request's tools is not a text call (prose that
-  mentions some JSON is not a call). The scan is bounded: :data:`MAX_SCAN_CHARS`, :data:`MAX_DECODES`
-  JSON decodes, :data:`MAX_CALLS` calls.
-- the simulator writes calls as text in a format (its ``broken_template`` quirk and its ``/v1/completions``
-  answers) with each format's ``write``: the text before the arguments, the arguments, the text after;
-  calls follow each other separated by :data:`CALL_SEPARATOR`.
+- raw mode: :func:`parse_completion` splits a completion into reasoning (a leading ``<think>`` block,
+  :mod:`avv_core.reasoning`), content and the calls of the vendor's format. A call whose JSON cannot be
+  parsed is kept with its raw argument text, so it counts against schema accuracy instead of vanishing.
+- the as-text detector (the ``tool_call_as_text`` anomaly, scoring's ``as_text`` disagreements):
+  :func:`find_text_calls` looks for calls of the request's tools in the content in every format (reported
+  with the format's ``label``), and when none matched, for a call object bare in the text (``json``). Other
+  names are no call. The scan is bounded: :data:`MAX_SCAN_CHARS`, :data:`MAX_DECODES`, :data:`MAX_CALLS`.
+- the simulator (``broken_template``, ``/v1/completions``): each call is ``write``'s text before the
+  arguments, the arguments, the text after; calls are separated by :data:`CALL_SEPARATOR`.
 """
 
 from __future__ import annotations
@@ -44,11 +38,9 @@ from avv_core.call_json import (
 )
 from avv_core.reasoning import split_reasoning, starts_with_reasoning
 
-__all__ = [
-    "CALL_SEPARATOR", "FORMATS", "MAX_CALLS", "MAX_DECODES", "MAX_SCAN_CHARS", "PATTERNS", "TOOL_PARSERS",
-    "CallText", "ParsedText", "TextCall", "ToolFormat", "find_text_calls", "parse_completion",
-    "render_format_table", "request_tool_names",
-]
+__all__ = ["CALL_SEPARATOR", "FORMATS", "MAX_CALLS", "MAX_DECODES", "MAX_SCAN_CHARS", "PATTERNS", "TOOL_PARSERS",
+           "CallText", "ParsedText", "TextCall", "ToolFormat", "find_text_calls", "parse_completion",
+           "render_format_table", "request_tool_names"]
 
 #: Content beyond this many characters is not scanned by the detector.
 MAX_SCAN_CHARS = 200_000
@@ -102,10 +94,11 @@ _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
 _HERMES_TAG = re.compile(r"<tool_call>")
 
 
-def _parse_hermes(text: str) -> Parsed:
+def _parse_blocks(text: str, block: re.Pattern[str], read: Callable[[str], dict[str, str] | None]) -> Parsed:
+    """The calls of the ``block`` matches whose first group ``read`` reads as a call; the rest is content."""
     calls, kept, last, first = [], [], 0, None
-    for match in _HERMES.finditer(text):
-        call = call_from_json_text(match.group(1))
+    for match in block.finditer(text):
+        call = read(match.group(1))
         if call is None:
             continue
         first = match.start() if first is None else first
@@ -114,6 +107,10 @@ def _parse_hermes(text: str) -> Parsed:
         calls.append(call)
     kept.append(text[last:])
     return "".join(kept), _numbered(calls), first
+
+
+def _parse_hermes(text: str) -> Parsed:
+    return _parse_blocks(text, _HERMES, call_from_json_text)
 
 
 def _detect_hermes(text: str, budget: DecodeBudget) -> Iterator[tuple[str, Any]]:
