@@ -118,7 +118,8 @@ def renumber_tool_call_ids(body: Body) -> Body:
                     if not isinstance(call, dict):
                         calls.append(call)
                         continue
-                    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+                    inner = call.get("function")
+                    function: dict[str, Any] = inner if isinstance(inner, dict) else {}
                     new_id = f"functions.{function.get('name') or 'unknown'}:{counter}"
                     counter += 1
                     if call.get("id") is not None:
