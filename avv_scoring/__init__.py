@@ -8,14 +8,15 @@ tool-call comparison: canonical arguments, agreement, gold possible answers) →
 :mod:`.uncertainty` (per model: bootstrap intervals, tests against the baseline's noise floor, rank stability;
 math in :mod:`.stats`) →
 :mod:`.breakdown` (per-tool table, disagreements) → :mod:`.irf` → :mod:`.verdict` → :mod:`.stress` (stress-mode
-tables) → :mod:`.score` → :mod:`.report` (csv/json/md outputs; every text a person opens escaped by the rules
-of :mod:`.escape`) → :mod:`.cli`. Rule throughout: a vendor's failure never improves its score. See
-docs/scoring.md.
+tables) → :mod:`.score` → :mod:`.report` (csv/json/md/html outputs from sections declared once; every text a
+person opens escaped by the rules of :mod:`.report.escape`) → :mod:`.entrypoints` (score and write) →
+:mod:`.cli`. Rule throughout: a vendor's failure never improves its score. See docs/scoring.md.
 """
 
 from __future__ import annotations
 
 from avv_scoring.baseline_results import BaselineResults
+from avv_scoring.entrypoints import score_paths, stress_only
 from avv_scoring.load import load_records
 from avv_scoring.metrics.registry import METRICS, Metric, metric, render_metric_table
 from avv_scoring.presets import load_thresholds, resolve_thresholds
@@ -30,11 +31,13 @@ from avv_scoring.report.escape import (
     restore_frame,
     terminal_text,
 )
-from avv_scoring.report.outputs import render_markdown, render_tables
-from avv_scoring.score import SCORE_COLUMNS, ScoreResult, score_frame, score_paths, stress_only
+from avv_scoring.report.markdown import render_markdown
+from avv_scoring.report.outputs import write_stress_outputs
+from avv_scoring.report.terminal import render_tables
+from avv_scoring.score import SCORE_COLUMNS, ScoreResult, score_frame
 from avv_scoring.stats.irf import add_irf, irf_scores
 from avv_scoring.stats.uncertainty import StatsSettings
-from avv_scoring.stress import StressResult, stress_tables, write_stress_outputs
+from avv_scoring.stress import StressResult, stress_tables
 from avv_scoring.verdict import Thresholds
 
 __all__ = [

@@ -406,21 +406,18 @@ def collect_rarely() -> Iterator[None]:
 
 
 @collect_rarely()
-def score_paths(
+def score_inputs(
     paths: Iterable[str | os.PathLike[str]],
     baseline: BaselineSpec = None,
     samples: str | os.PathLike[str] | None = None,
-    out_dir: str | os.PathLike[str] | None = None,
     thresholds: Thresholds | None = None,
-    write: bool = True,
     irf_metrics: MetricsSpec = None,
     baseline_results: Sequence[Any] | None = None,
     baseline_name: str | None = None,
     stats: StatsSettings | None = None,
-    html: bool = True,
 ) -> ScoreResult:
-    """Load run folders / records.csv files, score them and (``write=True``) write ``scores.csv``,
-    ``scores_by_repeat.csv``, ``scores.json`` and ``report.md`` into ``out_dir``.
+    """Load run folders / records.csv files and score them (:func:`avv_scoring.entrypoints.score_paths` also writes
+    the outputs).
 
     ``baseline_results`` (:class:`avv_scoring.baseline_results.BaselineResults`, ``--baseline-results``) adds
     K2VV / MiniMax results files as the baseline vendor ``baseline_name`` (default ``official``) of their model;
@@ -428,11 +425,8 @@ def score_paths(
 
     Tools come from ``samples`` when given, else from the sample file recorded in each run.json
     (sha256-checked). When exactly one run folder is scored and its run.json says ``"mode": "stress"``,
-    ``result.stress`` holds its stress tables and the outputs include stress.csv, capacity.csv, the two
-    plots and the report's stress section. Raises :class:`avv_core.errors.InputError` on bad input.
+    ``result.stress`` holds its stress tables. Raises :class:`avv_core.errors.InputError` on bad input.
     """
-    from avv_scoring.report.outputs import write_outputs
-
     paths = [os.fspath(p) for p in paths]
     inputs = resolve_inputs(paths)
     excluded: list[str] = []
@@ -461,9 +455,6 @@ def score_paths(
     stress_dir = _single_stress_run(inputs)
     if stress_dir is not None:
         result.stress = stress_tables(stress_dir)
-    if write:
-        target = os.fspath(out_dir) if out_dir is not None else default_out_dir(paths)
-        result.outputs = write_outputs(result, target, html=html)
     return result
 
 
@@ -475,20 +466,15 @@ def _single_stress_run(inputs: Sequence[Any]) -> str | None:
     return inputs[0].run_dir if manifest is not None and manifest.mode == STRESS_MODE else None
 
 
-def stress_only(
-    run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, write: bool = True
-) -> ScoreResult:
-    """The stress tables of a stress run folder without per-vendor scoring: ``result.scored`` is False and
-    (``write=True``) only stress.csv, capacity.csv, the plots and a report.md holding the stress section
-    are written into ``out_dir`` (default: the run folder). InputError when the folder is not a stress run.
+def stress_only_result(run_dir: str | os.PathLike[str]) -> ScoreResult:
+    """The stress tables of a stress run folder without per-vendor scoring (``result.scored`` is False;
+    :func:`avv_scoring.entrypoints.stress_only` also writes them). InputError when the folder is not a stress run.
     """
-    from avv_scoring.report.outputs import write_outputs
-
     folder = os.fspath(run_dir)
     stress = stress_tables(folder)
     if stress is None:
         raise InputError(f"{folder}: not a stress run (run.json mode is not 'stress')")
-    result = ScoreResult(
+    return ScoreResult(
         pd.DataFrame(columns=list(SCORE_COLUMNS)),
         pd.DataFrame(columns=list(REPEAT_COLUMNS)),
         {},
@@ -497,9 +483,6 @@ def stress_only(
         stress=stress,
         scored=False,
     )
-    if write:
-        result.outputs = write_outputs(result, os.fspath(out_dir) if out_dir is not None else folder)
-    return result
 
 
 #: Rows left out that are named one by one in the warnings (all of them are in ``ScoreResult.excluded_rows``).
@@ -541,6 +524,6 @@ __all__ = [
     "ScoreResult",
     "resolve_baselines",
     "score_frame",
-    "score_paths",
-    "stress_only",
+    "score_inputs",
+    "stress_only_result",
 ]

@@ -22,7 +22,8 @@ from avv_scoring.metrics.registry import (
     produces,
     render_metric_table,
 )
-from avv_scoring.report.outputs import COUNT_LAYOUT, TABLE_LAYOUT
+from avv_scoring.report.sections.counts import COUNT_LAYOUT
+from avv_scoring.report.sections.scores import TABLE_LAYOUT
 from avv_scoring.score import IDENTITY_COLUMNS, REPEAT_COLUMNS
 from avv_scoring.stats.irf import IRF_METRICS, IRF_TABLE_COLUMNS, irf_scores, resolve_irf_metrics
 from avv_scoring.testing import call, records_frame

@@ -16,7 +16,7 @@ from avv_core.records import encode_rows, header_line
 from avv_scoring.cli import main
 from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.registry import MODEL_FUNCTIONS, Metric, Registry, RegistryError
-from avv_scoring.report.outputs import render_markdown
+from avv_scoring.report.markdown import render_markdown
 from avv_scoring.score import SCORE_COLUMNS, score_frame
 from avv_scoring.stats import tests as stats
 from avv_scoring.stats.uncertainty import (
