@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from avv_core.samples import Gold
-from avv_core.toolcalls import find_text_calls, request_tool_names
+from avv_core.tool_formats import find_text_calls, request_tool_names
 from avv_scoring.load import OK_COL, is_success
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.correctness import CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
