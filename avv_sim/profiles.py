@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from avv_core.errors import InputError
+from avv_core.reasoning import RESPONSE_FIELD_NAMES
+from avv_core.tool_formats import TOOL_PARSERS
 from avv_core.yaml_io import load_yaml, loads_yaml
 
 QUIRKS: tuple[str, ...] = (
@@ -38,7 +40,8 @@ QUIRKS: tuple[str, ...] = (
 )
 
 OVER_LIMIT_MODES = ("429", "queue")
-REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
+REASONING_FIELDS = RESPONSE_FIELD_NAMES  # the reasoning_field knob's values (avv_core.reasoning)
+_CHOICES = {"over_limit": OVER_LIMIT_MODES, "reasoning_field": REASONING_FIELDS, "tool_parser": TOOL_PARSERS}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # Fault knobs share one hash draw per request (see behaviour.pick_fault), so their sum must fit in [0, 1].
 FAULT_RATE_KNOBS = ("error_rate", "rate_limit_rate", "truncate_rate", "stream_error_rate")
@@ -83,6 +86,9 @@ class Profile:
     reasoning_tokens: int = 0
     reasoning_only_rate: float = 0.0
     reasoning_field: str = "reasoning_content"  # the delta / message field reasoning is sent in
+    # text tool-call format (avv_core.tool_formats) of calls written as text; None: json_fenced under
+    # broken_template, hermes on /v1/completions
+    tool_parser: str | None = None
     # language
     language_drift_rate: float = 0.0  # fraction of content answers in another script than the prompt's
     # faults
@@ -181,8 +187,8 @@ def _coerce(profile: str, knob: str, value: Any) -> Any:
         if unknown:
             raise _err(profile, knob, f"unknown quirk(s) {unknown}; known: {', '.join(QUIRKS)}")
         return tuple(value)
-    if knob in ("over_limit", "reasoning_field"):
-        value, allowed = str(value), OVER_LIMIT_MODES if knob == "over_limit" else REASONING_FIELDS
+    if knob in _CHOICES:
+        value, allowed = str(value), _CHOICES[knob]
         if value not in allowed:
             raise _err(profile, knob, f"must be one of {allowed}, got {value!r}")
         return value

@@ -27,7 +27,7 @@ from avv_sim.gold import GoldEntry, gold_key
 from avv_sim.identity import decision_key
 from avv_sim.item_tag import repeat_of
 from avv_sim.profiles import Profile
-from avv_sim.wire import HTML_BODY, Wire, error_body
+from avv_sim.wire import HTML_BODY, TextWire, Wire, error_body
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 ATTEMPT_HEADER = "X-AVV-Attempt"
@@ -377,7 +377,7 @@ class Simulator:
         # the schedule counts from arrival (plus any queueing), not from when planning finished
         t0 = rec["t_arrival"] + (rec["queued_ms"] + profile.ttft_ms + plan.jitter_ms) / 1000.0
         if rec["endpoint"] == "completions":
-            wire: Wire = dialects.TextWire(plan, int(time.time()), _completion_id(plan))
+            wire: Wire = TextWire(plan, int(time.time()), _completion_id(plan))
         else:
             wire = Wire(plan, int(time.time()), _completion_id(plan), profile.reasoning_field)
         if profile.header_delay_ms:
@@ -634,14 +634,14 @@ def _plan(profile: Profile, body: dict[str, Any], rec: dict[str, Any], gold: Map
         task = agents.find(view) if agents else None
         plan = behaviour.make_plan(dataclasses.replace(profile, quirks=()), view, rec["attempt"], key, entry,
                                    repeat=rec["repeat"], agent=task)
-        rec["text_tool_calls"] = dialects.as_completion(plan, prompt, profile.tokens_per_chunk)
+        rec["text_tool_calls"] = dialects.as_completion(plan, prompt, profile.tokens_per_chunk, profile.tool_parser)
         return plan
     rec["decision_key"] = key = decision_key(body)
     dialects.check_reasoning_content(profile, body, key, rec["attempt"])
     plan = behaviour.make_plan(profile, body, rec["attempt"], key, gold.get(gold_key(body)) if gold else None,
                                repeat=rec["repeat"], agent=agents.find(body) if agents else None)
     if plan.has(dialects.BROKEN_TEMPLATE):
-        rec["text_tool_calls"] = dialects.text_calls(plan, "fenced", profile.tokens_per_chunk)
+        rec["text_tool_calls"] = dialects.text_calls(plan, profile.tool_parser, profile.tokens_per_chunk)
     return plan
 
 

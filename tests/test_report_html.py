@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -130,15 +131,13 @@ def test_stress_section_and_stress_only(tmp_path):
 @pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_tools_section_appears_only_when_the_result_has_a_per_tool_table(scored):
     _, result = scored
-    result.per_tool = pd.DataFrame()
-    result.disagreements = pd.DataFrame()
+    result = replace(result, per_tool=pd.DataFrame(), disagreements=pd.DataFrame())  # ScoreResult is frozen
     assert "tools" not in sections(render_html(result))
-    result.per_tool = pd.DataFrame([
+    result = replace(result, per_tool=pd.DataFrame([
         {"model": "m", "vendor": "official", "tool": "get_weather", "calls": 4, "tool_match": 1.0},
         {"model": "m", "vendor": "cheap", "tool": "get_weather", "calls": 4, "tool_match": 0.5},
-    ])
-    result.disagreements = pd.DataFrame([{"model": "m", "vendor": "cheap", "sample_id": str(i), "repeat": 1,
-                                          "kind": "other_arguments", "vendor_calls": "<call>"} for i in range(30)])
+    ]), disagreements=pd.DataFrame([{"model": "m", "vendor": "cheap", "sample_id": str(i), "repeat": 1,
+                                     "kind": "other_arguments", "vendor_calls": "<call>"} for i in range(30)]))
     block = sections(render_html(result))["tools"]
     assert png_count(block) == 1 and "get_weather" in block and "first disagreements (20 of 30" in block
     assert block.count("other_arguments") == 20 and "&lt;call&gt;" in block
