@@ -36,12 +36,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from avv_sim import schema_args
+import avv_sim.schema_args as schema_args
 from avv_sim.calls import PlannedCall
 from avv_sim.draws import chance, unit
 from avv_sim.gold import gold_key
 from avv_sim.identity import content_text, conversation
 from avv_sim.profiles import Profile
+from avv_sim.request import Tool
 
 ERROR_PREFIX = "Error"
 ACTIONS = ("call", "retry", "answer", "give_up", "loop", "extra")
@@ -179,8 +180,6 @@ def step_call(entry: AgentEntry, p: int, tools: Sequence[Any], h: str) -> Planne
 
 def repeat_calls(turn: Turn, tools: Sequence[Any]) -> tuple[PlannedCall, ...]:
     """The calls of a turn again (a call whose tool is not in the request keeps its name, without a schema)."""
-    from avv_sim.behaviour import Tool
-
     return tuple(PlannedCall(_tool(tools, name) or Tool(name, {}), args if isinstance(args, dict) else {})
                  for name, args in turn.calls)
 

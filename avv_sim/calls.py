@@ -29,9 +29,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from avv_sim import schema_args
-from avv_sim.draws import canonical_json, chance, pick, unit
-from avv_sim.gold import GoldEntry, acceptable, build_arguments, canonical
+import avv_sim.schema_args as schema_args
+from avv_core.canonical import canonical_key
+from avv_sim.draws import chance, pick, unit
+from avv_sim.gold import GoldEntry, acceptable, build_arguments
 from avv_sim.profiles import Profile
 
 CALL_FORMS = ("calls", "text", "truncated")
@@ -95,13 +96,13 @@ def vary(call: PlannedCall, seed: str) -> PlannedCall:
     for key in keys[start:] + keys[:start]:
         if call.expected is not None and key in call.expected and not _simple(call.expected[key]):
             continue
-        current = canonical_json(canonical(args[key]))
+        current = canonical_key(args[key])
         sub = props.get(key) if isinstance(props.get(key), Mapping) else {}
         for attempt in range(VARY_TRIES):
             value = schema_args.generate(sub, f"{seed}:vary:{key}:{attempt}") if sub else f"changed-{attempt}"
             if isinstance(args[key], str) and value == args[key]:
                 value = f"{value}-changed"
-            if canonical_json(canonical(value)) == current:
+            if canonical_key(value) == current:
                 continue
             if call.expected is not None and key in call.expected and acceptable(value, call.expected[key]):
                 continue

@@ -22,10 +22,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from avv_sim.behaviour import Plan, RequestError, Token, chance, group_chunks
+from avv_sim.draws import chance
+from avv_sim.plan import Plan
 from avv_sim.profiles import Profile
 from avv_sim.prompt import parse_prompt
-from avv_sim.wire import Wire, _dumps, _jstr
+from avv_sim.request import RequestError
+from avv_sim.tokens import Token, group_chunks
+from avv_sim.wire import Wire, compact_json, json_string
 
 REQUIRE_REASONING = "require_reasoning_content"
 BROKEN_TEMPLATE = "broken_template"
@@ -69,7 +72,7 @@ def completion_view(body: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
 
 def _call_open(plan: Plan, index: int, fenced: bool) -> str:
     name = next(c.name for c in plan.tool_calls if c.index == index)
-    head = '{"name": ' + _jstr(name) + ', "arguments": '
+    head = '{"name": ' + json_string(name) + ', "arguments": '
     return ("```json\n" if fenced else "<tool_call>\n") + head
 
 
@@ -117,7 +120,7 @@ class TextWire(Wire):
 
     def __init__(self, plan: Plan, created: int, completion_id: str):
         super().__init__(plan, created, completion_id.replace("chatcmpl-", "cmpl-", 1))
-        head = _dumps({"id": self.completion_id, "object": "text_completion", "created": created,
+        head = compact_json({"id": self.completion_id, "object": "text_completion", "created": created,
                        "model": plan.model})[:-1]
         self._head = head
         self._chunk_prefix = head + ',"choices":[{"index":0,"text":'
@@ -127,7 +130,7 @@ class TextWire(Wire):
         return self.frame(self._chunk_prefix + '""' + self._chunk_suffix)
 
     def delta_json(self, chunk: Any, position: int = -1) -> str:
-        return _jstr(chunk.text)
+        return json_string(chunk.text)
 
     def finish_event(self, with_usage: bool) -> bytes | None:
         reason = self.finish_reason()
@@ -137,7 +140,7 @@ class TextWire(Wire):
         obj["choices"] = [{"index": 0, "text": "", "logprobs": None, "finish_reason": reason}]
         if with_usage:
             obj["usage"] = self.usage()
-        return self.frame(_dumps(obj))
+        return self.frame(compact_json(obj))
 
     def completion_body(self) -> dict[str, Any]:
         obj: dict[str, Any] = json.loads(self._head + "}")

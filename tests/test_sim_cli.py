@@ -16,8 +16,8 @@ import pytest
 import requests
 
 from avv_sim import Profile, ProfileError, load_profiles, start_simulator
-from avv_sim.behaviour import make_plan
 from avv_sim.launcher import SimulatorError
+from avv_sim.plan import make_plan
 from avv_sim.profiles import KNOBS
 
 ROOT = Path(__file__).resolve().parent.parent
