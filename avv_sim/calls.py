@@ -90,7 +90,8 @@ def vary(call: PlannedCall, seed: str) -> PlannedCall:
     if not isinstance(args, dict) or not args:
         return call
     schema = call.tool.schema if isinstance(call.tool.schema, Mapping) else {}
-    props = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+    declared = schema.get("properties")
+    props: Mapping[str, Any] = declared if isinstance(declared, Mapping) else {}
     keys = sorted(args)
     start = int(unit(seed, "vary") * len(keys))
     for key in keys[start:] + keys[:start]:

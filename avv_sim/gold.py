@@ -85,7 +85,8 @@ def build_value(alternative: Any, seed: str) -> Any:
 def build_arguments(expected: Mapping[str, Any], schema: Mapping[str, Any] | None, seed: str) -> dict[str, Any]:
     """Arguments that match ``expected`` (see the module docstring); ``schema`` = the tool's parameters."""
     schema = schema if isinstance(schema, Mapping) else {}
-    props = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+    declared = schema.get("properties")
+    props: Mapping[str, Any] = declared if isinstance(declared, Mapping) else {}
     required = set(schema.get("required") or [])
     out: dict[str, Any] = {}
     for key, wanted in expected.items():

@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from aiohttp import web
 
@@ -26,6 +26,7 @@ from avv_sim.agent import AgentBook
 from avv_sim.gold import GoldEntry, gold_key
 from avv_sim.identity import decision_key
 from avv_sim.item_tag import repeat_of
+from avv_sim.pacer import Pacer
 from avv_sim.plan import Plan, make_plan
 from avv_sim.profiles import Profile
 from avv_sim.quirks import Quirk, body_quirk
@@ -72,78 +73,6 @@ def attempt_of(header: str | None, arrival: int) -> int:
     return arrival
 
 
-# epoll rounds its timeout UP to whole milliseconds, so a timer fires 0-1 ms late; aiming this much early
-# centres the error on the deadline instead of always being late.
-TIMER_LEAD_S = 0.00075
-
-
-class Pacer:
-    """Writes one stream's token events from event-loop callbacks at absolute deadlines.
-
-    Callbacks (``loop.call_at``) + direct ``transport.write`` cost far less per event than a coroutine
-    that sleeps and awaits ``StreamResponse.write``, which matters with hundreds of concurrent streams.
-    Events already due when a callback runs (the loop fell behind) go out in one write.
-    The caller has sent the headers (aiohttp buffers them until the first body write) and enabled chunked
-    encoding, so each event is framed as one HTTP chunk here.
-    """
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        transport: asyncio.BaseTransport | None,
-        deadlines: list[float],
-        make_event: Callable[[int], bytes],
-        exchange: Exchange,
-    ):
-        self.loop = loop
-        self.transport = transport
-        self.deadlines = deadlines
-        self.make_event = make_event
-        self.exchange = exchange
-        self.next = 0
-        self.future: asyncio.Future | None = None
-        self.handle: asyncio.TimerHandle | None = None
-
-    def start(self) -> asyncio.Future:
-        self.future = self.loop.create_future()
-        self.handle = self.loop.call_at(self.deadlines[0] - TIMER_LEAD_S, self._step)
-        return self.future
-
-    def cancel(self) -> None:
-        if self.handle is not None:
-            self.handle.cancel()
-            self.handle = None
-
-    def _step(self) -> None:
-        self.handle = None
-        fut = self.future
-        if fut is None or fut.done():
-            return
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            fut.set_exception(ConnectionResetError("client went away"))
-            return
-        now = self.loop.time()
-        j = self.next
-        n = len(self.deadlines)
-        parts = []
-        while True:
-            data = self.make_event(j)
-            parts.append(b"%x\r\n%s\r\n" % (len(data), data))
-            j += 1
-            if j >= n or self.deadlines[j] - TIMER_LEAD_S > now:
-                break
-        cast(asyncio.WriteTransport, transport).write(b"".join(parts) if len(parts) > 1 else parts[0])
-        if self.next == 0:
-            self.exchange.t_first_token = self.loop.time()
-        self.next = j
-        self.exchange.chunks_sent = j  # token counts are derived once, when the record is written
-        if j < n:
-            self.handle = self.loop.call_at(self.deadlines[j] - TIMER_LEAD_S, self._step)
-        else:
-            fut.set_result(None)
-
-
 class Simulator:
     """Holds the profiles and the truth log; its handlers are the aiohttp routes."""
 
@@ -171,21 +100,13 @@ class Simulator:
     async def models(self, request: web.Request) -> web.Response:
         state = self.states.get(request.match_info["profile"])
         if state is None:
-            return _json_error(
-                404,
-                f"unknown profile {request.match_info['profile']!r}",
-                "invalid_request_error",
-                "not_found",
-            )
+            return _json_error(404, f"unknown profile {request.match_info['profile']!r}", "invalid_request_error",
+                               "not_found")
         if not _authorized(state.profile, request):
             return _json_error(401, *_AUTH_ERROR)
         model = state.profile.served_model
         return web.json_response(
-            {
-                "object": "list",
-                "data": [{"id": model, "object": "model", "created": 0, "owned_by": "avv-sim"}],
-            }
-        )
+            {"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": "avv-sim"}]})
 
     # ----------------------------------------------------------------------------------- chat handler
 
@@ -201,12 +122,8 @@ class Simulator:
         name = request.match_info["profile"]
         state = self.states.get(name)
         if state is None:
-            return _json_error(
-                404,
-                f"unknown profile {name!r}; known: {', '.join(self.states)}",
-                "invalid_request_error",
-                "not_found",
-            )
+            return _json_error(404, f"unknown profile {name!r}; known: {', '.join(self.states)}",
+                               "invalid_request_error", "not_found")
         ex = Exchange(name, endpoint, request.headers.get(ITEM_HEADER), t_arrival)
         try:
             return await self._handle(request, state, ex)
@@ -236,14 +153,8 @@ class Simulator:
         repeat, ex.repeat_source = repeat_of(ex.client_tag, arrival)
         ex.repeat = repeat
         if body is None:
-            return await self._send_error(
-                request,
-                ex,
-                400,
-                "could not parse the JSON body of your request",
-                "invalid_request_error",
-                None,
-            )
+            return await self._send_error(request, ex, 400, "could not parse the JSON body of your request",
+                                          "invalid_request_error", None)
         ex.stream = bool(body.get("stream"))
         if profile.log_request:
             ex.request = {"body": body, "headers": {k: v for k, v in request.headers.items()
@@ -258,35 +169,19 @@ class Simulator:
         plan = ex.plan
         if plan is None:
             bad = ex.rejection or RequestError("invalid request")
-            return await self._send_error(
-                request, ex, bad.status, bad.message, "invalid_request_error", None, param=bad.param
-            )
+            return await self._send_error(request, ex, bad.status, bad.message, "invalid_request_error", None,
+                                          param=bad.param)
         limit = profile.max_concurrency
         if limit and state.queue is None and state.inflight >= limit:
             ex.refused = "over_limit_429"
-            return await self._send_error(
-                request,
-                ex,
-                429,
-                f"too many concurrent requests (limit {limit})",
-                "requests",
-                "rate_limit_exceeded",
-                retry_after=profile.retry_after_s,
-            )
+            return await self._send_error(request, ex, 429, f"too many concurrent requests (limit {limit})",
+                                          "requests", "rate_limit_exceeded", retry_after=profile.retry_after_s)
         if plan.fault == "error_status":
-            return await self._send_error(
-                request, ex, profile.error_status, "simulated upstream failure", "server_error", None
-            )
+            return await self._send_error(request, ex, profile.error_status, "simulated upstream failure",
+                                          "server_error", None)
         if plan.fault == "rate_limit":
-            return await self._send_error(
-                request,
-                ex,
-                429,
-                "Rate limit reached for requests",
-                "requests",
-                "rate_limit_exceeded",
-                retry_after=profile.retry_after_s,
-            )
+            return await self._send_error(request, ex, 429, "Rate limit reached for requests", "requests",
+                                          "rate_limit_exceeded", retry_after=profile.retry_after_s)
         return await self._admit_and_respond(request, state, plan, ex)
 
     async def _admit_and_respond(
@@ -390,15 +285,8 @@ class Simulator:
         if plan.fault == "truncate":
             return await self._truncate_json(request, plan, ex, wire)
         if plan.fault == "stream_error":
-            return await self._send_error(
-                request,
-                ex,
-                500,
-                "The server had an error while processing your request.",
-                "server_error",
-                None,
-                delay=False,
-            )
+            return await self._send_error(request, ex, 500, "The server had an error while processing your request.",
+                                          "server_error", None, delay=False)
         quirk = body_quirk(plan.quirks)
         replaced = quirk.body(plan.stream) if quirk is not None and quirk.body is not None else None
         if replaced is not None:
@@ -427,16 +315,8 @@ class Simulator:
         await resp.write(payload[:cut])
         return self._abort(request, resp, ex)
 
-    async def _respond_body_quirk(
-        self,
-        request: web.Request,
-        profile: Profile,
-        plan: Plan,
-        ex: Exchange,
-        wire: Wire,
-        t0: float,
-        quirk: Quirk,
-    ) -> web.StreamResponse:
+    async def _respond_body_quirk(self, request: web.Request, profile: Profile, plan: Plan, ex: Exchange,
+                                  wire: Wire, t0: float, quirk: Quirk) -> web.StreamResponse:
         """A body quirk on a stream: HTTP 200 but not an SSE stream (its body, or the chat.completion JSON)."""
         replaced = quirk.body(plan.stream) if quirk.body is not None else None
         if replaced is None:
@@ -445,19 +325,9 @@ class Simulator:
 
     # ----------------------------------------------------------------------------------------- errors
 
-    async def _send_error(
-        self,
-        request: web.Request,
-        ex: Exchange,
-        status: int,
-        message: str,
-        etype: str,
-        code: str | None,
-        *,
-        param: str | None = None,
-        retry_after: float | None = None,
-        delay: bool = True,
-    ) -> web.StreamResponse:
+    async def _send_error(self, request: web.Request, ex: Exchange, status: int, message: str, etype: str,
+                          code: str | None, *, param: str | None = None, retry_after: float | None = None,
+                          delay: bool = True) -> web.StreamResponse:
         headers = {}
         if status == 429 and retry_after is not None:
             headers["Retry-After"] = _fmt_seconds(retry_after)
@@ -467,15 +337,8 @@ class Simulator:
         payload = json.dumps(error_body(message, etype, code, param)).encode("utf-8")
         return await self._send_bytes(request, ex, status, payload, "application/json", headers)
 
-    async def _send_bytes(
-        self,
-        request: web.Request,
-        ex: Exchange,
-        status: int,
-        payload: bytes,
-        content_type: str,
-        headers: Mapping[str, str] | None = None,
-    ) -> web.StreamResponse:
+    async def _send_bytes(self, request: web.Request, ex: Exchange, status: int, payload: bytes, content_type: str,
+                          headers: Mapping[str, str] | None = None) -> web.StreamResponse:
         resp = web.Response(status=status, body=payload, headers={"Content-Type": content_type, **(headers or {})})
         ex.http_status = status
         self._commit(ex)

@@ -64,6 +64,7 @@ class Wire:
             for c in plan.tool_calls
         }
         self._utf8_chunk = self._pick_invalid_utf8_chunk()
+        self._comment = f"{KEEPALIVE_COMMENT}{self.eol}{self.eol}".encode()
 
     # ---------------------------------------------------------------------------------------- framing
 
@@ -72,14 +73,18 @@ class Wire:
         if self._plain:
             return b"data: " + payload.encode("utf-8") + b"\n\n"
         eol = self.eol
-        text = next((t for t in (frame(payload, eol) for frame in self._framers) if t is not None), None)
+        text = None
+        for frame in self._framers:
+            text = frame(payload, eol)
+            if text is not None:
+                break
         data = (text if text is not None else f"data: {payload}{eol}{eol}").encode("utf-8")
         if _INVALID_UTF8_MARK in payload:
             data = data.replace(_INVALID_UTF8_MARK.encode(), b"\xff\xfe")
         return data
 
     def comment(self) -> bytes:
-        return f"{KEEPALIVE_COMMENT}{self.eol}{self.eol}".encode()
+        return self._comment
 
     def garbage(self) -> bytes:
         return self.frame(GARBAGE_PAYLOAD)
@@ -116,8 +121,12 @@ class Wire:
         if not hooks:
             return lambda j: self.chunk_event(chunks[j], j)
 
+        if len(hooks) == 1:
+            (hook,) = hooks
+            return lambda j: hook(j, n_chunks, self) + self.chunk_event(chunks[j], j)
+
         def make(j: int) -> bytes:
-            return b"".join(hook(j, n_chunks, self) for hook in hooks) + self.chunk_event(chunks[j], j)
+            return b"".join([hook(j, n_chunks, self) for hook in hooks]) + self.chunk_event(chunks[j], j)
 
         return make
 
