@@ -34,6 +34,7 @@ from avv_core.canonical import canonical_key
 from avv_sim.draws import chance, pick, unit
 from avv_sim.gold import GoldEntry, acceptable, build_arguments
 from avv_sim.profiles import Profile
+from avv_sim.request import Tool
 
 CALL_FORMS = ("calls", "text", "truncated")
 VARY_TRIES = 12
@@ -43,7 +44,7 @@ VARY_TRIES = 12
 class PlannedCall:
     """One call a response will make: the tool (``.name``, ``.schema``), its arguments and how it deviates."""
 
-    tool: Any  # avv_sim.behaviour.Tool
+    tool: Tool
     args: Any
     expected: Mapping[str, Any] | None = None  # the gold arguments this call follows, if any
     wrong_tool: bool = False

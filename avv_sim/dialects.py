@@ -1,7 +1,7 @@
 """Vendor dialects of the simulator: the ``require_reasoning_content`` and ``broken_template`` quirks, the
 ``/v1/completions`` endpoint (prompt in, decisions out as text) and its wire format.
 
-Pure (no I/O). The server calls these around :func:`avv_sim.behaviour.make_plan`:
+Pure (no I/O). The server calls these around :func:`avv_sim.plan.make_plan`:
 
 - ``require_reasoning_content``: a chat request whose history has an assistant turn with ``tool_calls``
   and without a non-empty ``reasoning_content`` is answered 400 (as Kimi K2.5 / K2-thinking deployments do).
