@@ -380,5 +380,6 @@ def render_knob_table() -> str:
     rows = ["| knob | type | default | meaning | truth log |", "|---|---|---|---|---|"]
     for k in KNOBS.values():
         truth = f"`{k.truth}`" if k.truth else ""
-        rows.append(f"| `{k.name}` | {_type(k)} | {_shown(k)} | {k.doc.replace('|', chr(92) + '|')} | {truth} |")
+        doc = k.doc.replace("|", "\\|")
+        rows.append(f"| `{k.name}` | {_type(k)} | {_shown(k)} | {doc} | {truth} |")
     return "\n".join(rows)

@@ -265,11 +265,12 @@ def render_quirk_table() -> str:
         where = ", ".join(s for s in SURFACES if s in q.surfaces)
         if q.needs is not None:
             where += f"; {NEEDS[q.needs][0]}"
-        rows.append(f"| `{q.name}` | {where} | {q.doc.replace('|', chr(92) + '|')} |")
+        doc = q.doc.replace("|", "\\|")
+        rows.append(f"| `{q.name}` | {where} | {doc} |")
     return "\n".join(rows)
 
 
-def _check_table(table: Sequence[Quirk], needs: Mapping[str, Any]) -> None:
+def check_table(table: Sequence[Quirk], needs: Mapping[str, Any]) -> None:
     """Raise at import for a table that cannot work: a name twice, an unknown need or surface, no effect."""
     seen: set[str] = set()
     for q in table:
@@ -286,4 +287,4 @@ def _check_table(table: Sequence[Quirk], needs: Mapping[str, Any]) -> None:
         seen.add(q.name)
 
 
-_check_table(QUIRK_TABLE, NEEDS)
+check_table(QUIRK_TABLE, NEEDS)

@@ -215,5 +215,5 @@ def truth_by_tag(path: str | os.PathLike[str]) -> dict[str | None, dict[str, Any
 def render_truth_table() -> str:
     """docs/simulator.md's truth-log table (``python -m avv_harness.docs``)."""
     rows = ["| field | meaning |", "|---|---|"]
-    rows += [f"| `{f.name}` | {f.metadata['doc'].replace('|', chr(92) + '|')} |" for f in FIELDS]
+    rows += ["| `{}` | {} |".format(f.name, f.metadata["doc"].replace("|", "\\|")) for f in FIELDS]
     return "\n".join(rows)

@@ -25,9 +25,9 @@ from avv_sim.quirks import (
     STREAM_ONLY_QUIRKS,
     Quirk,
     ResponseShape,
-    _check_table,
     active,
     applicable,
+    check_table,
     huge_arguments,
     interleave,
 )
@@ -287,9 +287,9 @@ def test_the_table_declares_every_quirk_once_and_the_names_derive_from_it() -> N
     for q in QUIRK_TABLE:
         assert q.doc and q.surfaces and (q.needs is None or q.needs in NEEDS), q.name
     with pytest.raises(ValueError, match="no effect"):
-        _check_table([Quirk("idle", "does nothing", frozenset({"stream"}))], NEEDS)
+        check_table([Quirk("idle", "does nothing", frozenset({"stream"}))], NEEDS)
     with pytest.raises(ValueError, match="declared twice"):
-        _check_table([QUIRK_TABLE[0], QUIRK_TABLE[0]], NEEDS)
+        check_table([QUIRK_TABLE[0], QUIRK_TABLE[0]], NEEDS)
 
 
 def test_an_effect_named_by_applied_by_names_its_quirk() -> None:
