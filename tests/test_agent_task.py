@@ -16,8 +16,9 @@ from avv_core.record_file import read_records
 from avv_core.samples import load_samples
 from avv_harness.inputs.config import load_config
 from avv_harness.run.controller import EXIT_OK
-from avv_harness.wire.agent_loop import run_trajectory, run_trajectory_safely
+from avv_harness.wire.agent_loop import run_trajectory
 from avv_harness.wire.execute import ExecContext, RetryPolicy, build_body
+from avv_harness.wire.run_item import run_item_safely
 from avv_scoring.metrics import correctness
 from tests.fake_vendor import ScriptedAdapter, error_reply, fake_session_factory, stream_reply
 from tests.glue import make_env, options, run_to_end, write_inputs
@@ -216,9 +217,11 @@ def test_a_client_failure_mid_trajectory_keeps_the_steps_before_it(tmp_path):
         return follows_the_task(step, body)
 
     session = fake_session_factory(agent_vendor(broken))()
-    records = run_trajectory_safely(session, vendor, vendor.url, item, ctx, sleep=lambda s: None)
+    records = run_item_safely(session, vendor, vendor.url, item, ctx, sleep=lambda s: None)
     assert [(r["step"], r["status"], r.get("error_kind")) for r in records] == [
         (1, "success", None), (2, "success", None), (3, "failed", "client_error")]
+    # the client_error row is its step's: begun after step 2 ended, one attempt (the one that raised)
+    assert records[2]["attempts"] == 1 and records[2]["started_at"] >= records[1]["started_at"]
 
 
 # ---------------------------------------------------------------------------------------------- the glue

@@ -77,8 +77,8 @@ def test_a_worker_with_another_config_is_refused_and_stops(tmp_path, monkeypatch
     good_env, good = start_worker(args, master_env, adapter)
     bad_env, bad = start_worker(other_args, master_env, wrong_adapter)
     try:
-        wait_until(lambda: bad.work.refused is not None)
-        assert good.work.accepted and not bad.work.accepted
+        wait_until(lambda: bad.role.refused is not None)
+        assert good.role.accepted and not bad.role.accepted
         assert run_to_end(master_env, timeout=60) == EXIT_OK
         frame = read_records(master.run_dir / "records.csv")
         assert len(frame) == 8 and (frame["content"] == "from the right worker").all()
@@ -86,7 +86,7 @@ def test_a_worker_with_another_config_is_refused_and_stops(tmp_path, monkeypatch
         (refusal,) = master.manifest.workers_refused.values()
         assert "its config differs" in refusal and 'vendor m/b url: worker "http://***/b/v1"' in refusal
         assert 'master "http://vendor.test/b/v1"' in refusal  # the worker's URL shown redacted, the master's not
-        assert bad.work.refused == refusal and bad_env.process_exit_code == EXIT_INPUT
+        assert bad.role.refused == refusal and bad_env.process_exit_code == EXIT_INPUT
         wait_until(lambda: not bad_env.runner.greenlet)  # the worker stopped by itself
         assert "the master refused this worker" in caplog.text and "refused: its config differs" in caplog.text
         assert SECRET_HOST not in caplog.text and SECRET_HOST not in str(master.manifest.to_dict())
@@ -103,7 +103,7 @@ def test_a_worker_refused_before_the_start_leaves_the_master_waiting_for_a_match
     bad_env, bad = start_worker(other_config(tmp_path, "http://elsewhere.test/b/v1"), master_env)
     good_env = None
     try:
-        wait_until(lambda: bad.work.refused is not None and not bad_env.runner.greenlet)
+        wait_until(lambda: bad.role.refused is not None and not bad_env.runner.greenlet)
         gevent.sleep(0.5)  # the refused worker's quit reaches the master
         assert len(master_env.runner.greenlet) > 0  # the runner was not quit: it still listens for workers
         assert len(master_env.runner.clients.all) == 0 and len(master.manifest.workers_refused) == 1
@@ -119,11 +119,11 @@ def test_a_master_whose_only_worker_is_refused_mid_run_ends_the_run(tmp_path):
     master, left without workers, ends the run incomplete (exit 1) by itself."""
     master_env, master, args = start_master(tmp_path, ("a",), 8)
     old_env, old = start_worker(args, master_env)
-    old.work.submit = lambda item, records: old.work.runner.send_message(
+    old.role.submit = lambda item, records: old.role.runner.send_message(
         RECORD, {"key": list(item.key), "records": [{**dict(r), "a_column_of_another_version": 1} for r in records]})
     try:
         assert run_to_end(master_env, timeout=60) == EXIT_INCOMPLETE
-        assert old.work.refused and master.manifest.records_written == 0
+        assert old.role.refused and master.manifest.records_written == 0
         refused = master.manifest.records_refused_by_reason  # + records in flight when the refusal went out
         assert refused["malformed"] == MAX_BAD_RECORDS and set(refused) <= {"malformed", "refused_worker"}
     finally:
@@ -145,16 +145,16 @@ def test_a_worker_of_another_version_or_samples_is_refused_naming_the_part(tmp_p
 
     def presented(self):
         mine = real(self)
-        return dataclasses.replace(mine, **change) if self.role == "worker" else mine
+        return dataclasses.replace(mine, **change) if self.role.name == "worker" else mine
 
     monkeypatch.setattr(RunController, "identity", presented)
     master_env, master, args = start_master(tmp_path)
     worker_env, worker = start_worker(args, master_env)
     try:
-        wait_until(lambda: worker.work.refused is not None)
+        wait_until(lambda: worker.role.refused is not None)
         for text in expected:
-            assert text in worker.work.refused
-        assert "config differs" not in worker.work.refused
+            assert text in worker.role.refused
+        assert "config differs" not in worker.role.refused
         assert master.ledger.in_flight == {} and master.takers() == set()
     finally:
         quit_all(worker_env, master_env)
@@ -198,9 +198,9 @@ def test_malformed_records_are_counted_and_their_items_handed_out_again(tmp_path
 
     def old_submit(item, records):  # an older worker: rows the master's schema does not accept
         data = next(shapes, lambda key, rows: {"key": key})(list(item.key), [dict(r) for r in records])
-        old.work.runner.send_message(RECORD, data)
+        old.role.runner.send_message(RECORD, data)
 
-    old.work.submit = old_submit
+    old.role.submit = old_submit
     try:
         assert run_to_end(master_env, timeout=60) == EXIT_OK
         frame = read_records(master.run_dir / "records.csv")
@@ -208,7 +208,7 @@ def test_malformed_records_are_counted_and_their_items_handed_out_again(tmp_path
         assert len(keys) == len(set(keys)) == 6 and (frame["content"] == "fine").all()
         m = master.manifest
         assert m.records_refused_by_reason == {"malformed": MAX_BAD_RECORDS} == {"malformed": m.records_refused}
-        assert old.work.refused and "records were refused" in old.work.refused
+        assert old.role.refused and "records were refused" in old.role.refused
         assert "unknown record column 'a_column_of_another_version'" in caplog.text
         assert "the item is handed out again" in caplog.text and "Uncaught exception" not in caplog.text
     finally:
@@ -356,7 +356,7 @@ def test_a_matching_worker_is_accepted_and_runs_each_item_once(tmp_path):
     worker_env, worker = start_worker(args, master_env, adapter)
     try:
         assert run_to_end(master_env, timeout=60) == EXIT_OK
-        assert worker.work.accepted and master.manifest.records_refused == 0
+        assert worker.role.accepted and master.manifest.records_refused == 0
         assert sorted(item_of(r) for r in adapter.requests) == sorted(master.ledger.done)
     finally:
         quit_all(worker_env, master_env)

@@ -22,7 +22,8 @@ from avv_core.items import ItemKey, WorkItem
 from avv_core.samples import Sample
 from avv_harness.inputs.config import Vendor
 from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES, RunOptions, preparse_options
-from avv_harness.wire.execute import ExecContext, RetryPolicy, attempt_record, run_item_safely
+from avv_harness.wire.execute import ExecContext, RetryPolicy, attempt_record
+from avv_harness.wire.run_item import run_item_safely
 from avv_harness.wire.stream import SSEParser, _Malformed, stream_chat
 from tests.fake_vendor import DONE, ScriptedAdapter
 from tests.wire_server import ScriptProcess, ScriptServer, chunk, headers, sse

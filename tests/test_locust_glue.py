@@ -18,7 +18,8 @@ def test_local_run_records_every_item_once_and_stops_by_itself(tmp_path):
     config, samples = write_inputs(tmp_path, ["a", "b"], n_samples=5)
     adapter = ScriptedAdapter(lambda r: stream_reply("hi there"))
     env, ctl = make_env(options(tmp_path, config, samples, "--avv-repeats", "2"), adapter=adapter)
-    assert ctl.role == "local" and env.avv is ctl and controller_of(env) is ctl
+    assert ctl.role.name == "local" and env.avv is ctl and controller_of(env) is ctl
+    assert (ctl.role.runs_users, ctl.role.holds_ledger, ctl.role.expected_workers()) == (True, True, None)
     assert run_to_end(env) == EXIT_OK
     frame = read_records(ctl.run_dir / "records.csv")
     keys = [ItemKey.from_record(r) for r in frame.to_dict("records")]
@@ -63,7 +64,7 @@ def test_items_of_a_lost_worker_are_handed_out_again(tmp_path):
     try:
         taken = ctl.take_items(VendorId("m", "a"), "gone-worker", 2)
         assert len(taken) == 2 and ctl.takers() == {"gone-worker"}
-        assert ctl.work.requeue_lost_workers() == 2  # Locust does not know that worker: it is gone
+        assert ctl.role.requeue_lost_workers() == 2  # Locust does not know that worker: it is gone
         assert ctl.takers() == set() and ctl.ledger.remaining == 3 and ctl.manifest.items_requeued == 2
     finally:
         env.runner.quit()
@@ -140,7 +141,11 @@ def test_master_and_two_workers_in_one_process(tmp_path):
     port = master_env.runner.server.port
     workers = [make_env(args, runner="worker", adapter=adapter, master_port=port) for _ in range(2)]
     gevent.sleep(0.5)  # workers connect
-    assert master.role == "master" and {w.role for _, w in workers} == {"worker"}
+    assert master.role.name == "master" and {w.role.name for _, w in workers} == {"worker"}
+    # what the lifecycle asks of each role, instead of testing which one it is
+    assert (master.role.runs_users, master.role.holds_ledger, master.lag) == (False, True, None)
+    assert all(w.role.runs_users and not w.role.holds_ledger and w.lag is not None for _, w in workers)
+    assert master.manifest.locust["role"] == "master" and master.manifest.locust["workers"] is not None
     assert run_to_end(master_env, timeout=60) == EXIT_OK
     frame = read_records(master.run_dir / "records.csv")
     keys = [ItemKey.from_record(r) for r in frame.to_dict("records")]

@@ -1,15 +1,17 @@
 """The item protocol between the process that holds the work ledger and the processes that run items.
 
-One small class per role, each with the same three methods the users call — ``next_item``,
-``give_back`` and ``submit`` — shaped like locust-plugins' ``Distributor``:
+One small class per role (:class:`Role`; :func:`role_for` picks it from the Locust runner), each with the same
+three methods the users call — ``next_item``, ``give_back`` and ``submit`` — shaped like locust-plugins'
+``Distributor``, and the answers the controller and the run lifecycle ask of it (``name``, ``runs_users``,
+``holds_ledger``, ``expected_workers()``, ``close()``) instead of testing which role it is:
 
-- :class:`LocalWork` (a plain local run): takes items from the ledger in this process and stores
+- :class:`LocalRole` (a plain local run): takes items from the ledger in this process and stores
   records here.
-- :class:`MasterWork`: hands items to workers as they ask (``avv_want`` → ``avv_items``, carrying the
+- :class:`MasterRole`: hands items to workers as they ask (``avv_want`` → ``avv_items``, carrying the
   request body, so workers need neither the sample file nor a shared disk), stores the records they send
   (``avv_record``), takes back items of stopped users (``avv_give_back``) and hands out again the items
   of workers Locust marks missing. Its own process runs no users.
-- :class:`WorkerWork`: asks the master for one item at a time per vendor and sends each item's records
+- :class:`WorkerRole`: asks the master for one item at a time per vendor and sends each item's records
   to the master as soon as they exist.
 
 The cluster trusts only what it handed out. Locust's master port has no authentication, so:
@@ -27,7 +29,8 @@ The cluster trusts only what it handed out. Locust's master port has no authenti
   refused. A worker presumed lost whose late record arrives after its item was recorded elsewhere is a
   duplicate (``duplicates_dropped``), not a refusal. A handler never raises on a malformed message.
 
-Only this module and the controller touch Locust runners and messages.
+Only this module and the controller touch Locust runners and messages. A role reaches the controller only
+through :class:`ItemHost`, what it asks of the process's ledger side.
 """
 
 from __future__ import annotations
@@ -35,20 +38,17 @@ from __future__ import annotations
 import logging
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar, Protocol
 
 import gevent
 import gevent.event
 from locust.rpc import Message
-from locust.runners import STATE_INIT, STATE_MISSING
+from locust.runners import STATE_INIT, STATE_MISSING, MasterRunner, WorkerRunner
 
 from avv_core.items import ItemKey, VendorId, WorkItem
 from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, RecordError
 from avv_harness.run.node_identity import NodeIdentity, differences, quote_peer
 from avv_harness.run.state import EXIT_INPUT
-
-if TYPE_CHECKING:
-    from avv_harness.run.controller import RunController
 
 log = logging.getLogger("avv")
 
@@ -123,47 +123,117 @@ def _guarded(handler: Callable[[Any, Any], None]) -> Callable[..., None]:
     return run
 
 
-class LocalWork:
-    """The ledger is in this process: users take from it and records are stored here."""
+class ItemHost(Protocol):
+    """What a role asks of the controller that holds it (:class:`avv_harness.run.controller.RunController`):
+    the current run's items and records, this process's identity, and how workers run items."""
 
-    role = "local"
+    def vendor_id(self, class_name: str) -> VendorId: ...
 
-    def __init__(self, ctl: RunController):
-        self.ctl = ctl
+    def class_name(self, vendor_id: VendorId) -> str: ...
 
-    def attach(self, runner: Any) -> None:
-        """Nothing to register: no messages in a local run."""
+    def take_items(self, vendor: VendorId, taker: str, limit: int = 1) -> list[WorkItem]: ...
+
+    def release_item(self, key: ItemKey, taker: str | None = None) -> bool: ...
+
+    def store(self, key: ItemKey, records: list[Record]) -> bool: ...
+
+    def store_from(self, taker: str, key: ItemKey, records: list[Record]) -> tuple[str, str]: ...
+
+    def refuse_record(self, worker: str, key: ItemKey | None, reason: str, detail: str,
+                      taker: str | None = None) -> None: ...
+
+    def note_refused_worker(self, worker: str, reason: str) -> None: ...
+
+    def takers(self) -> set[str]: ...
+
+    def requeue_taker(self, taker: str, why: str = "is gone") -> int: ...
+
+    def identity(self) -> NodeIdentity: ...
+
+    def worker_context(self) -> dict[str, Any]: ...
+
+    def apply_worker_context(self, context: dict[str, Any]) -> None: ...
+
+
+class Role:
+    """A process's part in the item protocol, and what the controller and the run lifecycle ask of it."""
+
+    name: ClassVar[str]  # "local", "master" or "worker" (run.json's locust.role)
+    runs_users: ClassVar[bool]  # its process runs Locust users (and watches its own event-loop lag)
+    holds_ledger: ClassVar[bool]  # the ledger, the run folder and the records are in its process
+
+    def __init__(self, host: ItemHost, runner: Any):
+        self.host = host
+        self.runner = runner
+
+    def attach(self) -> None:
+        """Register this role's messages and listeners on the runner."""
 
     def next_item(self, class_name: str) -> WorkItem | None:
-        return self.ctl.take_item(self.ctl.vendor_id(class_name), self.role)
+        raise NotImplementedError
 
     def give_back(self, item: WorkItem) -> None:
-        self.ctl.release_item(item.key)
+        raise NotImplementedError
 
     def submit(self, item: WorkItem, records: list[Record]) -> None:
-        self.ctl.store(item.key, records)
+        raise NotImplementedError
+
+    def expected_workers(self) -> int | None:
+        """How many workers the run waits for (``--expect-workers``), for run.json; None when it has none."""
+        return None
+
+    def close(self) -> None:
+        """At the process's finish: stop what this role runs in the background."""
 
 
-class MasterWork(LocalWork):
+class LocalRole(Role):
+    """The ledger is in this process: users take from it and records are stored here."""
+
+    name = "local"
+    runs_users = True
+    holds_ledger = True
+
+    def next_item(self, class_name: str) -> WorkItem | None:
+        items = self.host.take_items(self.host.vendor_id(class_name), self.name, 1)
+        return items[0] if items else None
+
+    def give_back(self, item: WorkItem) -> None:
+        self.host.release_item(item.key)
+
+    def submit(self, item: WorkItem, records: list[Record]) -> None:
+        self.host.store(item.key, records)
+
+
+class MasterRole(LocalRole):
     """Serves items to the workers it accepted and stores only the records it can trust."""
 
-    role = "master"
+    name = "master"
+    runs_users = False
 
-    def __init__(self, ctl: RunController):
-        super().__init__(ctl)
+    def __init__(self, host: ItemHost, runner: Any):
+        super().__init__(host, runner)
         self.accepted: dict[str, NodeIdentity] = {}  # node id → what it presented
         self.refused: dict[str, str] = {}  # node id → why
         self.labels: dict[str, str] = {}  # node id → "host:pid (node id)" for log lines
         self.bad_records: Counter[str] = Counter()
         self.asked_to_identify: set[str] = set()
+        self._requeuer: gevent.Greenlet | None = None
 
-    def attach(self, runner: Any) -> None:
-        self.runner = runner
+    def attach(self) -> None:
+        runner = self.runner
         runner.register_message(HELLO, _guarded(self._on_hello))
         runner.register_message(WANT, _guarded(self._on_want))
         runner.register_message(RECORD, _guarded(self._on_record))
         runner.register_message(GIVE_BACK, _guarded(self._on_give_back))
         self._requeuer = gevent.spawn(self._requeue_lost_workers)
+        parsed_options = runner.environment.parsed_options
+        if parsed_options is not None:
+            # Without rebalancing, Locust moves a lost worker's users to the others only once it drops
+            # the worker for good (60 s of missed heartbeats); with it, as soon as it is marked missing.
+            parsed_options.enable_rebalancing = True
+
+    def expected_workers(self) -> int | None:
+        return getattr(self.runner.environment.parsed_options, "expect_workers", None)
 
     def next_item(self, class_name: str) -> WorkItem | None:
         return None  # a master runs no users
@@ -186,7 +256,7 @@ class MasterWork(LocalWork):
             self.refuse(node, f"its identity cannot be read ({exc})")
             return
         self.labels[node] = f"{quote_peer(theirs.worker)} ({quote_peer(node)})"
-        found = differences(self.ctl.identity(), theirs)
+        found = differences(self.host.identity(), theirs)
         if found:
             self.refuse(node, "; ".join(found))
             return
@@ -200,8 +270,8 @@ class MasterWork(LocalWork):
         self.refused[node] = reason
         self.accepted.pop(node, None)
         log.error("worker %s refused: %s. It gets no items and is told to stop.", self.label(node), reason)
-        self.ctl.note_refused_worker(self.label(node), reason)
-        self.ctl.requeue_taker(node, why=f"({self.label(node)}) was refused")
+        self.host.note_refused_worker(self.label(node), reason)
+        self.host.requeue_taker(node, why=f"({self.label(node)}) was refused")
         if self.runner.state == STATE_INIT and node in self.runner.clients:
             # Before the test starts, a headless Locust master quits its runner when its last worker quits, yet
             # keeps waiting for --expect-workers with no one listening: a process that never ends. Forget the
@@ -228,32 +298,32 @@ class MasterWork(LocalWork):
         data = msg.data
         vendor = VendorId(*(str(part) for part in data["vendor"]))
         n = min(max(int(data.get("n", 1)), 1), MAX_ITEMS_PER_WANT)
-        items = [item.to_message() for item in self.ctl.take_items(vendor, node, n)]
-        self.runner.send_message(ITEMS, {"vendor": list(vendor), "items": items, "context": self.ctl.worker_context()},
+        items = [item.to_message() for item in self.host.take_items(vendor, node, n)]
+        self.runner.send_message(ITEMS, {"vendor": list(vendor), "items": items, "context": self.host.worker_context()},
                                  client_id=node)
 
     def _on_give_back(self, environment: Any, msg: Any) -> None:
         for raw in msg.data["keys"]:
-            self.ctl.release_item(parse_key(raw), taker=msg.node_id)  # only what that worker holds
+            self.host.release_item(parse_key(raw), taker=msg.node_id)  # only what that worker holds
 
     # ----------------------------------------------------------------------------- records in
 
     def _on_record(self, environment: Any, msg: Any) -> None:
         node = msg.node_id
         if node in self.refused:  # its items are already back in the queue: nothing to release
-            self.ctl.refuse_record(self.label(node), None, REFUSED_WORKER, "its worker was refused")
+            self.host.refuse_record(self.label(node), None, REFUSED_WORKER, "its worker was refused")
             return
         try:
             key, records = parse_record_message(msg.data)
         except MalformedRecord as exc:
             self._bad_record(node, exc.key, MALFORMED, str(exc))
             return
-        reason, detail = self.ctl.store_from(node, key, records)
+        reason, detail = self.host.store_from(node, key, records)
         if reason:
             self._bad_record(node, key, reason, detail)
 
     def _bad_record(self, node: str, key: ItemKey | None, reason: str, detail: str) -> None:
-        self.ctl.refuse_record(self.label(node), key, reason, detail, taker=node)
+        self.host.refuse_record(self.label(node), key, reason, detail, taker=node)
         self.bad_records[node] += 1
         if self.bad_records[node] >= MAX_BAD_RECORDS and node not in self.refused:
             self.refuse(node, f"{self.bad_records[node]} of its records were refused (the last: {reason}: "
@@ -269,34 +339,34 @@ class MasterWork(LocalWork):
     def requeue_lost_workers(self) -> int:
         """Hand out again the items held by workers that are gone or marked missing."""
         count = 0
-        for taker in self.ctl.takers():
+        for taker in self.host.takers():
             client = self.runner.clients.get(taker)
             if client is None or client.state == STATE_MISSING:
-                count += self.ctl.requeue_taker(taker)
+                count += self.host.requeue_taker(taker)
         return count
 
     def close(self) -> None:
-        requeuer = getattr(self, "_requeuer", None)
-        if requeuer is not None:
-            requeuer.kill(block=False)
+        if self._requeuer is not None:
+            self._requeuer.kill(block=False)
 
 
-class WorkerWork:
+class WorkerRole(Role):
     """Presents its identity, asks the master for items and sends records back; holds nothing the master does
     not know. Stops when the master refuses it."""
 
-    role = "worker"
+    name = "worker"
+    runs_users = True
+    holds_ledger = False
 
-    def __init__(self, ctl: RunController):
-        self.ctl = ctl
+    def __init__(self, host: ItemHost, runner: Any):
+        super().__init__(host, runner)
         self.inbox: dict[str, deque[WorkItem]] = {}
         self.ready: dict[str, gevent.event.Event] = {}
-        self.runner: Any = None
         self.accepted = False
         self.refused: str | None = None  # why the master refused this worker
 
-    def attach(self, runner: Any) -> None:
-        self.runner = runner
+    def attach(self) -> None:
+        runner = self.runner
         runner.register_message(ITEMS, _guarded(self._on_items))
         runner.register_message(ACCEPTED, _guarded(self._on_accepted))
         runner.register_message(REFUSED, _guarded(self._on_refused))
@@ -307,7 +377,7 @@ class WorkerWork:
 
     def present(self) -> None:
         """Send this process's identity to the master (at connect, and again when the master asks)."""
-        self.runner.send_message(HELLO, self.ctl.identity().to_message())
+        self.runner.send_message(HELLO, self.host.identity().to_message())
 
     def _on_accepted(self, environment: Any, msg: Any) -> None:
         if not self.accepted:
@@ -333,8 +403,8 @@ class WorkerWork:
 
     def _on_items(self, environment: Any, msg: Any) -> None:
         data = msg.data
-        self.ctl.apply_worker_context(data.get("context") or {})
-        class_name = self.ctl.class_name(VendorId(*data["vendor"]))
+        self.host.apply_worker_context(data.get("context") or {})
+        class_name = self.host.class_name(VendorId(*data["vendor"]))
         self.inbox.setdefault(class_name, deque()).extend(WorkItem.from_message(i) for i in data["items"])
         self.ready.setdefault(class_name, gevent.event.Event()).set()
 
@@ -345,7 +415,7 @@ class WorkerWork:
         ready = self.ready.setdefault(class_name, gevent.event.Event())
         if not inbox:
             ready.clear()
-            self.runner.send_message(WANT, {"vendor": list(self.ctl.vendor_id(class_name)), "n": 1})
+            self.runner.send_message(WANT, {"vendor": list(self.host.vendor_id(class_name)), "n": 1})
             ready.wait(timeout=ASK_TIMEOUT_S)
         return inbox.popleft() if inbox else None
 
@@ -357,3 +427,12 @@ class WorkerWork:
         if self.refused is not None:
             return  # the master would refuse it
         self.runner.send_message(RECORD, {"key": list(item.key), "records": [dict(r) for r in records]})
+
+
+def role_for(runner: Any, host: ItemHost) -> Role:
+    """The role of the process that has ``runner``: a worker, a master, or else a local run."""
+    if isinstance(runner, WorkerRunner):
+        return WorkerRole(host, runner)
+    if isinstance(runner, MasterRunner):
+        return MasterRole(host, runner)
+    return LocalRole(host, runner)

@@ -25,6 +25,7 @@ from avv_core.errors import InputError
 from avv_harness.inputs.config import SIM_PLACEHOLDER, Vendor, load_config, redact_url
 from avv_harness.run import options as avv_options
 from avv_harness.run.controller import EXIT_INPUT, controller_of, install
+from avv_harness.run.lifecycle import RunLifecycle
 from avv_harness.wire.stream import Attempt
 
 log = logging.getLogger("avv")
@@ -42,8 +43,8 @@ def _on_init(environment: Any, **_: Any) -> None:
     _cache_locust_default_args()
     try:
         ctl = install(environment)
-        if ctl.role != "worker":
-            _stop_on_signals(ctl)
+        if ctl.role.holds_ledger:  # a local or master process: it ends the runs
+            _stop_on_signals(ctl.lifecycle)
             if getattr(environment, "web_ui", None) is not None:  # a master or local process with the web UI
                 from avv_harness.locust.web_ui import install_web_ui
 
@@ -202,23 +203,23 @@ class RunShape(locust.LoadTestShape):
 # ---------------------------------------------------------------------------------------- signals
 
 
-def _stop_on_signals(ctl: Any) -> None:
+def _stop_on_signals(lifecycle: RunLifecycle) -> None:
     """SIGTERM stops the run exactly like Ctrl-C: Locust installs its own SIGTERM handler only after a
     shape run returns, so until then SIGTERM would kill the process without finishing the run. The first
     signal raises KeyboardInterrupt in the main greenlet (Locust's Ctrl-C path: stop, then quit, then our
     finish); any later one, or one while the run is already finishing, is only acknowledged — except during
     the scoring, which a signal stops (:func:`~avv_core.stop_signals.interrupt_on_signals`: the records are
     complete by then). These are gevent handlers; the scoring step replaces them with Python-level ones and
-    re-arms them after (``ctl.rearm_signals``)."""
+    re-arms them after (``lifecycle.rearm_signals``)."""
     main = greenlet.getcurrent()
     watchers: list[Any] = []
 
     def on_signal() -> None:
-        if ctl.stopping:
+        if lifecycle.stopping:
             sys.stderr.write("avv-locust: already stopping; records are being saved (a signal during the scoring "
                              "stops it)\n")
             return
-        ctl.stopping = True
+        lifecycle.stopping = True
         gevent.get_hub().loop.run_callback(main.throw, KeyboardInterrupt)
 
     def arm() -> None:
@@ -227,4 +228,4 @@ def _stop_on_signals(ctl: Any) -> None:
         watchers[:] = [gevent.signal_handler(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)]
 
     arm()
-    ctl.rearm_signals = arm
+    lifecycle.rearm_signals = arm

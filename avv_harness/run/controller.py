@@ -1,11 +1,14 @@
 """The run controller: all of a process's avv state, kept on Locust's ``Environment`` as ``environment.avv``.
 
 ``install(environment)`` builds it in Locust's ``init`` event (tests call it on their own environment);
-``controller_of(environment)`` is the only way to reach it. The controller reads the inputs, owns the
-simulator process and the current run (:class:`~avv_harness.run.state.RunState`: run folder, ledger, record
-writer, manifest, stress policy), applies the stress policy's decisions, and ends a run as named steps in a
-visible order (:meth:`RunController.end_run`). Which process does what is decided by the runner type: see
-:mod:`avv_harness.locust.distribution`.
+``controller_of(environment)`` is the only way to reach it. The controller reads the inputs, runs items for
+its users and, on the ledger side, hands items out and takes records in. It composes two objects and asks them
+instead of testing which process it is: its role (``ctl.role``: local, master or worker, picked from the runner
+type; :mod:`avv_harness.locust.distribution`) and its lifecycle (``ctl.lifecycle``,
+:class:`~avv_harness.run.lifecycle.RunLifecycle`: the samples, the simulator process and the runs —
+:class:`~avv_harness.run.state.RunState`: run folder, ledger, record writer, manifest, stress policy — begun and
+ended as named steps in a visible order, :meth:`RunLifecycle.end_run`). What the shape returns at each tick is
+:func:`avv_harness.run.load.next_load`.
 
 Headless, a process makes one run: it begins at ``init`` and ends at ``quitting``. With the web UI, the
 inputs are checked (and the simulator started) at ``init``; each START begins a new run folder (the shape's
@@ -20,14 +23,12 @@ import logging
 import os
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gevent
 import requests
 from locust.event import EventHook
-from locust.runners import MasterRunner, WorkerRunner
 
 from avv_core.items import ItemKey, VendorId, WorkItem
 from avv_core.manifest import RunManifest
@@ -36,20 +37,22 @@ from avv_core.records import Record
 from avv_core.samples import Sample, SampleSet
 from avv_harness.inputs.config import Vendor, environment_with_dotenv, load_config
 from avv_harness.inputs.secrets import Redactor, install_log_redaction
-from avv_harness.locust.distribution import LocalWork, MasterWork, WorkerWork
+from avv_harness.locust.distribution import Role, role_for
+from avv_harness.run.folder import exec_context
 from avv_harness.run.lag_monitor import LagMonitor, quiet_gc_for_load
 from avv_harness.run.ledger import ACCEPT, DUPLICATE, Ledger
 from avv_harness.run.lifecycle import RunLifecycle
+from avv_harness.run.load import LoadDecision, next_load
 from avv_harness.run.node_identity import NodeIdentity
-from avv_harness.run.options import RunOptions
+from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.run.state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_SCORING, EXIT_WRITE, RunState
-from avv_harness.wire.agent_loop import run_trajectory_safely
-from avv_harness.wire.execute import ExecContext, RetryPolicy, run_item_safely
+from avv_harness.wire.execute import ExecContext
+from avv_harness.wire.run_item import run_item_safely
 
 log = logging.getLogger("avv")
 
-__all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_OK", "EXIT_SCORING", "EXIT_WRITE", "LoadDecision", "RunController",
-           "controller_of", "default_session", "install"]
+__all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_OK", "EXIT_SCORING", "EXIT_WRITE", "RunController", "controller_of",
+           "default_session", "install"]
 #: Seconds between progress lines in a headless run.
 PROGRESS_INTERVAL_S = 5.0
 #: Refused records logged per reason and run; after that they are only counted (run.json).
@@ -64,23 +67,6 @@ def default_session() -> requests.Session:
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
-
-
-@dataclass(frozen=True)
-class LoadDecision:
-    """What the run's shape returns to Locust: ``None`` (stop) or (users, spawn rate[, classes])."""
-
-    users: int = 0
-    spawn_rate: float = 1.0
-    classes: tuple[Any, ...] | None = None  # User classes (stress mode); None = all
-    stop: bool = False
-
-    def as_tick(self) -> tuple | None:
-        if self.stop:
-            return None
-        if self.classes is None:
-            return self.users, self.spawn_rate
-        return self.users, self.spawn_rate, list(self.classes)
 
 
 def install(environment: Any, *, session_factory: SessionFactory | None = None) -> RunController:
@@ -100,8 +86,10 @@ def controller_of(environment: Any) -> RunController:
     return ctl
 
 
-class RunController(RunLifecycle):
-    """A process's avv state and its Locust glue; how runs begin and end is in :class:`RunLifecycle`."""
+class RunController:
+    """A process's avv state and its Locust glue. It holds its role (``role``) and its lifecycle (``lifecycle``:
+    how runs begin and end) and asks them; the current run's parts are read through it (``run``, ``ledger``,
+    ``run_dir``, ``manifest``)."""
 
     def __init__(self, environment: Any, options: RunOptions, vendors: dict[str, Vendor], *,
                  session_factory: SessionFactory | None = None, config_identity: str = "",
@@ -114,42 +102,55 @@ class RunController(RunLifecycle):
         self.session_factory = session_factory or default_session
         self.config_identity = config_identity
         self.redact = Redactor(secrets or [])
-        runner = environment.runner
-        work_class = (WorkerWork if isinstance(runner, WorkerRunner)
-                      else MasterWork if isinstance(runner, MasterRunner) else LocalWork)
-        self.work = work_class(self)
-        self.role = self.work.role
+        self.role: Role = role_for(environment.runner, self)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}"
-        self.exec = ExecContext(run_id="", worker=self.worker_id, policy=self._retry_policy(),
-                                timeout_s=options.timeout_s, max_request_s=options.max_request_s,
-                                overrides=options.overrides, max_event_bytes=options.max_event_bytes)
-        self.sim_url: str | None = os.environ.get("AVV_SIM_URL", "").rstrip("/") or None
-        # web UI mode: a run per START/STOP; headless: one run from init to quit
-        self.ui_mode = not getattr(environment.parsed_options, "headless", False)
-        # the ledger side (local runner or master); stays empty on workers
-        self.samples: SampleSet | None = None
+        self._exec = exec_context(options, "", self.worker_id)  # until a run begins; a worker's: the master's
+        self.lifecycle = RunLifecycle(
+            options, vendors, self.role, config_identity=config_identity, worker_id=self.worker_id,
+            redact=self.redact, ui_mode=not getattr(environment.parsed_options, "headless", False),
+            progress_interval_s=PROGRESS_INTERVAL_S, sim_url=os.environ.get("AVV_SIM_URL", "").rstrip("/") or None,
+            before_finish=self._stop_lag)
         self._sample_index: tuple[SampleSet, dict[str, Sample]] | None = None  # samples.by_id(), built once
-        self.run: RunState | None = None  # the current (or last) run
-        self.runs: list[RunState] = []  # every run of this process, oldest first
-        self.sim: Any = None
-        self.sim_truth_log: str | None = None
-        self.exit_code: int | None = None  # the process's exit status, set by finish()
-        self.quit_done = False
-        self.finishing: Any = None  # (greenlet, event) while finish() runs: a second caller waits for it
-        self.stopping = False  # a stop signal arrived or the process is finishing: later signals are ignored
-        self.rearm_signals: Callable[[], None] | None = None  # the plugin's gevent signal handlers, set again
         self.live: Any = None  # the web UI's live board (avv_harness.locust.live_board), when there is a web UI
-        self.progress_interval_s = PROGRESS_INTERVAL_S
         self.lag: LagMonitor | None = None  # this process's event-loop lag (processes that run users)
         self._undo_gc: Callable[[], None] | None = None  # while users run: see lag.quiet_gc_for_load
-        self._progress: Any = None
         self.record_hook = EventHook()  # fired with records=[…] after an item's rows are stored
-        self.run_hook = EventHook()  # fired with run=RunState, phase="begin" | "end"
+        self.run_hook = self.lifecycle.run_hook  # fired with run=RunState, phase="begin" | "end"
         self._refusals_before_run: dict[str, str] = {}  # workers refused while no run was open
         self.run_hook.add_listener(self._on_run_begin)
         environment.events.avv_record = self.record_hook
 
     # ----------------------------------------------------------------- the current run's parts (read-only views)
+
+    @property
+    def run(self) -> RunState | None:
+        """The current (or last) run; None before the first begins, and on workers."""
+        return self.lifecycle.run
+
+    @property
+    def runs(self) -> list[RunState]:
+        """Every run of this process, oldest first."""
+        return self.lifecycle.runs
+
+    @property
+    def samples(self) -> SampleSet | None:
+        """The samples (read on the ledger side; None on workers)."""
+        return self.lifecycle.samples
+
+    @property
+    def exec(self) -> ExecContext:
+        """How this process runs items: the current run's context; on a worker, the master's latest."""
+        run = self.lifecycle.run
+        return run.exec if run is not None else self._exec
+
+    @property
+    def sim_url(self) -> str | None:
+        return self.lifecycle.sim_url
+
+    @property
+    def ui_mode(self) -> bool:
+        """Web UI mode: a run per START/STOP; headless: one run from init to quit."""
+        return self.lifecycle.ui_mode
 
     @property
     def ledger(self) -> Ledger | None:
@@ -179,8 +180,6 @@ class RunController(RunLifecycle):
     def for_environment(cls, environment: Any, *, session_factory: SessionFactory | None = None) -> RunController:
         """Options from ``environment.parsed_options``; vendors for ``environment.user_classes`` (each
         carries ``avv_vendor_id``); keys from the environment and ``.env``. InputError on bad input."""
-        from avv_harness.run.options import preparse_options
-
         options = RunOptions.from_parsed(environment.parsed_options or preparse_options([]))
         config = load_config(options.config, env=environment_with_dotenv()).select(list(options.models))
         by_id = {VendorId(v.model, v.name): v for v in config.vendors}
@@ -193,26 +192,15 @@ class RunController(RunLifecycle):
                    config_identity=config.identity(), secrets=config.secrets() + options.overrides.secrets())
 
     def attach(self) -> None:
-        """Listeners on this environment's events and messages for this role; then, on the ledger side, the
-        inputs are read and (headless) the run begins."""
+        """The role's messages and listeners; in processes that run users, the lag monitor; then the lifecycle
+        (on the ledger side: the inputs are read and, headless, the run begins)."""
         install_log_redaction(self.redact)
-        self.work.attach(self.env.runner)
-        if self.role != "master":  # the processes that run users watch their own event-loop lag
+        self.role.attach()
+        if self.role.runs_users:  # the processes that run users watch their own event-loop lag
             self.lag = LagMonitor().start(spawn=self.env.runner.greenlet.spawn)  # ends with the runner
             self.env.events.test_start.add_listener(self._quiet_gc)
             self.env.events.test_stop.add_listener(self._restore_gc)
-        if self.role == "worker":
-            return
-        self.env.events.quitting.add_listener(self._on_quitting)
-        if self.role == "master" and self.env.parsed_options is not None:
-            # Without rebalancing, Locust moves a lost worker's users to the others only once it drops
-            # the worker for good (60 s of missed heartbeats); with it, as soon as it is marked missing.
-            self.env.parsed_options.enable_rebalancing = True
-        if self.ui_mode:
-            self.prepare_ui()
-            self.env.events.test_stop.add_listener(self._on_test_stop)
-        else:
-            self.begin()
+        self.lifecycle.attach(self.env.events)
 
     def _quiet_gc(self, **_: Any) -> None:
         if self._undo_gc is None:
@@ -223,10 +211,24 @@ class RunController(RunLifecycle):
             self._undo_gc()
             self._undo_gc = None
 
-    def _retry_policy(self) -> RetryPolicy:
-        o = self.options
-        return RetryPolicy(retries=0 if o.is_stress else o.retries, backoff_base_s=o.backoff_s,
-                           retry_after_cap_s=o.retry_after_cap_s)
+    def _stop_lag(self) -> None:
+        if self.lag is not None:
+            self.lag.stop()
+
+    # ------------------------------------------------------------------------------------ the end
+
+    def end_run(self, stop_simulator: bool = False) -> int | None:
+        """End the current run (:meth:`RunLifecycle.end_run`): close the writer → write the manifest → (at quit:
+        stop the simulator) → score → exit status → the closing line."""
+        return self.lifecycle.end_run(stop_simulator)
+
+    def finish(self) -> int:
+        """End the process's part (:meth:`RunLifecycle.finish`); its exit status."""
+        return self.lifecycle.finish()
+
+    def stress_summary(self) -> dict[str, Any] | None:
+        """The current run's stress ladder so far, vendors by name; None outside stress mode."""
+        return self.lifecycle.stress_summary()
 
     # ------------------------------------------------------------------------------ vendors and users
 
@@ -240,19 +242,18 @@ class RunController(RunLifecycle):
         return self.vendors[class_name].resolved_url(self.sim_url)
 
     def next_item(self, class_name: str) -> WorkItem | None:
-        return self.work.next_item(class_name)
+        return self.role.next_item(class_name)
 
     def give_back(self, item: WorkItem) -> None:
-        self.work.give_back(item)
+        self.role.give_back(item)
 
     def run_item(self, session: requests.Session, class_name: str, item: WorkItem,
                  on_attempt: Callable[[Any], None] | None = None) -> list[Record]:
         """Run one item and return its records (redacted): one row, or one per step of an agent task
-        (:mod:`avv_harness.wire.agent_loop`). Never raises for the item's own failures; only ``GreenletExit`` (the user
-        is stopped) propagates, and then the caller gives the item back."""
-        run = run_trajectory_safely if item.sample.agent is not None else run_item_safely
-        records = run(session, self.vendors[class_name], self.vendor_url(class_name), item, self.exec,
-                      sleep=gevent.sleep, on_attempt=on_attempt)
+        (:mod:`avv_harness.wire.run_item`). Never raises for the item's own failures; only ``GreenletExit`` (the
+        user is stopped) propagates, and then the caller gives the item back."""
+        records = run_item_safely(session, self.vendors[class_name], self.vendor_url(class_name), item, self.exec,
+                                  sleep=gevent.sleep, on_attempt=on_attempt)
         for record in records:
             self._stamp_client_load(record)
         return [self.redact.record(r) for r in records]
@@ -268,7 +269,7 @@ class RunController(RunLifecycle):
         record["client_cpu_pct"] = self.lag.cpu_pct
 
     def submit(self, item: WorkItem, records: list[Record]) -> None:
-        self.work.submit(item, records)
+        self.role.submit(item, records)
 
     # -------------------------------------------------------------------- worker context (master → worker)
 
@@ -279,8 +280,8 @@ class RunController(RunLifecycle):
 
     def apply_worker_context(self, context: dict[str, Any]) -> None:
         if context:
-            self.sim_url = context.get("sim_url") or self.sim_url
-            self.exec = ExecContext.from_message(context["exec"], worker=self.worker_id)
+            self.lifecycle.sim_url = context.get("sim_url") or self.lifecycle.sim_url
+            self._exec = ExecContext.from_message(context["exec"], worker=self.worker_id)
             self.redact.extend(self.exec.overrides.secrets())
 
     # ------------------------------------------------------------------------- the ledger side
@@ -318,33 +319,38 @@ class RunController(RunLifecycle):
         return self.run.ledger.takers() if self.run is not None else set()
 
     def requeue_taker(self, taker: str, why: str = "is gone") -> int:
-        lost = self.run.ledger.requeue_taker(taker) if self.run is not None else []
-        if lost:
-            self.run.manifest.items_requeued += len(lost)
+        run = self.run
+        lost = run.ledger.requeue_taker(taker) if run is not None else []
+        if run is not None and lost:
+            run.manifest.items_requeued += len(lost)
             log.warning("worker %s %s: %d in-flight items handed out again", taker, why, len(lost))
         return len(lost)
 
-    def _late(self, key: ItemKey, records: list[Record]) -> bool:
+    def _open_run_for(self, key: ItemKey, records: list[Record]) -> RunState | None:
+        """The run these records belong to, while it is open; None for a late record (logged): one of a run
+        that has ended, or of an earlier run (another run id)."""
         run = self.run
         if run is None or run.finished or any(r.get("run_id") not in (None, run.run_id) for r in records):
             log.info("dropping a late record for %s (its run has ended)", key)
-            return True
-        return False
+            return None
+        return run
 
-    def _duplicate(self, key: ItemKey) -> None:
-        self.run.manifest.duplicates_dropped += 1
+    @staticmethod
+    def _duplicate(run: RunState, key: ItemKey) -> None:
+        run.manifest.duplicates_dropped += 1
         log.info("dropping a duplicate record for %s", key)
 
     def store(self, key: ItemKey, records: list[Record]) -> bool:
         """Record a finished item of this process (once). False for a duplicate and for a late record: one of
         a run that has ended, or of an earlier run (another run id). Records from workers go through
         :meth:`store_from`."""
-        if self._late(key, records):
+        run = self._open_run_for(key, records)
+        if run is None:
             return False
-        if not self.run.ledger.complete(key):
-            self._duplicate(key)
+        if not run.ledger.complete(key):
+            self._duplicate(run, key)
             return False
-        self._write_item(records)
+        self._write_item(run, records)
         return True
 
     def store_from(self, taker: str, key: ItemKey, records: list[Record]) -> tuple[str, str]:
@@ -352,19 +358,20 @@ class RunController(RunLifecycle):
         (:meth:`~avv_harness.run.ledger.Ledger.verdict`) and its rows answer that item: they name its key, and their
         ``request_hash`` is the hash of the body handed out. ``("", "")`` when stored, dropped as late or as
         a duplicate; else ``(reason, detail)`` of the refusal, for :meth:`refuse_record`."""
-        if self._late(key, records):
+        run = self._open_run_for(key, records)
+        if run is None:
             return "", ""
-        verdict = self.run.ledger.verdict(key, taker)
+        verdict = run.ledger.verdict(key, taker)
         if verdict == DUPLICATE:
-            self._duplicate(key)
+            self._duplicate(run, key)
             return "", ""
         if verdict != ACCEPT:
             return verdict, f"{key} was {verdict.replace('_', ' ')}"
         problem = self._rows_problem(key, records)
         if problem is not None:
             return problem
-        self.run.ledger.complete_from(key, taker)
-        self._write_item(records)
+        run.ledger.complete_from(key, taker)
+        self._write_item(run, records)
         return "", ""
 
     def _rows_problem(self, key: ItemKey, records: list[Record]) -> tuple[str, str] | None:
@@ -411,67 +418,22 @@ class RunController(RunLifecycle):
             run.manifest.workers_refused.update(self._refusals_before_run)
             self._refusals_before_run.clear()
 
-    def _write_item(self, records: list[Record]) -> None:
+    def _write_item(self, run: RunState, records: list[Record]) -> None:
         """Write an accepted item's rows, account its tokens, tell the listeners."""
-        run = self.run
         records = [self.redact.record(r) for r in records]
         if run.stop_reason != "disk":
             try:
                 run.write(records)
             except RecordWriteError as exc:
-                self._stop_run("disk", f"cannot write records: {exc.strerror}; no new items are started")
+                self.lifecycle.stop_run("disk", f"cannot write records: {exc.strerror}; no new items are started")
         if run.account(records, lambda r: self.class_name(VendorId(r["model"], r["vendor"]))):
             m = run.manifest
-            self._stop_run("budget", f"token budget reached ({m.tokens_used} ≥ {self.options.max_total_tokens}): "
-                                     "no new items are started")
+            self.lifecycle.stop_run("budget", f"token budget reached ({m.tokens_used} ≥ "
+                                              f"{self.options.max_total_tokens}): no new items are started")
         self.record_hook.fire(records=records)
-
-    def _stop_run(self, reason: str, message: str) -> None:
-        dropped = self.run.stop(reason) if self.run is not None else None
-        if dropped is not None:
-            log.warning("%s; %d items not run", message, dropped) if reason != "disk" else log.error(
-                "%s (%d items not run)", message, dropped)
 
     # ------------------------------------------------------------------------------------ the load
 
     def next_load(self, run_time_s: float) -> LoadDecision:
-        """What the shape returns at ``run_time_s``: every vendor's users until each item is recorded,
-        or the stress ladder; stop at -t/--run-time. With the web UI, a tick after a run has ended is a new
-        START: it begins a new run."""
-        if self.ui_mode and (self.run is None or self.run.finished) and (self.stopping or not self._begin_from_ui()):
-            return LoadDecision(stop=True)  # no new run once the process is stopping (a SIGTERM while scoring)
-        run = self.run
-        if run is None:
-            return LoadDecision(stop=True)
-        run.last_run_time_s = run_time_s
-        limit = self.options.run_time_s
-        if limit and run_time_s >= limit and run.stop_reason is None:
-            if run.stress is not None:
-                run.stress.stop_now(run_time_s)
-            self._stop_run("run_time", f"--run-time {limit:g}s reached: the run stops")
-        if run.stop_reason == "run_time" or run.finished:
-            return LoadDecision(stop=True)
-        if run.stress is not None:
-            return self._stress_load(run, run_time_s)
-        if run.ledger.finished:
-            return LoadDecision(stop=True)
-        total = sum(v.concurrency for v in self.vendors.values())
-        rate = self.options.spawn_rate
-        return LoadDecision(total, float(rate if rate > 0 else max(total, 1)))
-
-    def _stress_load(self, run: RunState, run_time_s: float) -> LoadDecision:
-        decision = run.stress.tick(run_time_s)
-        for name in decision.newly_stopped:
-            log.info("stress: %s broke the SLO at two consecutive levels; not escalated past %d", name,
-                     run.stress.stopped_after[name])
-        if decision.stop:
-            run.ledger.drop_pending()
-            log.info("stress: %s", decision.reason)
-            return LoadDecision(stop=True)
-        if decision.level != run.announced_level:
-            run.announced_level = decision.level
-            log.info("stress: level %d", decision.level)
-        classes = {cls.__name__: cls for cls in self.env.user_classes}
-        # Every stress User class has weight 1 and no fixed_count (see locust_plugin.user_classes), so
-        # level × vendors users split evenly: Locust's dispatcher re-reads weights on every start().
-        return LoadDecision(decision.users, float(decision.users), tuple(classes[n] for n in decision.classes))
+        """What the shape returns at ``run_time_s`` (:func:`avv_harness.run.load.next_load`)."""
+        return next_load(self.lifecycle, run_time_s, self.env.user_classes)

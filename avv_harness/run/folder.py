@@ -91,21 +91,32 @@ def ui_run_options(options: RunOptions, runs_before: int) -> RunOptions:
     return dataclasses.replace(options, resume="", run_id=run_id)
 
 
+def retry_policy(options: RunOptions) -> RetryPolicy:
+    """How items are retried; none in stress mode (each request is one observation at its level)."""
+    return RetryPolicy(retries=0 if options.is_stress else options.retries, backoff_base_s=options.backoff_s,
+                       retry_after_cap_s=options.retry_after_cap_s)
+
+
+def exec_context(options: RunOptions, run_id: str, worker_id: str) -> ExecContext:
+    """How this process runs the items of run ``run_id`` (sent to the workers): retries, timeouts, overrides."""
+    return ExecContext(run_id=run_id, worker=worker_id, policy=retry_policy(options), timeout_s=options.timeout_s,
+                       max_request_s=options.max_request_s, overrides=options.overrides,
+                       max_event_bytes=options.max_event_bytes)
+
+
 def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendor_ids: list[VendorId],
-            class_names: tuple[str, ...], worker_id: str, policy: RetryPolicy) -> RunState:
+            class_names: tuple[str, ...], worker_id: str) -> RunState:
     """Open the run folder (:func:`open_run_folder`) and build the run's ledger (stress mode: round robin and
     the ladder's policy) and execution context. InputError as :func:`open_run_folder`."""
     opened = open_run_folder(options, samples, config_identity)
     sample_ids = [s.sample_id for s in samples.samples]
     stress = None
-    if options.is_stress:
+    if options.stress is not None:  # stress mode
         stress = StressPolicy(options.stress, class_names)
         ledger = Ledger.round_robin(vendor_ids, sample_ids)
     else:
         ledger = Ledger.for_items(vendor_ids, sample_ids, options.repeats, set(opened.before.done))
-    exec_ctx = ExecContext(run_id=opened.run_id, worker=worker_id, policy=policy, timeout_s=options.timeout_s,
-                           max_request_s=options.max_request_s, overrides=options.overrides,
-                           max_event_bytes=options.max_event_bytes)
+    exec_ctx = exec_context(options, opened.run_id, worker_id)
     run = RunState(opened.run_id, opened.run_dir, opened.writer, ledger, exec_ctx, stress=stress,
                    vendor_totals={v: len(q) for v, q in ledger.pending.items()},
                    items_done_before=0 if stress else len(opened.before.done))

@@ -1,11 +1,13 @@
-"""How runs begin and end (harness layer; a part of :class:`~avv_harness.run.controller.RunController`).
+"""How a process's runs begin and end (run-controller layer; held by
+:class:`~avv_harness.run.controller.RunController` as ``ctl.lifecycle``).
 
 Headless, a process makes one run: :meth:`RunLifecycle.begin` at ``init``, :meth:`RunLifecycle.finish` at
 ``quitting``. With the web UI, :meth:`RunLifecycle.prepare_ui` checks the inputs and starts the simulator
-at ``init``; the shape's first tick after START begins a run, Locust's ``test_stop`` ends it
-(:meth:`RunLifecycle.end_run`: records closed, manifest written, run scored) and ``quitting`` ends a run
-still open, then stops the simulator. Kept apart from the controller's item and load handling so each
-module stays one job; the attributes it uses are the controller's (see ``RunController.__init__``).
+at ``init``; the shape's first tick after START begins a run (:meth:`RunLifecycle.run_for_tick`), Locust's
+``test_stop`` ends it (:meth:`RunLifecycle.end_run`: records closed, manifest written, run scored) and
+``quitting`` ends a run still open, then stops the simulator. The lifecycle owns the runs (the current one and
+the earlier ones of the process), the samples, the simulator and the process's stop state; it asks the
+process's role (:class:`~avv_harness.locust.distribution.Role`) what its part is, never which role it is.
 """
 
 from __future__ import annotations
@@ -13,22 +15,33 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 import gevent.event
+from locust.event import EventHook
 
 from avv_core.client_load import client_bound_advice, client_load
+from avv_core.items import VendorId
 from avv_core.manifest import RECORDS_CSV
 from avv_core.samples import SampleSet, load_samples
 from avv_core.stop_signals import Interrupted, interrupt_on_signals
-from avv_harness.locust.distribution import MasterWork
+from avv_harness.inputs.config import Vendor
+from avv_harness.inputs.secrets import Redactor
+from avv_harness.locust.distribution import Role
 from avv_harness.run.folder import check_out_folder, fill_manifest, new_run, score_run, summary_line, ui_run_options
+from avv_harness.run.options import RunOptions
 from avv_harness.run.progress import progress_line
 from avv_harness.run.state import EXIT_OK, RunState
 
+if TYPE_CHECKING:
+    from avv_sim import SimProcess
+
 log = logging.getLogger("avv")
+
+__all__ = ["RunLifecycle", "skipped_lines_warning"]
 
 
 def skipped_lines_warning(samples: SampleSet, listed: int = 20) -> str:
@@ -40,9 +53,50 @@ def skipped_lines_warning(samples: SampleSet, listed: int = 20) -> str:
 
 
 class RunLifecycle:
-    """Beginning and ending runs; mixed into :class:`~avv_harness.run.controller.RunController`."""
+    """Beginning and ending runs, and ending the process's part, as named steps."""
+
+    def __init__(self, options: RunOptions, vendors: dict[str, Vendor], role: Role, *, config_identity: str,
+                 worker_id: str, redact: Redactor, ui_mode: bool, progress_interval_s: float,
+                 sim_url: str | None, before_finish: Callable[[], None] | None = None):
+        self.options = options
+        self.vendors = vendors  # User class name → vendor (keys resolved)
+        self.role = role
+        self.config_identity = config_identity
+        self.worker_id = worker_id
+        self.redact = redact
+        self.ui_mode = ui_mode  # web UI mode: a run per START/STOP; headless: one run from init to quit
+        self.progress_interval_s = progress_interval_s  # seconds between progress lines (headless); 0: none
+        self.before_finish = before_finish  # stops what the controller runs (its lag monitor) at finish
+        self.samples: SampleSet | None = None  # read once, on the ledger side; stays None on workers
+        self.run: RunState | None = None  # the current (or last) run
+        self.runs: list[RunState] = []  # every run of this process, oldest first
+        self.sim: SimProcess | None = None  # the simulator this process started
+        self.sim_url = sim_url  # where the simulated vendors are (AVV_SIM_URL, ours, or the master's)
+        self.sim_truth_log: str | None = None  # the web UI's simulator's truth log (one for every run)
+        self.exit_code: int | None = None  # the process's exit status, set by finish()
+        self.quit_done = False
+        self.finishing: tuple[Any, gevent.event.Event] | None = None  # (greenlet, done) while finish() runs
+        self.stopping = False  # a stop signal arrived or the process is finishing: later signals are ignored
+        self.rearm_signals: Callable[[], None] | None = None  # the plugin's gevent signal handlers, set again
+        self.run_hook = EventHook()  # fired with run=RunState, phase="begin" | "end"
+        self._progress: gevent.Greenlet | None = None
+
+    def attach(self, events: Any) -> None:
+        """On the ledger side: end the process's part at ``quitting``; then, headless, begin the run; with the web
+        UI, check the inputs now and end each run at ``test_stop``."""
+        if not self.role.holds_ledger:
+            return
+        events.quitting.add_listener(self._on_quitting)
+        if self.ui_mode:
+            self.prepare_ui()
+            events.test_stop.add_listener(self._on_test_stop)
+        else:
+            self.begin()
+
+    # ---------------------------------------------------------------------------------- the beginning
 
     def _load_samples(self) -> SampleSet:
+        """The sample file, read once (InputError on bad input)."""
         if self.samples is None:
             self.samples = load_samples(self.options.samples, skip_bad_lines=self.options.skip_bad_lines)
             if self.samples.skipped_lines:
@@ -73,18 +127,19 @@ class RunLifecycle:
         """Begin a run: open (or resume) its folder, build its ledger and manifest; headless, start the
         simulator (its truth log in the run folder)."""
         options = ui_run_options(self.options, len(self.runs)) if self.ui_mode else self.options
-        run = new_run(options, self._load_samples(), self.config_identity, list(self._ids.values()),
-                      tuple(self.vendors), self.worker_id, self._retry_policy())
+        samples = self._load_samples()
+        run = new_run(options, samples, self.config_identity,
+                      [VendorId(v.model, v.name) for v in self.vendors.values()], tuple(self.vendors),
+                      self.worker_id)
         if self._needs_simulator():
             self._start_simulator(str(run.run_dir / "sim_truth.jsonl"))
-        workers = getattr(self.env.parsed_options, "expect_workers", None) if self.role == "master" else None
-        fill_manifest(run.manifest, run=run, options=options, samples=self.samples,
+        fill_manifest(run.manifest, run=run, options=options, samples=samples,
                       config_identity=self.config_identity, vendors=[v.redacted() for v in self.vendors.values()],
-                      role=self.role, workers=workers, sim_url=self.sim_url, redact=self.redact,
-                      sim_truth_log=self.sim_truth_log)
+                      role=self.role.name, workers=self.role.expected_workers(), sim_url=self.sim_url,
+                      redact=self.redact, sim_truth_log=self.sim_truth_log)
         for earlier in self.runs:  # keep what a download needs (the folder), not the scored frames
             earlier.result = None
-        self.exec, self.run = run.exec, run
+        self.run = run
         self.runs.append(run)
         self.save_manifest()
         items = "the stress ladder" if options.is_stress else f"{run.ledger.total} items"
@@ -95,14 +150,45 @@ class RunLifecycle:
             self._progress = gevent.spawn(self._print_progress, run)
         return run
 
+    def run_for_tick(self) -> RunState | None:
+        """The run a shape tick works on. With the web UI, a tick after a run has ended is a new START: it
+        begins a new run — none once the process is stopping (a SIGTERM while scoring), none when the run
+        cannot begin (e.g. the output folder became unwritable: this START does nothing)."""
+        if self.ui_mode and (self.run is None or self.run.finished):
+            if self.stopping:
+                return None
+            try:
+                self.begin()
+            except Exception as exc:
+                log.error("cannot begin a new run: %s", exc)
+                return None
+        return self.run
+
     def save_manifest(self) -> None:
         run = self.run
         if run is None:
             return
         try:
-            run.save_manifest(self.stress_summary() if run.stress is not None else None)
+            run.save_manifest(self.stress_summary())
         except OSError as exc:
             log.error("cannot write %s/run.json: %s", run.run_dir, exc.strerror or exc)
+
+    def stop_run(self, reason: str, message: str) -> None:
+        """Stop the current run early for ``reason`` (budget, run_time, disk): no new items are started; the
+        items not run are counted in ``message``'s log line (once: a run stops for its first reason only)."""
+        dropped = self.run.stop(reason) if self.run is not None else None
+        if dropped is not None:
+            log.warning("%s; %d items not run", message, dropped) if reason != "disk" else log.error(
+                "%s (%d items not run)", message, dropped)
+
+    def stress_summary(self) -> dict[str, Any] | None:
+        """The current run's stress ladder so far, vendors by name; None outside stress mode."""
+        stress = self.run.stress if self.run is not None else None
+        if stress is None:
+            return None
+        summary = stress.summary()
+        summary["stopped_after"] = {self.vendors[n].name: lvl for n, lvl in summary["stopped_after"].items()}
+        return summary
 
     def _print_progress(self, run: RunState) -> None:
         while not run.finished:
@@ -112,19 +198,6 @@ class RunLifecycle:
                 print(progress_line(run.items_done, run.ledger.total, len(self.vendors), run.items_failed,
                                     time.monotonic() - run.started_monotonic, level, run.stress is not None),
                       flush=True)
-
-    def _begin_from_ui(self) -> bool:
-        try:
-            self.begin()
-            return True
-        except Exception as exc:  # e.g. the output folder became unwritable: this START does nothing
-            log.error("cannot begin a new run: %s", exc)
-            return False
-
-    def stress_summary(self) -> dict[str, Any]:
-        summary = self.run.stress.summary()
-        summary["stopped_after"] = {self.vendors[n].name: lvl for n, lvl in summary["stopped_after"].items()}
-        return summary
 
     # ------------------------------------------------------------------------------------ the end
 
@@ -146,7 +219,8 @@ class RunLifecycle:
     def finish(self) -> int:
         """End the process's part, in this order: end the open run (close the writer → write the manifest →
         stop the simulator → score → print) → stop the simulator → exit status (the last run's; 0 when no run
-        began). Idempotent; signals during it are ignored (see _stop_on_signals), except during the scoring.
+        began). Idempotent; signals during it are ignored (see the plugin's signal handlers), except during the
+        scoring.
 
         Two shutdowns can overlap (see :meth:`_on_quitting`): a second caller waits for the first to end and gets
         the same exit status (before: it got 0 at once, while the first was still scoring)."""
@@ -155,20 +229,20 @@ class RunLifecycle:
                 self.finishing[1].wait()
             return self.exit_code if self.exit_code is not None else EXIT_OK
         self.quit_done = self.stopping = True
-        self.finishing = (gevent.getcurrent(), gevent.event.Event())
+        done = gevent.event.Event()
+        self.finishing = (gevent.getcurrent(), done)
         try:
             return self._finish()
         finally:
-            self.finishing[1].set()
+            done.set()
 
     def _finish(self) -> int:
-        if self.lag is not None:
-            self.lag.stop()
-        if self.role == "worker":
+        if self.before_finish is not None:
+            self.before_finish()
+        self.role.close()
+        if not self.role.holds_ledger:
             self.exit_code = EXIT_OK
             return self.exit_code
-        if isinstance(self.work, MasterWork):
-            self.work.close()
         if self.run is not None and not self.run.finished:
             self.end_run(stop_simulator=True)
         self._stop_simulator()

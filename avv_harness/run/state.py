@@ -62,7 +62,7 @@ class RunState:
 
     def write(self, records: list[Record]) -> None:
         """Append an item's rows; RecordWriteError when records.csv cannot be written."""
-        self.writer.write_many(records)
+        self.writer.write_many(list(records))
         self.manifest.records_written += len(records)
 
     def account(self, records: list[Record], class_name_of: Callable[[Record], str]) -> bool:

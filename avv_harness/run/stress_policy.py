@@ -83,7 +83,8 @@ class StressPolicy:
         if self.done:
             return StressDecision(None, 0, (), stop=True, reason="the ladder is over")
         index = int(run_time_s // self.settings.step_s)
-        closed, stopped = None, ()
+        closed: int | None = None
+        stopped: tuple[str, ...] = ()
         if index != self.index:
             if self.index >= 0 and self.level is not None:
                 closed = self.level
@@ -94,8 +95,11 @@ class StressPolicy:
                 reason = "every vendor stopped" if self.level is not None else "the ladder is done"
                 return StressDecision(None, 0, (), closed, stopped, stop=True, reason=reason)
             self.level_started_s[self.level] = run_time_s
+        level = self.level
+        if level is None:  # before the first tick's level (a negative run time): nothing to run
+            raise ValueError(f"no stress level at run time {run_time_s:g} s")
         classes = tuple(name for name in self.vendors if self.active.get(name))
-        return StressDecision(self.level, self.level * len(classes), classes, closed, stopped)
+        return StressDecision(level, level * len(classes), classes, closed, stopped)
 
     def stop_now(self, run_time_s: float) -> None:
         """The run ends early (run time, Ctrl-C): close the level in progress for its measured duration."""

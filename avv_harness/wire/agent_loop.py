@@ -27,16 +27,14 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timezone
 from typing import Any
 
 import requests
 
-from avv_core.agent_task import AgentTask
 from avv_core.items import WorkItem
 from avv_core.records import Record
 from avv_harness.inputs.config import Vendor
-from avv_harness.wire.execute import ExecContext, client_error_record, execute_item
+from avv_harness.wire.execute import ExecContext, execute_item
 from avv_harness.wire.stream import Attempt
 
 log = logging.getLogger("avv")
@@ -61,14 +59,18 @@ def run_trajectory(
     sleep: Callable[[float], None] = time.sleep,
     on_attempt: Callable[[Attempt], None] | None = None,
     rng: random.Random | None = None,
-    steps_done: list[Record] | None = None,
+    on_step: Callable[[Record], None] | None = None,
 ) -> list[Record]:
     """Follow the item's agent task to its end (module docstring); the records of its steps, in order.
-    ``steps_done`` (optional) receives each step's record as soon as it exists."""
-    task: AgentTask = item.sample.agent
+    ``on_step`` (optional) receives each step's record as soon as it exists (see
+    :func:`avv_harness.wire.run_item.run_item_safely`, which runs an item so that a failure inside the client
+    is recorded)."""
+    task = item.sample.agent
+    if task is None:
+        raise ValueError(f"item {item.key} has no agent task")
     body = item.sample.body
     messages = list(body["messages"])
-    records: list[Record] = steps_done if steps_done is not None else []
+    records: list[Record] = []
     used: set[int] = set()  # recorded results already played back in this trajectory
     for step in range(1, task.max_steps + 1):
         sample = replace(item.sample, body={**body, "messages": messages})
@@ -81,50 +83,19 @@ def run_trajectory(
         calls = [final.tool_calls[i].as_dict() for i in sorted(final.tool_calls)]
         if not final.ok or not calls or step == task.max_steps:
             records.append(record)
+            if on_step is not None:
+                on_step(record)
             break
         turn = assistant_turn(final, calls, step)
         ids = [c["id"] for c in turn["tool_calls"]]
         answers = task.answers(step, [{**c, "id": i} for c, i in zip(calls, ids, strict=True)], used)
         record["tool_results"] = json.dumps([a.as_dict() for a in answers], ensure_ascii=False)
         records.append(record)
+        if on_step is not None:
+            on_step(record)
         messages = [*messages, turn, *({"role": "tool", "tool_call_id": a.tool_call_id, "content": a.content}
                                        for a in answers)]
     return records
 
 
-def run_trajectory_safely(
-    session: requests.Session,
-    vendor: Vendor,
-    url: str,
-    item: WorkItem,
-    ctx: ExecContext,
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-    on_attempt: Callable[[Attempt], None] | None = None,
-) -> list[Record]:
-    """:func:`run_trajectory`, but a failure inside the client ends the trajectory with a ``client_error`` row
-    for the step it happened in (the steps before it are kept), as :func:`avv_harness.wire.execute.run_item_safely`
-    does for a single request. Only BaseExceptions that are not Exceptions (the user is stopped) propagate."""
-    records: list[Record] = []
-    attempts: list[Attempt] = []
-
-    def counted(att: Attempt) -> None:
-        attempts.append(att)
-        if on_attempt is not None:
-            on_attempt(att)
-
-    try:
-        run_trajectory(session, vendor, url, item, ctx, sleep=sleep, on_attempt=counted, steps_done=records)
-    except Exception as exc:  # a bug or a local problem, never the vendor's fault
-        log.exception("item %s failed inside the client at step %d", item.key, len(records) + 1)
-        started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-        row = client_error_record(item, vendor, ctx, exc, started, 1)
-        row["step"] = len(records) + 1
-        records.append(row)
-    if item.level is not None and records and records[-1].get("error_kind") == "http_429" and attempts:
-        # Stress mode has no retries; a polite client still waits as told before its next request.
-        sleep(ctx.policy.delay(1, attempts[-1].retry_after_s, random.Random()))
-    return records
-
-
-__all__ = ["assistant_turn", "run_trajectory", "run_trajectory_safely"]
+__all__ = ["assistant_turn", "run_trajectory"]

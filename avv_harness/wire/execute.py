@@ -12,7 +12,6 @@ mode (``endpoint: completions``) that chat body becomes a ``prompt`` (:mod:`avv_
 from __future__ import annotations
 
 import json
-import logging
 import random
 import time
 from collections.abc import Callable
@@ -33,8 +32,6 @@ from avv_harness.inputs.config import Vendor
 from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES
 from avv_harness.wire.completions import completion_body, finish_completion
 from avv_harness.wire.stream import Attempt, stream_chat
-
-log = logging.getLogger("avv")
 
 RETRYABLE = frozenset({"connect", "timeout", "http_429", "http_5xx", "truncated"})
 
@@ -252,17 +249,6 @@ def item_identity(item: WorkItem, ctx: ExecContext, started_at: str, vendor: Ven
     return out
 
 
-def client_error_record(item: WorkItem, vendor: Vendor, ctx: ExecContext, exc: BaseException,
-                        started_at: str, attempts: int) -> Record:
-    """The record of an item whose run raised inside the client: recorded, never left in flight."""
-    return Record({
-        **item_identity(item, ctx, started_at, vendor), "is_baseline": vendor.is_baseline, "status": STATUS_FAILED,
-        "error_kind": "client_error", "error_detail": f"{type(exc).__name__}: {str(exc)[:300]}",
-        "attempts": max(1, attempts), "usage_reported": False, "saw_tool_call_delta": False,
-        "tool_call_count": 0,
-    })
-
-
 def execute_item(
     session: requests.Session,
     vendor: Vendor,
@@ -287,7 +273,6 @@ def execute_item(
     connect_timeout = min(10.0, read_timeout)
     started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     attempts: list[Attempt] = []
-    first_t0 = None
     for number in range(1, policy.retries + 2):
         headers = build_headers(vendor, item.key.tag(ctx.run_id, number, step), number, ctx.overrides)
         att = stream_chat(session, endpoint, body, headers, connect_timeout, read_timeout, max_request_s,
@@ -295,7 +280,6 @@ def execute_item(
         if vendor.dialect.raw:
             finish_completion(att, vendor.dialect.tool_parser or "hermes")
         attempts.append(att)
-        first_t0 = att.t0 if first_t0 is None else first_t0
         if on_attempt is not None:
             on_attempt(att)
         if att.ok or att.error_kind not in RETRYABLE or number > policy.retries:
@@ -309,38 +293,6 @@ def execute_item(
         "attempts": len(attempts),
         **attempt_record(final, vendor.include_usage, item.sample.tools),
         "stale_conn_retries": sum(a.stale_conn_retries for a in attempts),
-        "wall_ms": (time.monotonic() - first_t0) * 1000.0,
+        "wall_ms": (time.monotonic() - attempts[0].t0) * 1000.0,
     })
     return ItemOutcome(record=record, final=final, attempts=attempts)
-
-
-def run_item_safely(
-    session: requests.Session,
-    vendor: Vendor,
-    url: str,
-    item: WorkItem,
-    ctx: ExecContext,
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-    on_attempt: Callable[[Attempt], None] | None = None,
-) -> list[Record]:
-    """:func:`execute_item`, but every failure inside the client becomes a ``client_error`` record too:
-    no path leaves an item neither recorded nor given back. Only BaseExceptions that are not Exceptions
-    (GreenletExit: the user is being stopped) propagate."""
-    started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-    attempts: list[Attempt] = []
-
-    def counted(att: Attempt) -> None:
-        attempts.append(att)
-        if on_attempt is not None:
-            on_attempt(att)
-
-    try:
-        outcome = execute_item(session, vendor, url, item, ctx, sleep=sleep, on_attempt=counted)
-        if item.level is not None and outcome.final.error_kind == "http_429":
-            # Stress mode has no retries; a polite client still waits as told before its next request.
-            sleep(ctx.policy.delay(1, outcome.final.retry_after_s, random.Random()))
-        return [outcome.record]
-    except Exception as exc:  # a bug or a local problem, never the vendor's fault
-        log.exception("item %s failed inside the client", item.key)
-        return [client_error_record(item, vendor, ctx, exc, started, len(attempts))]
