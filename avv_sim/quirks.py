@@ -106,8 +106,8 @@ class Quirk:
     # a body quirk: the body that replaces the response (stream?) → (bytes, content type), or None for the
     # chat.completion JSON body
     body: Callable[[bool], tuple[bytes, str] | None] | None = None
-    # a request check: the rejection of a chat body (HTTP 400), None when it passes
-    applied_by: str | None = None  # the function / class that applies an effect no hook above carries
+    # the function / class that applies an effect no hook above carries (its source names the quirk)
+    applied_by: str | None = None
 
     @property
     def stream_only(self) -> bool:
