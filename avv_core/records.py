@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from avv_core.reasoning import RESPONSE_FIELD_NAMES, THINK_FIELD
+
 #: The most tokens one request may report for each of prompt, completion and total: a usage value outside
 #: [0, MAX_TOKENS] (or not a whole number, or a total below prompt + completion) is not believed (anomaly
 #: ``usage_invalid``; the row's token columns are left empty).
@@ -78,8 +80,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("ttfb_ms", "float", "Response headers − t0.", low=0, high=MAX_MS),
     Column("ttft_ms", "float", "First token-bearing SSE event − t0.", low=0, high=MAX_MS),
     Column("ttft_kind", "str", "`content`, `reasoning` or `tool_call`: what the first token-bearing event carried."),
-    Column("reasoning_field", "str", "`;`-joined fields that carried reasoning: `reasoning_content`, `reasoning`, "
-           "`reasoning_details`, or `think` (raw mode: a leading `<think>` block); empty without reasoning."),
+    Column("reasoning_field", "str", "`;`-joined fields that carried reasoning: "
+           + ", ".join(f"`{name}`" for name in RESPONSE_FIELD_NAMES)
+           + f", or `{THINK_FIELD}` (raw mode: a leading `<think>` block); empty without reasoning."),
     Column("latency_ms", "float", "Last byte − t0 (end-to-end latency of the final attempt).", low=0, high=MAX_MS),
     Column("decode_ms", "float", "Last token-bearing event − first token-bearing event.", low=0, high=MAX_MS),
     Column("wall_ms", "float", "First attempt's t0 to item end, including retries and back-off.", low=0, high=MAX_MS),
@@ -148,9 +151,9 @@ ANOMALIES: dict[str, str] = {
     "usage_missing": "No usage object arrived although include_usage was requested.",
     "buffered_stream": "The tokens were not streamed: every token event arrived in one read (≥ 3 events), or the "
                        "decode phase implies > 10,000 tokens/s. TTFT and latency are kept; `tps` is left empty.",
-    "tool_call_as_text": "The content holds a call of one of the request's tools (fenced or bare JSON with `name` "
-                         "and `arguments`/`parameters`, `<tool_call>…</tool_call>`, Kimi's `<|tool_call_begin|>` "
-                         "markers, `[TOOL_CALLS]`) instead of a `tool_calls` delta.",
+    "tool_call_as_text": "The content holds a call of one of the request's tools written as text (in one of the "
+                         "text tool-call formats, e.g. a fenced JSON block or `<tool_call>…</tool_call>`, or as bare "
+                         "JSON with `name` and `arguments`/`parameters`) instead of a `tool_calls` delta.",
     "tool_call_truncated": "finish_reason `length` with a tool call whose arguments do not parse as JSON "
                            "(cut off mid-call).",
     "unknown_tool": "A tool call names a function that is not among the request's tools.",

@@ -1,6 +1,6 @@
-"""The README tables the code defines — options, record columns, error kinds, anomalies, (from avv_scoring) the
-metric registry and (from avv_sim) the simulator's knobs — and docs/simulator.md's tables (knobs, quirks, truth-log
-fields), rendered from the one place each is declared.
+"""The README tables the code defines — options, record columns, error kinds, anomalies, the text tool-call
+formats, the reasoning fields, (from avv_scoring) the metric registry and (from avv_sim) the simulator's knobs — and
+docs/simulator.md's tables (knobs, quirks, truth-log fields), rendered from the one place each is declared.
 
     python -m avv_harness.docs README.md        # rewrite the marked blocks in place
     python -m avv_harness.docs --check README.md
@@ -16,7 +16,9 @@ import re
 import sys
 from collections.abc import Callable
 
+from avv_core.reasoning import render_reasoning_table
 from avv_core.records import ANOMALIES, COLUMNS, ERROR_KINDS, IMPORTED_ERROR_KINDS
+from avv_core.tool_formats import render_format_table
 from avv_harness.run.options import DATA_DIR, add_arguments
 
 RETRIED = {"http_429", "http_5xx", "timeout", "connect", "truncated"}
@@ -99,6 +101,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "columns": render_columns_table,
     "error-kinds": render_error_kinds_table,
     "anomalies": render_anomalies_table,
+    "tool-formats": render_format_table,
+    "reasoning-fields": render_reasoning_table,
     "metrics": _metrics,
     "sim-knobs": _sim_knobs,
 }

@@ -2,20 +2,20 @@
 only :mod:`avv_core` (no HTTP client, no Locust): writing a run as K2VV files needs the harness to rebuild its
 requests, so ``export_run`` is :func:`avv_harness.export_run`.
 
-Layers: :mod:`.load` (input) → :mod:`.registry` (every metric declared once) → :mod:`.correctness` (pure
-tool-call comparison: canonical arguments, agreement, gold possible answers) → :mod:`.metrics` and
-:mod:`.call_metrics` (one pure function per metric, formula in its docstring, registered with ``@produces``) and
-:mod:`.uncertainty` (per model: bootstrap intervals, tests against the baseline's noise floor, rank stability;
-math in :mod:`.stats`) →
-:mod:`.breakdown` (per-tool table, disagreements) → :mod:`.irf` → :mod:`.verdict` → :mod:`.stress` (stress-mode
-tables) → :mod:`.score` → :mod:`.report` (csv/json/md outputs; every text a person opens escaped by the rules
-of :mod:`.escape`) → :mod:`.cli`. Rule throughout: a vendor's failure never improves its score. See
-docs/scoring.md.
+Layers: :mod:`.load` (input) → :mod:`.metrics` (the registry, every metric declared once with its additive
+form and interval; the modules that declare them, found without a list; pure tool-call comparison in
+:mod:`.metrics.correctness`; per-tool table and disagreements in :mod:`.metrics.breakdown`) and :mod:`.stats`
+(the bootstrap over the registry's forms, noise floor and tests, IRF; the model-level columns are
+:mod:`.metrics.model_level`) → :mod:`.verdict` → :mod:`.stress` (stress-mode tables) → :mod:`.score` (records →
+a frozen :class:`ScoreResult`) → :mod:`.report` (csv/json/md/html outputs from sections declared once; every text a
+person opens escaped by the rules of :mod:`.report.escape`) → :mod:`.entrypoints` (score and write) →
+:mod:`.cli`. Rule throughout: a vendor's failure never improves its score. See docs/scoring.md.
 """
 
 from __future__ import annotations
 
 from avv_scoring.baseline_results import BaselineResults
+from avv_scoring.entrypoints import score_paths, stress_only
 from avv_scoring.load import load_records
 from avv_scoring.metrics.registry import METRICS, Metric, metric, render_metric_table
 from avv_scoring.presets import load_thresholds, resolve_thresholds
@@ -30,11 +30,13 @@ from avv_scoring.report.escape import (
     restore_frame,
     terminal_text,
 )
-from avv_scoring.report.outputs import render_markdown, render_tables
-from avv_scoring.score import SCORE_COLUMNS, ScoreResult, score_frame, score_paths, stress_only
+from avv_scoring.report.markdown import render_markdown
+from avv_scoring.report.outputs import write_stress_outputs
+from avv_scoring.report.terminal import render_tables
+from avv_scoring.score import SCORE_COLUMNS, ScoreResult, score_frame
 from avv_scoring.stats.irf import add_irf, irf_scores
 from avv_scoring.stats.uncertainty import StatsSettings
-from avv_scoring.stress import StressResult, stress_tables, write_stress_outputs
+from avv_scoring.stress import StressResult, stress_tables
 from avv_scoring.verdict import Thresholds
 
 __all__ = [

@@ -1,5 +1,5 @@
 """Read K2-Vendor-Verifier / MiniMax-Provider-Verifier ``results.jsonl`` files as a baseline vendor (scoring
-layer, input: called by :func:`avv_scoring.score.score_paths` for ``--baseline-results``).
+layer, input: called by :func:`avv_scoring.entrypoints.score_paths` for ``--baseline-results``).
 
 Each row becomes a record of the baseline vendor (default name ``official``): joined on ``data_index`` = the
 request's 1-based line in the run's sample file (K2VV numbers requests so), a row whose ``status`` is not
@@ -72,7 +72,8 @@ def _calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     for tc in message.get("tool_calls") or []:
         if not isinstance(tc, Mapping):
             continue
-        fn = tc.get("function") if isinstance(tc.get("function"), Mapping) else {}
+        function = tc.get("function")
+        fn: Mapping[str, Any] = function if isinstance(function, Mapping) else {}
         args = fn.get("arguments")
         out.append({"id": str(tc.get("id") or ""), "name": fn.get("name"),
                     "arguments": args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)})

@@ -33,11 +33,12 @@ import pandas as pd
 from avv_core.errors import InputError
 from avv_core.stop_signals import Interrupted, interrupt_on_signals
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
+from avv_scoring.entrypoints import score_paths, stress_only
 from avv_scoring.metrics.registry import render_metric_table
 from avv_scoring.presets import PRESETS, resolve_thresholds, thresholds_yaml
 from avv_scoring.report.escape import neutralise_frame, restore_frame, terminal_text
-from avv_scoring.report.outputs import render_tables
-from avv_scoring.score import ScoreResult, score_paths, stress_only
+from avv_scoring.report.terminal import render_tables
+from avv_scoring.score import ScoreResult
 from avv_scoring.stats.irf import irf_scores, irf_table_columns, resolve_irf_metrics
 from avv_scoring.stats.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, VERDICT_MODES, StatsSettings
 from avv_scoring.stress import stress_tables
@@ -159,7 +160,7 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
     )
     for flag, dest, keyword, text in THRESHOLD_FLAGS:
         kind, _, column = keyword.partition("_")
-        default = dict(defaults.get(column, ())).get(kind)
+        default = next((limit for k, limit in defaults.get(column, ()) if k == kind), None)
         p.add_argument(
             flag,
             dest=dest,

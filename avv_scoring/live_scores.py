@@ -8,12 +8,13 @@ O(new rows); :meth:`LiveRecords.frame` types only the rows added since the last 
 frame it keeps. :func:`score_live` then applies the reader's steps (:func:`avv_scoring.load.read_inputs`:
 ``repeat`` filled with 1, input order columns, the latest row per item) and :func:`~avv_scoring.score.score_frame`
 with the run's tool definitions, default thresholds and the baseline marked in the records — the same call
-:func:`~avv_scoring.score.score_paths` makes for a run folder.
+:func:`~avv_scoring.entrypoints.score_paths` makes for a run folder.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -77,8 +78,7 @@ def score_live(frame: pd.DataFrame, tools_by_sample: ToolsBySample | None, sourc
     """Score the records so far as ``avv-score RUN_DIR`` would (InputError as :func:`score_frame`, e.g. while
     the baseline vendor has no record yet); ``gold_by_sample`` = the samples' gold labels and agent tasks."""
     result = score_frame(prepare(frame, source), tools_by_sample, gold_by_sample=gold_by_sample)
-    result.inputs = [source] if source else []
-    return result
+    return replace(result, inputs=(source,) if source else ())
 
 
 __all__ = ["LiveRecords", "prepare", "score_live"]

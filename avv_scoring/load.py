@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,11 +65,6 @@ class ToolSource:
     gold_by_sample: dict[str, Gold] = field(default_factory=dict)  # labelled samples and agent tasks only
 
 
-def _read_run_json(path: str) -> RunManifest:
-    """run.json as the harness's :class:`~avv_core.manifest.RunManifest` (the one definition)."""
-    return read_manifest(path)
-
-
 def resolve_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[RunInput]:
     """Turn the user's arguments (run folders or records.csv files) into :class:`RunInput` objects.
 
@@ -90,7 +85,7 @@ def resolve_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[RunInput]:
         else:
             raise InputError(f"{path}: no such run folder or records file")
         json_path = os.path.join(os.path.dirname(os.path.abspath(csv_path)), RUN_JSON_NAME)
-        manifest = _read_run_json(json_path) if os.path.isfile(json_path) else None
+        manifest = read_manifest(json_path) if os.path.isfile(json_path) else None  # the one definition of run.json
         inputs.append(
             RunInput(
                 csv_path=csv_path,
@@ -161,13 +156,11 @@ def dedupe_latest(frame: pd.DataFrame) -> pd.DataFrame:
     "Latest" = greatest ``started_at`` (ISO 8601, compared as UTC instants); rows with equal or
     unparseable ``started_at`` are ordered by input order (file order, then row order), the later
     one winning. A row without ``started_at`` sorts before every row that has one. Agent tasks (rows with a
-    ``step``) keep every row of their latest trajectory (:func:`avv_scoring.metrics.trajectories.dedupe_with_steps`).
+    ``step``) keep every row of their latest trajectory (:func:`dedupe_with_steps`).
     """
     if frame.empty:
         return frame.copy()
     if "step" in frame.columns and frame["step"].notna().any():
-        from avv_scoring.metrics.trajectories import dedupe_with_steps
-
         return dedupe_with_steps(frame, dedupe_latest)
     if not frame.duplicated(subset=list(ITEM_KEY)).any():
         return _in_input_order(frame)  # nothing to choose: no copy, no timestamp parsing
@@ -189,6 +182,36 @@ def dedupe_latest(frame: pd.DataFrame) -> pd.DataFrame:
     work = work.drop_duplicates(subset=list(ITEM_KEY), keep="last")
     work = work.sort_values([FILE_ORDER_COL, ROW_ORDER_COL], kind="stable").drop(columns="_started_ts")
     return work.reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------- agent tasks: rows with a step
+
+
+def step_numbers(frame: pd.DataFrame) -> pd.Series:
+    """The ``step`` column as floats (NaN = a single-request row); all NaN when the column is absent."""
+    if "step" not in frame.columns:
+        return pd.Series(float("nan"), index=frame.index, dtype=float)
+    return pd.to_numeric(frame["step"].astype("object"), errors="coerce").astype(float)
+
+
+def dedupe_with_steps(frame: pd.DataFrame, dedupe: Callable[[pd.DataFrame], pd.DataFrame]) -> pd.DataFrame:
+    """One trajectory per item: the rows of the latest one. A trajectory is a run of rows of one item in one file,
+    in file order, from its step 1 (a single-request row is a trajectory of its own); "latest" is decided by
+    ``dedupe`` (:func:`dedupe_latest`) on each trajectory's first row."""
+    work = frame.copy()
+    if FILE_ORDER_COL not in work.columns:
+        work[FILE_ORDER_COL] = 0
+    if ROW_ORDER_COL not in work.columns:
+        work[ROW_ORDER_COL] = range(len(work))
+    work = work.sort_values([FILE_ORDER_COL, ROW_ORDER_COL], kind="stable")
+    step = step_numbers(work)
+    item = pd.util.hash_pandas_object(work[list(ITEM_KEY)].astype(str), index=False)
+    file = work[FILE_ORDER_COL]
+    starts = (step.isna() | (step <= 1) | (item != item.shift()) | (file != file.shift())).to_numpy()
+    instance = pd.Series(starts.cumsum(), index=work.index)
+    firsts = work[starts].drop(columns="step").assign(_instance=instance[starts])
+    winners = set(dedupe(firsts)["_instance"])
+    return work[instance.isin(winners)].reset_index(drop=True)
 
 
 def load_records(paths: Iterable[str | os.PathLike[str]]) -> pd.DataFrame:
@@ -288,8 +311,8 @@ def load_tools(inputs: Sequence[RunInput], samples: str | os.PathLike[str] | Non
     gold: dict[str, Gold] = {}
     loaded: dict[str, str] = {}  # path -> sha256
     for run in inputs:
-        path, _ = _samples_info(run)
-        if path is not None and path in loaded:
+        recorded, _ = _samples_info(run)
+        if recorded is not None and recorded in loaded:
             continue
         sample_set = run_sample_set(run, warnings=warnings)
         if loaded:

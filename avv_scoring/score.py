@@ -1,16 +1,14 @@
-"""Orchestration (scoring layer, between :mod:`.cli` and metrics/IRF/verdict/report): records → per-vendor
-metrics → IRF → verdicts (:func:`score_frame`), and the file-level entry points used by the CLI and the
-harness (:func:`score_paths`, :func:`stress_only`).
+"""Orchestration (scoring layer, between :mod:`.entrypoints` and metrics/IRF/verdict): records → per-vendor
+metrics → IRF → verdicts (:func:`score_frame`) and what it returns (:class:`ScoreResult`); it reads no file: the entry
+points that read run folders and write the outputs are :mod:`.entrypoints` (above the report, which reads
+:class:`ScoreResult`).
 
 Score columns are derived from the metric registry (:mod:`avv_scoring.metrics.registry`), never listed by hand.
 """
 
 from __future__ import annotations
 
-import gc
-import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,19 +24,17 @@ from avv_scoring.load import (
     ToolsBySample,
     dedupe_latest,
     is_success,
-    load_tools,
-    read_inputs,
-    resolve_inputs,
 )
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
 from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.registry import METRICS, RegistryError, model_functions
 from avv_scoring.metrics.trajectories import summarise as summarise_trajectories
 from avv_scoring.metrics.trajectories import trajectory_disagreements
-from avv_scoring.metrics.vendor_table import REPEAT_METRICS, repeat_summary, vendor_tables
-from avv_scoring.stats.irf import IRF_METRICS, MetricsSpec, irf_scores, resolve_irf_metrics
-from avv_scoring.stats.uncertainty import ModelTable, StatsSettings, judge, verdict_thresholds
-from avv_scoring.stress import STRESS_MODE, StressResult, stress_tables
+from avv_scoring.metrics.vendor_table import REPEAT_METRICS, FeatureFrames, repeat_summary, vendor_tables
+from avv_scoring.stats.irf import MetricsSpec, default_irf_metrics, irf_scores, resolve_irf_metrics
+from avv_scoring.stats.statistical_verdict import judge, verdict_thresholds
+from avv_scoring.stats.uncertainty import ModelTable, StatsSettings, VendorSums, vendor_sums
+from avv_scoring.stress import StressResult
 from avv_scoring.verdict import Thresholds
 
 #: Columns that say whose row it is and how it was judged (not metrics).
@@ -70,27 +66,37 @@ REPEAT_COLUMNS: tuple[str, ...] = ("model", "vendor", "repeat", *REPEAT_METRICS)
 BaselineSpec = str | Mapping[str, str] | None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScoreResult:
-    """Everything :func:`score_frame` computed. ``scores`` has one row per (model, vendor) with
-    :data:`SCORE_COLUMNS`, grouped by model (first-seen order) and sorted by IRF within a model."""
+    """Everything :func:`score_frame` computed (frozen: a step that adds to it makes a copy with
+    :func:`dataclasses.replace`; its tables and mappings are read-only by convention). ``scores`` has one row per
+    (model, vendor) with :data:`SCORE_COLUMNS`, grouped by model (first-seen order) and sorted by IRF within a
+    model."""
 
+    #: One row per (model, vendor): :data:`SCORE_COLUMNS` (identity, every registered metric, repeat summaries).
     scores: pd.DataFrame
+    #: One row per (model, vendor, repeat): :data:`REPEAT_COLUMNS`.
     by_repeat: pd.DataFrame
-    baselines: dict[str, str]
+    #: Model → its baseline vendor.
+    baselines: Mapping[str, str]
+    #: The bounds the verdicts checked (after the verdict mode: see ``verdict_thresholds``).
     thresholds: Thresholds
-    warnings: list[str] = field(default_factory=list)
-    inputs: list[str] = field(default_factory=list)
-    sample_files: list[str] = field(default_factory=list)
-    outputs: dict[str, str] = field(default_factory=dict)
+    #: What the reader must know (inputs, unknown samples, unmatched items…), in the order shown.
+    warnings: tuple[str, ...] = ()
+    #: The records files (and baseline results files) scored.
+    inputs: tuple[str, ...] = ()
+    #: The sample files the tools and gold labels came from.
+    sample_files: tuple[str, ...] = ()
+    #: Output name → path of each file written (``scores.csv``, ``report.md``…); empty until written.
+    outputs: Mapping[str, str] = field(default_factory=dict)
     #: The IRF inputs used (column → higher is better).
-    irf_metrics: dict[str, bool] = field(default_factory=lambda: dict(IRF_METRICS))
+    irf_metrics: Mapping[str, bool] = field(default_factory=default_irf_metrics)
     #: Stress tables, when one stress run folder was scored (see :func:`score_paths`).
     stress: StressResult | None = None
     #: False for a stress-only result (:func:`stress_only`): no per-vendor scores were computed.
     scored: bool = True
     #: The client's own lag and CPU per process (avv_core.client_load.client_load); {} for older records.
-    client_load: dict[str, Any] = field(default_factory=dict)
+    client_load: Mapping[str, Any] = field(default_factory=dict)
     #: Per (model, vendor, tool): :data:`~avv_scoring.metrics.breakdown.PER_TOOL_COLUMNS` (see :mod:`.breakdown`).
     per_tool: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PER_TOOL_COLUMNS)))
     #: Items that differ from the baseline or from gold: :data:`~avv_scoring.metrics.breakdown.DISAGREEMENT_COLUMNS`.
@@ -98,11 +104,11 @@ class ScoreResult:
         default_factory=lambda: pd.DataFrame(columns=list(DISAGREEMENT_COLUMNS)))
     #: The records scored (one row per item after de-duplication, tool calls annotated): the report's figures.
     records: pd.DataFrame | None = None
-    #: How intervals, tests and the verdict mode were computed (:mod:`.uncertainty`).
+    #: How intervals, tests and the verdict mode were computed (:mod:`avv_scoring.stats.uncertainty`).
     stats: StatsSettings = field(default_factory=StatsSettings)
     #: Rows of the inputs left out because a cell held a number no record can hold, each named by file, line,
     #: item and cell (:func:`avv_core.record_file.read_records_checked`); the rest was scored.
-    excluded_rows: list[str] = field(default_factory=list)
+    excluded_rows: tuple[str, ...] = ()
 
     @property
     def models(self) -> list[str]:
@@ -224,7 +230,7 @@ def score_frame(
             pd.DataFrame(columns=list(REPEAT_COLUMNS)),
             {},
             thresholds,
-            warnings,
+            tuple(warnings),
             irf_metrics=irf_inputs,
             stats=stats,
         )
@@ -250,6 +256,7 @@ def score_frame(
     differing: list[dict[str, Any]] = []
     groups = records.groupby([model_col, vendor_col], sort=False).groups
     base_of: dict[str, pd.DataFrame] = {}  # each model's baseline rows, selected once
+    sums_of: dict[str, dict[str, VendorSums]] = {}  # model → vendor → its sums per sample id
     for (model, vendor), index in groups.items():
         vendor_rows = records.loc[index]
         base_name = baselines[model]
@@ -257,7 +264,9 @@ def score_frame(
             base_of[model] = records.loc[groups[(model, base_name)]] if (model, base_name) in groups \
                 else records.iloc[0:0]
         base_rows = base_of[model]
-        metrics, by_rep = vendor_tables(vendor_rows, base_rows)
+        frames = FeatureFrames(vendor_rows, base_rows)
+        metrics, by_rep = vendor_tables(vendor_rows, base_rows, frames)
+        sums_of.setdefault(model, {})[vendor] = vendor_sums(frames)  # the bootstrap's, from the same features
         metrics.update(repeat_summary(by_rep))
         run_ids = (
             vendor_rows["run_id"].astype("object").dropna().unique().tolist()
@@ -288,7 +297,7 @@ def score_frame(
                 f"{model}: the baseline {vendor} has no successful item; F1 is missing for every vendor"
             )
 
-    _add_model_metrics(rows, records, baselines, stats, irf_inputs)
+    _add_model_metrics(rows, records, baselines, stats, irf_inputs, sums_of)
     scores = pd.DataFrame(rows)
     scores["irf"] = irf_scores(scores, list(irf_inputs))
     outcomes = [judge(row, thresholds, stats) for row in scores.to_dict("records")]
@@ -303,11 +312,10 @@ def score_frame(
     )
     scores = scores.reindex(columns=list(SCORE_COLUMNS))
     by_repeat = pd.concat(repeat_frames, ignore_index=True).reindex(columns=list(REPEAT_COLUMNS))
-    result = ScoreResult(scores, by_repeat, baselines, thresholds, warnings, irf_metrics=irf_inputs, stats=stats,
-                         per_tool=_in_score_order(tool_rows, PER_TOOL_COLUMNS, scores),
-                         disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores), records=records)
-    result.client_load = _client_load(records)
-    return result
+    return ScoreResult(scores, by_repeat, baselines, thresholds, tuple(warnings), irf_metrics=irf_inputs, stats=stats,
+                       client_load=_client_load(records),
+                       per_tool=_in_score_order(tool_rows, PER_TOOL_COLUMNS, scores),
+                       disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores), records=records)
 
 
 def comparable_items(records: pd.DataFrame, model_col: pd.Series, vendor_col: pd.Series) -> pd.Series:
@@ -334,13 +342,14 @@ def comparable_items(records: pd.DataFrame, model_col: pd.Series, vendor_col: pd
 
 
 def _add_model_metrics(rows: list[dict[str, Any]], records: pd.DataFrame, baselines: Mapping[str, str],
-                       stats: StatsSettings, irf_inputs: Mapping[str, bool]) -> None:
+                       stats: StatsSettings, irf_inputs: Mapping[str, bool],
+                       sums_of: Mapping[str, Mapping[str, VendorSums]]) -> None:
     """Add the columns of the model-level functions (registry ``model_table``) to each vendor's row."""
     model_col = records["model"].astype(str)
     for model in dict.fromkeys(row["model"] for row in rows):
         mine = [row for row in rows if row["model"] == model]
         table = ModelTable(model, baselines[model], records[model_col == model], {row["vendor"]: row for row in mine},
-                           stats, dict(irf_inputs))
+                           stats, dict(irf_inputs), sums_of.get(model, {}))
         for function in model_functions():
             columns = function.for_model(table)
             for row in mine:
@@ -381,159 +390,6 @@ def _per_distinct(column: pd.Series, function: Any) -> np.ndarray:
     return np.array([function(v) for v in values] + [function(None)], dtype=object)[codes]
 
 
-def default_out_dir(paths: Sequence[str]) -> str:
-    """The run folder when exactly one run folder was given, else ``./scores``."""
-    if len(paths) == 1 and os.path.isdir(paths[0]):
-        return paths[0]
-    return "scores"
-
-
-#: The collector's generation-0 threshold while scoring (Python's default is 700).
-SCORING_GC_THRESHOLD = (100_000, 50, 1000)
-
-
-@contextmanager
-def collect_rarely() -> Iterator[None]:
-    """Scoring builds millions of small lists and dicts (parsed calls, sample bodies) and leaves few reference
-    cycles: with the default thresholds the collector re-scanned them over and over (~6 s of 42 at 1 M
-    records, bench/score_scale.py). Restores the previous thresholds."""
-    previous = gc.get_threshold()
-    gc.set_threshold(*SCORING_GC_THRESHOLD)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*previous)
-
-
-@collect_rarely()
-def score_paths(
-    paths: Iterable[str | os.PathLike[str]],
-    baseline: BaselineSpec = None,
-    samples: str | os.PathLike[str] | None = None,
-    out_dir: str | os.PathLike[str] | None = None,
-    thresholds: Thresholds | None = None,
-    write: bool = True,
-    irf_metrics: MetricsSpec = None,
-    baseline_results: Sequence[Any] | None = None,
-    baseline_name: str | None = None,
-    stats: StatsSettings | None = None,
-    html: bool = True,
-) -> ScoreResult:
-    """Load run folders / records.csv files, score them and (``write=True``) write ``scores.csv``,
-    ``scores_by_repeat.csv``, ``scores.json`` and ``report.md`` into ``out_dir``.
-
-    ``baseline_results`` (:class:`avv_scoring.baseline_results.BaselineResults`, ``--baseline-results``) adds
-    K2VV / MiniMax results files as the baseline vendor ``baseline_name`` (default ``official``) of their model;
-    they replace ``baseline`` (giving both is an InputError).
-
-    Tools come from ``samples`` when given, else from the sample file recorded in each run.json
-    (sha256-checked). When exactly one run folder is scored and its run.json says ``"mode": "stress"``,
-    ``result.stress`` holds its stress tables and the outputs include stress.csv, capacity.csv, the two
-    plots and the report's stress section. Raises :class:`avv_core.errors.InputError` on bad input.
-    """
-    from avv_scoring.report.outputs import write_outputs
-
-    paths = [os.fspath(p) for p in paths]
-    inputs = resolve_inputs(paths)
-    excluded: list[str] = []
-    records = read_inputs(inputs, excluded)
-    tool_source = load_tools(inputs, samples)
-    import_notes: list[str] = []
-    if baseline_results:
-        from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, add_baseline_results
-
-        if baseline is not None:
-            raise InputError("--baseline and --baseline-results both name the baseline; give one of them")
-        records, baseline, import_notes = add_baseline_results(
-            records, inputs, baseline_results, baseline_name or DEFAULT_BASELINE_NAME, samples
-        )
-        result_inputs = [*(i.csv_path for i in inputs), *(b.path for b in baseline_results)]
-    else:
-        result_inputs = [i.csv_path for i in inputs]
-    result = score_frame(
-        records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds, irf_metrics=irf_metrics,
-        gold_by_sample=tool_source.gold_by_sample, stats=stats,
-    )
-    result.warnings[:0] = tool_source.warnings + _input_notes(inputs) + import_notes + _excluded_notes(excluded)
-    result.excluded_rows = excluded
-    result.inputs = result_inputs
-    result.sample_files = tool_source.sample_files
-    stress_dir = _single_stress_run(inputs)
-    if stress_dir is not None:
-        result.stress = stress_tables(stress_dir)
-    if write:
-        target = os.fspath(out_dir) if out_dir is not None else default_out_dir(paths)
-        result.outputs = write_outputs(result, target, html=html)
-    return result
-
-
-def _single_stress_run(inputs: Sequence[Any]) -> str | None:
-    """The run folder when exactly one run folder is scored and its run.json says ``"mode": "stress"``."""
-    if len(inputs) != 1 or inputs[0].run_dir is None:
-        return None
-    manifest = inputs[0].manifest
-    return inputs[0].run_dir if manifest is not None and manifest.mode == STRESS_MODE else None
-
-
-def stress_only(
-    run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, write: bool = True
-) -> ScoreResult:
-    """The stress tables of a stress run folder without per-vendor scoring: ``result.scored`` is False and
-    (``write=True``) only stress.csv, capacity.csv, the plots and a report.md holding the stress section
-    are written into ``out_dir`` (default: the run folder). InputError when the folder is not a stress run.
-    """
-    from avv_scoring.report.outputs import write_outputs
-
-    folder = os.fspath(run_dir)
-    stress = stress_tables(folder)
-    if stress is None:
-        raise InputError(f"{folder}: not a stress run (run.json mode is not 'stress')")
-    result = ScoreResult(
-        pd.DataFrame(columns=list(SCORE_COLUMNS)),
-        pd.DataFrame(columns=list(REPEAT_COLUMNS)),
-        {},
-        Thresholds(),
-        inputs=[os.path.join(folder, "records.csv")],
-        stress=stress,
-        scored=False,
-    )
-    if write:
-        result.outputs = write_outputs(result, os.fspath(out_dir) if out_dir is not None else folder)
-    return result
-
-
-#: Rows left out that are named one by one in the warnings (all of them are in ``ScoreResult.excluded_rows``).
-EXCLUDED_SHOWN = 20
-
-
-def _excluded_notes(excluded: list[str]) -> list[str]:
-    if not excluded:
-        return []
-    more = f"; {len(excluded) - EXCLUDED_SHOWN} more not shown" if len(excluded) > EXCLUDED_SHOWN else ""
-    return [f"{len(excluded)} row(s) left out because a cell held a number no record can hold (the other rows are "
-            f"scored){more}:", *excluded[:EXCLUDED_SHOWN]]
-
-
-def _input_notes(inputs: list[Any]) -> list[str]:
-    """What run.json says the reader must know: skipped sample lines, incomplete runs, a token budget hit."""
-    notes = []
-    for item in inputs:
-        run = item.manifest
-        if run is None:
-            continue
-        skipped = (run.samples or {}).get("skipped_lines") or []
-        if skipped:
-            lines = ", ".join(str(line) for line, *_ in skipped[:20]) + (" …" if len(skipped) > 20 else "")
-            notes.append(f"{item.csv_path}: {len(skipped)} malformed sample line(s) skipped (lines {lines})")
-        if run.completed is False:
-            why = f", {run.stop_reason}" if run.stop_reason else ""
-            notes.append(f"{item.csv_path}: the run did not complete ({run.items_recorded} of "
-                         f"{run.items_total} items recorded{why})")
-        if (run.budget or {}).get("exhausted"):
-            notes.append(f"{item.csv_path}: the token budget was reached; later items were not started")
-    return notes
-
-
 __all__ = [
     "IDENTITY_COLUMNS",
     "SCORE_COLUMNS",
@@ -541,6 +397,4 @@ __all__ = [
     "ScoreResult",
     "resolve_baselines",
     "score_frame",
-    "score_paths",
-    "stress_only",
 ]

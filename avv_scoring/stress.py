@@ -1,4 +1,4 @@
-"""Stress-mode scoring (scoring layer): per vendor × level table, capacity per vendor, plots, report section.
+"""Stress-mode scoring (scoring layer): per vendor × level table, capacity per vendor, their CSV files and plots.
 
 Input is a run folder: ``records.csv`` (each request with the ``level`` it *started* in) and ``run.json``,
 whose ``"stress"`` object holds the settings the harness ran with::
@@ -26,8 +26,9 @@ Formulas (per vendor and level, over the records that started in the level):
 Per vendor: ``capacity`` = the highest level that meets the SLO; ``first_429_level`` = the lowest level with
 rate_429 > 1 %; ``peak_tokens_per_s`` = max tokens_per_s; ``stopped_after_level`` from run.json.
 
-:func:`level_table`, :func:`capacity_table`, :func:`settings_from_run_json` and the renderers are pure;
-:func:`stress_tables` reads a run folder, :func:`write_stress_files` / :func:`write_stress_outputs` write.
+:func:`level_table`, :func:`capacity_table` and :func:`settings_from_run_json` are pure; :func:`stress_tables` reads
+a run folder, :func:`write_stress_files` writes. How every output shows the two tables is declared here once
+(:data:`CAPACITY_TABLE`, :data:`LEVEL_TABLE`); the report's stress section is :mod:`avv_scoring.report.sections.stress`.
 """
 
 from __future__ import annotations
@@ -42,10 +43,12 @@ import numpy as np
 import pandas as pd
 
 from avv_core.errors import InputError
-from avv_core.measures import is_missing, meets_slo, percentile
+from avv_core.manifest import read_manifest
+from avv_core.measures import meets_slo, percentile
 from avv_core.records import ERROR_KINDS
-from avv_scoring.load import RECORDS_NAME, RUN_JSON_NAME, _read_run_json, is_success, read_one
-from avv_scoring.report.escape import markdown_table, markdown_text, neutralise_frame, terminal_text
+from avv_scoring.load import RECORDS_NAME, RUN_JSON_NAME, is_success, read_one
+from avv_scoring.report.escape import neutralise_frame
+from avv_scoring.report.format import Column, plain_figure_text
 
 STRESS_MODE = "stress"
 STRESS_CSV = "stress.csv"
@@ -61,6 +64,21 @@ STRESS_COLUMNS: list[str] = [
     *[f"rate_{k}" for k in ERROR_KINDS if k != "http_429"], "meets_slo",
 ]
 CAPACITY_COLUMNS: list[str] = ["vendor", "capacity", "first_429_level", "peak_tokens_per_s", "stopped_after_level"]
+
+#: The capacity table every output shows (report.md, report.html, the terminal): header, column, format.
+CAPACITY_TABLE: tuple[Column, ...] = (
+    Column("Vendor", "vendor", "text"), Column("Capacity", "capacity", "int"),
+    Column("First 429 level", "first_429_level", "int"), Column("Peak tokens/s", "peak_tokens_per_s", "num"),
+    Column("Stopped after level", "stopped_after_level", "int"),
+)
+#: The per-level table every output shows (report.md, report.html, the web UI's Stress levels tab): header, column,
+#: format. A registered metric (success_rate, ttft_p95_ms) prints in its registry format (format None).
+LEVEL_TABLE: tuple[Column, ...] = (
+    Column("Vendor", "vendor", "text"), Column("Level", "level", "int"), Column("Requests", "requests", "int"),
+    Column("Success", "success_rate"), Column("429 share", "rate_429", "rate"), Column("TTFT p95 (ms)", "ttft_p95_ms"),
+    Column("Latency p95 (ms)", "latency_p95_ms", "num"), Column("Tokens/s", "tokens_per_s", "num"),
+    Column("SLO met", "meets_slo", "yes_no"),
+)
 
 #: Keys of run.json's "stress" object (all others are rejected).
 STRESS_KEYS = ("levels", "step_s", "slo_ttft_p95_ms", "slo_error_rate", "level_durations_s", "stopped_after")
@@ -267,7 +285,7 @@ def _read_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     path = os.path.join(os.fspath(run_dir), RUN_JSON_NAME)
     if not os.path.isfile(path):
         raise InputError(f"{os.fspath(run_dir)}: no {RUN_JSON_NAME} (is this a run folder?)")
-    return _read_run_json(path).to_dict()
+    return read_manifest(path).to_dict()
 
 
 def stress_tables(run_dir: str | os.PathLike[str]) -> StressResult | None:
@@ -288,14 +306,6 @@ def stress_tables(run_dir: str | os.PathLike[str]) -> StressResult | None:
     if "level" not in records.columns:
         raise InputError(f"{csv_path}: no 'level' column (not written by a stress run)")
     return stress_result(records, settings, folder, notes)
-
-
-def plain_figure_text() -> Any:
-    """A context in which matplotlib draws figure text as written: by default it reads ``$…$`` as TeX math, so a
-    tool or vendor name such as ``get$\\undefinedcmd$`` in a label raised inside its parser and lost the report."""
-    import matplotlib
-
-    return matplotlib.rc_context({"text.parse_math": False})
 
 
 def plot(levels: pd.DataFrame, column: str, ylabel: str, path: str, slo: float | None = None) -> None:
@@ -337,84 +347,17 @@ def write_stress_files(result: StressResult, out_dir: str | os.PathLike[str]) ->
     return paths
 
 
-def write_stress_outputs(run_dir: str | os.PathLike[str]) -> str:
-    """Re-render stress.csv, capacity.csv and the two PNGs of a stress run folder; return the terminal table.
-
-    report.md is not touched (it has one writer, :func:`avv_scoring.report.outputs.write_outputs`). InputError when
-    the folder is not a stress run.
-    """
-    result = stress_tables(run_dir)
-    if result is None:
-        raise InputError(f"{os.fspath(run_dir)}: not a stress run (run.json mode is not 'stress')")
-    write_stress_files(result, run_dir)
-    return render_stress_terminal(result)
-
-
-# ---------------------------------------------------------------------------------------------- rendering
-
-
-def _cell(value: Any, fmt: str = "{}") -> str:
-    return "" if is_missing(value) else fmt.format(value)
-
-
-def render_stress_markdown(result: StressResult) -> str:
-    """The report's stress section (Markdown, no trailing newline)."""
-    s = result.settings
-    ladder = ", ".join(str(level) for level in s.levels) or "from the records"
-    lines = [
-        "## Stress: capacity per vendor",
-        "",
-        f"SLO: TTFT p95 ≤ {s.slo_ttft_p95_ms:g} ms and error share ≤ {s.slo_error_rate:g}. "
-        f"Ladder: {ladder} users per vendor, {s.step_s:g} s per level; tokens/s uses each level's measured "
-        "duration.",
-        "",
-        markdown_table(
-            ["Vendor", "Capacity", "First 429 level", "Peak tokens/s", "Stopped after level"],
-            [[row.vendor, _cell(row.capacity), _cell(row.first_429_level), _cell(row.peak_tokens_per_s, "{:.1f}"),
-              _cell(row.stopped_after_level)] for row in result.capacity.itertuples(index=False)]),
-        "",
-        markdown_table(
-            ["Vendor", "Level", "Requests", "Success", "429 share", "TTFT p95 (ms)", "Latency p95 (ms)", "Tokens/s",
-             "SLO"],
-            [[row.vendor, row.level, row.requests, f"{row.success_rate:.3f}", f"{row.rate_429:.3f}",
-              _cell(row.ttft_p95_ms, "{:.0f}"), _cell(row.latency_p95_ms, "{:.0f}"), f"{row.tokens_per_s:.1f}",
-              "yes" if row.meets_slo else "no"] for row in result.levels.itertuples(index=False)]),
-    ]
-    if len(result.levels):
-        lines += ["", f"![TTFT p95]({TTFT_PLOT}) ![tokens/s]({TOKENS_PLOT})"]
-    if result.notes:
-        lines += [""] + [f"- {markdown_text(note)}" for note in result.notes]
-    return "\n".join(lines)
-
-
-def render_stress_terminal(result: StressResult) -> str:
-    """The capacity table for the terminal (no trailing newline)."""
-    head = f"{'Vendor':<24} {'Capacity':>8} {'First 429':>9} {'Peak tok/s':>10}"
-    lines = ["Stress: capacity per vendor", head, "-" * len(head)]
-
-    def show(value: Any) -> str:
-        return "-" if is_missing(value) else str(value)
-
-    for row in result.capacity.itertuples(index=False):
-        lines.append(
-            f"{terminal_text(row.vendor):<24} {show(row.capacity):>8} {show(row.first_429_level):>9} "
-            f"{row.peak_tokens_per_s:>10.1f}"
-        )
-    return "\n".join(lines)
-
-
 __all__ = [
     "CAPACITY_COLUMNS",
+    "CAPACITY_TABLE",
+    "LEVEL_TABLE",
     "STRESS_COLUMNS",
     "StressResult",
     "StressSettings",
     "capacity_table",
     "level_table",
-    "render_stress_markdown",
-    "render_stress_terminal",
     "settings_from_run_json",
     "stress_result",
     "stress_tables",
     "write_stress_files",
-    "write_stress_outputs",
 ]

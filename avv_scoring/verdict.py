@@ -18,6 +18,7 @@ from typing import Any
 from avv_core.measures import is_missing
 from avv_scoring.metrics.registry import (
     KINDS,
+    Kind,
     Limit,
     RegistryError,
     check_limit,
@@ -63,6 +64,11 @@ def _bounds(column: str, bound: Any) -> dict[str, float]:
     return out
 
 
+def _kind(kind: str) -> Kind:
+    """A bound kind already checked to be one of :data:`KINDS`, as a :data:`Kind`."""
+    return "min" if kind == "min" else "max"
+
+
 def _split_keyword(name: str) -> tuple[str, str]:
     """``"min_success_rate"`` → ``("min", "success_rate")``; ValueError for anything else."""
     kind, sep, column = name.partition("_")
@@ -96,6 +102,8 @@ class Thresholds(Mapping[str, Bounds]):
     """
 
     __slots__ = ("_bounds", "_name")
+    _bounds: dict[str, Bounds]  # column → its bounds, in registry order
+    _name: str  # the preset or file they came from
 
     def __init__(self, bounds: Mapping[str, Any] | None = None, /, **limits: float | None) -> None:
         merged = self._apply({c: {k: v} for c, (k, v) in default_thresholds().items()}, bounds or {}, limits)
@@ -132,7 +140,7 @@ class Thresholds(Mapping[str, Bounds]):
 
     def _derive(self, changes: Mapping[str, Any], limits: Mapping[str, float | None]) -> Thresholds:
         out = Thresholds.__new__(Thresholds)
-        current = {c: dict(b) for c, b in self._bounds.items()}
+        current: dict[str, dict[str, float]] = {c: dict(b) for c, b in self._bounds.items()}
         object.__setattr__(out, "_bounds", self._apply(current, changes, limits))
         object.__setattr__(out, "_name", self._name)
         return out
@@ -161,7 +169,7 @@ class Thresholds(Mapping[str, Bounds]):
             kinds = out[column]
             if "min" in kinds and "max" in kinds and kinds["min"] > kinds["max"]:
                 raise ValueError(f"thresholds: {column!r} has min {kinds['min']:g} above max {kinds['max']:g}")
-            result[column] = tuple((k, kinds[k]) for k in KINDS if k in kinds)
+            result[column] = tuple((_kind(k), kinds[k]) for k in KINDS if k in kinds)
         return result
 
     # the mapping -----------------------------------------------------------------------------------
@@ -195,7 +203,8 @@ class Thresholds(Mapping[str, Bounds]):
             kind, column = _split_keyword(name)
         except ValueError:
             raise AttributeError(name) from None
-        return dict(self._bounds.get(column, ())).get(kind)
+        bounds: dict[str, float] = dict(self._bounds.get(column, ()))
+        return bounds.get(kind)
 
     # reading ---------------------------------------------------------------------------------------
 
@@ -241,7 +250,7 @@ def verdict(metrics: Mapping[str, Any], thresholds: Thresholds | None = None) ->
     reasons: list[str] = []
     for column, kind, limit in thresholds.checks():
         value = metrics.get(column)
-        if is_missing(value):
+        if value is None or is_missing(value):
             if f"{column} missing" not in reasons:  # a band names a missing metric once
                 reasons.append(f"{column} missing")
         elif kind == "min" and float(value) < limit:

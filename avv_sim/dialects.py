@@ -1,34 +1,38 @@
 """Vendor dialects of the simulator: the ``require_reasoning_content`` and ``broken_template`` quirks, the
-``/v1/completions`` endpoint (prompt in, decisions out as text) and its wire format.
+``/v1/completions`` endpoint (prompt in, decisions out as text).
 
 Pure (no I/O). The server calls these around :func:`avv_sim.plan.make_plan`:
 
 - ``require_reasoning_content``: a chat request whose history has an assistant turn with ``tool_calls``
   and without a non-empty ``reasoning_content`` is answered 400 (as Kimi K2.5 / K2-thinking deployments do).
-- ``broken_template`` (chat): the calls the model makes go out as content, one Markdown ``json`` fence per
-  call (``{"name": …, "arguments": …}``), and finish ``stop`` — what a deployment with a broken chat
-  template / tool parser sends.
+- ``broken_template`` (chat): the calls the model makes go out as content, by default one Markdown ``json``
+  fence per call (``{"name": …, "arguments": …}``), and finish ``stop`` — what a deployment with a broken
+  chat template / tool parser sends.
 - completions: the prompt is parsed back (:mod:`avv_sim.prompt`), the plan is made from the same decision
-  key as the chat request, and everything goes out as ``choices[0].text``: reasoning as a leading
-  ``<think>…</think>`` block, calls in hermes format ``<tool_call>\\n{"name": …, "arguments": …}\\n</tool_call>``,
-  finish ``stop`` (or ``length``). Markers cost no tokens; the tokens and their timing are those of the
-  chat plan, so TTFT and TPS are the same in both modes.
+  key as the chat request, and everything goes out as ``choices[0].text`` (:class:`avv_sim.wire.TextWire`):
+  reasoning as a leading ``<think>…</think>`` block, calls by default in hermes format
+  ``<tool_call>\\n{"name": …, "arguments": …}\\n</tool_call>``, finish ``stop`` (or ``length``). Markers cost
+  no tokens; the tokens and their timing are those of the chat plan, so TTFT and TPS are the same in both
+  modes.
+
+The calls are written by a text tool-call format of :mod:`avv_core.tool_formats`: the profile's
+``tool_parser`` knob picks one, else the defaults above.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
 
+from avv_core.reasoning import THINK_CLOSE, THINK_OPEN
+from avv_core.tool_formats import CALL_SEPARATOR, FORMATS, CallText, ToolFormat
 from avv_sim.draws import chance
 from avv_sim.plan import Plan
 from avv_sim.profiles import Profile
 from avv_sim.prompt import parse_prompt
 from avv_sim.request import RequestError
 from avv_sim.tokens import Token, group_chunks
-from avv_sim.wire import Wire, compact_json, json_string
 
 REQUIRE_REASONING = "require_reasoning_content"
 BROKEN_TEMPLATE = "broken_template"
@@ -70,36 +74,60 @@ def completion_view(body: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     return view, prompt
 
 
-def _call_open(plan: Plan, index: int, fenced: bool) -> str:
-    name = next(c.name for c in plan.tool_calls if c.index == index)
-    head = '{"name": ' + json_string(name) + ', "arguments": '
-    return ("```json\n" if fenced else "<tool_call>\n") + head
+BROKEN_TEMPLATE_FORMAT = "json_fenced"  # what broken_template writes when the profile names no tool_parser
+COMPLETION_FORMAT = "hermes"  # what /v1/completions answers are written in when it names none
 
 
-def text_calls(plan: Plan, style: str, per_chunk: int) -> list[dict[str, Any]]:
-    """Re-render the plan's calls (and, for completions, its reasoning) as text, in place; the calls as
-    planned, for the truth log (``text_tool_calls``). ``style``: ``fenced`` (broken_template) or ``hermes``."""
-    fenced = style == "fenced"
-    close_call = "}\n```" if fenced else "}\n</tool_call>"
+def _written_calls(plan: Plan, fmt: ToolFormat) -> dict[int, CallText]:
+    """Each call of the plan as ``fmt`` writes it, from the argument text its tokens carry."""
+    names = {c.index: c.name for c in plan.tool_calls}
+    arguments: dict[int, str] = {}
+    for tok in plan.tokens:
+        if tok.kind == "tool":
+            arguments[tok.index] = arguments.get(tok.index, "") + tok.text
+    return {index: fmt.write(names[index], text, index) for index, text in arguments.items()}
+
+
+def _respelled(tokens: list[Token], written: dict[int, CallText]) -> list[Token]:
+    """The tokens, with the arguments of each call the format spells differently from its JSON (not the JSON
+    formats) spread over that call's argument tokens: as many tokens as before, so the timing stays."""
+    out = list(tokens)
+    for index, call in written.items():
+        positions = [i for i, t in enumerate(tokens) if t.kind == "tool" and t.index == index and not t.header]
+        if "".join(tokens[i].text for i in positions) == call.arguments:
+            continue
+        positions = positions or [next(i for i, t in enumerate(tokens) if t.kind == "tool" and t.index == index)]
+        text, n = call.arguments, len(positions)
+        for k, i in enumerate(positions):
+            out[i] = Token("tool", text[len(text) * k // n: len(text) * (k + 1) // n], index, tokens[i].header)
+    return out
+
+
+def _as_text(plan: Plan, fmt: ToolFormat, per_chunk: int, completion: bool) -> list[dict[str, Any]]:
+    """Re-render the plan's calls in ``fmt`` (and, for a completion, its reasoning as a ``<think>`` block), in
+    place; the calls as planned, for the truth log (``text_tool_calls``). In a chat answer (broken_template)
+    the calls become content and reasoning stays in its field."""
+    written = _written_calls(plan, fmt)
     tokens: list[Token] = []
     previous: Token | None = None
-    for tok in plan.tokens:
+    for tok in _respelled(plan.tokens, written):
         prefix = ""
-        if tok.kind == "reasoning" and not fenced and (previous is None or previous.kind != "reasoning"):
-            prefix = "<think>\n"
-        if previous is not None and previous.kind == "reasoning" and tok.kind != "reasoning" and not fenced:
-            prefix = "\n</think>\n\n"
+        if tok.kind == "reasoning" and completion and (previous is None or previous.kind != "reasoning"):
+            prefix = THINK_OPEN
+        if previous is not None and previous.kind == "reasoning" and tok.kind != "reasoning" and completion:
+            prefix = THINK_CLOSE
         if tok.kind == "tool" and tok.header:
-            prefix += (close_call + "\n" if previous is not None and previous.kind == "tool" else "")
-            prefix += _call_open(plan, tok.index, fenced)
+            if previous is not None and previous.kind == "tool":
+                prefix += written[previous.index].after + CALL_SEPARATOR
+            prefix += written[tok.index].before
         text = prefix + tok.text
-        kind = "content" if fenced and tok.kind == "tool" else tok.kind
+        kind = "content" if not completion and tok.kind == "tool" else tok.kind
         tokens.append(Token(kind, text, 0 if kind == "content" else tok.index, tok.header and kind == "tool"))
         previous = tok
     if tokens and plan.finish_reason != "length":  # close what the last token left open
-        last = tokens[-1]
-        tail = close_call if plan.tokens[-1].kind == "tool" else "\n</think>\n\n" if (
-            plan.tokens[-1].kind == "reasoning" and not fenced) else ""
+        last, last_planned = tokens[-1], plan.tokens[-1]
+        tail = written[last_planned.index].after if last_planned.kind == "tool" else THINK_CLOSE if (
+            last_planned.kind == "reasoning" and completion) else ""
         tokens[-1] = Token(last.kind, last.text + tail, last.index, last.header)
     calls = [{"index": c.index, "id": c.id, "name": c.name, "arguments": c.arguments, "broken": c.broken}
              for c in plan.tool_calls]
@@ -109,42 +137,14 @@ def text_calls(plan: Plan, style: str, per_chunk: int) -> list[dict[str, Any]]:
     return calls
 
 
-def as_completion(plan: Plan, prompt: str, per_chunk: int) -> list[dict[str, Any]]:
-    """Turn a chat plan into a completions plan (text, hermes calls, prompt tokens = ceil(len(prompt) / 4))."""
+def text_calls(plan: Plan, tool_parser: str | None, per_chunk: int) -> list[dict[str, Any]]:
+    """broken_template: the plan's calls go out as content in the ``tool_parser`` format (default
+    :data:`BROKEN_TEMPLATE_FORMAT`), finish ``stop``; the calls as planned, for the truth log."""
+    return _as_text(plan, FORMATS[tool_parser or BROKEN_TEMPLATE_FORMAT], per_chunk, completion=False)
+
+
+def as_completion(plan: Plan, prompt: str, per_chunk: int, tool_parser: str | None = None) -> list[dict[str, Any]]:
+    """Turn a chat plan into a completions plan (text; calls in the ``tool_parser`` format, default
+    :data:`COMPLETION_FORMAT`; prompt tokens = ceil(len(prompt) / 4))."""
     plan.prompt_tokens = max(1, math.ceil(len(prompt) / 4))
-    return text_calls(plan, "hermes", per_chunk)
-
-
-class TextWire(Wire):
-    """``text_completion`` events: every token chunk, whatever its kind, is ``choices[0].text``."""
-
-    def __init__(self, plan: Plan, created: int, completion_id: str):
-        super().__init__(plan, created, completion_id.replace("chatcmpl-", "cmpl-", 1))
-        head = compact_json({"id": self.completion_id, "object": "text_completion", "created": created,
-                       "model": plan.model})[:-1]
-        self._head = head
-        self._chunk_prefix = head + ',"choices":[{"index":0,"text":'
-        self._chunk_suffix = ',"logprobs":null,"finish_reason":null}]}'
-
-    def role_event(self) -> bytes:
-        return self.frame(self._chunk_prefix + '""' + self._chunk_suffix)
-
-    def delta_json(self, chunk: Any, position: int = -1) -> str:
-        return json_string(chunk.text)
-
-    def finish_event(self, with_usage: bool) -> bytes | None:
-        reason = self.finish_reason()
-        if reason is None and not with_usage:
-            return None
-        obj: dict[str, Any] = json.loads(self._head + "}")
-        obj["choices"] = [{"index": 0, "text": "", "logprobs": None, "finish_reason": reason}]
-        if with_usage:
-            obj["usage"] = self.usage()
-        return self.frame(compact_json(obj))
-
-    def completion_body(self) -> dict[str, Any]:
-        obj: dict[str, Any] = json.loads(self._head + "}")
-        obj["choices"] = [{"index": 0, "text": "".join(c.text for c in self.plan.chunks), "logprobs": None,
-                           "finish_reason": self.finish_reason()}]
-        obj["usage"] = self.usage()
-        return obj
+    return _as_text(plan, FORMATS[tool_parser or COMPLETION_FORMAT], per_chunk, completion=True)

@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from avv_core.errors import InputError
+from avv_core.reasoning import RESPONSE_FIELD_NAMES
+from avv_core.tool_formats import TOOL_PARSERS
 from avv_core.yaml_io import load_yaml, loads_yaml
 from avv_sim.quirks import QUIRKS
 
 OVER_LIMIT_MODES = ("429", "queue")
-REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
+REASONING_FIELDS = RESPONSE_FIELD_NAMES  # the reasoning_field knob's values (avv_core.reasoning)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 Check = Literal["rate", "non_negative", "positive", "http_status"]
@@ -123,9 +125,15 @@ class Profile:
     reasoning_only_rate: float = knob(0.0, "fraction of responses that end after the reasoning (no content, no tool "
                                       "call; `reasoning_tokens`, or `output_tokens` if that is 0)", check="rate",
                                       truth="reasoning_only")
-    reasoning_field: str = knob("reasoning_content", "the field reasoning is streamed in: `reasoning_content`, "
-                                "`reasoning` or `reasoning_details` (`[{\"type\": \"reasoning.text\", \"text\": …, "
-                                "\"index\": 0}]`); also the message field of JSON bodies", choices=REASONING_FIELDS)
+    reasoning_field: str = knob("reasoning_content", "the field reasoning is streamed in: a response field of "
+                                "`avv_core/reasoning.py` — `reasoning_content`, `reasoning` or `reasoning_details` "
+                                "(`[{\"type\": \"reasoning.text\", \"text\": …, \"index\": 0}]`); also the message "
+                                "field of JSON bodies", choices=REASONING_FIELDS)
+    # calls written as text
+    tool_parser: str | None = knob(None, "the text tool-call format (`avv_core/tool_formats.py`; README, "
+                                   "Raw-completions mode) calls are written in where they go out as text: under "
+                                   "`broken_template` (none: `json_fenced`) and on `/v1/completions` (none: "
+                                   "`hermes`)", choices=TOOL_PARSERS, truth="text_tool_calls")
     # language
     language_drift_rate: float = knob(0.0, "fraction of content answers (per seed, body, attempt) written in another "
                                       "script than the prompt's: Cyrillic, or Latin for a Cyrillic prompt (the "

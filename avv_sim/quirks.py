@@ -221,10 +221,11 @@ QUIRK_TABLE: tuple[Quirk, ...] = (
           "without a non-empty `reasoning_content` is answered HTTP 400 (`invalid_request_error`, `param: "
           "messages[i].reasoning_content`), as Kimi K2.5 / K2-thinking deployments do; truth `fault` and `quirks` "
           "name the quirk", REQUEST, applied_by="avv_sim.dialects.check_reasoning_content"),
-    Quirk("broken_template", "the calls the model makes go out as `content`, one `` ```json `` fence per call "
-          "holding `{\"name\": …, \"arguments\": …}`, and `finish_reason: \"stop\"` (stream and JSON body) — a "
-          "deployment whose chat template / tool parser is broken; truth `tool_calls` is empty and "
-          "`text_tool_calls` lists the calls", CHAT, "tool_calls", applied_by="avv_sim.server.plan_request"),
+    Quirk("broken_template", "the calls the model makes go out as `content`, in the `tool_parser` knob's format "
+          "(default: one `` ```json `` fence per call holding `{\"name\": …, \"arguments\": …}`), and "
+          "`finish_reason: \"stop\"` (stream and JSON body) — a deployment whose chat template / tool parser is "
+          "broken; truth `tool_calls` is empty and `text_tool_calls` lists the calls", CHAT, "tool_calls",
+          applied_by="avv_sim.server.plan_request"),
 )
 
 QUIRKS: tuple[str, ...] = tuple(q.name for q in QUIRK_TABLE)

@@ -32,7 +32,7 @@ from avv_sim.profiles import Profile
 from avv_sim.quirks import Quirk, body_quirk
 from avv_sim.request import RequestError, request_hash
 from avv_sim.truth import Exchange, TruthLog, build_truth
-from avv_sim.wire import Wire, error_body
+from avv_sim.wire import TextWire, Wire, error_body
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 ATTEMPT_HEADER = "X-AVV-Attempt"
@@ -210,7 +210,7 @@ class Simulator:
         # the schedule counts from arrival (plus any queueing), not from when planning finished
         t0 = ex.t_arrival + (ex.queued_ms + profile.ttft_ms + plan.jitter_ms) / 1000.0
         if ex.endpoint == "completions":
-            wire: Wire = dialects.TextWire(plan, int(time.time()), _completion_id(plan))
+            wire: Wire = TextWire(plan, int(time.time()), _completion_id(plan))
         else:
             wire = Wire(plan, int(time.time()), _completion_id(plan), profile.reasoning_field)
         if profile.header_delay_ms:
@@ -401,14 +401,14 @@ def plan_request(profile: Profile, body: dict[str, Any], ex: Exchange, attempt: 
         entry = gold.get(gold_key(view)) if gold else None
         task = agents.find(view) if agents else None
         plan = make_plan(profile, view, attempt, key, entry, repeat=repeat, agent=task, endpoint="completions")
-        ex.text_tool_calls = dialects.as_completion(plan, prompt, profile.tokens_per_chunk)
+        ex.text_tool_calls = dialects.as_completion(plan, prompt, profile.tokens_per_chunk, profile.tool_parser)
         return plan
     ex.decision_key = key = decision_key(body)
     dialects.check_reasoning_content(profile, body, key, attempt)
     plan = make_plan(profile, body, attempt, key, gold.get(gold_key(body)) if gold else None,
                      repeat=repeat, agent=agents.find(body) if agents else None)
     if plan.has(dialects.BROKEN_TEMPLATE):
-        ex.text_tool_calls = dialects.text_calls(plan, "fenced", profile.tokens_per_chunk)
+        ex.text_tool_calls = dialects.text_calls(plan, profile.tool_parser, profile.tokens_per_chunk)
     return plan
 
 

@@ -1,8 +1,11 @@
-"""Wire format: SSE events and JSON bodies for a :class:`~avv_sim.plan.Plan` (simulator layer).
+"""Wire format: SSE events and JSON bodies for a :class:`~avv_sim.plan.Plan`, chat completions (:class:`Wire`) and
+text completions (:class:`TextWire`, raw mode) (simulator layer).
 
 Pure string/bytes building, no I/O. Chunk envelopes are prebuilt once per request so each event costs
-one small ``json.dumps`` of its delta. The quirks' framing and finish_reason hooks (:mod:`avv_sim.quirks`) are
-applied here; ``repeat_tool_header`` and ``invalid_utf8`` are written by :meth:`Wire.delta_json`.
+one small ``json.dumps`` of its delta. Reasoning goes out in the profile's ``reasoning_field``, written as
+:mod:`avv_core.reasoning` declares that field. The quirks' framing, stream and finish_reason hooks
+(:mod:`avv_sim.quirks`) are applied here; ``repeat_tool_header`` and ``invalid_utf8`` are written by
+:meth:`Wire.delta_json`.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from avv_core.reasoning import FIELDS_BY_NAME
 from avv_sim.plan import Plan
 from avv_sim.quirks import TailPart
 from avv_sim.tokens import Chunk, token_counts
@@ -29,6 +33,7 @@ def compact_json(obj: Any) -> str:
 #: A str as a JSON string literal: ``json.dumps`` itself (with its defaults it is C-accelerated; no wrapper call
 #: per streamed event).
 json_string: Callable[[str], str] = json.dumps
+_compact_ascii = json.JSONEncoder(separators=(",", ":")).encode  # any value, non-ASCII escaped as json_string does
 
 
 def error_body(message: str, etype: str, code: str | None, param: str | None = None) -> dict[str, Any]:
@@ -41,7 +46,8 @@ class Wire:
 
     def __init__(self, plan: Plan, created: int, completion_id: str, reasoning_field: str = "reasoning_content"):
         self.plan = plan
-        self.reasoning_field = reasoning_field  # reasoning_content | reasoning | reasoning_details
+        self.reasoning_field = reasoning_field  # one of avv_core.reasoning's response fields
+        self._reasoning = FIELDS_BY_NAME[reasoning_field]
         self.created = created
         self.completion_id = completion_id
         self.effects = plan.effects()
@@ -100,10 +106,7 @@ class Wire:
     def delta_json(self, chunk: Chunk, position: int = -1) -> str:
         """The delta object as JSON text, built by hand: this runs once per streamed event."""
         if chunk.kind == "reasoning":
-            if self.reasoning_field == "reasoning_details":
-                return ('{"reasoning_details":[{"type":"reasoning.text","text":' + json_string(chunk.text)
-                        + ',"index":0}]}')
-            return '{"' + self.reasoning_field + '":' + json_string(chunk.text) + "}"
+            return '{"' + self.reasoning_field + '":' + _compact_ascii(self._reasoning.write(chunk.text)) + "}"
         if chunk.kind == "content":
             text = chunk.text + (_INVALID_UTF8_MARK if position == self._utf8_chunk else "")
             return '{"content":' + json_string(text) + "}"
@@ -208,8 +211,7 @@ class Wire:
             message["content"] = ""
         if counts["reasoning"]:
             text = "".join(c.text for c in self.plan.chunks if c.kind == "reasoning")
-            message[self.reasoning_field] = ([{"type": "reasoning.text", "text": text, "index": 0}]
-                                             if self.reasoning_field == "reasoning_details" else text)
+            message[self.reasoning_field] = self._reasoning.write(text)
         if self.plan.tool_calls:
             message["tool_calls"] = [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
@@ -228,3 +230,38 @@ class Wire:
         if not self.plan.has("invalid_utf8"):
             return -1
         return next((i for i, c in enumerate(self.plan.chunks) if c.kind == "content"), -1)
+
+
+class TextWire(Wire):
+    """``text_completion`` events: every token chunk, whatever its kind, is ``choices[0].text``."""
+
+    def __init__(self, plan: Plan, created: int, completion_id: str):
+        super().__init__(plan, created, completion_id.replace("chatcmpl-", "cmpl-", 1))
+        head = compact_json({"id": self.completion_id, "object": "text_completion", "created": created,
+                       "model": plan.model})[:-1]
+        self._head = head
+        self._chunk_prefix = head + ',"choices":[{"index":0,"text":'
+        self._chunk_suffix = ',"logprobs":null,"finish_reason":null}]}'
+
+    def role_event(self) -> bytes:
+        return self.frame(self._chunk_prefix + '""' + self._chunk_suffix)
+
+    def delta_json(self, chunk: Any, position: int = -1) -> str:
+        return json_string(chunk.text)
+
+    def finish_event(self, with_usage: bool) -> bytes | None:
+        reason = self.finish_reason()
+        if reason is None and not with_usage:
+            return None
+        obj: dict[str, Any] = json.loads(self._head + "}")
+        obj["choices"] = [{"index": 0, "text": "", "logprobs": None, "finish_reason": reason}]
+        if with_usage:
+            obj["usage"] = self.usage()
+        return self.frame(compact_json(obj))
+
+    def completion_body(self) -> dict[str, Any]:
+        obj: dict[str, Any] = json.loads(self._head + "}")
+        obj["choices"] = [{"index": 0, "text": "".join(c.text for c in self.plan.chunks), "logprobs": None,
+                           "finish_reason": self.finish_reason()}]
+        obj["usage"] = self.usage()
+        return obj

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from avv_core.errors import InputError
+from avv_core.tool_formats import TOOL_PARSERS
 from avv_harness.inputs.config import environment_with_dotenv, load_config, parse_config
 from avv_harness.inputs.secrets import Redactor
 from tests.locust_runs import write_yaml
@@ -63,7 +64,7 @@ def test_run_json_entry_and_identity(tmp_path):
     ({"endpoint": "completions"}, "m.vendors[1] (b).chat_template: endpoint: completions needs a chat_template"),
     ({"endpoint": "completions", "chat_template": "missing.jinja"}, "chat_template: 'missing.jinja' not found"),
     ({"endpoint": "completions", "chat_template": HERMES, "tool_parser": "xml"},
-     "m.vendors[1] (b).tool_parser: must be one of hermes, kimi, json_fenced, mistral, got 'xml'"),
+     f"m.vendors[1] (b).tool_parser: must be one of {', '.join(TOOL_PARSERS)}, got 'xml'"),
     ({"chat_template": HERMES}, "m.vendors[1] (b).chat_template: only used with endpoint: completions"),
 ])
 def test_bad_dialect_keys_name_file_and_key(tmp_path, patch, needle):

@@ -11,7 +11,7 @@ import requests
 
 from avv_core.items import ItemKey, WorkItem
 from avv_core.samples import Sample
-from avv_core.tool_parsers import parse_completion
+from avv_core.tool_formats import parse_completion
 from avv_harness.dialects.chat_template import TemplateRenderError, load_chat_template
 from avv_harness.dialects.dialect import TEMPLATES_DIR, Dialect
 from avv_harness.inputs.config import Vendor

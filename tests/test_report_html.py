@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from avv_scoring import score_paths, stress_only
 from avv_scoring.live_scores import LiveRecords, score_live
 from avv_scoring.load import load_tools, resolve_inputs
 from avv_scoring.report.html import render_html
+from avv_scoring.report.section import html_sections
 from avv_scoring.testing import record
 from tests.test_scoring_paths import _tc, baseline_rows, vendor_rows, write_run, write_samples
 from tests.test_scoring_stress import write_stress_run
@@ -71,9 +73,13 @@ def test_report_html_is_self_contained_and_names_every_vendor_with_a_figure_per_
         assert vendor in page
     assert "<b>noisy</b>" not in page  # names are escaped
     found = sections(page)
-    assert list(found) == ["scores", "uncertainty", "latency", "errors", "repeats", "tools"]  # tools: calls
-    for key, block in found.items():
-        assert png_count(block) >= 1, key
+    # every declared HTML section that applies (no agent task, not a stress run), in the declared order; these six
+    # each with a figure (a section declared later may have none: figures are report.html's option)
+    assert list(found) == [s.key for s in html_sections() if s.html is not None and s.key not in ("agent", "stress")]
+    figured = ["scores", "uncertainty", "latency", "errors", "repeats", "tools"]  # tools: calls
+    assert [key for key in found if key in figured] == figured
+    for key in figured:
+        assert png_count(found[key]) >= 1, key
     # verdict colours, thresholds under the headers, broken cells marked
     verdicts = {v: r["verdict"] for v, r in result.scores.set_index("vendor").iterrows()}
     assert found["scores"].count('class="l pass"') == list(verdicts.values()).count("pass")
@@ -119,15 +125,13 @@ def test_stress_section_and_stress_only(tmp_path):
 
 def test_tools_section_appears_only_when_the_result_has_a_per_tool_table(scored):
     _, result = scored
-    result.per_tool = pd.DataFrame()
-    result.disagreements = pd.DataFrame()
+    result = replace(result, per_tool=pd.DataFrame(), disagreements=pd.DataFrame())  # ScoreResult is frozen
     assert "tools" not in sections(render_html(result))
-    result.per_tool = pd.DataFrame([
+    result = replace(result, per_tool=pd.DataFrame([
         {"model": "m", "vendor": "official", "tool": "get_weather", "calls": 4, "tool_match": 1.0},
         {"model": "m", "vendor": "cheap", "tool": "get_weather", "calls": 4, "tool_match": 0.5},
-    ])
-    result.disagreements = pd.DataFrame([{"model": "m", "vendor": "cheap", "sample_id": str(i), "repeat": 1,
-                                          "kind": "other_arguments", "vendor_calls": "<call>"} for i in range(30)])
+    ]), disagreements=pd.DataFrame([{"model": "m", "vendor": "cheap", "sample_id": str(i), "repeat": 1,
+                                     "kind": "other_arguments", "vendor_calls": "<call>"} for i in range(30)]))
     block = sections(render_html(result))["tools"]
     assert png_count(block) == 1 and "get_weather" in block and "first disagreements (20 of 30" in block
     assert block.count("other_arguments") == 20 and "&lt;call&gt;" in block

@@ -13,7 +13,8 @@ from avv_core.errors import InputError
 from avv_core.samples import Gold, load_samples, parse_sample_line
 from avv_scoring import score_frame
 from avv_scoring.metrics.breakdown import KINDS
-from avv_scoring.report.outputs import render_markdown, write_outputs
+from avv_scoring.report.markdown import render_markdown
+from avv_scoring.report.outputs import write_outputs
 from avv_scoring.testing import call, records_frame
 
 

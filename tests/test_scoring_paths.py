@@ -234,7 +234,7 @@ def test_cli_scores_and_reports_bad_input_with_status_2(tmp_path, samples, capsy
 def test_scoring_collects_rarely_and_restores_the_collector_even_on_error():
     import gc
 
-    from avv_scoring.score import SCORING_GC_THRESHOLD, collect_rarely
+    from avv_scoring.entrypoints import SCORING_GC_THRESHOLD, collect_rarely
 
     before = gc.get_threshold()
     with pytest.raises(RuntimeError), collect_rarely():

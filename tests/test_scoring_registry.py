@@ -4,6 +4,7 @@ table (score columns, IRF inputs, layouts, repeats, thresholds, README) is deriv
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -22,7 +23,8 @@ from avv_scoring.metrics.registry import (
     produces,
     render_metric_table,
 )
-from avv_scoring.report.outputs import COUNT_LAYOUT, TABLE_LAYOUT
+from avv_scoring.report.sections.counts import COUNT_LAYOUT
+from avv_scoring.report.sections.scores import TABLE_LAYOUT
 from avv_scoring.score import IDENTITY_COLUMNS, REPEAT_COLUMNS
 from avv_scoring.stats.irf import IRF_METRICS, IRF_TABLE_COLUMNS, irf_scores, resolve_irf_metrics
 from avv_scoring.testing import call, records_frame
@@ -243,3 +245,84 @@ def test_metric_table_has_one_row_per_metric():
 def test_cli_prints_the_metric_table(capsys):
     assert main(["metrics"]) == 0
     assert capsys.readouterr().out == render_metric_table() + "\n"
+
+
+# ------------------------------------------------------------------------------ one declaration, found by itself
+
+
+def test_every_module_of_the_metrics_package_is_loaded_without_a_list():
+    package = Path(registry.__file__).parent
+    files = {p.stem for p in package.glob("*.py") if not p.stem.startswith("_")}
+    assert {name.rsplit(".", 1)[1] for name in registry.metric_modules()} == files
+    declared = {f.func.__module__ for f in (*FUNCTIONS, *MODEL_FUNCTIONS)}
+    assert declared <= set(registry.metric_modules())  # every metric is declared in a module of the package
+
+
+def test_direct_orders_are_unique_so_the_column_order_does_not_depend_on_the_import_order():
+    loaded = registry.REGISTRY
+    direct = [m for m in METRICS if m.column not in {c for f in MODEL_FUNCTIONS for c in f.columns}]
+    orders = [m.order for m in direct]
+    assert len(orders) == len(set(orders)), sorted(o for o in orders if orders.count(o) > 1)
+    assert loaded.metrics() == METRICS
+
+
+def test_interval_columns_follow_from_the_declarations():
+    intervals = [m.column for m in registry.interval_metrics()]
+    assert intervals[:8] == ["success_rate", "f1", "trigger_agreement", "schema_accuracy", "tool_match",
+                             "args_match", "ttft_p50_ms", "tps"]  # scores.csv's order (a new one comes after them)
+    model_columns = [c for f in MODEL_FUNCTIONS for c in f.columns]
+    assert [c for c in model_columns if "_ci_" in c] == [f"{m}_ci_{end}" for m in intervals for end in ("low", "high")]
+    for column in intervals:
+        assert registry.function_of(column).additive is not None  # resampled from its own declaration
+        assert registry.metric(f"{column}_ci_low").fmt == registry.metric(column).fmt
+
+
+def test_a_derived_declaration_sees_every_direct_one_and_sorts_after_them_at_equal_order():
+    from avv_scoring.metrics.additive import additive, rate
+
+    reg = Registry()
+
+    @reg.produces_derived(lambda metrics: [Metric(f"{m.column}_ci_low", "low", "rate", "none", order=5)
+                                           for m in metrics if m.interval])
+    def model(model_table):
+        return {}
+
+    @reg.produces(Metric("a", "A", "rate", "higher", interval=True, order=5), Metric("n", "N", "int", "none", order=1))
+    @additive(lambda rows: pd.DataFrame({"x": rows}))
+    def a(sums):
+        return {"a": rate(sums["x"], 2), "n": 2}
+
+    assert [m.column for m in reg.metrics()] == ["n", "a", "a_ci_low"]
+    assert reg.function_of("a_ci_low").func is model and reg.model_functions()[0].columns == ("a_ci_low",)
+
+
+def test_an_interval_needs_an_additive_form():
+    reg = Registry()
+    with pytest.raises(RegistryError, match="needs an additive form"):
+        reg.produces(Metric("r", "R", "rate", "higher", interval=True))(lambda rows: {"r": 1.0})
+    with pytest.raises(RegistryError, match="rate or a number"):
+        Metric("t", "T", "text", "none", interval=True)
+
+
+def test_reading_the_registry_while_the_metric_modules_load_raises(monkeypatch):
+    monkeypatch.setitem(registry._state, "loaded", False)
+    monkeypatch.setitem(registry._state, "loading", True)
+    with pytest.raises(RegistryError, match="while the metric modules were being imported"):
+        registry.metric("f1")
+
+
+def test_each_form_resamples_every_sum_its_resampled_columns_read():
+    """A resample passes 0 for the sums a form does not resample: the resampled columns must not read them."""
+    from avv_scoring.stats.uncertainty import resampled_metrics
+
+    rows, base = _frames()
+    for column in (m.column for m in resampled_metrics()):
+        function = registry.function_of(column)
+        form = function.additive
+        frame = form.features(rows, base) if function.inputs == "rows+baseline" else form.features(rows)
+        sums = frame.sum()
+        kept = {name: (sums[name] if name in form.resampled_sums(frame) else 0) for name in frame.columns}
+        if form.quantiles is not None and column in form.quantiles.columns:
+            continue  # a percentile reads the values, not the sums
+        full, resampled = form.combine(sums)[column], form.combine(kept)[column]
+        assert full == resampled or (math.isnan(full) and math.isnan(resampled)), column

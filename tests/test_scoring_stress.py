@@ -12,17 +12,10 @@ import pytest
 from avv_core.errors import InputError
 from avv_core.measures import meets_slo
 from avv_core.record_file import RecordWriter
-from avv_scoring import render_tables, score_paths, stress_only
+from avv_scoring import render_tables, score_paths, stress_only, write_stress_outputs
 from avv_scoring.cli import main
-from avv_scoring.stress import (
-    StressSettings,
-    capacity_table,
-    level_table,
-    render_stress_markdown,
-    settings_from_run_json,
-    stress_tables,
-    write_stress_outputs,
-)
+from avv_scoring.report.sections.stress import render_stress_markdown
+from avv_scoring.stress import StressSettings, capacity_table, level_table, settings_from_run_json, stress_tables
 from avv_scoring.testing import record
 from tests.test_scoring_paths import write_samples
 

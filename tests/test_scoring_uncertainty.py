@@ -15,16 +15,16 @@ import pytest
 from avv_core.records import encode_rows, header_line
 from avv_scoring.cli import main
 from avv_scoring.metrics.headline import annotate_tool_calls
+from avv_scoring.metrics.model_level import uncertainty
 from avv_scoring.metrics.registry import MODEL_FUNCTIONS, Metric, Registry, RegistryError
-from avv_scoring.report.outputs import render_markdown
+from avv_scoring.report.markdown import render_markdown
 from avv_scoring.score import SCORE_COLUMNS, score_frame
 from avv_scoring.stats import tests as stats
 from avv_scoring.stats.uncertainty import (
     CI_METRICS,
-    FORMULAS,
     ModelTable,
     StatsSettings,
-    uncertainty,
+    resampled_metrics,
     unit_sums,
 )
 from avv_scoring.testing import call, record, records_frame
@@ -73,13 +73,12 @@ def test_every_formula_with_weights_one_is_the_registered_metric():
     scores = result.scores.set_index("vendor")
     table = ModelTable("m", "base", result.records, {v: {} for v in scores.index}, StatsSettings())
     sums = unit_sums(table)
-    totals = sums.totals()
+    resample = sums.resample(np.ones((1, len(sums.units))))  # every unit drawn once: the records themselves
     for j, vendor in enumerate(sums.vendors):
-        t = {name: (v[j] if isinstance(v, np.ndarray) else v) for name, v in totals.items()}
-        for column, formula in FORMULAS.items():
-            expected, got = scores.loc[vendor, column], float(formula(t))
+        for column in (m.column for m in resampled_metrics()):  # the registered forms, percentiles included
+            expected, got = scores.loc[vendor, column], float(resample.value(column)[0, j])
             assert (math.isnan(got) and pd.isna(expected)) or got == pytest.approx(expected), (vendor, column)
-        values, units = sums.values["ttft"][j]
+        values, units = sums.values["ttft_p50_ms"][j]
         assert stats.weighted_percentiles(values, units, np.ones((1, len(sums.units))), 50)[0] == pytest.approx(
             scores.loc[vendor, "ttft_p50_ms"])
     ven = scores.loc["ven"]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from avv_core.samples import load_samples
-from avv_core.toolcalls import find_text_calls, request_tool_names
+from avv_core.tool_formats import find_text_calls, request_tool_names
 from avv_scoring.metrics.correctness import Call, calls_equal, calls_match_gold, name_mapper
 from avv_sim import request_hash
 from avv_sim.gold import GoldEntry, build_arguments, gold_key

@@ -12,7 +12,7 @@ import requests
 import sseclient
 
 from avv_core.samples import load_samples
-from avv_core.tool_parsers import parse_completion
+from avv_core.tool_formats import parse_completion
 from avv_harness.dialects.chat_template import load_chat_template
 from avv_harness.dialects.dialect import TEMPLATES_DIR
 from avv_harness.dialects.transforms import ADAPTERS, apply_transforms
@@ -84,7 +84,7 @@ def calling_plan(profile_knobs: dict):
 def test_broken_template_sends_fenced_calls_under_stop():
     chat_plan, plan = calling_plan({"quirks": ["broken_template"]})
     assert plan.quirks == ("broken_template",) and len(chat_plan.tool_calls) == 2
-    truth = text_calls(plan, "fenced", 1)
+    truth = text_calls(plan, None, 1)  # the default: json_fenced
     assert truth == [{"index": c.index, "id": c.id, "name": c.name, "arguments": c.arguments, "broken": c.broken}
                      for c in chat_plan.tool_calls]
     text = "".join(c.text for c in plan.chunks)

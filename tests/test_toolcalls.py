@@ -8,7 +8,7 @@ import time
 import pytest
 
 from avv_core.records import ANOMALIES, Record
-from avv_core.toolcalls import MAX_CALLS, PATTERNS, find_text_calls, request_tool_names
+from avv_core.tool_formats import MAX_CALLS, PATTERNS, find_text_calls, request_tool_names
 from avv_harness.wire.execute import attempt_record
 from avv_harness.wire.stream import Attempt, ToolCallAcc
 

@@ -18,7 +18,7 @@ from avv_harness.locust.live_board import jsonable
 from avv_harness.locust.web_ui import VENDORS_KEY, install_web_ui, vendor_columns
 from avv_harness.run.controller import EXIT_OK
 from avv_scoring import score_paths
-from avv_scoring.report.outputs import fmt
+from avv_scoring.report.format import fmt
 from tests.fake_vendor import ScriptedAdapter, error_reply, item_of, stream_reply
 from tests.glue import make_env, write_inputs
 

@@ -7,7 +7,8 @@ Keys (per vendor; ``adapter`` and ``transforms`` also per model, next to ``vendo
 - ``adapter``: ``generic`` (default) | ``kimi`` | ``none`` | ``auto`` (picked by model id).
 - ``transforms``: names run after the adapter's own (see :mod:`avv_harness.dialects.transforms`).
 - ``endpoint``: ``chat`` (default) | ``completions`` — raw mode: the prompt is rendered here with
-  ``chat_template`` and sent to ``/v1/completions``; ``tool_parser`` reads the calls back from the text.
+  ``chat_template`` and sent to ``/v1/completions``; ``tool_parser`` (a format of
+  :mod:`avv_core.tool_formats`) reads the calls back from the text.
 
 ``${NAME}`` in ``url``, ``api_key``, header values and ``extra_body`` strings is replaced from the
 environment / ``.env`` (``$${`` writes a literal ``${``). An unset variable is an input error naming file
@@ -24,10 +25,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
+from avv_core.tool_formats import TOOL_PARSERS
 from avv_harness.dialects.transforms import ADAPTERS, AUTO, TRANSFORMS, pick_adapter
 
 ENDPOINTS = ("chat", "completions")
-TOOL_PARSERS = ("hermes", "kimi", "json_fenced", "mistral")
 VENDOR_DIALECT_KEYS = frozenset({"adapter", "transforms", "endpoint", "chat_template", "tool_parser"})
 MODEL_DIALECT_KEYS = frozenset({"adapter", "transforms"})
 SUBSTITUTED_KEYS = ("url", "api_key", "headers", "extra_body")  # where ${VAR} is replaced
@@ -47,7 +48,7 @@ class Dialect:
     transforms: tuple[str, ...] = ADAPTERS["generic"]  # names, in the order they run
     endpoint: str = "chat"  # chat | completions
     chat_template: str | None = None  # resolved file or folder (completions only)
-    tool_parser: str | None = None  # hermes | kimi | json_fenced | mistral (completions only)
+    tool_parser: str | None = None  # one of avv_core.tool_formats.TOOL_PARSERS (completions only)
 
     @property
     def raw(self) -> bool:

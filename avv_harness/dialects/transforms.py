@@ -15,15 +15,17 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from avv_core.reasoning import CANONICAL_FIELD, FIELD_NAMES, REASONING_FIELDS
+
 Body = dict[str, Any]
 Transform = Callable[[Body], Body]
 
 #: Every transform by name (filled by :func:`_register`), in the order they are documented.
 TRANSFORMS: dict[str, Transform] = {}
 
-#: Reasoning fields other than ``reasoning_content`` that vendors use for an assistant turn's thinking.
-OTHER_REASONING_FIELDS = ("reasoning", "reasoning_details", "reason")
-REASONING_FIELDS = ("reasoning_content", *OTHER_REASONING_FIELDS)
+#: Reasoning fields (:mod:`avv_core.reasoning`) other than ``reasoning_content`` that vendors use for an
+#: assistant turn's thinking.
+OTHER_REASONING_FIELDS = tuple(f for f in REASONING_FIELDS if f.name != CANONICAL_FIELD)
 INJECTED_REASONING = " "  # what inject_reasoning_content puts where a turn has none (as K2VV's Kimi adapter)
 
 
@@ -60,37 +62,20 @@ def input_role_to_system(body: Body) -> Body:
     return _with_messages(body, change)
 
 
-def reasoning_text(value: Any) -> str | None:
-    """The text of a reasoning field: a string as is, ``reasoning_details`` (a list of
-    ``{"type": "reasoning.text", "text": …}`` or ``{"summary": …}`` parts) joined; None when there is none."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        parts = []
-        for part in value:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict):
-                text = part.get("text", part.get("summary"))
-                if isinstance(text, str):
-                    parts.append(text)
-        return "".join(parts) if parts else None
-    return None
-
-
 @_register
 def rename_reasoning_fields(body: Body) -> Body:
-    """On assistant turns, ``reasoning`` / ``reasoning_details`` / ``reason`` become ``reasoning_content``
-    (the first one with text, when the turn has no ``reasoning_content`` yet); the other fields are removed."""
+    """On assistant turns, the other reasoning fields of :mod:`avv_core.reasoning` (``reasoning`` /
+    ``reasoning_details`` / ``reason``) become ``reasoning_content`` (the first one with text, when the turn
+    has no ``reasoning_content`` yet); the other fields are removed."""
     def change(messages: list[Any]) -> list[Any]:
         out = []
         for m in messages:
-            if _is_assistant(m) and any(k in m for k in OTHER_REASONING_FIELDS):
+            if _is_assistant(m) and any(f.name in m for f in OTHER_REASONING_FIELDS):
                 m = dict(m)
-                found = [reasoning_text(m.pop(k)) for k in OTHER_REASONING_FIELDS if k in m]
+                found = [f.read(m.pop(f.name)) for f in OTHER_REASONING_FIELDS if f.name in m]
                 text = next((t for t in found if t), None)
-                if _missing(m.get("reasoning_content")) and text:
-                    m["reasoning_content"] = text
+                if _missing(m.get(CANONICAL_FIELD)) and text:
+                    m[CANONICAL_FIELD] = text
             out.append(m)
         return out
     return _with_messages(body, change)
@@ -108,11 +93,11 @@ def inject_reasoning_content(body: Body) -> Body:
 
 @_register
 def strip_reasoning_content(body: Body) -> Body:
-    """Assistant turns lose every reasoning field (``reasoning_content``, ``reasoning``,
-    ``reasoning_details``, ``reason``), for vendors that reject fields they do not know."""
+    """Assistant turns lose every reasoning field of :mod:`avv_core.reasoning` (``reasoning_content``,
+    ``reasoning``, ``reasoning_details``, ``reason``), for vendors that reject fields they do not know."""
     def change(messages: list[Any]) -> list[Any]:
-        return [{k: v for k, v in m.items() if k not in REASONING_FIELDS}
-                if _is_assistant(m) and any(k in m for k in REASONING_FIELDS) else m for m in messages]
+        return [{k: v for k, v in m.items() if k not in FIELD_NAMES}
+                if _is_assistant(m) and any(k in m for k in FIELD_NAMES) else m for m in messages]
     return _with_messages(body, change)
 
 
@@ -133,7 +118,8 @@ def renumber_tool_call_ids(body: Body) -> Body:
                     if not isinstance(call, dict):
                         calls.append(call)
                         continue
-                    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+                    inner = call.get("function")
+                    function: dict[str, Any] = inner if isinstance(inner, dict) else {}
                     new_id = f"functions.{function.get('name') or 'unknown'}:{counter}"
                     counter += 1
                     if call.get("id") is not None:

@@ -114,7 +114,7 @@ class LiveBoard:
         if phase == "begin":
             self._begin(run)
         elif phase == "end" and run is self.run:
-            if run.result is not None and getattr(run.result, "scored", False):
+            if run.result is not None and run.result.scored:
                 self.result, self._final = run.result, True  # scored from the file, as avv-score would
                 if run.result.stress is not None:
                     self.levels = run.result.stress.levels

@@ -27,11 +27,14 @@ import html
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, abort, jsonify, make_response, request, send_file
 
 from avv_harness.locust.live_board import MAX_ROWS, LiveBoard
+
+if TYPE_CHECKING:
+    from avv_scoring.report.format import CellFormat
 
 log = logging.getLogger("avv")
 
@@ -39,34 +42,26 @@ VENDORS_KEY, LEVELS_KEY = "avv-vendors", "avv-levels"
 DOWNLOADS = {"records.csv": "text/csv", "scores.csv": "text/csv", "report.html": "text/html",
              "report.md": "text/markdown"}
 
-#: The per-level table of the "Stress levels" tab: (key, title, format of report.fmt).
-LEVEL_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("vendor", "Vendor", "text"), ("level", "Level", "int"), ("requests", "Requests", "int"),
-    ("success_rate", "Success", "rate"), ("rate_429", "429 share", "rate"), ("ttft_p95_ms", "TTFT p95 (ms)", "num"),
-    ("latency_p95_ms", "Latency p95 (ms)", "num"), ("tokens_per_s", "Tokens/s", "num"),
-    ("meets_slo", "SLO met", "text"),
-)
-
 
 #: Agent-trajectory metrics the Vendors tab adds when the run's samples have agent tasks.
 AGENT_COLUMNS = ("task_completion_rate", "avg_steps", "steps_delta", "recovery_rate", "loop_rate")
 
 
-def vendor_columns(stress: bool, several_models: bool, agent: bool = False) -> list[tuple[str, str, str]]:
+def vendor_columns(stress: bool, several_models: bool, agent: bool = False) -> list[tuple[str, str, CellFormat]]:
     """The Vendors tab's columns (key, title, format): counts, then the registry's headline (``table=True``)
     metrics with the report's headers and formats, tool_match when registered, TTFT p50/p95, with ``agent`` (the
     samples have agent tasks) the trajectory metrics of :data:`AGENT_COLUMNS`, then anomalies, IRF and verdict
     so far. The trajectory metrics are not ``table=True``: every other run would show a column of n/a."""
     from avv_scoring.metrics.registry import is_metric, metric, table_metrics
 
-    columns = [("name", "Vendor", "text")]
+    columns: list[tuple[str, str, CellFormat]] = [("name", "Vendor", "text")]
     if several_models:
         columns.append(("model", "Model", "text"))
     columns.append(("items", "Requests" if stress else "Items done / total", "text"))
     if stress:
         columns.append(("level", "Level", "text"))
     columns.append(("failed", "Failed", "int"))
-    shown = [(m.column, m.header, m.fmt) for m in table_metrics()]
+    shown: list[tuple[str, str, CellFormat]] = [(m.column, m.header, m.fmt) for m in table_metrics()]
     keys = {c for c, _, _ in shown}
     extra = ("tool_match", "ttft_p50_ms", "ttft_p95_ms", *(AGENT_COLUMNS if agent else ()))
     shown += [(m.column, m.header, m.fmt) for c in extra if is_metric(c) and c not in keys for m in [metric(c)]]
@@ -74,14 +69,14 @@ def vendor_columns(stress: bool, several_models: bool, agent: bool = False) -> l
                               ("verdict", "Verdict so far", "text")]
 
 
-def vendor_rows(snapshot: dict[str, Any], columns: list[tuple[str, str, str]]) -> list[dict[str, str]]:
-    """The Vendors tab's rows, formatted like report.md (``n/a`` = missing)."""
-    from avv_scoring.report.outputs import fmt
+def vendor_rows(snapshot: dict[str, Any], columns: list[tuple[str, str, CellFormat]]) -> list[dict[str, str]]:
+    """The Vendors tab's rows, formatted like the report (:func:`avv_scoring.report.format.fmt`; ``n/a`` = missing)."""
+    from avv_scoring.report.format import fmt, vendor_label
 
     rows = []
     for v in snapshot["vendors"][:MAX_ROWS]:
         scores = v["scores"]
-        label = f"{v['vendor']} (baseline)" if v["is_baseline"] else v["vendor"]
+        label = vendor_label(v)
         total = v["items_total"]
         level = snapshot.get("level")
         verdict = scores.get("verdict")
@@ -101,16 +96,19 @@ def vendor_rows(snapshot: dict[str, Any], columns: list[tuple[str, str, str]]) -
     return rows
 
 
-def level_rows(snapshot: dict[str, Any]) -> list[dict[str, str]]:
-    from avv_scoring.report.outputs import fmt
+def level_structure() -> list[dict[str, str]]:
+    """The Stress levels tab's columns: the report's per-level table (:data:`avv_scoring.stress.LEVEL_TABLE`)."""
+    from avv_scoring.stress import LEVEL_TABLE
 
-    out = []
-    for row in snapshot["levels"][:MAX_ROWS]:
-        cells = {key: fmt(row.get(key), kind) for key, _, kind in LEVEL_COLUMNS}
-        cells["meets_slo"] = "yes" if row.get("meets_slo") else "no"
-        cells["name"] = f"{row.get('vendor')}@{row.get('level')}"
-        out.append(cells)
-    return out
+    return [{"key": c.column, "title": c.header} for c in LEVEL_TABLE]
+
+
+def level_rows(snapshot: dict[str, Any]) -> list[dict[str, str]]:
+    """The Stress levels tab's rows: the report's per-level table (:data:`avv_scoring.stress.LEVEL_TABLE`)."""
+    from avv_scoring.stress import LEVEL_TABLE
+
+    return [{**{c.column: c.cell(row) for c in LEVEL_TABLE}, "name": f"{row.get('vendor')}@{row.get('level')}"}
+            for row in snapshot["levels"][:MAX_ROWS]]
 
 
 def shape_note(ctl: Any) -> str:
@@ -154,7 +152,7 @@ def install_web_ui(environment: Any, ctl: Any, *, interval_s: float | None = Non
     tables = [{"key": VENDORS_KEY, "structure": [{"key": k, "title": t} for k, t, _ in columns]}]
     if stress:
         tabs.append({"title": "Stress levels", "key": LEVELS_KEY})
-        tables.append({"key": LEVELS_KEY, "structure": [{"key": k, "title": t} for k, t, _ in LEVEL_COLUMNS]})
+        tables.append({"key": LEVELS_KEY, "structure": level_structure()})
     csv_files = [{"href": f"./avv/download/{name}", "title": f"Download avv {name} (current run)"}
                  for name in ("records.csv", "scores.csv", "report.html")]
     ui_args = {"extended_tabs": tabs, "extended_tables": tables, "extended_csv_files": csv_files,

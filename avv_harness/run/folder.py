@@ -173,7 +173,7 @@ def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True)
         print(f"scores: {run_dir / 'report.md'}", flush=True)
         if "report.html" in result.outputs:
             print(f"report: {result.outputs['report.html']}", flush=True)
-        left_out = getattr(result, "excluded_rows", None)
+        left_out = result.excluded_rows
         return result, (f"{len(left_out)} row(s) left out of the scores (named in report.md)" if left_out else None)
     except Exception as exc:
         log.error("scoring failed (%s); re-run: avv-score %s", exc, run_dir)

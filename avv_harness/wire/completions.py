@@ -4,16 +4,18 @@ reading of its answer.
 Layer: wire client. The request is the chat body the vendor would have got (sample, transforms, overrides)
 with ``messages`` and ``tools`` replaced by ``prompt`` = the chat template's rendering of them; every other
 field (``temperature``, ``max_tokens``, ``tool_choice`` …) is passed on, as K2-Vendor-Verifier does. The
-stream's ``choices[0].text`` is collected as it arrives (TTFT = the first non-empty text); at the end the
-tool parser splits it into reasoning (a leading ``<think>`` block), content and calls, and a ``stop``
-with parsed calls becomes ``tool_calls``. The same record columns and metrics apply.
+stream's ``choices[0].text`` is collected as it arrives (TTFT = the first non-empty text); at the end it is
+split into reasoning (a leading ``<think>`` block), content and the calls of the vendor's ``tool_parser``
+format (:mod:`avv_core.tool_formats`), and a ``stop`` with parsed calls becomes ``tool_calls``. The same
+record columns and metrics apply.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from avv_core.tool_parsers import THINK_FIELD, parse_completion
+from avv_core.reasoning import THINK_FIELD
+from avv_core.tool_formats import parse_completion
 from avv_harness.wire.stream import Attempt, ToolCallAcc
 
 PROMPT_REPLACES = ("messages", "tools")

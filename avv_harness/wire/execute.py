@@ -25,7 +25,7 @@ import requests
 from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER, WorkItem
 from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, usage_counts
 from avv_core.samples import Sample
-from avv_core.toolcalls import find_text_calls, request_tool_names
+from avv_core.tool_formats import find_text_calls, request_tool_names
 from avv_harness.dialects.overrides import Overrides, deep_merge
 from avv_harness.dialects.transforms import apply_transforms
 from avv_harness.inputs.config import Vendor

@@ -14,11 +14,11 @@ parsed are classified (``bad_sse``, ``stream_error``), never left to raise as a 
 
 All times are ``time.monotonic()`` seconds (the simulator's truth log uses the same clock).
 
-Response dialects: reasoning is read from ``delta.reasoning_content``, ``delta.reasoning`` and
-``delta.reasoning_details[].text`` alike (one per event, in that order, so a vendor that sends the same text
-under two names is not counted twice); ``Attempt.reasoning_fields`` says which carried it. A completions
-stream's ``choices[0].text`` is collected as content; raw mode reads reasoning and calls out of it at the end
-(:mod:`avv_harness.wire.completions`).
+Response dialects: reasoning is read from the response fields declared in :mod:`avv_core.reasoning`
+(``delta.reasoning_content``, ``delta.reasoning``, ``delta.reasoning_details[].text``) alike, one per event,
+in that order, so a vendor that sends the same text under two names is not counted twice;
+``Attempt.reasoning_fields`` says which carried it. A completions stream's ``choices[0].text`` is collected
+as content; raw mode reads reasoning and calls out of it at the end (:mod:`avv_harness.wire.completions`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import gevent
 import requests
 from urllib3.exceptions import LocationParseError, ProtocolError, ReadTimeoutError
 
-from avv_harness.dialects.transforms import reasoning_text
+from avv_core.reasoning import RESPONSE_FIELDS
 from avv_harness.inputs.config import redact_url
 from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES
 from avv_harness.wire.connections import find_cause, send_on_fresh_if_stale
@@ -43,7 +43,6 @@ YIELD_AFTER_S = 0.0005  # the longest the reading loop runs without letting the 
 YIELD_S = 1e-6  # how it lets them in: a sleep that ends in the gevent loop's next turn
 USER_AGENT = {"User-Agent": f"avv-locust/0.1 python-requests/{requests.__version__}"}
 MAX_ERROR_BODY = 2048
-REASONING_DELTA_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
 
 
 @dataclass
@@ -311,13 +310,13 @@ def _apply_chunk(att: Attempt, obj: dict[str, Any], now: float) -> None:
         if isinstance(text, str) and text:
             att.content.append(text)
             token_kind = token_kind or "content"
-        for name in REASONING_DELTA_FIELDS:
-            reasoning = reasoning_text(delta.get(name))
+        for reasoning_field in RESPONSE_FIELDS:
+            reasoning = reasoning_field.read(delta.get(reasoning_field.name))
             if reasoning:
                 att.reasoning_chars += len(reasoning)
                 att.reasoning.append(reasoning)
-                if name not in att.reasoning_fields:
-                    att.reasoning_fields.append(name)
+                if reasoning_field.name not in att.reasoning_fields:
+                    att.reasoning_fields.append(reasoning_field.name)
                 token_kind = token_kind or "reasoning"
                 break
         tool_calls = delta.get("tool_calls")

@@ -244,13 +244,15 @@ def disagreements(model: str, vendor: str, vendor_rows: pd.DataFrame, baseline_r
     mine = row_dicts(ok.loc[[d[0] for d in differing]], ROW_FIELDS)
     base_ids = [d[3] for d in differing if d[3] is not None]
     theirs = dict(zip(base_ids, row_dicts(baseline_rows.loc[base_ids], ROW_FIELDS), strict=True))
-    for (_, vs_base, vs_gold, b, is_p), row in zip(differing, mine, strict=True):
-        base = theirs[b] if b is not None else None
-        kind = _defect(row) or (_kind_vs_baseline(row, base) if vs_base else _kind_vs_gold(row, is_p))
-        content = row.get("content") if isinstance(row.get("content"), str) else ""
+    for (_, against_base, against_gold, b, is_p), row in zip(differing, mine, strict=True):
+        base = theirs[b] if b is not None else None  # a difference from the baseline has a baseline row
+        kind = _defect(row) or (_kind_vs_baseline(row, base) if against_base and base is not None
+                                else _kind_vs_gold(row, is_p))
+        text = row.get("content")
+        content = text if isinstance(text, str) else ""
         out.append({
             "model": model, "vendor": vendor, "sample_id": str(row["sample_id"]), "repeat": int(row["repeat"]),
-            "kind": kind, "against": "+".join(w for w, d in (("baseline", vs_base), ("gold", vs_gold)) if d),
+            "kind": kind, "against": "+".join(w for w, d in (("baseline", against_base), ("gold", against_gold)) if d),
             "baseline_finish": None if base is None else base.get("finish_reason"),
             "baseline_calls": None if base is None else _show_calls(base[CALLS]),
             "vendor_finish": row.get("finish_reason"), "vendor_calls": _show_calls(row[CALLS]),

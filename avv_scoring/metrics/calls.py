@@ -3,8 +3,8 @@ metric reads, agreement with the baseline, accuracy against gold labels, and ano
 
 :func:`annotate_calls` parses each row's recorded calls once (:class:`~avv_scoring.metrics.correctness.Call`),
 checks each against the request's schema (:mod:`avv_scoring.metrics.schema`) and attaches the sample's gold labels.
-The metric functions below are registered with ``@produces`` (the registry imports this module through
-:mod:`avv_scoring.metrics.headline`); their definitions are in their docstrings and in docs/scoring.md.
+The metric functions below are registered with ``@produces``; their definitions are in their docstrings and in
+docs/scoring.md.
 
 Rule: a vendor's failure never improves its score. Failed items are left out of agreement and gold
 metrics (their cost is in success_rate, as for trigger F1) and counted; a broken call never matches; a
@@ -21,13 +21,13 @@ import numpy as np
 import pandas as pd
 
 from avv_core.samples import Gold
-from avv_core.toolcalls import find_text_calls, request_tool_names
+from avv_core.tool_formats import find_text_calls, request_tool_names
 from avv_scoring.load import OK_COL, is_success
+from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.correctness import CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
 from avv_scoring.metrics.registry import Metric, produces
 from avv_scoring.metrics.schema import INVALID, UNCHECKABLE, VALID, CallChecker, parse_tool_calls
 
-NAN = float("nan")
 TOOL_CALLS = "tool_calls"
 
 # Helper columns written by annotate_calls (not part of the record schema).
@@ -46,10 +46,6 @@ SIG_TOOLS = "_sig_tools"  # sorted called names: equal signatures = tool match
 SIG_CALLS = "_sig_calls"  # sorted (name, canonical arguments): equal signatures = args match
 
 PAIR_KEYS = ["sample_id", "repeat"]
-
-
-def _ratio(num: float, den: float) -> float:
-    return float(num) / float(den) if den else NAN
 
 
 def annotate_calls(
@@ -257,10 +253,31 @@ def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
 # Agreement with the baseline
 
 
+def _agreement_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
+    """Per call pair (:func:`call_pairs`, indexed by the vendor's row): equal called names, equal calls, equal
+    number of calls, argument F1 (1 where the calls are equal). Equal signatures = equal multisets
+    (``tools_equal`` / ``calls_equal``)."""
+    pairs = call_pairs(rows, baseline_rows)
+    tools_v, tools_b = pairs["sig_tools_v"].tolist(), pairs["sig_tools_b"].tolist()
+    same_calls = [a == b for a, b in zip(pairs["sig_calls_v"], pairs["sig_calls_b"], strict=True)]
+    return pd.DataFrame({
+        "pairs": np.ones(len(pairs), dtype=np.int64),
+        "tool_eq": np.array([a == b for a, b in zip(tools_v, tools_b, strict=True)], dtype=np.int64),
+        "args_eq": np.array(same_calls, dtype=np.int64),
+        "count_eq": np.array([len(a) == len(b) for a, b in zip(tools_v, tools_b, strict=True)], dtype=np.int64),
+        # argument F1 only where the calls differ
+        "f1": np.array([1.0 if same else args_f1(v, b)
+                        for same, v, b in zip(same_calls, pairs["calls_v"], pairs["calls_b"], strict=True)],
+                       dtype=float),
+    }, index=pd.Index(pairs["index_v"]))
+
+
 @produces(
-    Metric("tool_match", "Tool Match", "rate", "higher", order=600, group="correctness",
+    Metric("tool_match", "Tool Match", "rate", "higher", order=600, group="correctness", interval=True,
+           interval_order=5,
            doc="call pairs whose multisets of called names are equal / call_pairs; missing with no pair"),
-    Metric("args_match", "Args Match", "rate", "higher", order=610, group="correctness",
+    Metric("args_match", "Args Match", "rate", "higher", order=610, group="correctness", interval=True,
+           interval_order=6,
            doc="call pairs whose calls are equal as (name, canonical arguments) multisets / call_pairs"),
     Metric("args_f1", "Args F1", "rate", "higher", order=620, group="correctness",
            doc="mean over call pairs of 2·matched leaves / all leaves, leaves = (tool, JSON path, value)"),
@@ -269,7 +286,8 @@ def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
     Metric("call_pairs", "Call pairs", "int", "none", count=True, order=640, group="correctness",
            doc="items joined with a baseline item where both succeeded and both called a tool"),
 )
-def baseline_agreement(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[str, Any]:
+@additive(_agreement_features, resampled=("pairs", "tool_eq", "args_eq"), sequential=("f1",))
+def baseline_agreement(sums: Sums) -> Columns:
     """Which tool and which arguments, compared with the baseline, per (sample_id, repeat) pair.
 
     Over the ``call_pairs`` pairs where both sides succeeded and both called a tool (finished with
@@ -283,19 +301,12 @@ def baseline_agreement(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[
     A pair where only one side called a tool is a trigger disagreement (trigger F1), not counted here.
     Missing with no pair. The baseline against itself scores 1.0 wherever it has a pair.
     """
-    pairs = call_pairs(rows, baseline_rows)
-    n = len(pairs)
-    # equal signatures = equal multisets (tools_equal / calls_equal); argument F1 only where they differ
-    same_tools = [a == b for a, b in zip(pairs["sig_tools_v"], pairs["sig_tools_b"], strict=True)]
-    same_calls = [a == b for a, b in zip(pairs["sig_calls_v"], pairs["sig_calls_b"], strict=True)]
-    f1 = sum(1.0 if same else args_f1(v, b)
-             for same, v, b in zip(same_calls, pairs["calls_v"], pairs["calls_b"], strict=True))
-    counts = sum(len(v) == len(b) for v, b in zip(pairs["sig_tools_v"], pairs["sig_tools_b"], strict=True))
+    n = count(sums["pairs"])
     return {
-        "tool_match": _ratio(sum(same_tools), n),
-        "args_match": _ratio(sum(same_calls), n),
-        "args_f1": _ratio(f1, n),
-        "call_count_match": _ratio(counts, n),
+        "tool_match": rate(count(sums["tool_eq"]), n),
+        "args_match": rate(count(sums["args_eq"]), n),
+        "args_f1": rate(sums["f1"], n),
+        "call_count_match": rate(count(sums["count_eq"]), n),
         "call_pairs": n,
     }
 
@@ -324,7 +335,7 @@ def positive(rows: pd.DataFrame) -> pd.Series:
     Metric("gold_failed", "Gold failed", "int", "none", count=True, order=700,
            doc="labelled items that failed (left out of the gold metrics; their cost is in success_rate)"),
 )
-def gold_accuracy(rows: pd.DataFrame) -> dict[str, Any]:
+def gold_accuracy(rows: pd.DataFrame) -> Columns:
     """Accuracy against the samples' gold labels, for every vendor (the baseline can be wrong too).
 
     Over successful items whose sample has ``expected_tool_call`` (``gold_labelled``), positive = finished
@@ -359,9 +370,9 @@ def gold_accuracy(rows: pd.DataFrame) -> dict[str, Any]:
         tool_ok += tools_match_gold(calls, gold.expected_calls, name_of)
         args_ok += calls_match_gold(calls, gold.expected_calls, name_of)
     return {
-        "gold_trigger_accuracy": _ratio(right_trigger, len(scored)),
-        "gold_tool_accuracy": _ratio(tool_ok, n_calls),
-        "gold_args_accuracy": _ratio(args_ok, n_calls),
+        "gold_trigger_accuracy": rate(right_trigger, len(scored)),
+        "gold_tool_accuracy": rate(tool_ok, n_calls),
+        "gold_args_accuracy": rate(args_ok, n_calls),
         "gold_labelled": len(scored),
         "gold_call_items": n_calls,
         "gold_failed": int((labelled & ~ok).sum()),
@@ -376,7 +387,7 @@ def gold_accuracy(rows: pd.DataFrame) -> dict[str, Any]:
     Metric("anomaly_counts", "Anomalies", "text", "none", count=True, order=710,
            doc="items per anomaly (records' anomalies column) as anomaly:count;… (most frequent first)"),
 )
-def anomaly_counts(rows: pd.DataFrame) -> dict[str, Any]:
+def anomaly_counts(rows: pd.DataFrame) -> Columns:
     """Items per anomaly flag (README "Anomalies"), as ``anomaly:count`` joined by ``;``, most frequent
     first; empty when no item has one. Counted over every item, successful or not."""
     counts: Counter[str] = Counter()

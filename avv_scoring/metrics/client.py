@@ -12,13 +12,12 @@ Formulas (one vendor's rows):
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from avv_core.measures import percentile
 from avv_scoring.load import is_success
+from avv_scoring.metrics.additive import Columns
 from avv_scoring.metrics.registry import Metric, produces
 
 
@@ -29,12 +28,12 @@ def _numbers(rows: pd.DataFrame, column: str) -> pd.Series:
 
 
 @produces(
-    Metric("client_lag_p50_ms", "Client lag p50 (ms)", "num", "lower", order=700,
+    Metric("client_lag_p50_ms", "Client lag p50 (ms)", "num", "lower", order=705,
            doc="median client_lag_ms over the vendor's rows: the client's own delay inside TTFT (upper bound)"),
-    Metric("client_lag_p99_ms", "Client lag p99 (ms)", "num", "lower", order=710,
+    Metric("client_lag_p99_ms", "Client lag p99 (ms)", "num", "lower", order=715,
            doc="99th percentile of client_lag_ms; above 5 ms the process was client-bound (README: Client load)"),
 )
-def client_lag(rows: pd.DataFrame) -> dict[str, Any]:
+def client_lag(rows: pd.DataFrame) -> Columns:
     """``client_lag_p50_ms``, ``client_lag_p99_ms`` = percentiles (linear interpolation) of ``client_lag_ms``
     over the rows that have one; missing when none has (a run made before the lag monitor existed)."""
     values = _numbers(rows, "client_lag_ms").to_numpy(dtype=float)
@@ -47,7 +46,7 @@ def client_lag(rows: pd.DataFrame) -> dict[str, Any]:
     Metric("stale_conn_retries", "Stale-connection resends", "int", "none", order=730,
            doc="Σ stale_conn_retries: resends on a fresh connection after the client's pooled one went stale"),
 )
-def stream_health(rows: pd.DataFrame) -> dict[str, Any]:
+def stream_health(rows: pd.DataFrame) -> Columns:
     """``buffered_rows`` = successful rows whose ``anomalies`` include ``buffered_stream``;
     ``stale_conn_retries`` = Σ ``stale_conn_retries`` (an empty cell counts 0)."""
     if "anomalies" in rows.columns:  # a handful of distinct cells: each is split once

@@ -12,8 +12,10 @@ read as a "correct" answer anywhere else; missing token counts and TTFTs are mis
 Notation: *items* = rows of the vendor; *successful* = rows with ``status == "success"``.
 
 Each function is registered with :func:`avv_scoring.metrics.registry.produces`, which declares every column it returns
-(header, format, direction, IRF input, default threshold, tables); :mod:`avv_scoring.metrics.vendor_table` calls the
-registered functions, so a new metric is one decorated function here and nothing else.
+(header, format, direction, IRF input, interval, default threshold, tables); most are written as their additive form
+(:mod:`avv_scoring.metrics.additive`: per-item features and ``combine(sums)``), which also gives each repeat's value
+and each bootstrap resample's. :mod:`avv_scoring.metrics.vendor_table` calls the registered functions, so a new
+metric is one decorated function in a module of this package and nothing else.
 """
 
 from __future__ import annotations
@@ -25,30 +27,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from avv_core.measures import percentile
 from avv_core.samples import Gold
 from avv_scoring.load import COMPARABLE_COL, is_success
-from avv_scoring.metrics.calls import TC_INVALID, TC_N, TC_PARSE_ERROR, TC_UNCHECKABLE, TC_VALID, annotate_calls  # noqa: F401
-from avv_scoring.metrics.registry import Metric, additive, produces
+from avv_scoring.metrics.additive import NAN, Columns, Quantiles, Sums, additive, choose, count, numbers, rate
+from avv_scoring.metrics.calls import TC_INVALID, TC_N, TC_UNCHECKABLE, TC_VALID, annotate_calls, positive
+from avv_scoring.metrics.registry import Metric, produces
 from avv_scoring.metrics.schema import parse_tool_calls
-
-NAN = float("nan")
-TOOL_CALLS = "tool_calls"
-
-
-def _ratio(num: float, den: float) -> float:
-    return float(num) / float(den) if den else NAN
-
-
-def _values(series: pd.Series) -> np.ndarray:
-    return pd.to_numeric(series.astype("object"), errors="coerce").dropna().to_numpy(dtype=float)
-
-
-def _finished_with_tool_calls(rows: pd.DataFrame) -> pd.Series:
-    """Successful rows whose finish_reason is ``tool_calls`` (the trigger "positive")."""
-    finish = rows["finish_reason"].astype("object") == TOOL_CALLS
-    return is_success(rows) & finish.fillna(False).astype(bool)
-
 
 # --------------------------------------------------------------------------------------------------
 # Success
@@ -61,25 +45,25 @@ def _attempt_features(rows: pd.DataFrame) -> pd.DataFrame:
 
 @produces(
     Metric("success_rate", "Success Rate", "rate", "higher", irf=True, threshold=("min", 0.99), table=True,
-           per_repeat=True, order=10, table_order=1,
+           per_repeat=True, order=10, table_order=1, interval=True, interval_order=1,
            doc="successful items / items (failed items stay in the denominator); missing with no items"),
     Metric("items", "Items", "int", "none", count=True, order=100, doc="rows of the vendor after de-duplication"),
     Metric("successes", "Successes", "int", "none", order=110, doc='items with status == "success"'),
     Metric("failures", "Failed", "int", "none", count=True, order=120, doc="items − successes"),
 )
 @additive(lambda rows: pd.DataFrame({"items": 1, "successes": is_success(rows).astype(int)}, index=rows.index))
-def success_rate(sums: pd.Series) -> dict[str, Any]:
+def success_rate(sums: Sums) -> Columns:
     """Item-level success rate (the harness retries before an item counts as failed).
 
     ``success_rate = successful items / items``. Failed items stay in the denominator, so a vendor
     whose every request fails scores 0. Missing only when the vendor has no items at all.
     """
-    items, successes = int(sums["items"]), int(sums["successes"])
+    items, successes = count(sums["items"]), count(sums["successes"])
     return {
         "items": items,
         "successes": successes,
         "failures": items - successes,
-        "success_rate": _ratio(successes, items),
+        "success_rate": rate(successes, items),
     }
 
 
@@ -89,15 +73,15 @@ def success_rate(sums: pd.Series) -> dict[str, Any]:
            doc="successful items / attempts (the per-attempt MiniMax query reading, before retries)"),
 )
 @additive(_attempt_features)
-def attempt_success_rate(sums: pd.Series) -> dict[str, Any]:
+def attempt_success_rate(sums: Sums) -> Columns:
     """Success rate per HTTP attempt (the MiniMax "query" reading before retries are credited).
 
     ``attempt_success_rate = successful attempts / attempts`` where ``attempts = Σ attempts`` over all
     items (an empty ``attempts`` cell counts as 1) and each successful item contributed exactly one
     successful attempt (its last), so ``successful attempts = successful items``.
     """
-    total = int(sums["attempts"])
-    return {"attempts": total, "attempt_success_rate": _ratio(int(sums["successes"]), total)}
+    total = count(sums["attempts"])
+    return {"attempts": total, "attempt_success_rate": rate(count(sums["successes"]), total)}
 
 
 def _trigger_side(frame: pd.DataFrame) -> pd.DataFrame:
@@ -105,7 +89,7 @@ def _trigger_side(frame: pd.DataFrame) -> pd.DataFrame:
         "sample_id": frame["sample_id"].astype("object").astype(str),
         "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),
         "ok": is_success(frame),
-        "pos": _finished_with_tool_calls(frame),
+        "pos": positive(frame),
     }, index=frame.index)
     return out[~out.duplicated(subset=["sample_id", "repeat"], keep="last")]
 
@@ -145,7 +129,7 @@ def error_breakdown(rows: pd.DataFrame) -> dict[str, Any]:
 
 @produces(
     Metric("f1", "F1", "rate", "higher", irf=True, threshold=("min", 0.80), table=True, per_repeat=True,
-           order=20, table_order=2,
+           order=20, table_order=2, interval=True, interval_order=2,
            doc="2·TP / (2·TP + FP + FN) over the F1 pairs (joined on sample_id, repeat); missing with no pairs"),
     Metric("precision", "Precision", "rate", "higher", order=200, doc="TP / (TP + FP); missing when TP + FP = 0"),
     Metric("recall", "Recall", "rate", "higher", order=210, doc="TP / (TP + FN); missing when TP + FN = 0"),
@@ -155,13 +139,15 @@ def error_breakdown(rows: pd.DataFrame) -> dict[str, Any]:
     Metric("tn", "TN", "int", "none", order=250, doc="pairs where neither finished with tool_calls"),
     Metric("f1_pairs", "F1 pairs", "int", "none", count=True, order=260,
            doc="items joined with a baseline item where both sides succeeded"),
+    Metric("trigger_agreement", "Trigger Agreement", "rate", "higher", order=801, interval=True, interval_order=3,
+           doc="(TP + TN) / f1_pairs: share of pairs where vendor and baseline make the same trigger decision"),
     Metric("f1_excluded", "F1 excluded", "int", "none", count=True, order=270,
            doc="joined items where either side failed (left out of the matrix)"),
     Metric("f1_unmatched", "F1 unmatched", "int", "none", count=True, order=280,
            doc="vendor items with no baseline item of the same (sample_id, repeat)"),
 )
-@additive(_trigger_features)
-def trigger_f1(sums: pd.Series) -> dict[str, Any]:
+@additive(_trigger_features, resampled=("tp", "fp", "fn", "tn", "pairs"))
+def trigger_f1(sums: Sums) -> Columns:
     """Tool-call trigger agreement with the baseline (K2VV "ToolCall-Trigger Similarity").
 
     Items are joined on ``(sample_id, repeat)`` — never by position. Positive = the response finished
@@ -178,25 +164,22 @@ def trigger_f1(sums: pd.Series) -> dict[str, Any]:
     which equals 2PR / (P + R) wherever that is defined, and is 0 (not a crash) when P = R = 0.
     F1 is 1.0 when TP + FP + FN = 0 and there is at least one pair; with no pairs F1 is missing.
     Scoring the baseline against itself gives 1.0 whenever it has a successful item.
+    ``trigger_agreement = (TP + TN) / f1_pairs`` (missing with no pair).
     """
-    tp, fp, fn, tn, n_pairs = (int(sums[k]) for k in ("tp", "fp", "fn", "tn", "pairs"))
-    if n_pairs == 0:
-        f1 = NAN
-    elif tp + fp + fn == 0:
-        f1 = 1.0
-    else:
-        f1 = 2 * tp / (2 * tp + fp + fn)
+    tp, fp, fn, tn, n_pairs = (count(sums[k]) for k in ("tp", "fp", "fn", "tn", "pairs"))
+    den = 2 * tp + fp + fn
     return {
-        "f1": f1,
-        "precision": _ratio(tp, tp + fp),
-        "recall": _ratio(tp, tp + fn),
+        "f1": choose(den > 0, rate(2 * tp, den), choose(n_pairs > 0, 1.0, NAN)),
+        "precision": rate(tp, tp + fp),
+        "recall": rate(tp, tp + fn),
         "tp": tp,
         "fp": fp,
         "fn": fn,
         "tn": tn,
         "f1_pairs": n_pairs,
-        "f1_excluded": int(sums["excluded"]),
-        "f1_unmatched": int(sums["unmatched"]),
+        "trigger_agreement": rate(tp + tn, n_pairs),
+        "f1_excluded": count(sums["excluded"]),
+        "f1_unmatched": count(sums["unmatched"]),
     }
 
 
@@ -221,7 +204,7 @@ def _schema_features(rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[
     if TC_N not in rows.columns:
         rows = annotate_tool_calls(rows, tools_by_sample)
     ok = is_success(rows).to_numpy(dtype=bool)
-    tc = _finished_with_tool_calls(rows).to_numpy(dtype=bool)
+    tc = positive(rows).to_numpy(dtype=bool)
     n, valid = rows[TC_N].to_numpy(dtype=int), rows[TC_VALID].to_numpy(dtype=int)
     invalid, unchecked = rows[TC_INVALID].to_numpy(dtype=int), rows[TC_UNCHECKABLE].to_numpy(dtype=int)
     empty = tc & (n == 0)
@@ -236,7 +219,7 @@ def _schema_features(rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[
 
 @produces(
     Metric("schema_accuracy", "Schema Accuracy", "rate", "higher", irf=True, threshold=("min", 0.98), table=True,
-           per_repeat=True, order=30, table_order=4,
+           per_repeat=True, order=30, table_order=4, interval=True, interval_order=4,
            doc="valid calls / checkable calls of successful responses, whatever the finish_reason (a tool_calls "
                "finish without a call = 1 invalid call); missing with none"),
     Metric("schema_response_accuracy", "Schema Response Accuracy", "rate", "higher", per_repeat=True, order=290,
@@ -256,8 +239,8 @@ def _schema_features(rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[
     Metric("tool_calls_other_finish", "Calls under other finish", "int", "none", count=True, order=370,
            doc="calls of successful responses finishing other than tool_calls (length, stop; scored)"),
 )
-@additive(_schema_features)
-def schema_accuracy(sums: pd.Series) -> dict[str, Any]:
+@additive(_schema_features, resampled=("valid_calls", "invalid_calls"))
+def schema_accuracy(sums: Sums) -> Columns:
     """Schema accuracy of tool calls against the request's tool definitions (:mod:`avv_scoring.metrics.schema`).
 
     Call level, the headline and IRF input (AVV's definition: valid tool calls / total tool calls), over
@@ -282,18 +265,18 @@ def schema_accuracy(sums: pd.Series) -> dict[str, Any]:
     ``rows`` may already carry the columns of :func:`annotate_tool_calls`; otherwise they are computed
     here from ``tools_by_sample``.
     """
-    valid, invalid = int(sums["valid_calls"]), int(sums["invalid_calls"])
-    good, responses = int(sums["good_responses"]), int(sums["good_responses"] + sums["bad_responses"])
+    valid, invalid = count(sums["valid_calls"]), count(sums["invalid_calls"])
+    good, responses = count(sums["good_responses"]), count(sums["good_responses"] + sums["bad_responses"])
     return {
-        "schema_accuracy": _ratio(valid, valid + invalid),
-        "schema_response_accuracy": _ratio(good, responses),
+        "schema_accuracy": rate(valid, valid + invalid),
+        "schema_response_accuracy": rate(good, responses),
         "schema_responses": responses,
         "schema_valid_responses": good,
-        "schema_uncheckable_responses": int(sums["unknown_responses"]),
+        "schema_uncheckable_responses": count(sums["unknown_responses"]),
         "schema_calls": valid + invalid,
         "schema_valid_calls": valid,
-        "schema_uncheckable_calls": int(sums["unchecked_calls"]),
-        "tool_calls_other_finish": int(sums["other_finish_calls"]),
+        "schema_uncheckable_calls": count(sums["unchecked_calls"]),
+        "tool_calls_other_finish": count(sums["other_finish_calls"]),
     }
 
 
@@ -315,8 +298,9 @@ def _mean_features(rows: pd.DataFrame, column: str) -> pd.DataFrame:
     return pd.DataFrame({"value": np.where(present, values, 0.0), "present": present.astype(int)}, index=rows.index)
 
 
-def _present_values(rows: pd.DataFrame, column: str) -> np.ndarray:
-    return _values(rows.loc[compared_rows(rows), column])
+def _present_values(rows: pd.DataFrame, column: str) -> pd.Series:
+    """The values of ``column`` on the compared rows that have one (the rows of :func:`_mean_features`)."""
+    return numbers(rows.loc[compared_rows(rows), column])
 
 
 @produces(
@@ -326,7 +310,7 @@ def _present_values(rows: pd.DataFrame, column: str) -> np.ndarray:
     Metric("usage_rows", "Usage rows", "int", "none", order=400, doc="successful rows with total_tokens"),
 )
 @additive(lambda rows: _mean_features(rows, "total_tokens"))
-def avg_tokens(sums: pd.Series) -> dict[str, Any]:
+def avg_tokens(sums: Sums) -> Columns:
     """Mean total tokens per request (prompt + completion, as reported in the streamed usage).
 
     ``avg_tokens = mean(total_tokens)`` over the *compared* items whose ``total_tokens`` is present
@@ -334,20 +318,15 @@ def avg_tokens(sums: pd.Series) -> dict[str, Any]:
     requests cannot look cheap by it; see ``score.comparable_items``). A vendor that reports no usage has a
     missing avg_tokens — never 0, which would be the best rank.
     """
-    n = int(sums["present"])
-    return {"avg_tokens": float(sums["value"]) / n if n else NAN, "usage_rows": n}
-
-
-def _ttft_percentiles(rows: pd.DataFrame) -> dict[str, Any]:
-    values = _present_values(rows, "ttft_ms")
-    return {f"ttft_p{q}_ms": percentile(values, q) for q in (50, 90, 95, 99)}
+    n = count(sums["present"])
+    return {"avg_tokens": rate(sums["value"], n), "usage_rows": n}
 
 
 @produces(
     Metric("avg_ttft_ms", "TTFT (ms)", "num", "lower", irf=True, table=True, per_repeat=True, order=50,
            table_order=5,
            doc="mean ttft_ms over compared items (successful for every vendor of the model) that have one"),
-    Metric("ttft_p50_ms", "TTFT p50 (ms)", "num", "lower", order=410,
+    Metric("ttft_p50_ms", "TTFT p50 (ms)", "num", "lower", order=410, interval=True, interval_order=7,
            doc="median ttft_ms over compared items that have one (linear interpolation)"),
     Metric("ttft_p90_ms", "TTFT p90 (ms)", "num", "lower", order=420,
            doc="90th percentile of ttft_ms over the same rows"),
@@ -357,8 +336,10 @@ def _ttft_percentiles(rows: pd.DataFrame) -> dict[str, Any]:
            doc="99th percentile of ttft_ms over the same rows"),
     Metric("ttft_rows", "TTFT rows", "int", "none", order=440, doc="successful rows with a ttft_ms"),
 )
-@additive(lambda rows: _mean_features(rows, "ttft_ms"), extra=_ttft_percentiles)
-def ttft_stats(sums: pd.Series) -> dict[str, Any]:
+@additive(lambda rows: _mean_features(rows, "ttft_ms"),
+          quantiles=Quantiles(lambda rows: _present_values(rows, "ttft_ms"),
+                              {f"ttft_p{q}_ms": q for q in (50, 90, 95, 99)}))
+def ttft_stats(sums: Sums) -> Columns:
     """Time to first token over successful rows that have one (``ttft_rows``).
 
     Over the *compared* items that have one (successful for every vendor of the model, so a vendor that fails
@@ -366,8 +347,8 @@ def ttft_stats(sums: pd.Series) -> dict[str, Any]:
     ``ttft_p90_ms``, ``ttft_p95_ms``, ``ttft_p99_ms`` = percentiles with linear interpolation. Missing when no
     compared item has a TTFT (never 0).
     """
-    n = int(sums["present"])
-    return {"avg_ttft_ms": float(sums["value"]) / n if n else NAN, "ttft_rows": n}
+    n = count(sums["present"])
+    return {"avg_ttft_ms": rate(sums["value"], n), "ttft_rows": n}
 
 
 def _reasoning_only_features(rows: pd.DataFrame) -> pd.DataFrame:
@@ -389,14 +370,15 @@ def _reasoning_only_features(rows: pd.DataFrame) -> pd.DataFrame:
 
 @produces(
     Metric("tps", "TPS", "num", "higher", irf=True, table=True, per_repeat=True, order=60, table_order=3,
+           interval=True, interval_order=8,
            doc="mean per-request tps = (completion_tokens − 1) / decode s over compared items; missing with none"),
     Metric("tps_p50", "TPS p50", "num", "higher", order=450,
            doc="median per-request tps over compared items that have one"),
     Metric("tps_rows", "TPS rows", "int", "none", order=460, doc="successful rows with a tps"),
 )
 @additive(lambda rows: _mean_features(rows, "tps"),
-          extra=lambda rows: {"tps_p50": percentile(_present_values(rows, "tps"), 50)})
-def tps_stats(sums: pd.Series) -> dict[str, Any]:
+          quantiles=Quantiles(lambda rows: _present_values(rows, "tps"), {"tps_p50": 50}))
+def tps_stats(sums: Sums) -> Columns:
     """Decode throughput: mean of the per-request ``tps`` over successful rows that have one.
 
     Per request (computed by the harness) ``tps = (completion_tokens − 1) / (decode_ms / 1000)``; a buffered
@@ -404,8 +386,8 @@ def tps_stats(sums: pd.Series) -> dict[str, Any]:
     ``tps = mean(tps)``, ``tps_p50 = median(tps)`` over the ``tps_rows`` compared items that have one (as for
     TTFT: items that succeeded for every vendor of the model); missing when there are none.
     """
-    n = int(sums["present"])
-    return {"tps": float(sums["value"]) / n if n else NAN, "tps_rows": n}
+    n = count(sums["present"])
+    return {"tps": rate(sums["value"], n), "tps_rows": n}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -418,16 +400,15 @@ def tps_stats(sums: pd.Series) -> dict[str, Any]:
     Metric("finish_tool_calls_rate", "Finish-ToolCalls Rate", "rate", "none", per_repeat=True, order=510,
            doc="finish_tool_calls / items (MiniMax Finish-ToolCalls-Rate; failed items stay in the denominator)"),
 )
-@additive(lambda rows: pd.DataFrame({"items": 1, "finish": _finished_with_tool_calls(rows).astype(int)},
-                                    index=rows.index))
-def finish_tool_calls_rate(sums: pd.Series) -> dict[str, Any]:
+@additive(lambda rows: pd.DataFrame({"items": 1, "finish": positive(rows).astype(int)}, index=rows.index))
+def finish_tool_calls_rate(sums: Sums) -> Columns:
     """MiniMax Finish-ToolCalls-Rate.
 
     ``finish_tool_calls_rate = successful items finishing with "tool_calls" / items``; failed items
     stay in the denominator.
     """
-    count = int(sums["finish"])
-    return {"finish_tool_calls": count, "finish_tool_calls_rate": _ratio(count, int(sums["items"]))}
+    finished = count(sums["finish"])
+    return {"finish_tool_calls": finished, "finish_tool_calls_rate": rate(finished, count(sums["items"]))}
 
 
 @produces(
@@ -437,11 +418,11 @@ def finish_tool_calls_rate(sums: pd.Series) -> dict[str, Any]:
            order=530, doc="reasoning_only / successful responses (MiniMax); missing with no successful response"),
 )
 @additive(_reasoning_only_features)
-def reasoning_only_rate(sums: pd.Series) -> dict[str, Any]:
+def reasoning_only_rate(sums: Sums) -> Columns:
     """MiniMax reasoning-only pattern: reasoning arrived but no answer and no tool call.
 
     ``reasoning_only_rate = successful responses with reasoning_chars > 0, empty (or blank) content and
     no tool call / successful responses``. Missing when there is no successful response.
     """
-    count = int(sums["reasoning_only"])
-    return {"reasoning_only": count, "reasoning_only_rate": _ratio(count, int(sums["successes"]))}
+    only = count(sums["reasoning_only"])
+    return {"reasoning_only": only, "reasoning_only_rate": rate(only, count(sums["successes"]))}

@@ -1,17 +1,23 @@
-"""The metric registry (scoring layer, below :mod:`.metrics`): every per-vendor score column is declared once.
+"""The metric registry (scoring layer, below every metric module): every score column is declared once.
 
-A metric function in :mod:`.metrics` or :mod:`.call_metrics` is decorated with :func:`produces`, which
-registers it and every column it outputs as a :class:`Metric` (header, format, direction, IRF input, default
-verdict limit, which tables show it, formula). Everything else is derived from :data:`METRICS`:
-``SCORE_COLUMNS`` and ``REPEAT_COLUMNS`` (:mod:`.score`), ``REPEAT_METRICS`` (:mod:`.metrics`), ``IRF_METRICS``
-and ``IRF_TABLE_COLUMNS`` (:mod:`.irf`), the default :class:`~avv_scoring.verdict.Thresholds`, ``TABLE_LAYOUT``
-and ``COUNT_LAYOUT`` (:mod:`.report`), the report groups and the README metric table (:func:`render_metric_table`).
+A metric function is decorated with :func:`produces`, which registers it and every column it outputs as a
+:class:`Metric` (header, format, direction, IRF input, interval, default verdict limit, which tables show it,
+formula); its additive form, when it has one (:mod:`.additive`), is declared with it. Everything else is
+derived from :data:`METRICS`: ``SCORE_COLUMNS`` and ``REPEAT_COLUMNS`` (:mod:`avv_scoring.score`),
+``REPEAT_METRICS`` (:mod:`.vendor_table`), ``IRF_METRICS`` and ``IRF_TABLE_COLUMNS``
+(:mod:`avv_scoring.stats.irf`), the bootstrap intervals and what is resampled (:mod:`avv_scoring.stats.uncertainty`,
+:mod:`.model_level`), the default :class:`~avv_scoring.verdict.Thresholds`, the report's tables and groups and
+the README metric table (:func:`render_metric_table`).
 
-Registering a column twice, or ``irf=True`` with ``better="none"``, raises :class:`RegistryError` at import.
+Registering a column twice, ``irf=True`` with ``better="none"``, or ``interval=True`` on a column no additive
+form or percentile computes raises :class:`RegistryError` at import.
 
-:data:`METRICS` and :data:`FUNCTIONS` are read lazily (module ``__getattr__``): the first read imports
-:mod:`.metrics` and :mod:`.call_metrics` (:data:`METRIC_MODULES`), whose decorators fill the registry, so the
-import order of the package does not matter.
+The registry fills itself on first use: the first read (:data:`METRICS`, :data:`FUNCTIONS`, :func:`metric`, …)
+imports every module of the :mod:`avv_scoring.metrics` package, whose decorators register their metrics, then
+resolves the declarations that follow from the others (:meth:`Registry.produces_derived`: the interval columns
+of every ``interval=True`` metric). So a new metric module is one file in the package, listed nowhere. A metric
+module must not read the registry at import (that read would see it half-filled): it raises. Metrics are ordered
+by ``order``; at equal order the derived columns come after the others, the others by registration.
 No I/O, no pandas; the registry holds no run state.
 """
 
@@ -20,10 +26,14 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import pkgutil
 import re
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
+
+from avv_scoring.metrics.additive import Additive, Columns, form_of
 
 Fmt = Literal["rate", "num", "int", "text", "irf"]
 Better = Literal["higher", "lower", "none"]
@@ -63,10 +73,12 @@ class Metric:
     table: bool = False  # shown in the headline table (terminal / markdown / web UI)
     count: bool = False  # shown in the "Counts (excluded and missing)" table
     per_repeat: bool = False  # also computed per repeat and summarised as <column>_mean / _std
-    order: int = 1000  # position in SCORE_COLUMNS, the count table, the README table (ties: registration order)
+    order: int = 1000  # position in SCORE_COLUMNS, the count table, the README table (ties: see the module doc)
     doc: str = ""  # the formula, one line
     table_order: int | None = None  # position in the headline table when it differs from ``order``
     group: str = ""  # report.md table that shows it besides the headline/count tables ("correctness")
+    interval: bool = False  # a 95 % bootstrap interval <column>_ci_low / _ci_high (needs an additive form)
+    interval_order: int | None = None  # position among the intervals when it differs from ``order``
 
     def __post_init__(self) -> None:
         where = f"metric {self.column!r}"
@@ -78,6 +90,8 @@ class Metric:
             raise RegistryError(f"{where}: better {self.better!r} is not one of {', '.join(BETTER)}")
         if self.irf and self.better == "none":
             raise RegistryError(f"{where}: an IRF input needs a direction (better='higher' or 'lower')")
+        if self.interval and self.fmt not in ("rate", "num"):
+            raise RegistryError(f"{where}: an interval needs a rate or a number, not fmt {self.fmt!r}")
         if self.threshold is not None:
             check_limit(self, self.threshold)
         if "\n" in self.doc:
@@ -100,36 +114,36 @@ def check_limit(metric: Metric, limit: Any) -> Limit:
         raise RegistryError(f"{where}: threshold limit {value!r} is not a number")
     if metric.fmt == "text":
         raise RegistryError(f"{where}: a text column cannot have a threshold")
-    return (kind, float(value))
+    return ("min" if kind == "min" else "max", float(value))
 
 
 @dataclass(frozen=True)
 class MetricFunction:
     """A registered metric function, the columns it returns and what it is called with."""
 
-    func: Callable[..., dict[str, Any]]
+    func: Callable[..., Any]
     columns: tuple[str, ...]  # exactly the keys of the dict it returns (of each vendor's dict, for "model")
     inputs: Inputs  # "rows" → func(rows); "rows+baseline" → func(rows, baseline_rows); "model" → func(table)
 
     @property
     def name(self) -> str:
-        return self.func.__name__
+        return str(self.func.__name__)
 
     @property
     def additive(self) -> Additive | None:
-        """The function's additive form (see :func:`additive`), or None."""
-        return getattr(self.func, "avv_additive", None)
+        """The function's additive form (see :mod:`.additive`), or None."""
+        return form_of(self.func)
 
-    def __call__(self, rows: Any, baseline_rows: Any) -> dict[str, Any]:
+    def __call__(self, rows: Any, baseline_rows: Any) -> Columns:
         """Call with the vendor's rows (and the baseline's, when the function needs them); the result must
         hold exactly :attr:`columns`."""
         if self.inputs == "model":
             raise RegistryError(f"{self.name} is a model-level function: call for_model(table)")
         out = self.func(rows, baseline_rows) if self.inputs == "rows+baseline" else self.func(rows)
         self._check(out)
-        return out
+        return dict(out)
 
-    def for_model(self, table: Any) -> dict[str, dict[str, Any]]:
+    def for_model(self, table: Any) -> dict[str, Columns]:
         """Call a model-level function with one model's table; each vendor's dict must hold exactly
         :attr:`columns`."""
         if self.inputs != "model":
@@ -137,9 +151,9 @@ class MetricFunction:
         out = self.func(table)
         for columns in out.values():
             self._check(columns)
-        return out
+        return dict(out)
 
-    def _check(self, out: dict[str, Any]) -> None:
+    def _check(self, out: Columns) -> None:
         if set(out) != set(self.columns):
             extra, missing = sorted(set(out) - set(self.columns)), sorted(set(self.columns) - set(out))
             raise RegistryError(
@@ -148,44 +162,9 @@ class MetricFunction:
             )
 
 
-F = TypeVar("F", bound=Callable[..., dict[str, Any]])
-
-
-@dataclass(frozen=True)
-class Additive:
-    """A metric function's additive form: per-row features whose column sums determine (some of) its columns.
-
-    ``features(rows, …)`` returns a numeric frame indexed like (a subset of) ``rows``; ``combine(sums)`` turns
-    the sums into columns. The metric of any group of rows — a repeat, a sample, a bootstrap resample — is
-    ``combine(Σ features over the group)``, so per-repeat tables are one ``groupby(...).sum()``, not a loop.
-    ``extra(rows, …)`` adds the columns that are not additive (percentiles) to the whole-table result only.
-    """
-
-    features: Callable[..., Any]
-    combine: Callable[[Any], dict[str, Any]]
-    extra: Callable[..., dict[str, Any]] | None = None
-
-
-def additive(features: Callable[..., Any], extra: Callable[..., dict[str, Any]] | None = None) -> Callable:
-    """Decorator for a ``combine(sums) -> columns`` function: the result is the metric function itself,
-    ``f(rows, …) = combine(features(rows, …).sum())`` (plus ``extra(rows, …)``), with ``features``' signature
-    (so a second parameter ``baseline_rows`` makes it a baseline metric) and ``combine``'s name and docstring
-    (the formula). ``f.avv_additive`` holds the :class:`Additive` form."""
-
-    def wrap(combine: Callable[[Any], dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-        def metric(*args: Any, **kwargs: Any) -> dict[str, Any]:
-            out = combine(features(*args, **kwargs).sum())
-            if extra is not None:
-                out.update(extra(*args, **kwargs))
-            return out
-
-        metric.__name__, metric.__qualname__, metric.__doc__ = combine.__name__, combine.__qualname__, combine.__doc__
-        metric.__module__ = combine.__module__
-        metric.__signature__ = inspect.signature(features)  # type: ignore[attr-defined]
-        metric.avv_additive = Additive(features, combine, extra)  # type: ignore[attr-defined]
-        return metric
-
-    return wrap
+F = TypeVar("F", bound=Callable[..., Any])
+#: Declares the columns of a derived function from the metrics declared directly (see ``produces_derived``).
+Declare = Callable[[Sequence[Metric]], Sequence[Metric]]
 
 
 def _inputs_of(func: Callable[..., Any]) -> Inputs:
@@ -197,6 +176,14 @@ def _inputs_of(func: Callable[..., Any]) -> Inputs:
     return "rows+baseline" if BASELINE_PARAM in params[1:2] else "rows"
 
 
+def _check_intervals(func: Callable[..., Any], metrics: Sequence[Metric]) -> None:
+    """An interval is resampled from the function's additive form (its sums, or one of its percentiles)."""
+    wanted = [m.column for m in metrics if m.interval]
+    if wanted and form_of(func) is None:
+        raise RegistryError(f"{func.__name__}: an interval ({', '.join(wanted)}) needs an additive form "
+                            "(@additive under @produces)")
+
+
 class Registry:
     """Metrics by column and the functions that produce them. :data:`REGISTRY` is the package's one instance;
     tests may build their own."""
@@ -204,6 +191,8 @@ class Registry:
     def __init__(self) -> None:
         self._metrics: dict[str, Metric] = {}
         self._functions: list[MetricFunction] = []
+        self._derived: set[str] = set()  # columns declared by produces_derived (after the others at equal order)
+        self._pending: list[tuple[Declare, Callable[..., Any]]] = []
 
     def produces(self, *metrics: Metric) -> Callable[[F], F]:
         """Decorator: register the function and every column it returns (one :class:`Metric` each).
@@ -214,6 +203,28 @@ class Registry:
         or in the same call), a function registered twice or a non-:class:`Metric` argument raises
         :class:`RegistryError`.
         """
+        self._check_metrics(metrics)
+
+        def register(func: F) -> F:
+            self._register(func, metrics)
+            return func
+
+        return register
+
+    def produces_derived(self, declare: Declare) -> Callable[[F], F]:
+        """Decorator for a function whose columns follow from the other declarations (the interval columns of
+        every ``interval=True`` metric): ``declare(metrics)`` gets every metric registered with :meth:`produces`
+        and returns this function's. It runs once, on the registry's first read after every metric module was
+        imported; its columns then register like any other."""
+
+        def register(func: F) -> F:
+            self._pending.append((declare, func))
+            return func
+
+        return register
+
+    @staticmethod
+    def _check_metrics(metrics: Sequence[Metric]) -> None:
         if not metrics:
             raise RegistryError("produces() needs at least one Metric")
         seen: set[str] = set()
@@ -224,63 +235,104 @@ class Registry:
                 raise RegistryError(f"metric {m.column!r} is declared twice in one produces()")
             seen.add(m.column)
 
-        def register(func: F) -> F:
-            for m in metrics:
-                if m.column in self._metrics:
-                    owner = next(f.name for f in self._functions if m.column in f.columns)
-                    raise RegistryError(f"metric {m.column!r} is already registered (by {owner})")
-            if any(f.func is func for f in self._functions):
-                raise RegistryError(f"{func.__name__} is already registered")
-            entry = MetricFunction(func, tuple(m.column for m in metrics), _inputs_of(func))
-            for m in metrics:
-                self._metrics[m.column] = m
-            self._functions.append(entry)
-            return func
+    def _register(self, func: Callable[..., Any], metrics: Sequence[Metric]) -> None:
+        for m in metrics:
+            if m.column in self._metrics:
+                owner = next(f.name for f in self._functions if m.column in f.columns)
+                raise RegistryError(f"metric {m.column!r} is already registered (by {owner})")
+        if any(f.func is func for f in self._functions):
+            raise RegistryError(f"{func.__name__} is already registered")
+        _check_intervals(func, metrics)
+        entry = MetricFunction(func, tuple(m.column for m in metrics), _inputs_of(func))
+        for m in metrics:
+            self._metrics[m.column] = m
+        self._functions.append(entry)
 
-        return register
+    def _resolve(self) -> None:
+        """Register the pending derived declarations (see :meth:`produces_derived`)."""
+        while self._pending:
+            declare, func = self._pending.pop(0)
+            direct = self._sorted(m for m in self._metrics.values() if m.column not in self._derived)
+            metrics = tuple(declare(direct))
+            self._check_metrics(metrics)
+            self._register(func, metrics)
+            self._derived.update(m.column for m in metrics)
+
+    def _sorted(self, metrics: Any) -> tuple[Metric, ...]:
+        index = {c: i for i, c in enumerate(self._metrics)}
+        return tuple(sorted(metrics, key=lambda m: (m.order, m.column in self._derived, index[m.column])))
 
     def metrics(self) -> tuple[Metric, ...]:
-        """Every registered metric, by ``order`` (ties: registration order)."""
-        index = {c: i for i, c in enumerate(self._metrics)}
-        return tuple(sorted(self._metrics.values(), key=lambda m: (m.order, index[m.column])))
+        """Every registered metric, by ``order`` (ties: derived columns last, then registration order)."""
+        self._resolve()
+        return self._sorted(self._metrics.values())
 
     def functions(self) -> tuple[MetricFunction, ...]:
         """Every registered per-vendor function (``rows`` / ``rows+baseline``), in registration order."""
+        self._resolve()
         return tuple(f for f in self._functions if f.inputs != "model")
 
     def model_functions(self) -> tuple[MetricFunction, ...]:
         """Every registered model-level function, in registration order."""
+        self._resolve()
         return tuple(f for f in self._functions if f.inputs == "model")
 
+    def function_of(self, column: str) -> MetricFunction:
+        """The function that produces ``column``; KeyError when there is none."""
+        self._resolve()
+        for function in self._functions:
+            if column in function.columns:
+                return function
+        raise KeyError(f"unknown metric column {column!r}")
+
     def metric(self, column: str) -> Metric:
+        self._resolve()
         try:
             return self._metrics[column]
         except KeyError:
             raise KeyError(f"unknown metric column {column!r}") from None
 
     def __contains__(self, column: object) -> bool:
+        self._resolve()
         return column in self._metrics
 
 
-#: The registry every metric of :mod:`avv_scoring.metrics.headline` and :mod:`avv_scoring.metrics.calls` is declared in.
+#: The registry every metric module of :mod:`avv_scoring.metrics` declares its metrics in.
 REGISTRY = Registry()
 #: ``@produces(Metric(...), ...)`` on a metric function registers it in :data:`REGISTRY`.
 produces = REGISTRY.produces
+#: ``@produces_derived(declare)`` registers a function whose columns follow from the others (:mod:`.model_level`).
+produces_derived = REGISTRY.produces_derived
 
 METRICS: tuple[Metric, ...]  # every registered metric, in order (lazy: see the module docstring)
 FUNCTIONS: tuple[MetricFunction, ...]  # every registered per-vendor function with what it needs (lazy)
 MODEL_FUNCTIONS: tuple[MetricFunction, ...]  # every registered model-level function (lazy)
 
+_state = {"loaded": False, "loading": False}
 
-#: Modules whose ``@produces`` decorators fill :data:`REGISTRY` (imported on first use).
-METRIC_MODULES: tuple[str, ...] = ("avv_scoring.metrics.headline", "avv_scoring.metrics.calls",
-                                  "avv_scoring.metrics.client", "avv_scoring.metrics.verifiers",
-                                  "avv_scoring.stats.uncertainty", "avv_scoring.metrics.trajectories")
+
+def metric_modules() -> tuple[str, ...]:
+    """Every module of the :mod:`avv_scoring.metrics` package (by name): where metrics are declared."""
+    package = sys.modules[__package__ or "avv_scoring.metrics"]
+    return tuple(f"{package.__name__}.{info.name}" for info in sorted(pkgutil.iter_modules(package.__path__),
+                                                                     key=lambda info: info.name)
+                 if not info.name.startswith("_"))
 
 
 def _load() -> Registry:
-    for name in METRIC_MODULES:
-        importlib.import_module(name)  # their decorators fill REGISTRY
+    """:data:`REGISTRY` with every metric module imported (their decorators fill it)."""
+    if _state["loaded"]:
+        return REGISTRY
+    if _state["loading"]:
+        raise RegistryError("the metric registry was read while the metric modules were being imported: "
+                            "read it inside a function, not at a metric module's import")
+    _state["loading"] = True
+    try:
+        for name in metric_modules():
+            importlib.import_module(name)
+    finally:
+        _state["loading"] = False
+    _state["loaded"] = True
     return REGISTRY
 
 
@@ -303,6 +355,11 @@ def is_metric(column: str) -> bool:
     return column in _load()
 
 
+def function_of(column: str) -> MetricFunction:
+    """The registered function that produces ``column``; KeyError when there is none."""
+    return _load().function_of(column)
+
+
 def baseline_columns() -> tuple[str, ...]:
     """Columns that compare a vendor with the baseline: those of ``rows+baseline`` and model-level functions."""
     reg = _load()
@@ -315,6 +372,17 @@ def baseline_columns() -> tuple[str, ...]:
 def irf_inputs() -> tuple[Metric, ...]:
     """The default IRF inputs (``irf=True``), in order."""
     return tuple(m for m in _load().metrics() if m.irf)
+
+
+def interval_metrics() -> tuple[Metric, ...]:
+    """The metrics with a bootstrap interval (``interval=True``), by ``interval_order`` (else ``order``)."""
+    return intervals_of(_load().metrics())
+
+
+def intervals_of(metrics: Sequence[Metric]) -> tuple[Metric, ...]:
+    """The ``interval=True`` metrics of ``metrics``, by ``interval_order`` (else ``order``)."""
+    shown = [m for m in metrics if m.interval]
+    return tuple(sorted(shown, key=lambda m: m.order if m.interval_order is None else m.interval_order))
 
 
 def table_metrics() -> tuple[Metric, ...]:
@@ -374,4 +442,3 @@ def render_metric_table(metrics: tuple[Metric, ...] | None = None) -> str:
         ]
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows)
-

@@ -16,8 +16,8 @@ compiled, never by the arguments: once a schema is checkable, a validation that 
 search past :data:`~avv_core.bounded_schema.REGEX_BUDGET_S`) or fails (arguments nested deeper than Python
 follows) makes the call invalid, so no vendor can move its own call out of the accuracy.
 
-Compiled validators are cached per schema (keyed by the schema's canonical JSON); this cache is the
-package's only module-level state.
+Compiled validators are cached per schema (keyed by the schema's canonical JSON, :mod:`avv_core.canonical`); this
+cache is the package's only module-level state.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from avv_core.bounded_schema import build_validator, is_valid
+from avv_core.canonical import canonical_key
 
 VALID = "valid"
 INVALID = "invalid"
@@ -42,13 +43,11 @@ class _BadSchema:
         self.reason = reason
 
 
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def compiled_validator(schema: Any):
-    """The cached validator for ``schema``, or a ``_BadSchema`` marker when the schema is invalid."""
-    key = canonical_json(schema)
+def compiled_validator(schema: Any) -> Any:
+    """The cached validator for ``schema``, or a ``_BadSchema`` marker when the schema is invalid. Keyed by the
+    schema's canonical JSON (:func:`avv_core.canonical.canonical_key`: key order ignored, ``1`` and ``1.0`` one
+    number), so equal schemas share one validator."""
+    key = canonical_key(schema)
     cached = _VALIDATORS.get(key)
     if cached is None:
         try:
@@ -73,7 +72,8 @@ def tool_schemas(tools: Sequence[Any] | None) -> dict[str, Any]:
     for tool in tools or ():
         if not isinstance(tool, Mapping):
             continue
-        fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+        function = tool.get("function")
+        fn: Mapping[str, Any] = function if isinstance(function, Mapping) else tool
         name = fn.get("name")
         if isinstance(name, str) and name not in out:
             out[name] = fn.get("parameters")

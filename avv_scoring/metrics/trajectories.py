@@ -3,7 +3,7 @@ the trajectory metrics (registered like every metric), and per-task disagreement
 
 **Rows.** An agent task is one item (model, vendor, sample_id, repeat) recorded as one row per step (``step``
 1, 2, …; written together). A single-request item has ``step`` empty. Scoring keeps, per item, the rows of its
-latest trajectory (:func:`dedupe_with_steps`, the trajectory counterpart of
+latest trajectory (:func:`avv_scoring.load.dedupe_with_steps`, the trajectory counterpart of
 :func:`avv_scoring.load.dedupe_latest`), then :func:`summarise` reduces them to ONE row per item: a trajectory's
 FIRST step — the sample's request as written, the same request every vendor got — with the trajectory's summary in
 helper columns. Every per-item metric (success rate, trigger F1, tool-call correctness, gold, TTFT, tokens …)
@@ -46,19 +46,19 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from avv_core.agent_task import SOURCE_INJECTED
 from avv_core.measures import is_missing
-from avv_scoring.load import FILE_ORDER_COL, ITEM_KEY, ROW_ORDER_COL, is_success
+from avv_scoring.load import ITEM_KEY, dedupe_with_steps, is_success, step_numbers
+from avv_scoring.metrics.additive import NAN, Columns, rate
 from avv_scoring.metrics.calls import CALLS, GOLD, name_of_row
 from avv_scoring.metrics.correctness import Call, call_matches, each_gets_its_own
 from avv_scoring.metrics.registry import Metric, produces
 
-NAN = float("nan")
 ENDS = ("completed", "wrong_answer", "gave_up", "max_steps", "failed")
 COMPLETED = "completed"
 LOOP_REPEATS = 3  # the same call this many times in one trajectory is a loop
@@ -77,42 +77,8 @@ TJ_ANSWER = "_tj_answer"  # the final answer's content ("" without one)
 HELPERS = (TJ, TJ_STEPS, TJ_END, TJ_ERROR, TJ_RECOVERED, TJ_LOOP, TJ_TOKENS, TJ_WALL_MS, TJ_PATH, TJ_ANSWER)
 
 
-def _ratio(num: float, den: float) -> float:
-    return float(num) / float(den) if den else NAN
-
-
-def step_numbers(frame: pd.DataFrame) -> pd.Series:
-    """The ``step`` column as floats (NaN = a single-request row); all NaN when the column is absent."""
-    if "step" not in frame.columns:
-        return pd.Series(NAN, index=frame.index, dtype=float)
-    return pd.to_numeric(frame["step"].astype("object"), errors="coerce").astype(float)
-
-
 def has_steps(frame: pd.DataFrame) -> bool:
     return "step" in frame.columns and bool(step_numbers(frame).notna().any())
-
-
-# ------------------------------------------------------------------------------------------------ de-dup
-
-
-def dedupe_with_steps(frame: pd.DataFrame, dedupe: Callable[[pd.DataFrame], pd.DataFrame]) -> pd.DataFrame:
-    """One trajectory per item: the rows of the latest one. A trajectory is a run of rows of one item in one file,
-    in file order, from its step 1 (a single-request row is a trajectory of its own); "latest" is decided by
-    ``dedupe`` (:func:`avv_scoring.load.dedupe_latest`) on each trajectory's first row."""
-    work = frame.copy()
-    if FILE_ORDER_COL not in work.columns:
-        work[FILE_ORDER_COL] = 0
-    if ROW_ORDER_COL not in work.columns:
-        work[ROW_ORDER_COL] = range(len(work))
-    work = work.sort_values([FILE_ORDER_COL, ROW_ORDER_COL], kind="stable")
-    step = step_numbers(work)
-    item = pd.util.hash_pandas_object(work[list(ITEM_KEY)].astype(str), index=False)
-    file = work[FILE_ORDER_COL]
-    starts = (step.isna() | (step <= 1) | (item != item.shift()) | (file != file.shift())).to_numpy()
-    instance = pd.Series(starts.cumsum(), index=work.index)
-    firsts = work[starts].drop(columns="step").assign(_instance=instance[starts])
-    winners = set(dedupe(firsts)["_instance"])
-    return work[instance.isin(winners)].reset_index(drop=True)
 
 
 def first_steps(frame: pd.DataFrame) -> pd.DataFrame:
@@ -154,10 +120,21 @@ def _show(call: Call) -> str:
     return call.show() if len(call.raw) <= 80 else f"{call.name}({call.raw[:77]}…)"
 
 
+def _total(values: list[Any]) -> float:
+    """The sum of the steps' values (in step order); missing when a step has none."""
+    if any(is_missing(v) for v in values):
+        return NAN
+    total = 0.0
+    for value in values:
+        total += float(value)
+    return total
+
+
 def summarise_one(steps: list[dict[str, Any]]) -> dict[str, Any]:
     """The helper columns of one trajectory from its rows (annotated, ordered by step)."""
     last = steps[-1]
-    answer = last.get("content") if isinstance(last.get("content"), str) else ""
+    content = last.get("content")
+    answer = content if isinstance(content, str) else ""
     injected_at = next((i for i, s in enumerate(steps)
                         if any(a.get("source") == SOURCE_INJECTED for a in _tool_results(s.get("tool_results")))),
                        None)
@@ -186,16 +163,15 @@ def summarise_one(steps: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         TJ: True, TJ_STEPS: len(steps), TJ_END: end, TJ_ERROR: injected_at is not None, TJ_RECOVERED: recovered,
         TJ_LOOP: bool(counts) and max(counts.values()) >= LOOP_REPEATS,
-        TJ_TOKENS: NAN if any(is_missing(t) for t in tokens) else float(sum(float(t) for t in tokens)),
-        TJ_WALL_MS: NAN if any(is_missing(w) for w in walls) else float(sum(float(w) for w in walls)),
+        TJ_TOKENS: _total(tokens), TJ_WALL_MS: _total(walls),
         TJ_PATH: " · ".join(path), TJ_ANSWER: answer if end != "failed" and not last[CALLS] else "",
     }
 
 
 def summarise(records: pd.DataFrame) -> pd.DataFrame:
     """One row per item (see the module docstring): single requests as they are (``_tj`` False) and each
-    trajectory's first step with its summary. ``records`` = the rows after :func:`dedupe_with_steps`, annotated by
-    :func:`avv_scoring.metrics.calls.annotate_calls`."""
+    trajectory's first step with its summary. ``records`` = the rows after
+    :func:`~avv_scoring.load.dedupe_with_steps`, annotated by :func:`avv_scoring.metrics.calls.annotate_calls`."""
     step = step_numbers(records)
     blank = {TJ: False, TJ_STEPS: NAN, TJ_END: None, TJ_ERROR: False, TJ_RECOVERED: False, TJ_LOOP: False,
              TJ_TOKENS: NAN, TJ_WALL_MS: NAN, TJ_PATH: None, TJ_ANSWER: None}
@@ -239,13 +215,13 @@ def trajectories_of(rows: pd.DataFrame) -> pd.DataFrame:
     Metric("trajectory_ends", "Trajectory ends", "text", "none", order=807, group="agent",
            doc="trajectories per end (completed, wrong_answer, gave_up, max_steps, failed) as end:count;…"),
 )
-def task_completion(rows: pd.DataFrame) -> dict[str, Any]:
+def task_completion(rows: pd.DataFrame) -> Columns:
     """``task_completion_rate = completed / trajectories`` (module docstring: how a trajectory ends); every
     trajectory is in the denominator, a failed one too. ``trajectory_ends`` = ``end:count`` joined by ``;`` in
     the order completed, wrong_answer, gave_up, max_steps, failed (ends with no trajectory left out)."""
     tj = trajectories_of(rows)
     ends = Counter(tj[TJ_END].tolist())
-    return {"task_completion_rate": _ratio(ends[COMPLETED], len(tj)), "trajectories": len(tj),
+    return {"task_completion_rate": rate(ends[COMPLETED], len(tj)), "trajectories": len(tj),
             "tasks_completed": ends[COMPLETED], "trajectory_ends": ";".join(f"{e}:{ends[e]}" for e in ENDS if ends[e])}
 
 
@@ -269,8 +245,8 @@ def trajectory_steps(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[st
     steps (0 for the baseline itself; positive = the vendor needs more steps). Missing without such trajectories."""
     mine, theirs = _steps_by_pair(trajectories_of(rows)), _steps_by_pair(trajectories_of(baseline_rows))
     pairs = [(n, theirs[key]) for key, n in mine.items() if key in theirs]
-    return {"avg_steps": _ratio(sum(mine.values()), len(mine)),
-            "steps_delta": _ratio(sum(v - b for v, b in pairs), len(pairs)), "steps_pairs": len(pairs)}
+    return {"avg_steps": rate(sum(mine.values()), len(mine)),
+            "steps_delta": rate(sum(v - b for v, b in pairs), len(pairs)), "steps_pairs": len(pairs)}
 
 
 @produces(
@@ -288,9 +264,9 @@ def trajectory_recovery(rows: pd.DataFrame) -> dict[str, Any]:
     tj = trajectories_of(rows)
     errors = tj[tj[TJ_ERROR].astype(bool)]
     working = tj[tj[TJ_END] != "failed"]
-    return {"recovery_rate": _ratio(int(errors[TJ_RECOVERED].astype(bool).sum()), len(errors)),
+    return {"recovery_rate": rate(int(errors[TJ_RECOVERED].astype(bool).sum()), len(errors)),
             "error_trajectories": len(errors),
-            "loop_rate": _ratio(int(working[TJ_LOOP].astype(bool).sum()), len(working))}
+            "loop_rate": rate(int(working[TJ_LOOP].astype(bool).sum()), len(working))}
 
 
 @produces(
@@ -365,5 +341,5 @@ def ends_text(ends: Sequence[str]) -> str:
     return ", ".join(f"{e} {counts[e]}" for e in ENDS if counts[e])
 
 
-__all__ = ["ENDS", "TRAJECTORY_KIND", "dedupe_with_steps", "first_steps", "has_steps", "summarise",
+__all__ = ["ENDS", "TRAJECTORY_KIND", "dedupe_with_steps", "first_steps", "has_steps", "step_numbers", "summarise",
            "trajectory_disagreements"]

@@ -1,11 +1,11 @@
 """All metrics of one vendor, pooled and per repeat (scoring layer, pure): runs the functions registered in
-:mod:`avv_scoring.metrics.registry` by the metric modules (:mod:`avv_scoring.metrics.headline` and the others in
-``registry.METRIC_MODULES``) over the rows of one (model, vendor) and its baseline, and summarises repeats.
+:mod:`avv_scoring.metrics.registry` by the metric modules (every module of this package) over the rows of one
+(model, vendor) and its baseline, and summarises repeats.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -13,8 +13,9 @@ import pandas as pd
 
 from avv_core.samples import Gold
 from avv_scoring.metrics import registry
+from avv_scoring.metrics.additive import NAN, Additive, Columns, Quantiles, numbers
 from avv_scoring.metrics.calls import TC_N
-from avv_scoring.metrics.headline import NAN, _values, annotate_tool_calls
+from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.registry import MetricFunction
 
 
@@ -41,15 +42,48 @@ def vendor_metrics(
     return out
 
 
-def vendor_tables(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> tuple[dict[str, Any], pd.DataFrame]:
+class FeatureFrames:
+    """The per-item features (and percentile values) of the additive forms over one vendor's rows and its
+    baseline's, each computed once: forms that share a features function read the same frame, and the bootstrap
+    (:func:`avv_scoring.stats.uncertainty.vendor_sums`) reads the frames the point values were computed from."""
+
+    def __init__(self, rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> None:
+        self.rows, self.baseline_rows = rows, baseline_rows
+        self._frames: dict[Callable[..., pd.DataFrame], pd.DataFrame] = {}
+        self._values: dict[Callable[..., pd.Series], pd.Series] = {}
+
+    def args(self, function: MetricFunction) -> tuple[pd.DataFrame, ...]:
+        """What ``function`` (and its form's features) is called with."""
+        return (self.rows, self.baseline_rows) if function.inputs == "rows+baseline" else (self.rows,)
+
+    def features(self, function: MetricFunction, form: Additive) -> pd.DataFrame:
+        """``form.features`` over the rows ``function`` reads."""
+        frame = self._frames.get(form.features)
+        if frame is None:
+            frame = self._frames[form.features] = form.features(*self.args(function))
+        return frame
+
+    def values(self, function: MetricFunction, quantiles: Quantiles) -> pd.Series:
+        """The per-item values the percentiles of ``quantiles`` are taken of."""
+        values = self._values.get(quantiles.values)
+        if values is None:
+            values = self._values[quantiles.values] = quantiles.values(*self.args(function))
+        return values
+
+
+def vendor_tables(rows: pd.DataFrame, baseline_rows: pd.DataFrame,
+                  frames: FeatureFrames | None = None) -> tuple[Columns, pd.DataFrame]:
     """:func:`vendor_metrics` and :func:`per_repeat` of one vendor at once: each additive function's per-row
-    features are computed once and give both the whole-table sums and the per-repeat groupby sums."""
+    features are computed once and give both the whole-table sums and the per-repeat groupby sums. ``frames``
+    (of these rows) keeps the features for the caller (the bootstrap's sums)."""
     repeats = _repeat_numbers(rows)
-    numbers = sorted(set(repeats.tolist()))
+    repeat_numbers = sorted(set(repeats.tolist()))
     wanted = set(_repeat_metrics())
-    pooled: dict[str, Any] = {}
-    table: dict[int, dict[str, Any]] = {r: {} for r in numbers}
+    pooled: Columns = {}
+    table: dict[int, Columns] = {r: {} for r in repeat_numbers}
     looped = []
+    frames = frames if frames is not None else FeatureFrames(rows, baseline_rows)
+    repeat_sums: dict[int, pd.DataFrame] = {}  # id of a features frame → its per-repeat sums
     for function in registry.FUNCTIONS:
         form = function.additive
         per_repeat_too = bool(set(function.columns) & wanted)
@@ -58,20 +92,21 @@ def vendor_tables(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> tuple[dict
             if per_repeat_too:
                 looped.append(function)
             continue
-        args = (rows, baseline_rows) if function.inputs == "rows+baseline" else (rows,)
-        features = form.features(*args)
-        pooled.update(form.combine(features.sum()))
-        if form.extra is not None:
-            pooled.update(form.extra(*args))
+        features = frames.features(function, form)
+        pooled.update(form.point(features))
+        if form.quantiles is not None:
+            pooled.update(form.quantiles.of(frames.values(function, form.quantiles)))
         if per_repeat_too:
-            sums = features.groupby(repeats.reindex(features.index).to_numpy()).sum()
+            sums = repeat_sums.get(id(features))
+            if sums is None:
+                sums = repeat_sums[id(features)] = features.groupby(repeats.reindex(features.index).to_numpy()).sum()
             empty = features.iloc[:0].sum()
-            for r in numbers:
+            for r in repeat_numbers:
                 table[r].update(form.combine(sums.loc[r] if r in sums.index else empty))
     if looped:
-        _call_per_repeat(looped, rows, repeats, baseline_rows, numbers, table)
+        _call_per_repeat(looped, rows, repeats, baseline_rows, repeat_numbers, table)
     columns = _repeat_metrics()
-    by_repeat = pd.DataFrame([{"repeat": r, **{m: table[r].get(m, NAN) for m in columns}} for r in numbers],
+    by_repeat = pd.DataFrame([{"repeat": r, **{m: table[r].get(m, NAN) for m in columns}} for r in repeat_numbers],
                              columns=["repeat", *columns])
     return pooled, by_repeat
 
@@ -161,7 +196,7 @@ def repeat_summary(by_repeat: pd.DataFrame) -> dict[str, Any]:
     """
     out: dict[str, Any] = {"n_repeats": len(by_repeat)}
     for m in _repeat_metrics():
-        values = _values(by_repeat[m]) if m in by_repeat.columns else np.array([])
+        values = numbers(by_repeat[m]).to_numpy() if m in by_repeat.columns else np.array([])
         out[f"{m}_mean"] = float(values.mean()) if values.size else NAN
         out[f"{m}_std"] = float(values.std(ddof=1)) if values.size >= 2 else NAN
     return out

@@ -1,8 +1,8 @@
 """Metrics of the verifiers people already run (scoring layer, pure): MiniMax-Provider-Verifier's language
 following, multi-call trigger similarity and Query-Success-Rate under its retry budget.
 
-Registered like every metric (:func:`avv_scoring.metrics.registry.produces`; this module is listed in
-``registry.METRIC_MODULES``). Each function takes one vendor's de-duplicated rows (record schema), the
+Registered like every metric (:func:`avv_scoring.metrics.registry.produces`; the registry imports every module of
+the package). Each function takes one vendor's de-duplicated rows (record schema), the
 multi-call similarity also the baseline's rows. A value that cannot be computed is missing (``nan``).
 
 Sources (docs/scoring.md quotes the wording): MiniMax-AI/MiniMax-Provider-Verifier ``verify.py`` (summary,
@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from avv_core.language import check_language
 from avv_scoring.load import is_success
-from avv_scoring.metrics.headline import NAN, TC_N, _finished_with_tool_calls, _ratio
-from avv_scoring.metrics.registry import Metric, additive, produces
+from avv_scoring.metrics.additive import NAN, Columns, Sums, additive, count, rate
+from avv_scoring.metrics.calls import TC_N, positive
+from avv_scoring.metrics.registry import Metric, produces
 from avv_scoring.metrics.schema import parse_tool_calls
 
 #: MiniMax's Query-Success-Rate budget: ``max_retry=10`` (verify.py runs ``range(max_retries)`` attempts).
@@ -57,7 +57,7 @@ def _language_features(rows: pd.DataFrame) -> pd.DataFrame:
            doc="checked responses whose content follows the expected language (avv_core/language.py)"),
 )
 @additive(_language_features)
-def language_following_rate(sums: pd.Series) -> dict[str, Any]:
+def language_following_rate(sums: Sums) -> Columns:
     """MiniMax Language-Following-Success-Rate, with a general script check.
 
     ``checked`` = successful rows whose ``expected_language`` is set and whose ``content`` is non-empty (as
@@ -69,9 +69,9 @@ def language_following_rate(sums: pd.Series) -> dict[str, Any]:
     A failed response is not checked (its cost is in ``success_rate``); a response with no letter outside
     code is checked and not valid. Rows of a records file without the column are not checked.
     """
-    checked, valid = int(sums["checked"]), int(sums["valid"])
+    checked, valid = count(sums["checked"]), count(sums["valid"])
     return {
-        "language_following_rate": _ratio(valid, checked),
+        "language_following_rate": rate(valid, checked),
         "language_following_checked": checked,
         "language_following_valid": valid,
     }
@@ -80,13 +80,13 @@ def language_following_rate(sums: pd.Series) -> dict[str, Any]:
 def call_count_distribution(rows: pd.DataFrame) -> Counter[int]:
     """Successful responses finishing with ``tool_calls``, by the number of tool calls they carry (MiniMax's
     ``tool_calls_count_distribution``; an unparseable tool_calls cell counts its ``tool_call_count``)."""
-    positive = _finished_with_tool_calls(rows).to_numpy(dtype=bool)  # mask single columns, not the wide frame
+    finished = positive(rows).to_numpy(dtype=bool)  # mask single columns, not the wide frame
     if TC_N in rows.columns:
-        counts = rows[TC_N].to_numpy()[positive].astype(int).tolist()
+        counts = rows[TC_N].to_numpy()[finished].astype(int).tolist()
     else:
         counts = [len(c) if (c := parse_tool_calls(cell)) is not None else int(n or 0)
-                  for cell, n in zip(rows["tool_calls"].astype("object")[positive],
-                                     rows["tool_call_count"].astype("object").fillna(0)[positive], strict=True)]
+                  for cell, n in zip(rows["tool_calls"].astype("object")[finished],
+                                     rows["tool_call_count"].astype("object").fillna(0)[finished], strict=True)]
     return Counter(counts)
 
 
@@ -108,7 +108,7 @@ def cosine_similarity(a: Counter[int], b: Counter[int]) -> float:
            doc="cosine similarity of the normalised histograms of tool calls per tool_calls response, vendor vs "
                "baseline (MiniMax); missing when either side has no such response"),
 )
-def multi_call_similarity(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[str, Any]:
+def multi_call_similarity(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> Columns:
     """MiniMax Multi-ToolCalls-Trigger Similarity.
 
     For each side, ``h[k]`` = successful responses finishing with ``tool_calls`` that carry k tool calls,
@@ -135,7 +135,7 @@ def _qsr_features(rows: pd.DataFrame) -> pd.DataFrame:
                f"{QSR_MAX_ATTEMPTS}); a lower bound when the run allowed fewer attempts"),
 )
 @additive(_qsr_features)
-def query_success_rate(sums: pd.Series) -> dict[str, Any]:
+def query_success_rate(sums: Sums) -> Columns:
     """MiniMax Query-Success-Rate: "the probability that a provider can eventually return a valid response
     successfully when allowed up to max_retry=10 attempts"::
 
@@ -145,4 +145,4 @@ def query_success_rate(sums: pd.Series) -> dict[str, Any]:
     MiniMax's budget; with fewer retries an item that failed might have succeeded later, so the value is a
     lower bound (never an overestimate). Missing with no items.
     """
-    return {"query_success_rate": _ratio(int(sums["within"]), int(sums["items"]))}
+    return {"query_success_rate": rate(count(sums["within"]), count(sums["items"]))}

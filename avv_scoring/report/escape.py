@@ -16,6 +16,8 @@ output escapes them by one rule, kept here:
   ``\\|``, turns line breaks and tabs into spaces and shows other control characters escaped;
   :func:`markdown_table` builds every table from such cells; :func:`markdown_text` (names in headings and
   bullets) does the same but leaves ``|`` alone.
+- **HTML** (report.html): :func:`html_text` escapes ``&``, ``<``, ``>`` and both quotes, everywhere (text and
+  attribute values alike).
 - **Terminal**: :func:`terminal_text` shows control characters (C0, DEL, C1, line and paragraph separators,
   bidirectional overrides) as escapes such as the literal text ``\\x1b``, so an ANSI / OSC sequence from a
   vendor is shown, never run. :func:`control_characters` lists them, for the config's own check.
@@ -116,6 +118,14 @@ def markdown_table(headers: Sequence[Any], body: Iterable[Sequence[Any]]) -> str
     return "\n".join(lines)
 
 
+# -------------------------------------------------------------------------------------------------- HTML
+
+
+def html_text(value: Any) -> str:
+    """``value`` as HTML text or attribute value: ``&``, ``<``, ``>``, ``"`` and ``'`` escaped."""
+    return html.escape(str(value), quote=True)
+
+
 # ---------------------------------------------------------------------------------------------- terminal
 
 
@@ -150,6 +160,7 @@ __all__ = [
     "CSV_TEXT_MARK",
     "FORMULA_LEADING",
     "control_characters",
+    "html_text",
     "is_control",
     "markdown_cell",
     "markdown_table",

@@ -18,17 +18,34 @@ max and ordinal ranking do not.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
 from avv_core.errors import InputError
 from avv_scoring.metrics.registry import irf_inputs, is_metric, metric
 
-#: metric column → True when higher is better: the default IRF inputs (registry ``irf=True``), in order.
-IRF_METRICS: dict[str, bool] = {m.column: m.higher_is_better for m in irf_inputs()}
 IRF_K = 5.0
-#: Column order of the ``avv-score irf`` input table.
-IRF_TABLE_COLUMNS: tuple[str, ...] = ("model", "vendor", *IRF_METRICS)
+
+
+def default_irf_metrics() -> dict[str, bool]:
+    """Metric column → True when higher is better: the default IRF inputs (registry ``irf=True``), in order."""
+    return {m.column: m.higher_is_better for m in irf_inputs()}
+
+
+def __getattr__(name: str) -> Any:
+    # read lazily (importing this module does not read the registry, which may still be loading)
+    if name == "IRF_METRICS":
+        return default_irf_metrics()
+    if name == "IRF_TABLE_COLUMNS":
+        return ("model", "vendor", *default_irf_metrics())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+#: metric column → True when higher is better: the default IRF inputs (registry ``irf=True``), in order (lazy).
+IRF_METRICS: dict[str, bool]
+#: Column order of the ``avv-score irf`` input table (lazy).
+IRF_TABLE_COLUMNS: tuple[str, ...]
 
 #: What callers may pass as ``metrics``: None (the default inputs) or registered metric columns.
 MetricsSpec = Sequence[str] | None
@@ -42,7 +59,7 @@ def resolve_irf_metrics(metrics: MetricsSpec = None) -> dict[str, bool]:
     raises :class:`~avv_core.errors.InputError` (it is user input: ``--irf-metrics``).
     """
     if metrics is None:
-        return dict(IRF_METRICS)
+        return default_irf_metrics()
     if isinstance(metrics, str):
         raise TypeError("metrics: pass a list of columns, not one string")
     columns = list(metrics)

@@ -32,6 +32,7 @@ from collections.abc import Iterator, Sequence
 from statistics import NormalDist
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 NAN = float("nan")
 #: Resamples per chunk: the weight matrix is built and used ``CHUNK`` rows at a time (memory ∝ CHUNK · units).
@@ -62,7 +63,12 @@ def resample_counts(n_units: int, n_resamples: int, seed: int, chunk: int = CHUN
         yield np.bincount(drawn.ravel(), minlength=k * n_units).reshape(k, n_units).astype(np.float64)
 
 
-def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+def per_unit_sums(units: np.ndarray, weights: ArrayLike, n: int) -> np.ndarray:
+    """``NUM_s``: the sum of ``weights`` over the items of each unit ``s`` (0 … n − 1), in item order."""
+    return np.bincount(units, weights=np.asarray(weights, dtype=float), minlength=n)[:n]
+
+
+def ratio(num: ArrayLike, den: ArrayLike) -> np.ndarray:
     """``num / den`` elementwise, missing (NaN) where ``den == 0``."""
     num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
     out = np.full(np.broadcast(num, den).shape, np.nan)
@@ -276,6 +282,7 @@ __all__ = [
     "bootstrap_p_greater",
     "detectable_gap",
     "holm",
+    "per_unit_sums",
     "percentile_interval",
     "proportion_se",
     "rank_shares",

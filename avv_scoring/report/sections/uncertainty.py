@@ -1,30 +1,36 @@
-"""The "Is the difference real?" sections of report.md and report.html (scoring layer, outputs; called lazily from
-:mod:`.report` and :mod:`.report_html`, whose helpers it uses).
+"""Is the difference real? (report section): per model, from the columns of :mod:`avv_scoring.stats.uncertainty`, the
+95 % intervals of :data:`~avv_scoring.stats.uncertainty.CI_METRICS` ("0.93 [0.90, 0.96]"), each vendor's agreement
+next to the baseline's agreement with itself ("F1 0.93 (baseline vs itself 0.95)") with McNemar's p and the
+noise-floor p-values, IRF rank stability, and the sample size (the smallest F1 / schema-accuracy gap the run detects
+at 80 % power, and the samples a 2-point gap needs).
 
-Per model, from the columns of :mod:`.uncertainty`: the 95 % intervals of :data:`~.uncertainty.CI_METRICS`
-("0.93 [0.90, 0.96]"), each vendor's agreement next to the baseline's agreement with itself ("F1 0.93 (baseline
-vs itself 0.95)") with McNemar's p and the noise-floor p-values, IRF rank stability, and the sample size (the
-smallest F1 / schema-accuracy gap the run detects at 80 % power, and the samples a 2-point gap needs).
+report.md and report.html show the same tables and lines; report.html adds a figure (value and interval per vendor
+and rate metric, the noise floor dashed). No terminal lines.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from avv_core.measures import is_missing
 from avv_scoring.metrics.registry import metric
-from avv_scoring.report.html import _figure, _png, _section, _table, esc
-from avv_scoring.report.outputs import MISSING, Rows, _md_escape, _md_table, fmt
+from avv_scoring.report.escape import html_text, markdown_table, markdown_text
+from avv_scoring.report.format import MISSING, Palette, figure, fmt, html_table, metric_cell, png
+from avv_scoring.report.section import ModelSection, Parts, of_model
 from avv_scoring.score import ScoreResult
 from avv_scoring.stats.uncertainty import CI_METRICS, GAP, POWER_METRICS
 
+Row = Mapping[str, Any]
+Rows = tuple[Row, ...]
 #: (column, baseline self-agreement column) shown as agreement lines, in this order.
 AGREEMENT: tuple[tuple[str, str], ...] = (("f1", "baseline_self_f1"), ("tool_match", "baseline_self_tool_match"),
                                           ("args_match", "baseline_self_args_match"))
-TITLE = "Is the difference real?"
+QUESTION = "Is the difference real?"
 
 
-def interval(row: dict[str, Any], column: str) -> str:
+def interval(row: Row, column: str) -> str:
     """``0.9300 [0.9000, 0.9600]`` (the value as the tables format it; the interval left out when missing)."""
     kind = metric(column).fmt
     value, low, high = row.get(column), row.get(f"{column}_ci_low"), row.get(f"{column}_ci_high")
@@ -53,10 +59,10 @@ def _units(result: ScoreResult, model: str) -> int:
     records = result.records
     if records is None:
         return 0
-    return int(records.loc[records["model"].astype(str) == model, "sample_id"].astype(str).nunique())
+    return int(of_model(records, model)["sample_id"].astype(str).nunique())
 
 
-def agreement_line(row: dict[str, Any]) -> str:
+def agreement_line(row: Row) -> str:
     """``F1 0.93 [0.90, 0.96] (baseline vs itself 0.95) · …; McNemar p … · noise p …`` for one vendor."""
     parts = []
     for column, self_column in AGREEMENT:
@@ -64,13 +70,14 @@ def agreement_line(row: dict[str, Any]) -> str:
             continue
         floor = row.get(self_column)
         parts.append(f"{metric(column).header} {interval(row, column)}"
-                     + ("" if is_missing(floor) else f" (baseline vs itself {fmt(floor, 'rate')})"))
+                     + ("" if is_missing(floor) else f" (baseline vs itself {metric_cell(row, self_column)})"))
     text = " · ".join(parts) or "no pair with the baseline"
     if row.get("is_baseline"):
         return f"{row['vendor']} (baseline): {text}"
-    tests = [f"McNemar p = {pvalue(row.get('mcnemar_p'))} (calls more often on {fmt(row.get('mcnemar_more'), 'int')}"
-             f" samples, less often on {fmt(row.get('mcnemar_fewer'), 'int')})"]
-    agree, own = row.get("trigger_agreement"), row.get("baseline_self_agreement")
+    more, fewer = metric_cell(row, "mcnemar_more"), metric_cell(row, "mcnemar_fewer")
+    tests = [f"McNemar p = {pvalue(row.get('mcnemar_p'))} (calls more often on {more} samples, less often on {fewer})"]
+    agree: Any = row.get("trigger_agreement")
+    own: Any = row.get("baseline_self_agreement")
     if not is_missing(agree):
         floor = "" if is_missing(own) else f" vs the baseline's own {fmt(1.0 - float(own), 'rate')}"
         tests.append(f"noise p = {pvalue(row.get('noise_p'))} (trigger disagreement {fmt(1.0 - float(agree), 'rate')}"
@@ -96,7 +103,7 @@ def _rank_table(rows: Rows) -> tuple[list[str], list[list[str]]]:
     body = []
     for r in rows:
         shares = dict(part.split(":") for part in str(r.get("rank_shares") or "").split(";") if part)
-        body.append([str(r["vendor"]), fmt(r.get("p_rank_first"), "rate"),
+        body.append([str(r["vendor"]), metric_cell(r, "p_rank_first"),
                      *(fmt(float(shares[str(k)]), "rate") if str(k) in shares else "0" for k in range(1, n + 1))])
     return headers, body
 
@@ -110,7 +117,7 @@ def _power_table(rows: Rows) -> tuple[list[str], list[list[str]]]:
     for r in rows:
         cells = [str(r["vendor"])]
         for column in POWER_METRICS:
-            cells += [fmt(r.get(f"{column}_detectable_gap"), "rate"), fmt(r.get(f"{column}_samples_2pt"), "int")]
+            cells += [metric_cell(r, f"{column}_detectable_gap"), metric_cell(r, f"{column}_samples_2pt")]
         body.append(cells)
     return headers, body
 
@@ -124,42 +131,58 @@ def _verdict_note(result: ScoreResult) -> str | None:
             f"({result.thresholds.text()}).")
 
 
-def markdown_section(result: ScoreResult, model: str, rows: Rows) -> list[str]:
-    """report.md blocks for one model (see the module docstring)."""
+@dataclass(frozen=True)
+class ModelStatistics:
+    """One model's part: its score rows and the sentences about how they were computed."""
+
+    rows: Rows  # the score rows (by IRF), with the interval, test and power columns
+    settings: str  # how the intervals were computed (or that they were not)
+    verdict_note: str | None  # the statistical verdict mode's rule, when it is on
+
+
+def model_statistics(result: ScoreResult, model: str) -> ModelStatistics | None:
+    """None when the scores have no interval columns (no model-level metrics ran)."""
+    rows = tuple(result.model_scores(model).to_dict("records"))
     if not rows or "mcnemar_p" not in rows[0]:
-        return []
-    blocks = [f"**{TITLE}** " + _settings_line(result, _units(result, model)),
-              "Intervals (value [95 % interval]):", _md_table(_ci_headers(), _ci_body(rows))]
+        return None
+    return ModelStatistics(rows, _settings_line(result, _units(result, model)), _verdict_note(result))
+
+
+def _has_ranks(rows: Rows) -> bool:
+    return any(not is_missing(r.get("p_rank_first")) for r in rows)
+
+
+def markdown(part: ModelStatistics) -> list[str]:
+    rows = part.rows
+    blocks = [f"**{QUESTION}** " + part.settings,
+              "Intervals (value [95 % interval]):", markdown_table(_ci_headers(), _ci_body(rows))]
     blocks += ["Agreement with the baseline next to the baseline's agreement with itself (its repeats, all pairs), "
                "and the tests (McNemar: calls more or less often than the baseline; noise p: disagrees more often "
                "than the baseline with itself):",
-               "\n".join(f"- {_md_escape(agreement_line(r))}" for r in rows)]
-    note = _verdict_note(result)
-    if note:
-        blocks.append(_md_escape(note))
-    if any(not is_missing(r.get("p_rank_first")) for r in rows):
-        headers, body = _rank_table(rows)
-        blocks += ["IRF rank stability (share of resamples holding each rank):", _md_table(headers, body)]
-    headers, body = _power_table([r for r in rows if not r.get("is_baseline")])
+               "\n".join(f"- {markdown_text(agreement_line(r))}" for r in rows)]
+    if part.verdict_note:
+        blocks.append(markdown_text(part.verdict_note))
+    if _has_ranks(rows):
+        blocks += ["IRF rank stability (share of resamples holding each rank):", markdown_table(*_rank_table(rows))]
+    headers, body = _power_table(tuple(r for r in rows if not r.get("is_baseline")))
     if body:
         blocks += ["Sample size (80 % power, α = 0.05 two-sided; from the bootstrap standard error):",
-                   _md_table(headers, body)]
+                   markdown_table(headers, body)]
     return blocks
 
 
-# ------------------------------------------------------------------------------------------------------- html
-
-
-def _forest(result: ScoreResult, model: str, rows: Rows, palette: dict[str, Any]) -> str:
+def _forest(model: str, rows: Rows, palette: Palette) -> str:
     """Each rate metric's value and interval per vendor, the baseline's self-agreement as a dashed line."""
     shown = [c for c in CI_METRICS if metric(c).fmt == "rate" and any(not is_missing(r.get(c)) for r in rows)]
-    fig, axes = _figure(1, max(1, len(shown)), height=max(2.2, 0.45 * len(rows) + 1.2),
-                        width=max(6.0, 2.6 * len(shown)))
+    fig, axes = figure(1, max(1, len(shown)), height=max(2.2, 0.45 * len(rows) + 1.2),
+                       width=max(6.0, 2.6 * len(shown)))
     names = [str(r["vendor"]) for r in rows][::-1]
     for i, column in enumerate(shown):
         ax = axes[0][i]
         for y, r in enumerate(rows[::-1]):
-            value, low, high = (r.get(column), r.get(f"{column}_ci_low"), r.get(f"{column}_ci_high"))
+            value: Any = r.get(column)
+            low: Any = r.get(f"{column}_ci_low")
+            high: Any = r.get(f"{column}_ci_high")
             if is_missing(value):
                 continue
             colour = palette.get(str(r["vendor"]), "#444")
@@ -172,31 +195,30 @@ def _forest(result: ScoreResult, model: str, rows: Rows, palette: dict[str, Any]
         ax.set_yticks(range(len(names)), names if i == 0 else [""] * len(names), fontsize=8)
         ax.set_title(metric(column).header if column != "trigger_agreement" else "Trigger Agreement", fontsize=10)
         ax.grid(True, axis="x", alpha=0.3)
-    return _png(fig, f"{model}: 95 % intervals",
-                "Value and 95 % bootstrap interval per vendor; dashed: the baseline against itself (noise floor).")
+    return png(fig, f"{model}: 95 % intervals",
+               "Value and 95 % bootstrap interval per vendor; dashed: the baseline against itself (noise floor).")
 
 
-def html_section(result: ScoreResult, palette: dict[str, Any]) -> str | None:
-    """report.html's section: per model the intervals, the tests, rank stability and sample size, with a figure."""
-    if not result.scored or result.scores.empty or "mcnemar_p" not in result.scores.columns:
-        return None
-    parts = []
-    for model in result.models:
-        rows = result.model_scores(model).to_dict("records")
-        parts.append(f"<h3>{esc(model)}</h3><p class=meta>{esc(_settings_line(result, _units(result, model)))}</p>")
-        parts.append(_table(_ci_headers(), _ci_body(rows)))
-        parts.append("<ul>" + "".join(f"<li>{esc(agreement_line(r))}</li>" for r in rows) + "</ul>")
-        note = _verdict_note(result)
-        if note:
-            parts.append(f"<p>{esc(note)}</p>")
-        if any(not is_missing(r.get("p_rank_first")) for r in rows):
-            parts.append("<p class=meta>IRF rank stability (share of resamples holding each rank):</p>"
-                         + _table(*_rank_table(rows)))
-        headers, body = _power_table([r for r in rows if not r.get("is_baseline")])
+def html(parts: Parts[ModelStatistics], palette: Palette) -> str:
+    blocks = []
+    for model, part in parts:
+        rows = part.rows
+        blocks.append(f"<h3>{html_text(model)}</h3><p class=meta>{html_text(part.settings)}</p>")
+        blocks.append(html_table(_ci_headers(), _ci_body(rows)))
+        blocks.append("<ul>" + "".join(f"<li>{html_text(agreement_line(r))}</li>" for r in rows) + "</ul>")
+        if part.verdict_note:
+            blocks.append(f"<p>{html_text(part.verdict_note)}</p>")
+        if _has_ranks(rows):
+            blocks.append("<p class=meta>IRF rank stability (share of resamples holding each rank):</p>"
+                          + html_table(*_rank_table(rows)))
+        headers, body = _power_table(tuple(r for r in rows if not r.get("is_baseline")))
         if body:
-            parts.append("<p class=meta>Sample size (80 % power, α = 0.05 two-sided):</p>" + _table(headers, body))
-        parts.append(_forest(result, model, rows, palette))
-    return _section("uncertainty", TITLE + " Intervals and tests against the baseline", "".join(parts))
+            blocks.append("<p class=meta>Sample size (80 % power, α = 0.05 two-sided):</p>" + html_table(headers, body))
+        blocks.append(_forest(model, rows, palette))
+    return "".join(blocks)
 
 
-__all__ = ["agreement_line", "html_section", "interval", "markdown_section"]
+SECTION = ModelSection("uncertainty", f"{QUESTION} Intervals and tests against the baseline", 20, model_statistics,
+                       markdown, html)
+
+__all__ = ["QUESTION", "SECTION", "agreement_line", "interval", "pvalue"]
