@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from typing import Any
 import yaml
 
 from avv_core.items import truth_tag  # noqa: F401  (re-exported for the tests)
+from avv_sim.truth import truth_by_tag
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILE = ROOT / "locustfiles" / "vendors.py"
@@ -59,12 +59,8 @@ def only_run_dir(out: Path) -> Path:
     return runs[0]
 
 
-def read_truth(path: Path) -> dict[str, dict[str, Any]]:
-    """Simulator truth lines by client tag (run/model/vendor/sample/repeat/attempt)."""
-    out = {}
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
-        out[row["client_tag"]] = row
-    return out
+def read_truth(path: Path) -> dict[str | None, dict[str, Any]]:
+    """Simulator truth lines by client tag (run/model/vendor/sample/repeat/attempt): the simulator's reader."""
+    return truth_by_tag(path)
 
 

@@ -14,6 +14,7 @@ import pytest
 from avv_core.items import truth_tag
 from avv_core.record_file import read_records
 from avv_core.samples import load_samples
+from avv_sim import read_truth_log
 from tests.locust_runs import ROOT, clean_env, only_run_dir, run_locust, sim_vendors, write_yaml
 
 pytestmark = pytest.mark.integration
@@ -48,8 +49,7 @@ def run(tmp_path_factory):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     run_dir = only_run_dir(work / "out")
     truth: dict[tuple[str, str], dict[int, dict]] = {}
-    for text in (run_dir / "sim_truth.jsonl").read_text().splitlines():
-        line = json.loads(text)
+    for line in read_truth_log(run_dir / "sim_truth.jsonl"):
         parts = [unquote(p) for p in line["client_tag"].split("/")]
         truth.setdefault((parts[2], parts[3]), {})[int(parts[6])] = line
     return {"run_dir": run_dir, "truth": truth, "stdout": proc.stdout,

@@ -24,6 +24,7 @@ from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_OK, EXIT_WRITE
 from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.wire.execute import endpoint_url
 from avv_scoring.cli import main as avv_score
+from avv_sim import read_truth_log
 from tests.fake_vendor import ScriptedAdapter, error_reply, stream_reply
 from tests.glue import make_env, options, run_to_end, write_inputs
 from tests.locust_runs import write_yaml
@@ -45,7 +46,7 @@ def test_non_latin1_vendor_model_run_id_and_sample_id_complete_over_real_http(tm
     assert run_to_end(env, timeout=30) == EXIT_OK  # before: 'latin-1' codec can't encode → item stuck, hang
     frame = read_records(ctl.run_dir / "records.csv")
     assert sorted(frame["sample_id"]) == ["2", "样本-1"] and (frame["status"] == "success").all()
-    truth = [json.loads(line) for line in (ctl.run_dir / "sim_truth.jsonl").read_text().splitlines()]
+    truth = read_truth_log(ctl.run_dir / "sim_truth.jsonl")
     tags = {ItemKey.parse_tag(t["client_tag"]) for t in truth}
     assert ("运行-1", ItemKey("模型", "供应商", "样本-1", 1), 1) in tags
 

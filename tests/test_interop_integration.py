@@ -17,6 +17,7 @@ from avv_harness.run.controller import EXIT_OK
 from avv_harness.run.options import DATA_DIR
 from avv_scoring.baseline_results import BaselineResults, read_results
 from avv_scoring.entrypoints import score_paths
+from avv_sim import truth_by_tag
 from tests.glue import make_env, options, run_to_end, write_inputs
 from tests.locust_runs import write_yaml
 
@@ -58,8 +59,7 @@ def test_language_following_rate_equals_the_simulators_drift_decisions(tmp_path)
     profiles = {"steady": FAST, "drifty": {**FAST, "language_drift_rate": 0.4, "seed": 11}}
     run_dir = _run(tmp_path, profiles, lines)
     frame = read_records(run_dir / "records.csv")
-    truth = {json.loads(line)["client_tag"]: json.loads(line)
-             for line in (run_dir / "sim_truth.jsonl").read_text().splitlines()}
+    truth = truth_by_tag(run_dir / "sim_truth.jsonl")
     assert (frame["status"] == "success").all()
     expected = {f"l{i}": spec for i, (_, spec) in enumerate(PROMPTS * 3)} | {"mm0": MINIMAX_NO_CYRILLIC,
                                                                            "mm1": MINIMAX_NO_CYRILLIC}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -15,9 +14,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from avv_sim import Profile, ProfileError, load_profiles, start_simulator
-from avv_sim.behaviour import make_plan
+from avv_sim import Profile, ProfileError, load_profiles, read_truth_log, start_simulator
 from avv_sim.launcher import SimulatorError
+from avv_sim.plan import make_plan
 from avv_sim.profiles import KNOBS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,7 +136,7 @@ def test_cli_flags_define_a_profile_and_sigterm_flushes_truth(tmp_path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
-    lines = [json.loads(x) for x in truth.read_text().splitlines()]
+    lines = read_truth_log(truth)
     assert [r["http_status"] for r in lines] == [401, 200]
 
 

@@ -17,12 +17,13 @@ from avv_harness.dialects.chat_template import load_chat_template
 from avv_harness.dialects.dialect import TEMPLATES_DIR
 from avv_harness.dialects.transforms import ADAPTERS, apply_transforms
 from avv_harness.wire.completions import completion_body
-from avv_sim import request_hash, start_simulator
-from avv_sim.behaviour import make_plan, token_counts
+from avv_sim import read_truth_log, request_hash, start_simulator
 from avv_sim.dialects import QuirkRejection, as_completion, check_reasoning_content, completion_view, text_calls
 from avv_sim.identity import decision_key
+from avv_sim.plan import make_plan
 from avv_sim.profiles import ProfileError, make_profile
 from avv_sim.prompt import parse_prompt
+from avv_sim.tokens import token_counts
 from tests.locust_runs import DEMO_SAMPLES
 
 TEMPLATE = load_chat_template(TEMPLATES_DIR / "hermes.jinja")
@@ -136,8 +137,7 @@ def events(response: requests.Response) -> list[dict]:
 
 
 def truth(sim, tag: str) -> dict:
-    return next(json.loads(line) for line in Path(sim.truth_log).read_text().splitlines()
-                if json.loads(line)["client_tag"] == tag)
+    return next(line for line in read_truth_log(sim.truth_log) if line["client_tag"] == tag)
 
 
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning", "reasoning_details"])

@@ -9,7 +9,7 @@ import pytest
 import requests
 import sseclient
 
-from avv_sim import request_hash, start_simulator
+from avv_sim import read_truth_log, request_hash, start_simulator
 
 FAST = {"ttft_ms": 5, "tokens_per_s": 2000, "output_tokens": 12}
 PROFILES = {
@@ -79,8 +79,7 @@ def sim(tmp_path_factory):
 
 
 def truth_lines(sim) -> list[dict]:
-    with open(sim.truth_log, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh]
+    return read_truth_log(sim.truth_log)
 
 
 def truth_for(sim, tag: str) -> dict:

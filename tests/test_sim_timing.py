@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from avv_sim import start_simulator
+from avv_sim import start_simulator, truth_by_tag
 
 PROFILES = {
     "timed": {"ttft_ms": 150, "tokens_per_s": 100, "output_tokens": 40, "tool_call_rate": 0.0},
@@ -46,11 +46,6 @@ def sim(tmp_path_factory):
     truth = tmp_path_factory.mktemp("sim") / "truth.jsonl"
     with start_simulator(profiles=PROFILES, truth_log=truth) as proc:
         yield proc
-
-
-def truth_by_tag(sim) -> dict[str, dict]:
-    with open(sim.truth_log, encoding="utf-8") as fh:
-        return {r["client_tag"]: r for r in map(json.loads, fh) if r["client_tag"]}
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +107,7 @@ def test_ttft_and_tokens_per_second_match_knobs(sim, session) -> None:
         tps.append((m["usage"]["completion_tokens"] - 1) / (m["times"][-1] - m["times"][0]))
     assert abs(statistics.median(ttfts) - 150) <= 5, ttfts
     assert abs(statistics.median(tps) - 100) <= 3, tps
-    truth = truth_by_tag(sim)
+    truth = truth_by_tag(sim.truth_log)
     ttft_err = [abs((truth[f"timed-{i}"]["t_first_token"] - truth[f"timed-{i}"]["t_arrival"]) * 1000 - 150)
                 for i in range(3)]
     decode_err = [abs(truth[f"timed-{i}"]["t_last_byte"] - (truth[f"timed-{i}"]["t_first_token"] + 39 / 100)) * 1000
@@ -137,7 +132,7 @@ def test_tool_call_stream_is_paced_the_same_way(sim, session) -> None:
 def test_ttft_jitter_stays_within_bounds(sim) -> None:
     for i in range(6):
         timed_stream(sim, "jitter", body(i), f"jitter-{i}")
-    truth = truth_by_tag(sim)
+    truth = truth_by_tag(sim.truth_log)
     ttfts = [(truth[f"jitter-{i}"]["t_first_token"] - truth[f"jitter-{i}"]["t_arrival"]) * 1000 for i in range(6)]
     assert all(58 <= t <= 143 for t in ttfts), ttfts
     assert max(ttfts) - min(ttfts) > 5
@@ -175,7 +170,7 @@ def test_max_concurrency_rejects_exactly_the_excess(sim) -> None:
     statuses = sorted(r["status"] for r in results)
     assert statuses == [200] * 4 + [429] * 3
     assert all(r["headers"]["Retry-After"] == "3" for r in results if r["status"] == 429)
-    truth = truth_by_tag(sim)
+    truth = truth_by_tag(sim.truth_log)
     faults = sorted(str(truth[f"lim-{i}"]["fault"]) for i in range(7))
     assert faults == ["None"] * 4 + ["over_limit_429"] * 3
     # once the burst is over, the slots are free again
@@ -185,7 +180,7 @@ def test_max_concurrency_rejects_exactly_the_excess(sim) -> None:
 def test_max_concurrency_queue_delays_exactly_the_excess(sim) -> None:
     results = _burst(sim, "queued", 7, "q")
     assert all(r["status"] == 200 for r in results)
-    truth = truth_by_tag(sim)
+    truth = truth_by_tag(sim.truth_log)
     recs = [truth[f"q-{i}"] for i in range(7)]
     service_ms = 200 + 9 / 200 * 1000  # ttft + decode of one response
     waited = sorted(r["queued_ms"] for r in recs)
