@@ -1,5 +1,7 @@
 """Canonical tool-call arguments (pure core, no I/O): the one definition shared by the harness (agent tasks match
-a call's arguments against recorded tool results) and scoring (:mod:`avv_scoring.metrics.correctness` re-exports it).
+a call's arguments against recorded tool results), scoring (:mod:`avv_scoring.metrics.correctness` re-exports it)
+and the simulator (its request hashes and its gold values). :func:`canonical_json` is the text form without
+value normalisation (what a hash of a body is taken over).
 
 A call's ``arguments`` string is parsed as JSON and compared as a value: object key order is ignored, numbers
 compare by value (``1 == 1.0``, ``-0.0 == 0``), ``true`` is not ``1``, strings compare exactly after JSON decoding
@@ -38,9 +40,15 @@ def canonical(value: Any) -> Any:
     return value
 
 
+def canonical_json(value: Any) -> str:
+    """``value`` as canonical JSON text: object keys sorted, no whitespace, non-ASCII kept; values as they are
+    (``1.0`` stays ``1.0``; :func:`canonical_key` normalises them first)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_key(value: Any) -> str:
     """A string equal for two values exactly when they are canonically equal."""
-    return json.dumps(canonical(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return canonical_json(canonical(value))
 
 
 def parse_arguments(raw: Any) -> Any:
@@ -65,4 +73,4 @@ def partial_match(args: Any, wanted: Mapping[str, Any]) -> bool:
     return all(key in args and canonical_key(args[key]) == canonical_key(value) for key, value in wanted.items())
 
 
-__all__ = ["UNPARSED", "canonical", "canonical_key", "parse_arguments", "partial_match"]
+__all__ = ["UNPARSED", "canonical", "canonical_json", "canonical_key", "parse_arguments", "partial_match"]

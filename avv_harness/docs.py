@@ -1,11 +1,12 @@
 """The README tables the code defines — options, record columns, error kinds, anomalies, the text tool-call
-formats, the reasoning fields and (from avv_scoring) the metric registry — rendered from the one place each
-is declared.
+formats, the reasoning fields, (from avv_scoring) the metric registry and (from avv_sim) the simulator's knobs — and
+docs/simulator.md's tables (knobs, quirks, truth-log fields), rendered from the one place each is declared.
 
     python -m avv_harness.docs README.md        # rewrite the marked blocks in place
     python -m avv_harness.docs --check README.md
+    python -m avv_harness.docs docs/simulator.md
 
-``tests/test_docs.py`` fails when a block in the README differs from what this renders.
+``tests/test_docs.py`` fails when a block in either file differs from what this renders.
 """
 
 from __future__ import annotations
@@ -77,6 +78,24 @@ def _metrics() -> str:
     return render_metric_table()
 
 
+def _sim_knobs() -> str:
+    from avv_sim.profiles import render_knob_table
+
+    return render_knob_table()
+
+
+def _sim_quirks() -> str:
+    from avv_sim.quirks import render_quirk_table
+
+    return render_quirk_table()
+
+
+def _sim_truth() -> str:
+    from avv_sim.truth import render_truth_table
+
+    return render_truth_table()
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "options": render_options_table,
     "columns": render_columns_table,
@@ -85,18 +104,30 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "tool-formats": render_format_table,
     "reasoning-fields": render_reasoning_table,
     "metrics": _metrics,
+    "sim-knobs": _sim_knobs,
 }
+#: docs/simulator.md's blocks: the simulator's declarations.
+SIMULATOR_BLOCKS: dict[str, Callable[[], str]] = {
+    "sim-knobs": _sim_knobs,
+    "sim-quirks": _sim_quirks,
+    "sim-truth": _sim_truth,
+}
+
+
+def blocks_for(path: str) -> dict[str, Callable[[], str]]:
+    """The blocks a documentation file holds: docs/simulator.md's, else the README's."""
+    return SIMULATOR_BLOCKS if path.replace("\\", "/").endswith("docs/simulator.md") else BLOCKS
 
 
 def _pattern(name: str) -> re.Pattern[str]:
     return re.compile(rf"(<!-- {name}:start -->\n)(.*?)(\n<!-- {name}:end -->)", re.S)
 
 
-def render_into(text: str) -> str:
-    for name, render in BLOCKS.items():
+def render_into(text: str, blocks: dict[str, Callable[[], str]] | None = None) -> str:
+    for name, render in (BLOCKS if blocks is None else blocks).items():
         text, count = _pattern(name).subn(lambda m, r=render: m.group(1) + r() + m.group(3), text)
         if count != 1:
-            raise SystemExit(f"README: expected one <!-- {name}:start --> … <!-- {name}:end --> block, found {count}")
+            raise SystemExit(f"expected one <!-- {name}:start --> … <!-- {name}:end --> block, found {count}")
     return text
 
 
@@ -112,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with open(args.readme, encoding="utf-8") as fh:
         text = fh.read()
-    new = render_into(text)
+    new = render_into(text, blocks_for(args.readme))
     if args.check:
         return 0 if new == text else 1
     with open(args.readme, "w", encoding="utf-8") as fh:

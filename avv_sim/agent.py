@@ -36,12 +36,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from avv_sim import schema_args
+import avv_sim.schema_args as schema_args
 from avv_sim.calls import PlannedCall
 from avv_sim.draws import chance, unit
 from avv_sim.gold import gold_key
 from avv_sim.identity import content_text, conversation
 from avv_sim.profiles import Profile
+from avv_sim.request import Tool
 
 ERROR_PREFIX = "Error"
 ACTIONS = ("call", "retry", "answer", "give_up", "loop", "extra")
@@ -179,8 +180,6 @@ def step_call(entry: AgentEntry, p: int, tools: Sequence[Any], h: str) -> Planne
 
 def repeat_calls(turn: Turn, tools: Sequence[Any]) -> tuple[PlannedCall, ...]:
     """The calls of a turn again (a call whose tool is not in the request keeps its name, without a schema)."""
-    from avv_sim.behaviour import Tool
-
     return tuple(PlannedCall(_tool(tools, name) or Tool(name, {}), args if isinstance(args, dict) else {})
                  for name, args in turn.calls)
 
@@ -212,19 +211,20 @@ def decide_step(profile: Profile, entry: AgentEntry, body: Mapping[str, Any], to
     def drawn(rate: float, knob: str) -> bool:
         return chance(rate, profile.seed, h, attempt, knob)
 
-    common = {"tool_turns": len(turns), "progress": p, "steps_to_finish": finish, "after_error": after_error,
-              "reference_calls": reference_calls}
-    if after_error:
+    def step(action: str, calls: tuple[PlannedCall, ...] = (), text: str | None = None) -> AgentStep:
+        return AgentStep(action, reference_calls, len(turns), p, finish, after_error, calls, text)
+
+    if last is not None and after_error:
         if drawn(profile.give_up_on_error_rate, "give_up"):
-            return AgentStep("give_up", **common)
-        return AgentStep("retry", calls=repeat_calls(last, tools), **common)
+            return step("give_up")
+        return step("retry", repeat_calls(last, tools))
     if last is not None and drawn(profile.loop_rate, "loop"):
-        return AgentStep("loop", calls=repeat_calls(last, tools), **common)
+        return step("loop", repeat_calls(last, tools))
     if p < finish:
-        return AgentStep("call", calls=(step_call(entry, p, tools, h),), **common)
+        return step("call", (step_call(entry, p, tools, h),))
     if drawn(profile.extra_steps_rate, "extra_step"):
-        return AgentStep("extra", calls=(_by_hash(tools, h, "extra"),), **common)
-    return AgentStep("answer", answer_text=answer_text(entry.final_text_pattern, h), **common)
+        return step("extra", (_by_hash(tools, h, "extra"),))
+    return step("answer", text=answer_text(entry.final_text_pattern, h))
 
 
 __all__ = ["ACTIONS", "AgentBook", "AgentEntry", "AgentStep", "Turn", "decide_step", "progress", "tool_turns"]

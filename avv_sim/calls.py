@@ -29,10 +29,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from avv_sim import schema_args
-from avv_sim.draws import canonical_json, chance, pick, unit
-from avv_sim.gold import GoldEntry, acceptable, build_arguments, canonical
+import avv_sim.schema_args as schema_args
+from avv_core.canonical import canonical_key
+from avv_sim.draws import chance, pick, unit
+from avv_sim.gold import GoldEntry, acceptable, build_arguments
 from avv_sim.profiles import Profile
+from avv_sim.request import Tool
 
 CALL_FORMS = ("calls", "text", "truncated")
 VARY_TRIES = 12
@@ -42,7 +44,7 @@ VARY_TRIES = 12
 class PlannedCall:
     """One call a response will make: the tool (``.name``, ``.schema``), its arguments and how it deviates."""
 
-    tool: Any  # avv_sim.behaviour.Tool
+    tool: Tool
     args: Any
     expected: Mapping[str, Any] | None = None  # the gold arguments this call follows, if any
     wrong_tool: bool = False
@@ -89,19 +91,20 @@ def vary(call: PlannedCall, seed: str) -> PlannedCall:
     if not isinstance(args, dict) or not args:
         return call
     schema = call.tool.schema if isinstance(call.tool.schema, Mapping) else {}
-    props = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+    declared = schema.get("properties")
+    props: Mapping[str, Any] = declared if isinstance(declared, Mapping) else {}
     keys = sorted(args)
     start = int(unit(seed, "vary") * len(keys))
     for key in keys[start:] + keys[:start]:
         if call.expected is not None and key in call.expected and not _simple(call.expected[key]):
             continue
-        current = canonical_json(canonical(args[key]))
+        current = canonical_key(args[key])
         sub = props.get(key) if isinstance(props.get(key), Mapping) else {}
         for attempt in range(VARY_TRIES):
             value = schema_args.generate(sub, f"{seed}:vary:{key}:{attempt}") if sub else f"changed-{attempt}"
             if isinstance(args[key], str) and value == args[key]:
                 value = f"{value}-changed"
-            if canonical_json(canonical(value)) == current:
+            if canonical_key(value) == current:
                 continue
             if call.expected is not None and key in call.expected and acceptable(value, call.expected[key]):
                 continue

@@ -9,8 +9,8 @@ import argparse
 import asyncio
 import sys
 
-from avv_sim.gold import GoldError, load_gold
 from avv_sim.profiles import Profile, ProfileError, load_profiles, make_profile, parse_set
+from avv_sim.sample_file import GoldError, load_gold
 
 
 def build_parser() -> argparse.ArgumentParser:

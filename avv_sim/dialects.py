@@ -1,7 +1,7 @@
 """Vendor dialects of the simulator: the ``require_reasoning_content`` and ``broken_template`` quirks, the
 ``/v1/completions`` endpoint (prompt in, decisions out as text).
 
-Pure (no I/O). The server calls these around :func:`avv_sim.behaviour.make_plan`:
+Pure (no I/O). The server calls these around :func:`avv_sim.plan.make_plan`:
 
 - ``require_reasoning_content``: a chat request whose history has an assistant turn with ``tool_calls``
   and without a non-empty ``reasoning_content`` is answered 400 (as Kimi K2.5 / K2-thinking deployments do).
@@ -27,9 +27,12 @@ from typing import Any
 
 from avv_core.reasoning import THINK_CLOSE, THINK_OPEN
 from avv_core.tool_formats import CALL_SEPARATOR, FORMATS, CallText, ToolFormat
-from avv_sim.behaviour import Plan, RequestError, Token, chance, group_chunks
+from avv_sim.draws import chance
+from avv_sim.plan import Plan
 from avv_sim.profiles import Profile
 from avv_sim.prompt import parse_prompt
+from avv_sim.request import RequestError
+from avv_sim.tokens import Token, group_chunks
 
 REQUIRE_REASONING = "require_reasoning_content"
 BROKEN_TEMPLATE = "broken_template"

@@ -1,4 +1,4 @@
-"""Deterministic draws (pure): canonical JSON, and uniform numbers / coin flips derived from hashes of their parts.
+"""Deterministic draws (simulator, pure): uniform numbers and coin flips derived from hashes of their parts.
 
 Every choice the simulator makes is one of these draws, so it can be recomputed from (profile, body, attempt).
 """
@@ -6,12 +6,7 @@ Every choice the simulator makes is one of these draws, so it can be recomputed 
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def unit(*parts: Any) -> float:

@@ -1,5 +1,6 @@
-"""Gold labels for the reference model (pure except :func:`load_gold`): a sample file's ``expected_tool_call``,
-``expected_calls`` and ``tool_names``, found again for each request by the request's messages and tools.
+"""Gold labels for the reference model (simulator, pure): a sample file's ``expected_tool_call``, ``expected_calls``
+and ``tool_names``, found again for each request by the request's messages and tools (the file is read by
+:mod:`avv_sim.sample_file`).
 
 The harness never sends gold to a vendor: it strips these keys from every body. The simulator reads them from
 the sample file itself (``avv-sim --gold FILE``; the harness passes its ``--avv-samples`` file to the simulator
@@ -10,30 +11,25 @@ Following gold (the reference, see docs/simulator.md): call exactly the expected
 inverse of ``tool_names``) with, for each expected argument, one of its acceptable values — preferring one that
 keeps the call valid against the tool's schema — and leaving an argument out only when ``""`` is acceptable.
 The acceptable-value rules are those of :mod:`avv_scoring.metrics.correctness` (an object value is matched key by key,
-an array element by element); this module re-implements the little it needs so the simulator stays
-independent of the scoring package, and the integration tests check the two agree.
+an array element by element); this module re-implements the little it needs (values compared as
+:func:`avv_core.canonical.canonical_key` compares them) so the simulator stays independent of the scoring
+package, and the integration tests check the two agree.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from avv_sim import schema_args
-from avv_sim.draws import canonical_json, unit
+import avv_sim.schema_args as schema_args
+from avv_core.canonical import canonical_json, canonical_key
+from avv_sim.draws import unit
 from avv_sim.identity import conversation
 
 GOLD_KEYS = ("expected_tool_call", "expected_calls", "tool_names")
 OMIT = object()  # "leave this argument out"
-
-
-class GoldError(ValueError):
-    """A gold file that cannot be read (names the file and line)."""
 
 
 @dataclass(frozen=True)
@@ -59,24 +55,8 @@ def gold_key(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(shown).encode("utf-8")).hexdigest()
 
 
-def _agent_book() -> Any:
-    from avv_sim.agent import AgentBook  # agent.py finds tasks with gold_key
-
-    return AgentBook()
-
-
-@dataclass
-class GoldBook:
-    """The gold of a sample file: entries by :func:`gold_key`, the agent tasks (:class:`avv_sim.agent.AgentBook`)
-    and the lines that could not be used."""
-
-    entries: dict[str, GoldEntry] = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)  # "line N: why"
-    agents: Any = field(default_factory=_agent_book)  # avv_sim.agent.AgentBook
-
-
-def _entry(obj: Any) -> GoldEntry | None:
-    """The gold of one parsed line; None when it has none or it is malformed (the harness validates samples
+def gold_entry(obj: Any) -> GoldEntry | None:
+    """The gold of one parsed sample line; None when it has none or it is malformed (the harness validates samples
     and reports bad lines itself; here they are only skipped)."""
     if not isinstance(obj, dict) or not any(k in obj for k in GOLD_KEYS):
         return None
@@ -86,45 +66,6 @@ def _entry(obj: Any) -> GoldEntry | None:
         raise ValueError("malformed gold keys")
     return GoldEntry(True if expected is None and calls else expected,
                      tuple(c for c in calls if isinstance(c, dict)) if calls else None, dict(names or {}))
-
-
-def load_gold(path: str | os.PathLike[str]) -> GoldBook:
-    """The gold labels and agent tasks of a sample JSONL file. Lines without gold keys (or ``agent``) are
-    ignored; lines that are not JSON or whose gold keys are malformed are skipped and listed (the harness rejects
-    or skips such lines itself, so the two agree with ``--avv-skip-bad-lines``). An unreadable file raises
-    :class:`GoldError`."""
-    path = os.fspath(path)
-    book = GoldBook()
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            lines = fh.read().split("\n")
-    except OSError as exc:
-        raise GoldError(f"{path}: cannot read the gold file ({exc.strerror})") from None
-    for line_no, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-            entry = _entry(obj)
-        except (ValueError, RecursionError) as exc:  # JSONDecodeError too; the harness refuses over-deep lines
-            book.skipped.append(f"line {line_no}: {exc}")
-            continue
-        if entry is not None:
-            book.entries.setdefault(gold_key(obj), entry)
-        if isinstance(obj, dict) and "agent" in obj:
-            book.agents.add(obj)
-    return book
-
-
-def canonical(value: Any) -> Any:
-    """Integral floats as ints, recursively (``1 == 1.0``; object key order is ignored by canonical_json)."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: canonical(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [canonical(v) for v in value]
-    return value
 
 
 def options(expected: Any) -> list[Any]:
@@ -144,7 +85,8 @@ def build_value(alternative: Any, seed: str) -> Any:
 def build_arguments(expected: Mapping[str, Any], schema: Mapping[str, Any] | None, seed: str) -> dict[str, Any]:
     """Arguments that match ``expected`` (see the module docstring); ``schema`` = the tool's parameters."""
     schema = schema if isinstance(schema, Mapping) else {}
-    props = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+    declared = schema.get("properties")
+    props: Mapping[str, Any] = declared if isinstance(declared, Mapping) else {}
     required = set(schema.get("required") or [])
     out: dict[str, Any] = {}
     for key, wanted in expected.items():
@@ -168,6 +110,6 @@ def acceptable(value: Any, expected: Any) -> bool:
             if isinstance(value, dict) and set(value) <= set(option) and all(
                     acceptable(v, option[k]) for k, v in value.items()):
                 return True
-        elif canonical_json(canonical(value)) == canonical_json(canonical(option)):
+        elif canonical_key(value) == canonical_key(option):
             return True
     return False

@@ -19,11 +19,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from avv_core.canonical import canonical_json
+
 KEY_EXCLUDED = ("model", "stream", "stream_options", "prompt", "messages")
-
-
-def _canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def content_text(content: Any) -> str:
@@ -78,4 +76,4 @@ def decision_key(body: Mapping[str, Any]) -> str:
     if not view.get("tools"):
         view.pop("tools", None)
     view["messages"] = conversation(body.get("messages"))
-    return hashlib.sha256(_canonical(view).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_json(view).encode("utf-8")).hexdigest()

@@ -164,17 +164,19 @@ def start_simulator(
     sample file whose gold labels the reference follows (``--gold``).
     Raises :class:`SimulatorError` (with the child's stderr) if it exits or is not ready in ``timeout`` s.
     """
-    if (config_path is None) == (profiles is None):
-        raise ValueError("give exactly one of config_path or profiles")
     tmpdir = None
-    if profiles is not None:
-        tmpdir, config_path = _write_config(profiles)
+    if config_path is not None and profiles is None:
+        config_file = os.fspath(config_path)
+    elif profiles is not None and config_path is None:
+        tmpdir, config_file = _write_config(profiles)
+    else:
+        raise ValueError("give exactly one of config_path or profiles")
     cmd = [
         sys.executable,
         "-m",
         "avv_sim",
         "--config",
-        os.fspath(config_path),
+        config_file,
         "--host",
         host,
         "--port",

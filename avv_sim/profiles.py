@@ -1,4 +1,11 @@
-"""Profile knobs: the dataclass, YAML loading and validation.
+"""Profile knobs, each declared once (simulator layer): the :class:`Profile` dataclass, whose every field is a knob
+declared with :func:`knob` — its default, one-line description, check (type and range) and the truth-log key that
+shows its effect — then YAML loading and validation.
+
+Everything else about a knob is derived from its declaration: :data:`KNOBS`, the range checks (rates within
+[0, 1], …), the knobs that share one draw (:data:`FAULT_RATE_KNOBS`, :data:`CALL_FORM_KNOBS`), and the knob table
+of the README and docs/simulator.md (:func:`render_knob_table`). Adding a knob = its declaration here, its effect
+(the draw in behaviour.py / plan.py, the truth field it names in truth.py) and its test.
 
 A profile is one simulated vendor. Every knob has a default, so ``{}`` is a valid (faithful, 200 ms
 TTFT, 50 tok/s) profile. Unknown knobs and bad values raise :class:`ProfileError` naming the profile and
@@ -12,108 +19,168 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from avv_core.errors import InputError
 from avv_core.reasoning import RESPONSE_FIELD_NAMES
 from avv_core.tool_formats import TOOL_PARSERS
 from avv_core.yaml_io import load_yaml, loads_yaml
-
-QUIRKS: tuple[str, ...] = (
-    "no_finish_reason",
-    "tool_calls_under_stop",
-    "usage_in_last_content_chunk",
-    "repeat_tool_header",
-    "interleave_parallel",
-    "crlf",
-    "multiline_data",
-    "comments",
-    "duplicate_done",
-    "garbage_line",
-    "json_body",
-    "html_body",
-    "empty_body",
-    "invalid_utf8",
-    "huge_args",
-    "require_reasoning_content",
-    "broken_template",
-)
+from avv_sim.quirks import QUIRKS
 
 OVER_LIMIT_MODES = ("429", "queue")
 REASONING_FIELDS = RESPONSE_FIELD_NAMES  # the reasoning_field knob's values (avv_core.reasoning)
-_CHOICES = {"over_limit": OVER_LIMIT_MODES, "reasoning_field": REASONING_FIELDS, "tool_parser": TOOL_PARSERS}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-# Fault knobs share one hash draw per request (see behaviour.pick_fault), so their sum must fit in [0, 1].
-FAULT_RATE_KNOBS = ("error_rate", "rate_limit_rate", "truncate_rate", "stream_error_rate")
-# So do the two call-form knobs (see calls.call_form).
-CALL_FORM_KNOBS = ("tool_as_text_rate", "truncate_call_rate")
+
+Check = Literal["rate", "non_negative", "positive", "http_status"]
+#: check → (what the docs' type column says, whether a value passes, what the error says).
+CHECKS: dict[str, tuple[str, Any, str]] = {
+    "rate": ("0–1", lambda v: 0.0 <= v <= 1.0, "must be within [0, 1]"),
+    "non_negative": ("≥ 0", lambda v: v >= 0, "must be >= 0"),
+    "positive": ("> 0", lambda v: v > 0, "must be > 0"),
+    "http_status": ("100–599", lambda v: 100 <= v <= 599, "must be an HTTP status (100-599)"),
+}
 
 
 class ProfileError(ValueError):
     """A profile file or knob is invalid (unknown knob, wrong type, out of range)."""
 
 
+def knob(default: Any, doc: str, *, check: Check | None = None, choices: tuple[str, ...] | None = None,
+         truth: str | None = None, shares_draw: str | None = None, shown: str | None = None) -> Any:
+    """Declare a knob (a :class:`Profile` field): ``doc`` = its one-line meaning; ``check`` = its range (CHECKS);
+    ``choices`` = its allowed values; ``truth`` = the truth-log key that shows its effect (a field of
+    :class:`avv_sim.truth.TruthRecord`, with ``.key`` / ``[].key`` for a part of it); ``shares_draw`` = the
+    name of one draw it is partitioned with (their sum must not exceed 1); ``shown`` = the default as the docs
+    show it, when not the value itself."""
+    metadata = {"doc": doc, "check": check, "choices": choices, "truth": truth, "shares_draw": shares_draw,
+                "shown": shown}
+    return field(default=default, metadata=metadata)
+
+
 @dataclass(frozen=True)
 class Profile:
-    """One simulated vendor. Field names are the YAML knob names."""
+    """One simulated vendor. Field names are the YAML knob names; each is declared with :func:`knob`."""
 
     name: str = "default"
     # latency and length
-    ttft_ms: float = 200.0
-    ttft_jitter_ms: float = 0.0
-    tokens_per_s: float = 50.0
-    tokens_per_chunk: int = 1
-    output_tokens: int = 64
+    ttft_ms: float = knob(200.0, "delay from request arrival to the first token-bearing delta (the role chunk is "
+                          "sent at once)", check="non_negative", truth="t_first_token")
+    ttft_jitter_ms: float = knob(0.0, "TTFT varies uniformly in ±this, deterministic per (seed, body, attempt)",
+                                 check="non_negative", truth="t_first_token")
+    tokens_per_s: float = knob(50.0, "decode speed: token *i* is generated at first-token time + *i* / "
+                               "`tokens_per_s`", check="positive", truth="t_last_byte")
+    tokens_per_chunk: int = knob(1, "tokens per SSE event (the last event of a content / reasoning / tool-call run "
+                                 "may carry fewer)", check="positive")
+    output_tokens: int = knob(64, "content length in tokens (one short word per token)", check="non_negative",
+                              truth="content_tokens")
     # tool-call behaviour
-    tool_call_rate: float = 0.6
-    flip_rate: float = 0.0
-    self_flip_rate: float = 0.0  # flips its own decision on this fraction of (body, repeat): sampling noise
-    bad_args_rate: float = 0.0
-    parallel_rate: float = 0.2
+    tool_call_rate: float = knob(0.6, "fraction of bodies (with tools, `tool_choice` auto, no gold label) on which "
+                                 "the **reference** model calls a tool; a hash of the body decides, so profiles with "
+                                 "the same rate agree", check="rate", truth="reference_decision")
+    flip_rate: float = knob(0.0, "fraction of bodies (hash of body and `seed`) on which this profile does the "
+                            "opposite of the reference", check="rate", truth="flipped")
+    self_flip_rate: float = knob(0.0, "fraction of (body, repeat) — hash of body, `seed` and the repeat of the "
+                                 "`X-AVV-Item` tag (without a tag: the arrival count of the body) — on which this "
+                                 "profile flips its own decision on top of `flip_rate`: sampling noise, so its "
+                                 "repeats disagree with each other (a reference with it has a noise floor)",
+                                 check="rate", truth="self_flipped")
+    bad_args_rate: float = knob(0.0, "fraction of this profile's tool calls whose arguments break the schema "
+                                "(missing required property, wrong type or unparseable JSON, varied)", check="rate",
+                                truth="tool_calls[].broken")
+    parallel_rate: float = knob(0.2, "fraction of calling bodies with ≥ 2 tools (and `parallel_tool_calls` not "
+                                "false) that call two tools (`index` 0 and 1)", check="rate", truth="tool_calls")
     # tool-call correctness (see avv_sim/calls.py)
-    follow_gold: bool = True
-    wrong_tool_rate: float = 0.0
-    wrong_value_rate: float = 0.0
-    drop_parallel_rate: float = 0.0
-    tool_as_text_rate: float = 0.0
-    truncate_call_rate: float = 0.0
+    follow_gold: bool = knob(True, "the reference follows the samples' gold labels where a request has them "
+                             "(`--gold FILE`; the harness passes its sample file to the simulator it starts): "
+                             "`expected_tool_call` decides whether it calls, `expected_calls` which calls with which "
+                             "arguments (one acceptable value each, schema-valid when possible; only optional "
+                             "arguments left out); false: `tool_call_rate` decides as without gold", truth="gold")
+    wrong_tool_rate: float = knob(0.0, "fraction of this profile's calls (requests with ≥ 2 tools) that call "
+                                  "another tool of the request, with schema-valid arguments for it", check="rate",
+                                  truth="tool_calls[].wrong_tool")
+    wrong_value_rate: float = knob(0.0, "fraction of this profile's calls that keep the tool but change one "
+                                   "argument value (still schema-valid; with gold, to a value that is not "
+                                   "acceptable)", check="rate", truth="tool_calls[].changed")
+    drop_parallel_rate: float = knob(0.0, "fraction of responses with ≥ 2 calls that drop the last one",
+                                     check="rate", truth="dropped_calls")
+    tool_as_text_rate: float = knob(0.0, "fraction of calling responses that write the calls into the content as a "
+                                    "fenced JSON block (`{\"name\", \"arguments\"}`) and finish with `stop`",
+                                    check="rate", truth="call_form", shares_draw="call form")
+    truncate_call_rate: float = knob(0.0, "fraction of calling responses cut in the middle of the last call's "
+                                     "arguments, finish `length` (shares one draw with `tool_as_text_rate`; their "
+                                     "sum ≤ 1)", check="rate", truth="call_form", shares_draw="call form")
     # agent tasks (see avv_sim/agent.py): decided from the request's message history
-    steps_to_finish: int | None = None  # the reference's tool turns before it answers (None: the task's recorded ones)
-    extra_steps_rate: float = 0.0  # where the reference answers, call one more tool instead (per step)
-    give_up_on_error_rate: float = 0.0  # after a tool error, answer with text instead of retrying
-    loop_rate: float = 0.0  # after a tool turn, repeat its calls (per step)
+    steps_to_finish: int | None = knob(None, "agent tasks: the reference's tool turns before it answers; null = the "
+                                       "task's recorded `tool_results`", check="non_negative",
+                                       truth="agent.steps_to_finish", shown="null")
+    extra_steps_rate: float = knob(0.0, "agent tasks: per step where the reference answers, call one more tool "
+                                   "(picked by hash) instead", check="rate", truth="agent.action")
+    give_up_on_error_rate: float = knob(0.0, "agent tasks: after a tool message starting with `Error`, answer with "
+                                        "text and stop instead of retrying", check="rate", truth="agent.action")
+    loop_rate: float = knob(0.0, "agent tasks: per step after a tool turn, repeat that turn's calls", check="rate",
+                            truth="agent.action")
     # reasoning
-    reasoning_tokens: int = 0
-    reasoning_only_rate: float = 0.0
-    reasoning_field: str = "reasoning_content"  # the delta / message field reasoning is sent in
-    # text tool-call format (avv_core.tool_formats) of calls written as text; None: json_fenced under
-    # broken_template, hermes on /v1/completions
-    tool_parser: str | None = None
+    reasoning_tokens: int = knob(0, "reasoning tokens before the answer (in the `reasoning_field` field)",
+                                 check="non_negative", truth="reasoning_tokens")
+    reasoning_only_rate: float = knob(0.0, "fraction of responses that end after the reasoning (no content, no tool "
+                                      "call; `reasoning_tokens`, or `output_tokens` if that is 0)", check="rate",
+                                      truth="reasoning_only")
+    reasoning_field: str = knob("reasoning_content", "the field reasoning is streamed in: a response field of "
+                                "`avv_core/reasoning.py` — `reasoning_content`, `reasoning` or `reasoning_details` "
+                                "(`[{\"type\": \"reasoning.text\", \"text\": …, \"index\": 0}]`); also the message "
+                                "field of JSON bodies", choices=REASONING_FIELDS)
+    # calls written as text
+    tool_parser: str | None = knob(None, "the text tool-call format (`avv_core/tool_formats.py`; README, "
+                                   "Raw-completions mode) calls are written in where they go out as text: under "
+                                   "`broken_template` (none: `json_fenced`) and on `/v1/completions` (none: "
+                                   "`hermes`)", choices=TOOL_PARSERS, truth="text_tool_calls")
     # language
-    language_drift_rate: float = 0.0  # fraction of content answers in another script than the prompt's
+    language_drift_rate: float = knob(0.0, "fraction of content answers (per seed, body, attempt) written in another "
+                                      "script than the prompt's: Cyrillic, or Latin for a Cyrillic prompt (the "
+                                      "content is otherwise in the prompt's script)", check="rate",
+                                      truth="language_drift")
     # faults
-    error_rate: float = 0.0
-    error_status: int = 500
-    rate_limit_rate: float = 0.0
-    retry_after_s: float | None = 1
-    truncate_rate: float = 0.0
-    stream_error_rate: float = 0.0
-    omit_usage: bool = False
+    error_rate: float = knob(0.0, "fraction of requests answered with `error_status` and an OpenAI error body, "
+                             "before any stream byte", check="rate", truth="fault", shares_draw="fault")
+    error_status: int = knob(500, "HTTP status for `error_rate`", check="http_status", truth="http_status")
+    rate_limit_rate: float = knob(0.0, "fraction of requests answered 429 (`rate_limit_exceeded`) with "
+                                  "`Retry-After`", check="rate", truth="fault", shares_draw="fault")
+    retry_after_s: float | None = knob(1, "`Retry-After` seconds on every 429; `null` sends no header",
+                                       check="non_negative")
+    truncate_rate: float = knob(0.0, "fraction of requests whose connection is closed after 25–75 % of the token "
+                                "events: no finish_reason, no `[DONE]`, no chunked terminator", check="rate",
+                                truth="fault", shares_draw="fault")
+    stream_error_rate: float = knob(0.0, "fraction of streams that send `data: {\"error\": {...}}` after 25–75 % of "
+                                    "the token events, then `[DONE]` (no finish_reason)", check="rate", truth="fault",
+                                    shares_draw="fault")
+    omit_usage: bool = knob(False, "never report usage (no usage chunk even with `include_usage`; no `usage` in JSON "
+                            "bodies)", truth="usage_sent")
     # admission control
-    max_concurrency: int | None = None
-    over_limit: str = "429"
+    max_concurrency: int | None = knob(None, "in-flight requests allowed for this profile", check="positive",
+                                       truth="fault")
+    over_limit: str = knob("429", "beyond `max_concurrency`: `429` rejects at once (with `Retry-After`), `queue` "
+                           "waits for a slot (the wait adds to TTFT)", choices=OVER_LIMIT_MODES, truth="queued_ms")
     # identity and determinism
-    seed: int = 0
-    api_key: str | None = None
-    model: str | None = None
+    seed: int = knob(0, "varies flips, faults, broken arguments, tool-call deviations, jitter and quirk draws "
+                     "between profiles", check="non_negative")
+    api_key: str | None = knob(None, "if set, `Authorization: Bearer <key>` is required (else 401 "
+                               "`invalid_api_key`)", truth="fault")
+    model: str | None = knob(None, "model id served by `/v1/models` (any `model` is accepted in requests and echoed "
+                             "back)", shown="profile name")
     # wire-format quirks (fault-injection tests)
-    quirks: tuple[str, ...] = field(default_factory=tuple)
-    quirk_rate: float = 1.0
-    header_delay_ms: float = 0.0
-    stall_after_tokens: int | None = None
-    stall_ms: float = 0.0
+    quirks: tuple[str, ...] = knob((), "wire-format deviations for fault-injection tests (docs/simulator.md, "
+                                   "Quirks)", choices=QUIRKS, truth="quirks")
+    quirk_rate: float = knob(1.0, "fraction of requests (per seed, body, attempt) to which `quirks` apply",
+                             check="rate", truth="quirks")
+    header_delay_ms: float = knob(0.0, "sleep before sending response headers (any response)",
+                                  check="non_negative")
+    stall_after_tokens: int | None = knob(None, "after this many tokens, stop sending for `stall_ms`",
+                                          check="non_negative")
+    stall_ms: float = knob(0.0, "length of that stall", check="non_negative")
     # what the truth log shows of each request
-    log_request: bool = False  # add the received body and headers (never Authorization) to the truth line
+    log_request: bool = knob(False, "add `request: {\"body\", \"headers\"}` (what it received; never "
+                             "`Authorization`) to each truth-log line — for tests that check what reached the wire; "
+                             "the body may hold secrets", truth="request")
 
     @property
     def served_model(self) -> str:
@@ -127,43 +194,31 @@ class Profile:
         return out
 
 
-KNOBS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Profile) if f.name != "name"}
+@dataclass(frozen=True)
+class Knob:
+    """A knob's declaration, read back from its :class:`Profile` field."""
 
-_RATES = {
-    "tool_call_rate",
-    "flip_rate",
-    "self_flip_rate",
-    "bad_args_rate",
-    "parallel_rate",
-    "wrong_tool_rate",
-    "wrong_value_rate",
-    "drop_parallel_rate",
-    "tool_as_text_rate",
-    "truncate_call_rate",
-    "extra_steps_rate",
-    "give_up_on_error_rate",
-    "loop_rate",
-    "reasoning_only_rate",
-    "language_drift_rate",
-    "error_rate",
-    "rate_limit_rate",
-    "truncate_rate",
-    "stream_error_rate",
-    "quirk_rate",
-}
-_NON_NEGATIVE = {
-    "ttft_ms",
-    "ttft_jitter_ms",
-    "output_tokens",
-    "reasoning_tokens",
-    "seed",
-    "header_delay_ms",
-    "stall_ms",
-    "retry_after_s",
-    "stall_after_tokens",
-    "steps_to_finish",
-}
-_POSITIVE = {"tokens_per_s", "tokens_per_chunk", "max_concurrency"}
+    name: str
+    type: str  # the field's annotation: "float", "int | None", …
+    default: Any
+    doc: str
+    check: str | None
+    choices: tuple[str, ...] | None
+    truth: str | None
+    shares_draw: str | None
+    shown: str | None
+
+    @classmethod
+    def of(cls, f: dataclasses.Field) -> Knob:
+        return cls(f.name, str(f.type), f.default, **f.metadata)
+
+
+KNOBS: dict[str, Knob] = {f.name: Knob.of(f) for f in dataclasses.fields(Profile) if f.name != "name"}
+RATE_KNOBS: tuple[str, ...] = tuple(k.name for k in KNOBS.values() if k.check == "rate")
+# Knobs that share one hash draw must sum to at most 1: the faults (behaviour.pick_fault), the call form
+# (calls.call_form). In declaration order.
+FAULT_RATE_KNOBS: tuple[str, ...] = tuple(k.name for k in KNOBS.values() if k.shares_draw == "fault")
+CALL_FORM_KNOBS: tuple[str, ...] = tuple(k.name for k in KNOBS.values() if k.shares_draw == "call form")
 
 
 def _err(profile: str, knob: str, msg: str) -> ProfileError:
@@ -171,24 +226,24 @@ def _err(profile: str, knob: str, msg: str) -> ProfileError:
 
 
 def _coerce(profile: str, knob: str, value: Any) -> Any:
-    """Check one knob's value against its declared type; ints are accepted for floats."""
-    f = KNOBS[knob]
-    ftype = str(f.type)
+    """Check one knob's value against its declared type and choices; ints are accepted for floats."""
+    declared = KNOBS[knob]
+    ftype, allowed = declared.type, declared.choices
     if value is None:
         if "None" in ftype:
             return None
         raise _err(profile, knob, "must not be null")
-    if knob == "quirks":
+    if ftype.startswith("tuple") and allowed is not None:  # a list of names (quirks)
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, (list, tuple)) or not all(isinstance(q, str) for q in value):
             raise _err(profile, knob, "must be a list of strings")
-        unknown = [q for q in value if q not in QUIRKS]
+        unknown = [q for q in value if q not in allowed]
         if unknown:
-            raise _err(profile, knob, f"unknown quirk(s) {unknown}; known: {', '.join(QUIRKS)}")
+            raise _err(profile, knob, f"unknown quirk(s) {unknown}; known: {', '.join(allowed)}")
         return tuple(value)
-    if knob in _CHOICES:
-        value, allowed = str(value), _CHOICES[knob]
+    if allowed is not None:
+        value = str(value)
         if value not in allowed:
             raise _err(profile, knob, f"must be one of {allowed}, got {value!r}")
         return value
@@ -217,20 +272,12 @@ def _coerce(profile: str, knob: str, value: Any) -> Any:
 
 
 def _check_ranges(p: Profile) -> None:
-    for knob in _RATES:
-        v = getattr(p, knob)
-        if not 0.0 <= v <= 1.0:
-            raise _err(p.name, knob, f"must be within [0, 1], got {v}")
-    for knob in _NON_NEGATIVE:
-        v = getattr(p, knob)
-        if v is not None and v < 0:
-            raise _err(p.name, knob, f"must be >= 0, got {v}")
-    for knob in _POSITIVE:
-        v = getattr(p, knob)
-        if v is not None and v <= 0:
-            raise _err(p.name, knob, f"must be > 0, got {v}")
-    if not 100 <= p.error_status <= 599:
-        raise _err(p.name, "error_status", f"must be an HTTP status (100-599), got {p.error_status}")
+    """Each knob's declared check (rates first, then the other checks), then the sums of the shared draws."""
+    for check, (_, passes, message) in CHECKS.items():
+        for knob in (k.name for k in KNOBS.values() if k.check == check):
+            v = getattr(p, knob)
+            if v is not None and not passes(v):
+                raise _err(p.name, knob, f"{message}, got {v}")
     for knobs in (FAULT_RATE_KNOBS, CALL_FORM_KNOBS):
         total = sum(getattr(p, k) for k in knobs)
         if total > 1.0 + 1e-9:
@@ -307,3 +354,40 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         except InputError as exc:
             raise ProfileError(str(exc)) from None  # names the --set item and the line
     return out
+
+
+def _shown(k: Knob) -> str:
+    if k.shown is not None:
+        return k.shown
+    if k.default is None:
+        return "none"
+    if isinstance(k.default, bool):
+        return str(k.default).lower()
+    if isinstance(k.default, float) and k.default.is_integer():
+        return str(int(k.default))
+    if isinstance(k.default, str):
+        return f"`{k.default}`"
+    if isinstance(k.default, tuple):
+        return f"`{list(k.default)}`"
+    return str(k.default)
+
+
+def _type(k: Knob) -> str:
+    base = k.type.replace(" | None", "")
+    if k.choices is not None:
+        text = "list of quirks" if base.startswith("tuple") else " / ".join(f"`{c}`" for c in k.choices)
+    elif k.check == "rate":
+        text = "rate 0–1"
+    else:
+        text = f"{base} {CHECKS[k.check][0]}" if k.check else base
+    return text + (" or null" if "None" in k.type else "")
+
+
+def render_knob_table() -> str:
+    """The knob table of the README and docs/simulator.md (``python -m avv_harness.docs``)."""
+    rows = ["| knob | type | default | meaning | truth log |", "|---|---|---|---|---|"]
+    for k in KNOBS.values():
+        truth = f"`{k.truth}`" if k.truth else ""
+        doc = k.doc.replace("|", "\\|")
+        rows.append(f"| `{k.name}` | {_type(k)} | {_shown(k)} | {doc} | {truth} |")
+    return "\n".join(rows)

@@ -188,11 +188,9 @@ def _gen_number(schema: Mapping[str, Any], rng: random.Random, integer: bool) ->
         low = max(low, xlo + step) if low is not None else xlo + step
     if isinstance(xhi, (int, float)) and not isinstance(xhi, bool):
         high = min(high, xhi - step) if high is not None else xhi - step
-    if low is None and high is None:
-        low, high = 0, 100
-    elif low is None:
-        low = high - 100
-    elif high is None:
+    if low is None:
+        low = high - 100 if high is not None else 0
+    if high is None:
         high = low + 100
     if integer:
         lo_i, hi_i = math.ceil(low), math.floor(high)

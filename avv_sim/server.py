@@ -1,14 +1,15 @@
-"""The aiohttp app: one or more simulated OpenAI-compatible vendors under ``/<profile>/v1``.
+"""The aiohttp app: one or more simulated OpenAI-compatible vendors under ``/<profile>/v1`` (simulator layer; the
+only module that does network I/O).
 
-Per request: parse → auth → admission (max_concurrency) → plan (pure, see behaviour.py) → respond on an
-absolute-deadline schedule (loop.time() == time.monotonic()) → one truth-log line. ``/v1/completions``
-answers the same plans in text (dialects.py).
+Per request: parse → auth → admission (max_concurrency) → plan (pure, see plan.py) → respond on an
+absolute-deadline schedule (loop.time() == time.monotonic()) → one truth-log line (truth.py), built once from the
+plan and the request's :class:`~avv_sim.truth.Exchange`. ``/v1/completions`` answers the same plans in text
+(dialects.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import json
 import os
@@ -20,36 +21,22 @@ from typing import Any
 
 from aiohttp import web
 
-from avv_sim import behaviour, dialects
+import avv_sim.dialects as dialects
 from avv_sim.agent import AgentBook
-from avv_sim.behaviour import Plan, RequestError
 from avv_sim.gold import GoldEntry, gold_key
 from avv_sim.identity import decision_key
 from avv_sim.item_tag import repeat_of
+from avv_sim.pacer import Pacer
+from avv_sim.plan import Plan, make_plan
 from avv_sim.profiles import Profile
-from avv_sim.wire import HTML_BODY, TextWire, Wire, error_body
+from avv_sim.quirks import Quirk, body_quirk
+from avv_sim.request import RequestError, request_hash
+from avv_sim.truth import Exchange, TruthLog, build_truth
+from avv_sim.wire import TextWire, Wire, error_body
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 ATTEMPT_HEADER = "X-AVV-Attempt"
 ITEM_HEADER = "X-AVV-Item"
-
-
-class TruthLog:
-    """Append-only JSON-lines file; each record is one ``os.write`` (O_APPEND), so lines never interleave."""
-
-    def __init__(self, path: str | os.PathLike[str] | None):
-        self.path = os.fspath(path) if path is not None else None
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if self.path else -1
-
-    def write(self, record: Mapping[str, Any]) -> None:
-        if self._fd >= 0:
-            os.write(self._fd, (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = -1
 
 
 class ProfileState:
@@ -86,123 +73,6 @@ def attempt_of(header: str | None, arrival: int) -> int:
     return arrival
 
 
-def new_record(profile: str, t_arrival: float, client_tag: str | None) -> dict[str, Any]:
-    """A truth-log record with every field present (filled in as the request proceeds)."""
-    return {
-        "profile": profile,
-        "endpoint": "chat",
-        "request_hash": None,
-        "decision_key": None,
-        "attempt": None,
-        "client_tag": client_tag,
-        "repeat": None,
-        "repeat_source": None,
-        "stream": None,
-        "has_tools": None,
-        "reference_decision": None,
-        "decision": None,
-        "flipped": None,
-        "self_flipped": None,
-        "gold": False,
-        "agent": None,
-        "call_form": None,
-        "dropped_calls": 0,
-        "tool_calls": [],
-        "text_tool_calls": [],
-        "text_calls": [],
-        "fault": None,
-        "http_status": None,
-        "finish_reason": None,
-        "reasoning_only": False,
-        "prompt_script": None,
-        "content_script": None,
-        "language_drift": False,
-        "usage_sent": False,
-        "prompt_tokens": 0,
-        "completion_tokens": 0,
-        "content_tokens": 0,
-        "reasoning_tokens": 0,
-        "queued_ms": 0.0,
-        "quirks": [],
-        "client_disconnected": False,
-        "t_arrival": t_arrival,
-        "t_first_token": None,
-        "t_last_byte": None,
-    }
-
-
-# epoll rounds its timeout UP to whole milliseconds, so a timer fires 0-1 ms late; aiming this much early
-# centres the error on the deadline instead of always being late.
-TIMER_LEAD_S = 0.00075
-
-
-class Pacer:
-    """Writes one stream's token events from event-loop callbacks at absolute deadlines.
-
-    Callbacks (``loop.call_at``) + direct ``transport.write`` cost far less per event than a coroutine
-    that sleeps and awaits ``StreamResponse.write``, which matters with hundreds of concurrent streams.
-    Events already due when a callback runs (the loop fell behind) go out in one write.
-    The caller has sent the headers (aiohttp buffers them until the first body write) and enabled chunked
-    encoding, so each event is framed as one HTTP chunk here.
-    """
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        transport: asyncio.BaseTransport | None,
-        deadlines: list[float],
-        make_event: Callable[[int], bytes],
-        rec: dict[str, Any],
-    ):
-        self.loop = loop
-        self.transport = transport
-        self.deadlines = deadlines
-        self.make_event = make_event
-        self.rec = rec
-        self.next = 0
-        self.future: asyncio.Future | None = None
-        self.handle: asyncio.TimerHandle | None = None
-
-    def start(self) -> asyncio.Future:
-        self.future = self.loop.create_future()
-        self.handle = self.loop.call_at(self.deadlines[0] - TIMER_LEAD_S, self._step)
-        return self.future
-
-    def cancel(self) -> None:
-        if self.handle is not None:
-            self.handle.cancel()
-            self.handle = None
-
-    def _step(self) -> None:
-        self.handle = None
-        fut = self.future
-        if fut is None or fut.done():
-            return
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            fut.set_exception(ConnectionResetError("client went away"))
-            return
-        now = self.loop.time()
-        j = self.next
-        n = len(self.deadlines)
-        parts = []
-        while True:
-            data = self.make_event(j)
-            parts.append(b"%x\r\n%s\r\n" % (len(data), data))
-            j += 1
-            if j >= n or self.deadlines[j] - TIMER_LEAD_S > now:
-                break
-        transport.write(b"".join(parts) if len(parts) > 1 else parts[0])
-        if self.next == 0:
-            self.rec["t_first_token"] = self.loop.time()
-        self.next = j
-        self.rec["_sent"] = j  # token counts are derived once, when the record is written
-        if j < n:
-            self.handle = self.loop.call_at(self.deadlines[j] - TIMER_LEAD_S, self._step)
-        else:
-            fut.set_result(None)
-
-
 class Simulator:
     """Holds the profiles and the truth log; its handlers are the aiohttp routes."""
 
@@ -230,21 +100,13 @@ class Simulator:
     async def models(self, request: web.Request) -> web.Response:
         state = self.states.get(request.match_info["profile"])
         if state is None:
-            return _json_error(
-                404,
-                f"unknown profile {request.match_info['profile']!r}",
-                "invalid_request_error",
-                "not_found",
-            )
+            return _json_error(404, f"unknown profile {request.match_info['profile']!r}", "invalid_request_error",
+                               "not_found")
         if not _authorized(state.profile, request):
             return _json_error(401, *_AUTH_ERROR)
         model = state.profile.served_model
         return web.json_response(
-            {
-                "object": "list",
-                "data": [{"id": model, "object": "model", "created": 0, "owned_by": "avv-sim"}],
-            }
-        )
+            {"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": "avv-sim"}]})
 
     # ----------------------------------------------------------------------------------- chat handler
 
@@ -260,134 +122,105 @@ class Simulator:
         name = request.match_info["profile"]
         state = self.states.get(name)
         if state is None:
-            return _json_error(
-                404,
-                f"unknown profile {name!r}; known: {', '.join(self.states)}",
-                "invalid_request_error",
-                "not_found",
-            )
-        rec = new_record(name, t_arrival, request.headers.get(ITEM_HEADER))
-        rec["endpoint"] = endpoint
+            return _json_error(404, f"unknown profile {name!r}; known: {', '.join(self.states)}",
+                               "invalid_request_error", "not_found")
+        ex = Exchange(name, endpoint, request.headers.get(ITEM_HEADER), t_arrival)
         try:
-            return await self._handle(request, state, rec)
+            return await self._handle(request, state, ex)
         except ConnectionError:
-            if not rec.get("_committed"):
-                rec["client_disconnected"] = True
+            if not ex.committed:
+                ex.client_disconnected = True
             # aiohttp quietly drops a response it cannot send; raising would log a traceback instead
             return web.Response(status=499)
         finally:
-            self._commit(rec)  # also on cancellation (server shutdown)
+            self._commit(ex)  # also on cancellation (server shutdown)
 
-    def _commit(self, rec: dict[str, Any]) -> None:
+    def _commit(self, ex: Exchange) -> None:
         """Write the truth line once, stamping t_last_byte. Called just BEFORE the final bytes go out, so
         a client that has seen the end of a response always finds its truth line already in the file."""
-        if rec.get("_committed"):
+        if ex.committed:
             return
-        rec["_committed"] = True
-        rec["t_last_byte"] = asyncio.get_running_loop().time()
-        self.truth.write(_finalize(rec))
+        ex.committed = True
+        ex.t_last_byte = asyncio.get_running_loop().time()
+        self.truth.write(build_truth(ex))
 
-    async def _handle(self, request: web.Request, state: ProfileState, rec: dict[str, Any]) -> web.StreamResponse:
+    async def _handle(self, request: web.Request, state: ProfileState, ex: Exchange) -> web.StreamResponse:
         profile = state.profile
         body, h = await _read_body(request)
-        rec["request_hash"] = h
+        ex.request_hash = h
         arrival = state.arrive(h)
-        rec["attempt"] = attempt_of(request.headers.get(ATTEMPT_HEADER), arrival)
-        rec["repeat"], rec["repeat_source"] = repeat_of(rec["client_tag"], arrival)
+        ex.attempt = attempt = attempt_of(request.headers.get(ATTEMPT_HEADER), arrival)
+        repeat, ex.repeat_source = repeat_of(ex.client_tag, arrival)
+        ex.repeat = repeat
         if body is None:
-            return await self._send_error(
-                request,
-                rec,
-                400,
-                "could not parse the JSON body of your request",
-                "invalid_request_error",
-                None,
-            )
-        rec["stream"] = bool(body.get("stream"))
+            return await self._send_error(request, ex, 400, "could not parse the JSON body of your request",
+                                          "invalid_request_error", None)
+        ex.stream = bool(body.get("stream"))
         if profile.log_request:
-            rec["request"] = {"body": body, "headers": {k: v for k, v in request.headers.items()
-                                                        if k.lower() != "authorization"}}
-        plan: Plan | None = None
-        bad_request: RequestError | None = None
+            ex.request = {"body": body, "headers": {k: v for k, v in request.headers.items()
+                                                    if k.lower() != "authorization"}}
         try:
-            plan = _plan(profile, body, rec, self.gold, self.agents)
-            _record_plan(rec, plan)
+            ex.plan = plan_request(profile, body, ex, attempt, repeat, self.gold, self.agents)
         except RequestError as exc:
-            bad_request = exc
-            rec["fault"] = getattr(exc, "fault", None)
-            rec["quirks"] = [rec["fault"]] if rec["fault"] else []
+            ex.rejection = exc
         if not _authorized(profile, request):
-            rec["fault"] = "auth"
-            return await self._send_error(request, rec, 401, *_AUTH_ERROR)
-        if bad_request is not None or plan is None:
-            exc = bad_request or RequestError("invalid request")
-            return await self._send_error(
-                request, rec, exc.status, exc.message, "invalid_request_error", None, param=exc.param
-            )
+            ex.refused = "auth"
+            return await self._send_error(request, ex, 401, *_AUTH_ERROR)
+        plan = ex.plan
+        if plan is None:
+            bad = ex.rejection or RequestError("invalid request")
+            return await self._send_error(request, ex, bad.status, bad.message, "invalid_request_error", None,
+                                          param=bad.param)
         limit = profile.max_concurrency
         if limit and state.queue is None and state.inflight >= limit:
-            rec["fault"] = "over_limit_429"
-            return await self._send_error(
-                request,
-                rec,
-                429,
-                f"too many concurrent requests (limit {limit})",
-                "requests",
-                "rate_limit_exceeded",
-                retry_after=profile.retry_after_s,
-            )
+            ex.refused = "over_limit_429"
+            return await self._send_error(request, ex, 429, f"too many concurrent requests (limit {limit})",
+                                          "requests", "rate_limit_exceeded", retry_after=profile.retry_after_s)
         if plan.fault == "error_status":
-            return await self._send_error(
-                request, rec, profile.error_status, "simulated upstream failure", "server_error", None
-            )
+            return await self._send_error(request, ex, profile.error_status, "simulated upstream failure",
+                                          "server_error", None)
         if plan.fault == "rate_limit":
-            return await self._send_error(
-                request,
-                rec,
-                429,
-                "Rate limit reached for requests",
-                "requests",
-                "rate_limit_exceeded",
-                retry_after=profile.retry_after_s,
-            )
-        return await self._admit_and_respond(request, state, plan, rec)
+            return await self._send_error(request, ex, 429, "Rate limit reached for requests", "requests",
+                                          "rate_limit_exceeded", retry_after=profile.retry_after_s)
+        return await self._admit_and_respond(request, state, plan, ex)
 
     async def _admit_and_respond(
-        self, request: web.Request, state: ProfileState, plan: Plan, rec: dict[str, Any]
+        self, request: web.Request, state: ProfileState, plan: Plan, ex: Exchange
     ) -> web.StreamResponse:
         """Count the request in flight (queueing for a slot in "queue" mode) while it is answered."""
         loop = asyncio.get_running_loop()
         state.inflight += 1
+        queue = state.queue
         acquired = False
         try:
-            if state.queue is not None:
+            if queue is not None:
                 t_wait = loop.time()
-                await state.queue.acquire()
+                await queue.acquire()
                 acquired = True
-                rec["queued_ms"] = (loop.time() - t_wait) * 1000.0
-            return await self._respond(request, state.profile, plan, rec)
+                ex.queued_ms = (loop.time() - t_wait) * 1000.0
+            return await self._respond(request, state.profile, plan, ex)
         finally:
             state.inflight -= 1
-            if acquired:
-                state.queue.release()
+            if queue is not None and acquired:
+                queue.release()
 
     async def _respond(
-        self, request: web.Request, profile: Profile, plan: Plan, rec: dict[str, Any]
+        self, request: web.Request, profile: Profile, plan: Plan, ex: Exchange
     ) -> web.StreamResponse:
         # the schedule counts from arrival (plus any queueing), not from when planning finished
-        t0 = rec["t_arrival"] + (rec["queued_ms"] + profile.ttft_ms + plan.jitter_ms) / 1000.0
-        if rec["endpoint"] == "completions":
+        t0 = ex.t_arrival + (ex.queued_ms + profile.ttft_ms + plan.jitter_ms) / 1000.0
+        if ex.endpoint == "completions":
             wire: Wire = TextWire(plan, int(time.time()), _completion_id(plan))
         else:
             wire = Wire(plan, int(time.time()), _completion_id(plan), profile.reasoning_field)
         if profile.header_delay_ms:
             await asyncio.sleep(profile.header_delay_ms / 1000.0)
         if not plan.stream:
-            return await self._respond_json(request, profile, plan, rec, wire, t0)
-        body_quirk = next((q for q in plan.quirks if q in behaviour.BODY_QUIRKS), None)
-        if body_quirk is not None:
-            return await self._respond_body_quirk(request, profile, plan, rec, wire, t0, body_quirk)
-        return await self._stream(request, profile, plan, rec, wire, t0)
+            return await self._respond_json(request, profile, plan, ex, wire, t0)
+        quirk = body_quirk(plan.quirks)
+        if quirk is not None:
+            return await self._respond_body_quirk(request, profile, plan, ex, wire, t0, quirk)
+        return await self._stream(request, profile, plan, ex, wire, t0)
 
     # ------------------------------------------------------------------------------------------ stream
 
@@ -399,18 +232,18 @@ class Simulator:
         return t0 + chunk.last_token / profile.tokens_per_s + stall
 
     async def _stream(
-        self, request: web.Request, profile: Profile, plan: Plan, rec: dict[str, Any], wire: Wire, t0: float
+        self, request: web.Request, profile: Profile, plan: Plan, ex: Exchange, wire: Wire, t0: float
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
         resp.enable_chunked_encoding()
         await resp.prepare(request)
-        rec["http_status"] = 200
+        ex.http_status = 200
         await resp.write(wire.role_event())
         n_chunks = len(plan.chunks) if plan.fault_after_chunks is None else plan.fault_after_chunks
         if n_chunks:
             deadlines = [self._deadline(profile, t0, plan, j) for j in range(n_chunks)]
-            pacer = Pacer(loop, request.transport, deadlines, self._event_maker(plan, wire, n_chunks), rec)
+            pacer = Pacer(loop, request.transport, deadlines, wire.token_events(n_chunks), ex)
             try:
                 await pacer.start()
             finally:
@@ -418,48 +251,22 @@ class Simulator:
         elif t0 > loop.time():  # nothing to generate (output_tokens 0): still answer after the TTFT
             await asyncio.sleep(t0 - loop.time())
         if plan.fault == "truncate":
-            return self._abort(request, resp, rec)
+            return self._abort(request, resp, ex)
         if plan.fault == "stream_error":
-            tail = wire.error_event()
+            tail = wire.tail(error=True, usage=False)
         else:
-            tail = self._finish_tail(profile, plan, rec, wire)
-        tail += wire.done() * (2 if plan.has("duplicate_done") else 1)
-        self._commit(rec)
+            usage_wanted = plan.include_usage and not profile.omit_usage
+            tail = wire.tail(error=False, usage=usage_wanted)
+            ex.finish_reason = wire.finish_reason()
+            ex.usage_sent = usage_wanted
+        self._commit(ex)
         await resp.write_eof(tail)  # the tail and the chunked terminator in one write
         return resp
 
-    @staticmethod
-    def _event_maker(plan: Plan, wire: Wire, n_chunks: int) -> Callable[[int], bytes]:
-        """Bytes of token event ``j``, with the comments / garbage_line quirks folded in."""
-        garbage_at = n_chunks // 2 if plan.has("garbage_line") else -1
-        comment = wire.comment() if plan.has("comments") else b""
-        chunks = plan.chunks
-
-        def make(j: int) -> bytes:
-            data = wire.chunk_event(chunks[j], j)
-            if j == garbage_at:
-                data = wire.garbage() + data
-            return comment + data if comment else data
-
-        return make
-
-    @staticmethod
-    def _finish_tail(profile: Profile, plan: Plan, rec: dict[str, Any], wire: Wire) -> bytes:
-        """The finish_reason chunk and the usage chunk (as the request and quirks ask)."""
-        usage_wanted = plan.include_usage and not profile.omit_usage
-        usage_inline = usage_wanted and plan.has("usage_in_last_content_chunk")
-        tail = wire.comment() if plan.has("comments") else b""
-        tail += wire.finish_event(with_usage=usage_inline) or b""
-        if usage_wanted and not usage_inline:
-            tail += wire.usage_event()
-        rec["finish_reason"] = wire.finish_reason()
-        rec["usage_sent"] = usage_wanted
-        return tail
-
-    def _abort(self, request: web.Request, resp: web.StreamResponse, rec: dict[str, Any]) -> web.StreamResponse:
+    def _abort(self, request: web.Request, resp: web.StreamResponse, ex: Exchange) -> web.StreamResponse:
         """Close the TCP connection mid-body: no finish_reason, no [DONE], no chunked terminator."""
         resp.force_close()
-        self._commit(rec)
+        self._commit(ex)
         transport = request.transport
         if transport is not None:
             transport.close()
@@ -468,7 +275,7 @@ class Simulator:
     # ------------------------------------------------------------------------------------- non-stream
 
     async def _respond_json(
-        self, request: web.Request, profile: Profile, plan: Plan, rec: dict[str, Any], wire: Wire, t0: float
+        self, request: web.Request, profile: Profile, plan: Plan, ex: Exchange, wire: Wire, t0: float
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         if plan.chunks:
@@ -476,39 +283,26 @@ class Simulator:
             if delay > 0:
                 await asyncio.sleep(delay)
         if plan.fault == "truncate":
-            return await self._truncate_json(request, plan, rec, wire)
+            return await self._truncate_json(request, plan, ex, wire)
         if plan.fault == "stream_error":
-            return await self._send_error(
-                request,
-                rec,
-                500,
-                "The server had an error while processing your request.",
-                "server_error",
-                None,
-                delay=False,
-            )
-        if "html_body" in plan.quirks or "empty_body" in plan.quirks:
-            return await self._respond_body_quirk(
-                request,
-                profile,
-                plan,
-                rec,
-                wire,
-                t0,
-                "html_body" if "html_body" in plan.quirks else "empty_body",
-            )
+            return await self._send_error(request, ex, 500, "The server had an error while processing your request.",
+                                          "server_error", None, delay=False)
+        quirk = body_quirk(plan.quirks)
+        replaced = quirk.body(plan.stream) if quirk is not None and quirk.body is not None else None
+        if replaced is not None:
+            return await self._send_bytes(request, ex, 200, *replaced)
         body = wire.completion_body()
         if profile.omit_usage:
             body.pop("usage")
-        rec["_sent"] = len(plan.chunks)
-        rec["finish_reason"] = body["choices"][0]["finish_reason"]
-        rec["usage_sent"] = "usage" in body
+        ex.chunks_sent = len(plan.chunks)
+        ex.finish_reason = body["choices"][0]["finish_reason"]
+        ex.usage_sent = "usage" in body
         return await self._send_bytes(
-            request, rec, 200, json.dumps(body, ensure_ascii=False).encode("utf-8"), "application/json"
+            request, ex, 200, json.dumps(body, ensure_ascii=False).encode("utf-8"), "application/json"
         )
 
     async def _truncate_json(
-        self, request: web.Request, plan: Plan, rec: dict[str, Any], wire: Wire
+        self, request: web.Request, plan: Plan, ex: Exchange, wire: Wire
     ) -> web.StreamResponse:
         """Non-stream truncate: headers with the full Content-Length, part of the body, then close."""
         payload = json.dumps(wire.completion_body(), ensure_ascii=False).encode("utf-8")
@@ -517,65 +311,37 @@ class Simulator:
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         resp.content_length = len(payload)
         await resp.prepare(request)
-        rec["http_status"] = 200
+        ex.http_status = 200
         await resp.write(payload[:cut])
-        return self._abort(request, resp, rec)
+        return self._abort(request, resp, ex)
 
-    async def _respond_body_quirk(
-        self,
-        request: web.Request,
-        profile: Profile,
-        plan: Plan,
-        rec: dict[str, Any],
-        wire: Wire,
-        t0: float,
-        quirk: str,
-    ) -> web.StreamResponse:
-        """json_body / html_body / empty_body: HTTP 200 but not an SSE stream."""
-        if quirk == "json_body":
-            return await self._respond_json(request, profile, plan, rec, wire, t0)
-        if quirk == "html_body":
-            return await self._send_bytes(request, rec, 200, HTML_BODY, "text/html")
-        return await self._send_bytes(
-            request, rec, 200, b"", "text/event-stream" if plan.stream else "application/json"
-        )
+    async def _respond_body_quirk(self, request: web.Request, profile: Profile, plan: Plan, ex: Exchange,
+                                  wire: Wire, t0: float, quirk: Quirk) -> web.StreamResponse:
+        """A body quirk on a stream: HTTP 200 but not an SSE stream (its body, or the chat.completion JSON)."""
+        replaced = quirk.body(plan.stream) if quirk.body is not None else None
+        if replaced is None:
+            return await self._respond_json(request, profile, plan, ex, wire, t0)
+        return await self._send_bytes(request, ex, 200, *replaced)
 
     # ----------------------------------------------------------------------------------------- errors
 
-    async def _send_error(
-        self,
-        request: web.Request,
-        rec: dict[str, Any],
-        status: int,
-        message: str,
-        etype: str,
-        code: str | None,
-        *,
-        param: str | None = None,
-        retry_after: float | None = None,
-        delay: bool = True,
-    ) -> web.StreamResponse:
+    async def _send_error(self, request: web.Request, ex: Exchange, status: int, message: str, etype: str,
+                          code: str | None, *, param: str | None = None, retry_after: float | None = None,
+                          delay: bool = True) -> web.StreamResponse:
         headers = {}
         if status == 429 and retry_after is not None:
             headers["Retry-After"] = _fmt_seconds(retry_after)
-        state = self.states.get(rec["profile"])
+        state = self.states.get(ex.profile)
         if delay and state is not None and state.profile.header_delay_ms:
             await asyncio.sleep(state.profile.header_delay_ms / 1000.0)
         payload = json.dumps(error_body(message, etype, code, param)).encode("utf-8")
-        return await self._send_bytes(request, rec, status, payload, "application/json", headers)
+        return await self._send_bytes(request, ex, status, payload, "application/json", headers)
 
-    async def _send_bytes(
-        self,
-        request: web.Request,
-        rec: dict[str, Any],
-        status: int,
-        payload: bytes,
-        content_type: str,
-        headers: Mapping[str, str] | None = None,
-    ) -> web.StreamResponse:
+    async def _send_bytes(self, request: web.Request, ex: Exchange, status: int, payload: bytes, content_type: str,
+                          headers: Mapping[str, str] | None = None) -> web.StreamResponse:
         resp = web.Response(status=status, body=payload, headers={"Content-Type": content_type, **(headers or {})})
-        rec["http_status"] = status
-        self._commit(rec)
+        ex.http_status = status
+        self._commit(ex)
         await resp.prepare(request)
         await resp.write_eof()  # headers and body go out together here
         return resp
@@ -615,7 +381,7 @@ async def _read_body(request: web.Request) -> tuple[dict[str, Any] | None, str |
         return None, None
     if not isinstance(body, dict):
         return None, None
-    return body, behaviour.request_hash(body)
+    return body, request_hash(body)
 
 
 def _completion_id(plan: Plan) -> str:
@@ -623,69 +389,27 @@ def _completion_id(plan: Plan) -> str:
     return "chatcmpl-" + digest[:24]
 
 
-def _plan(profile: Profile, body: dict[str, Any], rec: dict[str, Any], gold: Mapping[str, GoldEntry] | None,
-          agents: AgentBook | None = None) -> Plan:
+def plan_request(profile: Profile, body: dict[str, Any], ex: Exchange, attempt: int, repeat: int,
+                 gold: Mapping[str, GoldEntry] | None, agents: AgentBook | None = None) -> Plan:
     """The plan for a chat body, or for the chat body a completions prompt was rendered from (the same
-    decision key, gold and agent task, hence the same decisions), with the dialect quirks applied."""
-    if rec["endpoint"] == "completions":
+    decision key, gold and agent task, hence the same decisions), with the dialects applied: a completions
+    answer in text, the ``require_reasoning_content`` check and the ``broken_template`` quirk's fenced calls
+    (``ex.text_tool_calls``)."""
+    if ex.endpoint == "completions":
         view, prompt = dialects.completion_view(body)
-        rec["decision_key"] = key = decision_key(view)
+        ex.decision_key = key = decision_key(view)
         entry = gold.get(gold_key(view)) if gold else None
         task = agents.find(view) if agents else None
-        plan = behaviour.make_plan(dataclasses.replace(profile, quirks=()), view, rec["attempt"], key, entry,
-                                   repeat=rec["repeat"], agent=task)
-        rec["text_tool_calls"] = dialects.as_completion(plan, prompt, profile.tokens_per_chunk, profile.tool_parser)
+        plan = make_plan(profile, view, attempt, key, entry, repeat=repeat, agent=task, endpoint="completions")
+        ex.text_tool_calls = dialects.as_completion(plan, prompt, profile.tokens_per_chunk, profile.tool_parser)
         return plan
-    rec["decision_key"] = key = decision_key(body)
-    dialects.check_reasoning_content(profile, body, key, rec["attempt"])
-    plan = behaviour.make_plan(profile, body, rec["attempt"], key, gold.get(gold_key(body)) if gold else None,
-                               repeat=rec["repeat"], agent=agents.find(body) if agents else None)
+    ex.decision_key = key = decision_key(body)
+    dialects.check_reasoning_content(profile, body, key, attempt)
+    plan = make_plan(profile, body, attempt, key, gold.get(gold_key(body)) if gold else None,
+                     repeat=repeat, agent=agents.find(body) if agents else None)
     if plan.has(dialects.BROKEN_TEMPLATE):
-        rec["text_tool_calls"] = dialects.text_calls(plan, profile.tool_parser, profile.tokens_per_chunk)
+        ex.text_tool_calls = dialects.text_calls(plan, profile.tool_parser, profile.tokens_per_chunk)
     return plan
-
-
-def _record_plan(rec: dict[str, Any], plan: Plan) -> None:
-    d = plan.decision
-    rec["_plan"] = plan
-    rec.update(
-        stream=plan.stream,
-        has_tools=d.has_tools,
-        reference_decision=d.reference,
-        decision=d.decision,
-        flipped=d.flipped,
-        self_flipped=d.self_flipped,
-        fault=plan.fault,
-        gold=plan.gold,
-        call_form=plan.call_form,
-        dropped_calls=plan.dropped_calls,
-        text_calls=plan.text_calls,
-        reasoning_only=plan.reasoning_only,
-        prompt_script=plan.prompt_script,
-        content_script=plan.content_script,
-        language_drift=plan.language_drift,
-        prompt_tokens=plan.prompt_tokens,
-        quirks=list(plan.quirks),
-        agent=plan.agent,
-    )
-
-
-def _finalize(rec: dict[str, Any]) -> dict[str, Any]:
-    """The public record: sent-token fields derived from the private ``_plan`` / ``_sent`` entries."""
-    out = {k: v for k, v in rec.items() if not k.startswith("_")}
-    plan = rec.get("_plan")
-    if plan is not None:
-        _record_sent(out, plan, rec.get("_sent", 0))
-    return out
-
-
-def _record_sent(rec: dict[str, Any], plan: Plan, chunks_sent: int) -> None:
-    counts = behaviour.token_counts(plan.chunks[:chunks_sent])
-    rec["completion_tokens"] = counts["reasoning"] + counts["content"] + counts["tool"]
-    rec["content_tokens"] = counts["content"]
-    rec["reasoning_tokens"] = counts["reasoning"]
-    if plan.tool_calls:
-        rec["tool_calls"] = behaviour.sent_tool_calls(plan, chunks_sent)
 
 
 # ------------------------------------------------------------------------------------------------ serve

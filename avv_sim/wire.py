@@ -1,35 +1,39 @@
-"""Wire format: SSE events and JSON bodies for a :class:`~avv_sim.behaviour.Plan`, chat completions
-(:class:`Wire`) and text completions (:class:`TextWire`, raw mode).
+"""Wire format: SSE events and JSON bodies for a :class:`~avv_sim.plan.Plan`, chat completions (:class:`Wire`) and
+text completions (:class:`TextWire`, raw mode) (simulator layer).
 
 Pure string/bytes building, no I/O. Chunk envelopes are prebuilt once per request so each event costs
 one small ``json.dumps`` of its delta. Reasoning goes out in the profile's ``reasoning_field``, written as
-:mod:`avv_core.reasoning` declares that field.
+:mod:`avv_core.reasoning` declares that field. The quirks' framing, stream and finish_reason hooks
+(:mod:`avv_sim.quirks`) are applied here; ``repeat_tool_header`` and ``invalid_utf8`` are written by
+:meth:`Wire.delta_json`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from avv_core.reasoning import FIELDS_BY_NAME
-from avv_sim.behaviour import Chunk, Plan, token_counts
+from avv_sim.plan import Plan
+from avv_sim.quirks import TailPart
+from avv_sim.tokens import Chunk, token_counts
 
 _INVALID_UTF8_MARK = "@@AVV_INVALID_UTF8@@"
 DONE = "[DONE]"
 KEEPALIVE_COMMENT = ": keep-alive"
 GARBAGE_PAYLOAD = "{not json"
-HTML_BODY = (
-    b"<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>"
-    b"<body><h1>502 Bad Gateway</h1><p>avv-sim html_body quirk</p></body></html>\n"
-)
 
 
-def _dumps(obj: Any) -> str:
+def compact_json(obj: Any) -> str:
+    """JSON text without whitespace, non-ASCII kept (how every event's payload is written)."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-_jstr = json.dumps  # a str → JSON string literal (C-accelerated with the default settings)
-_compact_ascii = json.JSONEncoder(separators=(",", ":")).encode  # any value, non-ASCII escaped as _jstr does
+#: A str as a JSON string literal: ``json.dumps`` itself (with its defaults it is C-accelerated; no wrapper call
+#: per streamed event).
+json_string: Callable[[str], str] = json.dumps
+_compact_ascii = json.JSONEncoder(separators=(",", ":")).encode  # any value, non-ASCII escaped as json_string does
 
 
 def error_body(message: str, etype: str, code: str | None, param: str | None = None) -> dict[str, Any]:
@@ -46,8 +50,11 @@ class Wire:
         self._reasoning = FIELDS_BY_NAME[reasoning_field]
         self.created = created
         self.completion_id = completion_id
-        self.eol = "\r\n" if plan.has("crlf") else "\n"
-        head = _dumps(
+        self.effects = plan.effects()
+        self.eol = next((q.eol for q in self.effects if q.eol is not None), "\n")
+        self._framers = [q.frame for q in self.effects if q.frame is not None]
+        self._finishers = [q.finish_reason for q in self.effects if q.finish_reason is not None]
+        head = compact_json(
             {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": plan.model}
         )[:-1]
         self._chunk_prefix = head + ',"choices":[{"index":0,"delta":'
@@ -55,34 +62,35 @@ class Wire:
         self._head = head
         self._calls = {c.index: c for c in plan.tool_calls}
         self._repeat_header = plan.has("repeat_tool_header")
-        self._plain = not plan.has("crlf") and not plan.has("multiline_data") and not plan.has("invalid_utf8")
+        self._plain = self.eol == "\n" and not self._framers and not plan.has("invalid_utf8")
         # '{"tool_calls":[{"index":0,"id":"call_..","type":"function","function":{"name":"f","arguments":'
         self._tool_headers = {
-            c.index: f'{{"tool_calls":[{{"index":{c.index},"id":{_jstr(c.id)},"type":"function",'
-            f'"function":{{"name":{_jstr(c.name)},"arguments":'
+            c.index: f'{{"tool_calls":[{{"index":{c.index},"id":{json_string(c.id)},"type":"function",'
+            f'"function":{{"name":{json_string(c.name)},"arguments":'
             for c in plan.tool_calls
         }
         self._utf8_chunk = self._pick_invalid_utf8_chunk()
+        self._comment = f"{KEEPALIVE_COMMENT}{self.eol}{self.eol}".encode()
 
     # ---------------------------------------------------------------------------------------- framing
 
     def frame(self, payload: str) -> bytes:
-        """``data: <payload>`` + blank line (CRLF / split across two data lines when quirked)."""
+        """``data: <payload>`` + blank line (the quirks' line ending and framing applied)."""
         if self._plain:
             return b"data: " + payload.encode("utf-8") + b"\n\n"
         eol = self.eol
-        if self.plan.has("multiline_data") and payload.startswith("{") and len(payload) > 1:
-            # splitting right after the opening brace keeps the joined data ("{\n...") valid JSON
-            text = f"data: {{{eol}data: {payload[1:]}{eol}{eol}"
-        else:
-            text = f"data: {payload}{eol}{eol}"
-        data = text.encode("utf-8")
+        text = None
+        for frame in self._framers:
+            text = frame(payload, eol)
+            if text is not None:
+                break
+        data = (text if text is not None else f"data: {payload}{eol}{eol}").encode("utf-8")
         if _INVALID_UTF8_MARK in payload:
             data = data.replace(_INVALID_UTF8_MARK.encode(), b"\xff\xfe")
         return data
 
     def comment(self) -> bytes:
-        return f"{KEEPALIVE_COMMENT}{self.eol}{self.eol}".encode()
+        return self._comment
 
     def garbage(self) -> bytes:
         return self.frame(GARBAGE_PAYLOAD)
@@ -101,20 +109,54 @@ class Wire:
             return '{"' + self.reasoning_field + '":' + _compact_ascii(self._reasoning.write(chunk.text)) + "}"
         if chunk.kind == "content":
             text = chunk.text + (_INVALID_UTF8_MARK if position == self._utf8_chunk else "")
-            return '{"content":' + _jstr(text) + "}"
+            return '{"content":' + json_string(text) + "}"
         if chunk.header or self._repeat_header:
-            return self._tool_headers[chunk.index] + _jstr(chunk.text) + "}}]}"
-        return f'{{"tool_calls":[{{"index":{chunk.index},"function":{{"arguments":{_jstr(chunk.text)}}}}}]}}'
+            return self._tool_headers[chunk.index] + json_string(chunk.text) + "}}]}"
+        return f'{{"tool_calls":[{{"index":{chunk.index},"function":{{"arguments":{json_string(chunk.text)}}}}}]}}'
 
     def chunk_event(self, chunk: Chunk, position: int = -1) -> bytes:
         return self.frame(self._chunk_prefix + self.delta_json(chunk, position) + self._chunk_suffix)
 
+    def token_events(self, n_chunks: int) -> Callable[[int], bytes]:
+        """Bytes of token event ``j`` (of the first ``n_chunks`` sent), after the quirks' ``before_token`` bytes."""
+        chunks = self.plan.chunks
+        hooks = [q.before_token for q in self.effects if q.before_token is not None]
+        if not hooks:
+            return lambda j: self.chunk_event(chunks[j], j)
+
+        if len(hooks) == 1:
+            (hook,) = hooks
+            return lambda j: hook(j, n_chunks, self) + self.chunk_event(chunks[j], j)
+
+        def make(j: int) -> bytes:
+            return b"".join([hook(j, n_chunks, self) for hook in hooks]) + self.chunk_event(chunks[j], j)
+
+        return make
+
+    def tail(self, error: bool, usage: bool) -> bytes:
+        """The events after the token events: the error event (``error``), or the finish chunk and the usage chunk
+        (``usage``); then ``[DONE]``; rewritten by the quirks' ``tail`` hooks."""
+        parts: list[TailPart] = []
+        if error:
+            parts.append(("error", self.error_event()))
+        else:
+            finish = self.finish_event(with_usage=False)
+            if finish is not None:
+                parts.append(("finish", finish))
+            if usage:
+                parts.append(("usage", self.usage_event()))
+        parts.append(("done", self.done()))
+        for quirk in self.effects:
+            if quirk.tail is not None:
+                parts = quirk.tail(parts, self)
+        return b"".join(data for _, data in parts)
+
     def finish_reason(self) -> str | None:
-        if self.plan.has("no_finish_reason"):
-            return None
-        if self.plan.finish_reason == "tool_calls" and self.plan.has("tool_calls_under_stop"):
-            return "stop"
-        return self.plan.finish_reason
+        """The finish_reason sent: the plan's, through the quirks' finish_reason hooks."""
+        reason: str | None = self.plan.finish_reason
+        for hook in self._finishers:
+            reason = hook(reason)
+        return reason
 
     def usage(self) -> dict[str, Any]:
         p, c = self.plan.prompt_tokens, self.plan.completion_tokens
@@ -125,7 +167,7 @@ class Wire:
         return usage
 
     def finish_event(self, with_usage: bool) -> bytes | None:
-        """The ``finish_reason`` chunk; None when no_finish_reason drops it and no usage rides on it."""
+        """The ``finish_reason`` chunk; None when a quirk drops the reason and no usage rides on it."""
         reason = self.finish_reason()
         if reason is None and not with_usage:
             return None
@@ -138,14 +180,14 @@ class Wire:
         }
         if with_usage:
             obj["usage"] = self.usage()
-        return self.frame(_dumps(obj))
+        return self.frame(compact_json(obj))
 
     def usage_event(self) -> bytes:
-        return self.frame(self._head + ',"choices":[],"usage":' + _dumps(self.usage()) + "}")
+        return self.frame(self._head + ',"choices":[],"usage":' + compact_json(self.usage()) + "}")
 
     def error_event(self) -> bytes:
         return self.frame(
-            _dumps(
+            compact_json(
                 {
                     "error": {
                         "message": "The server had an error while processing your request.",
@@ -195,7 +237,7 @@ class TextWire(Wire):
 
     def __init__(self, plan: Plan, created: int, completion_id: str):
         super().__init__(plan, created, completion_id.replace("chatcmpl-", "cmpl-", 1))
-        head = _dumps({"id": self.completion_id, "object": "text_completion", "created": created,
+        head = compact_json({"id": self.completion_id, "object": "text_completion", "created": created,
                        "model": plan.model})[:-1]
         self._head = head
         self._chunk_prefix = head + ',"choices":[{"index":0,"text":'
@@ -205,7 +247,7 @@ class TextWire(Wire):
         return self.frame(self._chunk_prefix + '""' + self._chunk_suffix)
 
     def delta_json(self, chunk: Any, position: int = -1) -> str:
-        return _jstr(chunk.text)
+        return json_string(chunk.text)
 
     def finish_event(self, with_usage: bool) -> bytes | None:
         reason = self.finish_reason()
@@ -215,7 +257,7 @@ class TextWire(Wire):
         obj["choices"] = [{"index": 0, "text": "", "logprobs": None, "finish_reason": reason}]
         if with_usage:
             obj["usage"] = self.usage()
-        return self.frame(_dumps(obj))
+        return self.frame(compact_json(obj))
 
     def completion_body(self) -> dict[str, Any]:
         obj: dict[str, Any] = json.loads(self._head + "}")

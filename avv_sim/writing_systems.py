@@ -16,8 +16,15 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-#: Content words per script ("one short word per token"). Latin is behaviour._CONTENT_WORDS.
+#: Content words per script ("one short word per token").
 WORDS: dict[str, tuple[str, ...]] = {
+    "Latin": (
+        "the", "a", "of", "to", "and", "in", "is", "it", "you", "that", "for", "on", "are", "with", "as", "this",
+        "be", "at", "one", "have", "from", "or", "by", "word", "but", "what", "all", "were", "we", "when", "your",
+        "can", "said", "there", "use", "an", "each", "which", "do", "how", "if", "will", "up", "about", "out",
+        "many", "then", "them", "so", "some", "would", "make", "like", "time", "has", "look", "two", "more", "go",
+        "see", "way", "could", "no", "than", "first", "been", "call", "who",
+    ),
     "Cyrillic": ("и", "в", "не", "на", "что", "это", "погода", "сегодня", "хорошо", "город", "мы", "дом"),
     "Greek": ("και", "το", "της", "είναι", "καιρός", "σήμερα", "καλός", "πόλη", "εμείς", "σπίτι"),
     "Hebrew": ("של", "את", "על", "זה", "מזג", "האוויר", "היום", "יפה", "אנחנו", "בית"),

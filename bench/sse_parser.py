@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sseclient  # noqa: E402  (the test extra: the independent reader)
 
-from avv_harness.wire.stream import SSEParser  # noqa: E402
+from avv_harness.wire.sse import SSEParser  # noqa: E402
 
 
 def chunk_event(i: int) -> bytes:

@@ -19,8 +19,9 @@ from typing import Any
 
 import pandas as pd
 
+import avv_sim
 from avv_scoring.testing import call, records_frame
-from avv_sim import behaviour
+from avv_sim import behaviour, read_truth_log
 from avv_sim.calls import PlannedCall, reference_calls
 from avv_sim.identity import decision_key
 from avv_sim.profiles import Profile, make_profile
@@ -35,15 +36,15 @@ TOOLS = [
 
 
 def truth_lines(path: str | PathLike[str]) -> list[dict[str, Any]]:
-    """The simulator's truth log (``--truth-log``, a run's sim_truth.jsonl): one dict per line, in order."""
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh]
+    """The simulator's truth log (``--truth-log``, a run's sim_truth.jsonl): one dict per line, in order (the
+    simulator's own reader, ``avv_sim.read_truth_log``)."""
+    return read_truth_log(path)
 
 
 def truth_by_tag(path: str | PathLike[str]) -> dict[str, dict[str, Any]]:
-    """Truth lines by client tag (the ``X-AVV-Item`` header: run/model/vendor/sample/repeat/attempt); lines of
-    requests sent without a tag are left out."""
-    return {line["client_tag"]: line for line in truth_lines(path) if line["client_tag"]}
+    """Truth lines by client tag (the ``X-AVV-Item`` header: run/model/vendor/sample/repeat/attempt; a later line
+    of a tag replaces an earlier one); lines of requests sent without a tag are left out."""
+    return {tag: line for tag, line in avv_sim.truth_by_tag(path).items() if tag}
 
 
 def truth_of(path: str | PathLike[str], tag: str) -> dict[str, Any]:

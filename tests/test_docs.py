@@ -7,13 +7,14 @@ import sys
 import pytest
 
 from avv_core.records import ANOMALIES, COLUMN_NAMES, ERROR_KINDS
-from avv_harness.docs import BLOCKS, block
+from avv_harness.docs import BLOCKS, SIMULATOR_BLOCKS, block
 from avv_harness.locust import plugin as locust_plugin
 from avv_scoring.metrics.registry import render_metric_table
 from avv_sim.profiles import KNOBS
 from tests.locust_runs import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+SIMULATOR_DOC = (ROOT / "docs" / "simulator.md").read_text(encoding="utf-8")
 
 
 def our_options() -> list[str]:
@@ -55,6 +56,13 @@ def test_avv_locust_help_shows_our_options():
 @pytest.mark.parametrize("name", list(BLOCKS))
 def test_readme_tables_are_rendered_from_the_code(name):
     assert block(README, name) == BLOCKS[name](), f"out of date: python -m avv_harness.docs README.md ({name})"
+
+
+@pytest.mark.parametrize("name", list(SIMULATOR_BLOCKS))
+def test_simulator_doc_tables_are_rendered_from_the_code(name):
+    """docs/simulator.md's knob, quirk and truth-log tables come from their declarations (avv_sim)."""
+    assert block(SIMULATOR_DOC, name) == SIMULATOR_BLOCKS[name](), \
+        f"out of date: python -m avv_harness.docs docs/simulator.md ({name})"
 
 
 def test_readme_metric_table_is_the_registrys():

@@ -14,8 +14,8 @@ from avv_core.records import COLUMN_NAMES, MAX_TOKENS, Record, encode_cells, hea
 from avv_core.samples import load_samples
 from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_OK, EXIT_SCORING
 from avv_harness.run.resume import done_items
+from avv_harness.wire.attempt import Attempt
 from avv_harness.wire.execute import attempt_record
-from avv_harness.wire.stream import Attempt
 from avv_scoring import score_paths
 from avv_scoring.cli import main as avv_score
 from avv_scoring.live_scores import LiveRecords

@@ -24,7 +24,8 @@ from avv_harness.inputs.config import Vendor
 from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES, RunOptions, preparse_options
 from avv_harness.wire.execute import ExecContext, RetryPolicy, attempt_record
 from avv_harness.wire.run_item import run_item_safely
-from avv_harness.wire.stream import SSEParser, _Malformed, stream_chat
+from avv_harness.wire.sse import MalformedStream, SSEParser
+from avv_harness.wire.stream import stream_chat
 from tests.fake_vendor import DONE, ScriptedAdapter
 from tests.wire_server import ScriptProcess, ScriptServer, chunk, headers, sse
 
@@ -209,7 +210,7 @@ def test_an_event_over_the_limit_is_refused_as_soon_as_it_passes_it(shape):
     an event just under the limit passes."""
     make = EVENT_SHAPES[shape]
     started = time.process_time()
-    with pytest.raises(_Malformed, match=f"SSE event larger than {MIB} bytes"):
+    with pytest.raises(MalformedStream, match=f"SSE event larger than {MIB} bytes"):
         feed_in_blocks(SSEParser(max_event_bytes=MIB), make(2 * MIB), 65536)
     assert time.process_time() - started < 1.0
     feed_in_blocks(SSEParser(max_event_bytes=MIB), make(MIB - 64), 65536)

@@ -19,7 +19,7 @@ from avv_core.samples import Sample
 from avv_harness.dialects.transforms import apply_transforms
 from avv_harness.inputs.config import Vendor
 from avv_harness.wire.execute import ExecContext, RetryPolicy, execute_item
-from avv_sim.behaviour import make_plan
+from avv_sim.plan import make_plan
 from avv_sim.profiles import REASONING_FIELDS as SIM_REASONING_FIELDS
 from avv_sim.profiles import make_profile
 from avv_sim.wire import Wire

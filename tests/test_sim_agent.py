@@ -8,10 +8,10 @@ import json
 import re
 
 from avv_sim.agent import AgentBook, progress, tool_turns
-from avv_sim.behaviour import make_plan
-from avv_sim.gold import load_gold
 from avv_sim.identity import decision_key
+from avv_sim.plan import make_plan
 from avv_sim.profiles import make_profile
+from avv_sim.sample_file import load_gold
 from tests.builders import chat_body
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {

@@ -8,8 +8,9 @@ import json
 import pytest
 
 from avv_sim import behaviour, request_hash
-from avv_sim.behaviour import RequestError, make_plan
+from avv_sim.plan import make_plan
 from avv_sim.profiles import make_profile
+from avv_sim.request import RequestError
 from tests.builders import chat_body
 
 TOOLS = [
@@ -175,7 +176,7 @@ def test_language_drift_rate_writes_the_content_in_another_script() -> None:
     assert abs(len(drifted) / len(plans) - 0.3) < 0.06
     for pl in plans:
         want = scripts.drift_script(pl.prompt_script) if pl.language_drift else pl.prompt_script
-        words = scripts.WORDS.get(want, behaviour._CONTENT_WORDS)
+        words = scripts.WORDS.get(want, scripts.WORDS["Latin"])
         assert pl.content_script == want and all(t.text.strip() in words for t in pl.tokens)
     assert {pl.content_script for pl in drifted} == {"Cyrillic", "Latin"}  # Latin for the Cyrillic prompts
     again = [make_plan(drifty, b, 1).language_drift for b in bodies]

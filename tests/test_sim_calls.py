@@ -9,9 +9,11 @@ import pytest
 from avv_core.samples import load_samples
 from avv_core.tool_formats import find_text_calls, request_tool_names
 from avv_scoring.metrics.correctness import Call, calls_equal, calls_match_gold, name_mapper
-from avv_sim.behaviour import make_plan, request_hash
-from avv_sim.gold import GoldEntry, GoldError, build_arguments, gold_key, load_gold
+from avv_sim import request_hash
+from avv_sim.gold import GoldEntry, build_arguments, gold_key
+from avv_sim.plan import make_plan
 from avv_sim.profiles import ProfileError, make_profile
+from avv_sim.sample_file import GoldError, load_gold
 from tests.builders import chat_body
 from tests.locust_runs import ROOT
 

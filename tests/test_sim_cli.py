@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -16,10 +15,11 @@ import pytest
 import requests
 
 from avv_sim import Profile, ProfileError, load_profiles, start_simulator
-from avv_sim.behaviour import make_plan
 from avv_sim.launcher import SimulatorError
+from avv_sim.plan import make_plan
 from avv_sim.profiles import KNOBS
 from tests.builders import chat_body
+from tests.sim_records import truth_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "configs" / "sim.yaml"
@@ -137,7 +137,7 @@ def test_cli_flags_define_a_profile_and_sigterm_flushes_truth(tmp_path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
-    lines = [json.loads(x) for x in truth.read_text().splitlines()]
+    lines = truth_lines(truth)
     assert [r["http_status"] for r in lines] == [401, 200]
 
 

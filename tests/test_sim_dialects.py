@@ -18,11 +18,12 @@ from avv_harness.dialects.dialect import TEMPLATES_DIR
 from avv_harness.dialects.transforms import ADAPTERS, apply_transforms
 from avv_harness.wire.completions import completion_body
 from avv_sim import request_hash
-from avv_sim.behaviour import make_plan, token_counts
 from avv_sim.dialects import QuirkRejection, as_completion, check_reasoning_content, completion_view, text_calls
 from avv_sim.identity import decision_key
+from avv_sim.plan import make_plan
 from avv_sim.profiles import ProfileError, make_profile
 from avv_sim.prompt import parse_prompt
+from avv_sim.tokens import token_counts
 from tests.locust_runs import DEMO_SAMPLES
 from tests.sim_records import truth_of
 

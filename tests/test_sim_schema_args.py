@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 
 from avv_sim import schema_args
-from avv_sim.behaviour import split_fragments
+from avv_sim.tokens import split_fragments
 
 SCHEMAS: dict[str, dict] = {
     "flat": {

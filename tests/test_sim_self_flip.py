@@ -9,6 +9,7 @@ from avv_core.items import ItemKey
 from avv_sim import behaviour
 from avv_sim.identity import decision_key
 from avv_sim.item_tag import parse_item_tag, repeat_of
+from avv_sim.plan import make_plan
 from avv_sim.profiles import ProfileError, make_profile
 from tests.sim_records import body
 
@@ -69,7 +70,7 @@ def test_self_flips_apply_to_gold_and_flips_but_never_to_a_forced_call():
     forced = {**b, "tool_choice": "required"}
     d = behaviour.decide(noisy, forced, decision_key(forced))
     assert d.decision and not d.flipped and not d.self_flipped
-    plan = behaviour.make_plan(make_profile("n", {"self_flip_rate": 1.0}), b, attempt=1, repeat=2)
+    plan = make_plan(make_profile("n", {"self_flip_rate": 1.0}), b, attempt=1, repeat=2)
     assert plan.decision.self_flipped and plan.decision.decision != plan.decision.reference
 
 

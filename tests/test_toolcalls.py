@@ -9,8 +9,8 @@ import pytest
 
 from avv_core.records import ANOMALIES, Record
 from avv_core.tool_formats import MAX_CALLS, PATTERNS, find_text_calls, request_tool_names
+from avv_harness.wire.attempt import Attempt, ToolCallAcc
 from avv_harness.wire.execute import attempt_record
-from avv_harness.wire.stream import Attempt, ToolCallAcc
 
 NAMES = {"get_weather", "search"}
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in sorted(NAMES)]

@@ -26,7 +26,7 @@ from avv_harness.inputs.config import SIM_PLACEHOLDER, Vendor, load_config, reda
 from avv_harness.run import options as avv_options
 from avv_harness.run.controller import EXIT_INPUT, controller_of, install
 from avv_harness.run.lifecycle import RunLifecycle
-from avv_harness.wire.stream import Attempt
+from avv_harness.wire.attempt import Attempt
 
 log = logging.getLogger("avv")
 

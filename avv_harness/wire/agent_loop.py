@@ -34,8 +34,8 @@ import requests
 from avv_core.items import WorkItem
 from avv_core.records import Record
 from avv_harness.inputs.config import Vendor
+from avv_harness.wire.attempt import Attempt
 from avv_harness.wire.execute import ExecContext, execute_item
-from avv_harness.wire.stream import Attempt
 
 log = logging.getLogger("avv")
 

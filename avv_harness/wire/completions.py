@@ -16,7 +16,7 @@ from typing import Any
 
 from avv_core.reasoning import THINK_FIELD
 from avv_core.tool_formats import parse_completion
-from avv_harness.wire.stream import Attempt, ToolCallAcc
+from avv_harness.wire.attempt import Attempt, ToolCallAcc
 
 PROMPT_REPLACES = ("messages", "tools")
 

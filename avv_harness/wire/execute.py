@@ -30,8 +30,9 @@ from avv_harness.dialects.overrides import Overrides, deep_merge
 from avv_harness.dialects.transforms import apply_transforms
 from avv_harness.inputs.config import Vendor
 from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES
+from avv_harness.wire.attempt import Attempt
 from avv_harness.wire.completions import completion_body, finish_completion
-from avv_harness.wire.stream import Attempt, stream_chat
+from avv_harness.wire.stream import stream_chat
 
 RETRYABLE = frozenset({"connect", "timeout", "http_429", "http_5xx", "truncated"})
 

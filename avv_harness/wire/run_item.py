@@ -24,8 +24,8 @@ from avv_core.items import WorkItem
 from avv_core.records import STATUS_FAILED, Record
 from avv_harness.inputs.config import Vendor
 from avv_harness.wire.agent_loop import run_trajectory
+from avv_harness.wire.attempt import Attempt
 from avv_harness.wire.execute import ExecContext, execute_item, item_identity
-from avv_harness.wire.stream import Attempt
 
 log = logging.getLogger("avv")
 

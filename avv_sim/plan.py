@@ -1,0 +1,314 @@
+"""One response, decided up front (simulator, pure): :func:`make_plan` puts the decisions of
+:mod:`avv_sim.behaviour`, :mod:`avv_sim.calls` and :mod:`avv_sim.agent` together into a :class:`Plan` — what
+the server sends for a request, token by token. One small function per decision; each is a draw over the
+decision key (see behaviour.py for the derivations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import avv_sim.quirks as quirk_table
+import avv_sim.writing_systems as scripts
+from avv_sim.agent import AgentEntry, AgentStep, decide_step
+from avv_sim.behaviour import (
+    Decision,
+    agent_calls,
+    agent_decision,
+    build_tool_calls,
+    decide,
+    fault_cut,
+    jitter_ms,
+    language_drift_drawn,
+    pick_fault,
+    quirks_drawn,
+    reasoning_only_drawn,
+)
+from avv_sim.calls import PlannedCall, call_form, deviate, gold_calls, reference_calls, text_content
+from avv_sim.gold import GoldEntry
+from avv_sim.identity import decision_key
+from avv_sim.profiles import Profile
+from avv_sim.quirks import Quirk, ResponseShape, Surface
+from avv_sim.request import RequestError, Tool, max_tokens_of, parse_tool_choice, prompt_tokens_of, request_tools
+from avv_sim.tokens import (
+    REASONING_WORDS,
+    Chunk,
+    Token,
+    ToolCall,
+    filler_words,
+    group_chunks,
+    text_tokens,
+    tool_tokens,
+    word_tokens,
+)
+
+
+@dataclass
+class Plan:
+    """Everything the server sends for one request, decided up front."""
+
+    profile: str
+    request_hash: str
+    attempt: int
+    stream: bool
+    include_usage: bool
+    model: str
+    decision: Decision
+    fault: str | None
+    reasoning_only: bool
+    prompt_script: str  # the script of the last user message (writing_systems.prompt_script)
+    content_script: str | None  # the script the content was written in (None: no content)
+    language_drift: bool  # the content is in another script than the prompt's (language_drift_rate)
+    quirks: tuple[str, ...]
+    tool_calls: list[ToolCall]
+    tokens: list[Token]
+    chunks: list[Chunk]
+    finish_reason: str
+    prompt_tokens: int
+    jitter_ms: float
+    fault_after_chunks: int | None  # truncate / stream_error: token chunks sent before the fault
+    gold: bool = False  # the request matched a gold line (and the profile follows gold)
+    call_form: str | None = None  # "calls" | "text" | "truncated" for a calling response, else None
+    dropped_calls: int = 0  # reference calls left out (drop_parallel_rate)
+    text_calls: list[dict[str, Any]] = field(default_factory=list)  # calls written into the content
+    agent: dict[str, Any] | None = None  # an agent task's step (agent.AgentStep.truth), None otherwise
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.tokens)
+
+    def has(self, quirk: str) -> bool:
+        return quirk in self.quirks
+
+    def effects(self) -> tuple[Quirk, ...]:
+        """The applied quirks, in the order their effects run (the quirk table's)."""
+        return quirk_table.active(self.quirks)
+
+
+@dataclass(frozen=True)
+class RequestView:
+    """What planning reads off a chat body (validated: a malformed body raised :class:`RequestError`)."""
+
+    stream: bool
+    include_usage: bool  # stream_options.include_usage on a stream
+    model: str  # echoed back: the request's, else the profile's served model
+    max_tokens: int | None
+    tools: list[Tool]
+    tool_choice: str  # auto | none | required | named
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """The calls of a calling response, after this profile's deviations (:mod:`avv_sim.calls`)."""
+
+    planned: list[PlannedCall] = field(default_factory=list)
+    dropped: int = 0  # drop_parallel_rate
+    form: str | None = None  # calls | text | truncated (None: the response does not call)
+
+    @property
+    def as_tool_calls(self) -> bool:
+        return self.form in ("calls", "truncated")
+
+
+@dataclass(frozen=True)
+class Language:
+    prompt_script: str
+    content_script: str | None
+    drift: bool
+
+
+@dataclass
+class Body:
+    """The tokens of a response and how it finishes."""
+
+    tokens: list[Token]
+    finish: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    text_calls: list[dict[str, Any]] = field(default_factory=list)
+    gold_answer: bool = False  # the content is the agent task's answer (matches its final_text_pattern)
+
+
+def read_request(profile: Profile, body: Mapping[str, Any]) -> RequestView:
+    """The request's shape; :class:`RequestError` for a malformed one (messages, max_tokens, tools, tool_choice)."""
+    if not isinstance(body.get("messages"), list) or not body["messages"]:
+        raise RequestError("'messages' must be a non-empty array", "messages")
+    stream = bool(body.get("stream"))
+    opts = body.get("stream_options")
+    include_usage = stream and isinstance(opts, Mapping) and bool(opts.get("include_usage"))
+    model = body.get("model")
+    max_tokens = max_tokens_of(body)
+    tools = request_tools(body)
+    mode = parse_tool_choice(body, tools)[0]
+    return RequestView(stream, include_usage, model if isinstance(model, str) and model else profile.served_model,
+                       max_tokens, tools, mode)
+
+
+def agent_step(profile: Profile, agent: AgentEntry | None, body: Mapping[str, Any], req: RequestView, h: str,
+               attempt: int) -> AgentStep | None:
+    """The agent task's step this request is (with tools and ``tool_choice`` auto), else None."""
+    if agent is None or not req.tools or req.tool_choice != "auto":
+        return None
+    return decide_step(profile, agent, body, req.tools, h, attempt)
+
+
+def plan_calls(profile: Profile, req: RequestView, decision: Decision, step: AgentStep | None,
+               gold: GoldEntry | None, h: str, attempt: int) -> CallPlan:
+    """The calls of a response that calls: the agent step's or the reference's, with this profile's deviations
+    and call form."""
+    if step is not None:
+        reference = agent_calls(step, req.tools, h)
+    else:
+        follows_gold = decision.decision == decision.reference and req.tool_choice != "named"
+        reference = reference_calls(decision.calls, h, gold_calls(gold, req.tools) if follows_gold else None)
+    planned, dropped = deviate(profile, reference, req.tools, h, attempt)
+    return CallPlan(planned, dropped, call_form(profile, h, attempt))
+
+
+def plan_language(profile: Profile, body: Mapping[str, Any], h: str, attempt: int, answers: bool) -> Language:
+    """The prompt's script and the content's (drifted by ``language_drift_rate``; answers only)."""
+    script = scripts.prompt_script(body)
+    drift = answers and language_drift_drawn(profile, h, attempt)
+    content = (scripts.drift_script(script) if drift else script) if answers else None
+    return Language(script, content, drift)
+
+
+def plan_quirks(profile: Profile, h: str, attempt: int, shape: ResponseShape) -> tuple[str, ...]:
+    """The profile's quirks that apply to this response (quirk table), when the ``quirk_rate`` draw says so."""
+    if not profile.quirks or not quirks_drawn(profile, h, attempt):
+        return ()
+    return quirk_table.applicable(profile.quirks, shape)
+
+
+def reasoning_tokens(profile: Profile, h: str, reasoning_only: bool) -> list[Token]:
+    n = profile.reasoning_tokens or (profile.output_tokens if reasoning_only else 0)
+    return word_tokens("reasoning", filler_words(h, "reasoning", n, REASONING_WORDS))
+
+
+def call_body(profile: Profile, calls: CallPlan, h: str, attempt: int, effects: Sequence[Quirk]) -> Body:
+    """A calling response: the calls as tool_calls deltas (cut mid-arguments when ``truncated``), or written
+    into the content (``text``)."""
+    if calls.form == "text":
+        text_calls = [{"name": c.tool.name, "arguments": c.args, "wrong_tool": c.wrong_tool,
+                       "changed": list(c.changed)} for c in calls.planned]
+        return Body(text_tokens(text_content(calls.planned)), "stop", text_calls=text_calls)
+    wire_calls = build_tool_calls(profile, calls.planned, h, attempt, effects)
+    tokens = tool_tokens(wire_calls)
+    for quirk in effects:
+        if quirk.tool_tokens is not None:
+            tokens = quirk.tool_tokens(tokens)
+    if calls.form == "truncated":
+        return Body(_cut_last_call(tokens), "length", wire_calls)
+    return Body(tokens, "tool_calls", wire_calls)
+
+
+def answer_body(profile: Profile, h: str, language: Language, step: AgentStep | None,
+                decision: Decision) -> Body:
+    """A response without calls: the agent task's answer, else filler words in the content's script (none
+    for a reasoning-only response)."""
+    final = step.answer_text if step is not None and step.action == "answer" and not decision.flipped else None
+    if language.content_script is None:
+        return Body([], "stop")
+    if final is not None and not language.drift:
+        return Body(text_tokens(final), "stop", gold_answer=True)
+    words = scripts.WORDS.get(language.content_script, scripts.WORDS["Latin"])
+    return Body(word_tokens("content", filler_words(h, "content", profile.output_tokens, words)), "stop")
+
+
+def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | None = None,
+              gold: GoldEntry | None = None, repeat: int = 1, agent: AgentEntry | None = None,
+              endpoint: str = "chat") -> Plan:
+    """Decide everything for one request. ``gold`` = the request's gold labels (ignored unless the profile
+    has ``follow_gold``); ``repeat`` = the item's repeat (the ``self_flip_rate`` draw); ``agent`` = the agent
+    task the request is a step of (:mod:`.agent`; with tools and ``tool_choice`` auto); ``endpoint`` = ``chat``
+    or ``completions`` (which quirks may apply). Raises :class:`RequestError` for malformed bodies."""
+    req = read_request(profile, body)
+    h = h or decision_key(body)
+    gold = gold if profile.follow_gold else None
+    step = agent_step(profile, agent, body, req, h, attempt)
+    decision = decide(profile, body, h, gold, repeat) if step is None else agent_decision(profile, body, h, step)
+    fault = pick_fault(profile, h, attempt)
+    reasoning_only = reasoning_only_drawn(profile, h, attempt)
+    calling = decision.decision and not reasoning_only
+    calls = plan_calls(profile, req, decision, step, gold, h, attempt) if calling else CallPlan()
+    # Language drift concerns real answers only (not calls written as text, not reasoning-only responses).
+    language = plan_language(profile, body, h, attempt, answers=not calling and not reasoning_only)
+    surface: Surface = "completions" if endpoint == "completions" else "stream" if req.stream else "non-stream"
+    shape = ResponseShape(surface, fault, tool_calls=calls.as_tool_calls,
+                          parallel=calls.as_tool_calls and len(calls.planned) >= 2,
+                          content=(not calling or calls.form == "text") and not reasoning_only,
+                          usage=req.include_usage and not profile.omit_usage)
+    quirks = plan_quirks(profile, h, attempt, shape)
+    out = call_body(profile, calls, h, attempt, quirk_table.active(quirks)) if calling else \
+        answer_body(profile, h, language, step, decision)
+    tokens, finish = reasoning_tokens(profile, h, reasoning_only) + out.tokens, out.finish
+    if req.max_tokens is not None and len(tokens) > req.max_tokens:
+        tokens, finish = tokens[:req.max_tokens], "length"
+    chunks = group_chunks(tokens, profile.tokens_per_chunk)
+    if out.tool_calls:
+        _trim_tool_calls(out.tool_calls, tokens)
+    return Plan(
+        profile=profile.name,
+        request_hash=h,
+        attempt=attempt,
+        stream=req.stream,
+        include_usage=req.include_usage,
+        model=req.model,
+        decision=decision,
+        fault=fault,
+        reasoning_only=reasoning_only,
+        prompt_script=language.prompt_script,
+        content_script=language.content_script,
+        language_drift=language.drift,
+        quirks=quirks,
+        tool_calls=out.tool_calls,
+        tokens=tokens,
+        chunks=chunks,
+        finish_reason=finish,
+        prompt_tokens=prompt_tokens_of(body),
+        jitter_ms=jitter_ms(profile, h, attempt),
+        fault_after_chunks=fault_cut(profile, h, attempt, len(chunks)) if fault in ("truncate", "stream_error")
+        else None,
+        gold=gold is not None,
+        call_form=calls.form,
+        dropped_calls=calls.dropped,
+        text_calls=out.text_calls,
+        agent={**step.truth(), "gold_answer": out.gold_answer} if step is not None else None,
+    )
+
+
+def _cut_last_call(tokens: list[Token]) -> list[Token]:
+    """Tokens up to the middle of the last call's argument fragments (at least its header, never its last
+    fragment): a proper prefix of a JSON object's text never parses."""
+    last = max(t.index for t in tokens if t.kind == "tool")
+    positions = [i for i, t in enumerate(tokens) if t.kind == "tool" and t.index == last and not t.header]
+    keep = len(positions) // 2
+    end = positions[keep] if keep < len(positions) else len(tokens)
+    return tokens[:end]
+
+
+def _trim_tool_calls(calls: list[ToolCall], tokens: list[Token]) -> None:
+    """After a max_tokens cut: drop calls whose header was cut, shorten the arguments of the last one."""
+    sent: dict[int, list[str]] = {}
+    for tok in tokens:
+        if tok.kind == "tool":
+            sent.setdefault(tok.index, [])
+            if not tok.header:
+                sent[tok.index].append(tok.text)
+    calls[:] = [c for c in calls if c.index in sent]
+    for c in calls:
+        if len(sent[c.index]) < len(c.fragments):
+            c.fragments = sent[c.index]
+            c.arguments = "".join(c.fragments)
+
+
+def sent_tool_calls(plan: Plan, chunks_sent: int) -> list[dict[str, Any]]:
+    """Truth-log view of the tool calls whose deltas were actually written (first ``chunks_sent``)."""
+    args: dict[int, str] = {}
+    for c in plan.chunks[:chunks_sent]:
+        if c.kind == "tool":
+            args[c.index] = args.get(c.index, "") + c.text
+    return [{"index": call.index, "id": call.id, "name": call.name, "arguments": args[call.index],
+             "broken": call.broken, "wrong_tool": call.wrong_tool, "changed": list(call.changed)}
+            for call in plan.tool_calls if call.index in args]
