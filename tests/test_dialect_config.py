@@ -10,8 +10,8 @@ import pytest
 
 from avv_core.errors import InputError
 from avv_core.tool_formats import TOOL_PARSERS
-from avv_harness.inputs.config import environment_with_dotenv, load_config, parse_config
-from avv_harness.inputs.secrets import Redactor
+from avv_harness.inputs.config import load_config, parse_config
+from avv_harness.inputs.secrets import Redactor, environment_with_dotenv
 from tests.builders import vendors_config, write_yaml
 
 HERMES = "hermes.jinja"

@@ -11,7 +11,8 @@ from avv_core.items import ItemKey, VendorId
 from avv_core.record_file import RecordWriter, iter_csv_rows, read_records
 from avv_core.records import COLUMN_NAMES, Record, RecordError, encode_row
 from avv_core.samples import load_samples
-from avv_harness.inputs.config import load_config, parse_config, redact_url
+from avv_harness.inputs.config import load_config, parse_config
+from avv_harness.inputs.secrets import redact_url
 from avv_harness.run.ledger import Ledger
 from avv_harness.wire.execute import RetryPolicy, build_body, build_headers
 from tests.builders import vendors_config, write_yaml

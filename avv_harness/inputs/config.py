@@ -22,7 +22,6 @@ control characters (they are printed in terminals, logs and reports; an ANSI esc
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import math
@@ -31,11 +30,18 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from avv_core.errors import InputError
 from avv_core.yaml_io import load_yaml
 from avv_harness.dialects import dialect as dia
+from avv_harness.inputs.secrets import (
+    environment_with_dotenv,
+    redact_url,
+    resolve_key,
+    secret_header,
+    url_secrets,
+)
 
 SIM_PLACEHOLDER = "{sim}"
 
@@ -90,7 +96,7 @@ class Vendor:
             "model": self.model, "name": self.name, "model_id": self.model_id, "url": redact_url(self.url),
             "is_baseline": self.is_baseline, "api_key": "***" if self.api_key else None,
             "key_source": self.key_source, "provider": self.provider, "extra_body": self.extra_body,
-            "headers": {k: ("***" if _secret_header(k) else v) for k, v in self.headers.items()},
+            "headers": {k: ("***" if secret_header(k) else v) for k, v in self.headers.items()},
             "concurrency": self.concurrency, "timeout_s": self.timeout_s, "max_request_s": self.max_request_s,
             "include_usage": self.include_usage, **self.dialect.describe(),
         }
@@ -132,7 +138,7 @@ class VendorConfig:
         for v in self.vendors:
             if v.api_key:
                 out.append(v.api_key)
-            out += [value for name, value in v.headers.items() if _secret_header(name) and value]
+            out += [value for name, value in v.headers.items() if secret_header(name) and value]
             out += url_secrets(v.url)
             out += v.substituted
         return sorted({s for s in out if s}, key=len, reverse=True)
@@ -145,77 +151,11 @@ class VendorConfig:
         return hashlib.sha256(json.dumps(rows).encode("utf-8")).hexdigest()
 
 
-_KEY_PARAM = re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|auth|sig|signature)=)[^&#\s]*")
-_USERINFO = re.compile(r"(?i)\b(https?://)[^/@\s]*@")
-
-
-def redact_url(url: str) -> str:
-    """Replace URL user-info (``user:password@``) and the values of query parameters named like keys
-    (key, api_key, token, …) with ***. Works on a URL or on any text holding URLs."""
-    return _KEY_PARAM.sub(r"\1***", _USERINFO.sub(r"\1***@", url))
-
-
-def url_secrets(url: str) -> list[str]:
-    """The secret parts of a URL: the user-info password (and user) and key-like query values."""
-    out: list[str] = []
-    try:
-        parts = urlsplit(url)
-        if parts.password:
-            out += [parts.password, unquote(parts.password)]
-        if parts.username and parts.password:
-            # requests turns URL user-info into Basic auth: the header carries base64("user:password")
-            basic = f"{unquote(parts.username)}:{unquote(parts.password)}".encode()
-            out += [unquote(parts.username), base64.b64encode(basic).decode("ascii")]
-    except ValueError:
-        pass
-    for match in _KEY_PARAM.finditer(url):
-        value = url[match.end(1):match.end()]
-        if value:
-            out += [value, unquote(value)]
-    return [s for s in out if len(s) >= 4]
-
-
-def _secret_header(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in ("auth", "key", "token", "secret"))
-
-
-def env_names_for(vendor_name: str) -> list[str]:
-    upper = re.sub(r"[^A-Za-z0-9]", "_", vendor_name).upper()
-    return list(dict.fromkeys([vendor_name, upper, f"{upper}_API_KEY"]))
-
-
-def environment_with_dotenv(directory: str = ".") -> dict[str, str]:
-    """The environment plus ``.env`` from ``directory`` (variables already set win). Nothing is written
-    into ``os.environ``: the keys reach only the config that asked for them."""
-    env = dict(os.environ)
-    path = os.path.join(directory, ".env")
-    if os.path.isfile(path):
-        from dotenv import dotenv_values
-
-        for key, value in dotenv_values(path).items():
-            if value is not None:
-                env.setdefault(key, value)
-    return env
-
-
 def _is_local(url: str) -> bool:
     if SIM_PLACEHOLDER in url:
         return True
     host = urlsplit(url).hostname or ""
     return host in LOOPBACK_HOSTS or host.startswith("127.")
-
-
-def _resolve_key(raw: dict[str, Any], name: str, env: dict[str, str]) -> tuple[str | None, str]:
-    if raw.get("api_key"):
-        return str(raw["api_key"]), "yaml"
-    if raw.get("api_key_env"):
-        value = env.get(str(raw["api_key_env"]))
-        return (value, f"env:{raw['api_key_env']}") if value else (None, "none")
-    for candidate in env_names_for(name):
-        if env.get(candidate):
-            return env[candidate], f"env:{candidate}"
-    return None, "none"
 
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -292,11 +232,11 @@ def _check_headers(problems: _Problems, where: str, headers: dict[str, Any],
         if value is None or isinstance(value, (dict, list)):
             problems.add(f"{where}.headers.{name}", "must be a string or a number")
             continue
-        text = str(value).strip() if _secret_header(name) else str(value)
+        text = str(value).strip() if secret_header(name) else str(value)
         if not _HEADER_VALUE.match(text):
             variables = substitution.named(f"headers.{name}") if substitution else None
             shown = (f"(the value from {variables}, not shown)" if variables
-                     else "(value hidden)" if _secret_header(name) else repr(text))
+                     else "(value hidden)" if secret_header(name) else repr(text))
             problems.add(f"{where}.headers.{name}", f"holds a line break, control or non-ASCII character {shown}")
             continue
         out[name] = text
@@ -415,7 +355,7 @@ def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: di
         problems.add(f"{where}.concurrency", "must be ≥ 1")
     timeout_s = _positive_seconds(problems, where, raw, "timeout_s", 60.0)
     max_request_s = _positive_seconds(problems, where, raw, "max_request_s", None)
-    api_key, source = _resolve_key(raw, name, env) if check_keys else (None, "none")
+    api_key, source = resolve_key(raw, name, env) if check_keys else (None, "none")
     api_key = _check_key(problems, where, api_key, source)
     require_key = _typed(problems, where, raw, "require_key", bool, not _is_local(url))
     if check_keys and require_key and not api_key:

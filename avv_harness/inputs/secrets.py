@@ -1,4 +1,5 @@
-"""Secret redaction: one function applied on every write path (records, run.json, logs, Locust stats).
+"""Secrets (inputs layer): where API keys come from (the YAML, ``.env``, the environment) and the redaction applied
+on every write path (records, run.json, logs, Locust stats).
 
 The run knows its secrets — API keys from the YAML, ``.env``, ``api_key_env`` or the vendor's variable,
 secret header values, URL user-info and key-like query values — so it can remove them from any text
@@ -8,13 +9,85 @@ requests quoting a header value in an exception, a URL with a password in a log 
 
 from __future__ import annotations
 
+import base64
 import logging
+import os
 import re
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from avv_core.records import COLUMN_KINDS, Record
-from avv_harness.inputs.config import redact_url
+
+_KEY_PARAM = re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|auth|sig|signature)=)[^&#\s]*")
+_USERINFO = re.compile(r"(?i)\b(https?://)[^/@\s]*@")
+
+
+def redact_url(url: str) -> str:
+    """Replace URL user-info (``user:password@``) and the values of query parameters named like keys
+    (key, api_key, token, …) with ***. Works on a URL or on any text holding URLs."""
+    return _KEY_PARAM.sub(r"\1***", _USERINFO.sub(r"\1***@", url))
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secret parts of a URL: the user-info password (and user) and key-like query values."""
+    out: list[str] = []
+    try:
+        parts = urlsplit(url)
+        if parts.password:
+            out += [parts.password, unquote(parts.password)]
+        if parts.username and parts.password:
+            # requests turns URL user-info into Basic auth: the header carries base64("user:password")
+            basic = f"{unquote(parts.username)}:{unquote(parts.password)}".encode()
+            out += [unquote(parts.username), base64.b64encode(basic).decode("ascii")]
+    except ValueError:
+        pass
+    for match in _KEY_PARAM.finditer(url):
+        value = url[match.end(1):match.end()]
+        if value:
+            out += [value, unquote(value)]
+    return [s for s in out if len(s) >= 4]
+
+
+def secret_header(name: str) -> bool:
+    """A header named like a credential (``*auth*``, ``*key*``, ``*token*``, ``*secret*``): its value is a secret."""
+    lowered = name.lower()
+    return any(word in lowered for word in ("auth", "key", "token", "secret"))
+
+
+def env_names_for(vendor_name: str) -> list[str]:
+    """The variables a vendor's key is looked up in (the AVV convention): the exact name, upper-cased, ``_API_KEY``."""
+    upper = re.sub(r"[^A-Za-z0-9]", "_", vendor_name).upper()
+    return list(dict.fromkeys([vendor_name, upper, f"{upper}_API_KEY"]))
+
+
+def environment_with_dotenv(directory: str = ".") -> dict[str, str]:
+    """The environment plus ``.env`` from ``directory`` (variables already set win). Nothing is written
+    into ``os.environ``: the keys reach only the config that asked for them."""
+    env = dict(os.environ)
+    path = os.path.join(directory, ".env")
+    if os.path.isfile(path):
+        from dotenv import dotenv_values
+
+        for key, value in dotenv_values(path).items():
+            if value is not None:
+                env.setdefault(key, value)
+    return env
+
+
+def resolve_key(raw: dict[str, Any], name: str, env: dict[str, str]) -> tuple[str | None, str]:
+    """A vendor's API key, first hit wins: ``api_key`` in the YAML, the variable named by ``api_key_env``, a variable
+    named after the vendor (:func:`env_names_for`); with where it came from (``yaml``, ``env:NAME`` or ``none``)."""
+    if raw.get("api_key"):
+        return str(raw["api_key"]), "yaml"
+    if raw.get("api_key_env"):
+        value = env.get(str(raw["api_key_env"]))
+        return (value, f"env:{raw['api_key_env']}") if value else (None, "none")
+    for candidate in env_names_for(name):
+        if env.get(candidate):
+            return env[candidate], f"env:{candidate}"
+    return None, "none"
+
 
 MASK = "***"
 MIN_SECRET_CHARS = 4  # shorter "secrets" would mask ordinary words

@@ -22,7 +22,8 @@ import locust
 from locust import User, constant, events, task
 
 from avv_core.errors import InputError
-from avv_harness.inputs.config import SIM_PLACEHOLDER, Vendor, load_config, redact_url
+from avv_harness.inputs.config import SIM_PLACEHOLDER, Vendor, load_config
+from avv_harness.inputs.secrets import redact_url
 from avv_harness.run import options as avv_options
 from avv_harness.run.controller import EXIT_INPUT, controller_of, install
 from avv_harness.run.lifecycle import RunLifecycle

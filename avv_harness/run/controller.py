@@ -35,8 +35,8 @@ from avv_core.manifest import RunManifest
 from avv_core.record_file import RecordWriteError
 from avv_core.records import Record
 from avv_core.samples import Sample, SampleSet
-from avv_harness.inputs.config import Vendor, environment_with_dotenv, load_config
-from avv_harness.inputs.secrets import Redactor, install_log_redaction
+from avv_harness.inputs.config import Vendor, load_config
+from avv_harness.inputs.secrets import Redactor, environment_with_dotenv, install_log_redaction
 from avv_harness.locust.distribution import Role, role_for
 from avv_harness.run.folder import exec_context
 from avv_harness.run.lag_monitor import LagMonitor, quiet_gc_for_load

@@ -29,7 +29,8 @@ from importlib import metadata
 from typing import Any
 
 from avv_core.records import COLUMNS
-from avv_harness.inputs.config import Vendor, redact_url
+from avv_harness.inputs.config import Vendor
+from avv_harness.inputs.secrets import redact_url
 
 #: The item protocol's number: raise it whenever a message's shape or meaning changes.
 PROTOCOL = 2

@@ -25,7 +25,7 @@ import gevent
 import requests
 from urllib3.exceptions import LocationParseError, ProtocolError, ReadTimeoutError
 
-from avv_harness.inputs.config import redact_url
+from avv_harness.inputs.secrets import redact_url
 from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES
 from avv_harness.wire.attempt import MAX_ERROR_BODY, Attempt, apply_events, bad_data, error_message
 from avv_harness.wire.connections import find_cause, send_on_fresh_if_stale
