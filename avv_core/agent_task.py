@@ -108,12 +108,11 @@ class AgentTask:
         """The tool answers to the calls (``{id, name, arguments}``) a response made at ``step`` (1-based);
         ``used`` = the entries already used in this trajectory (updated)."""
         out = []
-        injected = self.inject_error is not None and self.inject_error.step == step
+        injected = self.inject_error if self.inject_error is not None and self.inject_error.step == step else None
         for call in calls:
             name = str(call.get("name") or "")
-            if injected:
-                out.append(ToolAnswer(str(call.get("id") or ""), name, SOURCE_INJECTED, None,
-                                      self.inject_error.content))
+            if injected is not None:
+                out.append(ToolAnswer(str(call.get("id") or ""), name, SOURCE_INJECTED, None, injected.content))
                 continue
             index, content = self.match(name, call.get("arguments"), used)
             out.append(ToolAnswer(str(call.get("id") or ""), name, SOURCE_DEFAULT if index is None else SOURCE_MATCHED,

@@ -31,20 +31,23 @@ def client_load(rows: Iterable[Mapping[str, Any]] | None = None, *, columns: Map
     run.json and the terminal) and by scoring (the report), so both say the same. Give ``rows`` (dicts) or
     ``columns`` (worker, vendor, client_lag_ms, client_cpu_pct as sequences). Big tables are grouped by the
     caller and handed to :func:`summarise_load`."""
+    zipped: Iterable[tuple[Any, Any, Any, Any]]
     if columns is not None:
         zipped = zip(columns["worker"], columns["vendor"], columns["client_lag_ms"], columns["client_cpu_pct"],
                      strict=True)
     else:
         zipped = ((r.get("worker"), r.get("vendor"), r.get("client_lag_ms"), r.get("client_cpu_pct"))
                   for r in rows or ())
-    groups: dict[str, LoadGroup] = {}
+    lags: dict[str, dict[str, list[float]]] = {}  # per process: per vendor
+    cpus: dict[str, list[float]] = {}  # per process
     for worker, vendor, lag, cpu in zipped:
-        entry = groups.setdefault(process_name(worker), LoadGroup({}, []))
+        process = process_name(worker)
+        process_lags, process_cpu = lags.setdefault(process, {}), cpus.setdefault(process, [])
         if not is_missing(lag):
-            entry.lags.setdefault(str(vendor), []).append(float(lag))
+            process_lags.setdefault(str(vendor), []).append(float(lag))
         if not is_missing(cpu):
-            entry.cpu.append(float(cpu))
-    return summarise_load(groups)
+            process_cpu.append(float(cpu))
+    return summarise_load({process: LoadGroup(lags[process], cpus[process]) for process in lags})
 
 
 class LoadGroup(NamedTuple):

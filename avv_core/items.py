@@ -53,7 +53,7 @@ class ItemKey(NamedTuple):
         """``run/model/vendor/sample/repeat/attempt`` (an agent step: ``…/attempt/step``), each part
         percent-encoded (RFC 3986, nothing kept but unreserved characters), so the tag is plain ASCII — a valid
         HTTP header value — whatever the names are, and ``/`` inside a name cannot be confused with the separator."""
-        parts = (run_id, self.model, self.vendor, self.sample_id, str(self.repeat), str(attempt))
+        parts: tuple[str, ...] = (run_id, self.model, self.vendor, self.sample_id, str(self.repeat), str(attempt))
         if step is not None:
             parts += (str(step),)
         return "/".join(quote(part, safe="") for part in parts)
@@ -78,8 +78,8 @@ class ItemKey(NamedTuple):
 
 def truth_tag(record: Mapping[str, Any]) -> str:
     """The tag the final attempt of a record was sent with (the simulator's ``client_tag``)."""
-    step = record.get("step")
-    step = None if is_missing(step) else int(step)  # NaN / <NA> from a frame: a single-request item
+    raw_step: Any = record.get("step")
+    step = None if is_missing(raw_step) else int(raw_step)  # NaN / <NA> from a frame: a single-request item
     return ItemKey.from_record(record).tag(str(record["run_id"]), int(record["attempts"]), step)
 
 

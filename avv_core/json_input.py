@@ -13,6 +13,7 @@ nests a few levels per property (``parameters → properties → x → items →
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from avv_core.errors import InputError
@@ -29,6 +30,7 @@ def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, level = stack.pop()
+        children: Iterable[Any]
         if isinstance(node, dict):
             children = node.values()
         elif isinstance(node, list):

@@ -264,7 +264,7 @@ def _without_impossible_numbers(frame, path: str):
     import pandas as pd
 
     bad = np.zeros(len(frame), dtype=bool)
-    reasons: dict[int, str] = {}
+    reasons: dict[int, tuple[str, str]] = {}
     for col in frame.columns:
         if COLUMN_KINDS.get(col) not in ("int", "float"):
             continue
@@ -297,8 +297,8 @@ def _without_impossible_numbers(frame, path: str):
     found = _rows_at(path, set(reasons))
     header = list(frame.columns)
     excluded = []
-    for i, (col, why) in sorted(reasons.items()):
-        line, cells = found.get(i, ("?", []))
+    for row, (col, why) in sorted(reasons.items()):
+        line, cells = found[row] if row in found else ("?", [])
         value = dict(zip(header, cells, strict=True)) if len(cells) == len(header) else {}
         item = ", ".join(f"{k} {value.get(k, '?')}" for k in ("model", "vendor", "sample_id", "repeat") if k in header)
         excluded.append(f"{path}:{line}: row left out ({item}): {col} {value.get(col, '?')[:40]!r} {why}")

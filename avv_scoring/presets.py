@@ -47,7 +47,7 @@ def preset(name: str) -> Thresholds:
     if name == "none":
         return Thresholds.none()
     if name in FILE_PRESETS:
-        text = resources.files(__package__).joinpath("data", f"{name}.yaml").read_text(encoding="utf-8")
+        text = (resources.files(__package__) / "data" / f"{name}.yaml").read_text(encoding="utf-8")
         return thresholds_from_data(loads_yaml(text, f"preset {name}"), f"preset {name}", default_name=name)
     raise InputError(f"--thresholds {name!r}: not a preset ({', '.join(PRESETS)}) nor a .yaml file")
 

@@ -3,14 +3,56 @@
 import locust  # noqa: F401, I001
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
+import gevent.monkey
+import gevent.subprocess
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT))
+
+
+TIERS = ("integration", "e2e")  # the unit tier is every test without one of these marks (README: Development)
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that needs the running simulator is not a unit test (the ``sim`` fixture starts it as a process
+    before any test-level check could refuse it)."""
+    unmarked = [item.nodeid for item in items if "sim" in getattr(item, "fixturenames", ())
+                and not any(item.get_closest_marker(tier) for tier in TIERS)]
+    if unmarked:
+        raise pytest.UsageError("these use the simulator (`sim`) but are not marked integration or e2e: "
+                                + ", ".join(unmarked))
+
+
+@pytest.fixture(autouse=True)
+def unit_tests_start_no_process(request, monkeypatch):
+    """The unit tier starts no process (no simulator, no Locust, no ``sh``, no ``mount``): a test that does is
+    ``integration`` or ``e2e``. Checked, not just agreed: starting one here fails the test."""
+    if any(request.node.get_closest_marker(tier) for tier in TIERS):
+        return
+
+    def refuse(self, args, *rest, **kwargs):
+        raise AssertionError(f"a unit test started a process ({args!r}): mark the test integration or e2e")
+
+    for popen in {gevent.subprocess.Popen, gevent.monkey.get_original("subprocess", "Popen"), subprocess.Popen}:
+        monkeypatch.setattr(popen, "_execute_child", refuse)
+
+
+@pytest.fixture(scope="module")
+def sim(request, tmp_path_factory):
+    """The simulator as a process (``avv_sim.start_simulator``) serving the test module's ``SIM_PROFILES``, with
+    its truth log in a temporary folder (read it with tests/sim_records.py). One per module; a test that uses it
+    is ``integration``."""
+    from avv_sim import start_simulator
+
+    truth = tmp_path_factory.mktemp("sim") / "truth.jsonl"
+    with start_simulator(profiles=request.module.SIM_PROFILES, truth_log=truth) as proc:
+        yield proc
 
 
 @pytest.fixture

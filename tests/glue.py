@@ -1,9 +1,10 @@
 """Helpers for in-process Locust tests: an Environment with our User classes and shape, the controller
-installed on it, and an in-process vendor (tests/fake_vendor.py) instead of sockets."""
+installed on it, and an in-process vendor (tests/fake_vendor.py) instead of sockets. The inputs come from
+tests/builders.py (``write_inputs``). A run takes a second or more (Locust's shape ticks once a second), so a
+test that calls :func:`run_to_end` belongs to the ``integration`` tier."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,30 +15,10 @@ from avv_harness.locust.plugin import RunShape, user_classes
 from avv_harness.run.controller import RunController, install
 from avv_harness.run.options import preparse_options
 from tests.fake_vendor import ScriptedAdapter, fake_session_factory, stream_reply
-from tests.locust_runs import write_yaml
-
-VENDOR_URL = "http://vendor.test/{name}/v1"
 
 
 class Shape(RunShape):
     abstract = False
-
-
-def write_inputs(work: Path, vendors: list[str] | dict[str, dict], n_samples: int = 4,
-                 sample_lines: list[dict] | None = None, model: str = "m",
-                 url: str = VENDOR_URL) -> tuple[Path, Path]:
-    """vendors.yaml (first vendor is the baseline, URLs on the fake host) and samples.jsonl."""
-    specs = vendors if isinstance(vendors, dict) else {name: {} for name in vendors}
-    rows = []
-    for i, (name, extra) in enumerate(specs.items()):
-        rows.append({"name": name, "url": url.format(name=name), "is_baseline": i == 0,
-                     "require_key": False, "concurrency": 2, "timeout_s": 5, **extra})
-    config = write_yaml(work / "vendors.yaml", {model: {"vendors": rows}})
-    lines = sample_lines or [{"data_index": f"s{i}", "messages": [{"role": "user", "content": f"q{i}"}]}
-                             for i in range(1, n_samples + 1)]
-    samples = work / "samples.jsonl"
-    samples.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
-    return config, samples
 
 
 def options(work: Path, config: Path, samples: Path, *extra: str) -> list[str]:

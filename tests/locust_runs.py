@@ -1,4 +1,6 @@
-"""Helpers for tests that run real Locust processes against the simulator."""
+"""Helpers for tests that run real Locust processes (``locust -f locustfiles/vendors.py``), usually against the
+simulator the run starts; their inputs come from tests/builders.py, the truth log is read with
+tests/sim_records.py. A test that uses these is ``integration`` (one Locust process) or ``e2e`` (several)."""
 
 from __future__ import annotations
 
@@ -6,12 +8,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from avv_core.items import truth_tag  # noqa: F401  (re-exported for the tests)
-from avv_sim.truth import truth_by_tag
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILE = ROOT / "locustfiles" / "vendors.py"
@@ -38,29 +36,7 @@ def run_locust(args: list[str], cwd: Path, timeout: float = 240, env: dict[str, 
                           timeout=timeout)
 
 
-def write_yaml(path: Path, data: Any) -> Path:
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return path
-
-
-def sim_vendors(model: str, names: list[str], baseline: str, **per_vendor: Any) -> dict[str, Any]:
-    vendors = []
-    for name in names:
-        vendor = {"name": name, "model_id": model, "url": "{sim}/" + name + "/v1", "concurrency": 1,
-                  "timeout_s": 15, "is_baseline": name == baseline}
-        vendor.update(per_vendor.get(name, {}))
-        vendors.append(vendor)
-    return {model: {"vendors": vendors}}
-
-
 def only_run_dir(out: Path) -> Path:
     runs = [p for p in out.iterdir() if p.is_dir()]
     assert len(runs) == 1, runs
     return runs[0]
-
-
-def read_truth(path: Path) -> dict[str | None, dict[str, Any]]:
-    """Simulator truth lines by client tag (run/model/vendor/sample/repeat/attempt): the simulator's reader."""
-    return truth_by_tag(path)
-
-

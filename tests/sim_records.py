@@ -1,9 +1,12 @@
-"""Records made in-process from the simulator's pure decisions (no HTTP, no Locust): each (profile, sample,
-repeat) gets the record the harness would write for the response the simulator would send, plus the truth the
-simulator would log (reference decision, flips, self-flips, decision).
+"""What the simulator records, for the tests: its truth log as written by a running simulator (the one reader:
+:func:`truth_lines`, :func:`truth_by_tag`, :func:`truth_of`), and records made in-process from its pure
+decisions (no HTTP, no Locust): each (profile, sample, repeat) gets the record the harness would write for the
+response the simulator would send, plus the truth the simulator would log (reference decision, flips,
+self-flips, decision).
 
-Used by the statistics tests, which need many seeded score tables quickly. The calls carry schema-valid
-arguments drawn by the simulator (``avv_sim.calls.reference_calls``), so faithful profiles agree exactly.
+The in-process records are used by the statistics tests, which need many seeded score tables quickly. The calls
+carry schema-valid arguments drawn by the simulator (``avv_sim.calls.reference_calls``), so faithful profiles
+agree exactly.
 """
 
 from __future__ import annotations
@@ -11,15 +14,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from os import PathLike
 from typing import Any
 
 import pandas as pd
 
+import avv_sim
 from avv_scoring.testing import call, records_frame
-from avv_sim import behaviour
+from avv_sim import behaviour, read_truth_log
 from avv_sim.calls import PlannedCall, reference_calls
 from avv_sim.identity import decision_key
 from avv_sim.profiles import Profile, make_profile
+from tests.builders import chat_body
 
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -29,8 +35,26 @@ TOOLS = [
 ]
 
 
+def truth_lines(path: str | PathLike[str]) -> list[dict[str, Any]]:
+    """The simulator's truth log (``--truth-log``, a run's sim_truth.jsonl): one dict per line, in order (the
+    simulator's own reader, ``avv_sim.read_truth_log``)."""
+    return read_truth_log(path)
+
+
+def truth_by_tag(path: str | PathLike[str]) -> dict[str, dict[str, Any]]:
+    """Truth lines by client tag (the ``X-AVV-Item`` header: run/model/vendor/sample/repeat/attempt; a later line
+    of a tag replaces an earlier one); lines of requests sent without a tag are left out."""
+    return {tag: line for tag, line in avv_sim.truth_by_tag(path).items() if tag}
+
+
+def truth_of(path: str | PathLike[str], tag: str) -> dict[str, Any]:
+    """The one truth line of the request tagged ``tag`` (fails unless there is exactly one)."""
+    (line,) = [line for line in truth_lines(path) if line["client_tag"] == tag]
+    return line
+
+
 def body(i: int, prefix: str = "question") -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": f"{prefix} {i}"}], "tools": TOOLS}
+    return chat_body(f"{prefix} {i}", TOOLS, model=None)
 
 
 @dataclass(frozen=True)

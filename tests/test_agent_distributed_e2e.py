@@ -13,9 +13,10 @@ import pytest
 
 from avv_core.items import truth_tag
 from avv_core.record_file import read_records
-from avv_sim import read_truth_log
+from tests.builders import sim_vendors, write_yaml
 from tests.e2e_ports import free_port
-from tests.locust_runs import ROOT, only_run_dir, sim_vendors, write_yaml
+from tests.locust_runs import ROOT, only_run_dir
+from tests.sim_records import truth_lines
 from tests.test_distributed_e2e import start
 
 pytestmark = pytest.mark.e2e
@@ -67,7 +68,7 @@ def test_worker_killed_mid_run_every_trajectory_exactly_once(tmp_path: Path):
     assert (frame["status"] == "success").all()
 
     truth = {}
-    for line in read_truth_log(records.parent / "sim_truth.jsonl"):
+    for line in truth_lines(records.parent / "sim_truth.jsonl"):
         truth.setdefault(line["client_tag"], []).append(line)
     for row in frame.to_dict("records"):
         assert row["finish_reason"] == truth[truth_tag(row)][-1]["finish_reason"]

@@ -14,8 +14,9 @@ import pytest
 from avv_core.items import truth_tag
 from avv_core.record_file import read_records
 from avv_core.samples import load_samples
-from avv_sim import read_truth_log
-from tests.locust_runs import ROOT, clean_env, only_run_dir, run_locust, sim_vendors, write_yaml
+from tests.builders import sim_vendors, write_yaml
+from tests.locust_runs import ROOT, clean_env, only_run_dir, run_locust
+from tests.sim_records import truth_lines
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +50,7 @@ def run(tmp_path_factory):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     run_dir = only_run_dir(work / "out")
     truth: dict[tuple[str, str], dict[int, dict]] = {}
-    for line in read_truth_log(run_dir / "sim_truth.jsonl"):
+    for line in truth_lines(run_dir / "sim_truth.jsonl"):
         parts = [unquote(p) for p in line["client_tag"].split("/")]
         truth.setdefault((parts[2], parts[3]), {})[int(parts[6])] = line
     return {"run_dir": run_dir, "truth": truth, "stdout": proc.stdout,

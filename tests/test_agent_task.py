@@ -20,9 +20,9 @@ from avv_harness.wire.agent_loop import run_trajectory
 from avv_harness.wire.execute import ExecContext, RetryPolicy, build_body
 from avv_harness.wire.run_item import run_item_safely
 from avv_scoring.metrics import correctness
+from tests.builders import vendors_config, write_inputs, write_jsonl, write_yaml
 from tests.fake_vendor import ScriptedAdapter, error_reply, fake_session_factory, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
-from tests.locust_runs import write_yaml
+from tests.glue import make_env, options, run_to_end
 
 
 def tool(name: str, **props: str) -> dict:
@@ -51,9 +51,7 @@ def line(agent: dict | None = None, **extra) -> dict:
 
 
 def write_samples(tmp_path, *lines: dict):
-    path = tmp_path / "samples.jsonl"
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-    return path
+    return write_jsonl(tmp_path / "samples.jsonl", lines, ensure_ascii=True)
 
 
 # ------------------------------------------------------------------------------------------- validation
@@ -86,8 +84,8 @@ def test_an_agent_task_needs_tools(tmp_path):
 
 def test_the_agent_object_is_metadata_and_never_sent(tmp_path):
     sample = load_samples(write_samples(tmp_path, line(TASK))).samples[0]
-    config = load_config(write_yaml(tmp_path / "v.yaml", {"m": {"vendors": [
-        {"name": "a", "url": "http://x.test/v1", "is_baseline": True, "require_key": False}]}}))
+    config = load_config(write_yaml(tmp_path / "v.yaml", vendors_config([
+        {"name": "a", "url": "http://x.test/v1", "is_baseline": True, "require_key": False}])))
     body = build_body(sample, config.vendors[0])
     assert "agent" not in body and sample.agent.max_steps == 5 and sample.gold.agent is sample.agent
     assert sample.gold.known and not sample.gold.labelled  # an agent task alone is not a trigger label
@@ -143,9 +141,9 @@ def follows_the_task(step, body):
 
 def setup(tmp_path, agent=TASK, adapter="generic", retries=0):
     sample = load_samples(write_samples(tmp_path, line(agent))).samples[0]
-    config = load_config(write_yaml(tmp_path / "v.yaml", {"m": {"vendors": [
+    config = load_config(write_yaml(tmp_path / "v.yaml", vendors_config([
         {"name": "a", "url": "http://vendor.test/a/v1", "is_baseline": True, "require_key": False,
-         "adapter": adapter}]}}))
+         "adapter": adapter}])))
     item = WorkItem(ItemKey("m", "a", sample.sample_id, 1), sample)
     ctx = ExecContext(run_id="r1", worker="w", policy=RetryPolicy(retries=retries, backoff_base_s=0.0))
     return config.vendors[0], item, ctx
@@ -227,6 +225,7 @@ def test_a_client_failure_mid_trajectory_keeps_the_steps_before_it(tmp_path):
 # ---------------------------------------------------------------------------------------------- the glue
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_a_local_run_records_each_trajectory_once_as_one_item(tmp_path):
     lines = [line(TASK), {**line(TASK), "data_index": "t2"}, {"data_index": "plain",
                                                                 "messages": [{"role": "user", "content": "hi"}]}]

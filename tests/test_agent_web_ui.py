@@ -11,8 +11,9 @@ import pytest
 from avv_core.items import ITEM_HEADER, ItemKey
 from avv_harness.locust.web_ui import AGENT_COLUMNS, vendor_columns
 from avv_scoring.metrics.registry import metric
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, stream_reply
-from tests.glue import make_env, write_inputs
+from tests.glue import make_env
 from tests.test_agent_task import TASK, TOOLS
 from tests.test_web_ui import assert_equals_avv_score, start_ui, tab_rows, ui_args, wait_until
 
@@ -33,6 +34,7 @@ def locust_argv(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["locust"])
 
 
+@pytest.mark.integration  # an in-process Locust run with the web UI: seconds
 def test_the_vendors_tab_shows_trajectory_metrics_of_agent_tasks(tmp_path):
     lines = [{"data_index": f"t{i}", "messages": [{"role": "user", "content": f"rebook {i}"}], "tools": TOOLS,
               "agent": TASK} for i in range(1, 7)]

@@ -12,7 +12,7 @@ from avv_core.errors import InputError
 from avv_core.tool_formats import TOOL_PARSERS
 from avv_harness.inputs.config import load_config, parse_config
 from avv_harness.inputs.secrets import Redactor, environment_with_dotenv
-from tests.locust_runs import write_yaml
+from tests.builders import vendors_config, write_yaml
 
 HERMES = "hermes.jinja"
 
@@ -23,7 +23,7 @@ def vendor(name: str, **extra) -> dict:
 
 def config(tmp_path: Path, vendors: list[dict], **model_keys) -> Path:
     vendors = [{**vendors[0], "is_baseline": True}, *vendors[1:]]
-    return write_yaml(tmp_path / "vendors.yaml", {"m": {**model_keys, "vendors": vendors}})
+    return write_yaml(tmp_path / "vendors.yaml", vendors_config(vendors, **model_keys))
 
 
 def load(tmp_path: Path, vendors: list[dict], env: dict | None = None, **model_keys):
@@ -128,7 +128,7 @@ def test_variables_come_from_dotenv_and_naming_the_classes_keeps_placeholders(tm
     env = environment_with_dotenv(str(tmp_path))
     assert load_config(path, env=env).vendors[0].url == "http://127.0.0.1:9/from-dotenv-99/v1"
     assert load_config(path, check_keys=False).vendors[0].url == "http://127.0.0.1:9/${ROUTE}/v1"
-    placeholder_url = parse_config({"m": {"vendors": [vendor("a", url="${BASE}/v1", is_baseline=True)]}}, "x.yaml",
+    placeholder_url = parse_config(vendors_config([vendor("a", url="${BASE}/v1", is_baseline=True)]), "x.yaml",
                                    {}, check_keys=False)
     assert placeholder_url.vendors[0].url == "${BASE}/v1"  # checked once it is substituted
 

@@ -12,15 +12,9 @@ import pytest
 
 from avv_core.record_file import read_records
 from avv_core.samples import load_samples
-from tests.locust_runs import (
-    DEMO_SAMPLES,
-    clean_env,
-    only_run_dir,
-    read_truth,
-    run_locust,
-    truth_tag,
-    write_yaml,
-)
+from tests.builders import vendors_config, write_yaml
+from tests.locust_runs import DEMO_SAMPLES, clean_env, only_run_dir, run_locust, truth_tag
+from tests.sim_records import truth_by_tag
 
 pytestmark = pytest.mark.integration
 
@@ -39,14 +33,14 @@ def vendor(name: str, profile: str, **extra) -> dict:
     return {"name": name, "url": "{sim}/" + profile + "/v1", "concurrency": 2, "timeout_s": 15, **extra}
 
 
-VENDORS = {"demo": {"vendors": [
+VENDORS = vendors_config([
     vendor("reference", "reference", is_baseline=True),
     vendor("kimi-generic", "kimi"),
     vendor("kimi-adapted", "kimi", adapter="kimi"),
     vendor("llamacpp-chat", "llamacpp"),
     vendor("llamacpp-raw", "llamacpp", endpoint="completions", chat_template="hermes.jinja", tool_parser="hermes"),
     *[vendor(f"r-{field}", f"r-{field}") for field in FIELDS],
-]}}
+], "demo")
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +55,7 @@ def run(tmp_path_factory):
     rows = [{k: (None if v is None or v != v else v) for k, v in r.items()}
             for r in read_records(run_dir / "records.csv").astype(object).to_dict("records")]
     scores = pd.read_csv(run_dir / "scores.csv").set_index("vendor")
-    return {"rows": rows, "scores": scores, "truth": read_truth(run_dir / "sim_truth.jsonl"), "run_dir": run_dir}
+    return {"rows": rows, "scores": scores, "truth": truth_by_tag(run_dir / "sim_truth.jsonl"), "run_dir": run_dir}
 
 
 def by_sample(run, vendor: str) -> dict[str, dict]:
@@ -143,10 +137,11 @@ def test_run_json_keeps_each_vendors_dialect(run):
 def test_overrides_and_variables_reach_the_wire(tmp_path):
     """locust.conf, LOCUST_AVV_* and the command line for the overrides; .env and the environment for ${VAR}."""
     write_yaml(tmp_path / "sim.yaml", {"profiles": {"wire": {**FAST, "log_request": True}, "ref": FAST}})
-    write_yaml(tmp_path / "vendors.yaml", {"m": {"adapter": "auto", "vendors": [
+    write_yaml(tmp_path / "vendors.yaml", vendors_config([
         {"name": "ref", "url": "{sim}/ref/v1", "is_baseline": True},
         {"name": "wire", "model_id": "kimi-k2-test", "url": "{sim}/${SIM_ROUTE}/v1",
-         "headers": {"X-Route": "${ROUTE_TOKEN}"}, "extra_body": {"metadata": {"user": "${USER_TAG}"}}}]}})
+         "headers": {"X-Route": "${ROUTE_TOKEN}"}, "extra_body": {"metadata": {"user": "${USER_TAG}"}}},
+    ], adapter="auto"))
     (tmp_path / ".env").write_text("SIM_ROUTE=wire\nUSER_TAG=user-from-dotenv-41\n")
     (tmp_path / "samples.jsonl").write_text("\n".join(DEMO_SAMPLES.read_text().splitlines()[:2]) + "\n")
     (tmp_path / "locust.conf").write_text("avv-header = [X-Conf:from-conf, X-Two:2]\navv-temperature = 0.15\n")
@@ -156,7 +151,7 @@ def test_overrides_and_variables_reach_the_wire(tmp_path):
                       env=clean_env(LOCUST_AVV_MAX_TOKENS="333", ROUTE_TOKEN="route-from-env-52"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_dir = only_run_dir(tmp_path / "out")
-    received = [t for t in read_truth(run_dir / "sim_truth.jsonl").values() if t["profile"] == "wire"]
+    received = [t for t in truth_by_tag(run_dir / "sim_truth.jsonl").values() if t["profile"] == "wire"]
     assert len(received) == 2
     for truth in received:
         body, headers = truth["request"]["body"], truth["request"]["headers"]

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from avv_core.record_file import read_records
+from tests.builders import sim_vendors, write_yaml
 from tests.e2e_ports import free_port
-from tests.locust_runs import DEMO_SAMPLES, clean_env, locust_cmd, only_run_dir, run_locust, sim_vendors, write_yaml
+from tests.locust_runs import DEMO_SAMPLES, clean_env, locust_cmd, only_run_dir, run_locust
 
 pytestmark = pytest.mark.e2e
 

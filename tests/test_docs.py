@@ -44,6 +44,7 @@ def test_quickstart_is_two_commands_and_ci_runs_them():
     assert 'pip install -q -e ".[test]" && python -m pytest -q' in ci
 
 
+@pytest.mark.integration  # starts a process
 def test_avv_locust_help_shows_our_options():
     proc = subprocess.run([sys.executable, "-c", "from avv_harness.cli import main; main()", "--help"],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)

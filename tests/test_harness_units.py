@@ -5,7 +5,6 @@ import random
 import re
 
 import pytest
-import yaml
 
 from avv_core.errors import InputError
 from avv_core.items import ItemKey, VendorId
@@ -16,6 +15,7 @@ from avv_harness.inputs.config import load_config, parse_config
 from avv_harness.inputs.secrets import redact_url
 from avv_harness.run.ledger import Ledger
 from avv_harness.wire.execute import RetryPolicy, build_body, build_headers
+from tests.builders import vendors_config, write_yaml
 
 
 def vendor(name, **extra):
@@ -23,7 +23,7 @@ def vendor(name, **extra):
 
 
 def config(*vendors):
-    return {"kimi-k2": {"vendors": list(vendors)}}
+    return vendors_config(vendors, "kimi-k2")
 
 
 # ------------------------------------------------------------------------------------------ config
@@ -44,7 +44,7 @@ def test_config_parses_fields_and_provider_pinning():
         (config(vendor("a", is_baseline=True), vendor("b", is_baseline=True)), "several baselines (a, b)"),
         (config(vendor("a", is_baseline=True), vendor("a")), "vendor name 'a' appears twice"),
         (config(vendor("a", is_baseline=True, concurrency="lots")), "concurrency: must be int"),
-        ({"kimi-k2": {"vendors": []}}, "kimi-k2.vendors: missing or empty"),
+        (config(), "kimi-k2.vendors: missing or empty"),
     ],
 )
 def test_config_errors_name_file_and_field(data, needle):
@@ -73,8 +73,7 @@ def test_key_lookup_order_yaml_then_api_key_env_then_vendor_name():
 def test_dotenv_file_supplies_keys(tmp_cwd, monkeypatch):
     monkeypatch.delenv("acme", raising=False)
     (tmp_cwd / ".env").write_text("acme=sk-from-dotenv\n")
-    (tmp_cwd / "c.yaml").write_text(yaml.safe_dump(config({"name": "acme", "url": "https://a.test/v1",
-                                                           "is_baseline": True})))
+    write_yaml(tmp_cwd / "c.yaml", config({"name": "acme", "url": "https://a.test/v1", "is_baseline": True}))
     assert load_config(tmp_cwd / "c.yaml").vendors[0].api_key == "sk-from-dotenv"
 
 

@@ -21,8 +21,9 @@ from avv_harness.locust.distribution import MAX_BAD_RECORDS, RECORD
 from avv_harness.run import node_identity
 from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, RunController
 from avv_harness.run.ledger import ACCEPT, ALREADY_RECORDED, DUPLICATE, HELD_BY_ANOTHER, NOT_HANDED_OUT, Ledger
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, item_of, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
+from tests.glue import make_env, options, run_to_end
 
 SECRET_HOST = "hidden-host-7f3a.example"
 
@@ -63,6 +64,7 @@ def other_config(tmp_path, url: str):
 # ------------------------------------------------------------------------- 1. identity at connect
 
 
+@pytest.mark.integration  # a master and workers in this process: seconds
 def test_a_worker_with_another_config_is_refused_and_stops(tmp_path, monkeypatch, caplog):
     """Before: a worker started with another config (vendor b at another URL) was handed items and sent its
     own URL's answers under the master's vendor name b. After: at connect it presents its identity, the master
@@ -94,6 +96,7 @@ def test_a_worker_with_another_config_is_refused_and_stops(tmp_path, monkeypatch
         quit_all(good_env, bad_env, master_env)
 
 
+@pytest.mark.integration  # a master and workers in this process: seconds
 def test_a_worker_refused_before_the_start_leaves_the_master_waiting_for_a_matching_one(tmp_path):
     """Before: no check at all. A refusal must not break the master either: Locust's headless master quits its
     runner when its last worker quits, even before the test started, and then waits forever for
@@ -181,6 +184,7 @@ def test_identity_differences_are_named_and_quoted():
 # ----------------------------------------------------------------------- 2. malformed records
 
 
+@pytest.mark.integration  # a master and workers in this process: seconds
 def test_malformed_records_are_counted_and_their_items_handed_out_again(tmp_path, caplog):
     """Before: a record the master could not read (RecordError, missing fields, wrong types) raised in the
     message handler; the item stayed in flight on that worker and the master waited until killed. After:
@@ -218,6 +222,7 @@ def test_malformed_records_are_counted_and_their_items_handed_out_again(tmp_path
 # --------------------------------------------------------------- 3. only records for items handed out
 
 
+@pytest.mark.integration  # a master and workers in this process: seconds
 def test_forged_records_over_the_master_port_are_refused_and_never_written(tmp_path):
     """Before: anyone who could reach the master port could add records for items never handed out, or
     replace a pending item's record (the genuine one was then dropped as a duplicate). After: a record is
@@ -349,6 +354,7 @@ def test_a_worker_that_never_presents_an_identity_gets_no_items(tmp_path, caplog
         quit_all(master_env)
 
 
+@pytest.mark.integration  # a master and workers in this process: seconds
 def test_a_matching_worker_is_accepted_and_runs_each_item_once(tmp_path):
     """The happy path stays: a matching worker is accepted, nothing is refused, each item runs once."""
     master_env, master, args = start_master(tmp_path, ("a",), 3)
@@ -374,8 +380,9 @@ def test_processes_a_refused_worker_exits_2_and_a_matching_one_runs_the_run(tmp_
     import json
     import subprocess
 
+    from tests.builders import sim_vendors, write_yaml
     from tests.e2e_ports import free_port
-    from tests.locust_runs import clean_env, locust_cmd, only_run_dir, sim_vendors, write_yaml
+    from tests.locust_runs import clean_env, locust_cmd, only_run_dir
 
     fast = {"ttft_ms": 5, "tokens_per_s": 2000, "output_tokens": 4}
     write_yaml(tmp_path / "sim.yaml", {"profiles": {"ref": fast, "alt": fast}})

@@ -27,10 +27,11 @@ from avv_harness.locust.plugin import EXPORT_PREFIX, class_names
 from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK
 from avv_scoring import render_tables
 from avv_scoring.baseline_results import read_results
+from tests.builders import sim_vendors, vendors_config, write_inputs, write_jsonl, write_yaml
 from tests.e2e_ports import free_port
 from tests.fake_vendor import ScriptedAdapter, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
-from tests.locust_runs import LOCUSTFILE, ROOT, clean_env, locust_cmd, only_run_dir, run_locust, sim_vendors, write_yaml
+from tests.glue import make_env, options, run_to_end
+from tests.locust_runs import LOCUSTFILE, ROOT, clean_env, locust_cmd, only_run_dir, run_locust
 
 FAST = {"ttft_ms": 10, "tokens_per_s": 500, "output_tokens": 6}
 GOOD = {"messages": [{"role": "user", "content": "hi"}]}
@@ -78,6 +79,7 @@ def test_over_deep_agent_task_is_refused_with_its_line(tmp_path):
         load_samples(path)
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_skipped_deep_line_is_named_at_start_and_in_run_json(tmp_path, capsys):
     """In a run: --avv-skip-bad-lines skips the line, says so once at start, and run.json lists it."""
     config, samples = write_inputs(tmp_path, ["a"], n_samples=1)
@@ -111,8 +113,8 @@ def test_other_json_inputs_name_file_and_line_when_over_deep(tmp_path):
 @pytest.mark.integration
 def test_over_deep_sample_line_exits_2_without_a_traceback(tmp_path):
     """Before: exit status 1 and a RecursionError traceback."""
-    write_yaml(tmp_path / "vendors.yaml", {"m": {"vendors": [{"name": "a", "url": "http://127.0.0.1:9/v1",
-                                                               "is_baseline": True, "require_key": False}]}})
+    write_yaml(tmp_path / "vendors.yaml", vendors_config([{"name": "a", "url": "http://127.0.0.1:9/v1",
+                                                           "is_baseline": True, "require_key": False}]))
     (tmp_path / "samples.jsonl").write_text(json.dumps(GOOD) + "\n" + nested(100_000) + "\n")
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-samples", "samples.jsonl",
                        "--avv-out", "out"], cwd=tmp_path, timeout=60)
@@ -131,8 +133,8 @@ def hostile_config(url: str) -> dict:
     vendors = [{"name": "base", "is_baseline": True, **common}] + [{"name": name, **common} for name in HOSTILE_NAMES]
     one = [{"name": "a", "is_baseline": True, **common}]
     # "a" in two models is "n.a" and "m.n.a"; model n's "a" finds "n.a" taken (the vendor of that name) → "n.a #2"
-    return {"m": {"vendors": [*vendors, {"name": "n.a", **common}]},
-            "n": {"vendors": one}, "m.n": {"vendors": one}}
+    return vendors_config([*vendors, {"name": "n.a", **common}], "m") | vendors_config(one, "n") \
+        | vendors_config(one, "m.n")
 
 
 def test_class_names_are_distinct_for_any_vendor_names(tmp_path):
@@ -166,6 +168,7 @@ def test_locust_collects_one_class_per_vendor_whatever_its_name(tmp_path, monkey
     assert [type(s).__name__ for s in shapes] == ["AvvShape"]
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_hostile_vendor_names_all_run_in_process(tmp_path):
     _, samples = write_inputs(tmp_path, ["x"], n_samples=1)
     config = write_yaml(tmp_path / "vendors.yaml", hostile_config("http://vendor.test/v1"))
@@ -196,6 +199,7 @@ def test_hostile_vendor_names_all_run_in_a_real_locust_process(tmp_path):
 # 3 ------------------------------------------------------------------------ the closing line after a resume
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_closing_line_and_run_json_count_what_records_csv_holds_after_a_resume(tmp_path, capsys):
     """Before: after a master SIGKILL and --avv-resume the closing line said "24 records" (this session's) while
     records.csv held 32, and run.json's records_written agreed with neither."""
@@ -234,8 +238,7 @@ def _web_ui_process(work: Path) -> tuple[subprocess.Popen, str]:
     slow = {"ttft_ms": 300, "tokens_per_s": 100, "output_tokens": 4}
     write_yaml(work / "sim.yaml", {"profiles": {"a": slow, "b": slow}})
     write_yaml(work / "vendors.yaml", sim_vendors("m", ["a", "b"], "a"))
-    (work / "samples.jsonl").write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"q{i}"}]})
-                                                + "\n" for i in range(40)))
+    write_jsonl(work / "samples.jsonl", [{"messages": [{"role": "user", "content": f"q{i}"}]} for i in range(40)])
     port = free_port()
     proc = subprocess.Popen(locust_cmd("--web-host", "127.0.0.1", "--web-port", str(port), "--avv-config",
                                        "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-samples",
@@ -313,6 +316,7 @@ def test_client_bound_advice_says_which_condition_fired_and_what_it_means():
     assert client_bound_cause(load_entry(6.0, CPU_OWN_LOAD_PCT)) == "own_load"  # the boundary belongs to "own"
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_the_end_of_a_run_prints_the_client_bound_advice_once(tmp_path, capsys):
     """Before: printed twice, by the scoring tables and again by the harness before the closing line."""
     from gevent import monkey
@@ -338,9 +342,11 @@ def test_the_end_of_a_run_prints_the_client_bound_advice_once(tmp_path, capsys):
 
 
 def many_vendors(per_model: dict[str, int]) -> dict:
-    return {model: {"vendors": [{"name": f"v{i}", "url": "http://vendor.test/v1", "is_baseline": i == 0,
-                                 "require_key": False, "concurrency": 1} for i in range(n)]}
-            for model, n in per_model.items()}
+    config: dict = {}
+    for model, n in per_model.items():
+        config |= vendors_config([{"name": f"v{i}", "url": "http://vendor.test/v1", "is_baseline": i == 0,
+                                   "require_key": False, "concurrency": 1} for i in range(n)], model)
+    return config
 
 
 def test_more_vendors_than_a_run_can_stop_are_refused_at_config_load_with_a_way_out():
@@ -368,6 +374,7 @@ def test_too_many_vendors_exit_2_when_the_locustfile_loads(tmp_path, capsys):
     assert f"{MAX_VENDORS_PER_RUN + 1} vendors: at most {MAX_VENDORS_PER_RUN}" in capsys.readouterr().err
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_two_hundred_vendors_start_record_and_stop_by_themselves(tmp_path):
     """Well inside the bound: one item each, recorded once, the shape stops and run.json is complete."""
     _, samples = write_inputs(tmp_path, ["x"], n_samples=1)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 
 import gevent
+import gevent.monkey
 import pytest
 
 from avv_core import bounded_schema
@@ -37,8 +38,9 @@ from avv_scoring.metrics import schema as S
 from avv_scoring.testing import call, records_frame
 from avv_sim import ProfileError, load_profiles, schema_args
 from avv_sim.profiles import parse_set
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter
-from tests.glue import make_env, options, run_to_end, write_inputs
+from tests.glue import make_env, options, run_to_end
 from tests.locust_runs import clean_env, locust_cmd
 from tests.wire_server import ScriptServer, chunk, headers, sse
 
@@ -73,7 +75,7 @@ def recording_server() -> Iterator[tuple[str, list[str]]]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_port}", asked
@@ -332,6 +334,7 @@ def test_normal_templates_render_as_before(tmp_path):
         "<user>hi!1/32/33/3abab[1, 2]1024a-b  x  <assistant>")
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_a_template_over_a_limit_at_run_time_is_a_client_error_and_the_run_goes_on(tmp_path):
     """A template that passes the config's trial but not a real conversation: before, the whole process froze
     (SIGTERM and -t ignored, records lost); now that item is recorded client_error with the reason."""
@@ -434,13 +437,20 @@ def test_sigterm_during_the_scoring_stops_it_and_says_how_to_score_later(tmp_pat
         assert f"avv-score: stopped by {signal.Signals(signum).name}" in err and "Traceback" not in err
 
 
+def signal_later(signum: int, delay_s: float = 0.2) -> None:
+    """Send ``signum`` to this process from a real OS thread after ``delay_s``: under Locust's monkey-patching,
+    threading's threads are greenlets and would never run during a busy loop."""
+    start_new_thread = gevent.monkey.get_original("_thread", "start_new_thread")
+    sleep = gevent.monkey.get_original("time", "sleep")
+    start_new_thread(lambda: (sleep(delay_s), os.kill(os.getpid(), signum)), ())
+
+
 def test_interrupt_on_signals_stops_a_cpu_bound_step_and_restores_the_handlers():
     """The mechanism in-process: a Python-level handler raises between bytecodes of a busy loop; after the
     block the previous handler is back and ``after`` (the harness re-arms gevent's handlers there) has run."""
     before = signal.getsignal(signal.SIGTERM)
     rearmed = []
-    # another process sends it: a thread here would be a greenlet (Locust's monkey-patching), never run
-    subprocess.Popen(["sh", "-c", f"sleep 0.2; kill -TERM {os.getpid()}"])
+    signal_later(signal.SIGTERM)
     started = time.monotonic()
     with pytest.raises(Interrupted) as info, interrupt_on_signals(after=lambda: rearmed.append(True)):
         while time.monotonic() - started < 10:
@@ -458,7 +468,7 @@ def test_interrupt_on_signals_works_in_any_greenlet_of_the_main_thread():
         started = time.monotonic()
         try:
             with interrupt_on_signals():
-                subprocess.Popen(["sh", "-c", f"sleep 0.2; kill -INT {os.getpid()}"])
+                signal_later(signal.SIGINT)
                 while time.monotonic() - started < 10:
                     sum(range(1000))
         except Interrupted as exc:

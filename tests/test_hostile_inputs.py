@@ -24,10 +24,10 @@ from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_OK, EXIT_WRITE
 from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.wire.execute import endpoint_url
 from avv_scoring.cli import main as avv_score
-from avv_sim import read_truth_log
+from tests.builders import vendors_config, write_inputs, write_yaml
 from tests.fake_vendor import ScriptedAdapter, error_reply, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
-from tests.locust_runs import write_yaml
+from tests.glue import make_env, options, run_to_end
+from tests.sim_records import truth_lines
 from tests.wire_server import ScriptServer, chunk, headers, sse
 
 FAST = {"ttft_ms": 10, "tokens_per_s": 500, "output_tokens": 6}
@@ -36,6 +36,7 @@ FAST = {"ttft_ms": 10, "tokens_per_s": 500, "output_tokens": 6}
 # 1 -------------------------------------------------------------- non-Latin-1 names and ids: no hang
 
 
+@pytest.mark.integration  # an in-process Locust run against the simulator as a process
 def test_non_latin1_vendor_model_run_id_and_sample_id_complete_over_real_http(tmp_path):
     write_yaml(tmp_path / "sim.yaml", {"profiles": {"ref": FAST}})
     lines = [{"data_index": "样本-1", "messages": [{"role": "user", "content": "你好"}]},
@@ -46,11 +47,12 @@ def test_non_latin1_vendor_model_run_id_and_sample_id_complete_over_real_http(tm
     assert run_to_end(env, timeout=30) == EXIT_OK  # before: 'latin-1' codec can't encode → item stuck, hang
     frame = read_records(ctl.run_dir / "records.csv")
     assert sorted(frame["sample_id"]) == ["2", "样本-1"] and (frame["status"] == "success").all()
-    truth = read_truth_log(ctl.run_dir / "sim_truth.jsonl")
+    truth = truth_lines(ctl.run_dir / "sim_truth.jsonl")
     tags = {ItemKey.parse_tag(t["client_tag"]) for t in truth}
     assert ("运行-1", ItemKey("模型", "供应商", "样本-1", 1), 1) in tags
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_any_exception_inside_an_item_is_recorded_and_bad_timeouts_are_input_errors(tmp_path):
     with pytest.raises(InputError, match="--avv-timeout: must be ≥ 0"):
         RunOptions.from_parsed(preparse_options(["--avv-timeout", "-5"]))
@@ -70,13 +72,14 @@ def test_any_exception_inside_an_item_is_recorded_and_bad_timeouts_are_input_err
 
 def test_key_with_a_trailing_newline_is_stripped_and_one_with_an_inner_newline_refused(tmp_path):
     vendor = {"name": "v", "url": "https://api.example.com/v1", "is_baseline": True, "api_key_env": "MY_KEY"}
-    cfg = parse_config({"m": {"vendors": [vendor]}}, "c.yaml", {"MY_KEY": "sk-LEAK-nl-123456\n"})
+    cfg = parse_config(vendors_config([vendor]), "c.yaml", {"MY_KEY": "sk-LEAK-nl-123456\n"})
     assert cfg.vendors[0].api_key == "sk-LEAK-nl-123456"
     with pytest.raises(InputError, match=r"c.yaml: m.vendors\[0\] \(v\).api_key: the key from env:MY_KEY") as err:
-        parse_config({"m": {"vendors": [vendor]}}, "c.yaml", {"MY_KEY": "sk-LEAK\nsecond-line"})
+        parse_config(vendors_config([vendor]), "c.yaml", {"MY_KEY": "sk-LEAK\nsecond-line"})
     assert "sk-LEAK" not in str(err.value)
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_a_vendor_echoing_the_key_or_a_url_password_never_reaches_records_run_json_or_stats(tmp_path):
     key, password = "sk-LEAK-echoed-7f3a9c", "pw-LEAK-9d8c7b"
 
@@ -99,6 +102,7 @@ def test_a_vendor_echoing_the_key_or_a_url_password_never_reaches_records_run_js
 # 3 ---------------------------------------------------------------------------- resume mixes runs
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_resume_refuses_another_config_and_reruns_edited_samples(tmp_path):
     config, samples = write_inputs(tmp_path, ["a", "b"], n_samples=3)
     env, ctl = make_env(options(tmp_path, config, samples, "--avv-run-id", "r1"))
@@ -131,6 +135,7 @@ def script_server():
     server.stop()
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_a_trickling_vendor_and_pings_after_the_answer_cannot_hold_the_run(tmp_path, script_server):
     role = sse(chunk({"role": "assistant", "content": ""}))
     trickle = [headers(), role]
@@ -166,6 +171,7 @@ def tiny_disk(tmp_path):
     subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
+@pytest.mark.integration  # mounts a tmpfs (root, a process) for an in-process Locust run
 def test_a_full_disk_stops_the_run_with_whole_rows_and_resume_completes_it(tmp_path, tiny_disk):
     config, samples = write_inputs(tmp_path, {"a": {"concurrency": 1}}, n_samples=120)
     sent = []
@@ -257,7 +263,7 @@ def test_a_cell_that_is_not_a_number_leaves_its_row_out_by_name(tmp_path):
 def test_config_mistakes_are_input_errors_naming_the_field(vendor_patch, needle):
     vendor = {"name": "v", "url": "http://127.0.0.1:8000/v1", "is_baseline": True, **vendor_patch}
     with pytest.raises(InputError, match="c.yaml: m.vendors\\[0\\] \\(v\\)." + needle.replace(".", "\\.")):
-        parse_config({"m": {"vendors": [vendor]}}, "c.yaml", {})
+        parse_config(vendors_config([vendor]), "c.yaml", {})
 
 
 def test_duplicate_yaml_keys_are_an_error(tmp_path):
@@ -307,6 +313,7 @@ def test_options_are_range_checked(args, needle):
 # 8 ---------------------------------------------------------------------- query strings in the url
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_a_query_string_in_the_url_stays_after_the_path(tmp_path):
     assert endpoint_url("https://x.openai.azure.com/openai/v1?api-version=2024-06-01") == \
         "https://x.openai.azure.com/openai/v1/chat/completions?api-version=2024-06-01"
@@ -321,6 +328,7 @@ def test_a_query_string_in_the_url_stays_after_the_path(tmp_path):
 # 11 ----------------------------------------------------------------------- avv-score on bad records
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 @pytest.mark.parametrize("column", ["finish_reason", "tool_calls", "ttft_ms", "total_tokens"])
 def test_avv_score_names_a_missing_column_with_exit_2(tmp_path, capsys, column):
     config, samples = write_inputs(tmp_path, ["a"], n_samples=2)
@@ -332,6 +340,7 @@ def test_avv_score_names_a_missing_column_with_exit_2(tmp_path, capsys, column):
     assert f"missing column(s) {column}" in capsys.readouterr().err
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_avv_score_strict_with_no_records_is_not_a_pass(tmp_path, capsys):
     config, samples = write_inputs(tmp_path, ["a"], n_samples=1)
     env, ctl = make_env(options(tmp_path, config, samples, "--avv-max-total-tokens", "1"),
@@ -357,6 +366,7 @@ def test_run_folder_that_cannot_be_written_is_an_input_error(tmp_path):
     assert Path(out).exists() and not yaml.safe_load("{}")
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_resuming_a_run_made_with_fewer_columns_upgrades_its_records_first(tmp_path):
     config, samples = write_inputs(tmp_path, ["a"], n_samples=3)
     env, ctl = make_env(options(tmp_path, config, samples, "--avv-run-id", "old", "-t", "1s"),

@@ -39,8 +39,8 @@ from avv_scoring.report.outputs import scores_csv_text, write_outputs
 from avv_scoring.report.trajectory import render_trajectory
 from avv_scoring.stress import stress_tables, write_stress_files
 from avv_scoring.testing import call, records_frame
-from tests.glue import make_env, write_inputs
-from tests.locust_runs import write_yaml
+from tests.builders import vendors_config, write_inputs, write_yaml
+from tests.glue import make_env
 from tests.test_scoring_stress import _failed, _ok, write_stress_run
 
 # What hostile vendors, configs and samples put into cells (each a case seen in issue 22).
@@ -128,6 +128,7 @@ def test_download_messages_are_plain_text_and_echo_nothing_as_markup(tmp_path, l
         env.runner.quit()
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 @pytest.mark.filterwarnings("ignore:Glyph")  # control characters in figure labels: matplotlib's, not HTML
 def test_report_html_escapes_every_name_tool_and_answer(hostile):
     """report.html puts vendor names, sample ids, tool names and answers in HTML: every one goes through
@@ -292,7 +293,7 @@ def test_config_names_with_control_characters_are_input_errors(tmp_path, where, 
     line, the logs and the tables. Now it is an input error naming the file and the field, shown escaped."""
     model = "m\x1b[2J" if where == "model" else "m"
     vendor = {"name": "v", "url": "http://127.0.0.1:8000/v1", "is_baseline": True, **patch}
-    path = write_yaml(tmp_path / "c.yaml", {model: {"vendors": [vendor]}})
+    path = write_yaml(tmp_path / "c.yaml", vendors_config([vendor], model))
     with pytest.raises(InputError) as info:
         load_config(path, env={})
     message = str(info.value)
@@ -307,7 +308,7 @@ def _config_error(vendor_patch: dict, env: dict[str, str]) -> str:
     vendor = {"name": "v", "url": "http://127.0.0.1:8000/v1", "is_baseline": True, "require_key": False,
               **vendor_patch}
     with pytest.raises(InputError) as info:
-        parse_config({"m": {"vendors": [vendor]}}, "c.yaml", env)
+        parse_config(vendors_config([vendor]), "c.yaml", env)
     return str(info.value)
 
 

@@ -20,8 +20,9 @@ from avv_scoring import score_paths
 from avv_scoring.cli import main as avv_score
 from avv_scoring.live_scores import LiveRecords
 from avv_scoring.testing import call, record
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, item_of, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
+from tests.glue import make_env, options, run_to_end
 
 CR_TEXT = "line one\rline two\r\nthird\n\"quoted\", comma\x07bell\x00nul\x1b[31mred"
 
@@ -90,6 +91,7 @@ def test_a_file_written_before_the_fix_with_a_bare_cr_is_read_resumed_and_scored
     assert b'"windows\rline"' in path.read_bytes()
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_cr_in_answers_survives_a_run_resume_avv_score_and_the_live_board(tmp_path, capsys):
     # the round trip of the issue: records.csv through the writer, the reader, resume and avv-score
     answers = {"s1": "ok\r\nfine", "s2": "bare\rcr", "s3": "plain"}
@@ -145,6 +147,7 @@ def test_believable_usage_is_kept_and_a_whole_float_is_a_count():
         {"prompt_tokens": None, "completion_tokens": 7, "total_tokens": None}, None)
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_negative_usage_neither_lowers_avg_tokens_nor_lets_the_run_spend_past_its_budget(tmp_path):
     # before: -1500 per answer gave Avg Token -1500 (lower is better: ranked first) and PASS, and with
     # --avv-max-total-tokens the negative counts kept the budget from ever being reached
@@ -182,6 +185,7 @@ def _scored_run(tmp_path: Path) -> Path:
     return ctl.run_dir
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 @pytest.mark.parametrize("column, text, why", [
     ("ttft_ms", "1e309", "is not a finite number"),
     ("total_tokens", "1e309", "is not a finite number"),
@@ -215,6 +219,7 @@ def test_a_cell_no_record_can_hold_leaves_its_row_out_named_and_the_rest_is_scor
     assert len(frame) == len(rows) - 1 and len(excluded) == 1
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_a_run_whose_scoring_fails_says_so_in_its_exit_status_and_closing_line(tmp_path, capsys, monkeypatch):
     # before: "scoring failed (...)" in the log, then "run complete" and exit 0: no scores, no reports
     import avv_scoring
@@ -235,6 +240,7 @@ def test_a_run_whose_scoring_fails_says_so_in_its_exit_status_and_closing_line(t
 # 4 ------------------------------------------------------------------------------ text in the figures
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_a_tool_name_with_dollar_signs_does_not_break_report_html(tmp_path):
     # before: matplotlib read "$\undefinedcmd$" as TeX math and raised: no report.html, no tables, exit 0
     name = "get$\\undefinedcmd$"
@@ -250,6 +256,7 @@ def test_a_tool_name_with_dollar_signs_does_not_break_report_html(tmp_path):
     assert "report.html" in result.outputs and "get$\\undefinedcmd$" in page and "data:image/png" in page
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_the_web_ui_does_not_call_scores_final_when_the_runs_own_scoring_failed(tmp_path, monkeypatch):
     # before: records.csv could not be read back, report.html was 404, yet the Vendors tab said "final scores"
     # (scored from memory)

@@ -4,15 +4,14 @@ of a real process once.)"""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from locust.env import Environment
 from locust.event import Events
 
 from avv_harness.locust import plugin as locust_plugin
 from avv_harness.run.options import preparse_options
-from tests.glue import Shape, options, write_inputs
+from tests.builders import write_inputs, write_jsonl
+from tests.glue import Shape, options
 
 GOOD = {"messages": [{"role": "user", "content": "hi"}]}
 
@@ -32,7 +31,7 @@ def init_exit(args: list[str]) -> SystemExit:
 
 
 def write_samples(path, lines) -> None:
-    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    write_jsonl(path, lines, ensure_ascii=True)
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ from avv_scoring.report.k2vv import compare, k2vv_hash, summarize
 from avv_scoring.score import score_frame
 from avv_scoring.testing import call, record, records_frame
 from avv_scoring.verdict import Thresholds, verdict
+from tests.builders import write_yaml
 
 DATA = Path(__file__).resolve().parent / "data"
 K2VV_FILE = DATA / "k2vv_results.jsonl"
@@ -130,6 +131,7 @@ def test_a_k2vv_file_as_baseline_scores_like_k2vv_compare(tmp_path):
     assert export.warnings and "no compare files" in export.warnings[0]  # the run alone has no baseline
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_baseline_results_options_and_errors(tmp_path):
     run = make_run(tmp_path, VENDOR_ROWS)
     named = score_paths([run], baseline_results=[BaselineResults.parse(f"m={K2VV_FILE}")], baseline_name="moonshot",
@@ -324,8 +326,8 @@ def test_threshold_yaml_files(tmp_path):
         path.write_text(thresholds_yaml(preset(name)))
         assert load_thresholds(path) == preset(name) and load_thresholds(path).name == name
     mine = tmp_path / "gate.yaml"
-    mine.write_text(yaml.safe_dump({"base": "minimax", "thresholds": {
-        "language_following_rate": None, "avg_ttft_ms": {"max": 800}, "f1": {"min": 0.9}}}))
+    write_yaml(mine, {"base": "minimax", "thresholds": {
+        "language_following_rate": None, "avg_ttft_ms": {"max": 800}, "f1": {"min": 0.9}}})
     gate = resolve_thresholds(str(mine))
     assert gate.name == "gate.yaml" and "language_following_rate" not in gate
     assert gate["avg_ttft_ms"] == (("max", 800.0),) and gate["f1"] == (("min", 0.9),)
@@ -343,6 +345,7 @@ def test_threshold_yaml_files(tmp_path):
         resolve_thresholds("strictest")
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_cli_thresholds_preset_flags_and_report(tmp_path, capsys):
     run = make_run(tmp_path, [{**r, "is_baseline": True} for r in VENDOR_ROWS] + [{**r, "vendor": "w"}
                                                                                 for r in VENDOR_ROWS])
@@ -364,13 +367,15 @@ def test_cli_thresholds_preset_flags_and_report(tmp_path, capsys):
 # -------------------------------------------------------------------------------------------------- resume
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_resume_reruns_items_whose_request_or_language_check_changed(tmp_path):
     """--avv-resume reruns an item whose sample body changed (request_hash) or whose language check changed;
     unchanged successful items are not sent again."""
     from avv_core.record_file import read_records
     from avv_harness.run.controller import EXIT_OK
+    from tests.builders import write_inputs
     from tests.fake_vendor import ScriptedAdapter, stream_reply
-    from tests.glue import make_env, options, run_to_end, write_inputs
+    from tests.glue import make_env, options, run_to_end
 
     lines = [{"data_index": f"s{i}", "messages": [{"role": "user", "content": f"Вопрос номер {i}"}],
               "check_type": "language_following"} for i in range(1, 4)]

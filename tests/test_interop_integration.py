@@ -17,9 +17,9 @@ from avv_harness.run.controller import EXIT_OK
 from avv_harness.run.options import DATA_DIR
 from avv_scoring.baseline_results import BaselineResults, read_results
 from avv_scoring.entrypoints import score_paths
-from avv_sim import truth_by_tag
-from tests.glue import make_env, options, run_to_end, write_inputs
-from tests.locust_runs import write_yaml
+from tests.builders import write_inputs, write_yaml
+from tests.glue import make_env, options, run_to_end
+from tests.sim_records import truth_by_tag
 
 pytestmark = pytest.mark.integration
 

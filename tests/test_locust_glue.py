@@ -10,10 +10,12 @@ import pytest
 from avv_core.items import ItemKey, VendorId
 from avv_core.record_file import read_records
 from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_OK, controller_of
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, error_reply, item_of, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
+from tests.glue import make_env, options, run_to_end
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_local_run_records_every_item_once_and_stops_by_itself(tmp_path):
     config, samples = write_inputs(tmp_path, ["a", "b"], n_samples=5)
     adapter = ScriptedAdapter(lambda r: stream_reply("hi there"))
@@ -30,6 +32,7 @@ def test_local_run_records_every_item_once_and_stops_by_itself(tmp_path):
     assert ctl.manifest.completed and ctl.manifest.records_written == 20
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_stopped_user_gives_its_item_back(tmp_path):
     config, samples = write_inputs(tmp_path, ["a"], n_samples=3)
 
@@ -48,6 +51,7 @@ def test_stopped_user_gives_its_item_back(tmp_path):
     assert ctl.finish() == EXIT_INCOMPLETE and ctl.manifest.stop_reason == "interrupted"
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_duplicate_record_is_dropped_and_counted(tmp_path):
     config, samples = write_inputs(tmp_path, ["a"], n_samples=1)
     env, ctl = make_env(options(tmp_path, config, samples))
@@ -70,6 +74,7 @@ def test_items_of_a_lost_worker_are_handed_out_again(tmp_path):
         env.runner.quit()
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_token_budget_stops_starting_items(tmp_path):
     config, samples = write_inputs(tmp_path, {"a": {"concurrency": 1}}, n_samples=6)
     args = options(tmp_path, config, samples, "--avv-max-total-tokens", "20")
@@ -80,6 +85,7 @@ def test_token_budget_stops_starting_items(tmp_path):
     assert ctl.manifest.stop_reason == "budget"
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_run_time_limit_stops_the_run_and_keeps_records(tmp_path):
     config, samples = write_inputs(tmp_path, {"a": {"concurrency": 1}}, n_samples=50)
 
@@ -93,6 +99,7 @@ def test_run_time_limit_stops_the_run_and_keeps_records(tmp_path):
     assert len(read_records(ctl.run_dir / "records.csv")) == ctl.manifest.records_written
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_an_exception_inside_an_item_is_recorded_not_left_in_flight(tmp_path):
     config, samples = write_inputs(tmp_path, ["a"], n_samples=2)
 
@@ -106,6 +113,7 @@ def test_an_exception_inside_an_item_is_recorded_not_left_in_flight(tmp_path):
     assert frame["error_detail"].str.contains("RuntimeError: boom").all()
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_retries_then_records_the_final_attempt(tmp_path):
     config, samples = write_inputs(tmp_path, ["a"], n_samples=1)
     calls = []
@@ -133,6 +141,7 @@ def test_user_classes_per_mode(tmp_path, mode):
     env.runner.quit()
 
 
+@pytest.mark.integration  # a master and workers in this process: seconds
 def test_master_and_two_workers_in_one_process(tmp_path):
     config, samples = write_inputs(tmp_path, ["a", "b"], n_samples=6)
     args = options(tmp_path, config, samples, "--avv-retries", "0")
@@ -155,6 +164,7 @@ def test_master_and_two_workers_in_one_process(tmp_path):
         env.runner.quit()
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_a_blocking_stall_in_the_client_shows_in_client_lag(tmp_path):
     from gevent import monkey
 

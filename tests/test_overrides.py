@@ -20,8 +20,9 @@ from avv_harness.inputs.secrets import Redactor
 from avv_harness.run.controller import EXIT_OK
 from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.wire.execute import ExecContext, RetryPolicy, build_body, build_headers
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
+from tests.glue import make_env, options, run_to_end
 from tests.locust_runs import ROOT
 
 
@@ -75,6 +76,7 @@ def test_override_header_secrets_are_redacted():
     assert redact.value({"avv_header": ["X-Api-Token: tok-SECRET-123"]}) == {"avv_header": ["X-Api-Token: ***"]}
 
 
+@pytest.mark.integration  # starts a process
 def test_options_from_locust_conf_and_environment(tmp_path):
     """configargparse reads the repeatable --avv-header from locust.conf and LOCUST_AVV_HEADER as lists."""
     (tmp_path / "locust.conf").write_text("avv-header = [X-Conf:1, X-Two:2]\navv-temperature = 0.4\n"
@@ -99,6 +101,7 @@ def test_bad_override_is_an_input_error_naming_the_option():
         RunOptions.from_parsed(preparse_options(["--avv-max-tokens", "-3"]))
 
 
+@pytest.mark.integration  # a master and workers in this process: seconds
 def test_workers_send_the_masters_overrides(tmp_path):
     """The master's overrides reach the wire from workers whose own options have none."""
     config, samples = write_inputs(tmp_path, ["a", "b"], n_samples=3)

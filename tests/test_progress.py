@@ -6,12 +6,14 @@ from __future__ import annotations
 import re
 
 import gevent
+import pytest
 
 from avv_harness.run import controller
 from avv_harness.run.controller import EXIT_OK
 from avv_harness.run.progress import duration_text, eta_s, progress_line
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, stream_reply
-from tests.glue import make_env, options, run_to_end, write_inputs
+from tests.glue import make_env, options, run_to_end
 
 
 def test_progress_line_text_and_eta():
@@ -24,6 +26,7 @@ def test_progress_line_text_and_eta():
     assert [duration_text(s) for s in (0, 59.6, 130, 3725)] == ["0s", "1m00s", "2m10s", "1h02m"]
 
 
+@pytest.mark.integration  # an in-process Locust run: a second or more (the shape ticks once a second)
 def test_headless_run_prints_progress_and_the_report_path(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(controller, "PROGRESS_INTERVAL_S", 0.2)
     config, samples = write_inputs(tmp_path, {"a": {"concurrency": 1}, "b": {"concurrency": 1}}, n_samples=8)

@@ -9,15 +9,9 @@ import pytest
 
 from avv_core.record_file import read_records
 from avv_core.samples import load_samples
-from tests.locust_runs import (
-    DEMO_SAMPLES,
-    only_run_dir,
-    read_truth,
-    run_locust,
-    sim_vendors,
-    truth_tag,
-    write_yaml,
-)
+from tests.builders import sim_vendors, write_yaml
+from tests.locust_runs import DEMO_SAMPLES, only_run_dir, run_locust, truth_tag
+from tests.sim_records import truth_by_tag
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +37,7 @@ def replay(tmp_path_factory):
     rows = [{k: (None if v is None or v != v else v) for k, v in r.items()}
             for r in records.astype(object).to_dict("records")]
     return {"proc": proc, "run_dir": run_dir, "records": records, "rows": rows,
-            "truth": read_truth(run_dir / "sim_truth.jsonl")}
+            "truth": truth_by_tag(run_dir / "sim_truth.jsonl")}
 
 
 def test_exactly_one_row_per_item(replay):

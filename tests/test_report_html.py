@@ -21,7 +21,8 @@ from avv_scoring.load import load_tools, resolve_inputs
 from avv_scoring.report.html import render_html
 from avv_scoring.report.section import html_sections
 from avv_scoring.testing import record
-from tests.test_scoring_paths import _tc, baseline_rows, vendor_rows, write_run, write_samples
+from tests.builders import write_run
+from tests.test_scoring_paths import _tc, baseline_rows, vendor_rows, write_samples
 from tests.test_scoring_stress import write_stress_run
 
 #: A reference the browser would follow out of the file: any src/href/action that is not data: or #anchor,
@@ -63,6 +64,7 @@ def scored(tmp_path):
     return run, score_paths([run])
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_report_html_is_self_contained_and_names_every_vendor_with_a_figure_per_section(scored):
     run, result = scored
     assert result.outputs["report.html"] == str(run / "report.html")
@@ -89,6 +91,7 @@ def test_report_html_is_self_contained_and_names_every_vendor_with_a_figure_per_
     assert noisy["success_rate"] == 0.75 and "class=bad>0.7500<" in found["scores"]
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_errors_and_anomalies_are_counted_from_the_records(scored):
     _, result = scored
     block = sections(render_html(result))["errors"]
@@ -102,6 +105,7 @@ def test_errors_and_anomalies_are_counted_from_the_records(scored):
     assert body["cheap"] == ["8", "0", "2", "0", "0", "0"]  # sample 4 failed with http_5xx in both repeats
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_repeat_spread_shows_each_repeat(scored):
     _, result = scored
     block = sections(render_html(result))["repeats"]
@@ -110,6 +114,7 @@ def test_repeat_spread_shows_each_repeat(scored):
     assert noisy["n_repeats"] == 2 and f"{noisy['avg_ttft_ms_mean']:.4g} ±" in block
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_stress_section_and_stress_only(tmp_path):
     samples = write_samples(tmp_path / "samples.jsonl")
     run = write_stress_run(tmp_path / "run", samples=samples)
@@ -123,6 +128,7 @@ def test_stress_section_and_stress_only(tmp_path):
     assert list(found) == ["stress"] and png_count(found["stress"]) == 1
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_tools_section_appears_only_when_the_result_has_a_per_tool_table(scored):
     _, result = scored
     result = replace(result, per_tool=pd.DataFrame(), disagreements=pd.DataFrame())  # ScoreResult is frozen
@@ -146,6 +152,7 @@ def test_ttft_p95_is_registered_and_computed():
     assert out["ttft_p95_ms"] == pytest.approx(np.percentile(np.arange(1, 21), 95))
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_live_records_score_like_the_file(scored, tmp_path):
     run, result = scored
     header, cells = read_rows(run / "records.csv")

@@ -59,6 +59,7 @@ def test_the_registry_rejects_a_module_without_a_section_and_a_key_declared_twic
         find_sections("missing_sections")
 
 
+@pytest.mark.integration  # draws report.html's figures: seconds
 def test_report_html_titles_and_links_come_from_the_declarations():
     result = result_of_two_vendors()
     page = render_html(result)
@@ -118,6 +119,7 @@ def test_the_level_table_is_one_declaration_for_report_md_report_html_and_the_we
     assert stress_section.render_stress_terminal(result).startswith("Stress: capacity per vendor\nVendor")
 
 
+@pytest.mark.integration  # draws report.html's figures: seconds
 def test_success_rate_prints_alike_in_every_output():
     result = result_of_two_vendors()
     rate = result.scores.set_index("vendor").loc["<b>v</b>", "success_rate"]

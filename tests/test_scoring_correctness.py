@@ -154,6 +154,7 @@ def test_without_gold_or_pairs_the_metrics_are_missing():
     assert (got.scores["call_pairs"] == 0).all() and got.disagreements.empty
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_outputs_report_and_json(result, tmp_path):
     paths = write_outputs(result, tmp_path)
     csv = pd.read_csv(paths["disagreements.csv"], dtype=str, keep_default_na=False)

@@ -9,11 +9,10 @@ import pandas as pd
 import pytest
 
 from avv_core.errors import InputError
-from avv_core.record_file import RecordWriter
-from avv_core.samples import file_sha256
 from avv_scoring import SCORE_COLUMNS, load_records, render_tables, score_paths
 from avv_scoring.cli import main
-from avv_scoring.testing import call, record
+from avv_scoring.testing import call
+from tests.builders import write_jsonl, write_run
 
 TOOL = {
     "type": "function",
@@ -25,30 +24,9 @@ TOOL = {
 
 
 def write_samples(path: Path, n: int = 4) -> Path:
-    lines = [
-        json.dumps({"data_index": i, "messages": [{"role": "user", "content": f"q{i}"}], "tools": [TOOL]})
-        for i in range(1, n + 1)
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def write_run(folder: Path, rows: list[dict], samples: Path | None, sha: str | None = None) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    writer = RecordWriter(folder / "records.csv")
-    for row in rows:
-        writer.write(record(run_id=folder.name, **row))
-    writer.close()
-    run = {"run_id": folder.name, "mode": "verify", "vendors": [], "options": {}, "completed": True}
-    if samples is not None:
-        run["samples"] = {
-            "path": str(samples.resolve()),
-            "sha256": sha or file_sha256(str(samples)),
-            "count": 4,
-            "skipped_lines": [],
-        }
-    (folder / "run.json").write_text(json.dumps(run), encoding="utf-8")
-    return folder
+    lines = [{"data_index": i, "messages": [{"role": "user", "content": f"q{i}"}], "tools": [TOOL]}
+             for i in range(1, n + 1)]
+    return write_jsonl(path, lines, ensure_ascii=True)
 
 
 def _tc(city):
@@ -116,6 +94,7 @@ def samples(tmp_path) -> Path:
     return write_samples(tmp_path / "samples.jsonl")
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_score_run_folder_writes_outputs(tmp_path, samples):
     run = write_run(tmp_path / "run1", baseline_rows() + vendor_rows(), samples)
     result = score_paths([run])
@@ -156,6 +135,7 @@ def test_score_run_folder_writes_outputs(tmp_path, samples):
     assert "official (baseline)" in text and "cheap: FAIL" in text
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_baseline_run_reused_with_a_later_vendor_run(tmp_path, samples):
     base = write_run(tmp_path / "base_run", baseline_rows(), samples)
     later = write_run(tmp_path / "later_run", vendor_rows(), samples)
@@ -212,6 +192,7 @@ def test_baseline_resolution(tmp_path, samples):
         score_paths([two], write=False)
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_cli_scores_and_reports_bad_input_with_status_2(tmp_path, samples, capsys):
     run = write_run(tmp_path / "run1", baseline_rows() + vendor_rows(), samples)
     out = tmp_path / "scores"

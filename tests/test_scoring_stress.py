@@ -11,12 +11,11 @@ import pytest
 
 from avv_core.errors import InputError
 from avv_core.measures import meets_slo
-from avv_core.record_file import RecordWriter
 from avv_scoring import render_tables, score_paths, stress_only, write_stress_outputs
 from avv_scoring.cli import main
 from avv_scoring.report.sections.stress import render_stress_markdown
 from avv_scoring.stress import StressSettings, capacity_table, level_table, settings_from_run_json, stress_tables
-from avv_scoring.testing import record
+from tests.builders import write_run
 from tests.test_scoring_paths import write_samples
 
 STRESS = {
@@ -48,21 +47,7 @@ ROWS = (
 
 
 def write_stress_run(folder: Path, rows=ROWS, stress=STRESS, mode="stress", samples: Path | None = None) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    writer = RecordWriter(folder / "records.csv")
-    for row in rows:
-        writer.write(record(run_id=folder.name, **row))
-    writer.close()
-    run = {"run_id": folder.name, "mode": mode, "vendors": [], "options": {}, "completed": True}
-    if stress is not None:
-        run["stress"] = stress
-    if samples is not None:
-        from avv_core.samples import file_sha256
-
-        run["samples"] = {"path": str(samples.resolve()), "sha256": file_sha256(str(samples)), "count": 4,
-                          "skipped_lines": []}
-    (folder / "run.json").write_text(json.dumps(run), encoding="utf-8")
-    return folder
+    return write_run(folder, rows, samples, mode=mode, stress=stress)
 
 
 def test_level_table_divides_tokens_by_each_levels_measured_duration(tmp_path):
@@ -151,6 +136,7 @@ def test_write_stress_outputs_leaves_the_report_alone(tmp_path):
     assert pd.read_csv(run / "capacity.csv").set_index("vendor").loc["limited", "capacity"] == 1
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_score_paths_on_a_stress_run_writes_one_report_with_the_stress_section(tmp_path):
     samples = write_samples(tmp_path / "samples.jsonl")
     run = write_stress_run(tmp_path / "run", samples=samples)
@@ -166,6 +152,7 @@ def test_score_paths_on_a_stress_run_writes_one_report_with_the_stress_section(t
     assert score_paths([run, run / "records.csv"], write=False).stress is None
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_stress_only_and_the_cli(tmp_path, capsys):
     run = write_stress_run(tmp_path / "run")
     result = stress_only(run)

@@ -85,6 +85,7 @@ def test_every_formula_with_weights_one_is_the_registered_metric():
     assert ven["schema_accuracy"] < 1 and ven["tool_match"] < 1 and ven["f1_unmatched"] == 2  # the frame has teeth
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_intervals_hold_the_value_and_reach_every_output(tmp_path):
     frame, _ = sim_records({"ref": {"tool_call_rate": 0.6, "ttft_jitter_ms": 0},
                             "flaky": {"tool_call_rate": 0.6, "flip_rate": 0.15, "seed": 4, "ttft_ms": 300}},
@@ -157,6 +158,7 @@ def test_mcnemar_with_one_repeat_is_the_exact_test_on_the_discordant_pairs():
 # ------------------------------------------------------------------------------------- "Done when" (issue 17)
 
 
+@pytest.mark.integration  # a statistical sweep: seconds
 def test_profiles_identical_to_the_reference_are_not_flagged_in_90_percent_of_20_seeds():
     """Two vendors that are the reference model — the same knobs, the same sampling noise (self_flip_rate), other
     seeds — against a reference with that noise: mcnemar_p ≥ 0.05 (and noise_p ≥ 0.05) in ≥ 90 % of 20 seeds.
@@ -205,6 +207,7 @@ def test_symmetric_flips_are_silent_for_mcnemar_but_not_for_the_noise_test():
     assert row["noise_p"] < 0.01
 
 
+@pytest.mark.integration  # a statistical sweep: seconds
 def test_the_true_flip_rate_lies_in_the_interval_in_90_to_99_percent_of_50_tables():
     """50 seeded score tables (bodies and seeds vary): the interval of 1 − trigger agreement (the F1 confusion
     matrix's disagreement) covers the configured flip_rate in 45–49 of them."""
@@ -249,6 +252,7 @@ def test_baseline_self_agreement_equals_what_the_truth_implies():
 # --------------------------------------------------------------------------------------- verdict and ranks
 
 
+@pytest.mark.integration  # a statistical sweep: seconds
 def test_statistical_verdict_fails_only_what_the_noise_floor_cannot_explain():
     noisy = {"tool_call_rate": 0.5, "self_flip_rate": 0.12}
     frame, _ = sim_records({"ref": {**noisy, "seed": 1}, "twin": {**noisy, "seed": 2},
@@ -307,6 +311,7 @@ def test_model_functions_are_checked_like_vendor_functions():
     assert [f.name for f in MODEL_FUNCTIONS] == ["uncertainty"]
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_cli_bootstrap_seed_and_verdict(tmp_path, capsys):
     rows, _ = sim_rows({"ref": {"tool_call_rate": 0.5}, "v": {"tool_call_rate": 0.5, "flip_rate": 0.3,
                                                                 "seed": 1}}, "ref", 40, 2)

@@ -12,6 +12,7 @@ from avv_sim.identity import decision_key
 from avv_sim.plan import make_plan
 from avv_sim.profiles import make_profile
 from avv_sim.sample_file import load_gold
+from tests.builders import chat_body
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {
     "type": "object", "properties": {"ref": {"type": "string"}, "day": {"type": "integer"}}, "required": ["ref"]}}}
@@ -122,7 +123,7 @@ def test_draws_are_per_step_and_rates_are_exact_over_many_steps(tmp_path):
 
 def test_requests_outside_a_task_are_planned_as_before(tmp_path):
     agents = book(tmp_path)
-    body = {"messages": [{"role": "user", "content": "q"}], "tools": TOOLS}
+    body = chat_body("q", TOOLS, model=None)
     assert agents.find(body) is None
     p = make_plan(make_profile("ref", {}), body, 1, decision_key(body))
     assert p.agent is None

@@ -11,6 +11,7 @@ from avv_sim import behaviour, request_hash
 from avv_sim.plan import make_plan
 from avv_sim.profiles import make_profile
 from avv_sim.request import RequestError
+from tests.builders import chat_body
 
 TOOLS = [
     {
@@ -36,7 +37,7 @@ TOOLS = [
 
 
 def body(i: int, **extra) -> dict:
-    return {"model": "m", "messages": [{"role": "user", "content": f"question {i}"}], "tools": TOOLS, **extra}
+    return chat_body(f"question {i}", TOOLS, **extra)
 
 
 BODIES = [body(i) for i in range(600)]
@@ -163,8 +164,7 @@ def test_language_drift_rate_writes_the_content_in_another_script() -> None:
     prompts = {"Japanese": "今日は何曜日ですか？", "Cyrillic": "Какой сегодня день?",
                "Hangul": "오늘은 무슨 요일인가요?", "Greek": "Τι μέρα είναι σήμερα;",
                "Latin": "What day is it today?", "Han": "今天星期几？"}
-    bodies = [{"messages": [{"role": "user", "content": f"{text} ({i})"}]} for text in prompts.values()
-              for i in range(100)]
+    bodies = [chat_body(f"{text} ({i})", model=None) for text in prompts.values() for i in range(100)]
     steady = make_profile("s")
     for b in bodies:
         plan = make_plan(steady, b, 1)

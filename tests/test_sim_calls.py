@@ -14,6 +14,7 @@ from avv_sim.gold import GoldEntry, build_arguments, gold_key
 from avv_sim.plan import make_plan
 from avv_sim.profiles import ProfileError, make_profile
 from avv_sim.sample_file import GoldError, load_gold
+from tests.builders import chat_body
 from tests.locust_runs import ROOT
 
 BFCL_MINI = ROOT / "samples" / "bfcl-mini.jsonl"
@@ -25,8 +26,7 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": 
 
 
 def body(i: int, **extra) -> dict:
-    return {"messages": [{"role": "user", "content": f"question {i}"}], "tools": TOOLS, "model": "m", "stream": True,
-            **extra}
+    return chat_body(f"question {i}", TOOLS, stream=True, **extra)
 
 
 def plan(knobs: dict, b: dict, gold: GoldEntry | None = None, attempt: int = 1):

@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 import requests
 
-from avv_sim import Profile, ProfileError, load_profiles, read_truth_log, start_simulator
+from avv_sim import Profile, ProfileError, load_profiles, start_simulator
 from avv_sim.launcher import SimulatorError
 from avv_sim.plan import make_plan
 from avv_sim.profiles import KNOBS
+from tests.builders import chat_body
+from tests.sim_records import truth_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "configs" / "sim.yaml"
@@ -47,18 +49,16 @@ def test_shipped_config_loads_with_the_documented_profiles() -> None:
     assert profiles["secured"].api_key and profiles["limited"].over_limit == "429"
     assert profiles["queued"].over_limit == "queue" and profiles["flaky"].flip_rate > 0
     assert profiles["reasoner"].reasoning_tokens > 0
-    body = {
-        "messages": [{"role": "user", "content": "x"}],
-        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
-    }
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     for i in range(50):
-        b = {**body, "messages": [{"role": "user", "content": f"q{i}"}]}
+        b = chat_body(f"q{i}", tools, model=None)
         ref, faithful = make_plan(profiles["reference"], b, 1), make_plan(profiles["faithful"], b, 1)
         assert ref.decision == faithful.decision
     for p in profiles.values():  # a demo of ~30 samples must stay quick
         assert p.ttft_ms <= 500 and p.output_tokens / p.tokens_per_s <= 2
 
 
+@pytest.mark.integration  # starts the simulator as a process
 def test_unknown_knob_exits_2_naming_profile_and_knob(tmp_path) -> None:
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("profiles:\n  good: {ttft_ms: 10}\n  broken:\n    ttft_ms: 10\n    tokens_per_sec: 5\n")
@@ -110,6 +110,7 @@ def test_profile_defaults_match_the_issue() -> None:
     assert p.quirks == () and "quirks" in KNOBS and "name" not in KNOBS
 
 
+@pytest.mark.integration  # starts the simulator as a process
 def test_cli_flags_define_a_profile_and_sigterm_flushes_truth(tmp_path) -> None:
     truth = tmp_path / "truth.jsonl"
     proc, m = spawn(
@@ -129,17 +130,18 @@ def test_cli_flags_define_a_profile_and_sigterm_flushes_truth(tmp_path) -> None:
     try:
         assert m.group(3) == "solo"
         url = f"{m.group(1)}/solo/v1/chat/completions"
-        body = {"model": "solo", "messages": [{"role": "user", "content": "hi"}]}
+        body = chat_body("hi", model="solo")
         assert requests.post(url, json=body, timeout=5).status_code == 401
         ok = requests.post(url, json=body, headers={"Authorization": "Bearer sk-x"}, timeout=5)
         assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] == 64
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
-    lines = read_truth_log(truth)
+    lines = truth_lines(truth)
     assert [r["http_status"] for r in lines] == [401, 200]
 
 
+@pytest.mark.integration  # starts the simulator as a process
 def test_config_serves_every_profile_and_sigint_exits_cleanly() -> None:
     t0 = time.monotonic()
     proc, m = spawn("--config", str(CONFIG), "--port", "0")
@@ -158,6 +160,7 @@ def test_config_serves_every_profile_and_sigint_exits_cleanly() -> None:
     assert startup < 3.0  # typically ~0.5 s; generous for a shared CI machine
 
 
+@pytest.mark.integration  # starts the simulator as a process
 def test_set_overrides_every_profile_of_a_config() -> None:
     proc, m = spawn("--config", str(CONFIG), "--port", "0", "--set", "model=override-model")
     try:
@@ -171,6 +174,7 @@ def test_set_overrides_every_profile_of_a_config() -> None:
     assert run_cli().returncode == 2
 
 
+@pytest.mark.integration  # starts the simulator as a process
 def test_launcher_reports_startup_failure_with_stderr() -> None:
     with pytest.raises(ProfileError, match="'nope'"):
         start_simulator(profiles={"p": {"nope": 1}})  # validated in-process, before any subprocess
@@ -181,6 +185,7 @@ def test_launcher_reports_startup_failure_with_stderr() -> None:
     assert "cannot read" in str(info.value)
 
 
+@pytest.mark.integration  # starts the simulator as a process
 def test_launcher_object(tmp_path) -> None:
     with start_simulator(profiles={"a": {"ttft_ms": 1}, "b": Profile(name="b", ttft_ms=1)}) as sim:
         assert sim.profiles == ["a", "b"] and sim.running()

@@ -17,7 +17,7 @@ from avv_harness.dialects.chat_template import load_chat_template
 from avv_harness.dialects.dialect import TEMPLATES_DIR
 from avv_harness.dialects.transforms import ADAPTERS, apply_transforms
 from avv_harness.wire.completions import completion_body
-from avv_sim import read_truth_log, request_hash, start_simulator
+from avv_sim import request_hash
 from avv_sim.dialects import QuirkRejection, as_completion, check_reasoning_content, completion_view, text_calls
 from avv_sim.identity import decision_key
 from avv_sim.plan import make_plan
@@ -25,6 +25,7 @@ from avv_sim.profiles import ProfileError, make_profile
 from avv_sim.prompt import parse_prompt
 from avv_sim.tokens import token_counts
 from tests.locust_runs import DEMO_SAMPLES
+from tests.sim_records import truth_of
 
 TEMPLATE = load_chat_template(TEMPLATES_DIR / "hermes.jinja")
 SAMPLES = load_samples(DEMO_SAMPLES).samples
@@ -121,25 +122,15 @@ def test_reasoning_field_knob_is_checked():
 
 FAST = {"ttft_ms": 5, "tokens_per_s": 2000, "output_tokens": 6, "tool_call_rate": 1.0, "parallel_rate": 0.0,
         "reasoning_tokens": 3}
-PROFILES = {f: {**FAST, "reasoning_field": f} for f in ("reasoning_content", "reasoning", "reasoning_details")}
-PROFILES["logged"] = {**FAST, "log_request": True, "api_key": "sk-never-logged-1"}
-
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory):
-    truth = tmp_path_factory.mktemp("sim") / "truth.jsonl"
-    with start_simulator(profiles=PROFILES, truth_log=truth) as proc:
-        yield proc
+SIM_PROFILES = {f: {**FAST, "reasoning_field": f} for f in ("reasoning_content", "reasoning", "reasoning_details")}
+SIM_PROFILES["logged"] = {**FAST, "log_request": True, "api_key": "sk-never-logged-1"}
 
 
 def events(response: requests.Response) -> list[dict]:
     return [json.loads(e.data) for e in sseclient.SSEClient(response.iter_content()).events() if e.data != "[DONE]"]
 
 
-def truth(sim, tag: str) -> dict:
-    return next(line for line in read_truth_log(sim.truth_log) if line["client_tag"] == tag)
-
-
+@pytest.mark.integration  # the simulator as a process
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning", "reasoning_details"])
 def test_reasoning_goes_out_under_the_configured_field(sim, field):
     body = {**chat(SAMPLES[2]), "tool_choice": "auto"}
@@ -151,6 +142,7 @@ def test_reasoning_goes_out_under_the_configured_field(sim, field):
     assert field in plain.json()["choices"][0]["message"]
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_completions_endpoint_streams_text_and_logs_what_it_received(sim):
     body = completion_body(chat(SAMPLES[0]), TEMPLATE)
     response = requests.post(sim.base_url("logged") + "/completions", json=body, timeout=10,
@@ -160,7 +152,7 @@ def test_completions_endpoint_streams_text_and_logs_what_it_received(sim):
     assert all(c["object"] == "text_completion" for c in chunks)
     text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
     finish = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
-    rec = truth(sim, "raw-1")
+    rec = truth_of(sim.truth_log, "raw-1")
     assert finish == ["stop"] and rec["endpoint"] == "completions" and rec["finish_reason"] == "stop"
     parsed = parse_completion(text, "hermes")
     assert [(c["name"], c["arguments"]) for c in parsed.calls] == [

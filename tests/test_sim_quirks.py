@@ -13,7 +13,6 @@ import requests
 import sseclient
 
 import avv_sim
-from avv_sim import read_truth_log, start_simulator
 from avv_sim.profiles import KNOBS
 from avv_sim.quirks import (
     BODY_QUIRKS,
@@ -32,10 +31,12 @@ from avv_sim.quirks import (
     interleave,
 )
 from avv_sim.tokens import Token
+from tests.builders import chat_body
+from tests.sim_records import truth_of
 
 FAST = {"ttft_ms": 5, "tokens_per_s": 5000, "output_tokens": 6}
 TOOLY = {**FAST, "tool_call_rate": 1.0, "parallel_rate": 0.0}
-QUIRK_PROFILES = {
+SIM_PROFILES = {
     "no_finish_reason": {**FAST, "quirks": ["no_finish_reason"]},
     "tool_calls_under_stop": {**TOOLY, "quirks": ["tool_calls_under_stop"]},
     "usage_in_last_content_chunk": {**FAST, "quirks": ["usage_in_last_content_chunk"]},
@@ -74,20 +75,8 @@ TOOLS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory):
-    truth = tmp_path_factory.mktemp("sim") / "truth.jsonl"
-    with start_simulator(profiles=QUIRK_PROFILES, truth_log=truth) as proc:
-        yield proc
-
-
 def body(i: int = 0, tools: bool = True, stream: bool = True) -> dict:
-    b = {"model": "m", "messages": [{"role": "user", "content": f"quirk {i}"}]}
-    if stream:
-        b.update(stream=True, stream_options={"include_usage": True})
-    if tools:
-        b["tools"] = TOOLS
-    return b
+    return chat_body(f"quirk {i}", TOOLS if tools else None, stream=stream, include_usage=stream)
 
 
 def raw(sim, profile: str, b: dict | None = None, tag: str | None = None) -> tuple[requests.Response, bytes]:
@@ -113,21 +102,18 @@ def tool_deltas(chunks: list[dict]) -> list[dict]:
     return [tc for c in chunks if c.get("choices") for tc in c["choices"][0]["delta"].get("tool_calls") or []]
 
 
-def truth_for(sim, tag: str) -> dict:
-    (rec,) = [r for r in read_truth_log(sim.truth_log) if r["client_tag"] == tag]
-    return rec
-
-
+@pytest.mark.integration  # the simulator as a process
 def test_no_finish_reason(sim) -> None:
     _, data = raw(sim, "no_finish_reason", tag="q-nfr")
     chunks = chunks_of(data)
     assert data.endswith(b"data: [DONE]\n\n")
     assert all(c["choices"][0]["finish_reason"] is None for c in chunks if c["choices"])
     assert chunks[-1]["choices"] == [] and "usage" in chunks[-1]
-    rec = truth_for(sim, "q-nfr")
+    rec = truth_of(sim.truth_log, "q-nfr")
     assert rec["quirks"] == ["no_finish_reason"] and rec["finish_reason"] is None
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_tool_calls_under_stop(sim) -> None:
     _, data = raw(sim, "tool_calls_under_stop")
     chunks = chunks_of(data)
@@ -136,6 +122,7 @@ def test_tool_calls_under_stop(sim) -> None:
     assert reasons == ["stop"]
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_usage_in_last_content_chunk(sim) -> None:
     _, data = raw(sim, "usage_in_last_content_chunk", body(tools=False))
     chunks = chunks_of(data)
@@ -145,6 +132,7 @@ def test_usage_in_last_content_chunk(sim) -> None:
     assert sum("usage" in c for c in chunks) == 1
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_repeat_tool_header(sim) -> None:
     _, data = raw(sim, "repeat_tool_header")
     deltas = tool_deltas(chunks_of(data))
@@ -154,6 +142,7 @@ def test_repeat_tool_header(sim) -> None:
     assert "city" in json.loads(args)  # fragments are still incremental, not repeated
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_interleave_parallel(sim) -> None:
     _, data = raw(sim, "interleave_parallel")
     deltas = tool_deltas(chunks_of(data))
@@ -164,12 +153,14 @@ def test_interleave_parallel(sim) -> None:
         json.loads("".join(d["function"]["arguments"] for d in deltas if d["index"] == idx))
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_crlf(sim) -> None:
     _, data = raw(sim, "crlf")
     assert data.count(b"\r\n\r\n") >= 8 and data.endswith(b"data: [DONE]\r\n\r\n")
     assert data.replace(b"\r\n", b"").count(b"\n") == 0  # no bare LF anywhere
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_multiline_data(sim) -> None:
     resp, data = raw(sim, "multiline_data")
     events = data.split(b"\n\n")[:-1]
@@ -180,6 +171,7 @@ def test_multiline_data(sim) -> None:
     assert len(parsed) == len(json_events) and parsed[0]["choices"][0]["delta"]["role"] == "assistant"
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_comments(sim) -> None:
     _, data = raw(sim, "comments")
     events = data.split(b"\n\n")[:-1]
@@ -188,11 +180,13 @@ def test_comments(sim) -> None:
     assert len(comments) >= 6  # one before every token event and before the finish chunk
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_duplicate_done(sim) -> None:
     _, data = raw(sim, "duplicate_done")
     assert data.endswith(b"data: [DONE]\n\ndata: [DONE]\n\n") and data.count(b"[DONE]") == 2
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_garbage_line(sim) -> None:
     _, data = raw(sim, "garbage_line")
     payloads = data_payloads(data)
@@ -201,25 +195,29 @@ def test_garbage_line(sim) -> None:
     assert 0 < i < len(payloads) - 1 and payloads[-1] == b"[DONE]"
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_json_body(sim) -> None:
     resp, data = raw(sim, "json_body", tag="q-json")
     assert resp.status_code == 200 and resp.headers["Content-Type"].startswith("application/json")
     obj = json.loads(data)
     assert obj["object"] == "chat.completion" and obj["choices"][0]["message"]["role"] == "assistant"
-    assert truth_for(sim, "q-json")["quirks"] == ["json_body"]
+    assert truth_of(sim.truth_log, "q-json")["quirks"] == ["json_body"]
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_html_body(sim) -> None:
     resp, data = raw(sim, "html_body")
     assert resp.status_code == 200 and resp.headers["Content-Type"].startswith("text/html")
     assert data.startswith(b"<!DOCTYPE html>") and b"data:" not in data
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_empty_body(sim) -> None:
     resp, data = raw(sim, "empty_body")
     assert resp.status_code == 200 and data == b""
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_invalid_utf8(sim) -> None:
     _, data = raw(sim, "invalid_utf8")
     with pytest.raises(UnicodeDecodeError):
@@ -228,22 +226,25 @@ def test_invalid_utf8(sim) -> None:
     assert b'"delta":{"content":"' in bad and b'\xff\xfe"}' in bad
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_huge_args(sim) -> None:
     _, data = raw(sim, "huge_args", tag="q-huge")
     deltas = tool_deltas(chunks_of(data))
     args = json.loads("".join(d["function"]["arguments"] for d in deltas))
     assert max(len(v) for v in args.values() if isinstance(v, str)) >= 1_000_000
-    rec = truth_for(sim, "q-huge")
+    rec = truth_of(sim.truth_log, "q-huge")
     assert rec["quirks"] == ["huge_args"] and len(rec["tool_calls"][0]["arguments"]) > 1_000_000
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_quirk_rate_applies_to_a_fraction(sim) -> None:
     tags = [f"q-half-{i}" for i in range(40)]
     dupes = sum(raw(sim, "half", body(i), tag=t)[1].count(b"[DONE]") == 2 for i, t in enumerate(tags))
     assert 10 <= dupes <= 30
-    assert sum(truth_for(sim, t)["quirks"] == ["duplicate_done"] for t in tags) == dupes
+    assert sum(truth_of(sim.truth_log, t)["quirks"] == ["duplicate_done"] for t in tags) == dupes
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_header_delay(sim) -> None:
     t0 = time.monotonic()
     resp = requests.post(f"{sim.base_url('header_delay')}/chat/completions", json=body(), stream=True, timeout=10)
@@ -252,6 +253,7 @@ def test_header_delay(sim) -> None:
     assert resp.raw.read().endswith(b"data: [DONE]\n\n")
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_stall_mid_stream(sim) -> None:
     resp = requests.post(f"{sim.base_url('stall')}/chat/completions", json=body(tools=False), stream=True, timeout=10)
     times = []
@@ -264,6 +266,7 @@ def test_stall_mid_stream(sim) -> None:
     assert all(g < 50 for i, g in enumerate(gaps) if i != 2), gaps
 
 
+@pytest.mark.integration  # the simulator as a process
 def test_rate_limit_without_retry_after(sim) -> None:
     resp = requests.post(f"{sim.base_url('no_retry_after')}/chat/completions", json=body(), timeout=10)
     assert resp.status_code == 429 and "Retry-After" not in resp.headers

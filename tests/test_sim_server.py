@@ -9,10 +9,14 @@ import pytest
 import requests
 import sseclient
 
-from avv_sim import read_truth_log, request_hash, start_simulator
+from avv_sim import request_hash
+from tests.builders import chat_body as build_chat_body
+from tests.sim_records import truth_lines, truth_of
+
+pytestmark = pytest.mark.integration  # the simulator as a process (the `sim` fixture)
 
 FAST = {"ttft_ms": 5, "tokens_per_s": 2000, "output_tokens": 12}
-PROFILES = {
+SIM_PROFILES = {
     "fast": {**FAST, "tool_call_rate": 0.6},
     "always": {**FAST, "tool_call_rate": 1.0, "parallel_rate": 0.0},
     "parallel": {**FAST, "tool_call_rate": 1.0, "parallel_rate": 1.0},
@@ -71,30 +75,9 @@ TOOLS = [
 SCHEMAS = {"get_weather": WEATHER, "search": SEARCH}
 
 
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory):
-    truth = tmp_path_factory.mktemp("sim") / "truth.jsonl"
-    with start_simulator(profiles=PROFILES, truth_log=truth) as proc:
-        yield proc
-
-
-def truth_lines(sim) -> list[dict]:
-    return read_truth_log(sim.truth_log)
-
-
-def truth_for(sim, tag: str) -> dict:
-    (rec,) = [r for r in truth_lines(sim) if r["client_tag"] == tag]
-    return rec
-
-
 def chat_body(i: int = 0, tools: bool = True, stream: bool = True, **extra) -> dict:
-    body = {"model": "test-model", "messages": [{"role": "user", "content": f"sample {i}"}], **extra}
-    if tools:
-        body["tools"] = TOOLS
-    if stream:
-        body["stream"] = True
-        body.setdefault("stream_options", {"include_usage": True})
-    return body
+    return build_chat_body(f"sample {i}", TOOLS if tools else None, model="test-model", stream=stream,
+                           include_usage=stream, **extra)
 
 
 def post(sim, profile: str, body: dict, session=None, tag: str | None = None, **kw) -> requests.Response:
@@ -135,7 +118,7 @@ def assemble_tool_calls(chunks: list[dict]) -> dict[int, dict]:
 
 def test_ready_and_models(sim) -> None:
     assert sim.url.startswith("http://127.0.0.1:")
-    assert sim.profiles == list(PROFILES)
+    assert sim.profiles == list(SIM_PROFILES)
     models = requests.get(f"{sim.base_url('never')}/models", timeout=5).json()
     assert models["object"] == "list" and models["data"][0]["id"] == "never-model-v1"
     assert requests.get(f"{sim.base_url('fast')}/models", timeout=5).json()["data"][0]["id"] == "fast"
@@ -304,8 +287,9 @@ def test_error_status_and_rate_limit(sim) -> None:
     resp = post(sim, "ratelimited", chat_body(10), tag="rl-1")
     assert resp.status_code == 429 and resp.headers["Retry-After"] == "2"
     assert resp.json()["error"]["code"] == "rate_limit_exceeded"
-    assert truth_for(sim, "err-1")["fault"] == "error_status" and truth_for(sim, "err-1")["http_status"] == 503
-    assert truth_for(sim, "rl-1")["fault"] == "rate_limit"
+    error = truth_of(sim.truth_log, "err-1")
+    assert error["fault"] == "error_status" and error["http_status"] == 503
+    assert truth_of(sim.truth_log, "rl-1")["fault"] == "rate_limit"
 
 
 def test_truncate_closes_mid_stream(sim) -> None:
@@ -318,7 +302,7 @@ def test_truncate_closes_mid_stream(sim) -> None:
     assert b"[DONE]" not in received and b'"finish_reason":"stop"' not in received
     n_content = received.count(b'"content":"') - 1  # minus the role chunk
     assert 1 <= n_content < 12
-    rec = truth_for(sim, "trunc-1")
+    rec = truth_of(sim.truth_log, "trunc-1")
     assert rec["fault"] == "truncate" and rec["finish_reason"] is None and rec["completion_tokens"] == n_content
 
 
@@ -328,7 +312,7 @@ def test_stream_error_event(sim) -> None:
     assert len(errors) == 1 and errors[0]["error"]["type"] == "server_error"
     assert chunks[-1] is errors[0] and raw[-1] == "[DONE]"
     assert not any(c["choices"][0]["finish_reason"] for c in chunks if c.get("choices"))
-    assert truth_for(sim, "serr-1")["fault"] == "stream_error"
+    assert truth_of(sim.truth_log, "serr-1")["fault"] == "stream_error"
 
 
 # ------------------------------------------------------------------------------------------- truth
@@ -340,7 +324,7 @@ def test_truth_log_fields_and_attempts(sim) -> None:
         chunks, _ = sse_chunks(post(sim, "always", body, session=s, tag="t-1"))
         assert post(sim, "always", body, session=s, tag="t-2").content
         assert post(sim, "always", body, session=s, tag="t-3", headers={"X-AVV-Attempt": "7"}).content
-    rec = truth_for(sim, "t-1")
+    rec = truth_of(sim.truth_log, "t-1")
     assert set(rec) == {
         "profile",
         "endpoint",
@@ -397,11 +381,12 @@ def test_truth_log_fields_and_attempts(sim) -> None:
     assert (rec["prompt_tokens"], rec["completion_tokens"]) == (usage["prompt_tokens"], usage["completion_tokens"])
     assert rec["content_tokens"] == 0 and rec["reasoning_tokens"] == 0
     assert rec["t_arrival"] < rec["t_first_token"] < rec["t_last_byte"]
-    assert truth_for(sim, "t-2")["attempt"] == 2 and truth_for(sim, "t-3")["attempt"] == 7
-    assert truth_for(sim, "t-2")["repeat"] == 2 and truth_for(sim, "t-3")["repeat"] == 3  # arrivals of the body
+    second, third = truth_of(sim.truth_log, "t-2"), truth_of(sim.truth_log, "t-3")
+    assert second["attempt"] == 2 and third["attempt"] == 7
+    assert second["repeat"] == 2 and third["repeat"] == 3  # arrivals of the body
     no_tools = post(sim, "fast", chat_body(13, tools=False, stream=False), tag="t-4")
     assert no_tools.status_code == 200
-    rec = truth_for(sim, "t-4")
+    rec = truth_of(sim.truth_log, "t-4")
     assert rec["has_tools"] is False and rec["reference_decision"] is None and rec["decision"] is False
     assert rec["t_first_token"] is None and rec["content_tokens"] == 12
 
@@ -435,7 +420,7 @@ def test_statistical_knobs_over_300_bodies(sim) -> None:
     assert abs(flips / served - 0.2) < 0.07
     assert abs(bad / total_calls - 0.3) < 0.09
     # the truth log says exactly which responses were flipped and which arguments were broken
-    noisy = [r for r in truth_lines(sim) if r["profile"] == "stat_noisy" and r["http_status"] == 200]
+    noisy = [r for r in truth_lines(sim.truth_log) if r["profile"] == "stat_noisy" and r["http_status"] == 200]
     assert sum(r["flipped"] for r in noisy) == flips
     assert sum(bool(c["broken"]) for r in noisy for c in r["tool_calls"]) == bad
 
@@ -456,18 +441,18 @@ def test_self_flips_follow_the_item_tags_repeat(sim) -> None:
                     tag = ItemKey("m", "selfnoisy", f"s{i}", repeat).tag("run-x", attempt)
                     resp = post(sim, "selfnoisy", body, session=s, tag=tag)
                     assert resp.status_code == 200
-                    rec = truth_for(sim, tag)
+                    rec = truth_of(sim.truth_log, tag)
                     assert (rec["repeat"], rec["repeat_source"]) == (repeat, "tag")
                     assert rec["self_flipped"] == behaviour.self_flip_drawn(key, 3, repeat, 0.5)
                     assert rec["decision"] == (rec["reference_decision"] ^ rec["self_flipped"])
                     called = bool(resp.json()["choices"][0]["message"].get("tool_calls"))
                     assert called == rec["decision"]
-            tagged = [r for r in truth_lines(sim) if r["client_tag"] and f"/s{i}/" in r["client_tag"]]
+            tagged = [r for r in truth_lines(sim.truth_log) if r["client_tag"] and f"/s{i}/" in r["client_tag"]]
             by_repeat = {(r["repeat"], r["decision"]) for r in tagged}
             assert len(by_repeat) == len({r for r, _ in by_repeat})  # retries of one repeat agree
         body = chat_body(3000, stream=False)
         for arrival in (1, 2, 3):
             assert post(sim, "selfnoisy", body, session=s, tag=f"plain-{arrival}").status_code == 200
-            rec = truth_for(sim, f"plain-{arrival}")
+            rec = truth_of(sim.truth_log, f"plain-{arrival}")
             assert (rec["repeat"], rec["repeat_source"]) == (arrival, "arrival")
             assert rec["self_flipped"] == behaviour.self_flip_drawn(decision_key(body), 3, arrival, 0.5)

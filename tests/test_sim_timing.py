@@ -10,9 +10,12 @@ import time
 import pytest
 import requests
 
-from avv_sim import start_simulator, truth_by_tag
+from tests.builders import chat_body
+from tests.sim_records import truth_by_tag
 
-PROFILES = {
+pytestmark = pytest.mark.integration  # the simulator as a process (the `sim` fixture), timed over sockets
+
+SIM_PROFILES = {
     "timed": {"ttft_ms": 150, "tokens_per_s": 100, "output_tokens": 40, "tool_call_rate": 0.0},
     "timed_tools": {"ttft_ms": 80, "tokens_per_s": 200, "tool_call_rate": 1.0, "parallel_rate": 0.0},
     "jitter": {"ttft_ms": 100, "ttft_jitter_ms": 40, "tokens_per_s": 1000, "output_tokens": 3},
@@ -39,13 +42,6 @@ TOOLS = [
         },
     }
 ]
-
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory):
-    truth = tmp_path_factory.mktemp("sim") / "truth.jsonl"
-    with start_simulator(profiles=PROFILES, truth_log=truth) as proc:
-        yield proc
 
 
 @pytest.fixture(scope="module")
@@ -87,15 +83,7 @@ def timed_stream(sim, profile: str, body: dict, tag: str, session=None) -> dict:
 
 
 def body(i: int, tools: bool = False) -> dict:
-    b = {
-        "model": "m",
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "messages": [{"role": "user", "content": f"timing {i}"}],
-    }
-    if tools:
-        b["tools"] = TOOLS
-    return b
+    return chat_body(f"timing {i}", TOOLS if tools else None, stream=True, include_usage=True)
 
 
 def test_ttft_and_tokens_per_second_match_knobs(sim, session) -> None:

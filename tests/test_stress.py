@@ -12,8 +12,9 @@ from avv_harness.run.options import StressSettings as HarnessStressSettings
 from avv_harness.run.options import parse_levels
 from avv_harness.run.stress_policy import StressPolicy
 from avv_scoring.stress import StressSettings, capacity_table, level_table
+from tests.builders import vendors_config, write_yaml
 from tests.e2e_ports import free_port
-from tests.locust_runs import clean_env, locust_cmd, only_run_dir, run_locust, write_yaml
+from tests.locust_runs import clean_env, locust_cmd, only_run_dir, run_locust
 
 SHAPE = {"ttft_ms": 150, "tokens_per_s": 80, "output_tokens": 8, "tokens_per_chunk": 4}
 PROFILES = {
@@ -30,7 +31,7 @@ EXPECTED = {"open": (16, None), "limited": (8, 16), "queued": (8, None)}
 def prepare(work):
     write_yaml(work / "sim.yaml", {"profiles": PROFILES})
     vendors = [{"name": n, "url": "{sim}/" + n + "/v1", "is_baseline": n == "open"} for n in PROFILES]
-    write_yaml(work / "vendors.yaml", {"m": {"vendors": vendors}})
+    write_yaml(work / "vendors.yaml", vendors_config(vendors))
 
 
 def capacities(run_dir) -> dict[str, tuple]:

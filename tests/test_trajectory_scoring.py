@@ -140,6 +140,7 @@ def test_a_trajectory_that_ends_before_its_injection_step_is_not_an_error_trajec
     assert math.isnan(v["loop_rate"]) and math.isnan(v["avg_steps"])  # nothing completed, nothing left to judge
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_runs_without_agent_tasks_have_no_trajectory_metrics_and_no_agent_tables():
     rows = [record(vendor="b", is_baseline=True, sample_id="1"), record(vendor="v", sample_id="1")]
     result = score_frame(records_frame(rows), {"1": []})
@@ -175,6 +176,7 @@ def test_tasks_that_end_otherwise_than_the_baseline_are_disagreements():
     assert by_sample.loc["T4", "vendor_calls"] == "1 lookup({}) · 2 failed (http_5xx)"
 
 
+@pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_outputs_show_the_agent_tables_when_there_are_tasks():
     result = scored()
     md = render_markdown(result)

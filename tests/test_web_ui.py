@@ -19,16 +19,16 @@ from avv_harness.locust.web_ui import VENDORS_KEY, install_web_ui, vendor_column
 from avv_harness.run.controller import EXIT_OK
 from avv_scoring import score_paths
 from avv_scoring.report.format import fmt
+from tests.builders import numbered_samples, write_inputs
 from tests.fake_vendor import ScriptedAdapter, error_reply, item_of, stream_reply
-from tests.glue import make_env, write_inputs
+from tests.glue import make_env
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
 
 
 def sample_lines(n: int) -> list[dict]:
-    return [{"data_index": f"s{i}", "messages": [{"role": "user", "content": f"weather {i}?"}], "tools": TOOLS}
-            for i in range(1, n + 1)]
+    return numbered_samples(n, TOOLS, "weather {i}?")
 
 
 def vendor_answer(request) -> tuple:
@@ -134,6 +134,7 @@ def test_start_form_says_what_sets_the_users_and_has_no_host_warning(tmp_path):
         env.runner.quit()
 
 
+@pytest.mark.integration  # an in-process Locust run with the web UI: seconds
 def test_local_ui_mode_live_scores_equal_avv_score_and_each_start_is_a_new_run(tmp_path):
     config, samples = write_inputs(tmp_path, ["a", "b", "c"], sample_lines=sample_lines(40))
     env, ctl = make_env(ui_args(tmp_path, config, samples, "--avv-repeats", "2"),
@@ -182,6 +183,7 @@ def test_local_ui_mode_live_scores_equal_avv_score_and_each_start_is_a_new_run(t
     assert ctl.finish() == EXIT_OK
 
 
+@pytest.mark.integration  # an in-process Locust run with the web UI: seconds
 def test_stop_mid_run_scores_what_was_recorded(tmp_path):
     config, samples = write_inputs(tmp_path, ["a", "b", "c"], sample_lines=sample_lines(60))
 
@@ -208,6 +210,7 @@ def test_stop_mid_run_scores_what_was_recorded(tmp_path):
     assert ctl.finish() == 1  # the last run was stopped before its end
 
 
+@pytest.mark.integration  # an in-process Locust run with the web UI: seconds
 def test_master_and_worker_live_scores_equal_avv_score(tmp_path):
     config, samples = write_inputs(tmp_path, ["a", "b", "c"], sample_lines=sample_lines(40))
     args = ui_args(tmp_path, config, samples)
@@ -230,6 +233,7 @@ def test_master_and_worker_live_scores_equal_avv_score(tmp_path):
         master_env.runner.quit()
 
 
+@pytest.mark.integration  # an in-process Locust run with the web UI: seconds
 @pytest.mark.parametrize("stress", [True])
 def test_stress_mode_has_a_levels_tab(tmp_path, stress):
     config, samples = write_inputs(tmp_path, ["a", "b"], sample_lines=sample_lines(10))

@@ -18,9 +18,11 @@ from pathlib import Path
 import pytest
 
 from avv_core.record_file import read_records
+from tests.builders import sim_vendors, write_yaml
 from tests.e2e_ports import free_port
 from tests.headless_chromium import find_chromium
-from tests.locust_runs import DEMO_SAMPLES, clean_env, locust_cmd, sim_vendors, write_yaml
+from tests.locust_runs import DEMO_SAMPLES, clean_env, locust_cmd
+from tests.sim_records import truth_lines
 
 pytestmark = pytest.mark.e2e
 
@@ -113,7 +115,7 @@ def test_each_start_is_a_run_scored_when_the_test_stops_while_the_process_runs(t
     assert run["completed"] and run["simulator"]["truth_log"].endswith(".jsonl")
     second = ui.start_and_wait(previous_run=first["run_id"])
     assert Path(second["run_dir"]).parent == run_dir.parent and (Path(second["run_dir"]) / "report.html").is_file()
-    truth = Path(run["simulator"]["truth_log"]).read_text().splitlines()
+    truth = truth_lines(run["simulator"]["truth_log"])
     assert len(truth) >= 2 * 3 * 32  # one simulator served both runs
     assert ui.stop() == 0
     assert "Traceback" not in (tmp_path / "locust.log").read_text()

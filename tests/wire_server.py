@@ -92,7 +92,9 @@ class ScriptServer:
         self._server.daemon_threads = True
         self._server.owner = self  # type: ignore[attr-defined]
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # a short poll: stop() waits for the next one (the default 0.5 s was half a second per test)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)
         self._thread.start()
 
     def url(self, name: str) -> str:

@@ -8,10 +8,12 @@ import socket
 import pytest
 
 from avv_core.record_file import read_records
-from tests.locust_runs import DEMO_SAMPLES, only_run_dir, read_truth, run_locust, truth_tag, write_yaml
+from tests.builders import vendors_config, write_yaml
+from tests.locust_runs import DEMO_SAMPLES, only_run_dir, run_locust, truth_tag
+from tests.sim_records import truth_by_tag
 from tests.wire_server import ScriptServer, chunk, headers, sse
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.integration  # one Locust process and the simulator
 
 N_SAMPLES = 5
 QUICK = {"ttft_ms": 20, "tokens_per_s": 400, "output_tokens": 12, "tool_call_rate": 0.6}
@@ -86,7 +88,7 @@ def fault_run(tmp_path_factory):
         {"name": "connect_timeout", "url": f"http://127.0.0.1:{hole_port}/v1", "timeout_s": 0.5},
         {"name": "nodone", "url": f"http://127.0.0.1:{script.port}/nodone/v1"},
     ]
-    write_yaml(work / "vendors.yaml", {"m": {"vendors": vendors}})
+    write_yaml(work / "vendors.yaml", vendors_config(vendors))
     try:
         proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
                            "--avv-samples", "samples.jsonl", "--avv-out", "out", "--avv-retries", "1",
@@ -101,7 +103,7 @@ def fault_run(tmp_path_factory):
     frame = read_records(run_dir / "records.csv")
     rows = [{k: (None if v is None or v != v else v) for k, v in r.items()}
             for r in frame.astype(object).to_dict("records")]
-    return {"proc": proc, "rows": rows, "truth": read_truth(run_dir / "sim_truth.jsonl"), "run_dir": run_dir}
+    return {"proc": proc, "rows": rows, "truth": truth_by_tag(run_dir / "sim_truth.jsonl"), "run_dir": run_dir}
 
 
 def rows_of(fault_run, vendor):

@@ -1,4 +1,5 @@
-"""End to end: scores of a real run equal the values computed independently from the simulator's truth log."""
+"""Scores of a real Locust run against the simulator equal the values computed independently from the
+simulator's truth log."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import sys
 import pandas as pd
 import pytest
 
-from tests.locust_runs import only_run_dir, read_truth, run_locust, sim_vendors, write_yaml
+from tests.builders import sim_vendors, write_yaml
+from tests.locust_runs import only_run_dir, run_locust
+from tests.sim_records import truth_by_tag
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +69,7 @@ def test_scores_equal_truth(tmp_path):
                        "--avv-repeats", "2", "--avv-out", "out", "--avv-retries", "0"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_dir = only_run_dir(tmp_path / "out")
-    expected = expected_from_truth(read_truth(run_dir / "sim_truth.jsonl"))
+    expected = expected_from_truth(truth_by_tag(run_dir / "sim_truth.jsonl"))
     scores = pd.read_csv(run_dir / "scores.csv").set_index("vendor")
     for vendor in ("official", "mirror", "drifty"):
         assert scores.loc[vendor, "f1"] == pytest.approx(expected[vendor]["f1"]), vendor

@@ -1,5 +1,6 @@
-"""End to end on BFCL gold: every tool-call correctness figure of a real run equals what the simulator's truth
-log implies (what it sent, and which deviation it drew for each call), computed here without our scoring."""
+"""On BFCL gold, every tool-call correctness figure of a real Locust run against the simulator equals what the
+simulator's truth log implies (what it sent, and which deviation it drew for each call), computed here without
+our scoring."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 
 from avv_core.samples import load_samples
 from avv_sim import request_hash
-from tests.locust_runs import ROOT, only_run_dir, read_truth, run_locust, sim_vendors, write_yaml
+from tests.builders import sim_vendors, write_yaml
+from tests.locust_runs import ROOT, only_run_dir, run_locust
+from tests.sim_records import truth_by_tag
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +42,7 @@ def run(tmp_path_factory):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     run_dir = only_run_dir(work / "out")
     truth: dict[str, dict[str, dict]] = {}
-    for tag, line in read_truth(run_dir / "sim_truth.jsonl").items():
+    for tag, line in truth_by_tag(run_dir / "sim_truth.jsonl").items():
         _, _, vendor, sample, _, _ = tag.split("/")
         truth.setdefault(vendor, {})[sample] = line
     samples = {s.sample_id: s for s in load_samples(work / "samples.jsonl").samples}

@@ -1,4 +1,4 @@
-"""End to end: a real run against the simulator with sampling noise (``self_flip_rate``) and three repeats. The
+"""A real Locust run against the simulator with sampling noise (``self_flip_rate``) and three repeats. The
 simulator reads each request's repeat from the X-AVV-Item tag, and the noise floor and the McNemar counts of
 the score table equal what its truth log implies."""
 
@@ -13,7 +13,9 @@ import pytest
 
 from avv_scoring.metrics.correctness import canonical_key
 from avv_scoring.stats import tests as stats
-from tests.locust_runs import only_run_dir, read_truth, run_locust, sim_vendors, write_yaml
+from tests.builders import sim_vendors, write_yaml
+from tests.locust_runs import only_run_dir, run_locust
+from tests.sim_records import truth_by_tag
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +39,7 @@ def test_noise_floor_and_mcnemar_equal_the_truth_log(tmp_path):
                        "--avv-repeats", "3", "--avv-out", "out", "--avv-retries", "0"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_dir = only_run_dir(tmp_path / "out")
-    truth = read_truth(run_dir / "sim_truth.jsonl")
+    truth = truth_by_tag(run_dir / "sim_truth.jsonl")
     items: dict[str, dict[tuple[str, int], dict]] = {}
     for tag, line in truth.items():
         _, _, vendor, sample, repeat, _ = tag.split("/")
