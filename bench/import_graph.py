@@ -91,7 +91,6 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     on_stack: set[str] = set()
     components = []
     counter = [0]
-    sys.setrecursionlimit(10000)
 
     def visit(node: str) -> None:
         index[node] = low[node] = counter[0]
