@@ -43,6 +43,19 @@ def unit_tests_start_no_process(request, monkeypatch):
         monkeypatch.setattr(popen, "_execute_child", refuse)
 
 
+@pytest.fixture(autouse=True)
+def collector_as_found():
+    """A run whose users started but were never stopped (a test that quits the runner at once) leaves the collector
+    as the harness quiets it for load (``quiet_gc_for_load``): give the next test the collector as this one found it."""
+    import gc
+
+    threshold = gc.get_threshold()
+    yield
+    if gc.get_threshold() != threshold:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
+
+
 @pytest.fixture(scope="module")
 def sim(request, tmp_path_factory):
     """The simulator as a process (``avv_sim.start_simulator``) serving the test module's ``SIM_PROFILES``, with
