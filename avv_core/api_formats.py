@@ -1,0 +1,491 @@
+"""The three request formats a vendor may speak, converted from the one the samples are written in (core, pure).
+
+Samples are OpenAI chat-completions bodies. A vendor with ``endpoint: messages`` (Anthropic Messages,
+``POST /v1/messages``) or ``endpoint: responses`` (OpenAI Responses, ``POST /v1/responses``) gets the same request
+converted: :func:`to_messages` / :func:`to_responses`. The simulator reads such a request back into the chat body
+it came from (:func:`from_messages` / :func:`from_responses`) so that it meets the decisions the chat request meets.
+What cannot be converted is a :class:`ConversionError` naming the field. Each field's conversion is declared once
+in :data:`FIELDS` (the README's conversion table is rendered from it).
+
+The answer's side: :func:`finish_from_messages` and :func:`finish_from_responses` map the formats' stop reasons
+onto chat's ``finish_reason`` (a record's ``finish_reason`` is comparable whatever the format; the vendor's own word
+is kept in the ``stop_reason`` column); :func:`usage_from_messages` / :func:`usage_from_responses` map their usage
+onto chat's ``prompt_tokens`` / ``completion_tokens`` / ``total_tokens``; the ``*_stop_reason`` / ``*_usage``
+functions are the simulator's inverse.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from avv_core.errors import InputError
+
+CHAT, COMPLETIONS, MESSAGES, RESPONSES = "chat", "completions", "messages", "responses"
+#: ``max_tokens`` sent to the Messages API (which requires it) when the request has none: a documented default,
+#: overridden by ``--avv-max-tokens`` or a vendor's ``extra_body``.
+DEFAULT_MESSAGES_MAX_TOKENS = 4096
+#: ``anthropic-version`` header sent with Messages requests unless the vendor's ``headers`` set one.
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+class ConversionError(InputError):
+    """A chat request that cannot be expressed in the vendor's format (an input error: exit status 2)."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """How one chat-completions field is sent in the other formats (one row of the README's conversion table)."""
+
+    chat: str  # the chat-completions field
+    messages: str  # what the Messages API gets
+    responses: str  # what the Responses API gets
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("`messages` with role `system` / `developer` (before the first other message)", "`system` (texts joined "
+          "by a blank line)", "`instructions` (likewise)"),
+    Field("a `system` message after another message", "input error", "input error"),
+    Field("`user` message (string, or `text` parts)", "`user` message (the same string, or `text` blocks)",
+          "`input` message item, role `user`"),
+    Field("`user` content parts other than `text` (images, audio)", "input error", "input error"),
+    Field("`assistant` message: `content`", "`assistant` message: a `text` block (the string when it has no "
+          "calls)", "`input` message item, role `assistant`"),
+    Field("`assistant` message: `tool_calls`", "`tool_use` blocks (`id`, `name`, `input` = the arguments parsed; "
+          "arguments that are not a JSON object: input error)", "`function_call` items (`call_id`, `name`, "
+          "`arguments` as written)"),
+    Field("`assistant` reasoning (`reasoning_content`, `reasoning`)", "dropped (a `thinking` block needs the "
+          "vendor's signature)", "dropped"),
+    Field("`tool` message (`tool_call_id`, `content`)", "`tool_result` block (`tool_use_id`, `content`) in a `user` "
+          "message; consecutive results share one", "`function_call_output` item (`call_id`, `output`)"),
+    Field("`tools[].function` (`name`, `description`, `parameters`)", "`tools[]` (`name`, `description`, "
+          "`input_schema`; none: `{\"type\": \"object\"}`)", "`tools[]` function entries (`type: function`, "
+          "`name`, `description`, `parameters`, `strict`)"),
+    Field("`tool_choice` `auto` / `none` / `required` / a named function", "`{type: auto}` / `{type: none}` / "
+          "`{type: any}` / `{type: tool, name}`", "`auto` / `none` / `required` / `{type: function, name}`"),
+    Field("`parallel_tool_calls: false`", "`tool_choice.disable_parallel_tool_use: true`", "`parallel_tool_calls`"),
+    Field("`max_tokens` / `max_completion_tokens`", f"`max_tokens` (required: {DEFAULT_MESSAGES_MAX_TOKENS} when "
+          "the request has none)", "`max_output_tokens`"),
+    Field("`stop` (a string or a list)", "`stop_sequences` (a list)", "input error (the Responses API has none)"),
+    Field("`temperature`, `top_p`", "as is", "as is"),
+    Field("`reasoning_effort`", "as is (set `thinking` through `extra_body`)", "`reasoning: {effort}`"),
+    Field("`response_format`, `logprobs`, `top_logprobs`, `logit_bias`, `seed`, `frequency_penalty`, "
+          "`presence_penalty`", "input error", "input error (`text.format` is not converted)"),
+    Field("`stream_options`", "dropped (usage always streams)", "dropped (usage always streams)"),
+    Field("any other key (a vendor's `extra_body`: `thinking`, `metadata`, `top_k`, …)", "as is", "as is"),
+)
+
+#: chat fields with no counterpart in the other formats: refused rather than silently dropped
+_REFUSED = ("response_format", "logprobs", "top_logprobs", "logit_bias", "seed", "frequency_penalty",
+            "presence_penalty")
+_MAX_TOKENS_KEYS = ("max_tokens", "max_completion_tokens")
+_DROPPED = ("stream_options",)
+
+
+def _text(content: Any, where: str, api: str) -> str:
+    """A message's text: a string, or its ``text`` parts joined; other part types cannot be converted."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for i, part in enumerate(content):
+            if not (isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+                kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+                raise ConversionError(f"{where}.content[{i}]: a {kind!r} part cannot be sent to the {api} API "
+                                      "(only text is converted)")
+            texts.append(part["text"])
+        return "".join(texts)
+    raise ConversionError(f"{where}.content: {type(content).__name__} is not text")
+
+
+def _system_and_turns(messages: Any, api: str) -> tuple[list[str], list[tuple[int, Mapping[str, Any]]]]:
+    if not isinstance(messages, list):
+        raise ConversionError(f"messages: {type(messages).__name__}, not a list")
+    system: list[str] = []
+    turns: list[tuple[int, Mapping[str, Any]]] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise ConversionError(f"messages[{i}]: {type(message).__name__}, not an object")
+        if message.get("role") in ("system", "developer"):
+            if turns:
+                raise ConversionError(f"messages[{i}]: a {message.get('role')} message after the conversation began "
+                                      f"cannot be sent to the {api} API (only a leading one: its system prompt)")
+            system.append(_text(message.get("content"), f"messages[{i}]", api))
+        else:
+            turns.append((i, message))
+    return system, turns
+
+
+def _arguments(raw: Any, where: str) -> dict[str, Any]:
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    try:
+        value = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
+    except ValueError:
+        raise ConversionError(f"{where}: arguments are not JSON, so they cannot be a tool_use input") from None
+    if not isinstance(value, dict):
+        raise ConversionError(f"{where}: arguments are {type(value).__name__}, not a JSON object (a tool_use input)")
+    return value
+
+
+def _calls(message: Mapping[str, Any], where: str) -> list[tuple[str, str, Any]]:
+    """(id, name, arguments as written) of an assistant message's tool calls."""
+    out = []
+    for j, call in enumerate(message.get("tool_calls") or []):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise ConversionError(f"{where}.tool_calls[{j}]: no function name")
+        out.append((str(call.get("id") or f"call_{j}"), function["name"], function.get("arguments")))
+    return out
+
+
+def _refuse(body: Mapping[str, Any], api: str, also: tuple[str, ...] = ()) -> None:
+    for key in (*_REFUSED, *also):
+        if body.get(key) is not None:
+            raise ConversionError(f"{key}: has no counterpart in the {api} API (remove it with a transform, or use "
+                                  "endpoint: chat)")
+
+
+def _tools(tools: Any, api: str) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """(tool entry, its function) of a chat ``tools`` list."""
+    out = []
+    for i, tool in enumerate(tools or []):
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise ConversionError(f"tools[{i}]: not a function tool with a name ({api} API)")
+        out.append((tool, function))
+    return out
+
+
+def _named_choice(choice: Any) -> str | None:
+    if isinstance(choice, Mapping):
+        function = choice.get("function")
+        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+            return function["name"]
+    return None
+
+
+# ------------------------------------------------------------------------------------------- Messages
+
+
+def to_messages(chat: Mapping[str, Any], default_max_tokens: int = DEFAULT_MESSAGES_MAX_TOKENS) -> dict[str, Any]:
+    """The Anthropic Messages request for a chat-completions request (see :data:`FIELDS`)."""
+    api = "Messages"
+    _refuse(chat, api)
+    system, turns = _system_and_turns(chat.get("messages"), api)
+    out: dict[str, Any] = {}
+    for key, value in chat.items():
+        if key in ("messages", "tools", "tool_choice", "parallel_tool_calls", "stop", *_MAX_TOKENS_KEYS, *_DROPPED):
+            continue
+        out[key] = value
+    if system:
+        out["system"] = "\n\n".join(system)
+    messages: list[dict[str, Any]] = []
+    for i, message in turns:
+        where, role = f"messages[{i}]", message.get("role")
+        if role == "user":
+            content = message.get("content")
+            messages.append({"role": "user", "content": content if isinstance(content, str) else
+                             [{"type": "text", "text": _text(content, where, api)}]})
+        elif role == "assistant":
+            text = _text(message.get("content"), where, api)
+            calls = _calls(message, where)
+            if not calls:
+                messages.append({"role": "assistant", "content": text})
+                continue
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+            blocks += [{"type": "tool_use", "id": cid, "name": name, "input": _arguments(args, f"{where}.tool_calls")}
+                       for cid, name, args in calls]
+            messages.append({"role": "assistant", "content": blocks})
+        elif role == "tool":
+            result = {"type": "tool_result", "tool_use_id": str(message.get("tool_call_id") or ""),
+                      "content": _text(message.get("content"), where, api)}
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "user" and isinstance(last["content"], list) and all(
+                    b.get("type") == "tool_result" for b in last["content"]):
+                last["content"].append(result)  # one user message holds the results of one assistant turn
+            else:
+                messages.append({"role": "user", "content": [result]})
+        else:
+            raise ConversionError(f"{where}.role: {role!r} cannot be sent to the {api} API")
+    out["messages"] = messages
+    tools = _tools(chat.get("tools"), api)
+    if tools:
+        out["tools"] = [{"name": f["name"], **({"description": f["description"]} if "description" in f else {}),
+                         "input_schema": f.get("parameters") or {"type": "object"}} for _, f in tools]
+    choice = _messages_choice(chat.get("tool_choice"), chat.get("parallel_tool_calls"))
+    if choice is not None:
+        out["tool_choice"] = choice
+    limit = next((chat[k] for k in _MAX_TOKENS_KEYS if chat.get(k) is not None), None)
+    out["max_tokens"] = limit if limit is not None else default_max_tokens
+    stop = chat.get("stop")
+    if stop is not None:
+        out["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
+    return out
+
+
+def _messages_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
+    if choice is None and parallel is not False:
+        return None
+    name = _named_choice(choice)
+    if name is not None:
+        out: dict[str, Any] = {"type": "tool", "name": name}
+    elif choice in (None, "auto"):
+        out = {"type": "auto"}
+    elif choice == "required":
+        out = {"type": "any"}
+    elif choice == "none":
+        out = {"type": "none"}
+    else:
+        raise ConversionError(f"tool_choice: {choice!r} cannot be sent to the Messages API")
+    if parallel is False:
+        out["disable_parallel_tool_use"] = True
+    return out
+
+
+def from_messages(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat-completions request a Messages request was converted from (:func:`to_messages`'s inverse, for the
+    simulator). Not lossless where :data:`FIELDS` drops or defaults something (a default ``max_tokens``, a tool
+    without parameters, a single ``stop`` string)."""
+    out: dict[str, Any] = {}
+    messages: list[dict[str, Any]] = []
+    system = body.get("system")
+    if isinstance(system, list):
+        system = "".join(b.get("text", "") for b in system if isinstance(b, Mapping))
+    if system:
+        messages.append({"role": "system", "content": system})
+    for message in body.get("messages") or []:
+        if not isinstance(message, Mapping):
+            continue
+        content = message.get("content")
+        if message.get("role") == "user":
+            if isinstance(content, str):
+                messages.append({"role": "user", "content": content})
+                continue
+            texts = [b.get("text", "") for b in content or [] if isinstance(b, Mapping) and b.get("type") == "text"]
+            for block in content or []:
+                if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                    messages.append({"role": "tool", "tool_call_id": block.get("tool_use_id"),
+                                     "content": _block_text(block.get("content"))})
+            if texts:
+                messages.append({"role": "user", "content": [{"type": "text", "text": "".join(texts)}]})
+        elif message.get("role") == "assistant":
+            if isinstance(content, str):
+                messages.append({"role": "assistant", "content": content})
+                continue
+            text = _block_text(content)
+            calls = [{"id": b.get("id"), "type": "function", "function": {
+                "name": b.get("name"), "arguments": json.dumps(b.get("input") or {}, ensure_ascii=False)}}
+                for b in content or [] if isinstance(b, Mapping) and b.get("type") == "tool_use"]
+            assistant: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if calls:
+                assistant["tool_calls"] = calls
+            messages.append(assistant)
+    for key, value in body.items():
+        if key in ("system", "messages", "tools", "tool_choice", "stop_sequences"):
+            continue
+        out[key] = value
+    out["messages"] = messages
+    if body.get("tools"):
+        out["tools"] = [{"type": "function", "function": {
+            "name": t.get("name"), **({"description": t["description"]} if "description" in t else {}),
+            "parameters": t.get("input_schema")}} for t in body["tools"] if isinstance(t, Mapping)]
+    choice = body.get("tool_choice")
+    if isinstance(choice, Mapping):
+        kind = choice.get("type")
+        out["tool_choice"] = ({"type": "function", "function": {"name": choice.get("name")}} if kind == "tool" else
+                              {"auto": "auto", "any": "required", "none": "none"}.get(str(kind), "auto"))
+        if choice.get("disable_parallel_tool_use"):
+            out["parallel_tool_calls"] = False
+    if body.get("stop_sequences"):
+        out["stop"] = list(body["stop_sequences"])
+    return out
+
+
+def _block_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content or [] if isinstance(b, Mapping) and b.get("type") == "text")
+
+
+#: Messages ``stop_reason`` → chat ``finish_reason`` (``refusal``, ``pause_turn`` and unknown reasons keep their word)
+MESSAGES_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+
+
+def finish_from_messages(stop_reason: str | None) -> str | None:
+    return None if stop_reason is None else MESSAGES_FINISH.get(stop_reason, stop_reason)
+
+
+def messages_stop_reason(finish_reason: str | None) -> str | None:
+    """The simulator's inverse: chat ``finish_reason`` → Messages ``stop_reason``."""
+    back = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
+    return None if finish_reason is None else back.get(finish_reason, finish_reason)
+
+
+#: the input-side counts of a Messages usage, all of them prompt tokens in chat's terms
+_MESSAGES_INPUT = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def usage_from_messages(start: Mapping[str, Any] | None, delta: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Chat usage from a Messages stream: ``message_start``'s ``usage`` (input tokens, cache creation and reads) and
+    ``message_delta``'s (output tokens so far; the last one counts). None when neither arrived. A count that is not
+    a number is passed through unchanged, so the record's usage check (``records.usage_counts``) refuses it."""
+    if not start and not delta:
+        return None
+    merged = {**(start or {}), **{k: v for k, v in (delta or {}).items() if v is not None}}
+    present = [merged[k] for k in _MESSAGES_INPUT if merged.get(k) is not None]
+    # a count that is not a whole number is passed on as it is: the record's usage check refuses it
+    bad = [c for c in present if type(c) is not int]
+    prompt: Any = bad[0] if bad else (sum(present) if present else None)
+    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": merged.get("output_tokens")}
+    return {k: v for k, v in usage.items() if v is not None}
+
+
+def messages_usage(prompt_tokens: int, completion_tokens: int) -> tuple[dict[str, int], dict[str, int]]:
+    """The simulator's inverse: (``message_start`` usage, final ``message_delta`` usage)."""
+    return {"input_tokens": prompt_tokens, "output_tokens": 1}, {"output_tokens": completion_tokens}
+
+
+# ------------------------------------------------------------------------------------------ Responses
+
+
+def to_responses(chat: Mapping[str, Any]) -> dict[str, Any]:
+    """The OpenAI Responses request for a chat-completions request (see :data:`FIELDS`)."""
+    api = "Responses"
+    _refuse(chat, api, also=("stop",))
+    system, turns = _system_and_turns(chat.get("messages"), api)
+    out: dict[str, Any] = {}
+    for key, value in chat.items():
+        if key in ("messages", "tools", "tool_choice", "reasoning_effort", *_MAX_TOKENS_KEYS, *_DROPPED):
+            continue
+        out[key] = value
+    if system:
+        out["instructions"] = "\n\n".join(system)
+    items: list[dict[str, Any]] = []
+    for i, message in turns:
+        where, role = f"messages[{i}]", message.get("role")
+        if role == "user":
+            items.append({"role": "user", "content": _text(message.get("content"), where, api)})
+        elif role == "assistant":
+            text = _text(message.get("content"), where, api)
+            if text:
+                items.append({"role": "assistant", "content": text})
+            for cid, name, args in _calls(message, where):
+                written = args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False)
+                items.append({"type": "function_call", "call_id": cid, "name": name, "arguments": written})
+        elif role == "tool":
+            items.append({"type": "function_call_output", "call_id": str(message.get("tool_call_id") or ""),
+                          "output": _text(message.get("content"), where, api)})
+        else:
+            raise ConversionError(f"{where}.role: {role!r} cannot be sent to the {api} API")
+    out["input"] = items
+    tools = _tools(chat.get("tools"), api)
+    if tools:
+        out["tools"] = [{"type": "function", "name": f["name"],
+                         **{k: f[k] for k in ("description", "parameters", "strict") if k in f}} for _, f in tools]
+    choice = chat.get("tool_choice")
+    if choice is not None:
+        named = _named_choice(choice)
+        if named is None and choice not in ("auto", "none", "required"):
+            raise ConversionError(f"tool_choice: {choice!r} cannot be sent to the {api} API")
+        out["tool_choice"] = {"type": "function", "name": named} if named is not None else choice
+    limit = next((chat[k] for k in _MAX_TOKENS_KEYS if chat.get(k) is not None), None)
+    if limit is not None:
+        out["max_output_tokens"] = limit
+    if chat.get("reasoning_effort") is not None:
+        out["reasoning"] = {**(chat.get("reasoning") or {}), "effort": chat["reasoning_effort"]}
+    return out
+
+
+def from_responses(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat-completions request a Responses request was converted from (:func:`to_responses`'s inverse, for
+    the simulator)."""
+    messages: list[dict[str, Any]] = []
+    if body.get("instructions"):
+        messages.append({"role": "system", "content": body["instructions"]})
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    for item in items or []:
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type", "message")
+        if kind == "message" or "role" in item and kind not in ("function_call", "function_call_output"):
+            content = item.get("content")
+            if isinstance(content, list):
+                content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+            if item.get("role") in ("system", "developer"):
+                messages.append({"role": "system", "content": content})
+            else:
+                messages.append({"role": item.get("role"), "content": content})
+        elif kind == "function_call":
+            call = {"id": item.get("call_id"), "type": "function",
+                    "function": {"name": item.get("name"), "arguments": item.get("arguments")}}
+            last = messages[-1] if messages else None
+            if last is not None and last.get("role") == "assistant" and (last.get("tool_calls") or
+                                                                         last.get("content")):
+                last.setdefault("tool_calls", []).append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")})
+    out: dict[str, Any] = {k: v for k, v in body.items()
+                           if k not in ("instructions", "input", "tools", "tool_choice", "max_output_tokens",
+                                        "reasoning")}
+    out["messages"] = messages
+    if body.get("tools"):
+        out["tools"] = [{"type": "function", "function": {k: t[k] for k in ("name", "description", "parameters",
+                                                                               "strict") if k in t}}
+                        for t in body["tools"] if isinstance(t, Mapping)]
+    choice = body.get("tool_choice")
+    if isinstance(choice, Mapping):
+        out["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}
+    elif choice is not None:
+        out["tool_choice"] = choice
+    if body.get("max_output_tokens") is not None:
+        out["max_tokens"] = body["max_output_tokens"]
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, Mapping) and reasoning.get("effort") is not None:
+        out["reasoning_effort"] = reasoning["effort"]
+    return out
+
+
+def finish_from_responses(status: str | None, incomplete_reason: str | None, has_calls: bool) -> str | None:
+    """Chat ``finish_reason`` of a Responses answer: ``completed`` → ``tool_calls`` when it made calls, else
+    ``stop``; ``incomplete`` for ``max_output_tokens`` → ``length``, for ``content_filter`` → ``content_filter``;
+    anything else (``failed``, ``cancelled``, an unknown status) is no finish (the answer is not whole)."""
+    if status == "completed":
+        return "tool_calls" if has_calls else "stop"
+    if status == "incomplete":
+        return {"max_output_tokens": "length", "content_filter": "content_filter"}.get(str(incomplete_reason),
+                                                                                      incomplete_reason or "length")
+    return None
+
+
+def responses_status(finish_reason: str | None) -> tuple[str, str | None]:
+    """The simulator's inverse: chat ``finish_reason`` → (Responses ``status``, ``incomplete_details.reason``)."""
+    if finish_reason == "length":
+        return "incomplete", "max_output_tokens"
+    if finish_reason == "content_filter":
+        return "incomplete", "content_filter"
+    return "completed", None
+
+
+def usage_from_responses(usage: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Chat usage from ``response.completed``'s ``usage`` (``input_tokens``, ``output_tokens``, ``total_tokens``)."""
+    if not usage:
+        return None
+    out = {"prompt_tokens": usage.get("input_tokens"), "completion_tokens": usage.get("output_tokens"),
+           "total_tokens": usage.get("total_tokens")}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def responses_usage(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int = 0) -> dict[str, Any]:
+    """The simulator's inverse: ``response.completed``'s ``usage``."""
+    return {"input_tokens": prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": completion_tokens, "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+            "total_tokens": prompt_tokens + completion_tokens}
