@@ -41,7 +41,7 @@ KEY_HEADERS = ("authorization", "x-api-key")
 MESSAGES_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                         404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
                         529: "overloaded_error"}
-OVERLOADED_STATUS = 529  # Anthropic's "overloaded" answer (over_limit: 529 on /v1/messages)
+OVERLOADED_STATUS = 529  # Anthropic's "overloaded" answer (messages_over_limit: 529)
 
 
 # ---------------------------------------------------------------------------------------------- requests
@@ -134,8 +134,8 @@ def error_payload(endpoint: str, status: int, message: str, etype: str, code: st
 
 
 def over_limit_status(profile: Profile, endpoint: str) -> int:
-    """Beyond ``max_concurrency`` (not queueing): 429, or 529 on Messages with ``over_limit: 529``."""
-    return OVERLOADED_STATUS if endpoint == MESSAGES and profile.over_limit == "529" else 429
+    """Beyond ``max_concurrency`` (not queueing): 429, or on Messages the ``messages_over_limit`` status."""
+    return OVERLOADED_STATUS if endpoint == MESSAGES and profile.messages_over_limit == "529" else 429
 
 
 # ------------------------------------------------------------------------------------------------ writers

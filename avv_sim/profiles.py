@@ -27,7 +27,8 @@ from avv_core.tool_formats import TOOL_PARSERS
 from avv_core.yaml_io import load_yaml, loads_yaml
 from avv_sim.quirks import QUIRKS
 
-OVER_LIMIT_MODES = ("429", "queue", "529")
+OVER_LIMIT_MODES = ("429", "queue")
+MESSAGES_OVER_LIMIT_STATUSES = ("429", "529")
 REASONING_FIELDS = RESPONSE_FIELD_NAMES  # the reasoning_field knob's values (avv_core.reasoning)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -159,9 +160,10 @@ class Profile:
     max_concurrency: int | None = knob(None, "in-flight requests allowed for this profile", check="positive",
                                        truth="fault")
     over_limit: str = knob("429", "beyond `max_concurrency`: `429` rejects at once (with `Retry-After`), `queue` "
-                           "waits for a slot (the wait adds to TTFT), `529` rejects like `429` but `/v1/messages` "
-                           "answers HTTP 529 `overloaded_error` (Anthropic's overload)", choices=OVER_LIMIT_MODES,
-                           truth="queued_ms")
+                           "waits for a slot (the wait adds to TTFT)", choices=OVER_LIMIT_MODES, truth="queued_ms")
+    messages_over_limit: str = knob("429", "the status of that rejection on `/v1/messages`: `429` "
+                                    "(`rate_limit_error`) or `529` (`overloaded_error`, Anthropic's overload; truth "
+                                    "`over_limit_529`)", choices=MESSAGES_OVER_LIMIT_STATUSES, truth="fault")
     # identity and determinism
     seed: int = knob(0, "varies flips, faults, broken arguments, tool-call deviations, jitter and quirk draws "
                      "between profiles", check="non_negative")

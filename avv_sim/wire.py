@@ -1,5 +1,7 @@
 """Wire format: SSE events and JSON bodies for a :class:`~avv_sim.plan.Plan`, chat completions (:class:`Wire`) and
-text completions (:class:`TextWire`, raw mode) (simulator layer).
+text completions (:class:`TextWire`, raw mode) (simulator layer). :class:`Wire` is also the base of the Messages and
+Responses writers (:mod:`avv_sim.event_wire`): the framing, the quirks' hooks, how many token events go out
+(:meth:`Wire.chunks_to_send`) and the tail with what it sent (:meth:`Wire.tail`).
 
 Pure string/bytes building, no I/O. Chunk envelopes are prebuilt once per request so each event costs
 one small ``json.dumps`` of its delta. Reasoning goes out in the profile's ``reasoning_field``, written as

@@ -488,7 +488,8 @@ SIM_PROFILES = {
     "errors": {**FAST, "error_rate": 1.0, "error_status": 503},
     "limited": {**FAST, "rate_limit_rate": 1.0, "retry_after_s": 2},
     "serr": {**FAST, "tool_call_rate": 0.0, "stream_error_rate": 1.0},
-    "busy": {"ttft_ms": 400, "tokens_per_s": 1000, "output_tokens": 3, "max_concurrency": 1, "over_limit": "529"},
+    "busy": {"ttft_ms": 400, "tokens_per_s": 1000, "output_tokens": 3, "max_concurrency": 1,
+             "messages_over_limit": "529"},
 }
 PATH = {CHAT: "chat/completions", MESSAGES: "messages", RESPONSES: "responses"}
 
@@ -567,7 +568,7 @@ def test_errors_come_in_each_apis_shape(sim):
 
 
 @pytest.mark.integration  # the simulator as a process
-def test_over_limit_529_answers_messages_with_anthropics_overload(sim):
+def test_messages_over_limit_529_answers_with_anthropics_overload(sim):
     first: dict[str, Any] = {}
     thread = threading.Thread(target=lambda: first.update(r=post(sim, "busy", MESSAGES, question(1), "busy-1")))
     thread.start()
