@@ -162,9 +162,14 @@ def _pattern(name: str) -> re.Pattern[str]:
     return re.compile(rf"(<!-- {name}:start -->\n)(.*?)(\n<!-- {name}:end -->)", re.S)
 
 
+def _replacement(rendered: str) -> Callable[[re.Match[str]], str]:
+    """A block's new text between its markers."""
+    return lambda match: match.group(1) + rendered + match.group(3)
+
+
 def render_into(text: str, blocks: dict[str, Callable[[], str]] | None = None) -> str:
     for name, render in (BLOCKS if blocks is None else blocks).items():
-        text, count = _pattern(name).subn(lambda m, r=render: m.group(1) + r() + m.group(3), text)
+        text, count = _pattern(name).subn(_replacement(render()), text)
         if count != 1:
             raise SystemExit(f"expected one <!-- {name}:start --> … <!-- {name}:end --> block, found {count}")
     return text
