@@ -2,8 +2,9 @@
 is written, and the ``<think>`` block raw mode reads it from.
 
 Layer: pure core (no I/O, imports nothing else of ours). Used by the wire client (which fields a stream's
-delta is read from), the request transforms (which fields an assistant turn of the history may carry) and
-the simulator (how its ``reasoning_field`` knob's field is written, in a delta and in a JSON body).
+delta is read from; the names of the reasoning the Messages and Responses streams carry), the request
+transforms (which fields an assistant turn of the history may carry) and the simulator (how its
+``reasoning_field`` knob's field is written, in a delta and in a JSON body).
 
 A field is read leniently whatever its name: a string as is, or a list of parts (``{"type":
 "reasoning.text", "text": …}``, ``{"summary": …}`` or plain strings) joined, so a vendor that sends parts
@@ -73,6 +74,30 @@ FIELD_NAMES: tuple[str, ...] = tuple(FIELDS_BY_NAME)
 #: The field requests and most vendors use; the others are renamed to it by ``rename_reasoning_fields``.
 CANONICAL_FIELD = "reasoning_content"
 
+# ------------------------------------------------------------- the other wire formats: reasoning events
+
+
+@dataclass(frozen=True)
+class EventReasoning:
+    """Reasoning a wire format carries in events of its own (not in a field of a chat delta)."""
+
+    name: str  # the record's ``reasoning_field`` value
+    endpoint: str  # the format (the vendor's ``endpoint``)
+    read_from: str  # the events it is read from
+    written: str  # what such an event carries (the simulator writes it)
+
+
+THINKING_FIELD = "thinking"  # Anthropic Messages: a ``thinking`` block's ``thinking_delta`` events
+SUMMARY_FIELD = "reasoning_summary"  # OpenAI Responses: reasoning summary (or reasoning text) delta events
+#: Reasoning read from the Messages and Responses streams (:mod:`avv_harness.wire.formats`).
+EVENT_FIELDS: tuple[EventReasoning, ...] = (
+    EventReasoning(THINKING_FIELD, "messages", "`content_block_delta` events of a `thinking` block",
+                   '`"delta": {"type": "thinking_delta", "thinking": "…"}`'),
+    EventReasoning(SUMMARY_FIELD, "responses", "`response.reasoning_summary_text.delta` (and "
+                   "`response.reasoning_text.delta`) events", '`"type": "response.reasoning_summary_text.delta", '
+                   '"delta": "…"`'),
+)
+
 # ----------------------------------------------------------------------------- raw mode: a <think> block
 
 THINK_FIELD = "think"  # the record's ``reasoning_field`` value for reasoning read from a <think> block
@@ -102,6 +127,7 @@ def render_reasoning_table() -> str:
         where = "a response's delta or message, and history turns" if f.in_responses else "history turns only"
         rows.append(f"| `{f.name}` | {where} | {written} |")
     think = (THINK_OPEN + "…" + THINK_CLOSE).replace("\n", "\\n")
+    rows += [f"| `{f.name}` | `endpoint: {f.endpoint}`: {f.read_from} | {f.written} |" for f in EVENT_FIELDS]
     rows.append(f"| `{THINK_FIELD}` | raw mode: a leading `<think>…</think>` block of the completion text (an unclosed "
                 f"one is reasoning to the end) | `{think}` |")
     return "\n".join(rows)

@@ -10,14 +10,17 @@ Definitions (also in the README):
 - ``t0`` = just before the request is handed to the HTTP client (final attempt).
 - ``ttfb_ms`` = response headers received − t0.
 - ``ttft_ms`` = first SSE event carrying non-empty content, reasoning (``reasoning_content``,
-  ``reasoning`` or ``reasoning_details``), a tool-call delta or (raw mode) completion text − t0; a role-only
-  or empty chunk does not count. ``ttft_kind`` says which of ``content``, ``reasoning``, ``tool_call`` it was.
+  ``reasoning`` or ``reasoning_details``; Messages' thinking, Responses' reasoning summary), a tool-call delta
+  (Messages: a ``tool_use`` block start; Responses: a ``function_call`` item) or (raw mode) completion text − t0;
+  a role-only or empty chunk does not count. ``ttft_kind`` says which of ``content``, ``reasoning``, ``tool_call``
+  it was.
 - ``latency_ms`` = last byte − t0. ``decode_ms`` = last token-bearing event − first token-bearing event.
   ``wall_ms`` = from the first attempt's t0 to the end of the item, retries and back-off included.
 - Tokens come from the streamed ``usage``; absent → token columns empty, ``usage_reported=false``.
 - ``tps`` = (completion_tokens − 1) / decode seconds; empty when fewer than 2 tokens, decode_ms is 0, or the
   stream was buffered (anomaly ``buffered_stream``).
-- ``finish_reason`` = the last non-null ``finish_reason`` seen; none → failed, ``error_kind=truncated``.
+- ``finish_reason`` = the last non-null ``finish_reason`` seen (Messages / Responses: their stop reason mapped onto
+  chat's; the raw one is ``stop_reason``); none → failed, ``error_kind=truncated``.
 - Agent tasks (a sample with ``agent``): one row per step (``step`` 1, 2, …), all with the item's key, written
   together in one append when the trajectory ends; a single-request item has ``step`` empty.
 """
@@ -31,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from avv_core.reasoning import RESPONSE_FIELD_NAMES, THINK_FIELD
+from avv_core.reasoning import EVENT_FIELDS, RESPONSE_FIELD_NAMES, THINK_FIELD
 
 #: The most tokens one request may report for each of prompt, completion and total: a usage value outside
 #: [0, MAX_TOKENS] (or not a whole number, or a total below prompt + completion) is not believed (anomaly
@@ -62,8 +65,10 @@ COLUMNS: tuple[Column, ...] = (
            "trajectory share the item key); empty for a single-request item.", low=1),
     Column("request_hash", "str", "sha256 of the sample's request body (canonical JSON); resume reruns an item "
            "whose sample changed."),
-    Column("endpoint", "str", "`chat` (/v1/chat/completions) or `completions` (raw mode: /v1/completions with a "
-           "locally rendered prompt, calls parsed from the text)."),
+    Column("endpoint", "str", "The vendor's wire format (its `endpoint` key): `chat` (/v1/chat/completions), "
+           "`completions` (raw mode: /v1/completions with a locally rendered prompt, calls parsed from the text), "
+           "`messages` (Anthropic Messages) or `responses` (OpenAI Responses); the other columns read the same "
+           "whatever the format."),
     Column("transforms", "str", "`;`-joined request transforms applied to the sample body, in order (the "
            "vendor's adapter and `transforms`)."),
     Column("level", "int", "Stress mode: the concurrency level the request started in; empty in verify mode.", low=0),
@@ -81,7 +86,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("ttft_ms", "float", "First token-bearing SSE event − t0.", low=0, high=MAX_MS),
     Column("ttft_kind", "str", "`content`, `reasoning` or `tool_call`: what the first token-bearing event carried."),
     Column("reasoning_field", "str", "`;`-joined fields that carried reasoning: "
-           + ", ".join(f"`{name}`" for name in RESPONSE_FIELD_NAMES)
+           + ", ".join(f"`{name}`" for name in RESPONSE_FIELD_NAMES) + ", "
+           + ", ".join(f"`{f.name}` (endpoint `{f.endpoint}`)" for f in EVENT_FIELDS)
            + f", or `{THINK_FIELD}` (raw mode: a leading `<think>` block); empty without reasoning."),
     Column("latency_ms", "float", "Last byte − t0 (end-to-end latency of the final attempt).", low=0, high=MAX_MS),
     Column("decode_ms", "float", "Last token-bearing event − first token-bearing event.", low=0, high=MAX_MS),
@@ -92,7 +98,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("total_tokens", "int", "From streamed usage; empty when not reported.", low=0, high=MAX_TOKENS),
     Column("usage_reported", "bool", "Whether the stream carried a usage object."),
     Column("tps", "float", "(completion_tokens − 1) / (decode_ms / 1000); empty when undefined or buffered.", low=0),
-    Column("finish_reason", "str", "Last non-null finish_reason seen."),
+    Column("finish_reason", "str", "Last non-null finish_reason seen; Messages and Responses stop reasons mapped onto "
+           "chat's (`stop`, `tool_calls`, `length`, …; README \"Wire formats\")."),
+    Column("stop_reason", "str", "The vendor's own word for how the answer ended: chat and raw completions' raw "
+           "`finish_reason`, Messages' `stop_reason` (`end_turn`, `tool_use`, `max_tokens` …), Responses' status "
+           "(`completed`, `incomplete:max_output_tokens`, `failed`)."),
     Column("saw_tool_call_delta", "bool", "Whether any delta carried tool_calls."),
     Column("tool_calls", "json", "JSON list of {id, name, arguments} with arguments as the raw string."),
     Column("tool_call_count", "int", "Number of assembled tool calls.", low=0),
@@ -121,10 +131,13 @@ COLUMN_KINDS: dict[str, str] = {c.name: c.kind for c in COLUMNS}
 ERROR_KINDS: dict[str, str] = {
     "http_429": "HTTP 429 Too Many Requests (after retries).",
     "http_4xx": "Any other HTTP 4xx, e.g. 400 bad request, 401 bad key.",
-    "http_5xx": "HTTP 5xx from the vendor.",
+    "http_5xx": "HTTP 5xx from the vendor (but 529).",
+    "overloaded": "The vendor said it is overloaded: HTTP 529, an `overloaded_error` error event (Messages), or an "
+                  "overload code (`server_is_overloaded`) in a Responses `error` event or `response.failed`.",
     "timeout": "Connect, header or read timeout (including a stall mid-stream).",
     "connect": "Connection refused, reset before a response, DNS failure.",
-    "truncated": "The stream ended (closed or [DONE]) without any finish_reason.",
+    "truncated": "The stream ended (closed or [DONE]) without any finish_reason (Messages: no `message_delta` with a "
+                 "stop reason; Responses: no `response.completed` / `response.incomplete`).",
     "stream_error": "An `error` object arrived inside the stream, or an SSE event of type `error` "
                     "(`event: error`), whatever came before it; `error_detail` keeps its message.",
     "bad_sse": "A response that is not a parseable chat-completions SSE stream: HTTP 200 with a JSON, HTML or "
@@ -146,7 +159,8 @@ IMPORTED_ERROR_KINDS: dict[str, str] = {
 
 #: Anomaly flags recorded on responses (README: "Anomalies").
 ANOMALIES: dict[str, str] = {
-    "no_done": "The stream ended without `data: [DONE]`.",
+    "no_done": "The stream ended without `data: [DONE]` (Messages: without `message_stop`; Responses: without "
+               "`response.completed`, `response.incomplete` or `response.failed`).",
     "tool_calls_under_stop": "Tool-call deltas arrived but finish_reason was not `tool_calls`.",
     "usage_missing": "No usage object arrived although include_usage was requested.",
     "buffered_stream": "The tokens were not streamed: every token event arrived in one read (≥ 3 events), or the "

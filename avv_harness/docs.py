@@ -1,5 +1,6 @@
 """The README tables the code defines — options, record columns, error kinds, anomalies, the text tool-call
-formats, the reasoning fields, (from avv_scoring) the metric registry and (from avv_sim) the simulator's knobs — and
+formats, the reasoning fields, the wire formats (which there are, the request conversion field by field, the stop
+reasons), (from avv_scoring) the metric registry and (from avv_sim) the simulator's knobs — and
 docs/simulator.md's tables (knobs, quirks, truth-log fields), rendered from the one place each is declared.
 
     python -m avv_harness.docs README.md        # rewrite the marked blocks in place
@@ -16,12 +17,13 @@ import re
 import sys
 from collections.abc import Callable
 
+from avv_core import api_formats
 from avv_core.reasoning import render_reasoning_table
 from avv_core.records import ANOMALIES, COLUMNS, ERROR_KINDS, IMPORTED_ERROR_KINDS
 from avv_core.tool_formats import render_format_table
 from avv_harness.run.options import DATA_DIR, add_arguments
-
-RETRIED = {"http_429", "http_5xx", "timeout", "connect", "truncated"}
+from avv_harness.wire.execute import RETRYABLE
+from avv_harness.wire.formats import FORMATS
 
 
 def _cell(text: str) -> str:
@@ -62,13 +64,47 @@ def _range(low: float | None, high: float | None) -> str:
 def render_error_kinds_table() -> str:
     rows = ["| error_kind | meaning | retried |", "|---|---|---|"]
     kinds = {**ERROR_KINDS, **IMPORTED_ERROR_KINDS}
-    rows += [f"| `{k}` | {_cell(v)} | {'yes' if k in RETRIED else 'no'} |" for k, v in kinds.items()]
+    rows += [f"| `{k}` | {_cell(v)} | {'yes' if k in RETRYABLE else 'no'} |" for k, v in kinds.items()]
     return "\n".join(rows)
 
 
 def render_anomalies_table() -> str:
     rows = ["| anomaly | meaning |", "|---|---|"]
     rows += [f"| `{k}` | {_cell(v)} |" for k, v in ANOMALIES.items()]
+    return "\n".join(rows)
+
+
+def render_wire_formats_table() -> str:
+    """The wire formats (:mod:`avv_harness.wire.formats`): endpoint, request, headers."""
+    rows = ["| `endpoint` | what is sent | headers |", "|---|---|---|"]
+    for wire in FORMATS.values():
+        sent = {**wire.default_headers(), **wire.auth_headers("KEY")}
+        headers = ", ".join(f"`{name}: {value}`" for name, value in sent.items())
+        rows.append(f"| `{wire.name}` | {_cell(wire.summary)} | {headers} |")
+    return "\n".join(rows)
+
+
+def render_conversion_table() -> str:
+    """The request conversion, field by field (:data:`avv_core.api_formats.FIELDS`)."""
+    rows = ["| chat completions (the samples) | `endpoint: messages` | `endpoint: responses` |", "|---|---|---|"]
+    rows += [f"| {_cell(f.chat)} | {_cell(f.messages)} | {_cell(f.responses)} |" for f in api_formats.FIELDS]
+    return "\n".join(rows)
+
+
+def render_stop_reasons_table() -> str:
+    """How each format's stop reason becomes the record's ``finish_reason`` (:mod:`avv_core.api_formats`)."""
+    rows = ["| `endpoint` | the vendor's word (`stop_reason`) | `finish_reason` |", "|---|---|---|"]
+    words = [*api_formats.MESSAGES_FINISH, "refusal", "pause_turn"]
+    rows += [f"| `messages` | `{w}` | `{api_formats.finish_from_messages(w)}` |" for w in words]
+    for status, reason, calls in (("completed", None, False), ("completed", None, True),
+                                  ("incomplete", "max_output_tokens", False), ("incomplete", "content_filter", False),
+                                  ("failed", None, False)):
+        word = f"`{status}:{reason}`" if reason else f"`{status}`" + (" with calls" if calls else "")
+        finish = api_formats.finish_from_responses(status, reason, calls)
+        shown = f"`{finish}`" if finish else "— (`response.failed`: `stream_error`, or `overloaded`)"
+        rows.append(f"| `responses` | {word} | {shown} |")
+    rows.append("| `chat`, `completions` | the raw `finish_reason` | the same (raw mode: `stop` with parsed calls → "
+                "`tool_calls`) |")
     return "\n".join(rows)
 
 
@@ -103,6 +139,9 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "anomalies": render_anomalies_table,
     "tool-formats": render_format_table,
     "reasoning-fields": render_reasoning_table,
+    "wire-formats": render_wire_formats_table,
+    "conversion": render_conversion_table,
+    "stop-reasons": render_stop_reasons_table,
     "metrics": _metrics,
     "sim-knobs": _sim_knobs,
 }
@@ -123,9 +162,14 @@ def _pattern(name: str) -> re.Pattern[str]:
     return re.compile(rf"(<!-- {name}:start -->\n)(.*?)(\n<!-- {name}:end -->)", re.S)
 
 
+def _replacement(rendered: str) -> Callable[[re.Match[str]], str]:
+    """A block's new text between its markers."""
+    return lambda match: match.group(1) + rendered + match.group(3)
+
+
 def render_into(text: str, blocks: dict[str, Callable[[], str]] | None = None) -> str:
     for name, render in (BLOCKS if blocks is None else blocks).items():
-        text, count = _pattern(name).subn(lambda m, r=render: m.group(1) + r() + m.group(3), text)
+        text, count = _pattern(name).subn(_replacement(render()), text)
         if count != 1:
             raise SystemExit(f"expected one <!-- {name}:start --> … <!-- {name}:end --> block, found {count}")
     return text

@@ -1,7 +1,9 @@
 """Exports (harness top layer): a run folder written as K2-Vendor-Verifier / MiniMax-Provider-Verifier files
-(``avv-score export --format k2vv RUN``). The requests are rebuilt as they were sent — from the sample and run.json's
+(``avv-score export --format k2vv RUN``). The requests are rebuilt as they were built — from the sample and run.json's
 redacted vendor config, with the wire client's own :func:`~avv_harness.wire.execute.build_body` — so the export lives
-with the harness; the file formats are :mod:`avv_scoring.report.k2vv`. An API key never reaches these files: the
+with the harness; the file formats are :mod:`avv_scoring.report.k2vv`. The files stay chat-completions shaped: for a
+vendor on ``endpoint: messages`` / ``responses`` the ``request`` is the chat body its request was converted from
+(:mod:`avv_core.api_formats`). An API key never reaches these files: the
 vendor config in run.json is redacted, and no header is written.
 """
 

@@ -60,7 +60,8 @@ def test_run_json_entry_and_identity(tmp_path):
     ({"adapter": "openai"}, "m.vendors[1] (b).adapter: must be one of generic, kimi, none, auto, got 'openai'"),
     ({"transforms": ["nope"]}, "m.vendors[1] (b).transforms: unknown transform(s) nope"),
     ({"transforms": "x"}, "unknown transform(s) x"),
-    ({"endpoint": "responses"}, "m.vendors[1] (b).endpoint: must be one of chat, completions, got 'responses'"),
+    ({"endpoint": "grpc"},
+     "m.vendors[1] (b).endpoint: must be one of chat, completions, messages, responses, got 'grpc'"),
     ({"endpoint": "completions"}, "m.vendors[1] (b).chat_template: endpoint: completions needs a chat_template"),
     ({"endpoint": "completions", "chat_template": "missing.jinja"}, "chat_template: 'missing.jinja' not found"),
     ({"endpoint": "completions", "chat_template": HERMES, "tool_parser": "xml"},
@@ -76,8 +77,11 @@ def test_bad_dialect_keys_name_file_and_key(tmp_path, patch, needle):
 def test_bad_model_level_keys(tmp_path):
     with pytest.raises(InputError, match=r"m.adapter: must be one of"):
         load(tmp_path, [vendor("a")], adapter="x")
-    with pytest.raises(InputError, match=r"m.endpoint: unknown key \(a model has adapter, transforms, vendors\)"):
-        load(tmp_path, [vendor("a")], endpoint="completions")
+    with pytest.raises(InputError, match=r"m.chat_template: unknown key \(a model has adapter, endpoint, transforms, "
+                       r"vendors\)"):
+        load(tmp_path, [vendor("a")], chat_template="x.jinja")
+    with pytest.raises(InputError, match=r"m.endpoint: must be one of chat, completions, messages, responses"):
+        load(tmp_path, [vendor("a")], endpoint="grpc")
 
 
 def test_raw_mode_template_sources(tmp_path):

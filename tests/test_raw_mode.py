@@ -15,8 +15,8 @@ from avv_core.tool_formats import parse_completion
 from avv_harness.dialects.chat_template import TemplateRenderError, load_chat_template
 from avv_harness.dialects.dialect import TEMPLATES_DIR, Dialect
 from avv_harness.inputs.config import Vendor
-from avv_harness.wire.completions import completion_body
 from avv_harness.wire.execute import ExecContext, RetryPolicy, build_request, execute_item
+from avv_harness.wire.formats.completions import completion_body
 from tests.fake_vendor import DONE, ScriptedAdapter
 from tests.wire_server import sse
 

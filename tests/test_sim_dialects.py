@@ -16,7 +16,7 @@ from avv_core.tool_formats import parse_completion
 from avv_harness.dialects.chat_template import load_chat_template
 from avv_harness.dialects.dialect import TEMPLATES_DIR
 from avv_harness.dialects.transforms import ADAPTERS, apply_transforms
-from avv_harness.wire.completions import completion_body
+from avv_harness.wire.formats.completions import completion_body
 from avv_sim import request_hash
 from avv_sim.dialects import QuirkRejection, as_completion, check_reasoning_content, completion_view, text_calls
 from avv_sim.identity import decision_key

@@ -1,14 +1,16 @@
-"""A vendor's dialect in the config: request adapter and transforms, endpoint (chat or raw completions),
-chat template and tool parser; and ``${VAR}`` substitution in the config's string values.
+"""A vendor's dialect in the config: request adapter and transforms, endpoint (the wire format: chat, raw
+completions, Messages, Responses), chat template and tool parser; and ``${VAR}`` substitution in the config's
+string values.
 
 Layer: inputs (read by :mod:`avv_harness.inputs.config`, which stays the one entry point for the vendor YAML).
-Keys (per vendor; ``adapter`` and ``transforms`` also per model, next to ``vendors``, as defaults):
+Keys (per vendor; ``adapter``, ``transforms`` and ``endpoint`` also per model, next to ``vendors``, as defaults):
 
 - ``adapter``: ``generic`` (default) | ``kimi`` | ``none`` | ``auto`` (picked by model id).
 - ``transforms``: names run after the adapter's own (see :mod:`avv_harness.dialects.transforms`).
-- ``endpoint``: ``chat`` (default) | ``completions`` — raw mode: the prompt is rendered here with
-  ``chat_template`` and sent to ``/v1/completions``; ``tool_parser`` (a format of
-  :mod:`avv_core.tool_formats`) reads the calls back from the text.
+- ``endpoint``: one of the wire formats of :mod:`avv_harness.wire.formats` (``chat``, the default;
+  ``completions`` — raw mode: the prompt is rendered here with ``chat_template`` and sent to
+  ``/v1/completions``; ``tool_parser`` (a format of :mod:`avv_core.tool_formats`) reads the calls back from the
+  text; ``messages``; ``responses``).
 
 ``${NAME}`` in ``url``, ``api_key``, header values and ``extra_body`` strings is replaced from the
 environment / ``.env`` (``$${`` writes a literal ``${``). An unset variable is an input error naming file
@@ -25,12 +27,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
+from avv_core.api_formats import CHAT, COMPLETIONS
 from avv_core.tool_formats import TOOL_PARSERS
 from avv_harness.dialects.transforms import ADAPTERS, AUTO, TRANSFORMS, pick_adapter
+from avv_harness.wire.formats import FORMATS, WireFormat
 
-ENDPOINTS = ("chat", "completions")
+ENDPOINTS: tuple[str, ...] = tuple(FORMATS)  # the wire formats' names (avv_harness.wire.formats)
 VENDOR_DIALECT_KEYS = frozenset({"adapter", "transforms", "endpoint", "chat_template", "tool_parser"})
-MODEL_DIALECT_KEYS = frozenset({"adapter", "transforms"})
+MODEL_DIALECT_KEYS = frozenset({"adapter", "transforms", "endpoint"})
 SUBSTITUTED_KEYS = ("url", "api_key", "headers", "extra_body")  # where ${VAR} is replaced
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "data" / "templates"
 
@@ -46,13 +50,18 @@ class Dialect:
     adapter: str = "generic"  # the preset that ran (after auto's pick)
     adapter_source: str = "default"  # default | config | the reason auto gave
     transforms: tuple[str, ...] = ADAPTERS["generic"]  # names, in the order they run
-    endpoint: str = "chat"  # chat | completions
+    endpoint: str = CHAT  # the wire format's name (ENDPOINTS)
     chat_template: str | None = None  # resolved file or folder (completions only)
     tool_parser: str | None = None  # one of avv_core.tool_formats.TOOL_PARSERS (completions only)
 
     @property
     def raw(self) -> bool:
-        return self.endpoint == "completions"
+        return self.endpoint == COMPLETIONS
+
+    @property
+    def format(self) -> WireFormat:
+        """The wire format requests are sent and read in."""
+        return FORMATS[self.endpoint]
 
     @property
     def is_default(self) -> bool:
@@ -192,12 +201,12 @@ def parse_dialect(problems: Problems, where: str, raw: dict[str, Any], model_def
         adapter = "generic"
     listed = raw["transforms"] if "transforms" in raw else model_defaults.get("transforms")
     transforms = tuple(dict.fromkeys((*ADAPTERS[adapter], *_names(problems, where, listed))))
-    endpoint = raw.get("endpoint", "chat")
+    endpoint = raw.get("endpoint", model_defaults.get("endpoint", CHAT))
     if endpoint not in ENDPOINTS:
         problems.add(f"{where}.endpoint", f"must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
-        endpoint = "chat"
+        endpoint = CHAT
     template = parser = None
-    if endpoint == "completions":
+    if endpoint == COMPLETIONS:
         if raw.get("chat_template") is None:
             problems.add(f"{where}.chat_template", "endpoint: completions needs a chat_template (a local file "
                          "or tokenizer folder)")
@@ -229,4 +238,7 @@ def model_defaults(problems: Problems, model: str, section: dict[str, Any]) -> d
     if "adapter" in out and out["adapter"] not in (*ADAPTERS, AUTO):
         problems.add(f"{model}.adapter", f"must be one of {', '.join([*ADAPTERS, AUTO])}, got {out['adapter']!r}")
         out.pop("adapter")
+    if "endpoint" in out and out["endpoint"] not in ENDPOINTS:
+        problems.add(f"{model}.endpoint", f"must be one of {', '.join(ENDPOINTS)}, got {out['endpoint']!r}")
+        out.pop("endpoint")
     return out

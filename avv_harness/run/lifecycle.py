@@ -35,6 +35,7 @@ from avv_harness.run.folder import check_out_folder, fill_manifest, new_run, sco
 from avv_harness.run.options import RunOptions
 from avv_harness.run.progress import progress_line
 from avv_harness.run.state import EXIT_OK, RunState
+from avv_harness.wire.execute import check_requests
 
 if TYPE_CHECKING:
     from avv_sim import SimProcess
@@ -96,11 +97,14 @@ class RunLifecycle:
     # ---------------------------------------------------------------------------------- the beginning
 
     def _load_samples(self) -> SampleSet:
-        """The sample file, read once (InputError on bad input)."""
+        """The sample file, read once (InputError on bad input, and for a sample that cannot be sent in a
+        vendor's wire format: :func:`~avv_harness.wire.execute.check_requests`)."""
         if self.samples is None:
-            self.samples = load_samples(self.options.samples, skip_bad_lines=self.options.skip_bad_lines)
-            if self.samples.skipped_lines:
-                print(f"avv-locust: warning: {skipped_lines_warning(self.samples)}", flush=True)
+            samples = load_samples(self.options.samples, skip_bad_lines=self.options.skip_bad_lines)
+            if samples.skipped_lines:
+                print(f"avv-locust: warning: {skipped_lines_warning(samples)}", flush=True)
+            check_requests(samples, self.vendors.values(), self.options.overrides)
+            self.samples = samples
         return self.samples
 
     def prepare_ui(self) -> None:

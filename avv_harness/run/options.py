@@ -55,7 +55,8 @@ def add_arguments(parser: Any) -> None:
     add("--avv-repeats", type=int, default=1, help="Times each sample is sent to each vendor (≥ 1).")
     add("--avv-out", default="results", help="Folder for run folders (records.csv, run.json, scores).")
     add("--avv-run-id", default="", help="Run folder name (default: timestamp).")
-    add("--avv-retries", type=int, default=3, help="Retries per item (connect, timeout, 429, 5xx, truncated).")
+    add("--avv-retries", type=int, default=3,
+        help="Retries per item (connect, timeout, 429, 5xx, overloaded, truncated).")
     add("--avv-backoff-s", type=float, default=0.5, help="Base of the exponential back-off, seconds.")
     add("--avv-retry-after-cap-s", type=float, default=30.0, help="Longest Retry-After honoured, seconds.")
     add("--avv-timeout", type=float, default=0.0, help="Idle read timeout in seconds (default: vendor timeout_s).")

@@ -7,11 +7,15 @@ missing id made up as ``call_<step>_<i>``) — and one ``tool`` message per call
 (:meth:`avv_core.agent_task.AgentTask.answers`: the first matching recorded result not used yet, else the
 default, or the injected error at its step), then sends the whole conversation again. Every request is built like
 a single request (:func:`avv_harness.wire.execute.build_request`), so the vendor's adapter and transforms apply to the
-history too, and each step has its own retries. The loop stops at
+history too, and each step has its own retries. The history is kept as chat messages; a vendor on another wire format
+gets the whole of it converted at each step (Messages: the calls as ``tool_use`` blocks, the answers as
+``tool_result`` blocks; Responses: ``function_call`` and ``function_call_output`` items). The loop stops at
 
 - a final answer: a successful reply without tool calls;
 - ``max_steps``: the reply of the last allowed step still has tool calls;
-- a failed step (after its retries).
+- a failed step (after its retries);
+- a reply whose calls cannot be sent back in the vendor's format (Messages: arguments that are not a JSON object
+  cannot be a ``tool_use`` input): that step's row is the last, its ``error_detail`` says why.
 
 The trajectory is the unit of work: the rows of all its steps are returned together, submitted together and
 written in one append, so it is recorded exactly once or not at all (a lost worker's trajectory restarts at step
@@ -31,11 +35,13 @@ from typing import Any
 
 import requests
 
+from avv_core.api_formats import ConversionError
 from avv_core.items import WorkItem
 from avv_core.records import Record
+from avv_core.samples import Sample
 from avv_harness.inputs.config import Vendor
 from avv_harness.wire.attempt import Attempt
-from avv_harness.wire.execute import ExecContext, execute_item
+from avv_harness.wire.execute import ExecContext, build_request, execute_item
 
 log = logging.getLogger("avv")
 
@@ -69,13 +75,13 @@ def run_trajectory(
     if task is None:
         raise ValueError(f"item {item.key} has no agent task")
     body = item.sample.body
-    messages = list(body["messages"])
+    sample: Sample = item.sample
+    request = build_request(sample, vendor, ctx.overrides)  # the sample's: checked when the run began
     records: list[Record] = []
     used: set[int] = set()  # recorded results already played back in this trajectory
     for step in range(1, task.max_steps + 1):
-        sample = replace(item.sample, body={**body, "messages": messages})
         outcome = execute_item(session, vendor, url, replace(item, sample=sample), ctx, sleep=sleep,
-                               on_attempt=on_attempt, rng=rng, step=step)
+                               on_attempt=on_attempt, rng=rng, step=step, request=request)
         record = outcome.record
         # the sample's, as for a single request (resume compares them with the file's)
         record.update(request_hash=item.sample.request_hash, expected_language=item.sample.language_check)
@@ -89,12 +95,27 @@ def run_trajectory(
         turn = assistant_turn(final, calls, step)
         ids = [c["id"] for c in turn["tool_calls"]]
         answers = task.answers(step, [{**c, "id": i} for c, i in zip(calls, ids, strict=True)], used)
+        messages = [*sample.body["messages"], turn,
+                    *({"role": "tool", "tool_call_id": a.tool_call_id, "content": a.content} for a in answers)]
+        sample = replace(item.sample, body={**body, "messages": messages})
+        failure: Exception | None = None
+        try:
+            request = build_request(sample, vendor, ctx.overrides)
+        except ConversionError as exc:  # the reply cannot be sent back in the vendor's format: the end
+            record["error_detail"] = (f"the trajectory ends here: the next request cannot be sent as "
+                                      f"endpoint {vendor.dialect.endpoint} ({exc})")[:500]
+            records.append(record)
+            if on_step is not None:
+                on_step(record)
+            break
+        except Exception as exc:  # the next step's failure (a chat template's): raised once this step is recorded
+            failure = exc
         record["tool_results"] = json.dumps([a.as_dict() for a in answers], ensure_ascii=False)
         records.append(record)
         if on_step is not None:
             on_step(record)
-        messages = [*messages, turn, *({"role": "tool", "tool_call_id": a.tool_call_id, "content": a.content}
-                                       for a in answers)]
+        if failure is not None:
+            raise failure
     return records
 
 

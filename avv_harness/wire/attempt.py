@@ -1,12 +1,11 @@
-"""What one HTTP attempt produced, and how the events of a chat-completions (or completions) stream are read
-into it (wire-client layer, pure: no I/O). :mod:`avv_harness.wire.stream` reads the bytes; this module decides what
-each event means for the attempt.
+"""What one HTTP attempt produced, and the loop that reads a stream's events into it (wire-client layer, pure: no
+I/O). :mod:`avv_harness.wire.stream` reads the bytes; this module decodes each SSE event's JSON and hands it to the
+attempt's :class:`EventReader`, which the vendor's wire format supplies (:mod:`avv_harness.wire.formats`: what each
+event means for the attempt in chat completions, raw completions, Messages or Responses).
 
-Response dialects: reasoning is read from every field declared in :mod:`avv_core.reasoning` (one per event, in
-their declared order, so a vendor that sends the same text under two names is not counted twice);
-``Attempt.reasoning_fields`` says which carried it. A completions stream's ``choices[0].text`` is collected as
-content. The vendor's fault is the vendor's: a field of the wrong JSON type, a non-finite number (``Infinity``,
-``NaN``), over-deep nesting and an ``event: error`` frame are classified (``bad_sse``, ``stream_error``).
+The vendor's fault is the vendor's: a field of the wrong JSON type, a non-finite number (``Infinity``, ``NaN``),
+over-deep nesting and an ``event: error`` frame are classified (``bad_sse``, ``stream_error``, ``overloaded``).
+What counts as a token event (TTFT, TPS, ``ttft_kind``) is decided by the reader, with :func:`mark_token`.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from avv_core.reasoning import RESPONSE_FIELDS
 from avv_harness.wire.sse import MalformedStream, SSEEvent
 
 MAX_ERROR_BODY = 2048  # bytes of an error body read for its message
@@ -47,8 +45,9 @@ class Attempt:
     retry_after_s: float | None = None
     chunks: int = 0
     bytes_read: int = 0
-    finish_reason: str | None = None
-    saw_done: bool = False
+    finish_reason: str | None = None  # chat's word for how the answer ended, whatever the format
+    stop_reason: str | None = None  # the vendor's own word (chat: the raw finish_reason; Messages: stop_reason …)
+    saw_done: bool = False  # the format's end event arrived (chat: [DONE]; Messages: message_stop …)
     saw_tool_call_delta: bool = False
     usage: dict[str, Any] | None = None
     content: list[str] = field(default_factory=list)
@@ -88,8 +87,8 @@ def error_message(body: bytes) -> str:
     return " ".join(text.split())[:200]
 
 
-def _json_kind(value: Any) -> str:
-    """How a JSON value reads in an error message."""
+def json_kind(value: Any) -> str:
+    """How a JSON value reads in an error message (``a string``, ``a list`` …)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -101,92 +100,51 @@ def _json_kind(value: Any) -> str:
     return "a list" if isinstance(value, list) else "an object"
 
 
-def _merge_tool_call(acc: dict[int, ToolCallAcc], delta: dict[str, Any], position: int, where: str) -> None:
-    index = delta.get("index")
-    if index is None:
-        index = position
-    elif type(index) is not int:  # a bool is an int to isinstance
-        raise MalformedStream(f"{where}.index is {_json_kind(index)}, not an integer")
-    call = acc.setdefault(index, ToolCallAcc())
-    if delta.get("id") and not call.id:
-        call.id = str(delta["id"])
-    function = delta.get("function") or {}
-    if not isinstance(function, dict):
-        raise MalformedStream(f"{where}.function is {_json_kind(function)}, not an object")
-    name = function.get("name")
-    if name and not isinstance(name, str):
-        raise MalformedStream(f"{where}.function.name is {_json_kind(name)}, not a string")
-    # Some servers (llama-cpp-python) repeat the whole name in every delta: never concatenate a repeat.
-    if name and name != call.name:
-        call.name = name if not call.name else call.name + name
-    arguments = function.get("arguments")
-    if arguments:
-        call.arguments.append(arguments if isinstance(arguments, str) else json.dumps(arguments))
+def mark_token(att: Attempt, kind: str, now: float) -> None:
+    """One token event (``kind``: ``content``, ``reasoning`` or ``tool_call``) arrived at ``now``: the first one is
+    the TTFT and its kind, the last one ends the decode phase."""
+    if att.t_first_token is None:
+        att.t_first_token, att.first_token_kind = now, kind
+        att.first_token_read = att.reads
+    att.t_last_token = now
+    att.last_token_read = att.reads
+    att.token_events += 1
 
 
-def apply_chunk(att: Attempt, obj: dict[str, Any], now: float) -> None:
-    """Read one chunk into the attempt. A field we read that has the wrong JSON type raises
-    :class:`MalformedStream` naming it (the shape is checked only where a field is read); null or missing
-    fields are read as absent, as before."""
-    usage = obj.get("usage")
-    if usage is not None:
-        if not isinstance(usage, dict):
-            raise MalformedStream(f"usage is {_json_kind(usage)}, not an object")
-        if usage:
-            att.usage = usage
-    choices = obj.get("choices")
-    if choices is None:
-        choices = ()
-    elif not isinstance(choices, list):
-        raise MalformedStream(f"choices is {_json_kind(choices)}, not a list")
-    token_kind = None
-    for i, choice in enumerate(choices):
-        if not isinstance(choice, dict):
-            if choice is None:
-                continue
-            raise MalformedStream(f"choices[{i}] is {_json_kind(choice)}, not an object")
-        delta = choice.get("delta") or choice.get("message") or {}
-        if not isinstance(delta, dict):
-            field_name = "delta" if choice.get("delta") else "message"
-            raise MalformedStream(f"choices[{i}].{field_name} is {_json_kind(delta)}, not an object")
-        content = delta.get("content")
-        if isinstance(content, str) and content:
-            att.content.append(content)
-            token_kind = token_kind or "content"
-        text = choice.get("text")  # a /v1/completions stream
-        if isinstance(text, str) and text:
-            att.content.append(text)
-            token_kind = token_kind or "content"
-        for reasoning_field in RESPONSE_FIELDS:
-            reasoning = reasoning_field.read(delta.get(reasoning_field.name))
-            if reasoning:
-                att.reasoning_chars += len(reasoning)
-                att.reasoning.append(reasoning)
-                if reasoning_field.name not in att.reasoning_fields:
-                    att.reasoning_fields.append(reasoning_field.name)
-                token_kind = token_kind or "reasoning"
-                break
-        tool_calls = delta.get("tool_calls")
-        if tool_calls:
-            if not isinstance(tool_calls, list):
-                raise MalformedStream(f"choices[{i}].delta.tool_calls is {_json_kind(tool_calls)}, not a list")
-            att.saw_tool_call_delta = True
-            for position, tc in enumerate(tool_calls):
-                where = f"choices[{i}].delta.tool_calls[{position}]"
-                if isinstance(tc, dict):
-                    _merge_tool_call(att.tool_calls, tc, position, where)
-                elif tc is not None:
-                    raise MalformedStream(f"{where} is {_json_kind(tc)}, not an object")
-            token_kind = token_kind or "tool_call"
-        if choice.get("finish_reason"):
-            att.finish_reason = str(choice["finish_reason"])
-    if token_kind:
-        if att.t_first_token is None:
-            att.t_first_token, att.first_token_kind = now, token_kind
-            att.first_token_read = att.reads
-        att.t_last_token = now
-        att.last_token_read = att.reads
-        att.token_events += 1
+def add_reasoning(att: Attempt, text: str, field_name: str) -> None:
+    """Reasoning text read from the field ``field_name`` (the record's ``reasoning_field``)."""
+    att.reasoning_chars += len(text)
+    att.reasoning.append(text)
+    if field_name not in att.reasoning_fields:
+        att.reasoning_fields.append(field_name)
+
+
+class StreamFailure(Exception):
+    """An event that ends the attempt as a failure of the vendor's (``kind``: an error kind, ``detail``: why)."""
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(detail)
+        self.kind, self.detail = kind, detail
+
+
+class EventReader:
+    """How one attempt's events are read: one reader per attempt (it may keep state from event to event).
+
+    :meth:`event` gets each data event's JSON object, in order; it raises :class:`MalformedStream` for a field of
+    the wrong JSON type (``bad_sse``) and :class:`StreamFailure` for an event that fails the answer. :meth:`end`
+    runs once after the stream (whatever its outcome). :meth:`error_kind` classifies an error event."""
+
+    unit = "chunk"  # what an event is called in a ``bad_sse`` message
+
+    def event(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+        raise NotImplementedError
+
+    def end(self, att: Attempt) -> None:
+        """After the last event (or the failure): what can only be read from the whole stream."""
+
+    def error_kind(self, error: Any) -> str:
+        """The error kind of an error event (``error``: its data's JSON, None when it has none or it is not JSON)."""
+        return "stream_error"
 
 
 class _NonFinite(ValueError):
@@ -206,9 +164,20 @@ def bad_data(att: Attempt, reason: str, now: float) -> bool:
     return False
 
 
-def apply_events(att: Attempt, events: list[SSEEvent], now: float) -> bool:
+def _error_json(data: bytes | None) -> Any:
+    """An error event's data as JSON, or None (no data, not JSON): only to classify it."""
+    if not data:
+        return None
+    try:
+        return json.loads(data[:MAX_ERROR_BODY])
+    except (ValueError, RecursionError):
+        return None
+
+
+def apply_events(att: Attempt, events: list[SSEEvent], now: float, reader: EventReader) -> bool:
     """Apply the events one read completed; all are stamped ``now``, when their last byte arrived.
     False: the attempt failed here, stop reading."""
+    read = reader.event
     for event_type, data in events:
         if data is not None and data.strip() == b"[DONE]":
             # Keep reading to the end of the body, as the official SDK does: the last byte is the
@@ -217,11 +186,11 @@ def apply_events(att: Attempt, events: list[SSEEvent], now: float) -> bool:
             att.t_end = now
             continue
         if att.saw_done:
-            continue  # nothing after [DONE] is part of the answer
+            continue  # nothing after the end ([DONE], or the format's end event) is part of the answer
         if event_type == b"error":  # `event: error`: whatever came before, the answer is not whole
             att.t_end = now
             message = error_message(data) if data else "(no data)"
-            att.fail("stream_error", f"error event mid-stream: {message}")
+            att.fail(reader.error_kind(_error_json(data)), f"error event mid-stream: {message}")
             return False
         assert data is not None  # the parser gives data with every event but an error one
         text = data.decode("utf-8")  # invalid UTF-8 raises: bad_sse in stream_chat
@@ -240,15 +209,19 @@ def apply_events(att: Attempt, events: list[SSEEvent], now: float) -> bool:
         if obj.get("error"):
             att.t_end = now
             err = obj["error"]
-            message = err.get("message") if isinstance(err, dict) else str(err)
-            att.fail("stream_error", f"error event mid-stream: {message}")
+            said = err.get("message") if isinstance(err, dict) else str(err)
+            att.fail(reader.error_kind(obj), f"error event mid-stream: {said}")
             return False
         att.chunks += 1
         try:
-            apply_chunk(att, obj, now)
+            read(att, obj, now)
         except MalformedStream as exc:
-            return bad_data(att, f"malformed chunk: {exc}", now)
+            return bad_data(att, f"malformed {reader.unit}: {exc}", now)
         except RecursionError:  # tool-call arguments nested too deeply to write back as text
-            return bad_data(att, f"malformed chunk: nested too deeply to read: {text[:60]!r}", now)
+            return bad_data(att, f"malformed {reader.unit}: nested too deeply to read: {text[:60]!r}", now)
+        except StreamFailure as exc:
+            att.t_end = now
+            att.fail(exc.kind, exc.detail)
+            return False
         att.t_end = now
     return True

@@ -51,7 +51,7 @@ def _pool(adapter: Any, prepared: requests.PreparedRequest, settings: dict[str, 
 
 
 def _has_idle_connection(pool: Any) -> bool:
-    queue = getattr(getattr(pool, "pool", None), "queue", None)
+    queue: Any = getattr(getattr(pool, "pool", None), "queue", None)
     # urllib3 hands out the most recently returned connection first (LIFO): the last one in the queue.
     return bool(queue) and queue[-1] is not None and getattr(queue[-1], "sock", None) is not None
 

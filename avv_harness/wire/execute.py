@@ -1,12 +1,15 @@
 """One work item = (vendor, sample, repeat): build the request, run attempts with retries, make the record.
 
-Retries: on ``connect``, ``timeout``, ``http_429``, ``http_5xx`` and ``truncated``; exponential back-off
+Retries: on ``connect``, ``timeout``, ``http_429``, ``http_5xx``, ``overloaded`` and ``truncated``; exponential back-off
 with full jitter (``base · 2^(n−1) · U(0.5, 1)``, capped), ``Retry-After`` honoured up to
 ``retry_after_cap_s``. The record's timings are those of the final attempt; ``wall_ms`` covers all.
 
 The request body, in order: the sample body → the vendor's transforms (its adapter's, then its own) →
-``model``, ``stream``, usage, provider pinning → the vendor's ``extra_body`` → the global overrides. In raw
-mode (``endpoint: completions``) that chat body becomes a ``prompt`` (:mod:`avv_harness.wire.completions`).
+``model``, ``stream``, usage, provider pinning → the vendor's ``extra_body`` → the global overrides. The vendor's
+wire format (:mod:`avv_harness.wire.formats`) then makes the body it sends from that chat body: as is (chat), a
+``prompt`` (raw completions), or converted (Messages, Responses: :mod:`avv_core.api_formats`; every sample is
+converted for every such vendor once at start-up, :func:`check_requests`, so a sample that cannot be is an input
+error before any request).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -22,19 +25,21 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
+from avv_core.api_formats import ConversionError
+from avv_core.errors import InputError
 from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER, WorkItem
 from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, usage_counts
-from avv_core.samples import Sample
+from avv_core.samples import Sample, SampleSet
 from avv_core.tool_formats import find_text_calls, request_tool_names
 from avv_harness.dialects.overrides import Overrides, deep_merge
 from avv_harness.dialects.transforms import apply_transforms
 from avv_harness.inputs.config import Vendor
 from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES
 from avv_harness.wire.attempt import Attempt
-from avv_harness.wire.completions import completion_body, finish_completion
 from avv_harness.wire.stream import stream_chat
 
-RETRYABLE = frozenset({"connect", "timeout", "http_429", "http_5xx", "truncated"})
+#: The error kinds an item is retried on (README "Error kinds": the `retried` column).
+RETRYABLE = frozenset({"connect", "timeout", "http_429", "http_5xx", "overloaded", "truncated"})
 
 
 @dataclass(frozen=True)
@@ -71,27 +76,67 @@ def build_body(sample: Sample, vendor: Vendor, overrides: Overrides | None = Non
 
 
 def build_request(sample: Sample, vendor: Vendor, overrides: Overrides | None = None) -> tuple[str, dict[str, Any]]:
-    """(endpoint path, body): the chat body, or in raw mode its ``/v1/completions`` form."""
-    body = build_body(sample, vendor, overrides)
-    if vendor.dialect.raw:
-        return "completions", completion_body(body, vendor.dialect.template)
-    return "chat/completions", body
+    """(endpoint path, body): the chat body in the vendor's wire format (as is, its ``/v1/completions`` form, or
+    converted to Messages / Responses). :class:`~avv_core.api_formats.ConversionError` when it cannot be."""
+    wire = vendor.dialect.format
+    return wire.path, wire.body(build_body(sample, vendor, overrides), vendor.dialect)
 
 
 def build_headers(vendor: Vendor, item_tag: str, attempt: int,
                   overrides: Overrides | None = None) -> dict[str, str]:
+    """The request's headers: the stream's, the item tag, the format's defaults (``anthropic-version``) unless
+    the vendor's or ``--avv-header``'s name them, those, then the key as the format sends it."""
+    wire = vendor.dialect.format
+    custom = {**vendor.headers, **dict(overrides.headers if overrides is not None else ())}
     headers = {
         "Content-Type": "application/json",
         "Accept": "text/event-stream",
         "Accept-Encoding": "identity",  # compressed SSE would be buffered by the decoder
         ITEM_HEADER: item_tag,
         ATTEMPT_HEADER: str(attempt),
-        **vendor.headers,
-        **dict(overrides.headers if overrides is not None else ()),
     }
+    defaults = wire.default_headers()
+    if defaults:
+        named = {name.lower() for name in custom}
+        headers.update((name, value) for name, value in defaults.items() if name.lower() not in named)
+    headers.update(custom)
     if vendor.api_key:
-        headers["Authorization"] = f"Bearer {vendor.api_key}"
+        headers.update(wire.auth_headers(vendor.api_key))
     return headers
+
+
+#: How many requests that cannot be converted :func:`check_requests` lists before it stops looking.
+MAX_LISTED_CONVERSIONS = 20
+
+
+def check_requests(samples: SampleSet, vendors: Iterable[Vendor], overrides: Overrides | None = None) -> None:
+    """Every sample's request built once for every vendor whose wire format converts it (Messages, Responses):
+    an :class:`~avv_core.errors.InputError` listing each that cannot be, with the sample's file and line, the
+    vendor and the field, before any request is sent. Vendors that build the same chat body are checked once."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for vendor in vendors:
+        wire = vendor.dialect.format
+        if not wire.converts:
+            continue
+        shape = json.dumps([wire.name, vendor.dialect.transforms, vendor.extra_body, vendor.include_usage],
+                           sort_keys=True, default=str)
+        if shape in seen:
+            continue
+        seen.add(shape)
+        for sample in samples.samples:
+            try:
+                build_request(sample, vendor, overrides)
+            except ConversionError as exc:
+                problems.append(f"{samples.path}:{sample.line}: vendor {vendor.name} (endpoint: {wire.name}): {exc}")
+                if len(problems) >= MAX_LISTED_CONVERSIONS:
+                    break
+        if len(problems) >= MAX_LISTED_CONVERSIONS:
+            break
+    if problems:
+        more = " (the first 20 listed)" if len(problems) >= MAX_LISTED_CONVERSIONS else ""
+        raise InputError(f"requests that cannot be sent in the vendor's wire format{more}:\n  "
+                         + "\n  ".join(problems))
 
 
 def endpoint_url(base_url: str, path: str = "chat/completions") -> str:
@@ -192,6 +237,7 @@ def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = 
         "usage_reported": att.usage is not None,
         "tps": tps,
         "finish_reason": att.finish_reason,
+        "stop_reason": att.stop_reason,
         "saw_tool_call_delta": att.saw_tool_call_delta,
         "tool_calls": json.dumps(calls, ensure_ascii=False),
         "tool_call_count": len(calls),
@@ -261,13 +307,16 @@ def execute_item(
     on_attempt: Callable[[Attempt], None] | None = None,
     rng: random.Random | None = None,
     step: int | None = None,
+    request: tuple[str, dict[str, Any]] | None = None,
 ) -> ItemOutcome:
     """Run one item to completion (retries inside) and return its record. ``step`` = the agent step this request
-    is (:mod:`avv_harness.wire.agent_loop`): it is part of the ``X-AVV-Item`` tag and the record's ``step``."""
+    is (:mod:`avv_harness.wire.agent_loop`): it is part of the ``X-AVV-Item`` tag and the record's ``step``;
+    ``request`` = the (path, body) :func:`build_request` made for it, when the caller built it already."""
     rng = rng or random.Random()
     policy = ctx.policy
-    path, request = build_request(item.sample, vendor, ctx.overrides)
-    body = json.dumps(request, ensure_ascii=False).encode("utf-8")
+    wire = vendor.dialect.format
+    path, request_body = request if request is not None else build_request(item.sample, vendor, ctx.overrides)
+    body = json.dumps(request_body, ensure_ascii=False).encode("utf-8")
     endpoint = endpoint_url(url, path)
     read_timeout = ctx.timeout_s or vendor.timeout_s
     max_request_s = vendor.max_request_s or ctx.max_request_s
@@ -277,9 +326,7 @@ def execute_item(
     for number in range(1, policy.retries + 2):
         headers = build_headers(vendor, item.key.tag(ctx.run_id, number, step), number, ctx.overrides)
         att = stream_chat(session, endpoint, body, headers, connect_timeout, read_timeout, max_request_s,
-                          ctx.max_event_bytes)
-        if vendor.dialect.raw:
-            finish_completion(att, vendor.dialect.tool_parser or "hermes")
+                          ctx.max_event_bytes, wire.reader(vendor.dialect))
         attempts.append(att)
         if on_attempt is not None:
             on_attempt(att)

@@ -27,8 +27,9 @@ from urllib3.exceptions import LocationParseError, ProtocolError, ReadTimeoutErr
 
 from avv_harness.inputs.secrets import redact_url
 from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES
-from avv_harness.wire.attempt import MAX_ERROR_BODY, Attempt, apply_events, bad_data, error_message
+from avv_harness.wire.attempt import MAX_ERROR_BODY, Attempt, EventReader, apply_events, bad_data, error_message
 from avv_harness.wire.connections import find_cause, send_on_fresh_if_stale
+from avv_harness.wire.formats.chat import ChunkReader
 from avv_harness.wire.sse import MalformedStream, SSEParser
 
 READ_BLOCK = 65536
@@ -62,16 +63,23 @@ def _parse_retry_after(value: str | None) -> float | None:
             return None
 
 
+OVERLOADED_STATUS = 529  # Anthropic's "overloaded" status (also Cloudflare's): error kind ``overloaded``
+
+
 def _status_kind(status: int) -> str:
-    """429 → http_429, 5xx → http_5xx, anything else that is not 200 (4xx, an unfollowed 3xx) → http_4xx."""
+    """429 → http_429, 529 → overloaded, other 5xx → http_5xx, anything else that is not 200 (4xx, an unfollowed
+    3xx) → http_4xx."""
     if status == 429:
         return "http_429"
+    if status == OVERLOADED_STATUS:
+        return "overloaded"
     if 500 <= status < 600:
         return "http_5xx"
     return "http_4xx"
 
 
-def _consume_events(att: Attempt, resp: requests.Response, deadline: float, max_event_bytes: int) -> None:
+def _consume_events(att: Attempt, resp: requests.Response, deadline: float, max_event_bytes: int,
+                    reader: EventReader) -> None:
     """Read the body as it arrives (urllib3 ``read1``: no waiting to fill a block) and apply its events.
 
     Stops a stream that outlives the total cap, or that lingers after ``[DONE]``: the socket's read timeout
@@ -92,7 +100,7 @@ def _consume_events(att: Attempt, resp: requests.Response, deadline: float, max_
         block = read1(READ_BLOCK)
         now = monotonic()
         if not block:
-            apply_events(att, parser.close(), now)
+            apply_events(att, parser.close(), now, reader)
             return
         if now > deadline:
             raise _TimeUp
@@ -112,7 +120,7 @@ def _consume_events(att: Attempt, resp: requests.Response, deadline: float, max_
         except MalformedStream as exc:
             bad_data(att, str(exc), now)
             return
-        if not apply_events(att, events, now):
+        if not apply_events(att, events, now, reader):
             return
 
 
@@ -146,8 +154,10 @@ def stream_chat(
     read_timeout: float,
     max_request_s: float = 600.0,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    reader: EventReader | None = None,
 ) -> Attempt:
-    """Send one streaming chat-completions request and read it to the end.
+    """Send one streaming request and read it to the end; ``reader`` reads the events (default: chat completions'
+    chunks; the vendor's wire format gives one per attempt), and its ``end`` runs once the stream is over.
 
     ``read_timeout`` bounds each wait for bytes (idle time); ``max_request_s`` bounds the whole attempt
     (checked whenever bytes arrive; the socket timeout bounds the gaps); ``max_event_bytes`` bounds one SSE
@@ -156,6 +166,7 @@ def stream_chat(
     URL requests refuses) is ``client_error``, never the vendor's fault.
     """
     att = Attempt(t0=time.monotonic())
+    reader = reader if reader is not None else ChunkReader()
     resp = None
     try:
         # Everything but the transport happens before t0. The session's adapter is called directly:
@@ -163,8 +174,9 @@ def stream_chat(
         # that cost ~0.3 ms of CPU per request on the hot path (bench/README.md).
         prepared = requests.PreparedRequest()
         prepared.prepare(method="POST", url=url, headers={**USER_AGENT, **headers}, data=body)
-        settings = _environment_settings(session, prepared.url)
-        adapter = session.get_adapter(prepared.url)
+        prepared_url = prepared.url or url  # prepare() always sets it
+        settings = _environment_settings(session, prepared_url)
+        adapter = session.get_adapter(prepared_url)
         att.t0 = time.monotonic()
         resp, resent_at = send_on_fresh_if_stale(adapter, prepared, (connect_timeout, min(read_timeout, max_request_s)),
                                                  settings)
@@ -182,7 +194,7 @@ def stream_chat(
         if "text/event-stream" not in content_type:
             _non_sse_body(att, resp, content_type)
             return att
-        _consume_events(att, resp, deadline, max_event_bytes)
+        _consume_events(att, resp, deadline, max_event_bytes, reader)
         att.t_end = time.monotonic()
         if att.bytes_read == 0:
             att.fail("bad_sse", "HTTP 200 with an empty body instead of an SSE stream")
@@ -218,6 +230,7 @@ def stream_chat(
             att.t_end = time.monotonic()
         if resp is not None:
             resp.close()
+    reader.end(att)
     if att.ok and att.finish_reason is None:
         where = "[DONE] without any finish_reason" if att.saw_done else "stream ended without finish_reason"
         att.fail("truncated", where)

@@ -6,10 +6,12 @@ which only the harness can rebuild: :mod:`avv_harness.exports` does it and calls
 Field names and definitions follow the tools' code (docs/scoring.md, "Interoperability", cites each):
 
 - results row (K2VV ``ValidationResult``): ``data_index`` (the request's 1-based line in the sample file),
-  ``request`` (the body as sent), ``response`` (a ``chat.completion`` dict, or ``{"error": …}`` when the request
-  failed), ``status`` (``success`` / ``failed``), ``finish_reason``, ``tool_calls_valid`` (None unless the
-  response finished with ``tool_calls``), ``last_run_at``, ``duration_ms``, ``hash``; MiniMax's per-row fields
-  (``tool_calls_finish_reason``, ``tool_calls_count``, ``error_only_reasoning_checked`` / ``error_only_reasoning``,
+  ``request`` (the chat-completions body as built; for a Messages or Responses vendor the chat body its request
+  was converted from, :mod:`avv_core.api_formats` holding the conversion and its inverse), ``response`` (a
+  ``chat.completion`` dict, or ``{"error": …}`` when the request failed), ``status`` (``success`` / ``failed``),
+  ``finish_reason``, ``tool_calls_valid`` (None unless the response finished with ``tool_calls``),
+  ``last_run_at``, ``duration_ms``, ``hash``; MiniMax's per-row fields (``tool_calls_finish_reason``,
+  ``tool_calls_count``, ``error_only_reasoning_checked`` / ``error_only_reasoning``,
   ``language_following_checked`` / ``_valid``) and ours under ``avv`` (sample id, repeat, error kind, attempts);
 - ``hash`` = K2VV's ``compute_hash``: md5 hex of ``json.dumps(request, sort_keys=True, ensure_ascii=False)``;
 - summary = K2VV's ``compute_summary`` keys plus MiniMax's (``all_count``, ``tool_calls_*``,

@@ -6,17 +6,20 @@ with ``messages`` and ``tools`` replaced by ``prompt`` = the chat template's ren
 field (``temperature``, ``max_tokens``, ``tool_choice`` …) is passed on, as K2-Vendor-Verifier does. The
 stream's ``choices[0].text`` is collected as it arrives (TTFT = the first non-empty text); at the end it is
 split into reasoning (a leading ``<think>`` block), content and the calls of the vendor's ``tool_parser``
-format (:mod:`avv_core.tool_formats`), and a ``stop`` with parsed calls becomes ``tool_calls``. The same
-record columns and metrics apply.
+format (:mod:`avv_core.tool_formats`), and a ``stop`` with parsed calls becomes ``tool_calls`` (the
+``stop_reason`` column keeps the vendor's ``stop``). The same record columns and metrics apply.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from avv_core.api_formats import COMPLETIONS
 from avv_core.reasoning import THINK_FIELD
 from avv_core.tool_formats import parse_completion
-from avv_harness.wire.attempt import Attempt, ToolCallAcc
+from avv_harness.wire.attempt import Attempt, EventReader, ToolCallAcc
+from avv_harness.wire.formats.base import DialectView, WireFormat
+from avv_harness.wire.formats.chat import ChunkReader
 
 PROMPT_REPLACES = ("messages", "tools")
 
@@ -44,3 +47,30 @@ def finish_completion(att: Attempt, parser: str) -> None:
             att.finish_reason = "tool_calls"
     if att.t_first_token is not None and parsed.first_kind:
         att.first_token_kind = parsed.first_kind
+
+
+class CompletionReader(ChunkReader):
+    """The chunks as chat reads them (``choices[0].text`` is content); at the end, the text parsed."""
+
+    def __init__(self, tool_parser: str):
+        self.tool_parser = tool_parser
+
+    def end(self, att: Attempt) -> None:
+        finish_completion(att, self.tool_parser)
+
+
+class CompletionsFormat(WireFormat):
+    name = COMPLETIONS
+    path = "completions"
+    order = 10
+    summary = ("raw completions, `POST {url}/completions` with the prompt rendered here "
+               "([raw mode](#raw-completions-mode))")
+
+    def body(self, chat_body: dict[str, Any], dialect: DialectView) -> dict[str, Any]:
+        return completion_body(chat_body, dialect.template)
+
+    def reader(self, dialect: DialectView) -> EventReader:
+        return CompletionReader(dialect.tool_parser or "hermes")
+
+
+FORMAT = CompletionsFormat()

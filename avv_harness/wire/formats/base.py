@@ -1,0 +1,102 @@
+"""The interface every wire format implements (wire-client layer, pure: no I/O): how a request is sent in the format
+and how its stream is read into an :class:`~avv_harness.wire.attempt.Attempt`.
+
+A format is one module of :mod:`avv_harness.wire.formats` declaring ``FORMAT``, an instance of a
+:class:`WireFormat` subclass: its ``name`` (the vendor's ``endpoint`` key and the record's ``endpoint`` column),
+the URL path after the vendor's base URL, the request body made from the chat body the samples are written in,
+the credential and default headers, and a fresh :class:`~avv_harness.wire.attempt.EventReader` per attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from avv_harness.wire.attempt import EventReader, json_kind
+from avv_harness.wire.sse import MalformedStream
+
+
+class DialectView(Protocol):
+    """What a format may read of the vendor's dialect (:class:`avv_harness.dialects.dialect.Dialect`)."""
+
+    @property
+    def template(self) -> Any: ...  # the loaded chat template (raw completions)
+
+    @property
+    def tool_parser(self) -> str | None: ...  # the text tool-call format (raw completions)
+
+
+class WireFormat:
+    """One wire format (see the module docstring). Subclasses set the class attributes and override what differs
+    from chat completions."""
+
+    name: str = ""  # the ``endpoint`` value that selects it
+    path: str = ""  # after the vendor's base URL (``…/v1``)
+    order: int = 100  # place in the list of formats (the README, error messages); chat first
+    summary: str = ""  # one line for the README's ``endpoint`` row
+    converts: bool = False  # the body is converted from the chat body by avv_core.api_formats (checked at start-up)
+
+    def body(self, chat_body: dict[str, Any], dialect: DialectView) -> dict[str, Any]:
+        """The request body sent, made from the chat body (sample, transforms, overrides)."""
+        return chat_body
+
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        """The header(s) carrying the vendor's key."""
+        return {"Authorization": f"Bearer {api_key}"}
+
+    def default_headers(self) -> dict[str, str]:
+        """Headers the format needs, unless the vendor's ``headers`` (or ``--avv-header``) set the same name."""
+        return {}
+
+    def reader(self, dialect: DialectView) -> EventReader:
+        """A reader for one attempt's stream."""
+        raise NotImplementedError
+
+
+# ----------------------------------------------------------------------------- reading fields of an event
+
+
+def obj_field(obj: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    """``obj[key]`` as an object: missing or null is ``{}``; any other type is :class:`MalformedStream`."""
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise MalformedStream(f"{where}.{key} is {json_kind(value)}, not an object")
+    return value
+
+
+def str_field(obj: Mapping[str, Any], key: str, where: str) -> str:
+    """``obj[key]`` as a string: missing or null is ``""``; any other type is :class:`MalformedStream`."""
+    value = obj.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise MalformedStream(f"{where}.{key} is {json_kind(value)}, not a string")
+    return value
+
+
+def int_field(obj: Mapping[str, Any], key: str, where: str) -> int | None:
+    """``obj[key]`` as an integer: missing or null is None; any other type is :class:`MalformedStream`."""
+    value = obj.get(key)
+    if value is None:
+        return None
+    if type(value) is not int:  # a bool is an int to isinstance
+        raise MalformedStream(f"{where}.{key} is {json_kind(value)}, not an integer")
+    return value
+
+
+#: Error types and codes that mean "overloaded, try again" (Anthropic's ``overloaded_error``, OpenAI's
+#: ``server_is_overloaded``): the ``overloaded`` error kind, retried like 429 / 5xx.
+OVERLOAD_WORDS = frozenset({"overloaded", "overloaded_error", "server_is_overloaded", "server_overloaded"})
+
+
+def overload_or_stream_error(error: Any) -> str:
+    """``overloaded`` when an error event's JSON says so (its ``type`` or ``code``, or its ``error`` object's),
+    else ``stream_error``."""
+    if isinstance(error, dict):
+        for holder in (error, error.get("error")):
+            if isinstance(holder, dict) and any(isinstance(holder.get(k), str) and holder[k] in OVERLOAD_WORDS
+                                                for k in ("type", "code")):
+                return "overloaded"
+    return "stream_error"
