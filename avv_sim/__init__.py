@@ -1,4 +1,5 @@
-"""avv-sim: simulated OpenAI-compatible tool-call vendors with known ground truth.
+"""avv-sim: simulated tool-call vendors with known ground truth, speaking OpenAI chat completions, raw completions,
+Anthropic Messages and OpenAI Responses (one plan per request, whatever the endpoint: endpoints.py).
 
 Public API::
 

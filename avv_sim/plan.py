@@ -30,7 +30,7 @@ from avv_sim.calls import PlannedCall, call_form, deviate, gold_calls, reference
 from avv_sim.gold import GoldEntry
 from avv_sim.identity import decision_key
 from avv_sim.profiles import Profile
-from avv_sim.quirks import Quirk, ResponseShape, Surface
+from avv_sim.quirks import SURFACE_OF, Quirk, ResponseShape
 from avv_sim.request import RequestError, Tool, max_tokens_of, parse_tool_choice, prompt_tokens_of, request_tools
 from avv_sim.tokens import (
     REASONING_WORDS,
@@ -221,8 +221,9 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
               endpoint: str = "chat") -> Plan:
     """Decide everything for one request. ``gold`` = the request's gold labels (ignored unless the profile
     has ``follow_gold``); ``repeat`` = the item's repeat (the ``self_flip_rate`` draw); ``agent`` = the agent
-    task the request is a step of (:mod:`.agent`; with tools and ``tool_choice`` auto); ``endpoint`` = ``chat``
-    or ``completions`` (which quirks may apply). Raises :class:`RequestError` for malformed bodies."""
+    task the request is a step of (:mod:`.agent`; with tools and ``tool_choice`` auto); ``endpoint`` = ``chat``,
+    ``completions``, ``messages`` or ``responses`` (which quirks may apply: :data:`avv_sim.quirks.SURFACE_OF`).
+    Raises :class:`RequestError` for malformed bodies."""
     req = read_request(profile, body)
     h = h or decision_key(body)
     gold = gold if profile.follow_gold else None
@@ -234,8 +235,7 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
     calls = plan_calls(profile, req, decision, step, gold, h, attempt) if calling else CallPlan()
     # Language drift concerns real answers only (not calls written as text, not reasoning-only responses).
     language = plan_language(profile, body, h, attempt, answers=not calling and not reasoning_only)
-    surface: Surface = "completions" if endpoint == "completions" else "stream" if req.stream else "non-stream"
-    shape = ResponseShape(surface, fault, tool_calls=calls.as_tool_calls,
+    shape = ResponseShape(SURFACE_OF[(endpoint, req.stream)], fault, tool_calls=calls.as_tool_calls,
                           parallel=calls.as_tool_calls and len(calls.planned) >= 2,
                           content=(not calling or calls.form == "text") and not reasoning_only,
                           usage=req.include_usage and not profile.omit_usage)

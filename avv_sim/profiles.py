@@ -28,6 +28,7 @@ from avv_core.yaml_io import load_yaml, loads_yaml
 from avv_sim.quirks import QUIRKS
 
 OVER_LIMIT_MODES = ("429", "queue")
+MESSAGES_OVER_LIMIT_STATUSES = ("429", "529")
 REASONING_FIELDS = RESPONSE_FIELD_NAMES  # the reasoning_field knob's values (avv_core.reasoning)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -160,11 +161,15 @@ class Profile:
                                        truth="fault")
     over_limit: str = knob("429", "beyond `max_concurrency`: `429` rejects at once (with `Retry-After`), `queue` "
                            "waits for a slot (the wait adds to TTFT)", choices=OVER_LIMIT_MODES, truth="queued_ms")
+    messages_over_limit: str = knob("429", "the status of that rejection on `/v1/messages`: `429` "
+                                    "(`rate_limit_error`) or `529` (`overloaded_error`, Anthropic's overload; truth "
+                                    "`over_limit_529`)", choices=MESSAGES_OVER_LIMIT_STATUSES, truth="fault")
     # identity and determinism
     seed: int = knob(0, "varies flips, faults, broken arguments, tool-call deviations, jitter and quirk draws "
                      "between profiles", check="non_negative")
-    api_key: str | None = knob(None, "if set, `Authorization: Bearer <key>` is required (else 401 "
-                               "`invalid_api_key`)", truth="fault")
+    api_key: str | None = knob(None, "if set, `Authorization: Bearer <key>` is required — `x-api-key: <key>` on "
+                               "`/v1/messages` (else 401 `invalid_api_key`; Messages: `authentication_error`)",
+                               truth="fault")
     model: str | None = knob(None, "model id served by `/v1/models` (any `model` is accepted in requests and echoed "
                              "back)", shown="profile name")
     # wire-format quirks (fault-injection tests)
@@ -179,7 +184,8 @@ class Profile:
     stall_ms: float = knob(0.0, "length of that stall", check="non_negative")
     # what the truth log shows of each request
     log_request: bool = knob(False, "add `request: {\"body\", \"headers\"}` (what it received; never "
-                             "`Authorization`) to each truth-log line — for tests that check what reached the wire; "
+                             "`Authorization` or `x-api-key`) to each truth-log line — for tests that check what "
+                             "reached the wire; "
                              "the body may hold secrets", truth="request")
 
     @property

@@ -1,10 +1,11 @@
-"""The aiohttp app: one or more simulated OpenAI-compatible vendors under ``/<profile>/v1`` (simulator layer; the
-only module that does network I/O).
+"""The aiohttp app: one or more simulated vendors under ``/<profile>/v1`` (simulator layer; the only module that does
+network I/O).
 
 Per request: parse → auth → admission (max_concurrency) → plan (pure, see plan.py) → respond on an
 absolute-deadline schedule (loop.time() == time.monotonic()) → one truth-log line (truth.py), built once from the
-plan and the request's :class:`~avv_sim.truth.Exchange`. ``/v1/completions`` answers the same plans in text
-(dialects.py).
+plan and the request's :class:`~avv_sim.truth.Exchange`. Four endpoints answer the same plans
+(:mod:`avv_sim.endpoints`): ``/v1/chat/completions``, ``/v1/completions`` (in text, dialects.py), ``/v1/messages``
+(Anthropic Messages) and ``/v1/responses`` (OpenAI Responses).
 """
 
 from __future__ import annotations
@@ -21,18 +22,25 @@ from typing import Any
 
 from aiohttp import web
 
-import avv_sim.dialects as dialects
+from avv_core.api_formats import CHAT, COMPLETIONS, MESSAGES, RESPONSES
 from avv_sim.agent import AgentBook
-from avv_sim.gold import GoldEntry, gold_key
-from avv_sim.identity import decision_key
+from avv_sim.endpoints import (
+    KEY_HEADERS,
+    authorized,
+    error_payload,
+    over_limit_status,
+    plan_request,
+    writer_for,
+)
+from avv_sim.gold import GoldEntry
 from avv_sim.item_tag import repeat_of
 from avv_sim.pacer import Pacer
-from avv_sim.plan import Plan, make_plan
+from avv_sim.plan import Plan
 from avv_sim.profiles import Profile
 from avv_sim.quirks import Quirk, body_quirk
 from avv_sim.request import RequestError, request_hash
 from avv_sim.truth import Exchange, TruthLog, build_truth
-from avv_sim.wire import TextWire, Wire, error_body
+from avv_sim.wire import Wire
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 ATTEMPT_HEADER = "X-AVV-Attempt"
@@ -90,6 +98,8 @@ class Simulator:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/{profile}/v1/chat/completions", self.chat_completions)
         app.router.add_post("/{profile}/v1/completions", self.completions)
+        app.router.add_post("/{profile}/v1/messages", self.messages)
+        app.router.add_post("/{profile}/v1/responses", self.responses)
         app.router.add_get("/{profile}/v1/models", self.models)
         app.router.add_get("/health", self.health)
         return app
@@ -100,10 +110,10 @@ class Simulator:
     async def models(self, request: web.Request) -> web.Response:
         state = self.states.get(request.match_info["profile"])
         if state is None:
-            return _json_error(404, f"unknown profile {request.match_info['profile']!r}", "invalid_request_error",
-                               "not_found")
-        if not _authorized(state.profile, request):
-            return _json_error(401, *_AUTH_ERROR)
+            return _json_error(CHAT, 404, f"unknown profile {request.match_info['profile']!r}",
+                               "invalid_request_error", "not_found")
+        if not authorized(state.profile, CHAT, request.headers):
+            return _json_error(CHAT, 401, *_AUTH_ERROR)
         model = state.profile.served_model
         return web.json_response(
             {"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": "avv-sim"}]})
@@ -111,10 +121,16 @@ class Simulator:
     # ----------------------------------------------------------------------------------- chat handler
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(request, "chat")
+        return await self._serve(request, CHAT)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(request, "completions")
+        return await self._serve(request, COMPLETIONS)
+
+    async def messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, MESSAGES)
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, RESPONSES)
 
     async def _serve(self, request: web.Request, endpoint: str) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
@@ -122,7 +138,7 @@ class Simulator:
         name = request.match_info["profile"]
         state = self.states.get(name)
         if state is None:
-            return _json_error(404, f"unknown profile {name!r}; known: {', '.join(self.states)}",
+            return _json_error(endpoint, 404, f"unknown profile {name!r}; known: {', '.join(self.states)}",
                                "invalid_request_error", "not_found")
         ex = Exchange(name, endpoint, request.headers.get(ITEM_HEADER), t_arrival)
         try:
@@ -158,12 +174,12 @@ class Simulator:
         ex.stream = bool(body.get("stream"))
         if profile.log_request:
             ex.request = {"body": body, "headers": {k: v for k, v in request.headers.items()
-                                                    if k.lower() != "authorization"}}
+                                                    if k.lower() not in KEY_HEADERS}}
         try:
             ex.plan = plan_request(profile, body, ex, attempt, repeat, self.gold, self.agents)
         except RequestError as exc:
             ex.rejection = exc
-        if not _authorized(profile, request):
+        if not authorized(profile, ex.endpoint, request.headers):
             ex.refused = "auth"
             return await self._send_error(request, ex, 401, *_AUTH_ERROR)
         plan = ex.plan
@@ -173,8 +189,9 @@ class Simulator:
                                           param=bad.param)
         limit = profile.max_concurrency
         if limit and state.queue is None and state.inflight >= limit:
-            ex.refused = "over_limit_429"
-            return await self._send_error(request, ex, 429, f"too many concurrent requests (limit {limit})",
+            status = over_limit_status(profile, ex.endpoint)
+            ex.refused = f"over_limit_{status}"
+            return await self._send_error(request, ex, status, f"too many concurrent requests (limit {limit})",
                                           "requests", "rate_limit_exceeded", retry_after=profile.retry_after_s)
         if plan.fault == "error_status":
             return await self._send_error(request, ex, profile.error_status, "simulated upstream failure",
@@ -209,10 +226,7 @@ class Simulator:
     ) -> web.StreamResponse:
         # the schedule counts from arrival (plus any queueing), not from when planning finished
         t0 = ex.t_arrival + (ex.queued_ms + profile.ttft_ms + plan.jitter_ms) / 1000.0
-        if ex.endpoint == "completions":
-            wire: Wire = TextWire(plan, int(time.time()), _completion_id(plan))
-        else:
-            wire = Wire(plan, int(time.time()), _completion_id(plan), profile.reasoning_field)
+        wire = writer_for(ex.endpoint, profile, plan, int(time.time()), _completion_id(plan))
         if profile.header_delay_ms:
             await asyncio.sleep(profile.header_delay_ms / 1000.0)
         if not plan.stream:
@@ -240,7 +254,7 @@ class Simulator:
         await resp.prepare(request)
         ex.http_status = 200
         await resp.write(wire.role_event())
-        n_chunks = len(plan.chunks) if plan.fault_after_chunks is None else plan.fault_after_chunks
+        n_chunks = wire.chunks_to_send()
         if n_chunks:
             deadlines = [self._deadline(profile, t0, plan, j) for j in range(n_chunks)]
             pacer = Pacer(loop, request.transport, deadlines, wire.token_events(n_chunks), ex)
@@ -255,10 +269,8 @@ class Simulator:
         if plan.fault == "stream_error":
             tail = wire.tail(error=True, usage=False)
         else:
-            usage_wanted = plan.include_usage and not profile.omit_usage
-            tail = wire.tail(error=False, usage=usage_wanted)
-            ex.finish_reason = wire.finish_reason()
-            ex.usage_sent = usage_wanted
+            tail = wire.tail(error=False, usage=plan.include_usage and not profile.omit_usage)
+        ex.finish_reason, ex.usage_sent = wire.sent_finish, wire.sent_usage
         self._commit(ex)
         await resp.write_eof(tail)  # the tail and the chunked terminator in one write
         return resp
@@ -295,7 +307,7 @@ class Simulator:
         if profile.omit_usage:
             body.pop("usage")
         ex.chunks_sent = len(plan.chunks)
-        ex.finish_reason = body["choices"][0]["finish_reason"]
+        ex.finish_reason = wire.finish_reason()
         ex.usage_sent = "usage" in body
         return await self._send_bytes(
             request, ex, 200, json.dumps(body, ensure_ascii=False).encode("utf-8"), "application/json"
@@ -334,7 +346,7 @@ class Simulator:
         state = self.states.get(ex.profile)
         if delay and state is not None and state.profile.header_delay_ms:
             await asyncio.sleep(state.profile.header_delay_ms / 1000.0)
-        payload = json.dumps(error_body(message, etype, code, param)).encode("utf-8")
+        payload = error_payload(ex.endpoint, status, message, etype, code, param)
         return await self._send_bytes(request, ex, status, payload, "application/json", headers)
 
     async def _send_bytes(self, request: web.Request, ex: Exchange, status: int, payload: bytes, content_type: str,
@@ -356,16 +368,9 @@ _AUTH_ERROR = (
 )
 
 
-def _authorized(profile: Profile, request: web.Request) -> bool:
-    if profile.api_key is None:
-        return True
-    auth = request.headers.get("Authorization", "")
-    scheme, _, token = auth.partition(" ")
-    return scheme.lower() == "bearer" and token.strip() == profile.api_key
-
-
-def _json_error(status: int, message: str, etype: str, code: str | None) -> web.Response:
-    return web.json_response(error_body(message, etype, code), status=status)
+def _json_error(endpoint: str, status: int, message: str, etype: str, code: str | None) -> web.Response:
+    return web.json_response(text=error_payload(endpoint, status, message, etype, code).decode("utf-8"),
+                             status=status)
 
 
 def _fmt_seconds(value: float) -> str:
@@ -387,29 +392,6 @@ async def _read_body(request: web.Request) -> tuple[dict[str, Any] | None, str |
 def _completion_id(plan: Plan) -> str:
     digest = hashlib.sha256(f"{plan.profile}:{plan.request_hash}:{plan.attempt}".encode()).hexdigest()
     return "chatcmpl-" + digest[:24]
-
-
-def plan_request(profile: Profile, body: dict[str, Any], ex: Exchange, attempt: int, repeat: int,
-                 gold: Mapping[str, GoldEntry] | None, agents: AgentBook | None = None) -> Plan:
-    """The plan for a chat body, or for the chat body a completions prompt was rendered from (the same
-    decision key, gold and agent task, hence the same decisions), with the dialects applied: a completions
-    answer in text, the ``require_reasoning_content`` check and the ``broken_template`` quirk's fenced calls
-    (``ex.text_tool_calls``)."""
-    if ex.endpoint == "completions":
-        view, prompt = dialects.completion_view(body)
-        ex.decision_key = key = decision_key(view)
-        entry = gold.get(gold_key(view)) if gold else None
-        task = agents.find(view) if agents else None
-        plan = make_plan(profile, view, attempt, key, entry, repeat=repeat, agent=task, endpoint="completions")
-        ex.text_tool_calls = dialects.as_completion(plan, prompt, profile.tokens_per_chunk, profile.tool_parser)
-        return plan
-    ex.decision_key = key = decision_key(body)
-    dialects.check_reasoning_content(profile, body, key, attempt)
-    plan = make_plan(profile, body, attempt, key, gold.get(gold_key(body)) if gold else None,
-                     repeat=repeat, agent=agents.find(body) if agents else None)
-    if plan.has(dialects.BROKEN_TEMPLATE):
-        ex.text_tool_calls = dialects.text_calls(plan, profile.tool_parser, profile.tokens_per_chunk)
-    return plan
 
 
 # ------------------------------------------------------------------------------------------------ serve

@@ -30,10 +30,11 @@ class TruthRecord:
     """What the simulator decided, sent and when, for one request (the JSON keys in this order)."""
 
     profile: str = _doc("profile name", "")
-    endpoint: str = _doc("`chat` or `completions`", "chat")
-    request_hash: str | None = _doc("`request_hash(body)` (null if the body was not a JSON object)")
-    decision_key: str | None = _doc("the decision key every draw used (for completions: of the chat body read back "
-                                    "from the prompt)")
+    endpoint: str = _doc("`chat`, `completions`, `messages` or `responses`", "chat")
+    request_hash: str | None = _doc("`request_hash(body)` of the body received (null if the body was not a JSON "
+                                    "object)")
+    decision_key: str | None = _doc("the decision key every draw used (for completions, messages and responses: of "
+                                    "the chat body read back from the prompt / request, so the chat request's)")
     attempt: int | None = _doc("attempt number used for fault draws")
     client_tag: str | None = _doc("the `X-AVV-Item` header, or null")
     repeat: int | None = _doc("the repeat the self-flip draw used: the `X-AVV-Item` tag's, else the body's arrival "
@@ -68,16 +69,17 @@ class TruthRecord:
     text_calls: list[dict[str, Any]] = field(default_factory=list, metadata={"doc": (
         "calls written into the content (`call_form: text`): `[{\"name\",\"arguments\",\"wrong_tool\","
         "\"changed\"}]`")})
-    fault: str | None = _doc("null, `auth`, `error_status`, `rate_limit`, `over_limit_429`, `truncate`, "
-                             "`stream_error`, `require_reasoning_content`")
+    fault: str | None = _doc("null, `auth`, `error_status`, `rate_limit`, `over_limit_429`, `over_limit_529` "
+                             "(messages), `truncate`, `stream_error`, `require_reasoning_content`")
     http_status: int | None = _doc("status sent (null if none)")
-    finish_reason: str | None = _doc("finish_reason sent, null if none")
+    finish_reason: str | None = _doc("finish_reason sent, null if none (messages / responses: the chat "
+                                     "finish_reason their stop reason / status was written from)")
     reasoning_only: bool = _doc("the response ended after the reasoning", False)
     prompt_script: str | None = _doc("the script of the last user message (see Determinism)")
     content_script: str | None = _doc("the script the content was written in; null when the response has no "
                                       "content (tool call, reasoning only)")
     language_drift: bool = _doc("the content is in another script than the prompt's (`language_drift_rate`)", False)
-    usage_sent: bool = _doc("a usage object was sent", False)
+    usage_sent: bool = _doc("a usage object was sent (messages: the final count, in `message_delta`)", False)
     prompt_tokens: int = _doc("the server's prompt token count for this request (0 if unparsed)", 0)
     completion_tokens: int = _doc("tokens actually sent (= usage `completion_tokens` when `usage_sent`)", 0)
     content_tokens: int = _doc("of which content", 0)
@@ -91,7 +93,7 @@ class TruthRecord:
     t_last_byte: float | None = _doc("when the final bytes were handed to the socket (or the connection was "
                                      "closed)")
     request: dict[str, Any] | None = _doc("only with `log_request`: `{\"body\": …, \"headers\": {…}}` as received, "
-                                          "without `Authorization` (the key is absent otherwise)")
+                                          "without `Authorization` and `x-api-key` (the key is absent otherwise)")
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object of the line: every field in order (``request`` only when logged)."""
@@ -119,7 +121,7 @@ class Exchange:
     """What the server learns about one request as it proceeds (mutable; :func:`build_truth` reads it once)."""
 
     profile: str
-    endpoint: str  # chat | completions
+    endpoint: str  # chat | completions | messages | responses
     client_tag: str | None  # the X-AVV-Item header
     t_arrival: float
     request_hash: str | None = None

@@ -1,5 +1,7 @@
 """Wire format: SSE events and JSON bodies for a :class:`~avv_sim.plan.Plan`, chat completions (:class:`Wire`) and
-text completions (:class:`TextWire`, raw mode) (simulator layer).
+text completions (:class:`TextWire`, raw mode) (simulator layer). :class:`Wire` is also the base of the Messages and
+Responses writers (:mod:`avv_sim.event_wire`): the framing, the quirks' hooks, how many token events go out
+(:meth:`Wire.chunks_to_send`) and the tail with what it sent (:meth:`Wire.tail`).
 
 Pure string/bytes building, no I/O. Chunk envelopes are prebuilt once per request so each event costs
 one small ``json.dumps`` of its delta. Reasoning goes out in the profile's ``reasoning_field``, written as
@@ -19,7 +21,9 @@ from avv_sim.plan import Plan
 from avv_sim.quirks import TailPart
 from avv_sim.tokens import Chunk, token_counts
 
-_INVALID_UTF8_MARK = "@@AVV_INVALID_UTF8@@"
+#: put into a payload's text where the ``invalid_utf8`` quirk wants bytes ``\\xff\\xfe`` (:meth:`Wire.frame` swaps
+#: them in)
+INVALID_UTF8_MARK = "@@AVV_INVALID_UTF8@@"
 DONE = "[DONE]"
 KEEPALIVE_COMMENT = ": keep-alive"
 GARBAGE_PAYLOAD = "{not json"
@@ -71,6 +75,8 @@ class Wire:
         }
         self._utf8_chunk = self._pick_invalid_utf8_chunk()
         self._comment = f"{KEEPALIVE_COMMENT}{self.eol}{self.eol}".encode()
+        self.sent_finish: str | None = None  # what the tail sent (set by :meth:`tail`)
+        self.sent_usage = False
 
     # ---------------------------------------------------------------------------------------- framing
 
@@ -85,8 +91,8 @@ class Wire:
             if text is not None:
                 break
         data = (text if text is not None else f"data: {payload}{eol}{eol}").encode("utf-8")
-        if _INVALID_UTF8_MARK in payload:
-            data = data.replace(_INVALID_UTF8_MARK.encode(), b"\xff\xfe")
+        if INVALID_UTF8_MARK in payload:
+            data = data.replace(INVALID_UTF8_MARK.encode(), b"\xff\xfe")
         return data
 
     def comment(self) -> bytes:
@@ -108,7 +114,7 @@ class Wire:
         if chunk.kind == "reasoning":
             return '{"' + self.reasoning_field + '":' + _compact_ascii(self._reasoning.write(chunk.text)) + "}"
         if chunk.kind == "content":
-            text = chunk.text + (_INVALID_UTF8_MARK if position == self._utf8_chunk else "")
+            text = chunk.text + (INVALID_UTF8_MARK if position == self._utf8_chunk else "")
             return '{"content":' + json_string(text) + "}"
         if chunk.header or self._repeat_header:
             return self._tool_headers[chunk.index] + json_string(chunk.text) + "}}]}"
@@ -133,9 +139,28 @@ class Wire:
 
         return make
 
+    def chunks_to_send(self) -> int:
+        """How many token events go out: all, or those before a fault (truncate, stream_error), cut by the quirks'
+        ``cut`` hooks."""
+        plan = self.plan
+        n = len(plan.chunks) if plan.fault_after_chunks is None else plan.fault_after_chunks
+        for quirk in self.effects:
+            if quirk.cut is not None:
+                n = quirk.cut(n)
+        return n
+
     def tail(self, error: bool, usage: bool) -> bytes:
-        """The events after the token events: the error event (``error``), or the finish chunk and the usage chunk
-        (``usage``); then ``[DONE]``; rewritten by the quirks' ``tail`` hooks."""
+        """The events after the token events (:meth:`tail_parts`), rewritten by the quirks' ``tail`` hooks; what they
+        sent is then :attr:`sent_finish` and :attr:`sent_usage`."""
+        parts = self.tail_parts(error, usage)
+        for quirk in self.effects:
+            if quirk.tail is not None:
+                parts = quirk.tail(parts, self)
+        self.sent_finish, self.sent_usage = self.tail_sent([kind for kind, _ in parts], error, usage)
+        return b"".join(data for _, data in parts)
+
+    def tail_parts(self, error: bool, usage: bool) -> list[TailPart]:
+        """The error event (``error``), or the finish chunk and the usage chunk (``usage``); then ``[DONE]``."""
         parts: list[TailPart] = []
         if error:
             parts.append(("error", self.error_event()))
@@ -146,10 +171,11 @@ class Wire:
             if usage:
                 parts.append(("usage", self.usage_event()))
         parts.append(("done", self.done()))
-        for quirk in self.effects:
-            if quirk.tail is not None:
-                parts = quirk.tail(parts, self)
-        return b"".join(data for _, data in parts)
+        return parts
+
+    def tail_sent(self, kinds: list[str], error: bool, usage: bool) -> tuple[str | None, bool]:
+        """(the finish_reason sent, whether usage was sent) by a tail of these part kinds."""
+        return (None, False) if error else (self.finish_reason(), usage)
 
     def finish_reason(self) -> str | None:
         """The finish_reason sent: the plan's, through the quirks' finish_reason hooks."""
@@ -184,6 +210,10 @@ class Wire:
 
     def usage_event(self) -> bytes:
         return self.frame(self._head + ',"choices":[],"usage":' + compact_json(self.usage()) + "}")
+
+    def overloaded_event(self) -> bytes:
+        """The overload that ends a stream (the ``overloaded_error`` quirk: Messages and Responses only)."""
+        return self.error_event()
 
     def error_event(self) -> bytes:
         return self.frame(
