@@ -52,7 +52,7 @@ FIELDS: tuple[Field, ...] = (
           "`input` message item, role `user`"),
     Field("`user` content parts other than `text` (images, audio)", "input error", "input error"),
     Field("`assistant` message: `content`", "`assistant` message: a `text` block (the string when it has no "
-          "calls)", "`input` message item, role `assistant`"),
+          "calls)", "`input` message item, role `assistant`, one `output_text` part"),
     Field("`assistant` message: `tool_calls`", "`tool_use` blocks (`id`, `name`, `input` = the arguments parsed; "
           "arguments that are not a JSON object: input error)", "`function_call` items (`call_id`, `name`, "
           "`arguments` as written)"),
@@ -372,8 +372,9 @@ def to_responses(chat: Mapping[str, Any]) -> dict[str, Any]:
             items.append({"role": "user", "content": _text(message.get("content"), where, api)})
         elif role == "assistant":
             text = _text(message.get("content"), where, api)
-            if text:
-                items.append({"role": "assistant", "content": text})
+            if text:  # an output message: servers that refuse an assistant item with string content accept this
+                items.append({"type": "message", "role": "assistant",
+                              "content": [{"type": "output_text", "text": text}]})
             for cid, name, args in _calls(message, where):
                 written = args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False)
                 items.append({"type": "function_call", "call_id": cid, "name": name, "arguments": written})

@@ -78,7 +78,7 @@ def test_a_chat_request_as_a_responses_request_field_by_field():
     assert body["tool_choice"] == "auto"
     assert body["input"] == [
         {"role": "user", "content": "Weather in Paris and Rome?"},
-        {"role": "assistant", "content": "Checking."},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Checking."}]},
         {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": '{"city": "Paris"}'},
         {"type": "function_call", "call_id": "c2", "name": "get_weather", "arguments": '{"city": "Rome"}'},
         {"type": "function_call_output", "call_id": "c1", "output": "18 C"},
