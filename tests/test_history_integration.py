@@ -124,7 +124,7 @@ def test_trend_html_renders_in_headless_chromium(history, tmp_path):
 
 # --------------------------------------------------------------------- one real history of simulator runs
 
-SIM_BASE = {"ttft_ms": 40, "tokens_per_s": 400, "output_tokens": 8, "tool_call_rate": 0.5, "follow_gold": False,
+SIM_BASE = {"ttft_ms": 40, "tokens_per_s": 100, "output_tokens": 16, "tool_call_rate": 0.5, "follow_gold": False,
             "self_flip_rate": 0.02}
 SIM_VENDORS = ["official", "flipper", "slow"]
 SIM_FLIP, SIM_TTFT_MS = 0.5, 400
@@ -144,7 +144,7 @@ def test_six_simulator_runs_flag_the_two_changes_made_at_run_5(tmp_path):
     write_yaml(tmp_path / "sim.yaml", {"profiles": {name: SIM_BASE for name in SIM_VENDORS}})
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", SIM_VENDORS, "official",
                                                       **{n: {"concurrency": 4} for n in SIM_VENDORS}))
-    write_jsonl(tmp_path / "samples.jsonl", numbered_samples(60, TOOLS))
+    write_jsonl(tmp_path / "samples.jsonl", numbered_samples(40, TOOLS))
     for run in range(1, 7):
         sets = [f"{name}:seed={10 * run + j}" for j, name in enumerate(SIM_VENDORS)]  # sampling noise per run
         if run >= 5:
@@ -159,7 +159,8 @@ def test_six_simulator_runs_flag_the_two_changes_made_at_run_5(tmp_path):
         run_json = json.loads((tmp_path / "out" / f"r{run}" / "run.json").read_text())
         assert run_json["options"]["avv_sim_set"] == sets  # run.json says what the simulator was told
     trend = compute_trend(connect(tmp_path / "h.sqlite", create=False))
-    assert _flagged(trend) == {(5, "flipper", "trigger_agreement"), (5, "slow", "ttft_p50_ms")}
+    assert _flagged(trend) == {(5, "flipper", "trigger_agreement"), (5, "slow", "ttft_p50_ms")}, \
+        trend.flagged().to_string()
     flagged = trend.flagged().set_index("vendor")
     flip = flagged.loc["flipper"]
     # the measured agreement before and after is what the truth log implies, item by item

@@ -78,7 +78,7 @@ SCHEMA: tuple[str, ...] = (
         schema_valid INTEGER,             -- every call valid against the schema; NULL: no call or uncheckable
         ttft_ms REAL, tps REAL,
         PRIMARY KEY (run_id, model, vendor, sample_id, repeat)
-    )""",
+    ) WITHOUT ROWID""",  # clustered on its key: the key is not stored twice (as an index)
     "CREATE INDEX metrics_by_metric ON metrics (model, vendor, metric)",
 )
 

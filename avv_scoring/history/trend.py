@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from avv_core.errors import InputError
@@ -104,10 +105,17 @@ def load_series(conn: sqlite3.Connection, runs: pd.DataFrame, options: TrendOpti
     return series.sort_values(["model", "vendor", "run_index"], kind="stable").reset_index(drop=True)
 
 
-def load_items(conn: sqlite3.Connection, run_id: str, model: str) -> pd.DataFrame:
+def load_items(conn: sqlite3.Connection, run_id: str, model: str, codes: dict[str, int] | None = None) -> pd.DataFrame:
+    """The model's items of one run. With ``codes``, sample ids become integers (new ids get the next numbers), the
+    same id the same number in every run, so the paired tests join and group integers."""
     rows = conn.execute(f"SELECT {', '.join(ITEM_COLUMNS)} FROM items WHERE run_id = ? AND model = ?",
                         (run_id, model)).fetchall()
-    return pd.DataFrame(rows, columns=ITEM_COLUMNS)
+    items = pd.DataFrame(rows, columns=ITEM_COLUMNS)
+    if codes is not None:
+        for sample in items["sample_id"].unique().tolist():
+            codes.setdefault(sample, len(codes))
+        items["sample_id"] = items["sample_id"].map(codes).astype(np.int64)
+    return items
 
 
 def _baselines(conn: sqlite3.Connection) -> dict[tuple[str, str], str]:
@@ -127,20 +135,21 @@ def compute_changes(conn: sqlite3.Connection, runs: pd.DataFrame, series: pd.Dat
     rows: list[dict[str, object]] = []
     for model in dict.fromkeys(present["model"]):
         wanted = set(present.loc[present["model"] == model, "vendor"])
-        by_hash: dict[tuple[str, object], tuple[str, dict[str, pd.DataFrame], set[str]]] = {}
-        latest: dict[str, tuple[str, dict[str, pd.DataFrame], set[str]]] = {}
+        by_hash: dict[tuple[str, object], tuple[str, dict[str, pd.DataFrame], set[int]]] = {}
+        latest: dict[str, tuple[str, dict[str, pd.DataFrame], set[int]]] = {}
+        codes: dict[str, int] = {}
         for run_id in runs["run_id"]:
             run_vendors = set(present.loc[(present["model"] == model) & (present["run_id"] == run_id), "vendor"])
             if not run_vendors:
                 continue
-            items = load_items(conn, run_id, model)
+            items = load_items(conn, run_id, model, codes)
             base = baselines.get((run_id, model))
             groups = dict(tuple(items.groupby("vendor", sort=False)))
             base_items = groups.get(base) if base is not None else None
             for vendor in sorted(run_vendors & wanted):
                 mine = groups.get(vendor, items.iloc[0:0])
                 now = outcomes(mine, None if vendor == base or base_items is None else base_items)
-                samples = set(mine["sample_id"])
+                samples = set(mine["sample_id"].unique().tolist())
                 previous = by_hash.get((vendor, hashes[run_id])) or latest.get(vendor)
                 if previous is not None:
                     prev_id, before, prev_samples = previous
