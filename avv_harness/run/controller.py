@@ -430,6 +430,12 @@ class RunController:
             m = run.manifest
             self.lifecycle.stop_run("budget", f"token budget reached ({m.tokens_used} ≥ "
                                               f"{self.options.max_total_tokens}): no new items are started")
+        if run.settle is not None and run.settle.observe(records):  # --avv-settle: a look
+            lines = run.settle.step(run.ledger)
+            for line in lines:
+                log.info(line)
+            if lines:
+                self.lifecycle.save_manifest()
         self.record_hook.fire(records=records)
 
     # ------------------------------------------------------------------------------------ the load

@@ -108,7 +108,7 @@ def scores(a: np.ndarray, b: np.ndarray, limit: float) -> np.ndarray:
     return np.asarray(a, dtype=float) - limit * np.asarray(b, dtype=float)
 
 
-def test_bound(a: np.ndarray, b: np.ndarray, bound: RatioBound, alpha: float, looks: np.ndarray | None = None
+def check_bound(a: np.ndarray, b: np.ndarray, bound: RatioBound, alpha: float, looks: np.ndarray | None = None
                ) -> BoundTest:
     """The bound tested at level ``alpha`` on the items so far (in their random hand-out order). ``looks``: the
     item counts at which the caller looked; a crossing counts from the first look at or after it (default:
@@ -169,4 +169,4 @@ def split_alpha(alpha: float, bounds: int) -> float:
 
 
 __all__ = ["BROKEN", "CAP", "PASSED", "BoundTest", "RatioBound", "bets", "confidence_interval", "log_capitals",
-           "scores", "settle_verdict", "split_alpha", "test_bound"]
+           "scores", "settle_verdict", "split_alpha", "check_bound"]
