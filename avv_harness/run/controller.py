@@ -247,6 +247,15 @@ class RunController:
     def give_back(self, item: WorkItem) -> None:
         self.role.give_back(item)
 
+    def vendor_done(self, class_name: str) -> bool:
+        """``--avv-settle``: the vendor's verdict is settled and nothing of it is left, so its users stop."""
+        return self.role.closed(class_name)
+
+    def vendor_closed(self, vendor: VendorId) -> bool:
+        """On the ledger side: the settle policy closed ``vendor`` and none of its items is pending or in flight."""
+        run = self.run
+        return run is not None and run.settle is not None and vendor in run.settle.users_stop(run.ledger)
+
     def run_item(self, session: requests.Session, class_name: str, item: WorkItem,
                  on_attempt: Callable[[Any], None] | None = None) -> list[Record]:
         """Run one item and return its records (redacted): one row, or one per step of an agent task

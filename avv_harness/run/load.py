@@ -9,7 +9,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from avv_core.items import VendorId
 from avv_harness.run.lifecycle import RunLifecycle
 from avv_harness.run.state import RunState
 from avv_harness.run.stress_policy import StressPolicy
@@ -55,13 +54,8 @@ def next_load(lifecycle: RunLifecycle, run_time_s: float, user_classes: list[Any
         return _stress_load(run, run.stress, run_time_s, user_classes)
     if run.ledger.finished:
         return LoadDecision(stop=True)
-    stopped = run.settle.users_stop(run.ledger) if run.settle is not None else set()
-    running = {name: v for name, v in lifecycle.vendors.items() if VendorId(v.model, v.name) not in stopped}
-    total = sum(v.concurrency for v in running.values())
+    total = sum(v.concurrency for v in lifecycle.vendors.values())
     rate = options.spawn_rate
-    if stopped:  # --avv-settle: the settled vendors' users stop (their classes left out)
-        classes = tuple(cls for cls in user_classes if cls.__name__ in running)
-        return LoadDecision(total, float(rate if rate > 0 else max(total, 1)), classes)
     return LoadDecision(total, float(rate if rate > 0 else max(total, 1)))
 
 

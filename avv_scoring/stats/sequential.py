@@ -32,7 +32,7 @@ settled *passed* once its pass-side capital has reached ``1/α``, *broken* once 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -144,7 +144,7 @@ def confidence_interval(a: np.ndarray, b: np.ndarray, bound: RatioBound, alpha: 
     threshold = np.log(1.0 / alpha)
     lower, upper = 0.0, 1.0
     for c in grid:  # one capital pair per c; the grid is short and each path vectorised
-        lo, hi = -c * bound.b_max, bound.a_max
+        lo, hi = replace(bound, limit=float(c)).z_range
         log_up, log_down = log_capitals(a - c * b, lo, hi)
         if log_up.max() >= threshold:
             lower = max(lower, float(c))
