@@ -14,6 +14,7 @@ from avv_core.items import ItemKey, VendorId
 from avv_core.record_file import read_records
 from avv_harness.run.controller import EXIT_OK
 from avv_harness.run.settle import SETTLED, hand_out_order
+from avv_scoring import score_paths
 from tests.builders import numbered_samples, write_inputs
 from tests.fake_vendor import ScriptedAdapter, item_of, stream_reply
 from tests.glue import make_env, options, run_to_end
@@ -81,6 +82,10 @@ def test_bad_vendor_settles_early_borderline_runs_to_the_end(tmp_path):
     f1 = next(b for b in entry["bounds"] if b["metric"] == "f1")
     assert f1["state"] == "broken" and f1["value"] == 0.0 and f1["interval"][1] < 0.8
     assert settle["vendors"]["border"]["verdict"] is None and settle["vendors"]["border"]["tested"] > 0
+    report = score_paths([ctl.run_dir], out_dir=tmp_path / "scores", html=False).outputs["report.md"]
+    text = open(report, encoding="utf-8").read()
+    assert f"bad: settled FAIL after {entry['settled_after']} of {N} samples" in text
+    assert "Settled early (--avv-settle)" in text and "not settled" in text
 
     # resume with --avv-settle: the settled vendor's items stay skipped (nothing is sent)
     resumed = ScriptedAdapter(reply)

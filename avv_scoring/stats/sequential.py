@@ -26,6 +26,10 @@ null, so the test may be looked at after every item (or every N), forever, and s
 settled *passed* once its pass-side capital has reached ``1/α``, *broken* once the other side's has.
 ``1 / max K`` is an anytime-valid p-value: the error rate the decision spent.
 
+**Zero tolerance.** A bound at the edge of a rate's range (reasoning-only rate ≤ 0) is broken by a single item
+against it — the whole set's metric can no longer meet it, so that FAIL is exact and spends no error — and is
+never passed before the end (no sample shows that the rest has no such item).
+
 **Interval.** The values ``c`` not rejected on either side form a confidence sequence for the metric
 (test inversion on a grid of ``c``); each end holds with probability ≥ 1 − α at every time at once.
 """
@@ -117,6 +121,11 @@ def check_bound(a: np.ndarray, b: np.ndarray, bound: RatioBound, alpha: float, l
     n = int(np.asarray(a).shape[-1])
     if n == 0:
         return BoundTest(bound, 0, None, 1.0, None)
+    if zero_tolerance(bound):  # one item against it decides the whole set's verdict: exact, no error spent
+        against = np.flatnonzero(scores(a, b, bound.limit) > 0 if bound.kind == "max"
+                                 else scores(a, b, bound.limit) < 0)
+        return (BoundTest(bound, n, BROKEN, 0.0, int(against[0]) + 1) if against.size
+                else BoundTest(bound, n, None, 1.0, None))
     log_up, log_down = log_capitals(scores(a, b, bound.limit), lo, hi)
     above, below = (log_up, log_down) if bound.kind == "min" else (log_down, log_up)
     threshold = np.log(1.0 / alpha)
@@ -130,6 +139,11 @@ def check_bound(a: np.ndarray, b: np.ndarray, bound: RatioBound, alpha: float, l
                     continue
             return BoundTest(bound, n, state, float(np.exp(-path.max())), first)
     return BoundTest(bound, n, None, 1.0, None)
+
+
+def zero_tolerance(bound: RatioBound) -> bool:
+    """A bound at the edge of a rate's range (≤ 0, ≥ 1): broken by one item against it, passed only by them all."""
+    return (bound.kind == "max" and bound.limit <= 0) or (bound.kind == "min" and bound.limit >= 1)
 
 
 def confidence_interval(a: np.ndarray, b: np.ndarray, bound: RatioBound, alpha: float,
@@ -169,4 +183,4 @@ def split_alpha(alpha: float, bounds: int) -> float:
 
 
 __all__ = ["BROKEN", "CAP", "PASSED", "BoundTest", "RatioBound", "bets", "confidence_interval", "log_capitals",
-           "scores", "settle_verdict", "split_alpha", "check_bound"]
+           "scores", "settle_verdict", "split_alpha", "check_bound", "zero_tolerance"]
