@@ -161,3 +161,20 @@ def test_report_section_says_settled_after_n_of_n_and_warns_on_thin_tools():
                              "broken); 1958 items skipped (settled)",)
     assert content.rows[0][-2:] == ("3", "0.004 of 0.05") and "get_time (2)" in content.warnings[0]
     assert settle_section(ScoreResult(pd.DataFrame(), pd.DataFrame(), {}, None)) is None  # type: ignore[arg-type]
+
+
+def test_bench_grid_points_meet_the_issue_bars():
+    """bench/settle.py's own rule, 200 seeded runs (in-process, well under a second): at the bound the wrong-verdict
+    rate stays ≤ 5 %; 10 points below the F1 bound, and 10 above it (F1 bound alone), settle on ≤ 25 % of 2,000."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import settle as bench  # type: ignore[import-not-found]
+
+    def point(f1: float, schema: float | None) -> dict[str, float]:
+        return bench.grid_point(np.random.default_rng(5), 200, 2000, 20, 0.05, f1, schema)
+
+    at_bound, below, above = point(0.80, 0.98), point(0.70, 0.99), point(0.90, None)
+    assert at_bound["wrong"] <= 0.05 and below["wrong"] <= 0.05 and above["wrong"] <= 0.05
+    assert below["mean"] <= 500 and above["mean"] <= 500 and below["settled"] == above["settled"] == 1.0
