@@ -79,6 +79,7 @@ def test_bad_vendor_settles_early_borderline_runs_to_the_end(tmp_path):
     entry = settle["vendors"]["bad"]
     assert entry["verdict"] == "fail" and entry["skipped"] == len(skipped) and entry["of"] == N
     assert entry["settled_after"] <= n_bad and entry["alpha_spent"] <= settle["alpha"]
+    assert entry["floor_per_tool"] == 5 and entry["thin_tools"] == {}  # get_weather: on every item
     f1 = next(b for b in entry["bounds"] if b["metric"] == "f1")
     assert f1["state"] == "broken" and f1["value"] == 0.0 and f1["interval"][1] < 0.8
     assert settle["vendors"]["border"]["verdict"] is None and settle["vendors"]["border"]["tested"] > 0
