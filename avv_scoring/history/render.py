@@ -86,10 +86,14 @@ def vendor_tables(trend: Trend, interval: bool) -> list[tuple[str, list[str], li
     return out
 
 
+def _p(value: float) -> str:
+    return f"{value:.2g}" if value > 0 else "< 1e-15"  # a Wald p below the float's resolution
+
+
 def change_rows(trend: Trend) -> list[list[str]]:
     return [[str(c["model"]), str(c["vendor"]), f"{c['run_index']} {c['run_id']}", str(c["previous_run_id"]),
              str(c["compared_on"]), str(c["test"]), str(c["n"]), f"{c['before']:.4g}", f"{c['after']:.4g}",
-             _effect(c), f"{c['p_holm']:.2g}", str(c["direction"])] for c in trend.flagged().to_dict("records")]
+             _effect(c), _p(c["p_holm"]), str(c["direction"])] for c in trend.flagged().to_dict("records")]
 
 
 def summary_line(trend: Trend) -> str:
