@@ -7,6 +7,7 @@ score runs, re-render a stress run, or compute IRF over a ready metrics table.
                             [--min-success X] [--min-f1 X] [--min-schema X] [--max-reasoning-only X]
                             [--min-attempt-success X] [--irf-metrics A,B,...] [--strict] [-q]
                             [--bootstrap N] [--seed S] [--verdict threshold|statistical]
+                            [--arg-normalise default|none|FILE.yaml]
     avv-score stress RUN [--no-score] [same options as above]
     avv-score export --format k2vv RUN [--out DIR] [--samples FILE] [--baseline NAME | MODEL=VENDOR]
     avv-score trajectory RUN --vendor NAME --sample ID [--repeat N] [--samples FILE]   (one agent task, step by step)
@@ -32,6 +33,7 @@ import pandas as pd
 
 from avv_core.errors import InputError
 from avv_core.stop_signals import Interrupted, interrupt_on_signals
+from avv_scoring.arg_normalise import resolve_arg_normalise
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
 from avv_scoring.entrypoints import score_paths, stress_only
 from avv_scoring.metrics.registry import render_metric_table
@@ -186,6 +188,12 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
         "needs ≥ 2 repeats); the other bounds stay",
     )
     p.add_argument(
+        "--arg-normalise", default="default", metavar="default|none|FILE.yaml",
+        help="argument normalisers applied before args_match, args_f1 and gold_args_f1 compare values (dates, "
+        "numbers, booleans, enum/ID case; docs/scoring.md): default = all, none = exact values, or a YAML file "
+        "naming them (gold_args_accuracy always compares exact values)",
+    )
+    p.add_argument(
         "--strict", action="store_true",
         help="exit with status 1 when any vendor fails its verdict, or when there is nothing to score"
     )
@@ -334,6 +342,7 @@ def main_score(argv: Sequence[str]) -> int:
         baseline_name=args.baseline_name,
         stats=_stats(args),
         html=not args.no_html,
+        arg_normalise=resolve_arg_normalise(args.arg_normalise),
     )
     return _report(result, args)
 
@@ -357,6 +366,7 @@ def main_stress(argv: Sequence[str]) -> int:
         baseline_name=args.baseline_name,
         stats=_stats(args),
         html=not args.no_html,
+        arg_normalise=resolve_arg_normalise(args.arg_normalise),
     )
     return _report(result, args)
 

@@ -27,6 +27,7 @@ from avv_scoring.load import (
 )
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
 from avv_scoring.metrics.headline import annotate_tool_calls
+from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.metrics.registry import METRICS, RegistryError, model_functions
 from avv_scoring.metrics.trajectories import summarise as summarise_trajectories
 from avv_scoring.metrics.trajectories import trajectory_disagreements
@@ -109,6 +110,8 @@ class ScoreResult:
     #: Rows of the inputs left out because a cell held a number no record can hold, each named by file, line,
     #: item and cell (:func:`avv_core.record_file.read_records_checked`); the rest was scored.
     excluded_rows: tuple[str, ...] = ()
+    #: The argument normalisers args_match, args_f1 and gold_args_f1 compared values with (``--arg-normalise``).
+    arg_normalise: ArgNormalisation = field(default_factory=ArgNormalisation)
 
     @property
     def models(self) -> list[str]:
@@ -205,6 +208,7 @@ def score_frame(
     irf_metrics: MetricsSpec = None,
     gold_by_sample: GoldBySample | None = None,
     stats: StatsSettings | None = None,
+    arg_normalise: ArgNormalisation | None = None,
 ) -> ScoreResult:
     """Score a records table: one row per (model, vendor) with every metric, IRF and verdict, the per-tool
     breakdown and the disagreements.
@@ -216,8 +220,10 @@ def score_frame(
     gold metrics missing). ``irf_metrics`` = the IRF input columns (default: the registry's ``irf=True``
     metrics). ``stats`` = bootstrap resamples, seed and verdict mode
     (:class:`~avv_scoring.stats.uncertainty.StatsSettings`; default: 1000 resamples, seed 17, threshold verdicts).
+    ``arg_normalise`` = the argument normalisers (:mod:`avv_scoring.metrics.normalisers`; default: all of them).
     """
     stats = stats if stats is not None else StatsSettings()
+    arg_normalise = arg_normalise if arg_normalise is not None else ArgNormalisation()
     thresholds = verdict_thresholds(thresholds if thresholds is not None else Thresholds(), stats)
     irf_inputs = resolve_irf_metrics(irf_metrics)
     _check_frame(records)
@@ -233,6 +239,7 @@ def score_frame(
             tuple(warnings),
             irf_metrics=irf_inputs,
             stats=stats,
+            arg_normalise=arg_normalise,
         )
     if tools_by_sample is None:
         warnings.append("no request tool definitions: schema accuracy not computed (pass --samples FILE)")
@@ -244,7 +251,7 @@ def score_frame(
                 f"checkable: {', '.join(unknown[:5])}{' …' if len(unknown) > 5 else ''}"
             )
     baselines = resolve_baselines(records, baseline)
-    records = annotate_tool_calls(records, tools_by_sample, gold_by_sample)
+    records = annotate_tool_calls(records, tools_by_sample, gold_by_sample, arg_normalise)
     records = summarise_trajectories(records)  # one row per item: an agent task's first step + its summary
     model_col = records["model"].astype(str)
     vendor_col = records["vendor"].astype(str)
@@ -315,7 +322,8 @@ def score_frame(
     return ScoreResult(scores, by_repeat, baselines, thresholds, tuple(warnings), irf_metrics=irf_inputs, stats=stats,
                        client_load=_client_load(records),
                        per_tool=_in_score_order(tool_rows, PER_TOOL_COLUMNS, scores),
-                       disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores), records=records)
+                       disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores), records=records,
+                       arg_normalise=arg_normalise)
 
 
 def comparable_items(records: pd.DataFrame, model_col: pd.Series, vendor_col: pd.Series) -> pd.Series:

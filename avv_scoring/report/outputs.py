@@ -63,6 +63,7 @@ def result_dict(result: ScoreResult) -> dict[str, Any]:
         "thresholds_preset": result.thresholds.name,
         "irf_metrics": list(result.irf_metrics),
         "statistics": result.stats.to_dict(),
+        "arg_normalise": result.arg_normalise.to_dict(),
         "baselines": result.baselines,
         "warnings": result.warnings,
         "columns": list(SCORE_COLUMNS),
