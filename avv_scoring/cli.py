@@ -7,7 +7,7 @@ score runs, re-render a stress run, or compute IRF over a ready metrics table.
                             [--min-success X] [--min-f1 X] [--min-schema X] [--max-reasoning-only X]
                             [--min-attempt-success X] [--irf-metrics A,B,...] [--strict] [-q]
                             [--bootstrap N] [--seed S] [--verdict threshold|statistical]
-                            [--arg-normalise default|none|FILE.yaml]
+                            [--arg-normalise default|none|FILE.yaml] [--ftr-band LOW:HIGH]
     avv-score stress RUN [--no-score] [same options as above]
     avv-score export --format k2vv RUN [--out DIR] [--samples FILE] [--baseline NAME | MODEL=VENDOR]
     avv-score trajectory RUN --vendor NAME --sample ID [--repeat N] [--samples FILE]   (one agent task, step by step)
@@ -61,6 +61,18 @@ def _threshold(text: str) -> float | None:
     if math.isnan(value):
         raise argparse.ArgumentTypeError("NaN is not a threshold")
     return value
+
+
+def _band(text: str) -> tuple[float, float]:
+    """``--ftr-band 0.775:0.825`` → (0.775, 0.825)."""
+    low, sep, high = text.partition(":")
+    try:
+        band = (float(low), float(high)) if sep else None
+    except ValueError:
+        band = None
+    if band is None or not all(math.isfinite(b) for b in band) or band[0] > band[1]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not LOW:HIGH (two numbers, LOW ≤ HIGH)")
+    return band
 
 
 def _irf_metrics_arg(text: str) -> list[str]:
@@ -171,6 +183,11 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
             metavar="X",
             help=f"{text} (avv default {'not checked' if default is None else f'{default:g}'}; 'off' disables)",
         )
+    p.add_argument(
+        "--ftr-band", type=_band, default=None, metavar="LOW:HIGH",
+        help="judge finish_tool_calls_rate within this band on any samples (the minimax preset's 0.775:0.825 band "
+        "is otherwise judged only on samples marked _sample_set: minimax)",
+    )
     _add_irf_metrics_option(p)
     p.add_argument(
         "--bootstrap", type=_non_negative_int, default=DEFAULT_RESAMPLES, metavar="N",
@@ -303,8 +320,12 @@ def _thresholds(args: argparse.Namespace) -> Thresholds:
     for _, keyword, value in given:
         kind, _, column = keyword.partition("_")
         out = out.with_bound(column, kind, value)
-    if given:
-        flags = " ".join(f"{flag} {'off' if value is None else f'{value:g}'}" for flag, _, value in given)
+    if args.ftr_band is not None:  # an explicit band holds on any samples
+        out = out.without("finish_tool_calls_rate").with_bound("finish_tool_calls_rate", "min", args.ftr_band[0])
+        out = out.with_bound("finish_tool_calls_rate", "max", args.ftr_band[1])
+    if given or args.ftr_band is not None:
+        flags = " ".join([*(f"{flag} {'off' if value is None else f'{value:g}'}" for flag, _, value in given),
+                          *([f"--ftr-band {args.ftr_band[0]:g}:{args.ftr_band[1]:g}"] if args.ftr_band else [])])
         out = out.named(f"{base.name} with {flags}")
     return out
 

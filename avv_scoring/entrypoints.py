@@ -131,6 +131,7 @@ def score_inputs(
     result = score_frame(
         records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds, irf_metrics=irf_metrics,
         gold_by_sample=tool_source.gold_by_sample, stats=stats, arg_normalise=arg_normalise,
+        sample_sets=tool_source.sample_sets,
     )
     stress_dir = _single_stress_run(inputs)
     return replace(

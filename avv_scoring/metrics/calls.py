@@ -337,14 +337,14 @@ def positive(rows: pd.DataFrame) -> pd.Series:
 
 
 @produces(
-    Metric("gold_trigger_accuracy", "Gold Trigger Acc", "rate", "higher", order=650, group="correctness",
+    Metric("gold_trigger_accuracy", "Gold Trigger Acc", "rate", "higher", order=650, group="correctness", needs="gold",
            doc="(TP + TN) / gold_labelled against expected_tool_call (MiniMax ToolCalls-Match-Rate)"),
-    Metric("gold_tool_accuracy", "Gold Tool Acc", "rate", "higher", order=660, group="correctness",
+    Metric("gold_tool_accuracy", "Gold Tool Acc", "rate", "higher", order=660, group="correctness", needs="gold_calls",
            doc="gold_call_items whose called names equal expected_calls' (as multisets) / gold_call_items"),
-    Metric("gold_args_accuracy", "Gold Args Acc", "rate", "higher", order=670, group="correctness",
+    Metric("gold_args_accuracy", "Gold Args Acc", "rate", "higher", order=670, group="correctness", needs="gold_calls",
            doc="gold_call_items whose calls pair one to one with expected_calls (possible answers, any order; "
                "exact values)"),
-    Metric("gold_args_f1", "Gold Args F1", "rate", "higher", order=675, group="correctness",
+    Metric("gold_args_f1", "Gold Args F1", "rate", "higher", order=675, group="correctness", needs="gold_calls",
            doc="mean over gold_call_items of the weighted leaf F1 of the calls against expected_calls (values "
                "normalised by --arg-normalise; required keys 2×, optional 1×)"),
     Metric("gold_labelled", "Gold labelled", "int", "none", count=True, order=680, group="correctness",

@@ -64,6 +64,7 @@ def result_dict(result: ScoreResult) -> dict[str, Any]:
         "irf_metrics": list(result.irf_metrics),
         "statistics": result.stats.to_dict(),
         "arg_normalise": result.arg_normalise.to_dict(),
+        "not_judged": {model: list(skipped) for model, skipped in result.not_judged.items()},
         "baselines": result.baselines,
         "warnings": result.warnings,
         "columns": list(SCORE_COLUMNS),
