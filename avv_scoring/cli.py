@@ -8,6 +8,7 @@ score runs, re-render a stress run, or compute IRF over a ready metrics table.
                             [--min-attempt-success X] [--irf-metrics A,B,...] [--strict] [-q]
                             [--bootstrap N] [--seed S] [--verdict threshold|statistical]
                             [--arg-normalise default|none|FILE.yaml] [--ftr-band LOW:HIGH]
+                            [--irf-ties published|statistical]
     avv-score stress RUN [--no-score] [same options as above]
     avv-score export --format k2vv RUN [--out DIR] [--samples FILE] [--baseline NAME | MODEL=VENDOR]
     avv-score trajectory RUN --vendor NAME --sample ID [--repeat N] [--samples FILE]   (one agent task, step by step)
@@ -41,7 +42,7 @@ from avv_scoring.presets import PRESETS, resolve_thresholds, thresholds_yaml
 from avv_scoring.report.escape import neutralise_frame, restore_frame, terminal_text
 from avv_scoring.report.terminal import render_tables
 from avv_scoring.score import ScoreResult
-from avv_scoring.stats.irf import irf_scores, irf_table_columns, resolve_irf_metrics
+from avv_scoring.stats.irf import IRF_TIES, irf_scores, irf_table_columns, resolve_irf_metrics
 from avv_scoring.stats.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, VERDICT_MODES, StatsSettings
 from avv_scoring.stress import stress_tables
 from avv_scoring.verdict import DEFAULT_PRESET, Thresholds
@@ -211,6 +212,11 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
         "naming them (gold_args_accuracy always compares exact values)",
     )
     p.add_argument(
+        "--irf-ties", choices=IRF_TIES, default=IRF_TIES[0],
+        help="published (default): AVV's IRF; statistical: also irf_statistical, where vendors whose 95 %% "
+        "bootstrap interval of the difference contains 0 share their rank on that metric (orders the vendors)",
+    )
+    p.add_argument(
         "--strict", action="store_true",
         help="exit with status 1 when any vendor fails its verdict, or when there is nothing to score"
     )
@@ -229,7 +235,7 @@ def _non_negative_int(text: str) -> int:
 
 
 def _stats(args: argparse.Namespace) -> StatsSettings:
-    return StatsSettings(resamples=args.bootstrap, seed=args.seed, verdict=args.verdict)
+    return StatsSettings(resamples=args.bootstrap, seed=args.seed, verdict=args.verdict, irf_ties=args.irf_ties)
 
 
 def _irf_parser() -> argparse.ArgumentParser:

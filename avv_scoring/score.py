@@ -319,9 +319,11 @@ def score_frame(
     scores["verdict"] = [v for v, _ in outcomes]
     scores["verdict_reasons"] = ["; ".join(r) for _, r in outcomes]
     model_order = {m: i for i, m in enumerate(dict.fromkeys(scores["model"]))}
+    # --irf-ties statistical orders the vendors by the IRF with statistical ties (then the published IRF)
+    by = ["_m", "irf_statistical", "irf", "vendor"] if stats.irf_ties == "statistical" else ["_m", "irf", "vendor"]
     scores = (
         scores.assign(_m=scores["model"].map(model_order))
-        .sort_values(["_m", "irf", "vendor"], ascending=[True, False, True], kind="stable")
+        .sort_values(by, ascending=[True] + [False] * (len(by) - 2) + [True], kind="stable", na_position="last")
         .drop(columns="_m")
         .reset_index(drop=True)
     )
