@@ -14,13 +14,13 @@ from avv_core.samples import Gold
 from avv_scoring import score_frame
 from avv_scoring.arg_normalise import resolve_arg_normalise
 from avv_scoring.metrics.correctness import Call, calls_match_gold, name_mapper
+from avv_scoring.metrics.gold_f1 import gold_args_f1
 from avv_scoring.metrics.normalisers import (
     NORMALISERS,
     ArgNormalisation,
     CallNormaliser,
     canonical_date,
     example_outcome,
-    gold_args_f1,
     normalise_value,
     render_normaliser_table,
 )

@@ -25,7 +25,8 @@ from avv_core.tool_formats import find_text_calls, request_tool_names
 from avv_scoring.load import OK_COL, is_success
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.correctness import CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
-from avv_scoring.metrics.normalisers import ArgNormalisation, CallNormaliser, gold_args_f1
+from avv_scoring.metrics.gold_f1 import gold_args_f1
+from avv_scoring.metrics.normalisers import ArgNormalisation, CallNormaliser
 from avv_scoring.metrics.registry import Metric, produces
 from avv_scoring.metrics.schema import INVALID, UNCHECKABLE, VALID, CallChecker, parse_tool_calls
 
@@ -375,7 +376,7 @@ def gold_accuracy(rows: pd.DataFrame) -> Columns:
     AST-style; :mod:`avv_scoring.metrics.correctness`) — exact values. ``gold_args_f1`` credits a call that is
     partly right and compares values by meaning: the calls and the acceptable values are normalised
     (``--arg-normalise``), each leaf of a required argument weighs 2, of an optional one 1, and an item's F1 is
-    ``2·matched / (gold + predicted)`` (:func:`avv_scoring.metrics.normalisers.gold_args_f1`). Failed labelled items
+    ``2·matched / (gold + predicted)`` (:func:`avv_scoring.metrics.gold_f1.gold_args_f1`). Failed labelled items
     are counted in ``gold_failed``. Each is missing when its denominator is 0.
     """
     rows = ensure_annotated(rows)
