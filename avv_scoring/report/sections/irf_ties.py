@@ -39,4 +39,4 @@ def model_irf_ties(result: ScoreResult, model: str) -> Table | None:
                        for r, rp, rs in zip(rows, by_published, by_statistical, strict=True)))
 
 
-SECTION = table_section("irf_ties", "IRF with statistical ties", 15, model_irf_ties, intro=INTRO)
+SECTION = table_section("irf_ties", "IRF with statistical ties", 25, model_irf_ties, intro=INTRO)
