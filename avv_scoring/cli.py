@@ -35,7 +35,7 @@ from avv_core.stop_signals import Interrupted, interrupt_on_signals
 from avv_scoring.arg_normalise import resolve_arg_normalise
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
 from avv_scoring.entrypoints import score_paths, stress_only
-from avv_scoring.irf_command import add_irf_metrics_option, main_irf
+from avv_scoring.irf_command import add_irf_metrics_option, main_irf, read_irf_table  # noqa: F401 (re-exported)
 from avv_scoring.metrics.registry import render_metric_table
 from avv_scoring.presets import PRESETS, resolve_thresholds, thresholds_yaml
 from avv_scoring.report.escape import terminal_text
