@@ -114,6 +114,8 @@ class ScoreResult:
     arg_normalise: ArgNormalisation = field(default_factory=ArgNormalisation)
     #: Model → the bounds its verdicts did not judge, each "column (why)" (:func:`.verdict.judged_thresholds`).
     not_judged: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Runs made with ``--avv-settle``: input → run.json's ``settle`` (seed, rule, each vendor's outcome).
+    settle: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def models(self) -> list[str]:

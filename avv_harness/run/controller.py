@@ -247,6 +247,15 @@ class RunController:
     def give_back(self, item: WorkItem) -> None:
         self.role.give_back(item)
 
+    def vendor_done(self, class_name: str) -> bool:
+        """``--avv-settle``: the vendor's verdict is settled and nothing of it is left, so its users stop."""
+        return self.role.closed(class_name)
+
+    def vendor_closed(self, vendor: VendorId) -> bool:
+        """On the ledger side: the settle policy closed ``vendor`` and none of its items is pending or in flight."""
+        run = self.run
+        return run is not None and run.settle is not None and vendor in run.settle.users_stop(run.ledger)
+
     def run_item(self, session: requests.Session, class_name: str, item: WorkItem,
                  on_attempt: Callable[[Any], None] | None = None) -> list[Record]:
         """Run one item and return its records (redacted): one row, or one per step of an agent task
@@ -430,6 +439,12 @@ class RunController:
             m = run.manifest
             self.lifecycle.stop_run("budget", f"token budget reached ({m.tokens_used} ≥ "
                                               f"{self.options.max_total_tokens}): no new items are started")
+        if run.settle is not None and run.settle.observe(records):  # --avv-settle: a look
+            lines = run.settle.step(run.ledger)
+            for line in lines:
+                log.info(line)
+            if lines:
+                self.lifecycle.save_manifest()
         self.record_hook.fire(records=records)
 
     # ------------------------------------------------------------------------------------ the load

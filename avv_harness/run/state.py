@@ -21,6 +21,7 @@ from avv_core.manifest import RunManifest, utc_now
 from avv_core.record_file import RecordWriteError, RecordWriter
 from avv_core.records import STATUS_SUCCESS, Record
 from avv_harness.run.ledger import Ledger
+from avv_harness.run.settle import SettlePolicy
 from avv_harness.run.stress_policy import StressPolicy
 from avv_harness.wire.execute import ExecContext
 
@@ -48,6 +49,8 @@ class RunState:
     scoring_problem: str | None = None  # why its scores are missing or partial (scoring failed, rows left out)
     load_rows: list[dict[str, Any]] = field(default_factory=list)  # worker, vendor, client lag and CPU per record
     items_done_before: int = 0  # resume: items earlier sessions recorded as done (not in this ledger)
+    settle: SettlePolicy | None = None  # --avv-settle: which vendors' verdicts are settled
+    settle_before: dict[str, Any] = field(default_factory=dict)  # --avv-settle on resume: run.json's earlier settle
 
     @property
     def items_done(self) -> int:
@@ -96,6 +99,8 @@ class RunState:
     def save_manifest(self, stress_summary: dict[str, Any] | None = None) -> None:
         """Write run.json (OSError when it cannot be written)."""
         self.manifest.items_recorded = self.items_done_before + self.items_done
+        if self.settle is not None:
+            self.manifest.extra["settle"] = self.settle.to_manifest()
         if stress_summary is not None:
             self.manifest.stress = stress_summary
         self.manifest.write(self.run_dir)
