@@ -15,10 +15,13 @@ score runs, re-render a stress run, or compute IRF over a ready metrics table.
     avv-score irf TABLE.csv [--digits N] [--irf-metrics A,B,...]
     avv-score metrics                       (the registry's metric table, as in the README)
     avv-score thresholds [PRESET|FILE.yaml] (a threshold preset as YAML, ready to copy and edit)
+    avv-score history add RUN... --db PATH  (add runs to a history database; see avv_scoring/history)
+    avv-score trend --db PATH [--model M] [--vendor V] [--metric A,B] [--since DATE] [--fail-on-regression]
 
 Bad input prints one message naming the file and field and exits with status 2 (no traceback). Exit status:
 0 scored; 1 ``--strict`` and a vendor failed (or nothing to score); 2 bad input; 4 scored, but rows holding a
-number no record can hold were left out (each named on stderr and in report.md). Ctrl-C or SIGTERM stops
+number no record can hold were left out (each named on stderr and in report.md); 5 ``trend
+--fail-on-regression`` and a vendor's latest run has a flagged regression. Ctrl-C or SIGTERM stops
 it at once, with one line and status 128 + the signal (130, 143), no traceback.
 """
 
@@ -391,6 +394,10 @@ def _dispatch(argv: list[str], commands: Mapping[str, Command]) -> int:
             return main_thresholds(argv[1:])
         if argv and argv[0] == "trajectory":
             return main_trajectory(argv[1:])
+        if argv and argv[0] in ("history", "trend"):  # the run history (avv_scoring/history, docs/history.md)
+            from avv_scoring.history.cli import main_history, main_trend
+
+            return (main_history if argv[0] == "history" else main_trend)(argv[1:])
         if argv and argv[0] == "metrics":  # the README table, from the registry
             sys.stdout.write(render_metric_table() + "\n")
             return 0

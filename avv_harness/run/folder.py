@@ -191,6 +191,26 @@ def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True)
         return None, f"scoring failed ({type(exc).__name__}: {str(exc)[:200]})"
 
 
+def append_to_history(history: str, run_dir: Path, manifest: RunManifest, result: Any) -> str | None:
+    """Add the scored run to the history database ``history`` (``--avv-history``; a run id already there adds
+    nothing). Returns None, or the problem (the closing line names it, exit status 4: the run is complete but the
+    history lacks it). Never raises an Exception, like :func:`score_run`."""
+    try:
+        from avv_scoring.history import add_result, connect
+
+        conn = connect(history)
+        try:
+            added = add_result(conn, result, manifest, str(run_dir))
+        finally:
+            conn.close()
+        print(f"history: run {added.run_id} {'added to' if added.added else 'was already in'} {history}", flush=True)
+        return None
+    except Exception as exc:
+        log.error("cannot add the run to the history %s (%s); add it with: avv-score history add %s --db %s",
+                  history, exc, run_dir, history)
+        return f"not added to the history {history} ({type(exc).__name__}: {str(exc)[:200]})"
+
+
 def summary_line(manifest: RunManifest, run_dir: Path, completed: bool, stop_reason: str | None,
                  max_total_tokens: int, scoring_problem: str | None = None) -> str:
     """The closing line: how many records records.csv holds (after a resume: also how many this session wrote),

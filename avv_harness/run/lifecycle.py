@@ -32,7 +32,15 @@ from avv_core.stop_signals import Interrupted, interrupt_on_signals
 from avv_harness.inputs.config import Vendor
 from avv_harness.inputs.secrets import Redactor
 from avv_harness.locust.distribution import Role
-from avv_harness.run.folder import check_out_folder, fill_manifest, new_run, score_run, summary_line, ui_run_options
+from avv_harness.run.folder import (
+    append_to_history,
+    check_out_folder,
+    fill_manifest,
+    new_run,
+    score_run,
+    summary_line,
+    ui_run_options,
+)
 from avv_harness.run.options import RunOptions
 from avv_harness.run.progress import progress_line
 from avv_harness.run.settle import SettlePolicy, hand_out_order
@@ -122,7 +130,8 @@ class RunLifecycle:
         from avv_sim import start_simulator
 
         # the simulator reads the samples' gold labels from the file itself: no vendor is ever sent them
-        self.sim = start_simulator(self.options.sim_config, truth_log=truth_log, gold=self.options.samples)
+        self.sim = start_simulator(self.options.sim_config, truth_log=truth_log, gold=self.options.samples,
+                                   sets=self.options.sim_sets)
         self.sim_url = self.sim.url
         log.info("started the simulated vendors at %s", self.sim_url)
 
@@ -308,6 +317,7 @@ class RunLifecycle:
                         html=not self.options.no_html)
             except Interrupted as exc:
                 interrupted = exc
+        self._append_history(run, interrupted is not None)
         run.exit_code = run.exit_status()
         if interrupted is not None:  # as a shell reports a process ended by the signal
             run.exit_code = interrupted.exit_status
@@ -320,6 +330,24 @@ class RunLifecycle:
                            run.scoring_problem), flush=True)
         self.run_hook.fire(run=run, phase="end")
         return run.exit_code
+
+    def _append_history(self, run: RunState, interrupted: bool) -> None:
+        """``--avv-history``: the scored run into the history database (after scoring; a failure is the run's
+        scoring problem: exit status 4, the closing line says how to add it later)."""
+        history = self.options.history
+        if not history or interrupted:
+            return
+        result = run.result
+        if result is None or not getattr(result, "scored", False):
+            if not self.options.no_score and run.manifest.records_written:
+                log.warning("the run was not scored, so it is not added to the history %s", history)
+            elif self.options.no_score:
+                log.warning("--avv-no-score: the run is not added to the history %s; add it with avv-score history "
+                            "add %s --db %s", history, run.run_dir, history)
+            return
+        problem = append_to_history(history, run.run_dir, run.manifest, result)
+        if problem is not None and run.scoring_problem is None:
+            run.scoring_problem = problem
 
     def _stop_simulator(self) -> None:
         if self.sim is not None:

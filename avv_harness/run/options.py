@@ -66,6 +66,11 @@ def add_arguments(parser: Any) -> None:
         help="Largest SSE event or line accepted from a vendor, bytes (default 4 MiB; ≥ 1024); a larger one "
         "fails the attempt as bad_sse.")
     add("--avv-sim-config", default=str(DEFAULT_SIM_CONFIG), help="Simulator profiles for {sim} vendors.")
+    add("--avv-sim-set", action="append", default=None, metavar="[PROFILE:]KNOB=VALUE",
+        help="A simulator knob for this run on top of --avv-sim-config (repeatable; PROFILE: sets it for one "
+        "profile, e.g. to degrade one vendor; run.json and the truth log show it).")
+    add("--avv-history", default="", metavar="PATH",
+        help="Append the finished, scored run to this history database (SQLite; avv-score trend reads it).")
     add("--avv-skip-bad-lines", action="store_true", default=False, help="Skip malformed sample lines.")
     add("--avv-resume", default="", help="Run folder to resume: runs only its missing, failed or changed items.")
     add("--avv-max-total-tokens", type=int, default=0, help="Stop starting items once reported tokens reach N.")
@@ -151,6 +156,8 @@ class RunOptions:
     max_request_s: float  # total time cap per attempt (a vendor's own max_request_s wins)
     max_event_bytes: int  # largest SSE event or line read from a vendor
     sim_config: str  # simulator profiles
+    sim_sets: tuple[str, ...]  # --avv-sim-set knobs applied on top of them
+    history: str  # history database the run is appended to ("" = none)
     skip_bad_lines: bool  # skip malformed sample lines instead of failing
     resume: str  # run folder to resume ("" = a new run)
     max_total_tokens: int  # token budget (0 = none)
@@ -216,6 +223,8 @@ class RunOptions:
             max_request_s=number("avv_max_request_s", 0, strict=True),
             max_event_bytes=int(number("avv_max_event_bytes", MIN_MAX_EVENT_BYTES)),
             sim_config=str(parsed.avv_sim_config),
+            sim_sets=tuple(str(item) for item in (getattr(parsed, "avv_sim_set", None) or ())),
+            history=str(getattr(parsed, "avv_history", "") or ""),
             skip_bad_lines=bool(parsed.avv_skip_bad_lines),
             resume=str(parsed.avv_resume),
             max_total_tokens=int(number("avv_max_total_tokens", 0)),
