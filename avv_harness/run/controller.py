@@ -181,7 +181,8 @@ class RunController:
         """Options from ``environment.parsed_options``; vendors for ``environment.user_classes`` (each
         carries ``avv_vendor_id``); keys from the environment and ``.env``. InputError on bad input."""
         options = RunOptions.from_parsed(environment.parsed_options or preparse_options([]))
-        config = load_config(options.config, env=environment_with_dotenv()).select(list(options.models))
+        config = (load_config(options.config, env=environment_with_dotenv()).select(list(options.models))
+                  .with_concurrency(options.concurrency))
         by_id = {VendorId(v.model, v.name): v for v in config.vendors}
         vendors = {}
         for user_class in environment.user_classes:
