@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from avv_core.items import VendorId
+from avv_core.items import ItemKey, VendorId
 from avv_core.manifest import RunManifest, utc_now
 from avv_core.record_file import RecordWriteError, RecordWriter
 from avv_core.records import STATUS_SUCCESS, Record
+from avv_harness.run.budget import Budget
 from avv_harness.run.ledger import Ledger
 from avv_harness.run.stress_policy import StressPolicy
 from avv_harness.wire.execute import ExecContext
@@ -48,6 +49,7 @@ class RunState:
     scoring_problem: str | None = None  # why its scores are missing or partial (scoring failed, rows left out)
     load_rows: list[dict[str, Any]] = field(default_factory=list)  # worker, vendor, client lag and CPU per record
     items_done_before: int = 0  # resume: items earlier sessions recorded as done (not in this ledger)
+    budget: Budget = field(default_factory=Budget)  # the token and cost caps: spent and reserved
 
     @property
     def items_done(self) -> int:
@@ -65,9 +67,9 @@ class RunState:
         self.writer.write_many(list(records))
         self.manifest.records_written += len(records)
 
-    def account(self, records: list[Record], class_name_of: Callable[[Record], str]) -> bool:
-        """Count an item's records (failures, client errors, tokens; the stress policy's observations).
-        True when this item used up the token budget ``manifest.budget['max_total_tokens']``."""
+    def account(self, key: ItemKey, records: list[Record], class_name_of: Callable[[Record], str]) -> bool:
+        """Count an item's records (failures, client errors, tokens; the stress policy's observations) and settle
+        its reservation (:meth:`Budget.settle`). True when this item used up a budget (``manifest.budget``)."""
         m = self.manifest
         for record in records:
             self.load_rows.append({k: record.get(k) for k in ("worker", "vendor", "client_lag_ms", "client_cpu_pct")})
@@ -80,8 +82,8 @@ class RunState:
                                     record.get("ttft_ms"))
             if record.get("total_tokens") is not None:
                 m.tokens_used += int(record["total_tokens"])
-        cap = (m.budget or {}).get("max_total_tokens")
-        if cap and m.tokens_used >= cap and not m.budget["exhausted"]:
+        self.budget.settle(key, records)
+        if self.budget.exhausted and not m.budget.get("exhausted"):
             m.budget["exhausted"] = True
             return True
         return False
@@ -96,6 +98,8 @@ class RunState:
     def save_manifest(self, stress_summary: dict[str, Any] | None = None) -> None:
         """Write run.json (OSError when it cannot be written)."""
         self.manifest.items_recorded = self.items_done_before + self.items_done
+        if self.budget.active:
+            self.manifest.budget.update(self.budget.summary())
         if stress_summary is not None:
             self.manifest.stress = stress_summary
         self.manifest.write(self.run_dir)
