@@ -21,7 +21,7 @@ from avv_core.pricing import Price
 from avv_core.samples import Sample
 from avv_harness.run.budget import DEFAULT_MAX_TOKENS, Budget, Spend, charged, prompt_estimate, worst_case
 from avv_harness.run.controller import EXIT_INCOMPLETE
-from tests.builders import write_inputs, write_yaml, fake_vendors
+from tests.builders import fake_vendors, write_inputs, write_yaml
 from tests.fake_vendor import ScriptedAdapter, stream_reply
 from tests.glue import make_env, options, run_to_end
 
