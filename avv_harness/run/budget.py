@@ -29,6 +29,9 @@ from avv_core.items import ItemKey
 from avv_core.pricing import Price
 from avv_core.records import STATUS_SUCCESS
 from avv_core.samples import Sample
+from avv_harness.dialects.overrides import Overrides
+from avv_harness.inputs.config import Vendor
+from avv_harness.wire.execute import build_body
 
 #: Completion tokens reserved for a request whose body sets neither ``max_tokens`` nor ``max_completion_tokens``.
 DEFAULT_MAX_TOKENS = 4096
@@ -87,6 +90,21 @@ def worst_case(sample: Sample, body: Mapping[str, Any], price: Price | None) -> 
         prompts = steps * prompt + growth * steps * (steps - 1) // 2
         completions = steps * completion
     return Spend(prompts + completions, price.worst(prompts, completions) if price is not None else 0.0)
+
+
+class WorstCases:
+    """Each (vendor, sample)'s worst case (:func:`worst_case` of the body :func:`build_body` makes for that vendor),
+    computed once: the bodies do not change during a run."""
+
+    def __init__(self, overrides: Overrides):
+        self.overrides = overrides
+        self._known: dict[tuple[str, str, str], Spend] = {}
+
+    def of(self, vendor: Vendor, sample: Sample) -> Spend:
+        key = (vendor.model, vendor.name, sample.sample_id)
+        if key not in self._known:
+            self._known[key] = worst_case(sample, build_body(sample, vendor, self.overrides), vendor.price)
+        return self._known[key]
 
 
 def charged(records: Sequence[Mapping[str, Any]], reservation: Spend) -> Spend:
@@ -169,5 +187,5 @@ class Budget:
                 "over_reservation": self.over_reservation.to_dict()}
 
 
-__all__ = ["CHARS_PER_TOKEN", "DEFAULT_MAX_TOKENS", "Budget", "Spend", "charged", "max_tokens_of", "prompt_estimate",
-           "worst_case"]
+__all__ = ["CHARS_PER_TOKEN", "DEFAULT_MAX_TOKENS", "Budget", "Spend", "WorstCases", "charged", "max_tokens_of",
+           "prompt_estimate", "worst_case"]

@@ -38,7 +38,7 @@ from avv_core.samples import Sample, SampleSet
 from avv_harness.inputs.config import Vendor, load_config
 from avv_harness.inputs.secrets import Redactor, environment_with_dotenv, install_log_redaction
 from avv_harness.locust.distribution import Role, role_for
-from avv_harness.run.budget import Spend, worst_case
+from avv_harness.run.budget import WorstCases
 from avv_harness.run.folder import exec_context
 from avv_harness.run.lag_monitor import LagMonitor, quiet_gc_for_load
 from avv_harness.run.ledger import ACCEPT, DUPLICATE, Ledger
@@ -48,7 +48,7 @@ from avv_harness.run.node_identity import NodeIdentity
 from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.run.record_event import EVENT_NAME, RecordsCsv
 from avv_harness.run.state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_SCORING, EXIT_WRITE, RunState
-from avv_harness.wire.execute import ExecContext, build_body
+from avv_harness.wire.execute import ExecContext
 from avv_harness.wire.run_item import run_item_safely
 
 log = logging.getLogger("avv")
@@ -123,7 +123,7 @@ class RunController:
         self.record_hook.add_listener(self.write_records_csv)
         self.run_hook = self.lifecycle.run_hook  # fired with run=RunState, phase="begin" | "end"
         self._refusals_before_run: dict[str, str] = {}  # workers refused while no run was open
-        self._worst: dict[tuple[VendorId, str], Spend] = {}  # (vendor, sample id) → an item's worst case, per run
+        self._worst = WorstCases(options.overrides)  # each (vendor, sample)'s worst case, for the budgets
         self.run_hook.add_listener(self._on_run_begin)
         setattr(environment.events, EVENT_NAME, self.record_hook)
 
@@ -326,22 +326,9 @@ class RunController:
                 break
             item = WorkItem(taken[0], by_id[taken[0].sample_id], level)
             if run.budget.active:
-                run.budget.reserve(item.key, self._worst_case(item))
+                run.budget.reserve(item.key, self._worst.of(self.vendors[self.class_name(vendor)], item.sample))
             items.append(item)
         return items
-
-    def _worst_case(self, item: WorkItem) -> Spend:
-        """What the item can spend at most with its vendor (the body that vendor gets), computed once per run."""
-        cache_key = (item.key.vendor_id, item.key.sample_id)
-        if cache_key not in self._worst:
-            vendor = self.vendors[self.class_name(item.key.vendor_id)]
-            self._worst[cache_key] = worst_case(item.sample, build_body(item.sample, vendor, self.options.overrides),
-                                                vendor.price)
-        return self._worst[cache_key]
-
-    def take_item(self, vendor: VendorId, taker: str) -> WorkItem | None:
-        items = self.take_items(vendor, taker, 1)
-        return items[0] if items else None
 
     def release_item(self, key: ItemKey, taker: str | None = None) -> bool:
         """Put an unfinished item back in the queue (with ``taker``: only when that taker holds it); its budget
@@ -455,8 +442,6 @@ class RunController:
             self._refusals_before_run[worker] = reason
 
     def _on_run_begin(self, run: RunState, phase: str, **_: Any) -> None:
-        if phase == "begin":
-            self._worst.clear()
         if phase == "begin" and self._refusals_before_run:
             run.manifest.workers_refused.update(self._refusals_before_run)
             self._refusals_before_run.clear()
