@@ -16,6 +16,7 @@ import gevent
 import pytest
 
 from avv_core.canonical import canonical_json
+from avv_core.errors import InputError
 from avv_core.items import ItemKey
 from avv_core.pricing import Price
 from avv_core.samples import Sample
@@ -160,3 +161,11 @@ def test_cost_cap_is_held_by_the_master_of_a_distributed_run(tmp_path):
     assert cap <= spent < cap + largest
     assert all(w.run is None for _, w in workers)  # the workers hold no run, no ledger, no budget
     print(f"distributed: cap {cap}, spent {spent:.6f}, bound {cap + largest:.6f}")
+
+
+def test_a_cost_cap_needs_a_price_for_every_vendor(tmp_path):
+    config, samples = write_inputs(tmp_path, {"a": {"price": PRICE}, "b": {}})
+    with pytest.raises(InputError, match=r"--avv-max-cost needs a price for every vendor .*none for: m/b"):
+        make_env(options(tmp_path, config, samples, "--avv-max-cost", "1"))
+    with pytest.raises(InputError, match=r"--avv-max-cost: must be ≥ 0"):
+        make_env(options(tmp_path, config, samples, "--avv-max-cost", "-1"))
