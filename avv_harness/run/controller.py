@@ -330,6 +330,10 @@ class RunController:
             items.append(item)
         return items
 
+    def take_item(self, vendor: VendorId, taker: str) -> WorkItem | None:
+        items = self.take_items(vendor, taker, 1)
+        return items[0] if items else None
+
     def release_item(self, key: ItemKey, taker: str | None = None) -> bool:
         """Put an unfinished item back in the queue (with ``taker``: only when that taker holds it); its budget
         reservation is released."""
