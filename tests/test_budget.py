@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections import Counter
 
 import gevent
 import pytest
@@ -19,10 +20,11 @@ from avv_core.canonical import canonical_json
 from avv_core.errors import InputError
 from avv_core.items import ItemKey
 from avv_core.pricing import Price
+from avv_core.record_file import read_records
 from avv_core.samples import Sample
 from avv_harness.run.budget import DEFAULT_MAX_TOKENS, Budget, Spend, charged, prompt_estimate, worst_case
 from avv_harness.run.controller import EXIT_INCOMPLETE
-from tests.builders import fake_vendors, write_inputs, write_yaml
+from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, stream_reply
 from tests.glue import make_env, options, run_to_end
 
@@ -103,25 +105,24 @@ def test_the_bound_holds_for_any_order_of_ends(seed):
 # ------------------------------------------------------------------------------------------- in-process runs
 
 
-def greedy(pause_s: float = 0.2):
-    """A vendor that spends everything it may: the prompt counted as the simulator does, every allowed token."""
+def greedy(pause_s: float = 0.2, slow_b_s: float | None = None):
+    """A vendor that spends everything it may: the prompt counted as the simulator does, every allowed token
+    (vendor b answering after ``slow_b_s`` when given)."""
     def answer(request):
         body = json.loads(request.body)
         shown = {"messages": body["messages"], **({"tools": body["tools"]} if body.get("tools") else {})}
         prompt, completion = math.ceil(len(canonical_json(shown)) / 4), body["max_tokens"]
-        gevent.sleep(pause_s)
+        gevent.sleep(slow_b_s if slow_b_s is not None and "/b/" in request.url else pause_s)
         return stream_reply("spent it all", usage={"prompt_tokens": prompt, "completion_tokens": completion,
                                                    "total_tokens": prompt + completion})
     return answer
 
 
-def inputs(tmp_path, price: bool = False):
+def inputs(tmp_path, price: bool = False, concurrency: int = 6):
     lines = [{"data_index": f"s{i}", "max_tokens": 300,
               "messages": [{"role": "user", "content": f"question {i} " + "word " * 40}]} for i in range(40)]
-    config, samples = write_inputs(tmp_path, {"a": {"concurrency": 6}, "b": {"concurrency": 6}}, sample_lines=lines)
-    if price:
-        data = fake_vendors({"a": {"concurrency": 6, "price": PRICE}, "b": {"concurrency": 6, "price": PRICE}})
-        write_yaml(config, data)
+    extra = {"concurrency": concurrency, **({"price": PRICE} if price else {})}
+    config, samples = write_inputs(tmp_path, {"a": extra, "b": extra}, sample_lines=lines)
     return config, samples
 
 
@@ -169,3 +170,18 @@ def test_a_cost_cap_needs_a_price_for_every_vendor(tmp_path):
         make_env(options(tmp_path, config, samples, "--avv-max-cost", "1"))
     with pytest.raises(InputError, match=r"--avv-max-cost: must be ≥ 0"):
         make_env(options(tmp_path, config, samples, "--avv-max-cost", "-1"))
+
+
+@pytest.mark.integration  # an in-process Locust run: a few seconds
+def test_under_a_budget_a_slow_vendor_still_gets_its_items(tmp_path):
+    """Vendors start items in step (none more than its concurrency ahead): the fast vendor's users cannot take the
+    whole budget (before: the priced demo capped at $0.02 recorded no item of its slowest vendor)."""
+    config, samples = inputs(tmp_path, concurrency=2)
+    env, ctl = make_env(options(tmp_path, config, samples, "--avv-max-total-tokens", "8000"),
+                        adapter=ScriptedAdapter(greedy(0.02, slow_b_s=0.4)))
+    assert run_to_end(env) == EXIT_INCOMPLETE
+    per_vendor = Counter(read_records(ctl.run_dir / "records.csv")["vendor"])
+    # without the rule: a ~19 items, b 2–4
+    assert per_vendor["b"] >= 8 and abs(per_vendor["a"] - per_vendor["b"]) <= 2, per_vendor  # concurrency 2
+    cap, spent, largest = spent_against_bound(ctl, "max_total_tokens")
+    assert cap <= spent < cap + largest

@@ -320,7 +320,7 @@ class RunController:
         by_id = self._samples_by_id()
         level = run.stress.level if run.stress is not None else None
         items: list[WorkItem] = []
-        while len(items) < limit and run.budget.admits():
+        while len(items) < limit and run.budget.admits() and self._in_step(run, vendor):
             taken = run.ledger.take(vendor, taker, 1)
             if not taken:
                 break
@@ -329,6 +329,18 @@ class RunController:
                 run.budget.reserve(item.key, self._worst.of(self.vendors[self.class_name(vendor)], item.sample))
             items.append(item)
         return items
+
+    def _in_step(self, run: RunState, vendor: VendorId) -> bool:
+        """Under a budget (verify mode), vendors start items in step: none more than its concurrency ahead of the
+        vendor with pending items that started the fewest. Else the fastest vendors' users would take the budget
+        and the cap would leave a slow vendor with no items at all (the priced demo's flaky vendor, before)."""
+        if not run.budget.active or run.ledger.endless:
+            return True
+        started = {v: total - len(run.ledger.pending.get(v, ())) for v, total in run.vendor_totals.items()
+                   if run.ledger.pending.get(v)}
+        if vendor not in started:
+            return True
+        return started[vendor] - min(started.values()) < self.vendors[self.class_name(vendor)].concurrency
 
     def take_item(self, vendor: VendorId, taker: str) -> WorkItem | None:
         items = self.take_items(vendor, taker, 1)
