@@ -125,3 +125,32 @@ def test_the_priced_demo_costs_what_the_simulator_counted(tmp_path):
     report = (run_dir / "report.md").read_text(encoding="utf-8")
     assert "Cost (in the vendors' price currency" in report and "| Cost / Item | Cost rows | Spent |" in report
     assert "demo-model  cost" in proc.stdout
+
+
+def test_the_cost_section_renders_the_same_table_everywhere_and_only_with_prices():
+    from avv_scoring.report.sections.cost import SECTION
+
+    result = score_frame(_rows(), None)
+    ((model, part),) = SECTION.parts(result)
+    md = "\n".join(SECTION.markdown(part))
+    html = SECTION.html([(model, part)], None)
+    terminal = "\n".join(SECTION.terminal([(model, part)]))
+    for text in (md, html, terminal):
+        assert "Cost / Item" in text and "Spent" in text and "0.014" in text and "0.008" in text
+    assert "Cost / Task" not in md  # no agent task
+    assert SECTION.parts(score_frame(_rows().assign(cost=None), None)) is None
+
+
+def test_cost_of_agent_tasks_per_completed_task_and_spent_over_every_step():
+    from tests.test_trajectory_scoring import TASKS, row_of, scored, trajectory
+
+    def priced(rows):
+        return [{**r, "cost": 0.001} for r in rows]
+
+    base = [r for sid in TASKS for r in priced(trajectory("b", sid, [("call", "lookup", {}), ("answer", "done")]))]
+    mine = priced(trajectory("v", "T1", [("call", "lookup", {}), ("call", "search", {}), ("answer", "done")])
+                  + trajectory("v", "T4", [("call", "lookup", {}), ("fail",)]))
+    v = row_of(scored(base + mine), "v")
+    assert v["avg_task_cost"] == pytest.approx(0.003)  # T1, the one completed task: 3 steps
+    assert v["cost_spent"] == pytest.approx(0.005)  # every step, the failed one included
+    assert v["avg_cost"] == pytest.approx(0.001)  # per item: each task's first step, like every per-item metric
