@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from typing import Any
 
 import pandas as pd
 
@@ -137,7 +138,18 @@ def score_inputs(
         inputs=tuple(result_inputs),
         sample_files=tuple(tool_source.sample_files),
         stress=stress_tables(stress_dir) if stress_dir is not None else None,
+        settle=_settle_of(inputs),
     )
+
+
+def _settle_of(inputs: Sequence[RunInput]) -> dict[str, Any]:
+    """run.json's ``settle`` of each input made with ``--avv-settle`` (report section "Settled early")."""
+    out: dict[str, Any] = {}
+    for item in inputs:
+        settle = item.manifest.extra.get("settle") if item.manifest is not None else None
+        if isinstance(settle, dict) and isinstance(settle.get("vendors"), dict):
+            out[item.run_dir or item.csv_path] = settle
+    return out
 
 
 def _single_stress_run(inputs: Sequence[RunInput]) -> str | None:

@@ -109,6 +109,8 @@ class ScoreResult:
     #: Rows of the inputs left out because a cell held a number no record can hold, each named by file, line,
     #: item and cell (:func:`avv_core.record_file.read_records_checked`); the rest was scored.
     excluded_rows: tuple[str, ...] = ()
+    #: Runs made with ``--avv-settle``: input → run.json's ``settle`` (seed, rule, each vendor's outcome).
+    settle: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def models(self) -> list[str]:

@@ -135,6 +135,8 @@ class ItemHost(Protocol):
 
     def release_item(self, key: ItemKey, taker: str | None = None) -> bool: ...
 
+    def vendor_closed(self, vendor: VendorId) -> bool: ...
+
     def store(self, key: ItemKey, records: list[Record]) -> bool: ...
 
     def store_from(self, taker: str, key: ItemKey, records: list[Record]) -> tuple[str, str]: ...
@@ -178,6 +180,10 @@ class Role:
     def submit(self, item: WorkItem, records: list[Record]) -> None:
         raise NotImplementedError
 
+    def closed(self, class_name: str) -> bool:
+        """``--avv-settle``: this vendor gets no more items in this run, so its users may stop."""
+        return False
+
     def expected_workers(self) -> int | None:
         """How many workers the run waits for (``--expect-workers``), for run.json; None when it has none."""
         return None
@@ -202,6 +208,9 @@ class LocalRole(Role):
 
     def submit(self, item: WorkItem, records: list[Record]) -> None:
         self.host.store(item.key, records)
+
+    def closed(self, class_name: str) -> bool:
+        return self.host.vendor_closed(self.host.vendor_id(class_name))
 
 
 class MasterRole(LocalRole):
@@ -299,8 +308,10 @@ class MasterRole(LocalRole):
         vendor = VendorId(*(str(part) for part in data["vendor"]))
         n = min(max(int(data.get("n", 1)), 1), MAX_ITEMS_PER_WANT)
         items = [item.to_message() for item in self.host.take_items(vendor, node, n)]
-        self.runner.send_message(ITEMS, {"vendor": list(vendor), "items": items, "context": self.host.worker_context()},
-                                 client_id=node)
+        reply = {"vendor": list(vendor), "items": items, "context": self.host.worker_context()}
+        if not items and self.host.vendor_closed(vendor):
+            reply["closed"] = True  # --avv-settle: its users may stop
+        self.runner.send_message(ITEMS, reply, client_id=node)
 
     def _on_give_back(self, environment: Any, msg: Any) -> None:
         for raw in msg.data["keys"]:
@@ -362,6 +373,7 @@ class WorkerRole(Role):
         super().__init__(host, runner)
         self.inbox: dict[str, deque[WorkItem]] = {}
         self.ready: dict[str, gevent.event.Event] = {}
+        self.closed_classes: set[str] = set()  # vendors the master closed (--avv-settle) in this run
         self.accepted = False
         self.refused: str | None = None  # why the master refused this worker
 
@@ -372,7 +384,7 @@ class WorkerRole(Role):
         runner.register_message(REFUSED, _guarded(self._on_refused))
         runner.register_message(IDENTIFY, _guarded(lambda env, msg: self.present()))
         # items still queued when the test stops belong to that run (the web UI's next START is a new run)
-        runner.environment.events.test_stop.add_listener(lambda **_: self.inbox.clear())
+        runner.environment.events.test_stop.add_listener(lambda **_: (self.inbox.clear(), self.closed_classes.clear()))
         self.present()
 
     def present(self) -> None:
@@ -405,6 +417,8 @@ class WorkerRole(Role):
         data = msg.data
         self.host.apply_worker_context(data.get("context") or {})
         class_name = self.host.class_name(VendorId(*data["vendor"]))
+        if data.get("closed") is True:
+            self.closed_classes.add(class_name)
         self.inbox.setdefault(class_name, deque()).extend(WorkItem.from_message(i) for i in data["items"])
         self.ready.setdefault(class_name, gevent.event.Event()).set()
 
@@ -418,6 +432,9 @@ class WorkerRole(Role):
             self.runner.send_message(WANT, {"vendor": list(self.host.vendor_id(class_name)), "n": 1})
             ready.wait(timeout=ASK_TIMEOUT_S)
         return inbox.popleft() if inbox else None
+
+    def closed(self, class_name: str) -> bool:
+        return class_name in self.closed_classes and not self.inbox.get(class_name)
 
     def give_back(self, item: WorkItem) -> None:
         if self.refused is None:  # a refused worker's items are already back on the master

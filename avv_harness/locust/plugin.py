@@ -20,6 +20,7 @@ import gevent
 import greenlet
 import locust
 from locust import User, constant, events, task
+from locust.exception import StopUser
 
 from avv_core.errors import InputError
 from avv_harness.inputs.config import SIM_PLACEHOLDER, Vendor, load_config
@@ -103,6 +104,8 @@ class VendorUser(User):
         name = type(self).__name__
         item = ctl.next_item(name)
         if item is None:
+            if ctl.vendor_done(name):  # --avv-settle: its verdict is settled, nothing of it is left
+                raise StopUser()
             gevent.sleep(0.25)
             return
         try:

@@ -259,6 +259,15 @@ class RunController:
     def give_back(self, item: WorkItem) -> None:
         self.role.give_back(item)
 
+    def vendor_done(self, class_name: str) -> bool:
+        """``--avv-settle``: the vendor's verdict is settled and nothing of it is left, so its users stop."""
+        return self.role.closed(class_name)
+
+    def vendor_closed(self, vendor: VendorId) -> bool:
+        """On the ledger side: the settle policy closed ``vendor`` and none of its items is pending or in flight."""
+        run = self.run
+        return run is not None and run.settle is not None and vendor in run.settle.users_stop(run.ledger)
+
     def run_item(self, session: requests.Session, class_name: str, item: WorkItem,
                  on_attempt: Callable[[Any], None] | None = None) -> list[Record]:
         """Run one item and return its records (redacted): one row, or one per step of an agent task
@@ -312,35 +321,16 @@ class RunController:
         return self._sample_index[1]
 
     def take_items(self, vendor: VendorId, taker: str, limit: int = 1) -> list[WorkItem]:
-        """Up to ``limit`` items for ``vendor``; with a budget, each only while spent + reserved is below the caps,
-        and each reserves its worst case (:mod:`avv_harness.run.budget`)."""
+        """Up to ``limit`` items for ``vendor`` (:meth:`RunState.take`: with a budget, within it)."""
         run = self.run
         if run is None or run.finished or self.samples is None:
             return []
         by_id = self._samples_by_id()
         level = run.stress.level if run.stress is not None else None
-        items: list[WorkItem] = []
-        while len(items) < limit and run.budget.admits() and self._in_step(run, vendor):
-            taken = run.ledger.take(vendor, taker, 1)
-            if not taken:
-                break
-            item = WorkItem(taken[0], by_id[taken[0].sample_id], level)
-            if run.budget.active:
-                run.budget.reserve(item.key, self._worst.of(self.vendors[self.class_name(vendor)], item.sample))
-            items.append(item)
-        return items
-
-    def _in_step(self, run: RunState, vendor: VendorId) -> bool:
-        """Under a budget (verify mode), vendors start items in step: none more than its concurrency ahead of the
-        vendor with pending items that started the fewest. Else the fastest vendors' users would take the budget
-        and the cap would leave a slow vendor with no items at all (the priced demo's flaky vendor, before)."""
-        if not run.budget.active or run.ledger.endless:
-            return True
-        started = {v: total - len(run.ledger.pending.get(v, ())) for v, total in run.vendor_totals.items()
-                   if run.ledger.pending.get(v)}
-        if vendor not in started:
-            return True
-        return started[vendor] - min(started.values()) < self.vendors[self.class_name(vendor)].concurrency
+        config = self.vendors[self.class_name(vendor)]
+        keys = run.take(vendor, taker, limit, lambda key: self._worst.of(config, by_id[key.sample_id]),
+                        config.concurrency)
+        return [WorkItem(key, by_id[key.sample_id], level) for key in keys]
 
     def take_item(self, vendor: VendorId, taker: str) -> WorkItem | None:
         items = self.take_items(vendor, taker, 1)
@@ -473,6 +463,12 @@ class RunController:
         self.record_hook.fire(records=records, vendor=vendor, environment=self.env)
         if run.account(key, records, lambda r: self.class_name(VendorId(r["model"], r["vendor"]))):
             self.lifecycle.stop_run("budget", f"budget reached ({run.budget.caps_text()}): no new items are started")
+        if run.settle is not None and run.settle.observe(records):  # --avv-settle: a look
+            lines = run.settle.step(run.ledger)
+            for line in lines:
+                log.info(line)
+            if lines:
+                self.lifecycle.save_manifest()
 
     # ------------------------------------------------------------------------------------ the load
 

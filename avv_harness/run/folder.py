@@ -26,6 +26,7 @@ from avv_harness.run.budget import Budget
 from avv_harness.run.ledger import Ledger
 from avv_harness.run.options import RunOptions
 from avv_harness.run.resume import ResumePoint, check_resumable, resume_point, sample_ids_hash
+from avv_harness.run.settle import hand_out_order, new_seed
 from avv_harness.run.state import RunState
 from avv_harness.run.stress_policy import StressPolicy
 from avv_harness.wire.execute import ExecContext, RetryPolicy
@@ -40,6 +41,7 @@ class OpenedRun:
     writer: RecordWriter
     before: ResumePoint = field(default_factory=ResumePoint)  # what earlier sessions recorded (resume)
     started_at: str = ""  # the first start of a resumed run
+    previous: RunManifest | None = None  # a resumed run's run.json
 
 
 def new_run_id() -> str:
@@ -51,6 +53,7 @@ def open_run_folder(options: RunOptions, samples: SampleSet, config_identity: st
     InputError when the folder cannot be written or does not belong to this run."""
     before = ResumePoint()
     started_at = ""
+    previous = None
     if options.resume:
         run_dir = Path(options.resume)
         previous = check_resumable(run_dir, config_identity, options.mode, samples)
@@ -65,7 +68,7 @@ def open_run_folder(options: RunOptions, samples: SampleSet, config_identity: st
         writer = RecordWriter(run_dir / RECORDS_CSV)
     except (OSError, RecordWriteError) as exc:
         raise InputError(f"{run_dir}: cannot write the run folder ({exc.strerror or exc})") from None
-    return OpenedRun(run_dir.name, run_dir, writer, before, started_at)
+    return OpenedRun(run_dir.name, run_dir, writer, before, started_at, previous)
 
 
 def check_out_folder(options: RunOptions, samples: SampleSet, config_identity: str) -> None:
@@ -111,6 +114,11 @@ def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendo
     the ladder's policy) and execution context. InputError as :func:`open_run_folder`."""
     opened = open_run_folder(options, samples, config_identity)
     sample_ids = [s.sample_id for s in samples.samples]
+    settle_seed = None
+    if options.settle is not None:  # a seeded random hand-out order; a resumed run keeps its seed
+        earlier = (opened.previous.extra.get("settle") or {}) if opened.previous is not None else {}
+        settle_seed = earlier.get("seed") or options.settle.seed or new_seed()
+        sample_ids = hand_out_order(sample_ids, settle_seed)
     stress = None
     if options.stress is not None:  # stress mode
         stress = StressPolicy(options.stress, class_names)
@@ -123,6 +131,9 @@ def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendo
                    items_done_before=0 if stress else len(opened.before.done),
                    budget=Budget(options.max_total_tokens, options.max_cost))
     run.manifest.started_at = opened.started_at
+    if settle_seed is not None:
+        run.manifest.extra["settle"] = {"seed": settle_seed}
+        run.settle_before = (opened.previous.extra.get("settle") or {}) if opened.previous is not None else {}
     # run.json counts what records.csv holds: the rows of earlier sessions, then this session's
     run.manifest.records_written = run.manifest.records_before_resume = opened.before.rows
     return run

@@ -24,6 +24,7 @@ import gevent.event
 from locust.event import EventHook
 
 from avv_core.client_load import client_bound_advice, client_load
+from avv_core.errors import InputError
 from avv_core.items import VendorId
 from avv_core.manifest import RECORDS_CSV
 from avv_core.samples import SampleSet, load_samples
@@ -34,6 +35,7 @@ from avv_harness.locust.distribution import Role
 from avv_harness.run.folder import check_out_folder, fill_manifest, new_run, score_run, summary_line, ui_run_options
 from avv_harness.run.options import RunOptions
 from avv_harness.run.progress import progress_line
+from avv_harness.run.settle import SettlePolicy, hand_out_order
 from avv_harness.run.state import EXIT_OK, RunState
 from avv_harness.wire.execute import check_requests
 
@@ -132,9 +134,14 @@ class RunLifecycle:
         simulator (its truth log in the run folder)."""
         options = ui_run_options(self.options, len(self.runs)) if self.ui_mode else self.options
         samples = self._load_samples()
+        if options.settle is not None and any(s.agent is not None for s in samples.samples):
+            raise InputError(f"{samples.path}: --avv-settle does not settle agent tasks (their trajectory bounds "
+                             "have no per-item ratio form); run without it")
         run = new_run(options, samples, self.config_identity,
                       [VendorId(v.model, v.name) for v in self.vendors.values()], tuple(self.vendors),
                       self.worker_id)
+        if options.settle is not None:
+            self._settle_policy(run, options, samples)
         if self._needs_simulator():
             self._start_simulator(str(run.run_dir / "sim_truth.jsonl"))
         fill_manifest(run.manifest, run=run, options=options, samples=samples,
@@ -153,6 +160,24 @@ class RunLifecycle:
         if not self.ui_mode and self.progress_interval_s > 0:
             self._progress = gevent.spawn(self._print_progress, run)
         return run
+
+    def _settle_policy(self, run: RunState, options: RunOptions, samples: SampleSet) -> None:
+        """--avv-settle: the run's settle policy (see :mod:`avv_harness.run.settle`); on resume, the vendors
+        settled before stay settled and their items are skipped again."""
+        settings = options.settle
+        assert settings is not None
+        ids = {VendorId(v.model, v.name): v for v in self.vendors.values()}
+        seed = int(run.manifest.extra["settle"]["seed"])
+        run.settle = SettlePolicy(
+            vendors={vid: v.name for vid, v in ids.items()},
+            baselines={vid.model: vid for vid, v in ids.items() if v.is_baseline},
+            order=hand_out_order([s.sample_id for s in samples.samples], seed), repeats=options.repeats,
+            samples=samples, totals=run.vendor_totals, alpha=settings.alpha, every=settings.every, seed=seed,
+            resumed=bool(options.resume))
+        run.settle.mark_resumed((run.settle_before or {}).get("vendors") or {})
+        for vendor, count in run.settle.apply(run.ledger).items():
+            log.info("--avv-settle: %s was settled in an earlier session: %d items skipped", vendor.vendor, count)
+        run.manifest.extra["settle"] = run.settle.to_manifest()
 
     def run_for_tick(self) -> RunState | None:
         """The run a shape tick works on. With the web UI, a tick after a run has ended is a new START: it

@@ -92,6 +92,14 @@ def add_arguments(parser: Any) -> None:
     add("--avv-stress-step-s", type=float, default=30.0, help="Seconds each level is held.")
     add("--avv-slo-ttft-p95-ms", type=float, default=5000.0, help="SLO: TTFT p95 at most this.")
     add("--avv-slo-error-rate", type=float, default=0.01, help="SLO: share of failed requests at most this.")
+    add("--avv-settle", action="store_true", default=False,
+        help="Stop sending a vendor's items once its verdict is settled by an anytime-valid test (items handed out "
+        "in a seeded random order; docs/scoring.md).")
+    add("--avv-settle-alpha", type=float, default=0.05,
+        help="--avv-settle: error rate per vendor, split over its bounds (default 0.05; > 0, ≤ 0.5).")
+    add("--avv-settle-every", type=int, default=20, help="--avv-settle: records between looks (default 20; ≥ 1).")
+    add("--avv-settle-seed", type=int, default=0,
+        help="--avv-settle: seed of the hand-out order (default 0: a new random seed, written to run.json).")
     add("--avv-temperature", type=float, default=None, help="Override every request's temperature (0–2).")
     add("--avv-max-tokens", type=int, default=None,
         help="Override every request's max_tokens (and max_completion_tokens where a sample has it).")
@@ -141,6 +149,13 @@ class StressSettings:
 
 
 @dataclass(frozen=True)
+class SettleSettings:
+    alpha: float  # error rate per vendor, split over its bounds
+    every: int  # records between looks
+    seed: int | None  # seed of the hand-out order (None: a new one per run; a resumed run keeps its own)
+
+
+@dataclass(frozen=True)
 class RunOptions:
     """The ``--avv-*`` options after checking. Built once per process from Locust's parsed options."""
 
@@ -168,6 +183,7 @@ class RunOptions:
     no_html: bool  # score, but without report.html
     mode: str  # verify | stress
     stress: StressSettings | None  # set in stress mode
+    settle: SettleSettings | None  # --avv-settle
     run_time_s: float | None  # Locust's -t/--run-time (honoured by the run's shape)
     overrides: Overrides  # --avv-temperature / --avv-max-tokens / --avv-extra-body / --avv-header
     raw: dict[str, Any]  # every avv_* option as parsed, for run.json
@@ -198,6 +214,15 @@ class RunOptions:
                 slo_ttft_p95_ms=number("avv_slo_ttft_p95_ms", 0, strict=True),
                 slo_error_rate=number("avv_slo_error_rate", 0, maximum=1),
             )
+        settle = None
+        if getattr(parsed, "avv_settle", False):
+            if parsed.avv_mode == "stress":
+                raise InputError("--avv-settle: only in verify mode (a stress run has no verdict to settle)")
+            settle = SettleSettings(
+                alpha=number("avv_settle_alpha", 0, strict=True, maximum=0.5),
+                every=int(number("avv_settle_every", 1)),
+                seed=int(number("avv_settle_seed", 0)) or None,
+            )
         run_time = getattr(parsed, "run_time", None)
         timeout = number("avv_timeout", 0)
         return cls(
@@ -225,6 +250,7 @@ class RunOptions:
             no_html=bool(getattr(parsed, "avv_no_html", False)),
             mode=str(parsed.avv_mode),
             stress=stress,
+            settle=settle,
             run_time_s=float(run_time) if run_time else None,
             overrides=parse_overrides(getattr(parsed, "avv_temperature", None), getattr(parsed, "avv_max_tokens", None),
                                       getattr(parsed, "avv_extra_body", ""), getattr(parsed, "avv_header", None)),

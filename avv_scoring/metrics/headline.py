@@ -31,7 +31,7 @@ from avv_core.samples import Gold
 from avv_scoring.load import COMPARABLE_COL, is_success
 from avv_scoring.metrics.additive import NAN, Columns, Quantiles, Sums, additive, choose, count, numbers, rate
 from avv_scoring.metrics.calls import TC_INVALID, TC_N, TC_UNCHECKABLE, TC_VALID, annotate_calls, positive
-from avv_scoring.metrics.registry import Metric, produces
+from avv_scoring.metrics.registry import Metric, Ratio, produces
 from avv_scoring.metrics.schema import parse_tool_calls
 from avv_scoring.metrics.trajectories import TJ, TJ_SPENT
 
@@ -47,6 +47,7 @@ def _attempt_features(rows: pd.DataFrame) -> pd.DataFrame:
 @produces(
     Metric("success_rate", "Success Rate", "rate", "higher", irf=True, threshold=("min", 0.99), table=True,
            per_repeat=True, order=10, table_order=1, interval=True, interval_order=1,
+           ratio=Ratio((("successes", 1.0),), (("items", 1.0),)),
            doc="successful items / items (failed items stay in the denominator); missing with no items"),
     Metric("items", "Items", "int", "none", count=True, order=100, doc="rows of the vendor after de-duplication"),
     Metric("successes", "Successes", "int", "none", order=110, doc='items with status == "success"'),
@@ -131,6 +132,7 @@ def error_breakdown(rows: pd.DataFrame) -> dict[str, Any]:
 @produces(
     Metric("f1", "F1", "rate", "higher", irf=True, threshold=("min", 0.80), table=True, per_repeat=True,
            order=20, table_order=2, interval=True, interval_order=2,
+           ratio=Ratio((("tp", 2.0),), (("tp", 2.0), ("fp", 1.0), ("fn", 1.0)), item_max=2.0),
            doc="2·TP / (2·TP + FP + FN) over the F1 pairs (joined on sample_id, repeat); missing with no pairs"),
     Metric("precision", "Precision", "rate", "higher", order=200, doc="TP / (TP + FP); missing when TP + FP = 0"),
     Metric("recall", "Recall", "rate", "higher", order=210, doc="TP / (TP + FN); missing when TP + FN = 0"),
@@ -141,6 +143,7 @@ def error_breakdown(rows: pd.DataFrame) -> dict[str, Any]:
     Metric("f1_pairs", "F1 pairs", "int", "none", count=True, order=260,
            doc="items joined with a baseline item where both sides succeeded"),
     Metric("trigger_agreement", "Trigger Agreement", "rate", "higher", order=801, interval=True, interval_order=3,
+           ratio=Ratio((("tp", 1.0), ("tn", 1.0)), (("pairs", 1.0),)),
            doc="(TP + TN) / f1_pairs: share of pairs where vendor and baseline make the same trigger decision"),
     Metric("f1_excluded", "F1 excluded", "int", "none", count=True, order=270,
            doc="joined items where either side failed (left out of the matrix)"),
@@ -221,6 +224,7 @@ def _schema_features(rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[
 @produces(
     Metric("schema_accuracy", "Schema Accuracy", "rate", "higher", irf=True, threshold=("min", 0.98), table=True,
            per_repeat=True, order=30, table_order=4, interval=True, interval_order=4,
+           ratio=Ratio((("valid_calls", 1.0),), (("valid_calls", 1.0), ("invalid_calls", 1.0)), item_max=2.0),
            doc="valid calls / checkable calls of successful responses, whatever the finish_reason (a tool_calls "
                "finish without a call = 1 invalid call); missing with none"),
     Metric("schema_response_accuracy", "Schema Response Accuracy", "rate", "higher", per_repeat=True, order=290,
@@ -437,6 +441,7 @@ def tps_stats(sums: Sums) -> Columns:
     Metric("finish_tool_calls", "Finish tool_calls", "int", "none", order=500,
            doc='successful items finishing with "tool_calls"'),
     Metric("finish_tool_calls_rate", "Finish-ToolCalls Rate", "rate", "none", per_repeat=True, order=510,
+           ratio=Ratio((("finish", 1.0),), (("items", 1.0),)),
            doc="finish_tool_calls / items (MiniMax Finish-ToolCalls-Rate; failed items stay in the denominator)"),
 )
 @additive(lambda rows: pd.DataFrame({"items": 1, "finish": positive(rows).astype(int)}, index=rows.index))
@@ -454,7 +459,8 @@ def finish_tool_calls_rate(sums: Sums) -> Columns:
     Metric("reasoning_only", "Reasoning-only", "int", "none", count=True, order=520,
            doc="successful responses with reasoning, blank content and no tool call"),
     Metric("reasoning_only_rate", "Reasoning-only Rate", "rate", "lower", threshold=("max", 0.0), per_repeat=True,
-           order=530, doc="reasoning_only / successful responses (MiniMax); missing with no successful response"),
+           order=530, ratio=Ratio((("reasoning_only", 1.0),), (("successes", 1.0),)),
+           doc="reasoning_only / successful responses (MiniMax); missing with no successful response"),
 )
 @additive(_reasoning_only_features)
 def reasoning_only_rate(sums: Sums) -> Columns:

@@ -60,6 +60,20 @@ class RegistryError(ValueError):
     """A metric declaration that contradicts the registry (raised at import of the declaring module)."""
 
 
+#: A linear combination of an additive form's per-item sums: ((sum name, weight), …).
+Terms = tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A metric as Σ numerator / Σ denominator over the per-item sums of its additive form: what
+    ``--avv-settle`` tests while the run goes on (:mod:`avv_scoring.stats.sequential`)."""
+
+    numerator: Terms  # e.g. (("tp", 2.0),)
+    denominator: Terms  # e.g. (("tp", 2.0), ("fp", 1.0), ("fn", 1.0)); each item's numerator ≤ its denominator
+    item_max: float = 1.0  # largest denominator of one item; a larger item is weighted down to it
+
+
 @dataclass(frozen=True)
 class Metric:
     """One per-vendor score column and everything the outputs need to know about it."""
@@ -79,6 +93,7 @@ class Metric:
     group: str = ""  # report.md table that shows it besides the headline/count tables ("correctness")
     interval: bool = False  # a 95 % bootstrap interval <column>_ci_low / _ci_high (needs an additive form)
     interval_order: int | None = None  # position among the intervals when it differs from ``order``
+    ratio: Ratio | None = None  # Σa / Σb over its additive form's items: a bound on it can be settled early
 
     def __post_init__(self) -> None:
         where = f"metric {self.column!r}"
@@ -94,6 +109,9 @@ class Metric:
             raise RegistryError(f"{where}: an interval needs a rate or a number, not fmt {self.fmt!r}")
         if self.threshold is not None:
             check_limit(self, self.threshold)
+        if self.ratio is not None and (self.fmt != "rate" or not self.ratio.numerator or not self.ratio.denominator
+                                       or self.ratio.item_max <= 0):
+            raise RegistryError(f"{where}: a ratio form needs a rate, terms on both sides and item_max > 0")
         if "\n" in self.doc:
             raise RegistryError(f"{where}: doc is one line (the full formula belongs in the docstring)")
 
