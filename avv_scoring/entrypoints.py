@@ -16,6 +16,7 @@ import pandas as pd
 from avv_core.errors import InputError
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults, add_baseline_results
 from avv_scoring.load import RunInput, load_tools, read_inputs, resolve_inputs
+from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.report.outputs import write_outputs
 from avv_scoring.score import REPEAT_COLUMNS, SCORE_COLUMNS, BaselineSpec, ScoreResult, score_frame
 from avv_scoring.stats.irf import MetricsSpec
@@ -36,6 +37,7 @@ def score_paths(
     baseline_name: str | None = None,
     stats: StatsSettings | None = None,
     html: bool = True,
+    arg_normalise: ArgNormalisation | None = None,
 ) -> ScoreResult:
     """Load run folders / records.csv files, score them (:func:`score_inputs`: the baseline, samples, baseline
     results and stress tables) and (``write=True``) write scores.csv, scores_by_repeat.csv, scores.json,
@@ -43,7 +45,8 @@ def score_paths(
     given, else ``./scores``); for a stress run also stress.csv, capacity.csv and the two plots.
     Raises :class:`avv_core.errors.InputError` on bad input."""
     names = [os.fspath(p) for p in paths]
-    result = score_inputs(names, baseline, samples, thresholds, irf_metrics, baseline_results, baseline_name, stats)
+    result = score_inputs(names, baseline, samples, thresholds, irf_metrics, baseline_results, baseline_name, stats,
+                          arg_normalise)
     if write:
         target = os.fspath(out_dir) if out_dir is not None else default_out_dir(names)
         result = replace(result, outputs=write_outputs(result, target, html=html))
@@ -98,6 +101,7 @@ def score_inputs(
     baseline_results: Sequence[BaselineResults] | None = None,
     baseline_name: str | None = None,
     stats: StatsSettings | None = None,
+    arg_normalise: ArgNormalisation | None = None,
 ) -> ScoreResult:
     """Load run folders / records.csv files and score them (:func:`avv_scoring.score.score_frame`; :func:`score_paths`
     also writes the outputs).
@@ -127,7 +131,8 @@ def score_inputs(
         result_inputs = [i.csv_path for i in inputs]
     result = score_frame(
         records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds, irf_metrics=irf_metrics,
-        gold_by_sample=tool_source.gold_by_sample, stats=stats,
+        gold_by_sample=tool_source.gold_by_sample, stats=stats, arg_normalise=arg_normalise,
+        sample_sets=tool_source.sample_sets,
     )
     stress_dir = _single_stress_run(inputs)
     return replace(

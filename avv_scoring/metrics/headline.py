@@ -31,6 +31,7 @@ from avv_core.samples import Gold
 from avv_scoring.load import COMPARABLE_COL, is_success
 from avv_scoring.metrics.additive import NAN, Columns, Quantiles, Sums, additive, choose, count, numbers, rate
 from avv_scoring.metrics.calls import TC_INVALID, TC_N, TC_UNCHECKABLE, TC_VALID, annotate_calls, positive
+from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.metrics.registry import Metric, Ratio, produces
 from avv_scoring.metrics.schema import parse_tool_calls
 from avv_scoring.metrics.trajectories import TJ, TJ_SPENT
@@ -195,13 +196,15 @@ def annotate_tool_calls(
     rows: pd.DataFrame,
     tools_by_sample: Mapping[str, Sequence[Any]] | None,
     gold_by_sample: Mapping[str, Gold] | None = None,
+    normalise: ArgNormalisation | None = None,
 ) -> pd.DataFrame:
     """Copy of ``rows`` with the per-row call columns every call metric reads
     (:func:`avv_scoring.metrics.calls.annotate_calls`): ``_tc_n`` (calls), ``_tc_valid``, ``_tc_invalid``,
     ``_tc_uncheckable``, ``_tc_parse_error`` (the ``tool_calls`` cell is not a JSON list: every call of the
     row counts as invalid), the parsed calls and the gold labels. A sample missing from ``tools_by_sample``
-    (or ``tools_by_sample=None``) makes its calls uncheckable."""
-    return annotate_calls(rows, tools_by_sample, gold_by_sample)
+    (or ``tools_by_sample=None``) makes its calls uncheckable. ``normalise`` = the argument normalisers (default:
+    all; :mod:`avv_scoring.metrics.normalisers`)."""
+    return annotate_calls(rows, tools_by_sample, gold_by_sample, normalise)
 
 
 def _schema_features(rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[Any]] | None = None) -> pd.DataFrame:

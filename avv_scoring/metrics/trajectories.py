@@ -213,7 +213,7 @@ def trajectories_of(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 @produces(
-    Metric("task_completion_rate", "Task Completion", "rate", "higher", order=800, group="agent",
+    Metric("task_completion_rate", "Task Completion", "rate", "higher", order=800, group="agent", needs="agent",
            doc="completed trajectories / trajectories (final answer within max_steps meeting the gold end; "
                "failed ones count)"),
     Metric("trajectories", "Trajectories", "int", "none", order=805, group="agent",
@@ -240,9 +240,9 @@ def _steps_by_pair(rows: pd.DataFrame) -> dict[tuple[str, int], int]:
 
 
 @produces(
-    Metric("avg_steps", "Avg Steps", "num", "lower", order=810, group="agent",
+    Metric("avg_steps", "Avg Steps", "num", "lower", order=810, group="agent", needs="agent",
            doc="mean steps (requests) over completed trajectories"),
-    Metric("steps_delta", "Steps Δ", "num", "lower", order=815, group="agent",
+    Metric("steps_delta", "Steps Δ", "num", "lower", order=815, group="agent", needs="agent",
            doc="mean over steps_pairs of vendor steps − baseline steps (trajectory length against the baseline)"),
     Metric("steps_pairs", "Steps pairs", "int", "none", order=816, group="agent",
            doc="(sample_id, repeat) where the vendor's and the baseline's trajectories both completed"),
@@ -258,12 +258,12 @@ def trajectory_steps(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[st
 
 
 @produces(
-    Metric("recovery_rate", "Recovery", "rate", "higher", order=820, group="agent",
+    Metric("recovery_rate", "Recovery", "rate", "higher", order=820, group="agent", needs="agent",
            doc="recovered / error_trajectories: after the injected tool error at least one more tool call, then "
                "completed"),
     Metric("error_trajectories", "Error trajectories", "int", "none", order=821, group="agent",
            doc="trajectories in which the injected tool error was sent"),
-    Metric("loop_rate", "Loop Rate", "rate", "lower", order=825, group="agent",
+    Metric("loop_rate", "Loop Rate", "rate", "lower", order=825, group="agent", needs="agent",
            doc="trajectories with one call (name, canonical arguments) made ≥ 3 times / trajectories not ended failed"),
 )
 def trajectory_recovery(rows: pd.DataFrame) -> dict[str, Any]:
@@ -278,9 +278,9 @@ def trajectory_recovery(rows: pd.DataFrame) -> dict[str, Any]:
 
 
 @produces(
-    Metric("avg_task_tokens", "Tokens / Task", "num", "lower", order=830, group="agent",
+    Metric("avg_task_tokens", "Tokens / Task", "num", "lower", order=830, group="agent", needs="agent",
            doc="mean over completed trajectories of Σ total_tokens of their steps (left out: a step without usage)"),
-    Metric("avg_task_wall_s", "Wall s / Task", "num", "lower", order=835, group="agent",
+    Metric("avg_task_wall_s", "Wall s / Task", "num", "lower", order=835, group="agent", needs="agent",
            doc="mean over completed trajectories of Σ wall_ms of their steps / 1000"),
     Metric("avg_task_cost", "Cost / Task", "num", "lower", order=838, group="agent",
            doc="mean over completed trajectories of Σ cost of their steps (left out: a step without cost); missing "
