@@ -342,6 +342,8 @@ def usage_from_messages(start: Mapping[str, Any] | None, delta: Mapping[str, Any
     bad = [c for c in present if type(c) is not int]
     prompt: Any = bad[0] if bad else (sum(present) if present else None)
     usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": merged.get("output_tokens")}
+    if merged.get("cache_read_input_tokens") is not None:  # the prompt tokens billed at the cache price
+        usage["prompt_tokens_details"] = {"cached_tokens": merged["cache_read_input_tokens"]}
     return {k: v for k, v in usage.items() if v is not None}
 
 
@@ -480,8 +482,12 @@ def usage_from_responses(usage: Mapping[str, Any] | None) -> dict[str, Any] | No
     """Chat usage from ``response.completed``'s ``usage`` (``input_tokens``, ``output_tokens``, ``total_tokens``)."""
     if not usage:
         return None
+    details = usage.get("input_tokens_details")
     out = {"prompt_tokens": usage.get("input_tokens"), "completion_tokens": usage.get("output_tokens"),
-           "total_tokens": usage.get("total_tokens")}
+           "total_tokens": usage.get("total_tokens"),
+           "prompt_tokens_details": ({"cached_tokens": details.get("cached_tokens")}
+                                     if isinstance(details, Mapping) and details.get("cached_tokens") is not None
+                                     else None)}
     return {k: v for k, v in out.items() if v is not None}
 
 

@@ -196,7 +196,7 @@ def _excluded_notes(excluded: list[str]) -> list[str]:
 
 
 def _input_notes(inputs: Sequence[RunInput]) -> list[str]:
-    """What run.json says the reader must know: skipped sample lines, incomplete runs, a token budget hit."""
+    """What run.json says the reader must know: skipped sample lines, incomplete runs, a token or cost budget hit."""
     notes = []
     for item in inputs:
         run = item.manifest
@@ -211,7 +211,8 @@ def _input_notes(inputs: Sequence[RunInput]) -> list[str]:
             notes.append(f"{item.csv_path}: the run did not complete ({run.items_recorded} of "
                          f"{run.items_total} items recorded{why})")
         if (run.budget or {}).get("exhausted"):
-            notes.append(f"{item.csv_path}: the token budget was reached; later items were not started")
+            which = "cost" if (run.budget or {}).get("max_cost") and not run.budget.get("max_total_tokens") else "token"
+            notes.append(f"{item.csv_path}: the {which} budget was reached; later items were not started")
     return notes
 
 

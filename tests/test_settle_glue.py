@@ -59,7 +59,7 @@ def test_bad_vendor_settles_early_borderline_runs_to_the_end(tmp_path):
     env, ctl = make_env(options(tmp_path, config, samples, "--avv-settle", "--avv-settle-seed", SEED),
                         adapter=adapter)
     users_late: list[dict] = []  # users per class while the last items run
-    ctl.record_hook.add_listener(lambda records: users_late.append(dict(env.runner.user_classes_count))
+    ctl.record_hook.add_listener(lambda records, **_: users_late.append(dict(env.runner.user_classes_count))
                                  if ctl.ledger.remaining <= 4 else None)
     assert run_to_end(env, timeout=60) == EXIT_OK
     assert users_late and users_late[-1].get("bad", 0) == 0 and users_late[-1]["base"] == 2  # bad's users stopped

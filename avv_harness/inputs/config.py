@@ -4,16 +4,18 @@ Top-level keys are model names; each has a ``vendors`` list. Per vendor: ``name`
 (base URL ending in ``/v1``), ``api_key``, ``provider`` (OpenRouter provider pinning, sent as
 ``extra_body.provider.only``), ``is_baseline``, ``validator`` (accepted for AVV compatibility, unused),
 and our additions ``api_key_env``, ``extra_body``, ``headers``, ``concurrency``, ``timeout_s``,
-``include_usage``, ``require_key``; the dialect keys ``adapter``, ``transforms``, ``endpoint``,
+``include_usage``, ``require_key``, ``price`` (per million tokens: ``input``, ``output``, ``cached_input``,
+``currency``; one currency per config); the dialect keys ``adapter``, ``transforms``, ``endpoint``,
 ``chat_template``, ``tool_parser`` and ``${VAR}`` substitution (:mod:`avv_harness.dialects.dialect`; a model section
 may set ``adapter`` and ``transforms`` for its vendors).
 
 API key lookup, first hit wins: ``api_key`` in the YAML; the variable named by ``api_key_env``; an
 environment variable named after the vendor (the AVV convention: exactly the name, then the name
-upper-cased with non-alphanumerics as ``_``). A ``.env`` file in the working directory is loaded first
-(it never overrides variables already set). A vendor on a loopback URL or on the embedded simulator
-(``{sim}`` in its URL) may have no key; any other vendor without a key is an error unless it sets
-``require_key: false``.
+upper-cased with non-alphanumerics as ``_``); last, ``OPENAI_API_KEY`` for a vendor that needs a key (never for
+one on loopback, on ``{sim}`` or with ``require_key: false``, and never instead of an unset ``api_key_env``). A ``.env``
+file in the working directory is loaded first (it never overrides variables already set). A vendor on a loopback
+URL or on the embedded simulator (``{sim}`` in its URL) may have no key; any other vendor without a key is an error
+unless it sets ``require_key: false``.
 
 Messages never show a secret: not a key, not a value put in by ``${VAR}`` (they name the key and the variable,
 and show the value as written in the file), not a secret header. Model names and vendor names must not hold
@@ -22,6 +24,7 @@ control characters (they are printed in terminals, logs and reports; an ANSI esc
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -33,6 +36,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from avv_core.errors import InputError
+from avv_core.pricing import DEFAULT_CURRENCY, Price
 from avv_core.yaml_io import load_yaml
 from avv_harness.dialects import dialect as dia
 from avv_harness.inputs.secrets import (
@@ -49,9 +53,12 @@ VENDOR_KEYS = frozenset(
     {
         "name", "model_id", "url", "api_key", "api_key_env", "provider", "is_baseline", "validator",
         "extra_body", "headers", "concurrency", "timeout_s", "max_request_s", "include_usage", "require_key",
+        "price",
     }
 ) | dia.VENDOR_DIALECT_KEYS
 MODEL_KEYS = frozenset({"vendors"}) | dia.MODEL_DIALECT_KEYS
+PRICE_KEYS = ("input", "output", "cached_input", "currency")
+_CURRENCY = re.compile(r"^[A-Z]{3}$")
 LOOPBACK_HOSTS = ("localhost", "::1")
 #: Most vendors in one run (after --avv-model). Locust's runner.stop_users rebuilds its class table for every user
 #: of every class it stops: with one User class per vendor that is cubic in the vendors. Measured in-process (local
@@ -78,6 +85,7 @@ class Vendor:
     include_usage: bool = True
     dialect: dia.Dialect = field(default_factory=dia.Dialect)  # adapter, transforms, endpoint, template, parser
     substituted: tuple[str, ...] = field(default=(), repr=False)  # values put in by ${VAR}: secrets
+    price: Price | None = None  # per million tokens (None: no cost column, no cost budget)
 
     @property
     def uses_simulator(self) -> bool:
@@ -99,6 +107,7 @@ class Vendor:
             "headers": {k: ("***" if secret_header(k) else v) for k, v in self.headers.items()},
             "concurrency": self.concurrency, "timeout_s": self.timeout_s, "max_request_s": self.max_request_s,
             "include_usage": self.include_usage, **self.dialect.describe(),
+            **({"price": self.price.to_dict()} if self.price is not None else {}),
         }
 
 
@@ -130,6 +139,17 @@ class VendorConfig:
                 + ", ".join(f"{m} {n}" for m, n in per_model.items())
                 + "), or a model's vendors into several config files")
         return selected
+
+    def with_concurrency(self, users: int | None) -> VendorConfig:
+        """Every vendor with ``users`` users (``--avv-concurrency``); unchanged when None."""
+        if users is None:
+            return self
+        return VendorConfig(self.path, [dataclasses.replace(v, concurrency=users) for v in self.vendors])
+
+    @property
+    def currency(self) -> str | None:
+        """The currency of the vendors' prices (one per config); None when no vendor has a price."""
+        return next((v.price.currency for v in self.vendors if v.price is not None), None)
 
     def secrets(self) -> list[str]:
         """Every secret this config knows: API keys, secret header values, URL passwords and key
@@ -254,6 +274,41 @@ def _positive_seconds(problems: _Problems, where: str, raw: dict[str, Any], key:
     return value
 
 
+def _parse_price(problems: _Problems, where: str, raw: Any) -> Price | None:
+    """``price: {input, output, cached_input, currency}``: per million tokens, finite and ≥ 0; ``input`` and
+    ``output`` required, ``cached_input`` defaults to ``input``, ``currency`` to USD (three capital letters)."""
+    if raw is None:
+        return None
+    where = f"{where}.price"
+    if not isinstance(raw, dict):
+        problems.add(where, "must be a mapping with input, output (per million tokens), cached_input, currency")
+        return None
+    ok = True
+    for key in sorted(set(map(str, raw)) - set(PRICE_KEYS)):
+        problems.add(f"{where}.{_shown(key)}", f"unknown key (known: {', '.join(PRICE_KEYS)})")
+        ok = False
+    amounts: dict[str, float] = {}
+    for key in ("input", "output", "cached_input"):
+        value = raw.get(key)
+        if value is None:
+            if key != "cached_input":
+                problems.add(f"{where}.{key}", "missing (the price per million tokens)")
+                ok = False
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            problems.add(f"{where}.{key}", f"must be a finite number ≥ 0 (per million tokens), got {value!r}")
+            ok = False
+            continue
+        amounts[key] = float(value)
+    currency = raw.get("currency", DEFAULT_CURRENCY)
+    if not isinstance(currency, str) or not _CURRENCY.match(currency):
+        problems.add(f"{where}.currency", f"must be a three-letter ISO 4217 code such as USD, got {currency!r}")
+        ok = False
+    if not ok:
+        return None
+    return Price(amounts["input"], amounts["output"], amounts.get("cached_input", amounts["input"]), str(currency))
+
+
 #: Substituted values at least this long are blanked out of every message (a last guard: the messages name
 #: variables, not values). Shorter ones would blank out ordinary words and numbers.
 HIDDEN_MIN_CHARS = 4
@@ -355,12 +410,12 @@ def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: di
         problems.add(f"{where}.concurrency", "must be ≥ 1")
     timeout_s = _positive_seconds(problems, where, raw, "timeout_s", 60.0)
     max_request_s = _positive_seconds(problems, where, raw, "max_request_s", None)
-    api_key, source = resolve_key(raw, name, env) if check_keys else (None, "none")
-    api_key = _check_key(problems, where, api_key, source)
     require_key = _typed(problems, where, raw, "require_key", bool, not _is_local(url))
+    api_key, source = resolve_key(raw, name, env, fallback=require_key) if check_keys else (None, "none")
+    api_key = _check_key(problems, where, api_key, source)
     if check_keys and require_key and not api_key:
         hint = f"api_key_env {raw['api_key_env']!r} is not set" if raw.get("api_key_env") else (
-            f"set api_key, api_key_env, or the environment variable {name!r} (a .env file works)"
+            f"set api_key, api_key_env, the environment variable {name!r} or OPENAI_API_KEY (a .env file works)"
         )
         problems.add(f"{where}.api_key", f"no API key: {hint}")
     return Vendor(
@@ -373,6 +428,7 @@ def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: di
         include_usage=_typed(problems, where, raw, "include_usage", bool, True),
         dialect=dia.parse_dialect(problems, where, raw, defaults, str(model_id), config_dir),
         substituted=tuple(substitution.secrets) if substitution else (),
+        price=_parse_price(problems, where, raw.get("price")),
     )
 
 
@@ -413,6 +469,10 @@ def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_
             problems.add(f"{shown}.vendors", f"several baselines ({', '.join(map(_shown, baselines))}); exactly one "
                          "is needed")
         vendors.extend(parsed)
+    currencies = {v.price.currency: v for v in reversed(vendors) if v.price is not None}
+    if len(currencies) > 1:  # costs are summed and compared across vendors: one currency
+        problems.add("price.currency", "one currency per config, found " + ", ".join(
+            f"{c} ({_shown(v.model)}/{_shown(v.name)})" for c, v in sorted(currencies.items())))
     problems.raise_if_any()
     return VendorConfig(path=path, vendors=vendors)
 

@@ -170,6 +170,7 @@ def user_classes(args: list[str] | None = None) -> dict[str, type[User]]:
     try:
         config = load_config(parsed.avv_config, check_keys=False)
         config = config.select([m.strip() for m in str(parsed.avv_model).split(",") if m.strip()])
+        config = config.with_concurrency(avv_options.concurrency_override(parsed))
     except InputError as error:
         _fail_input(error)
     stress = parsed.avv_mode == "stress"
@@ -178,7 +179,7 @@ def user_classes(args: list[str] | None = None) -> dict[str, type[User]]:
         classes[name] = type(name, (VendorUser,), {
             "avv_vendor_id": (vendor.model, vendor.name),
             # Stress mode splits users by weight (Locust reads fixed_count only once); verify mode runs
-            # each vendor's configured concurrency.
+            # each vendor's configured concurrency (or --avv-concurrency).
             "fixed_count": 0 if stress else vendor.concurrency, "weight": 1,
             "host": redact_url(vendor.url.replace(SIM_PLACEHOLDER, "http://avv-sim")),  # shown in the web UI
             "__module__": __name__,

@@ -22,6 +22,7 @@ from avv_core.items import VendorId
 from avv_core.manifest import RECORDS_CSV, RunManifest, utc_now
 from avv_core.record_file import RecordWriteError, RecordWriter, upgrade_columns
 from avv_core.samples import SampleSet
+from avv_harness.run.budget import Budget
 from avv_harness.run.ledger import Ledger
 from avv_harness.run.options import RunOptions
 from avv_harness.run.resume import ResumePoint, check_resumable, resume_point, sample_ids_hash
@@ -127,7 +128,8 @@ def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendo
     exec_ctx = exec_context(options, opened.run_id, worker_id)
     run = RunState(opened.run_id, opened.run_dir, opened.writer, ledger, exec_ctx, stress=stress,
                    vendor_totals={v: len(q) for v, q in ledger.pending.items()},
-                   items_done_before=0 if stress else len(opened.before.done))
+                   items_done_before=0 if stress else len(opened.before.done),
+                   budget=Budget(options.max_total_tokens, options.max_cost))
     run.manifest.started_at = opened.started_at
     if settle_seed is not None:
         run.manifest.extra["settle"] = {"seed": settle_seed}
@@ -161,6 +163,8 @@ def fill_manifest(manifest: RunManifest, *, run: RunState, options: RunOptions, 
     m.started_at = m.started_at or utc_now()  # a resumed run keeps its first start
     m.items_total = run.items_done_before + run.ledger.total  # a resumed run's items done before, too
     m.budget = {"max_total_tokens": options.max_total_tokens or None, "exhausted": False}
+    if options.max_cost:
+        m.budget["max_cost"] = options.max_cost
 
 
 def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True) -> tuple[Any, str | None]:
@@ -212,7 +216,7 @@ def append_to_history(history: str, run_dir: Path, manifest: RunManifest, result
 
 
 def summary_line(manifest: RunManifest, run_dir: Path, completed: bool, stop_reason: str | None,
-                 max_total_tokens: int, scoring_problem: str | None = None) -> str:
+                 max_total_tokens: int, scoring_problem: str | None = None, budget_text: str = "") -> str:
     """The closing line: how many records records.csv holds (after a resume: also how many this session wrote),
     where, whether (and how) to resume, and whether the scores are whole."""
     if completed and scoring_problem:
@@ -220,7 +224,8 @@ def summary_line(manifest: RunManifest, run_dir: Path, completed: bool, stop_rea
     elif completed:
         state = "run complete"
     elif stop_reason == "budget":
-        state = f"stopped by the token budget ({manifest.tokens_used} ≥ {max_total_tokens} tokens)"
+        state = f"stopped by the budget ({budget_text})" if budget_text else \
+            f"stopped by the token budget ({manifest.tokens_used} ≥ {max_total_tokens} tokens)"
     elif stop_reason == "disk":
         state = ("STOPPED: records could not be written (disk full or folder not writable); "
                  f"free space, then resume with --avv-resume {run_dir}")

@@ -327,7 +327,7 @@ class RunLifecycle:
             print(f"\navv-locust: scoring stopped by {interrupted.name}; the records and run.json are complete: "
                   f"score them with avv-score {run.run_dir}", flush=True)
         print(summary_line(run.manifest, run.run_dir, completed, run.stop_reason, self.options.max_total_tokens,
-                           run.scoring_problem), flush=True)
+                           run.scoring_problem, run.budget.caps_text()), flush=True)
         self.run_hook.fire(run=run, phase="end")
         return run.exit_code
 

@@ -25,6 +25,9 @@ DEFAULT_LADDER_CAP = 32
 # (a few KiB each); one event of 4 MiB is already far beyond any real chunk and costs 10–25 ms to parse.
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 MIN_MAX_EVENT_BYTES = 1024
+#: Largest --avv-concurrency: users per vendor in one process (a Locust process runs a few hundred streams well;
+#: more belongs on workers, and the value is a typo long before it is a plan).
+MAX_CONCURRENCY = 1000
 
 
 class _EnvGroup:
@@ -73,7 +76,15 @@ def add_arguments(parser: Any) -> None:
         help="Append the finished, scored run to this history database (SQLite; avv-score trend reads it).")
     add("--avv-skip-bad-lines", action="store_true", default=False, help="Skip malformed sample lines.")
     add("--avv-resume", default="", help="Run folder to resume: runs only its missing, failed or changed items.")
-    add("--avv-max-total-tokens", type=int, default=0, help="Stop starting items once reported tokens reach N.")
+    add("--avv-max-total-tokens", type=int, default=0,
+        help="Token budget: an item starts only while spent + reserved tokens are below N (each item reserves its "
+        "worst case first).")
+    add("--avv-max-cost", type=float, default=0.0,
+        help="Cost budget in the vendors' price currency, reserved like --avv-max-total-tokens (every vendor needs "
+        "a price).")
+    add("--avv-concurrency", type=int, default=None,
+        help=f"Users per vendor for this run, overriding every vendor's concurrency (1–{MAX_CONCURRENCY}; verify "
+        "mode).")
     add("--avv-spawn-rate", type=float, default=0.0,
         help="Users spawned per second (default 0: all at once; --avv-start-jitter-s spreads their starts).")
     add("--avv-start-jitter-s", type=float, default=1.0,
@@ -124,6 +135,16 @@ def parse_levels(text: str) -> tuple[int, ...]:
     return tuple(levels)
 
 
+def concurrency_override(parsed: Any) -> int | None:
+    """``--avv-concurrency`` checked (1 … :data:`MAX_CONCURRENCY`), or None when not given."""
+    value = getattr(parsed, "avv_concurrency", None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONCURRENCY:
+        raise InputError(f"--avv-concurrency: must be a whole number from 1 to {MAX_CONCURRENCY}, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class StressSettings:
     levels: tuple[int, ...]  # users per vendor at each level
@@ -161,6 +182,8 @@ class RunOptions:
     skip_bad_lines: bool  # skip malformed sample lines instead of failing
     resume: str  # run folder to resume ("" = a new run)
     max_total_tokens: int  # token budget (0 = none)
+    max_cost: float  # cost budget in the price currency (0 = none)
+    concurrency: int | None  # users per vendor for this run (None: each vendor's own)
     spawn_rate: float  # users per second (0 = all at once)
     start_jitter_s: float  # random delay before each user's first request
     no_score: bool  # skip scoring at the end
@@ -228,6 +251,8 @@ class RunOptions:
             skip_bad_lines=bool(parsed.avv_skip_bad_lines),
             resume=str(parsed.avv_resume),
             max_total_tokens=int(number("avv_max_total_tokens", 0)),
+            max_cost=float(number("avv_max_cost", 0)) if getattr(parsed, "avv_max_cost", None) is not None else 0.0,
+            concurrency=concurrency_override(parsed),
             spawn_rate=number("avv_spawn_rate", 0),
             start_jitter_s=number("avv_start_jitter_s", 0),
             no_score=bool(parsed.avv_no_score),

@@ -34,6 +34,7 @@ from avv_scoring.metrics.calls import TC_INVALID, TC_N, TC_UNCHECKABLE, TC_VALID
 from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.metrics.registry import Metric, Ratio, produces
 from avv_scoring.metrics.schema import parse_tool_calls
+from avv_scoring.metrics.trajectories import TJ, TJ_SPENT
 
 # --------------------------------------------------------------------------------------------------
 # Success
@@ -299,8 +300,10 @@ def compared_rows(rows: pd.DataFrame) -> pd.Series:
 
 
 def _mean_features(rows: pd.DataFrame, column: str) -> pd.DataFrame:
-    """``value`` (0 where absent) and ``present`` per row: compared rows (:func:`compared_rows`) with a value."""
-    values = pd.to_numeric(rows[column].astype("object"), errors="coerce").to_numpy(dtype=float)
+    """``value`` (0 where absent) and ``present`` per row: compared rows (:func:`compared_rows`) with a value (none
+    when the records predate ``column``)."""
+    cells = rows[column].astype("object") if column in rows.columns else pd.Series(NAN, index=rows.index)
+    values = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
     present = compared_rows(rows).to_numpy(dtype=bool) & ~np.isnan(values)
     return pd.DataFrame({"value": np.where(present, values, 0.0), "present": present.astype(int)}, index=rows.index)
 
@@ -327,6 +330,42 @@ def avg_tokens(sums: Sums) -> Columns:
     """
     n = count(sums["present"])
     return {"avg_tokens": rate(sums["value"], n), "usage_rows": n}
+
+
+@produces(
+    Metric("avg_cost", "Cost / Item", "num", "lower", order=405,
+           doc="mean cost over compared items (successful for every vendor of the model) that have one (a price and "
+               "usage); an agent task's first step; missing without a price"),
+    Metric("cost_rows", "Cost rows", "int", "none", order=406, doc="compared items with a cost"),
+)
+@additive(lambda rows: _mean_features(rows, "cost"))
+def avg_cost(sums: Sums) -> Columns:
+    """Mean cost per item, in the vendors' price currency (the record's ``cost``: its usage at its vendor's price).
+
+    ``avg_cost = mean(cost)`` over the *compared* items whose ``cost`` is present (``cost_rows``), like
+    ``avg_tokens``: items every vendor of the model answered, so a vendor cannot look cheap by failing the long
+    requests. Missing (never 0) for a vendor without a price or without usage.
+    """
+    n = count(sums["present"])
+    return {"avg_cost": rate(sums["value"], n), "cost_rows": n}
+
+
+@produces(
+    Metric("cost_spent", "Spent", "num", "none", order=407,
+           doc="Σ cost of every scored row: failed items and every step of an agent task included (what the vendor "
+               "billed for the scored items); missing when no row has a cost"),
+)
+def cost_spent(rows: pd.DataFrame) -> Columns:
+    """``cost_spent = Σ cost`` over the vendor's scored rows: each single request's row (failed ones too: a vendor
+    bills what it streamed) and every step of each agent task (``_tj_spent``). Not a ranking (a vendor that answered
+    more items spent more), so it has no direction. Missing when no row has a cost (no price)."""
+    single = pd.to_numeric(rows["cost"].astype("object"), errors="coerce") if "cost" in rows.columns \
+        else pd.Series(NAN, index=rows.index)
+    if TJ in rows.columns:
+        steps = pd.to_numeric(rows[TJ_SPENT].astype("object"), errors="coerce")
+        single = single.where(~rows[TJ].astype(bool), steps)
+    present = single.dropna()
+    return {"cost_spent": float(present.sum()) if len(present) else NAN}
 
 
 @produces(
