@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from avv_core.errors import InputError
@@ -343,6 +344,19 @@ def load_tools(inputs: Sequence[RunInput], samples: str | os.PathLike[str] | Non
 OK_COL = "_ok"
 #: Helper column: the item succeeded for every vendor of its model (see ``score.comparable_items``).
 COMPARABLE_COL = "_comparable"
+
+
+def rows_where(frame: pd.DataFrame, mask: Any) -> pd.DataFrame:
+    """``frame[mask]``, without copying every column when the mask keeps every row (one model: the whole run):
+    then a shallow copy, which copy-on-write keeps separate from ``frame``."""
+    keep = np.asarray(mask, dtype=bool)
+    return frame.copy(deep=False) if keep.all() else frame[keep]
+
+
+def distinct_text(column: pd.Series) -> set[str]:
+    """The distinct values of ``column`` as text (``set(column.astype(str))`` without walking every row in
+    Python: a million-row column holds a few thousand sample ids)."""
+    return set(column.astype(str).unique().tolist())
 
 
 def is_success(frame: pd.DataFrame) -> pd.Series:

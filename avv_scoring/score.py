@@ -23,7 +23,9 @@ from avv_scoring.load import (
     GoldBySample,
     ToolsBySample,
     dedupe_latest,
+    distinct_text,
     is_success,
+    rows_where,
 )
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
 from avv_scoring.metrics.headline import annotate_tool_calls
@@ -252,7 +254,7 @@ def score_frame(
     if tools_by_sample is None:
         warnings.append("no request tool definitions: schema accuracy not computed (pass --samples FILE)")
     else:
-        unknown = sorted(set(records["sample_id"].astype(str)) - set(tools_by_sample))
+        unknown = sorted(distinct_text(records["sample_id"]) - set(tools_by_sample))
         if unknown:
             warnings.append(
                 f"{len(unknown)} sample id(s) not in the sample file, their tool calls are not "
@@ -315,7 +317,7 @@ def score_frame(
     _add_model_metrics(rows, records, baselines, stats, irf_inputs, sums_of)
     scores = pd.DataFrame(rows)
     scores["irf"] = irf_scores(scores, list(irf_inputs))
-    judged = {model: judged_thresholds(thresholds, sample_holds(records[model_col == model], gold_by_sample,
+    judged = {model: judged_thresholds(thresholds, sample_holds(rows_where(records, model_col == model), gold_by_sample,
                                                                  sample_sets)) for model in baselines}
     outcomes = [judge(row, judged[row["model"]][0], stats) for row in scores.to_dict("records")]
     scores["verdict"] = [v for v, _ in outcomes]
@@ -344,7 +346,7 @@ def sample_holds(rows: pd.DataFrame, gold_by_sample: GoldBySample | None,
     """What one model's scored samples hold (:func:`avv_scoring.verdict.judged_thresholds`): ``language`` (a row
     has a language check), ``gold`` / ``gold_calls`` / ``agent`` (a sample has a gold label / gold calls / is an
     agent task) and ``set:<name>`` when every sample is marked ``_sample_set: <name>``."""
-    sids = set(rows["sample_id"].astype(str))
+    sids = distinct_text(rows["sample_id"])
     golds = [(gold_by_sample or {}).get(s) for s in sids]
     holds = {need for need, present in (
         ("language", "expected_language" in rows.columns and rows["expected_language"].astype("object")
@@ -388,7 +390,8 @@ def _add_model_metrics(rows: list[dict[str, Any]], records: pd.DataFrame, baseli
     model_col = records["model"].astype(str)
     for model in dict.fromkeys(row["model"] for row in rows):
         mine = [row for row in rows if row["model"] == model]
-        table = ModelTable(model, baselines[model], records[model_col == model], {row["vendor"]: row for row in mine},
+        table = ModelTable(model, baselines[model], rows_where(records, model_col == model),
+                           {row["vendor"]: row for row in mine},
                            stats, dict(irf_inputs), sums_of.get(model, {}))
         for function in model_functions():
             columns = function.for_model(table)
