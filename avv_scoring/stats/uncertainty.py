@@ -312,7 +312,8 @@ def unit_sums(table: ModelTable) -> UnitSums:
         unit = units.get_indexer(mine.samples)  # the model's unit of each of the vendor's sample ids
         sums[unit, j, :] = mine.sums
         for column, (kept, sample) in mine.values.items():
-            values.setdefault(column, []).append((kept, unit[sample]))
+            order = np.argsort(kept, kind="stable")  # sorted once here, not on each chunk of resamples
+            values.setdefault(column, []).append((kept[order], unit[sample][order]))
     return UnitSums(list(units), vendors, layout, sums, self_sums(base_rows, unit_of, n), values)
 
 
