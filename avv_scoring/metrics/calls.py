@@ -148,6 +148,16 @@ def _combos(set_codes: np.ndarray, cell_codes: np.ndarray) -> tuple[np.ndarray, 
     return codes, first_rows(codes)
 
 
+def row_codes(*arrays: np.ndarray) -> np.ndarray:
+    """Per row the code of its combination of values across ``arrays`` (0, 1, … in order of first appearance, as
+    ``MultiIndex.from_arrays(arrays).factorize()`` numbers them, without building a tuple per row)."""
+    codes, _ = pd.factorize(arrays[0])
+    for values in arrays[1:]:
+        more, uniques = pd.factorize(values)
+        codes, _ = pd.factorize(codes.astype(np.int64) * len(uniques) + more)  # < rows², one integer per pair
+    return codes
+
+
 def first_rows(codes: np.ndarray) -> np.ndarray:
     """Per code 0 … max of a factorized column, the position of its first row."""
     firsts = np.full(int(codes.max(initial=-1)) + 1, -1, dtype=np.int64)
@@ -166,7 +176,7 @@ def _as_text(rows: pd.DataFrame, candidates: np.ndarray, sid_codes: np.ndarray, 
     names = names_of[sid_codes[at]]
     text_codes, _ = pd.factorize(contents)  # missing content: -1
     name_codes = np.fromiter(map(id, names), dtype=np.int64, count=len(at))
-    combos, _ = pd.MultiIndex.from_arrays([text_codes, name_codes]).factorize()
+    combos = row_codes(text_codes, name_codes)
     firsts = first_rows(combos)
     found = np.zeros(len(firsts), dtype=bool)
     for combo, i in enumerate(firsts):
@@ -211,7 +221,7 @@ def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[
         return []
     objects = [c.to_numpy(dtype=object) for c in columns]
     ids = [np.fromiter(map(id, objects[k]), dtype=np.int64, count=n) for k in (by or range(len(objects)))]
-    codes, _ = pd.MultiIndex.from_arrays(ids).factorize()
+    codes = row_codes(*ids)
     counts = np.bincount(codes)
     return [(tuple(values[i] for values in objects), int(count))
             for i, count in zip(first_rows(codes), counts, strict=True)]
@@ -250,7 +260,7 @@ def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
 
     def side(frame: pd.DataFrame) -> pd.DataFrame:
         frame = ensure_annotated(frame)
-        frame = frame[frame[CALLED]]
+        frame = frame.loc[frame[CALLED], ["sample_id", "repeat", NCALLS, SIG_TOOLS, SIG_CALLS, NAMES, GOLD]]
         return pd.DataFrame({
             "sample_id": frame["sample_id"].astype("object").astype(str),
             "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),

@@ -142,7 +142,7 @@ def _percentiles_everywhere(sorted_values: np.ndarray, sorted_units: np.ndarray,
     out = np.full(rows, np.nan)
     step = max(1, PERCENTILE_CELLS // n)
     for start in range(0, rows, step):
-        cum = np.cumsum(counts[start:start + step][:, sorted_units], axis=1, dtype=exact)  # (k, n)
+        cum: np.ndarray = np.cumsum(counts[start:start + step][:, sorted_units], axis=1, dtype=exact)  # (k, n)
         total = cum[:, -1].astype(float)
         pos = q / 100.0 * np.maximum(total - 1, 0)
         lo = np.floor(pos)
