@@ -14,7 +14,7 @@ call that names a tool the request does not have never matches gold, whatever it
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -122,7 +122,7 @@ def annotate_calls(
         out[name] = pd.Series(values, index=rows.index, dtype="object") if name in OBJECT_COLUMNS \
             else pd.Series(values.tolist(), index=rows.index)
     finish = (out["finish_reason"].astype("object") == TOOL_CALLS).fillna(False).astype(bool)
-    out[CALLED] = is_success(out) & (finish | (out[CALLS].map(len) > 0))
+    out[CALLED] = is_success(out) & (finish | pd.Series(~no_calls, index=rows.index))  # no walk over the lists
     return out
 
 
@@ -280,6 +280,7 @@ def _agreement_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.D
     number of calls, argument F1 (1 where the calls are equal). Equal signatures = equal multisets
     (``tools_equal`` / ``calls_equal``)."""
     pairs = call_pairs(rows, baseline_rows)
+    f1_of = _memo_args_f1()
     tools_v, tools_b = pairs["sig_tools_v"].tolist(), pairs["sig_tools_b"].tolist()
     same_calls = [a == b for a, b in zip(pairs["sig_calls_v"], pairs["sig_calls_b"], strict=True)]
     return pd.DataFrame({
@@ -287,11 +288,26 @@ def _agreement_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.D
         "tool_eq": np.array([a == b for a, b in zip(tools_v, tools_b, strict=True)], dtype=np.int64),
         "args_eq": np.array(same_calls, dtype=np.int64),
         "count_eq": np.array([len(a) == len(b) for a, b in zip(tools_v, tools_b, strict=True)], dtype=np.int64),
-        # argument F1 only where the calls differ
-        "f1": np.array([1.0 if same else args_f1(v, b)
+        # argument F1 only where the calls differ, once per distinct pair of call lists (rows share them)
+        "f1": np.array([1.0 if same else f1_of(v, b)
                         for same, v, b in zip(same_calls, pairs["calls_v"], pairs["calls_b"], strict=True)],
                        dtype=float),
     }, index=pd.Index(pairs["index_v"]))
+
+
+def _memo_args_f1() -> Callable[[Sequence[Any], Sequence[Any]], float]:
+    """:func:`args_f1` remembered per (vendor list, baseline list) object: :func:`annotate_calls` hands every row
+    with the same calls the same list, and the lists outlive the memo (one features computation)."""
+    memo: dict[tuple[int, int], float] = {}
+
+    def f1(mine: Sequence[Any], theirs: Sequence[Any]) -> float:
+        key = (id(mine), id(theirs))
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = args_f1(mine, theirs)
+        return found
+
+    return f1
 
 
 @produces(
