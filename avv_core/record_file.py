@@ -353,7 +353,7 @@ def _typed_columns(header: list[str]) -> tuple[dict[str, Any], dict[str, list[st
         kind = COLUMN_KINDS.get(col)
         if kind in ("int", "float") and col != header[-1]:
             dtype[col] = "Int64" if kind == "int" else "float64"
-        elif kind == "str":
+        elif kind in ("str", "json"):
             dtype[col] = "string"  # the schema's text dtype straight from the reader, not converted afterwards
         else:
             dtype[col] = str
