@@ -345,8 +345,9 @@ def _separators_outside_quotes(data: bytes) -> int:
 
 def _typed_columns(header: list[str]) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """read_csv's dtype and na_values for a header: numbers typed, text as pandas' string dtype, everything else
-    text, the last column text too (see :func:`read_records`); an empty cell is missing in every column the schema knows (as
-    :func:`coerce_frame` makes it: masking ``""`` afterwards cost ~0.5 s per 1 M rows), text in the others."""
+    text, the last column text too (see :func:`read_records`); an empty cell is missing in every column the schema
+    knows (as :func:`coerce_frame` makes it: masking ``""`` afterwards cost ~0.5 s per 1 M rows), text in the
+    others."""
     dtype: dict[str, Any] = {}
     na_values: dict[str, list[str]] = {}
     for col in header:

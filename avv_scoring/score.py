@@ -313,6 +313,7 @@ def score_frame(
             warnings.append(
                 f"{model}: the baseline {vendor} has no successful item; F1 is missing for every vendor"
             )
+        del vendor_rows, frames  # this vendor's copy and features go before the next vendor's are made (peak RSS)
 
     _add_model_metrics(rows, records, baselines, stats, irf_inputs, sums_of)
     scores = pd.DataFrame(rows)
