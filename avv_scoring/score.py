@@ -369,7 +369,10 @@ def comparable_items(records: pd.DataFrame, model_col: pd.Series, vendor_col: pd
     vendor with no success is left out of the intersection (its cost and speed are missing anyway)."""
     ok = is_success(records).to_numpy(dtype=bool)
     samples, _ = pd.factorize(records["sample_id"].astype(str))
-    repeats, _ = pd.factorize(records["repeat"].astype(str))
+    repeat = records["repeat"]
+    # an integer column's equal values are equal texts: factorized as numbers, not as a million new strings
+    repeats, _ = pd.factorize(repeat, use_na_sentinel=False) if pd.api.types.is_integer_dtype(repeat.dtype) \
+        else pd.factorize(repeat.astype(str))
     key = samples.astype(np.int64) * (int(repeats.max(initial=0)) + 1) + repeats  # one integer per item
     vendor_codes, _ = pd.factorize(vendor_col)
     out = np.zeros(len(records), dtype=bool)
