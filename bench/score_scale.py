@@ -122,7 +122,7 @@ def build_run(folder: Path, n_records: int, repeats: int, n_vendors: int, seed: 
     return run
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
+def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (user + system) and peak RSS (MB) of a child process (pinned to one core when
     taskset exists). The peak is read with ``/usr/bin/time`` when it exists: ``RUSAGE_CHILDREN``'s maximum is
     over every child so far, so a second, smaller child would show the first one's peak."""
@@ -134,7 +134,7 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, flo
         cmd = ["/usr/bin/time", "-o", report, "-f", "%M", *cmd]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -220,7 +220,7 @@ def main() -> None:
             env = {**os.environ, "PYTHONPATH": str(code)}
             wall, cpu, mb = timed([sys.executable, "-m", "avv_scoring.cli", str(run), "--out",
                                    str(folder / f"scores-{code.name}"), "-q", "--bootstrap", str(args.bootstrap)],
-                                  env=env)
+                                  env=env, cwd=code)  # python -m imports from the working folder first
             rows.append((name if code == ROOT or not args.before else f"{name} ({code})", wall, cpu, mb))
             scores.setdefault(name, []).append((wall, cpu))
     print(f"{'what':<22} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12}")
