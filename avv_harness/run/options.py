@@ -86,6 +86,9 @@ def add_arguments(parser: Any) -> None:
         help="Override every request's max_tokens (and max_completion_tokens where a sample has it).")
     add("--avv-extra-body", default="", help="JSON object deep-merged over every request (after the vendor's "
         "extra_body).")
+    add("--avv-metrics-port", type=int, default=0,
+        help="Serve Prometheus metrics on this port (/metrics; the master or a local run; with the web UI they are "
+        "also at /avv/metrics). 0: off.")
     add("--avv-header", action="append", default=None, metavar="NAME:VALUE",
         help="Header added to every request (repeatable; in locust.conf: avv-header = [A:1, B:2]).")
 
@@ -146,6 +149,7 @@ class RunOptions:
     mode: str  # verify | stress
     stress: StressSettings | None  # set in stress mode
     run_time_s: float | None  # Locust's -t/--run-time (honoured by the run's shape)
+    metrics_port: int  # Prometheus metrics server port (0 = none)
     overrides: Overrides  # --avv-temperature / --avv-max-tokens / --avv-extra-body / --avv-header
     raw: dict[str, Any]  # every avv_* option as parsed, for run.json
 
@@ -201,6 +205,8 @@ class RunOptions:
             mode=str(parsed.avv_mode),
             stress=stress,
             run_time_s=float(run_time) if run_time else None,
+            metrics_port=int(number("avv_metrics_port", 0, maximum=65535)) if hasattr(parsed, "avv_metrics_port")
+            else 0,
             overrides=parse_overrides(getattr(parsed, "avv_temperature", None), getattr(parsed, "avv_max_tokens", None),
                                       getattr(parsed, "avv_extra_body", ""), getattr(parsed, "avv_header", None)),
             raw={k: v for k, v in sorted(vars(parsed).items()) if k.startswith("avv_")},
