@@ -18,7 +18,7 @@ from avv_core.records import ANOMALIES
 from avv_harness.locust.prometheus import PROM_METRICS, exporter_for, render_prom_table
 from tests.builders import sim_vendors, write_inputs, write_yaml
 from tests.e2e_ports import free_port
-from tests.fake_vendor import ScriptedAdapter
+from tests.fake_vendor import ScriptedAdapter, stream_reply
 from tests.glue import make_env, options
 from tests.locust_runs import DEMO_SAMPLES, clean_env, locust_cmd, only_run_dir
 from tests.test_web_ui import paced_answer, sample_lines, start_ui, ui_args, wait_until
@@ -202,3 +202,31 @@ def test_grafana_dashboard_and_scrape_config_use_declared_metrics():
     assert used and used <= exposed, used - exposed
     scrape = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())["scrape_configs"][0]
     assert scrape["metrics_path"] == "/avv/metrics"
+
+
+@pytest.mark.integration  # an in-process local run: seconds
+def test_live_rows_cap_bounds_what_the_board_keeps(tmp_path):
+    """--avv-live-rows: past the cap the board keeps counting (items done, avv_records) but holds and scores only
+    the first rows, and says so; at the end the run's own scores (from records.csv) cover every row."""
+    config, samples = write_inputs(tmp_path, ["a", "b"], n_samples=30)
+    env, ctl = make_env(options(tmp_path, config, samples, "--avv-live-rows", "20"),
+                        adapter=ScriptedAdapter(lambda request: (gevent.sleep(0.01), stream_reply("hi"))[1]))
+    exporter = exporter_for(ctl)
+    board = ctl.live
+    board.interval_s = 0.05
+    try:
+        env.runner.start_shape()
+        wait_until(lambda: board.rows >= 40 and board.scored_records)
+        board.refresh(force=True)
+        snap = board.snapshot()
+        assert snap["live_rows_cap"] == 20 and board._records.count == 20 < board.rows
+        assert snap["scored_records"] == 20 and "first 20 records (--avv-live-rows 20:" in snap["note"]
+        got = samples_of(exporter.exposition().decode())
+        assert got[("avv_records", ())] == snap["records"] == board.rows
+        assert sum(v["items_done"] for v in snap["vendors"]) == board.rows
+        shape = env.runner.shape_greenlet
+        shape.join(timeout=30)
+        ctl.finish()
+    finally:
+        env.runner.quit()
+    assert board._records.count == 20 and board.rows == 60

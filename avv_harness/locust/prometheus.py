@@ -83,7 +83,7 @@ PROM_METRICS: tuple[PromMetric, ...] = (
                "client-bound."),
     PromMetric("avv_stress_level", "gauge", (), "Stress mode: the current level (users per vendor); absent in "
                "verify mode."),
-    PromMetric("avv_records", "gauge", (), "Rows of the current run held by the live board (records.csv's rows)."),
+    PromMetric("avv_records", "gauge", (), "Rows of the current run stored so far (records.csv's rows)."),
     PromMetric("avv_run_info", "gauge", ("run_id", "mode", "state"), "1 for the current run: its id, mode "
                "(verify / stress) and state (running / finished)."),
 )

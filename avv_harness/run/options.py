@@ -25,6 +25,9 @@ DEFAULT_LADDER_CAP = 32
 # (a few KiB each); one event of 4 MiB is already far beyond any real chunk and costs 10–25 ms to parse.
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 MIN_MAX_EVENT_BYTES = 1024
+# Rows the live view keeps to score a run so far (bench/README.md "One master's ceiling": ~2.7 KB each, and a
+# scoring of 200 k rows takes seconds of a thread)
+DEFAULT_LIVE_ROWS = 200_000
 
 
 class _EnvGroup:
@@ -86,6 +89,9 @@ def add_arguments(parser: Any) -> None:
         help="Override every request's max_tokens (and max_completion_tokens where a sample has it).")
     add("--avv-extra-body", default="", help="JSON object deep-merged over every request (after the vendor's "
         "extra_body).")
+    add("--avv-live-rows", type=int, default=DEFAULT_LIVE_ROWS,
+        help="Rows the live view (web UI, /avv/metrics) keeps in memory to score the run so far; past them it "
+        "keeps counting but scores no more rows, so a long run's memory stays bounded (0: no limit).")
     add("--avv-metrics-port", type=int, default=0,
         help="Serve Prometheus metrics on this port (/metrics; the master or a local run; with the web UI they are "
         "also at /avv/metrics). 0: off.")
@@ -150,6 +156,7 @@ class RunOptions:
     stress: StressSettings | None  # set in stress mode
     run_time_s: float | None  # Locust's -t/--run-time (honoured by the run's shape)
     metrics_port: int  # Prometheus metrics server port (0 = none)
+    live_rows: int  # rows the live board keeps to score (0 = no limit)
     overrides: Overrides  # --avv-temperature / --avv-max-tokens / --avv-extra-body / --avv-header
     raw: dict[str, Any]  # every avv_* option as parsed, for run.json
 
@@ -207,6 +214,8 @@ class RunOptions:
             run_time_s=float(run_time) if run_time else None,
             metrics_port=int(number("avv_metrics_port", 0, maximum=65535)) if hasattr(parsed, "avv_metrics_port")
             else 0,
+            live_rows=int(number("avv_live_rows", 0)) if hasattr(parsed, "avv_live_rows")
+            else DEFAULT_LIVE_ROWS,
             overrides=parse_overrides(getattr(parsed, "avv_temperature", None), getattr(parsed, "avv_max_tokens", None),
                                       getattr(parsed, "avv_extra_body", ""), getattr(parsed, "avv_header", None)),
             raw={k: v for k, v in sorted(vars(parsed).items()) if k.startswith("avv_")},
