@@ -53,6 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--answer-s", type=float, default=1.0, help="Seconds each canned answer takes (per user).")
     p.add_argument("--duration-s", type=float, default=10.0, help="Seconds of records per rate (items = rate × this).")
     p.add_argument("--no-live-board", action="store_true", help="Master without the live board (an unwatched run).")
+    p.add_argument("--live-rows", type=int, default=None, help="The master's --avv-live-rows (default: its default).")
     p.add_argument("--code", default="", help="Measure the avv_harness of this checkout instead (e.g. `git archive "
                    "main | tar -x -C /tmp/main` for a before / after); it needs no live board (--no-live-board) when "
                    "it predates --avv-metrics-port.")
@@ -141,8 +142,12 @@ def run_rate(args: argparse.Namespace, rate: float, work: Path) -> dict[str, Any
                   "--avv-start-jitter-s", str(args.answer_s)]
     if not args.no_live_board:
         master_cmd += ["--avv-metrics-port", str(_free_port()), "--web-host", "127.0.0.1"]
+        if args.live_rows is not None:
+            master_cmd += ["--avv-live-rows", str(args.live_rows)]
+    # the users run on the workers: each reads its own --avv-start-jitter-s (without it, all users would start
+    # within 1 s: 20,000 asks in one second, and 20,000 records one answer later)
     worker_cmd = [sys.executable, "-m", "locust", *common, "--worker", "--master-host", "127.0.0.1",
-                  "--master-port", str(port)]
+                  "--master-port", str(port), "--avv-start-jitter-s", str(args.answer_s)]
     log = (work / "master.log").open("w")
     master = subprocess.Popen(master_cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
     sampler = Sampler(master.pid)
