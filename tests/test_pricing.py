@@ -123,7 +123,7 @@ def test_the_priced_demo_costs_what_the_simulator_counted(tmp_path):
         expected = prices[row["vendor"]].cost(told["prompt_tokens"], told["completion_tokens"], 0)
         assert row["cost"] == pytest.approx(expected, abs=1e-9), row["vendor"]
     report = (run_dir / "report.md").read_text(encoding="utf-8")
-    assert "Cost (in the vendors' price currency" in report and "| Cost / Item | Cost rows | Spent |" in report
+    assert "Cost (amounts in USD;" in report and "| Cost / Item | Cost rows | Spent |" in report
     assert "demo-model  cost" in proc.stdout
 
 
