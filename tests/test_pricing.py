@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from avv_core.api_formats import usage_from_messages, usage_from_responses
+from avv_core.api_outcomes import usage_from_messages, usage_from_responses
 from avv_core.errors import InputError
 from avv_core.items import truth_tag
 from avv_core.pricing import Price
