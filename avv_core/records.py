@@ -97,6 +97,13 @@ COLUMNS: tuple[Column, ...] = (
     Column("completion_tokens", "int", "From streamed usage; empty when not reported.", low=0, high=MAX_TOKENS),
     Column("total_tokens", "int", "From streamed usage; empty when not reported.", low=0, high=MAX_TOKENS),
     Column("usage_reported", "bool", "Whether the stream carried a usage object."),
+    Column("cached_tokens", "int", "Prompt tokens the vendor read from its cache (chat `prompt_tokens_details."
+           "cached_tokens`, Responses `input_tokens_details.cached_tokens`, Messages `cache_read_input_tokens`); "
+           "empty when not reported or not believed (negative, fractional, above prompt_tokens).", low=0,
+           high=MAX_TOKENS),
+    Column("cost", "float", "What the request cost in its vendor's price currency: ((prompt_tokens − cached_tokens) "
+           "× input + cached_tokens × cached_input + completion_tokens × output) / 10⁶ (README \"Prices\"); empty "
+           "when the vendor has no `price` or the row has no usage.", 9, low=0),
     Column("tps", "float", "(completion_tokens − 1) / (decode_ms / 1000); empty when undefined or buffered.", low=0),
     Column("finish_reason", "str", "Last non-null finish_reason seen; Messages and Responses stop reasons mapped onto "
            "chat's (`stop`, `tool_calls`, `length`, …; README \"Wire formats\")."),
@@ -316,6 +323,18 @@ def out_of_range(name: str, value: float) -> str | None:
 
 
 TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def cached_tokens(usage: Mapping[str, Any] | None, prompt_tokens: int | None) -> int | None:
+    """``usage.prompt_tokens_details.cached_tokens`` (the wire formats map theirs onto it) when believable: a whole
+    number from 0 to ``prompt_tokens``; else None (the cost then prices every prompt token at the input price)."""
+    details = usage.get("prompt_tokens_details") if usage else None
+    value = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    if prompt_tokens is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not math.isfinite(value) or value != int(value) or not 0 <= value <= prompt_tokens:
+        return None
+    return int(value)
 
 
 def usage_counts(usage: Mapping[str, Any] | None) -> tuple[dict[str, int | None], str | None]:

@@ -34,23 +34,37 @@ from avv_scoring.report.markdown import render_markdown
 from avv_scoring.report.outputs import write_stress_outputs
 from avv_scoring.report.terminal import render_tables
 from avv_scoring.score import SCORE_COLUMNS, ScoreResult, score_frame
+from avv_scoring.settle import item_parts, records_frame, settle_bounds
 from avv_scoring.stats.irf import add_irf, irf_scores
+from avv_scoring.stats.sequential import (
+    BoundTest,
+    RatioBound,
+    check_bound,
+    confidence_interval,
+    settle_verdict,
+    split_alpha,
+)
 from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.stress import StressResult, stress_tables
 from avv_scoring.verdict import Thresholds
 
 __all__ = [
     "BaselineResults",
+    "BoundTest",
     "METRICS",
     "SCORE_COLUMNS",
     "Metric",
+    "RatioBound",
     "ScoreResult",
     "StatsSettings",
     "StressResult",
     "Thresholds",
     "add_irf",
+    "check_bound",
+    "confidence_interval",
     "control_characters",
     "irf_scores",
+    "item_parts",
     "load_records",
     "load_thresholds",
     "markdown_cell",
@@ -59,6 +73,7 @@ __all__ = [
     "metric",
     "neutralise_cell",
     "neutralise_frame",
+    "records_frame",
     "render_markdown",
     "render_metric_table",
     "render_tables",
@@ -67,6 +82,9 @@ __all__ = [
     "restore_frame",
     "score_frame",
     "score_paths",
+    "settle_bounds",
+    "settle_verdict",
+    "split_alpha",
     "stress_only",
     "stress_tables",
     "terminal_text",

@@ -7,16 +7,21 @@ score runs, re-render a stress run, or compute IRF over a ready metrics table.
                             [--min-success X] [--min-f1 X] [--min-schema X] [--max-reasoning-only X]
                             [--min-attempt-success X] [--irf-metrics A,B,...] [--strict] [-q]
                             [--bootstrap N] [--seed S] [--verdict threshold|statistical]
+                            [--arg-normalise default|none|FILE.yaml] [--ftr-band LOW:HIGH]
+                            [--irf-ties published|statistical]
     avv-score stress RUN [--no-score] [same options as above]
     avv-score export --format k2vv RUN [--out DIR] [--samples FILE] [--baseline NAME | MODEL=VENDOR]
     avv-score trajectory RUN --vendor NAME --sample ID [--repeat N] [--samples FILE]   (one agent task, step by step)
     avv-score irf TABLE.csv [--digits N] [--irf-metrics A,B,...]
     avv-score metrics                       (the registry's metric table, as in the README)
     avv-score thresholds [PRESET|FILE.yaml] (a threshold preset as YAML, ready to copy and edit)
+    avv-score history add RUN... --db PATH  (add runs to a history database; see avv_scoring/history)
+    avv-score trend --db PATH [--model M] [--vendor V] [--metric A,B] [--since DATE] [--fail-on-regression]
 
 Bad input prints one message naming the file and field and exits with status 2 (no traceback). Exit status:
 0 scored; 1 ``--strict`` and a vendor failed (or nothing to score); 2 bad input; 4 scored, but rows holding a
-number no record can hold were left out (each named on stderr and in report.md). Ctrl-C or SIGTERM stops
+number no record can hold were left out (each named on stderr and in report.md); 5 ``trend
+--fail-on-regression`` and a vendor's latest run has a flagged regression. Ctrl-C or SIGTERM stops
 it at once, with one line and status 128 + the signal (130, 143), no traceback.
 """
 
@@ -28,18 +33,18 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-import pandas as pd
-
 from avv_core.errors import InputError
 from avv_core.stop_signals import Interrupted, interrupt_on_signals
+from avv_scoring.arg_normalise import resolve_arg_normalise
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
 from avv_scoring.entrypoints import score_paths, stress_only
+from avv_scoring.irf_command import add_irf_metrics_option, main_irf, read_irf_table  # noqa: F401 (re-exported)
 from avv_scoring.metrics.registry import render_metric_table
 from avv_scoring.presets import PRESETS, resolve_thresholds, thresholds_yaml
-from avv_scoring.report.escape import neutralise_frame, restore_frame, terminal_text
+from avv_scoring.report.escape import terminal_text
 from avv_scoring.report.terminal import render_tables
 from avv_scoring.score import ScoreResult
-from avv_scoring.stats.irf import irf_scores, irf_table_columns, resolve_irf_metrics
+from avv_scoring.stats.irf import IRF_TIES
 from avv_scoring.stats.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, VERDICT_MODES, StatsSettings
 from avv_scoring.stress import stress_tables
 from avv_scoring.verdict import DEFAULT_PRESET, Thresholds
@@ -61,24 +66,16 @@ def _threshold(text: str) -> float | None:
     return value
 
 
-def _irf_metrics_arg(text: str) -> list[str]:
-    """``--irf-metrics a,b,c`` → the columns, checked against the registry (unknown → usage error)."""
-    columns = [part.strip() for part in text.split(",") if part.strip()]
+def _band(text: str) -> tuple[float, float]:
+    """``--ftr-band 0.775:0.825`` → (0.775, 0.825)."""
+    low, sep, high = text.partition(":")
     try:
-        resolve_irf_metrics(columns)
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return columns
-
-
-def _add_irf_metrics_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--irf-metrics",
-        type=_irf_metrics_arg,
-        default=None,
-        metavar="A,B,...",
-        help="metric columns IRF fuses (default: " + ",".join(resolve_irf_metrics()) + ")",
-    )
+        band = (float(low), float(high)) if sep else None
+    except ValueError:
+        band = None
+    if band is None or not all(math.isfinite(b) for b in band) or band[0] > band[1]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not LOW:HIGH (two numbers, LOW ≤ HIGH)")
+    return band
 
 
 def _score_parser() -> argparse.ArgumentParser:
@@ -169,7 +166,12 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
             metavar="X",
             help=f"{text} (avv default {'not checked' if default is None else f'{default:g}'}; 'off' disables)",
         )
-    _add_irf_metrics_option(p)
+    p.add_argument(
+        "--ftr-band", type=_band, default=None, metavar="LOW:HIGH",
+        help="judge finish_tool_calls_rate within this band on any samples (the minimax preset's 0.775:0.825 band "
+        "is otherwise judged only on samples marked _sample_set: minimax)",
+    )
+    add_irf_metrics_option(p)
     p.add_argument(
         "--bootstrap", type=_non_negative_int, default=DEFAULT_RESAMPLES, metavar="N",
         help="bootstrap resamples for the 95 %% intervals, noise tests and rank stability "
@@ -184,6 +186,17 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
         help="threshold (default): fixed bounds; statistical: bounds on agreement with the baseline (F1, "
         "tool/args match) are replaced by tests against the baseline's own repeat-to-repeat noise (α = 0.05, "
         "needs ≥ 2 repeats); the other bounds stay",
+    )
+    p.add_argument(
+        "--arg-normalise", default="default", metavar="default|none|FILE.yaml",
+        help="argument normalisers applied before args_match, args_f1 and gold_args_f1 compare values (dates, "
+        "numbers, booleans, enum/ID case; docs/scoring.md): default = all, none = exact values, or a YAML file "
+        "naming them (gold_args_accuracy always compares exact values)",
+    )
+    p.add_argument(
+        "--irf-ties", choices=IRF_TIES, default=IRF_TIES[0],
+        help="published (default): AVV's IRF; statistical: also irf_statistical, where vendors whose 95 %% "
+        "bootstrap interval of the difference contains 0 share their rank on that metric (orders the vendors)",
     )
     p.add_argument(
         "--strict", action="store_true",
@@ -204,20 +217,7 @@ def _non_negative_int(text: str) -> int:
 
 
 def _stats(args: argparse.Namespace) -> StatsSettings:
-    return StatsSettings(resamples=args.bootstrap, seed=args.seed, verdict=args.verdict)
-
-
-def _irf_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"{PROG} irf",
-        description="Add an 'irf' column to a per-vendor metrics table (CSV with columns "
-        f"{', '.join(irf_table_columns())}, or model, vendor and the --irf-metrics columns; an empty cell = "
-        "missing) and print it as CSV.",
-    )
-    p.add_argument("table", metavar="TABLE.csv")
-    p.add_argument("--digits", type=int, default=4, help="decimals of the irf column (default 4)")
-    _add_irf_metrics_option(p)
-    return p
+    return StatsSettings(resamples=args.bootstrap, seed=args.seed, verdict=args.verdict, irf_ties=args.irf_ties)
 
 
 def baseline_arg(values: Sequence[str]) -> str | dict[str, str] | None:
@@ -239,54 +239,6 @@ def baseline_arg(values: Sequence[str]) -> str | dict[str, str] | None:
     return out["*"] if list(out) == ["*"] else out
 
 
-def read_irf_table(path: str, metrics: Sequence[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the table as text cells, the numeric metric columns). Raises InputError naming file/line/column.
-
-    ``metrics`` = the IRF input columns the table must have (default: the registry's IRF inputs). Cells that
-    avv-score neutralised against formula injection (a scores.csv) are restored first
-    (:func:`~avv_scoring.report.escape.restore_frame`)."""
-    required = irf_table_columns(metrics)
-    try:
-        text = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise InputError(f"{path}: cannot read CSV ({str(exc).strip().splitlines()[0]})") from None
-    text.columns = [str(c).strip() for c in text.columns]
-    text = restore_frame(text)
-    missing = [c for c in required if c not in text.columns]
-    if missing:
-        raise InputError(f"{path}: missing column(s) {', '.join(missing)} (expected {', '.join(required)})")
-    numeric = pd.DataFrame(index=text.index)
-    numeric["model"] = text["model"]
-    numeric["vendor"] = text["vendor"]
-    for col in required[2:]:
-        values = []
-        for line, cell in enumerate(text[col].tolist(), start=2):
-            cell = cell.strip()
-            if cell == "":
-                values.append(float("nan"))
-                continue
-            try:
-                value = float(cell)
-            except ValueError:
-                raise InputError(f"{path}:{line}: column {col!r}: {cell!r} is not a number") from None
-            if math.isnan(value):
-                raise InputError(f"{path}:{line}: column {col!r}: leave the cell empty for a missing value")
-            values.append(value)
-        numeric[col] = values
-    return text, numeric
-
-
-def main_irf(argv: Sequence[str]) -> int:
-    args = _irf_parser().parse_args(argv)
-    text, numeric = read_irf_table(args.table, args.irf_metrics)
-    out = text.copy()
-    out["irf"] = [f"{v:.{max(args.digits, 0)}f}" for v in irf_scores(numeric, args.irf_metrics)]
-    neutralise_frame(out).to_csv(sys.stdout, index=False, lineterminator="\n")  # safe to open in a spreadsheet
-    return 0
-
-
 def _thresholds(args: argparse.Namespace) -> Thresholds:
     """``--thresholds`` (a preset or YAML file), then each single-bound flag that was given."""
     base = resolve_thresholds(args.thresholds)
@@ -295,8 +247,12 @@ def _thresholds(args: argparse.Namespace) -> Thresholds:
     for _, keyword, value in given:
         kind, _, column = keyword.partition("_")
         out = out.with_bound(column, kind, value)
-    if given:
-        flags = " ".join(f"{flag} {'off' if value is None else f'{value:g}'}" for flag, _, value in given)
+    if args.ftr_band is not None:  # an explicit band holds on any samples
+        out = out.without("finish_tool_calls_rate").with_bound("finish_tool_calls_rate", "min", args.ftr_band[0])
+        out = out.with_bound("finish_tool_calls_rate", "max", args.ftr_band[1])
+    if given or args.ftr_band is not None:
+        flags = " ".join([*(f"{flag} {'off' if value is None else f'{value:g}'}" for flag, _, value in given),
+                          *([f"--ftr-band {args.ftr_band[0]:g}:{args.ftr_band[1]:g}"] if args.ftr_band else [])])
         out = out.named(f"{base.name} with {flags}")
     return out
 
@@ -334,6 +290,7 @@ def main_score(argv: Sequence[str]) -> int:
         baseline_name=args.baseline_name,
         stats=_stats(args),
         html=not args.no_html,
+        arg_normalise=resolve_arg_normalise(args.arg_normalise),
     )
     return _report(result, args)
 
@@ -357,6 +314,7 @@ def main_stress(argv: Sequence[str]) -> int:
         baseline_name=args.baseline_name,
         stats=_stats(args),
         html=not args.no_html,
+        arg_normalise=resolve_arg_normalise(args.arg_normalise),
     )
     return _report(result, args)
 
@@ -436,6 +394,10 @@ def _dispatch(argv: list[str], commands: Mapping[str, Command]) -> int:
             return main_thresholds(argv[1:])
         if argv and argv[0] == "trajectory":
             return main_trajectory(argv[1:])
+        if argv and argv[0] in ("history", "trend"):  # the run history (avv_scoring/history, docs/history.md)
+            from avv_scoring.history.cli import main_history, main_trend
+
+            return (main_history if argv[0] == "history" else main_trend)(argv[1:])
         if argv and argv[0] == "metrics":  # the README table, from the registry
             sys.stdout.write(render_metric_table() + "\n")
             return 0

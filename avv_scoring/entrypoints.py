@@ -9,12 +9,14 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from typing import Any
 
 import pandas as pd
 
 from avv_core.errors import InputError
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults, add_baseline_results
 from avv_scoring.load import RunInput, load_tools, read_inputs, resolve_inputs
+from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.report.outputs import write_outputs
 from avv_scoring.score import REPEAT_COLUMNS, SCORE_COLUMNS, BaselineSpec, ScoreResult, score_frame
 from avv_scoring.stats.irf import MetricsSpec
@@ -35,6 +37,7 @@ def score_paths(
     baseline_name: str | None = None,
     stats: StatsSettings | None = None,
     html: bool = True,
+    arg_normalise: ArgNormalisation | None = None,
 ) -> ScoreResult:
     """Load run folders / records.csv files, score them (:func:`score_inputs`: the baseline, samples, baseline
     results and stress tables) and (``write=True``) write scores.csv, scores_by_repeat.csv, scores.json,
@@ -42,7 +45,8 @@ def score_paths(
     given, else ``./scores``); for a stress run also stress.csv, capacity.csv and the two plots.
     Raises :class:`avv_core.errors.InputError` on bad input."""
     names = [os.fspath(p) for p in paths]
-    result = score_inputs(names, baseline, samples, thresholds, irf_metrics, baseline_results, baseline_name, stats)
+    result = score_inputs(names, baseline, samples, thresholds, irf_metrics, baseline_results, baseline_name, stats,
+                          arg_normalise)
     if write:
         target = os.fspath(out_dir) if out_dir is not None else default_out_dir(names)
         result = replace(result, outputs=write_outputs(result, target, html=html))
@@ -97,6 +101,7 @@ def score_inputs(
     baseline_results: Sequence[BaselineResults] | None = None,
     baseline_name: str | None = None,
     stats: StatsSettings | None = None,
+    arg_normalise: ArgNormalisation | None = None,
 ) -> ScoreResult:
     """Load run folders / records.csv files and score them (:func:`avv_scoring.score.score_frame`; :func:`score_paths`
     also writes the outputs).
@@ -126,7 +131,8 @@ def score_inputs(
         result_inputs = [i.csv_path for i in inputs]
     result = score_frame(
         records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds, irf_metrics=irf_metrics,
-        gold_by_sample=tool_source.gold_by_sample, stats=stats,
+        gold_by_sample=tool_source.gold_by_sample, stats=stats, arg_normalise=arg_normalise,
+        sample_sets=tool_source.sample_sets,
     )
     stress_dir = _single_stress_run(inputs)
     return replace(
@@ -137,7 +143,30 @@ def score_inputs(
         inputs=tuple(result_inputs),
         sample_files=tuple(tool_source.sample_files),
         stress=stress_tables(stress_dir) if stress_dir is not None else None,
+        settle=_settle_of(inputs),
+        currencies=_currencies_of(inputs),
     )
+
+
+def _currencies_of(inputs: Sequence[RunInput]) -> tuple[str, ...]:
+    """The ``price.currency`` of every priced vendor in the inputs' run.json (the Cost section names them)."""
+    found: set[str] = set()
+    for item in inputs:
+        for vendor in item.manifest.vendors if item.manifest is not None else ():
+            price = vendor.get("price") if isinstance(vendor, dict) else None
+            if isinstance(price, dict) and isinstance(price.get("currency"), str):
+                found.add(price["currency"])
+    return tuple(sorted(found))
+
+
+def _settle_of(inputs: Sequence[RunInput]) -> dict[str, Any]:
+    """run.json's ``settle`` of each input made with ``--avv-settle`` (report section "Settled early")."""
+    out: dict[str, Any] = {}
+    for item in inputs:
+        settle = item.manifest.extra.get("settle") if item.manifest is not None else None
+        if isinstance(settle, dict) and isinstance(settle.get("vendors"), dict):
+            out[item.run_dir or item.csv_path] = settle
+    return out
 
 
 def _single_stress_run(inputs: Sequence[RunInput]) -> str | None:
@@ -179,7 +208,7 @@ def _excluded_notes(excluded: list[str]) -> list[str]:
 
 
 def _input_notes(inputs: Sequence[RunInput]) -> list[str]:
-    """What run.json says the reader must know: skipped sample lines, incomplete runs, a token budget hit."""
+    """What run.json says the reader must know: skipped sample lines, incomplete runs, a token or cost budget hit."""
     notes = []
     for item in inputs:
         run = item.manifest
@@ -194,7 +223,8 @@ def _input_notes(inputs: Sequence[RunInput]) -> list[str]:
             notes.append(f"{item.csv_path}: the run did not complete ({run.items_recorded} of "
                          f"{run.items_total} items recorded{why})")
         if (run.budget or {}).get("exhausted"):
-            notes.append(f"{item.csv_path}: the token budget was reached; later items were not started")
+            which = "cost" if (run.budget or {}).get("max_cost") and not run.budget.get("max_total_tokens") else "token"
+            notes.append(f"{item.csv_path}: the {which} budget was reached; later items were not started")
     return notes
 
 

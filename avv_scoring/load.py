@@ -63,6 +63,8 @@ class ToolSource:
     sample_files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     gold_by_sample: dict[str, Gold] = field(default_factory=dict)  # labelled samples and agent tasks only
+    #: sample id → the sample set it is marked as (metadata ``_sample_set``, e.g. ``minimax``); marked samples only
+    sample_sets: dict[str, str] = field(default_factory=dict)
 
 
 def resolve_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[RunInput]:
@@ -249,6 +251,17 @@ def gold_from_sample_set(sample_set) -> dict[str, Gold]:
     return {s.sample_id: s.gold for s in sample_set.samples if s.gold.known}
 
 
+#: The sample metadata key that marks a sample as one of a published sample set (``"_sample_set": "minimax"``): a
+#: bound tuned to that set (``sample_set`` in a thresholds file) is judged only when every scored sample has it.
+SAMPLE_SET_KEY = "_sample_set"
+
+
+def sample_sets_of(sample_set) -> dict[str, str]:
+    """``sample_id → its _sample_set mark`` for the marked samples of a :class:`avv_core.samples.SampleSet`."""
+    return {s.sample_id: s.metadata[SAMPLE_SET_KEY].strip() for s in sample_set.samples
+            if isinstance(s.metadata.get(SAMPLE_SET_KEY), str) and s.metadata[SAMPLE_SET_KEY].strip()}
+
+
 def _samples_info(run: RunInput) -> tuple[str | None, str | None]:
     info = run.manifest.samples if run.manifest is not None else None
     if not isinstance(info, dict):
@@ -305,10 +318,12 @@ def load_tools(inputs: Sequence[RunInput], samples: str | os.PathLike[str] | Non
                 warnings.append(
                     f"{path}: sha256 differs from the sample file recorded in {run.run_json_path}"
                 )
-        return ToolSource(tools_from_sample_set(sample_set), [path], warnings, gold_from_sample_set(sample_set))
+        return ToolSource(tools_from_sample_set(sample_set), [path], warnings, gold_from_sample_set(sample_set),
+                          sample_sets_of(sample_set))
 
     tools: dict[str, list[dict[str, Any]]] = {}
     gold: dict[str, Gold] = {}
+    marks: dict[str, str] = {}
     loaded: dict[str, str] = {}  # path -> sha256
     for run in inputs:
         recorded, _ = _samples_info(run)
@@ -320,7 +335,8 @@ def load_tools(inputs: Sequence[RunInput], samples: str | os.PathLike[str] | Non
         loaded[sample_set.path] = sample_set.sha256
         tools.update(tools_from_sample_set(sample_set))
         gold.update(gold_from_sample_set(sample_set))
-    return ToolSource(tools, list(loaded), warnings, gold)
+        marks.update(sample_sets_of(sample_set))
+    return ToolSource(tools, list(loaded), warnings, gold, marks)
 
 
 #: Helper column holding :func:`is_success` once computed (added by the call annotation).

@@ -1,10 +1,13 @@
 """Threshold presets and threshold YAML files (scoring layer, input: reads YAML into a :class:`Thresholds`).
 
-``--thresholds avv|k2vv|minimax|none|FILE.yaml``:
+``--thresholds avv|k2vv|k2vv-thinking|minimax|none|FILE.yaml``:
 
 - ``avv`` — the registry defaults (``Thresholds()``);
-- ``k2vv`` — K2-Vendor-Verifier's published bound (``avv_scoring/data/k2vv.yaml``);
-- ``minimax`` — MiniMax-Provider-Verifier's published reference thresholds (``avv_scoring/data/minimax.yaml``);
+- ``k2vv`` — K2-Vendor-Verifier's published bound (``avv_scoring/data/k2vv.yaml``: F1 ≥ 80 %);
+- ``k2vv-thinking`` — its bound for the thinking model (``avv_scoring/data/k2vv-thinking.yaml``: F1 ≥ 73 %);
+- ``minimax`` — MiniMax-Provider-Verifier's published reference thresholds (``avv_scoring/data/minimax.yaml``), on
+  the metrics MiniMax defines them on (ToolCalls-Accuracy per response: ``schema_response_accuracy``); its
+  Finish-ToolCalls-Rate band holds on MiniMax's own sample set only (``sample_set: minimax``);
 - ``none`` — no bound (every vendor passes);
 - a YAML file of this form (unknown keys, metrics or bound kinds are errors naming the file and field)::
 
@@ -13,6 +16,7 @@
       thresholds:
         f1: {min: 0.95}                          # one bound
         finish_tool_calls_rate: {min: 0.7, max: 0.9}   # a band
+        finish_tool_calls_rate: {min: 0.775, max: 0.825, sample_set: minimax}  # judged on marked samples only
         avg_ttft_ms: {max: 800}
         language_following_rate: null            # remove the base's bound
 
@@ -35,7 +39,7 @@ from avv_scoring.metrics.registry import KINDS, is_metric
 from avv_scoring.verdict import DEFAULT_PRESET, Thresholds
 
 #: Presets shipped as YAML in avv_scoring/data (``avv`` and ``none`` are built in).
-FILE_PRESETS: tuple[str, ...] = ("k2vv", "minimax")
+FILE_PRESETS: tuple[str, ...] = ("k2vv", "k2vv-thinking", "minimax")
 PRESETS: tuple[str, ...] = (DEFAULT_PRESET, *FILE_PRESETS, "none")
 _TOP_KEYS = frozenset({"name", "base", "thresholds"})
 
@@ -73,6 +77,7 @@ def thresholds_from_data(data: Any, where: str, default_name: str) -> Thresholds
     if not isinstance(raw, Mapping):
         raise InputError(f"{where}: field 'thresholds' must map metric columns to {{min: x, max: y}}")
     bounds: dict[str, Any] = {}
+    sets: dict[str, str] = {}
     for column, spec in raw.items():
         field = f"{where}: thresholds.{column}"
         if not isinstance(column, str) or not is_metric(column):
@@ -82,15 +87,26 @@ def thresholds_from_data(data: Any, where: str, default_name: str) -> Thresholds
             continue
         if not isinstance(spec, Mapping) or not spec:
             raise InputError(f"{field}: expected {{min: x}}, {{max: y}} or {{min: x, max: y}}, got {spec!r}")
-        kinds = sorted(set(map(str, spec)) - set(KINDS))
+        kinds = sorted(set(map(str, spec)) - set(KINDS) - {"sample_set"})
         if kinds:
-            raise InputError(f"{field}: unknown bound(s) {', '.join(kinds)} (min, max)")
+            raise InputError(f"{field}: unknown bound(s) {', '.join(kinds)} (min, max, sample_set)")
+        if "sample_set" in spec:
+            if not isinstance(spec["sample_set"], str) or not spec["sample_set"].strip():
+                raise InputError(f"{field}.sample_set: must be a sample set name (a string)")
+            sets[column] = spec["sample_set"].strip()
+            if not any(kind in spec for kind in KINDS):
+                raise InputError(f"{field}: sample_set needs a min or a max bound")
         bounds[column] = [(kind, _number(f"{field}.{kind}", spec[kind])) for kind in KINDS if kind in spec]
     base = preset(base_name) if base_name != "none" else Thresholds.none()
     try:
         out = Thresholds.from_mapping({**{c: list(b) for c, b in base.items()}, **bounds}, defaults=False)
     except ValueError as exc:
         raise InputError(f"{where}: {exc}") from None
+    for column in base:
+        if column not in bounds:  # the base's sample-set conditions hold for the bounds kept from it
+            out = out.for_sample_set(column, base.sample_set_of(column))
+    for column, sample_set in sets.items():
+        out = out.for_sample_set(column, sample_set)
     name = data.get("name", default_name)
     if not isinstance(name, str) or not name.strip():
         raise InputError(f"{where}: field 'name' must be a non-empty string")

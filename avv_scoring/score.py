@@ -27,6 +27,7 @@ from avv_scoring.load import (
 )
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
 from avv_scoring.metrics.headline import annotate_tool_calls
+from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.metrics.registry import METRICS, RegistryError, model_functions
 from avv_scoring.metrics.trajectories import summarise as summarise_trajectories
 from avv_scoring.metrics.trajectories import trajectory_disagreements
@@ -35,7 +36,7 @@ from avv_scoring.stats.irf import MetricsSpec, default_irf_metrics, irf_scores, 
 from avv_scoring.stats.statistical_verdict import judge, verdict_thresholds
 from avv_scoring.stats.uncertainty import ModelTable, StatsSettings, VendorSums, vendor_sums
 from avv_scoring.stress import StressResult
-from avv_scoring.verdict import Thresholds
+from avv_scoring.verdict import SET_MARK, Thresholds, judged_thresholds
 
 #: Columns that say whose row it is and how it was judged (not metrics).
 IDENTITY_COLUMNS: tuple[str, ...] = (
@@ -109,6 +110,14 @@ class ScoreResult:
     #: Rows of the inputs left out because a cell held a number no record can hold, each named by file, line,
     #: item and cell (:func:`avv_core.record_file.read_records_checked`); the rest was scored.
     excluded_rows: tuple[str, ...] = ()
+    #: The argument normalisers args_match, args_f1 and gold_args_f1 compared values with (``--arg-normalise``).
+    arg_normalise: ArgNormalisation = field(default_factory=ArgNormalisation)
+    #: Model → the bounds its verdicts did not judge, each "column (why)" (:func:`.verdict.judged_thresholds`).
+    not_judged: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Runs made with ``--avv-settle``: input → run.json's ``settle`` (seed, rule, each vendor's outcome).
+    settle: Mapping[str, Any] = field(default_factory=dict)
+    #: The vendors' price currencies in the inputs' run.json (``price.currency``), sorted: the Cost section's unit.
+    currencies: tuple[str, ...] = ()
 
     @property
     def models(self) -> list[str]:
@@ -205,6 +214,8 @@ def score_frame(
     irf_metrics: MetricsSpec = None,
     gold_by_sample: GoldBySample | None = None,
     stats: StatsSettings | None = None,
+    arg_normalise: ArgNormalisation | None = None,
+    sample_sets: Mapping[str, str] | None = None,
 ) -> ScoreResult:
     """Score a records table: one row per (model, vendor) with every metric, IRF and verdict, the per-tool
     breakdown and the disagreements.
@@ -216,8 +227,13 @@ def score_frame(
     gold metrics missing). ``irf_metrics`` = the IRF input columns (default: the registry's ``irf=True``
     metrics). ``stats`` = bootstrap resamples, seed and verdict mode
     (:class:`~avv_scoring.stats.uncertainty.StatsSettings`; default: 1000 resamples, seed 17, threshold verdicts).
+    ``arg_normalise`` = the argument normalisers (:mod:`avv_scoring.metrics.normalisers`; default: all of them).
+    ``sample_sets`` = sample id → its ``_sample_set`` mark: a bound tuned to a sample set is judged only when every
+    scored sample of the model carries that mark; a bound on a metric the samples cannot produce is not judged
+    (:func:`avv_scoring.verdict.judged_thresholds`).
     """
     stats = stats if stats is not None else StatsSettings()
+    arg_normalise = arg_normalise if arg_normalise is not None else ArgNormalisation()
     thresholds = verdict_thresholds(thresholds if thresholds is not None else Thresholds(), stats)
     irf_inputs = resolve_irf_metrics(irf_metrics)
     _check_frame(records)
@@ -233,6 +249,7 @@ def score_frame(
             tuple(warnings),
             irf_metrics=irf_inputs,
             stats=stats,
+            arg_normalise=arg_normalise,
         )
     if tools_by_sample is None:
         warnings.append("no request tool definitions: schema accuracy not computed (pass --samples FILE)")
@@ -244,7 +261,7 @@ def score_frame(
                 f"checkable: {', '.join(unknown[:5])}{' …' if len(unknown) > 5 else ''}"
             )
     baselines = resolve_baselines(records, baseline)
-    records = annotate_tool_calls(records, tools_by_sample, gold_by_sample)
+    records = annotate_tool_calls(records, tools_by_sample, gold_by_sample, arg_normalise)
     records = summarise_trajectories(records)  # one row per item: an agent task's first step + its summary
     model_col = records["model"].astype(str)
     vendor_col = records["vendor"].astype(str)
@@ -300,13 +317,17 @@ def score_frame(
     _add_model_metrics(rows, records, baselines, stats, irf_inputs, sums_of)
     scores = pd.DataFrame(rows)
     scores["irf"] = irf_scores(scores, list(irf_inputs))
-    outcomes = [judge(row, thresholds, stats) for row in scores.to_dict("records")]
+    judged = {model: judged_thresholds(thresholds, sample_holds(records[model_col == model], gold_by_sample,
+                                                                 sample_sets)) for model in baselines}
+    outcomes = [judge(row, judged[row["model"]][0], stats) for row in scores.to_dict("records")]
     scores["verdict"] = [v for v, _ in outcomes]
     scores["verdict_reasons"] = ["; ".join(r) for _, r in outcomes]
     model_order = {m: i for i, m in enumerate(dict.fromkeys(scores["model"]))}
+    # --irf-ties statistical orders the vendors by the IRF with statistical ties (then the published IRF)
+    by = ["_m", "irf_statistical", "irf", "vendor"] if stats.irf_ties == "statistical" else ["_m", "irf", "vendor"]
     scores = (
         scores.assign(_m=scores["model"].map(model_order))
-        .sort_values(["_m", "irf", "vendor"], ascending=[True, False, True], kind="stable")
+        .sort_values(by, ascending=[True] + [False] * (len(by) - 2) + [True], kind="stable", na_position="last")
         .drop(columns="_m")
         .reset_index(drop=True)
     )
@@ -315,7 +336,28 @@ def score_frame(
     return ScoreResult(scores, by_repeat, baselines, thresholds, tuple(warnings), irf_metrics=irf_inputs, stats=stats,
                        client_load=_client_load(records),
                        per_tool=_in_score_order(tool_rows, PER_TOOL_COLUMNS, scores),
-                       disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores), records=records)
+                       disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores), records=records,
+                       arg_normalise=arg_normalise,
+                       not_judged={m: tuple(skipped) for m, (_, skipped) in judged.items() if skipped})
+
+
+def sample_holds(rows: pd.DataFrame, gold_by_sample: GoldBySample | None,
+                 sample_sets: Mapping[str, str] | None) -> frozenset[str]:
+    """What one model's scored samples hold (:func:`avv_scoring.verdict.judged_thresholds`): ``language`` (a row
+    has a language check), ``gold`` / ``gold_calls`` / ``agent`` (a sample has a gold label / gold calls / is an
+    agent task) and ``set:<name>`` when every sample is marked ``_sample_set: <name>``."""
+    sids = set(rows["sample_id"].astype(str))
+    golds = [(gold_by_sample or {}).get(s) for s in sids]
+    holds = {need for need, present in (
+        ("language", "expected_language" in rows.columns and rows["expected_language"].astype("object")
+         .map(lambda v: isinstance(v, str) and bool(v)).any()),
+        ("gold", any(g is not None and g.labelled for g in golds)),
+        ("gold_calls", any(g is not None and g.expected_calls is not None for g in golds)),
+        ("agent", any(g is not None and g.agent is not None for g in golds))) if present}
+    marks = {(sample_sets or {}).get(s) for s in sids}
+    if len(marks) == 1 and None not in marks:
+        holds.add(SET_MARK + str(marks.pop()))
+    return frozenset(holds)
 
 
 def comparable_items(records: pd.DataFrame, model_col: pd.Series, vendor_col: pd.Series) -> pd.Series:

@@ -6,8 +6,16 @@ defaults (preset ``avv``) are the registry's ``threshold`` values (:mod:`avv_sco
 reference material: success rate ≥ 0.99 after retries, trigger F1 ≥ 0.80, schema accuracy ≥ 0.98 and
 reasoning-only rate ≤ 0 (MiniMax: any reasoning-only output signals a deployment problem). Any registered metric
 can be bounded; a bound set to None is not checked. A checked metric that is **missing** fails (a vendor cannot
-pass a check by producing no data for it). The named presets (``k2vv``, ``minimax``) and YAML files are read by
-:mod:`avv_scoring.presets`.
+pass a check by producing no data for it). The named presets (``k2vv``, ``k2vv-thinking``, ``minimax``) and YAML
+files are read by :mod:`avv_scoring.presets`.
+
+**Not judged.** Some bounds cannot apply to every sample set, and :func:`judged_thresholds` drops them for one
+model's verdicts, naming each (``ScoreResult.not_judged``, report.md), instead of failing every vendor:
+
+- a bound on a metric the scored samples cannot produce (the registry's ``needs``: language following without a
+  sample that has a language check, gold accuracy without gold labels, agent metrics without agent tasks);
+- a bound tied to a sample set (``sample_set``: MiniMax's Finish-ToolCalls-Rate band is tuned to MiniMax's own
+  samples) when the scored samples are not all marked as that set (sample metadata ``_sample_set``).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from typing import Any
 from avv_core.measures import is_missing
 from avv_scoring.metrics.registry import (
     KINDS,
+    NEEDS,
     Kind,
     Limit,
     RegistryError,
@@ -101,14 +110,16 @@ class Thresholds(Mapping[str, Bounds]):
     copies. An unknown column, or a band whose min exceeds its max, raises ValueError.
     """
 
-    __slots__ = ("_bounds", "_name")
+    __slots__ = ("_bounds", "_name", "_sets")
     _bounds: dict[str, Bounds]  # column → its bounds, in registry order
     _name: str  # the preset or file they came from
+    _sets: dict[str, str]  # column → the sample set its bounds are for (judged only on that set)
 
     def __init__(self, bounds: Mapping[str, Any] | None = None, /, **limits: float | None) -> None:
         merged = self._apply({c: {k: v} for c, (k, v) in default_thresholds().items()}, bounds or {}, limits)
         object.__setattr__(self, "_bounds", merged)
         object.__setattr__(self, "_name", DEFAULT_PRESET)
+        object.__setattr__(self, "_sets", {})
 
     # construction ----------------------------------------------------------------------------------
 
@@ -132,6 +143,20 @@ class Thresholds(Mapping[str, Bounds]):
         """A copy where ``column`` has no bound."""
         return self._derive({column: None}, {})
 
+    def for_sample_set(self, column: str, sample_set: str | None) -> Thresholds:
+        """A copy whose bounds on ``column`` are judged only on samples marked as ``sample_set`` (metadata
+        ``_sample_set``; None: on any samples)."""
+        out = self._derive({}, {})
+        sets = {c: s for c, s in self._sets.items() if c != column}
+        if sample_set is not None and column in self._bounds:
+            sets[column] = str(sample_set)
+        object.__setattr__(out, "_sets", sets)
+        return out
+
+    def sample_set_of(self, column: str) -> str | None:
+        """The sample set ``column``'s bounds are for, or None (any samples)."""
+        return self._sets.get(column)
+
     def named(self, name: str) -> Thresholds:
         """A copy called ``name`` (the preset or file shown in report.md and scores.json)."""
         out = self._derive({}, {})
@@ -143,6 +168,8 @@ class Thresholds(Mapping[str, Bounds]):
         current: dict[str, dict[str, float]] = {c: dict(b) for c, b in self._bounds.items()}
         object.__setattr__(out, "_bounds", self._apply(current, changes, limits))
         object.__setattr__(out, "_name", self._name)
+        touched = set(changes) | {_split_keyword(name)[1] for name in limits}  # an explicit bound holds on any set
+        object.__setattr__(out, "_sets", {c: s for c, s in self._sets.items() if c in out._bounds and c not in touched})
         return out
 
     @staticmethod
@@ -187,10 +214,15 @@ class Thresholds(Mapping[str, Bounds]):
         raise AttributeError("Thresholds is frozen; use with_bound() / without() / named()")
 
     def __hash__(self) -> int:
-        return hash(tuple(self._bounds.items()))
+        return hash((tuple(self._bounds.items()), tuple(sorted(self._sets.items()))))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Thresholds):
+            return self._bounds == other._bounds and self._sets == other._sets
+        return super().__eq__(other)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (dict(self._bounds), self._name))
+        return (_rebuild, (dict(self._bounds), self._name, dict(self._sets)))
 
     def __repr__(self) -> str:
         return f"Thresholds({self._bounds!r}, name={self._name!r})"
@@ -229,16 +261,46 @@ class Thresholds(Mapping[str, Bounds]):
         """The YAML form read by :func:`avv_scoring.presets.load_thresholds` (no base: every bound listed)."""
         return {
             "name": self._name,
-            "thresholds": {column: dict(bounds) for column, bounds in self._bounds.items()},
+            "thresholds": {column: {**dict(bounds), **({"sample_set": self._sets[column]} if column in self._sets
+                                                       else {})}
+                           for column, bounds in self._bounds.items()},
         }
 
     def text(self) -> str:
         """One line for reports: ``f1 ≥ 0.8, 0.775 ≤ finish_tool_calls_rate ≤ 0.825, …`` (``none`` when empty)."""
-        return ", ".join(bounds_text(c, b) for c, b in self._bounds.items()) or "none"
+        return ", ".join(bounds_text(c, b) + (f" (on sample set {self._sets[c]})" if c in self._sets else "")
+                         for c, b in self._bounds.items()) or "none"
 
 
-def _rebuild(bounds: dict[str, Bounds], name: str) -> Thresholds:
-    return Thresholds.from_mapping({c: list(b) for c, b in bounds.items()}, defaults=False).named(name)
+def _rebuild(bounds: dict[str, Bounds], name: str, sets: dict[str, str] | None = None) -> Thresholds:
+    out = Thresholds.from_mapping({c: list(b) for c, b in bounds.items()}, defaults=False).named(name)
+    for column, sample_set in (sets or {}).items():
+        out = out.for_sample_set(column, sample_set)
+    return out
+
+
+#: The marks of what a sample set holds (:func:`judged_thresholds`): the registry's ``needs`` keys, and
+#: ``set:<name>`` when every scored sample is marked ``_sample_set: <name>``.
+SET_MARK = "set:"
+
+
+def judged_thresholds(thresholds: Thresholds, holds: frozenset[str] | set[str]) -> tuple[Thresholds, list[str]]:
+    """The bounds one model's verdicts check, and what is not judged (module docstring), each as
+    ``"column (why)"``. ``holds`` = what the scored samples hold: registry ``needs`` keys (``language``, ``gold``,
+    ``gold_calls``, ``agent``) and ``set:<name>`` when every scored sample is marked as sample set ``name``."""
+    out, skipped = thresholds, []
+    for column in list(thresholds):
+        needs, sample_set = metric(column).needs, thresholds.sample_set_of(column)
+        if needs and needs not in holds:
+            why = NEEDS[needs]
+        elif sample_set is not None and SET_MARK + sample_set not in holds:
+            why = (f"its bound is tuned to the {sample_set!r} sample set and the samples are not all marked "
+                   f"_sample_set: {sample_set}; a bound given on the command line (--ftr-band) holds on any samples")
+        else:
+            continue
+        out = out.without(column)
+        skipped.append(f"{column} ({why})")
+    return out, skipped
 
 
 def verdict(metrics: Mapping[str, Any], thresholds: Thresholds | None = None) -> tuple[str, list[str]]:

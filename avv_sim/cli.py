@@ -9,7 +9,7 @@ import argparse
 import asyncio
 import sys
 
-from avv_sim.profiles import Profile, ProfileError, load_profiles, make_profile, parse_set
+from avv_sim.profiles import Profile, ProfileError, apply_sets, load_profiles, make_profile, parse_set, split_set
 from avv_sim.sample_file import GoldError, load_gold
 
 
@@ -32,15 +32,18 @@ def build_parser() -> argparse.ArgumentParser:
         dest="sets",
         action="append",
         default=[],
-        metavar="KNOB=VALUE",
-        help="a knob for --profile (or for every profile without --profile); VALUE is YAML",
+        metavar="[PROFILE:]KNOB=VALUE",
+        help="a knob for --profile (or for every profile without --profile); PROFILE:KNOB=VALUE sets it for that "
+        "profile of --config only (e.g. to degrade one vendor between runs); VALUE is YAML",
     )
     return p
 
 
 def resolve_profiles(args: argparse.Namespace) -> dict[str, Profile]:
-    """Profiles from --config, then --profile/--set applied on top."""
-    overrides = parse_set(args.sets)
+    """Profiles from --config, then --profile/--set applied on top (``PROFILE:KNOB=VALUE`` items last, on their
+    profile only)."""
+    scoped = [item for item in args.sets if split_set(item)[0] is not None]
+    overrides = parse_set([item for item in args.sets if split_set(item)[0] is None])
     profiles = load_profiles(args.config) if args.config else {}
     if args.profile:
         base = profiles[args.profile].to_knobs() if args.profile in profiles else {}
@@ -51,7 +54,7 @@ def resolve_profiles(args: argparse.Namespace) -> dict[str, Profile]:
         profiles = {n: make_profile(n, {**p.to_knobs(), **overrides}) for n, p in profiles.items()}
     if not profiles:
         raise ProfileError("no profiles: give --config FILE or --profile NAME [--set KNOB=VALUE ...]")
-    return profiles
+    return apply_sets(profiles, scoped) if scoped else profiles
 
 
 def main(argv: list[str] | None = None) -> int:

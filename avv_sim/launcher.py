@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
@@ -157,11 +157,13 @@ def start_simulator(
     timeout: float = 10.0,
     host: str = "127.0.0.1",
     gold: str | os.PathLike[str] | None = None,
+    sets: Sequence[str] = (),
 ) -> SimProcess:
     """Start ``python -m avv_sim`` and return once it prints its ready line.
 
     Give either ``config_path`` (a YAML file) or ``profiles`` ({name: knobs dict or Profile}). ``gold`` = a
-    sample file whose gold labels the reference follows (``--gold``).
+    sample file whose gold labels the reference follows (``--gold``). ``sets`` = ``[PROFILE:]KNOB=VALUE`` items
+    applied on top of the profiles (``--set``: e.g. one vendor degraded for one run).
     Raises :class:`SimulatorError` (with the child's stderr) if it exits or is not ready in ``timeout`` s.
     """
     tmpdir = None
@@ -186,6 +188,8 @@ def start_simulator(
         cmd += ["--truth-log", os.fspath(truth_log)]
     if gold is not None:
         cmd += ["--gold", os.fspath(gold)]
+    for item in sets:
+        cmd += ["--set", item]
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,

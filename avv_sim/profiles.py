@@ -362,6 +362,39 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def split_set(item: str) -> tuple[str | None, str]:
+    """``PROFILE:KNOB=VALUE`` → (PROFILE, ``KNOB=VALUE``); ``KNOB=VALUE`` → (None, itself). A profile name holds no
+    ``:``, so the first one before the ``=`` separates it."""
+    head, sep, _ = item.partition("=")
+    profile, colon, knob = head.partition(":")
+    if not sep or not colon:
+        return None, item
+    if not profile.strip() or not knob.strip():
+        raise ProfileError(f"--set {item!r}: expected PROFILE:KNOB=VALUE")
+    return profile.strip(), item[len(head) - len(knob):]
+
+
+def apply_sets(profiles: Mapping[str, Profile], items: list[str]) -> dict[str, Profile]:
+    """``profiles`` with ``--set`` items applied: ``KNOB=VALUE`` to every profile, ``PROFILE:KNOB=VALUE`` to that one
+    (an unknown profile is an error). Each result is built and checked by :func:`make_profile`, so the truth log
+    shows the knobs in effect. Later items win."""
+    every: list[str] = []
+    one: dict[str, list[str]] = {}
+    for item in items:
+        target, knob_item = split_set(item)
+        if target is None:
+            every.append(knob_item)
+        elif target not in profiles:
+            raise ProfileError(f"--set {item!r}: no profile {target!r}; profiles: {', '.join(profiles)}")
+        else:
+            one.setdefault(target, []).append(knob_item)
+    out: dict[str, Profile] = {}
+    for name, profile in profiles.items():
+        knobs = {**profile.to_knobs(), **parse_set(every), **parse_set(one.get(name, []))}
+        out[name] = make_profile(name, knobs) if (every or name in one) else profile
+    return out
+
+
 def _shown(k: Knob) -> str:
     if k.shown is not None:
         return k.shown

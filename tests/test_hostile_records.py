@@ -158,10 +158,12 @@ def test_negative_usage_neither_lowers_avg_tokens_nor_lets_the_run_spend_past_it
         return stream_reply("hello there", usage=usage)
 
     config, samples = write_inputs(tmp_path, ["ref", "liar"], n_samples=20)
-    env, ctl = make_env(options(tmp_path, config, samples, "--avv-max-total-tokens", "500"),
+    # --avv-max-tokens 10: small reservations, so both vendors have items in flight before the cap
+    env, ctl = make_env(options(tmp_path, config, samples, "--avv-max-total-tokens", "500", "--avv-max-tokens", "10"),
                         adapter=ScriptedAdapter(answer))
     assert run_to_end(env) == EXIT_INCOMPLETE  # the budget stopped it (before: it ran all 40 items)
-    assert ctl.manifest.budget["exhausted"] and ctl.manifest.tokens_used >= 500
+    # a success whose usage is not believed is charged its reservation (its worst case): the budget is reached
+    assert ctl.manifest.budget["exhausted"] and ctl.manifest.budget["charged"]["tokens"] >= 500
     frame = read_records(ctl.run_dir / "records.csv")
     liar = frame[frame["vendor"] == "liar"]
     assert len(frame) < 40 and liar["total_tokens"].isna().all()

@@ -278,7 +278,8 @@ def _passing(thresholds: Thresholds) -> dict[str, float]:
     return out
 
 
-CASES = [(name, column, kind, limit) for name in ("avv", "k2vv", "minimax") for column, kind, limit in _bounds_of(name)]
+CASES = [(name, column, kind, limit) for name in ("avv", "k2vv", "k2vv-thinking", "minimax")
+         for column, kind, limit in _bounds_of(name)]
 
 
 @pytest.mark.parametrize("name, column, kind, limit", CASES, ids=[f"{c[0]}-{c[2]}_{c[1]}" for c in CASES])
@@ -295,16 +296,19 @@ def test_each_preset_bound_with_a_vendor_on_either_side(name, column, kind, limi
 def test_presets_are_the_published_numbers():
     assert preset("avv") == Thresholds() and preset("avv").name == "avv"
     assert dict(preset("k2vv")) == {"f1": (("min", 0.8),)}
-    assert dict(preset("minimax")) == {
-        "f1": (("min", 0.98),), "schema_accuracy": (("min", 0.98),), "query_success_rate": (("min", 1.0),),
+    assert dict(preset("k2vv-thinking")) == {"f1": (("min", 0.73),)}
+    assert dict(preset("minimax")) == {  # ToolCalls-Accuracy is per response (schema_response_accuracy)
+        "f1": (("min", 0.98),), "schema_response_accuracy": (("min", 0.98),), "query_success_rate": (("min", 1.0),),
         "finish_tool_calls_rate": (("min", 0.775), ("max", 0.825)), "reasoning_only_rate": (("max", 0.0),),
         "language_following_rate": (("min", 0.4),),
     }
-    assert preset("none").checks() == [] and set(PRESETS) == {"avv", "k2vv", "minimax", "none"}
+    assert preset("minimax").sample_set_of("finish_tool_calls_rate") == "minimax"  # MiniMax's samples only
+    assert preset("none").checks() == [] and set(PRESETS) == {"avv", "k2vv", "k2vv-thinking", "minimax", "none"}
 
 
 def test_minimax_preset_on_scored_vendors():
-    """Two vendors' records through score_frame: one meets every MiniMax bound, one breaks the band."""
+    """Two vendors' records through score_frame, on samples marked as MiniMax's set: one meets every MiniMax bound,
+    one breaks the band."""
     def vendor(name: str, calls: int) -> list[dict]:
         out = [{"vendor": name, "sample_id": str(i), "finish_reason": "tool_calls", "tool_calls": [weather()]}
                for i in range(calls)]
@@ -314,7 +318,8 @@ def test_minimax_preset_on_scored_vendors():
 
     rows = [{**r, "is_baseline": True} for r in vendor("base", 4)] + vendor("few", 3)
     tools = {str(i): [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}] for i in range(5)}
-    result = score_frame(records_frame(rows), tools, thresholds=preset("minimax"))
+    result = score_frame(records_frame(rows), tools, thresholds=preset("minimax"),
+                         sample_sets={str(i): "minimax" for i in range(5)})
     scores = result.scores.set_index("vendor")
     assert scores.loc["base", "finish_tool_calls_rate"] == 0.8 and scores.loc["base", "verdict"] == "pass"
     assert scores.loc["few", "verdict_reasons"] == "f1 0.857143 < 0.98; finish_tool_calls_rate 0.6 < 0.775"
@@ -359,8 +364,8 @@ def test_cli_thresholds_preset_flags_and_report(tmp_path, capsys):
     assert main([str(run), "--thresholds", "k2vv", "--min-f1", "off", "--out", str(out), "-q", "--strict"]) == 0
     assert main(["thresholds", "minimax"]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
-    assert printed["name"] == "minimax" and printed["thresholds"]["finish_tool_calls_rate"] == {"min": 0.775,
-                                                                                               "max": 0.825}
+    assert printed["name"] == "minimax" and printed["thresholds"]["finish_tool_calls_rate"] == {
+        "min": 0.775, "max": 0.825, "sample_set": "minimax"}
     assert main([str(run), "--thresholds", "nope"]) == 2
 
 

@@ -185,3 +185,29 @@ def test_job_variant_commands_run_as_processes(tmp_path):
     (run_dir,) = list((tmp_path / "results").iterdir())
     frame = read_records(run_dir / "records.csv")
     assert len(frame) == 3 * 32 and frame["worker"].nunique() == parallelism
+
+
+def test_nightly_cronjob_appends_to_the_history_on_the_results_volume(tmp_path):
+    objs = render(tmp_path, "nightly")
+    assert ("Deployment", "avv-master") not in objs and ("Deployment", "avv-worker") not in objs
+    cron = objs[("CronJob", "avv-nightly")]["spec"]
+    assert cron["concurrencyPolicy"] == "Forbid" and cron["jobTemplate"]["spec"]["backoffLimit"] == 0
+    pod = cron["jobTemplate"]["spec"]["template"]["spec"]
+    (run,) = pod["containers"]
+    command = run["command"]
+    master, _, _, _ = job_commands(render(tmp_path, "job"))
+    # the Job master's inputs and results, one process with forked workers, and the history on the results volume
+    for flag in ("--avv-config", "--avv-samples", "--avv-out"):
+        assert command[command.index(flag) + 1] == master[master.index(flag) + 1]
+    history = command[command.index("--avv-history") + 1]
+    mounts = {m["name"]: m["mountPath"] for m in run["volumeMounts"]}
+    assert history.startswith(mounts["results"] + "/") and "--headless" in command and "--processes" in command
+    import argparse
+
+    from avv_harness.run.options import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    parsed, unknown = parser.parse_known_args(command[3:])
+    assert parsed.avv_history == history and parsed.avv_out == "/results"
+    assert run["envFrom"][0]["secretRef"]["name"] == objs[("Secret", "avv-keys")]["metadata"]["name"]

@@ -80,7 +80,9 @@ def test_token_budget_stops_starting_items(tmp_path):
     args = options(tmp_path, config, samples, "--avv-max-total-tokens", "20")
     env, ctl = make_env(args)  # every answer reports 8 tokens
     assert run_to_end(env) == EXIT_INCOMPLETE
-    assert ctl.manifest.budget == {"max_total_tokens": 20, "exhausted": True}
+    assert {k: ctl.manifest.budget[k] for k in ("max_total_tokens", "exhausted")} == {"max_total_tokens": 20,
+                                                                                     "exhausted": True}
+    assert ctl.manifest.budget["charged"] == {"tokens": 24, "cost": 0.0}
     assert ctl.manifest.tokens_used == 24 and ctl.manifest.records_written == 3
     assert ctl.manifest.stop_reason == "budget"
 

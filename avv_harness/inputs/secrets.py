@@ -75,9 +75,17 @@ def environment_with_dotenv(directory: str = ".") -> dict[str, str]:
     return env
 
 
-def resolve_key(raw: dict[str, Any], name: str, env: dict[str, str]) -> tuple[str | None, str]:
+#: The last place a key is looked for (K2VV's and MiniMax's default), only for a vendor that needs one.
+FALLBACK_KEY_ENV = "OPENAI_API_KEY"
+
+
+def resolve_key(raw: dict[str, Any], name: str, env: dict[str, str], *,
+                fallback: bool = False) -> tuple[str | None, str]:
     """A vendor's API key, first hit wins: ``api_key`` in the YAML, the variable named by ``api_key_env``, a variable
-    named after the vendor (:func:`env_names_for`); with where it came from (``yaml``, ``env:NAME`` or ``none``)."""
+    named after the vendor (:func:`env_names_for`), and with ``fallback`` (a vendor that needs a key: not loopback,
+    not ``{sim}``, not ``require_key: false``) :data:`FALLBACK_KEY_ENV`; with where it came from (``yaml``,
+    ``env:NAME`` or ``none``). A vendor that names ``api_key_env`` gets that variable or nothing: a key meant for one
+    vendor is never sent to another because a variable was forgotten."""
     if raw.get("api_key"):
         return str(raw["api_key"]), "yaml"
     if raw.get("api_key_env"):
@@ -86,6 +94,8 @@ def resolve_key(raw: dict[str, Any], name: str, env: dict[str, str]) -> tuple[st
     for candidate in env_names_for(name):
         if env.get(candidate):
             return env[candidate], f"env:{candidate}"
+    if fallback and env.get(FALLBACK_KEY_ENV):
+        return env[FALLBACK_KEY_ENV], f"env:{FALLBACK_KEY_ENV}"
     return None, "none"
 
 

@@ -103,6 +103,8 @@ class ItemHost(Protocol):
 
     def release_item(self, key: ItemKey, taker: str | None = None) -> bool: ...
 
+    def vendor_closed(self, vendor: VendorId) -> bool: ...
+
     def store(self, key: ItemKey, records: list[Record]) -> bool: ...
 
     def store_from(self, taker: str, key: ItemKey, records: list[Record]) -> tuple[str, str]: ...
@@ -146,6 +148,10 @@ class Role:
     def submit(self, item: WorkItem, records: list[Record]) -> None:
         raise NotImplementedError
 
+    def closed(self, class_name: str) -> bool:
+        """``--avv-settle``: this vendor gets no more items in this run, so its users may stop."""
+        return False
+
     def expected_workers(self) -> int | None:
         """How many workers the run waits for (``--expect-workers``), for run.json; None when it has none."""
         return None
@@ -170,6 +176,9 @@ class LocalRole(Role):
 
     def submit(self, item: WorkItem, records: list[Record]) -> None:
         self.host.store(item.key, records)
+
+    def closed(self, class_name: str) -> bool:
+        return self.host.vendor_closed(self.host.vendor_id(class_name))
 
 
 class MasterRole(LocalRole):
@@ -268,8 +277,10 @@ class MasterRole(LocalRole):
         vendor = VendorId(*(str(part) for part in data["vendor"]))
         n = min(max(int(data.get("n", 1)), 1), MAX_ITEMS_PER_WANT)
         items = [item.to_message() for item in self.host.take_items(vendor, node, n)]
-        self.runner.send_message(ITEMS, {"vendor": list(vendor), "n": n, "items": items,
-                                         "context": self.host.worker_context()}, client_id=node)
+        reply = {"vendor": list(vendor), "n": n, "items": items, "context": self.host.worker_context()}
+        if not items and self.host.vendor_closed(vendor):
+            reply["closed"] = True  # --avv-settle: its users may stop
+        self.runner.send_message(ITEMS, reply, client_id=node)
 
     def _on_give_back(self, environment: Any, msg: Any) -> None:
         for raw in msg.data["keys"]:
@@ -352,6 +363,7 @@ class WorkerRole(Role):
         self.empty_until: dict[str, float] = {}  # class → no ask before this (monotonic): the master had none
         self._sender: gevent.Greenlet | None = None
         self._send_failures = 0
+        self.closed_classes: set[str] = set()  # vendors the master closed (--avv-settle) in this run
         self.accepted = False
         self.refused: str | None = None  # why the master refused this worker
 
@@ -371,6 +383,7 @@ class WorkerRole(Role):
         self.inbox.clear()
         self.asked.clear()
         self.empty_until.clear()
+        self.closed_classes.clear()
 
     def present(self) -> None:
         """Send this process's identity to the master (at connect, and again when the master asks)."""
@@ -404,6 +417,8 @@ class WorkerRole(Role):
         class_name = self.host.class_name(VendorId(*data["vendor"]))
         # the ask this answers is settled, however many items it carries (fewer when the queue ran short)
         self.asked[class_name] = max(0, self.asked[class_name] - int(data.get("n", len(data["items"]))))
+        if data.get("closed") is True:
+            self.closed_classes.add(class_name)
         self.inbox.setdefault(class_name, deque()).extend(WorkItem.from_message(i) for i in data["items"])
         if not data["items"]:
             self.empty_until[class_name] = time.monotonic() + EMPTY_BACKOFF_S
@@ -448,6 +463,9 @@ class WorkerRole(Role):
         finally:
             self.waiting[class_name] -= 1
         return inbox.popleft() if inbox else None
+
+    def closed(self, class_name: str) -> bool:
+        return class_name in self.closed_classes and not self.inbox.get(class_name)
 
     def give_back(self, item: WorkItem) -> None:
         if self.refused is None:  # a refused worker's items are already back on the master

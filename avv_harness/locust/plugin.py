@@ -20,6 +20,7 @@ import gevent
 import greenlet
 import locust
 from locust import User, constant, events, task
+from locust.exception import StopUser
 
 from avv_core.errors import InputError
 from avv_harness.inputs.config import SIM_PLACEHOLDER, Vendor, load_config
@@ -106,6 +107,8 @@ class VendorUser(User):
         name = type(self).__name__
         item = ctl.next_item(name)
         if item is None:
+            if ctl.vendor_done(name):  # --avv-settle: its verdict is settled, nothing of it is left
+                raise StopUser()
             gevent.sleep(0.25)
             return
         try:
@@ -170,6 +173,7 @@ def user_classes(args: list[str] | None = None) -> dict[str, type[User]]:
     try:
         config = load_config(parsed.avv_config, check_keys=False)
         config = config.select([m.strip() for m in str(parsed.avv_model).split(",") if m.strip()])
+        config = config.with_concurrency(avv_options.concurrency_override(parsed))
     except InputError as error:
         _fail_input(error)
     stress = parsed.avv_mode == "stress"
@@ -178,7 +182,7 @@ def user_classes(args: list[str] | None = None) -> dict[str, type[User]]:
         classes[name] = type(name, (VendorUser,), {
             "avv_vendor_id": (vendor.model, vendor.name),
             # Stress mode splits users by weight (Locust reads fixed_count only once); verify mode runs
-            # each vendor's configured concurrency.
+            # each vendor's configured concurrency (or --avv-concurrency).
             "fixed_count": 0 if stress else vendor.concurrency, "weight": 1,
             "host": redact_url(vendor.url.replace(SIM_PLACEHOLDER, "http://avv-sim")),  # shown in the web UI
             "__module__": __name__,

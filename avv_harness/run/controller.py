@@ -30,14 +30,15 @@ import gevent
 import requests
 from locust.event import EventHook
 
+from avv_core.errors import InputError
 from avv_core.items import ItemKey, VendorId, WorkItem
 from avv_core.manifest import RunManifest
-from avv_core.record_file import RecordWriteError
 from avv_core.records import Record
 from avv_core.samples import Sample, SampleSet
 from avv_harness.inputs.config import Vendor, load_config
 from avv_harness.inputs.secrets import Redactor, environment_with_dotenv, install_log_redaction
 from avv_harness.locust.distribution import Role, role_for
+from avv_harness.run.budget import WorstCases
 from avv_harness.run.folder import exec_context
 from avv_harness.run.lag_monitor import LagMonitor, quiet_gc_for_load
 from avv_harness.run.ledger import ACCEPT, DUPLICATE, Ledger
@@ -45,6 +46,7 @@ from avv_harness.run.lifecycle import RunLifecycle
 from avv_harness.run.load import LoadDecision, next_load
 from avv_harness.run.node_identity import NodeIdentity
 from avv_harness.run.options import RunOptions, preparse_options
+from avv_harness.run.record_event import EVENT_NAME, RecordsCsv
 from avv_harness.run.state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_SCORING, EXIT_WRITE, RunState
 from avv_harness.wire.execute import ExecContext
 from avv_harness.wire.run_item import run_item_safely
@@ -115,11 +117,16 @@ class RunController:
         self.metrics: Any = None  # the Prometheus exporter (avv_harness.locust.prometheus), when asked or a web UI
         self.lag: LagMonitor | None = None  # this process's event-loop lag (processes that run users)
         self._undo_gc: Callable[[], None] | None = None  # while users run: see lag.quiet_gc_for_load
-        self.record_hook = EventHook()  # fired with records=[…] after an item's rows are stored
+        # ``events.avv_record``, the public extension point (avv_harness.run.record_event): fired once per stored
+        # item with records=[its rows], vendor=its Vendor, environment. records.csv is its first listener.
+        self.record_hook = EventHook()
+        self.write_records_csv = RecordsCsv(self.lifecycle)
+        self.record_hook.add_listener(self.write_records_csv)
         self.run_hook = self.lifecycle.run_hook  # fired with run=RunState, phase="begin" | "end"
         self._refusals_before_run: dict[str, str] = {}  # workers refused while no run was open
+        self._worst = WorstCases(options.overrides)  # each (vendor, sample)'s worst case, for the budgets
         self.run_hook.add_listener(self._on_run_begin)
-        environment.events.avv_record = self.record_hook
+        setattr(environment.events, EVENT_NAME, self.record_hook)
 
     # ----------------------------------------------------------------- the current run's parts (read-only views)
 
@@ -182,13 +189,18 @@ class RunController:
         """Options from ``environment.parsed_options``; vendors for ``environment.user_classes`` (each
         carries ``avv_vendor_id``); keys from the environment and ``.env``. InputError on bad input."""
         options = RunOptions.from_parsed(environment.parsed_options or preparse_options([]))
-        config = load_config(options.config, env=environment_with_dotenv()).select(list(options.models))
+        config = (load_config(options.config, env=environment_with_dotenv()).select(list(options.models))
+                  .with_concurrency(options.concurrency))
         by_id = {VendorId(v.model, v.name): v for v in config.vendors}
         vendors = {}
         for user_class in environment.user_classes:
             vendor_id = getattr(user_class, "avv_vendor_id", None)
             if vendor_id is not None:
                 vendors[user_class.__name__] = by_id[VendorId(*vendor_id)]
+        unpriced = [f"{v.model}/{v.name}" for v in vendors.values() if v.price is None]
+        if options.max_cost and unpriced:
+            raise InputError(f"--avv-max-cost needs a price for every vendor (price: in {options.config}); "
+                             f"none for: {', '.join(unpriced)}")
         return cls(environment, options, vendors, session_factory=session_factory,
                    config_identity=config.identity(), secrets=config.secrets() + options.overrides.secrets())
 
@@ -248,6 +260,15 @@ class RunController:
     def give_back(self, item: WorkItem) -> None:
         self.role.give_back(item)
 
+    def vendor_done(self, class_name: str) -> bool:
+        """``--avv-settle``: the vendor's verdict is settled and nothing of it is left, so its users stop."""
+        return self.role.closed(class_name)
+
+    def vendor_closed(self, vendor: VendorId) -> bool:
+        """On the ledger side: the settle policy closed ``vendor`` and none of its items is pending or in flight."""
+        run = self.run
+        return run is not None and run.settle is not None and vendor in run.settle.users_stop(run.ledger)
+
     def run_item(self, session: requests.Session, class_name: str, item: WorkItem,
                  on_attempt: Callable[[Any], None] | None = None) -> list[Record]:
         """Run one item and return its records (redacted): one row, or one per step of an agent task
@@ -301,20 +322,31 @@ class RunController:
         return self._sample_index[1]
 
     def take_items(self, vendor: VendorId, taker: str, limit: int = 1) -> list[WorkItem]:
+        """Up to ``limit`` items for ``vendor`` (:meth:`RunState.take`: with a budget, within it)."""
         run = self.run
         if run is None or run.finished or self.samples is None:
             return []
         by_id = self._samples_by_id()
         level = run.stress.level if run.stress is not None else None
-        return [WorkItem(key, by_id[key.sample_id], level) for key in run.ledger.take(vendor, taker, limit)]
+        config = self.vendors[self.class_name(vendor)]
+        keys = run.take(vendor, taker, limit, lambda key: self._worst.of(config, by_id[key.sample_id]),
+                        config.concurrency)
+        return [WorkItem(key, by_id[key.sample_id], level) for key in keys]
 
     def take_item(self, vendor: VendorId, taker: str) -> WorkItem | None:
         items = self.take_items(vendor, taker, 1)
         return items[0] if items else None
 
     def release_item(self, key: ItemKey, taker: str | None = None) -> bool:
-        """Put an unfinished item back in the queue (with ``taker``: only when that taker holds it)."""
-        return self.run.ledger.release(key, taker) if self.run is not None else False
+        """Put an unfinished item back in the queue (with ``taker``: only when that taker holds it); its budget
+        reservation is released."""
+        run = self.run
+        if run is None:
+            return False
+        released = run.ledger.release(key, taker)
+        if released or key not in run.ledger.in_flight:
+            run.budget.release(key)
+        return released
 
     def takers(self) -> set[str]:
         return self.run.ledger.takers() if self.run is not None else set()
@@ -323,6 +355,8 @@ class RunController:
         run = self.run
         lost = run.ledger.requeue_taker(taker) if run is not None else []
         if run is not None and lost:
+            for key in lost:
+                run.budget.release(key)
             run.manifest.items_requeued += len(lost)
             log.warning("worker %s %s: %d in-flight items handed out again", taker, why, len(lost))
         return len(lost)
@@ -351,7 +385,7 @@ class RunController:
         if not run.ledger.complete(key):
             self._duplicate(run, key)
             return False
-        self._write_item(run, records)
+        self._write_item(run, key, records)
         return True
 
     def store_from(self, taker: str, key: ItemKey, records: list[Record]) -> tuple[str, str]:
@@ -372,7 +406,7 @@ class RunController:
         if problem is not None:
             return problem
         run.ledger.complete_from(key, taker)
-        self._write_item(run, records)
+        self._write_item(run, key, records)
         return "", ""
 
     def _rows_problem(self, key: ItemKey, records: list[Record]) -> tuple[str, str] | None:
@@ -419,19 +453,23 @@ class RunController:
             run.manifest.workers_refused.update(self._refusals_before_run)
             self._refusals_before_run.clear()
 
-    def _write_item(self, run: RunState, records: list[Record]) -> None:
-        """Write an accepted item's rows, account its tokens, tell the listeners."""
+    def _write_item(self, run: RunState, key: ItemKey, records: list[Record]) -> None:
+        """An accepted item: its rows redacted and priced (``cost``, from this process's config), then
+        ``events.avv_record`` — records.csv first (:class:`RecordsCsv`), then every other listener — then its
+        tokens, cost and budget accounted."""
         records = [self.redact.record(r) for r in records]
-        if run.stop_reason != "disk":
-            try:
-                run.write(records)
-            except RecordWriteError as exc:
-                self.lifecycle.stop_run("disk", f"cannot write records: {exc.strerror}; no new items are started")
-        if run.account(records, lambda r: self.class_name(VendorId(r["model"], r["vendor"]))):
-            m = run.manifest
-            self.lifecycle.stop_run("budget", f"token budget reached ({m.tokens_used} ≥ "
-                                              f"{self.options.max_total_tokens}): no new items are started")
-        self.record_hook.fire(records=records)
+        vendor = self.vendors[self.class_name(key.vendor_id)]
+        for record in records:
+            record["cost"] = vendor.price.record_cost(record) if vendor.price is not None else None
+        self.record_hook.fire(records=records, vendor=vendor, environment=self.env)
+        if run.account(key, records, lambda r: self.class_name(VendorId(r["model"], r["vendor"]))):
+            self.lifecycle.stop_run("budget", f"budget reached ({run.budget.caps_text()}): no new items are started")
+        if run.settle is not None and run.settle.observe(records):  # --avv-settle: a look
+            lines = run.settle.step(run.ledger)
+            for line in lines:
+                log.info(line)
+            if lines:
+                self.lifecycle.save_manifest()
 
     # ------------------------------------------------------------------------------------ the load
 

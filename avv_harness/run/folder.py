@@ -22,9 +22,11 @@ from avv_core.items import VendorId
 from avv_core.manifest import RECORDS_CSV, RunManifest, utc_now
 from avv_core.record_file import RecordWriteError, RecordWriter, upgrade_columns
 from avv_core.samples import SampleSet
+from avv_harness.run.budget import Budget
 from avv_harness.run.ledger import Ledger
 from avv_harness.run.options import RunOptions
 from avv_harness.run.resume import ResumePoint, check_resumable, resume_point, sample_ids_hash
+from avv_harness.run.settle import hand_out_order, new_seed
 from avv_harness.run.state import RunState
 from avv_harness.run.stress_policy import StressPolicy
 from avv_harness.wire.execute import ExecContext, RetryPolicy
@@ -39,6 +41,7 @@ class OpenedRun:
     writer: RecordWriter
     before: ResumePoint = field(default_factory=ResumePoint)  # what earlier sessions recorded (resume)
     started_at: str = ""  # the first start of a resumed run
+    previous: RunManifest | None = None  # a resumed run's run.json
 
 
 def new_run_id() -> str:
@@ -50,6 +53,7 @@ def open_run_folder(options: RunOptions, samples: SampleSet, config_identity: st
     InputError when the folder cannot be written or does not belong to this run."""
     before = ResumePoint()
     started_at = ""
+    previous = None
     if options.resume:
         run_dir = Path(options.resume)
         previous = check_resumable(run_dir, config_identity, options.mode, samples)
@@ -64,7 +68,7 @@ def open_run_folder(options: RunOptions, samples: SampleSet, config_identity: st
         writer = RecordWriter(run_dir / RECORDS_CSV)
     except (OSError, RecordWriteError) as exc:
         raise InputError(f"{run_dir}: cannot write the run folder ({exc.strerror or exc})") from None
-    return OpenedRun(run_dir.name, run_dir, writer, before, started_at)
+    return OpenedRun(run_dir.name, run_dir, writer, before, started_at, previous)
 
 
 def check_out_folder(options: RunOptions, samples: SampleSet, config_identity: str) -> None:
@@ -110,6 +114,11 @@ def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendo
     the ladder's policy) and execution context. InputError as :func:`open_run_folder`."""
     opened = open_run_folder(options, samples, config_identity)
     sample_ids = [s.sample_id for s in samples.samples]
+    settle_seed = None
+    if options.settle is not None:  # a seeded random hand-out order; a resumed run keeps its seed
+        earlier = (opened.previous.extra.get("settle") or {}) if opened.previous is not None else {}
+        settle_seed = earlier.get("seed") or options.settle.seed or new_seed()
+        sample_ids = hand_out_order(sample_ids, settle_seed)
     stress = None
     if options.stress is not None:  # stress mode
         stress = StressPolicy(options.stress, class_names)
@@ -119,8 +128,12 @@ def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendo
     exec_ctx = exec_context(options, opened.run_id, worker_id)
     run = RunState(opened.run_id, opened.run_dir, opened.writer, ledger, exec_ctx, stress=stress,
                    vendor_totals={v: len(q) for v, q in ledger.pending.items()},
-                   items_done_before=0 if stress else len(opened.before.done))
+                   items_done_before=0 if stress else len(opened.before.done),
+                   budget=Budget(options.max_total_tokens, options.max_cost))
     run.manifest.started_at = opened.started_at
+    if settle_seed is not None:
+        run.manifest.extra["settle"] = {"seed": settle_seed}
+        run.settle_before = (opened.previous.extra.get("settle") or {}) if opened.previous is not None else {}
     # run.json counts what records.csv holds: the rows of earlier sessions, then this session's
     run.manifest.records_written = run.manifest.records_before_resume = opened.before.rows
     return run
@@ -150,6 +163,8 @@ def fill_manifest(manifest: RunManifest, *, run: RunState, options: RunOptions, 
     m.started_at = m.started_at or utc_now()  # a resumed run keeps its first start
     m.items_total = run.items_done_before + run.ledger.total  # a resumed run's items done before, too
     m.budget = {"max_total_tokens": options.max_total_tokens or None, "exhausted": False}
+    if options.max_cost:
+        m.budget["max_cost"] = options.max_cost
 
 
 def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True) -> tuple[Any, str | None]:
@@ -180,8 +195,28 @@ def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True)
         return None, f"scoring failed ({type(exc).__name__}: {str(exc)[:200]})"
 
 
+def append_to_history(history: str, run_dir: Path, manifest: RunManifest, result: Any) -> str | None:
+    """Add the scored run to the history database ``history`` (``--avv-history``; a run id already there adds
+    nothing). Returns None, or the problem (the closing line names it, exit status 4: the run is complete but the
+    history lacks it). Never raises an Exception, like :func:`score_run`."""
+    try:
+        from avv_scoring.history import add_result, connect
+
+        conn = connect(history)
+        try:
+            added = add_result(conn, result, manifest, str(run_dir))
+        finally:
+            conn.close()
+        print(f"history: run {added.run_id} {'added to' if added.added else 'was already in'} {history}", flush=True)
+        return None
+    except Exception as exc:
+        log.error("cannot add the run to the history %s (%s); add it with: avv-score history add %s --db %s",
+                  history, exc, run_dir, history)
+        return f"not added to the history {history} ({type(exc).__name__}: {str(exc)[:200]})"
+
+
 def summary_line(manifest: RunManifest, run_dir: Path, completed: bool, stop_reason: str | None,
-                 max_total_tokens: int, scoring_problem: str | None = None) -> str:
+                 max_total_tokens: int, scoring_problem: str | None = None, budget_text: str = "") -> str:
     """The closing line: how many records records.csv holds (after a resume: also how many this session wrote),
     where, whether (and how) to resume, and whether the scores are whole."""
     if completed and scoring_problem:
@@ -189,7 +224,8 @@ def summary_line(manifest: RunManifest, run_dir: Path, completed: bool, stop_rea
     elif completed:
         state = "run complete"
     elif stop_reason == "budget":
-        state = f"stopped by the token budget ({manifest.tokens_used} ≥ {max_total_tokens} tokens)"
+        state = f"stopped by the budget ({budget_text})" if budget_text else \
+            f"stopped by the token budget ({manifest.tokens_used} ≥ {max_total_tokens} tokens)"
     elif stop_reason == "disk":
         state = ("STOPPED: records could not be written (disk full or folder not writable); "
                  f"free space, then resume with --avv-resume {run_dir}")

@@ -2,7 +2,8 @@
 
 Held by the local runner or the master. Each item is handed to one taker at a time; items in flight on
 a taker that is lost are handed out again; a record for an item already done is dropped, so every item
-is recorded exactly once per run. The ledger also says whose record it may accept
+is recorded exactly once per run. Items not sent because a vendor's verdict is settled (``--avv-settle``) are
+kept in ``skipped`` with the reason (``settled``), not lost. The ledger also says whose record it may accept
 (:meth:`Ledger.verdict`): only the taker holding an item, or a taker it was taken from when that taker was
 presumed lost. Pure bookkeeping: no Locust, no I/O.
 """
@@ -36,6 +37,8 @@ class Ledger:
     endless: bool = False  # stress mode: items are generated round-robin, never exhausted
     # takers an item was taken from because they were presumed lost: their late records are not refusals
     former: dict[ItemKey, set[str]] = field(default_factory=dict)
+    skipped: dict[ItemKey, str] = field(default_factory=dict)  # items not sent, and why ("settled")
+    closed: dict[VendorId, str] = field(default_factory=dict)  # vendors that get no more items, and why
     _cycle: dict[VendorId, int] = field(default_factory=dict)
     _sample_ids: list[str] = field(default_factory=list)
 
@@ -64,7 +67,7 @@ class Ledger:
 
     def take(self, vendor: VendorId, taker: str, limit: int = 1) -> list[ItemKey]:
         queue = self.pending.get(vendor)
-        if queue is None:
+        if queue is None or vendor in self.closed:
             return []
         out: list[ItemKey] = []
         while len(out) < limit:
@@ -81,6 +84,7 @@ class Ledger:
     def complete(self, key: ItemKey) -> bool:
         """Mark done; False when it was already done (a duplicate record to drop)."""
         self.in_flight.pop(key, None)
+        self.skipped.pop(key, None)  # a late record of an item given back after its vendor settled
         if key in self.done:
             return False
         self.done.add(key)
@@ -117,6 +121,9 @@ class Ledger:
         if holder is None or (taker is not None and holder != taker):
             return False
         del self.in_flight[key]
+        if key not in self.done and key.vendor_id in self.closed:
+            self.skipped[key] = self.closed[key.vendor_id]
+            return False
         if key not in self.done and key.vendor_id in self.pending:
             self.pending[key.vendor_id].appendleft(key)
             return True
@@ -137,6 +144,26 @@ class Ledger:
             queue.clear()
         self.endless = False
         return dropped
+
+    def skip_pending(self, vendor: VendorId, reason: str, keep: set[tuple[str, int]] | None = None,
+                     close: bool = True) -> int:
+        """Skip ``vendor``'s pending items for ``reason`` (kept in :attr:`skipped`), except those whose
+        (sample_id, repeat) is in ``keep``; with ``close`` it gets no more items (one given back is skipped too).
+        Returns how many were skipped."""
+        queue = self.pending.get(vendor, deque())
+        kept = deque(k for k in queue if keep is not None and (k.sample_id, k.repeat) in keep)
+        dropped = [k for k in queue if keep is None or (k.sample_id, k.repeat) not in keep]
+        for key in dropped:
+            self.skipped[key] = reason
+        if vendor in self.pending:
+            self.pending[vendor] = kept
+        if close:
+            self.closed[vendor] = reason
+        return len(dropped)
+
+    def busy(self, vendor: VendorId) -> bool:
+        """``vendor`` has items pending or in flight."""
+        return bool(self.pending.get(vendor)) or any(k.vendor_id == vendor for k in self.in_flight)
 
     def takers(self) -> set[str]:
         return set(self.in_flight.values())

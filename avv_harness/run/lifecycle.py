@@ -24,6 +24,7 @@ import gevent.event
 from locust.event import EventHook
 
 from avv_core.client_load import client_bound_advice, client_load
+from avv_core.errors import InputError
 from avv_core.items import VendorId
 from avv_core.manifest import RECORDS_CSV
 from avv_core.samples import SampleSet, load_samples
@@ -31,9 +32,18 @@ from avv_core.stop_signals import Interrupted, interrupt_on_signals
 from avv_harness.inputs.config import Vendor
 from avv_harness.inputs.secrets import Redactor
 from avv_harness.locust.distribution import Role
-from avv_harness.run.folder import check_out_folder, fill_manifest, new_run, score_run, summary_line, ui_run_options
+from avv_harness.run.folder import (
+    append_to_history,
+    check_out_folder,
+    fill_manifest,
+    new_run,
+    score_run,
+    summary_line,
+    ui_run_options,
+)
 from avv_harness.run.options import RunOptions
 from avv_harness.run.progress import progress_line
+from avv_harness.run.settle import SettlePolicy, hand_out_order
 from avv_harness.run.state import EXIT_OK, RunState
 from avv_harness.wire.execute import check_requests
 
@@ -120,7 +130,8 @@ class RunLifecycle:
         from avv_sim import start_simulator
 
         # the simulator reads the samples' gold labels from the file itself: no vendor is ever sent them
-        self.sim = start_simulator(self.options.sim_config, truth_log=truth_log, gold=self.options.samples)
+        self.sim = start_simulator(self.options.sim_config, truth_log=truth_log, gold=self.options.samples,
+                                   sets=self.options.sim_sets)
         self.sim_url = self.sim.url
         log.info("started the simulated vendors at %s", self.sim_url)
 
@@ -132,9 +143,14 @@ class RunLifecycle:
         simulator (its truth log in the run folder)."""
         options = ui_run_options(self.options, len(self.runs)) if self.ui_mode else self.options
         samples = self._load_samples()
+        if options.settle is not None and any(s.agent is not None for s in samples.samples):
+            raise InputError(f"{samples.path}: --avv-settle does not settle agent tasks (their trajectory bounds "
+                             "have no per-item ratio form); run without it")
         run = new_run(options, samples, self.config_identity,
                       [VendorId(v.model, v.name) for v in self.vendors.values()], tuple(self.vendors),
                       self.worker_id)
+        if options.settle is not None:
+            self._settle_policy(run, options, samples)
         if self._needs_simulator():
             self._start_simulator(str(run.run_dir / "sim_truth.jsonl"))
         fill_manifest(run.manifest, run=run, options=options, samples=samples,
@@ -153,6 +169,24 @@ class RunLifecycle:
         if not self.ui_mode and self.progress_interval_s > 0:
             self._progress = gevent.spawn(self._print_progress, run)
         return run
+
+    def _settle_policy(self, run: RunState, options: RunOptions, samples: SampleSet) -> None:
+        """--avv-settle: the run's settle policy (see :mod:`avv_harness.run.settle`); on resume, the vendors
+        settled before stay settled and their items are skipped again."""
+        settings = options.settle
+        assert settings is not None
+        ids = {VendorId(v.model, v.name): v for v in self.vendors.values()}
+        seed = int(run.manifest.extra["settle"]["seed"])
+        run.settle = SettlePolicy(
+            vendors={vid: v.name for vid, v in ids.items()},
+            baselines={vid.model: vid for vid, v in ids.items() if v.is_baseline},
+            order=hand_out_order([s.sample_id for s in samples.samples], seed), repeats=options.repeats,
+            samples=samples, totals=run.vendor_totals, alpha=settings.alpha, every=settings.every, seed=seed,
+            resumed=bool(options.resume))
+        run.settle.mark_resumed((run.settle_before or {}).get("vendors") or {})
+        for vendor, count in run.settle.apply(run.ledger).items():
+            log.info("--avv-settle: %s was settled in an earlier session: %d items skipped", vendor.vendor, count)
+        run.manifest.extra["settle"] = run.settle.to_manifest()
 
     def run_for_tick(self) -> RunState | None:
         """The run a shape tick works on. With the web UI, a tick after a run has ended is a new START: it
@@ -283,6 +317,7 @@ class RunLifecycle:
                         html=not self.options.no_html)
             except Interrupted as exc:
                 interrupted = exc
+        self._append_history(run, interrupted is not None)
         run.exit_code = run.exit_status()
         if interrupted is not None:  # as a shell reports a process ended by the signal
             run.exit_code = interrupted.exit_status
@@ -292,9 +327,27 @@ class RunLifecycle:
             print(f"\navv-locust: scoring stopped by {interrupted.name}; the records and run.json are complete: "
                   f"score them with avv-score {run.run_dir}", flush=True)
         print(summary_line(run.manifest, run.run_dir, completed, run.stop_reason, self.options.max_total_tokens,
-                           run.scoring_problem), flush=True)
+                           run.scoring_problem, run.budget.caps_text()), flush=True)
         self.run_hook.fire(run=run, phase="end")
         return run.exit_code
+
+    def _append_history(self, run: RunState, interrupted: bool) -> None:
+        """``--avv-history``: the scored run into the history database (after scoring; a failure is the run's
+        scoring problem: exit status 4, the closing line says how to add it later)."""
+        history = self.options.history
+        if not history or interrupted:
+            return
+        result = run.result
+        if result is None or not getattr(result, "scored", False):
+            if not self.options.no_score and run.manifest.records_written:
+                log.warning("the run was not scored, so it is not added to the history %s", history)
+            elif self.options.no_score:
+                log.warning("--avv-no-score: the run is not added to the history %s; add it with avv-score history "
+                            "add %s --db %s", history, run.run_dir, history)
+            return
+        problem = append_to_history(history, run.run_dir, run.manifest, result)
+        if problem is not None and run.scoring_problem is None:
+            run.scoring_problem = problem
 
     def _stop_simulator(self) -> None:
         if self.sim is not None:

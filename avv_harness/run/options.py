@@ -29,6 +29,9 @@ MIN_MAX_EVENT_BYTES = 1024
 # thread that shares the GIL with the master's event loop; at 2,000 records/s the send → row p99 passed 1 s
 # once it held ~50 k rows, and stayed at 0.6 s with 20 k)
 DEFAULT_LIVE_ROWS = 20_000
+#: Largest --avv-concurrency: users per vendor in one process (a Locust process runs a few hundred streams well;
+#: more belongs on workers, and the value is a typo long before it is a plan).
+MAX_CONCURRENCY = 1000
 
 
 class _EnvGroup:
@@ -70,9 +73,22 @@ def add_arguments(parser: Any) -> None:
         help="Largest SSE event or line accepted from a vendor, bytes (default 4 MiB; ≥ 1024); a larger one "
         "fails the attempt as bad_sse.")
     add("--avv-sim-config", default=str(DEFAULT_SIM_CONFIG), help="Simulator profiles for {sim} vendors.")
+    add("--avv-sim-set", action="append", default=None, metavar="[PROFILE:]KNOB=VALUE",
+        help="A simulator knob for this run on top of --avv-sim-config (repeatable; PROFILE: sets it for one "
+        "profile, e.g. to degrade one vendor; run.json and the truth log show it).")
+    add("--avv-history", default="", metavar="PATH",
+        help="Append the finished, scored run to this history database (SQLite; avv-score trend reads it).")
     add("--avv-skip-bad-lines", action="store_true", default=False, help="Skip malformed sample lines.")
     add("--avv-resume", default="", help="Run folder to resume: runs only its missing, failed or changed items.")
-    add("--avv-max-total-tokens", type=int, default=0, help="Stop starting items once reported tokens reach N.")
+    add("--avv-max-total-tokens", type=int, default=0,
+        help="Token budget: an item starts only while spent + reserved tokens are below N (each item reserves its "
+        "worst case first).")
+    add("--avv-max-cost", type=float, default=0.0,
+        help="Cost budget in the vendors' price currency, reserved like --avv-max-total-tokens (every vendor needs "
+        "a price).")
+    add("--avv-concurrency", type=int, default=None,
+        help=f"Users per vendor for this run, overriding every vendor's concurrency (1–{MAX_CONCURRENCY}; verify "
+        "mode).")
     add("--avv-spawn-rate", type=float, default=0.0,
         help="Users spawned per second (default 0: all at once; --avv-start-jitter-s spreads their starts).")
     add("--avv-start-jitter-s", type=float, default=1.0,
@@ -85,6 +101,14 @@ def add_arguments(parser: Any) -> None:
     add("--avv-stress-step-s", type=float, default=30.0, help="Seconds each level is held.")
     add("--avv-slo-ttft-p95-ms", type=float, default=5000.0, help="SLO: TTFT p95 at most this.")
     add("--avv-slo-error-rate", type=float, default=0.01, help="SLO: share of failed requests at most this.")
+    add("--avv-settle", action="store_true", default=False,
+        help="Stop sending a vendor's items once its verdict is settled by an anytime-valid test (items handed out "
+        "in a seeded random order; docs/scoring.md).")
+    add("--avv-settle-alpha", type=float, default=0.05,
+        help="--avv-settle: error rate per vendor, split over its bounds (default 0.05; > 0, ≤ 0.5).")
+    add("--avv-settle-every", type=int, default=20, help="--avv-settle: records between looks (default 20; ≥ 1).")
+    add("--avv-settle-seed", type=int, default=0,
+        help="--avv-settle: seed of the hand-out order (default 0: a new random seed, written to run.json).")
     add("--avv-temperature", type=float, default=None, help="Override every request's temperature (0–2).")
     add("--avv-max-tokens", type=int, default=None,
         help="Override every request's max_tokens (and max_completion_tokens where a sample has it).")
@@ -121,12 +145,29 @@ def parse_levels(text: str) -> tuple[int, ...]:
     return tuple(levels)
 
 
+def concurrency_override(parsed: Any) -> int | None:
+    """``--avv-concurrency`` checked (1 … :data:`MAX_CONCURRENCY`), or None when not given."""
+    value = getattr(parsed, "avv_concurrency", None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONCURRENCY:
+        raise InputError(f"--avv-concurrency: must be a whole number from 1 to {MAX_CONCURRENCY}, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class StressSettings:
     levels: tuple[int, ...]  # users per vendor at each level
     step_s: float  # seconds each level is held
     slo_ttft_p95_ms: float  # a level meets the SLO when TTFT p95 ≤ this …
     slo_error_rate: float  # … and the failed share ≤ this
+
+
+@dataclass(frozen=True)
+class SettleSettings:
+    alpha: float  # error rate per vendor, split over its bounds
+    every: int  # records between looks
+    seed: int | None  # seed of the hand-out order (None: a new one per run; a resumed run keeps its own)
 
 
 @dataclass(frozen=True)
@@ -146,15 +187,20 @@ class RunOptions:
     max_request_s: float  # total time cap per attempt (a vendor's own max_request_s wins)
     max_event_bytes: int  # largest SSE event or line read from a vendor
     sim_config: str  # simulator profiles
+    sim_sets: tuple[str, ...]  # --avv-sim-set knobs applied on top of them
+    history: str  # history database the run is appended to ("" = none)
     skip_bad_lines: bool  # skip malformed sample lines instead of failing
     resume: str  # run folder to resume ("" = a new run)
     max_total_tokens: int  # token budget (0 = none)
+    max_cost: float  # cost budget in the price currency (0 = none)
+    concurrency: int | None  # users per vendor for this run (None: each vendor's own)
     spawn_rate: float  # users per second (0 = all at once)
     start_jitter_s: float  # random delay before each user's first request
     no_score: bool  # skip scoring at the end
     no_html: bool  # score, but without report.html
     mode: str  # verify | stress
     stress: StressSettings | None  # set in stress mode
+    settle: SettleSettings | None  # --avv-settle
     run_time_s: float | None  # Locust's -t/--run-time (honoured by the run's shape)
     metrics_port: int  # Prometheus metrics server port (0 = none)
     live_rows: int  # rows the live board keeps to score (0 = no limit)
@@ -187,6 +233,15 @@ class RunOptions:
                 slo_ttft_p95_ms=number("avv_slo_ttft_p95_ms", 0, strict=True),
                 slo_error_rate=number("avv_slo_error_rate", 0, maximum=1),
             )
+        settle = None
+        if getattr(parsed, "avv_settle", False):
+            if parsed.avv_mode == "stress":
+                raise InputError("--avv-settle: only in verify mode (a stress run has no verdict to settle)")
+            settle = SettleSettings(
+                alpha=number("avv_settle_alpha", 0, strict=True, maximum=0.5),
+                every=int(number("avv_settle_every", 1)),
+                seed=int(number("avv_settle_seed", 0)) or None,
+            )
         run_time = getattr(parsed, "run_time", None)
         timeout = number("avv_timeout", 0)
         return cls(
@@ -203,15 +258,20 @@ class RunOptions:
             max_request_s=number("avv_max_request_s", 0, strict=True),
             max_event_bytes=int(number("avv_max_event_bytes", MIN_MAX_EVENT_BYTES)),
             sim_config=str(parsed.avv_sim_config),
+            sim_sets=tuple(str(item) for item in (getattr(parsed, "avv_sim_set", None) or ())),
+            history=str(getattr(parsed, "avv_history", "") or ""),
             skip_bad_lines=bool(parsed.avv_skip_bad_lines),
             resume=str(parsed.avv_resume),
             max_total_tokens=int(number("avv_max_total_tokens", 0)),
+            max_cost=float(number("avv_max_cost", 0)) if getattr(parsed, "avv_max_cost", None) is not None else 0.0,
+            concurrency=concurrency_override(parsed),
             spawn_rate=number("avv_spawn_rate", 0),
             start_jitter_s=number("avv_start_jitter_s", 0),
             no_score=bool(parsed.avv_no_score),
             no_html=bool(getattr(parsed, "avv_no_html", False)),
             mode=str(parsed.avv_mode),
             stress=stress,
+            settle=settle,
             run_time_s=float(run_time) if run_time else None,
             metrics_port=int(number("avv_metrics_port", 0, maximum=65535)) if hasattr(parsed, "avv_metrics_port")
             else 0,

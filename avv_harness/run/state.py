@@ -11,16 +11,19 @@ No Locust and no logging here: the controller feeds records in and decides when 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from avv_core.items import VendorId
+from avv_core.items import ItemKey, VendorId
 from avv_core.manifest import RunManifest, utc_now
 from avv_core.record_file import RecordWriteError, RecordWriter
 from avv_core.records import STATUS_SUCCESS, Record
+from avv_harness.run.budget import Budget, Spend
 from avv_harness.run.ledger import Ledger
+from avv_harness.run.settle import SettlePolicy
 from avv_harness.run.stress_policy import StressPolicy
 from avv_harness.wire.execute import ExecContext
 
@@ -48,6 +51,9 @@ class RunState:
     scoring_problem: str | None = None  # why its scores are missing or partial (scoring failed, rows left out)
     load_rows: list[dict[str, Any]] = field(default_factory=list)  # worker, vendor, client lag and CPU per record
     items_done_before: int = 0  # resume: items earlier sessions recorded as done (not in this ledger)
+    budget: Budget = field(default_factory=Budget)  # the token and cost caps: spent and reserved
+    settle: SettlePolicy | None = None  # --avv-settle: which vendors' verdicts are settled
+    settle_before: dict[str, Any] = field(default_factory=dict)  # --avv-settle on resume: run.json's earlier settle
 
     @property
     def items_done(self) -> int:
@@ -60,14 +66,41 @@ class RunState:
             return False
         return self.stress.done if self.stress is not None else self.ledger.finished
 
+    def take(self, vendor: VendorId, taker: str, limit: int, worst: Callable[[ItemKey], Spend],
+             concurrency: int) -> list[ItemKey]:
+        """Up to ``limit`` items of ``vendor`` from the ledger. With a budget (:mod:`avv_harness.run.budget`) each
+        only while spent + reserved is below the caps and the vendor is in step (:meth:`_in_step`), and each
+        reserves ``worst(key)``."""
+        if not self.budget.active:
+            return self.ledger.take(vendor, taker, limit)
+        keys: list[ItemKey] = []
+        while len(keys) < limit and self.budget.admits() and self._in_step(vendor, concurrency):
+            taken = self.ledger.take(vendor, taker, 1)
+            if not taken:
+                break
+            self.budget.reserve(taken[0], worst(taken[0]))
+            keys += taken
+        return keys
+
+    def _in_step(self, vendor: VendorId, concurrency: int) -> bool:
+        """Under a budget (verify mode) vendors start items in step: none more than its concurrency ahead of the
+        vendor with pending items that started the fewest. Else the fastest vendors' users would take the budget
+        and the cap would leave a slow vendor with no items at all (the priced demo's flaky vendor, before)."""
+        if self.ledger.endless:
+            return True
+        skipped = Counter(key.vendor_id for key in self.ledger.skipped)  # --avv-settle: not sent, not started
+        started = {v: total - len(self.ledger.pending.get(v, ())) - skipped[v]
+                   for v, total in self.vendor_totals.items() if self.ledger.pending.get(v)}
+        return vendor not in started or started[vendor] - min(started.values()) < concurrency
+
     def write(self, records: list[Record]) -> None:
         """Append an item's rows; RecordWriteError when records.csv cannot be written."""
         self.writer.write_many(list(records))
         self.manifest.records_written += len(records)
 
-    def account(self, records: list[Record], class_name_of: Callable[[Record], str]) -> bool:
-        """Count an item's records (failures, client errors, tokens; the stress policy's observations).
-        True when this item used up the token budget ``manifest.budget['max_total_tokens']``."""
+    def account(self, key: ItemKey, records: list[Record], class_name_of: Callable[[Record], str]) -> bool:
+        """Count an item's records (failures, client errors, tokens; the stress policy's observations) and settle
+        its reservation (:meth:`Budget.settle`). True when this item used up a budget (``manifest.budget``)."""
         m = self.manifest
         for record in records:
             self.load_rows.append({k: record.get(k) for k in ("worker", "vendor", "client_lag_ms", "client_cpu_pct")})
@@ -80,8 +113,8 @@ class RunState:
                                     record.get("ttft_ms"))
             if record.get("total_tokens") is not None:
                 m.tokens_used += int(record["total_tokens"])
-        cap = (m.budget or {}).get("max_total_tokens")
-        if cap and m.tokens_used >= cap and not m.budget["exhausted"]:
+        self.budget.settle(key, records)
+        if self.budget.exhausted and not m.budget.get("exhausted"):
             m.budget["exhausted"] = True
             return True
         return False
@@ -96,6 +129,10 @@ class RunState:
     def save_manifest(self, stress_summary: dict[str, Any] | None = None) -> None:
         """Write run.json (OSError when it cannot be written)."""
         self.manifest.items_recorded = self.items_done_before + self.items_done
+        if self.budget.active:
+            self.manifest.budget.update(self.budget.summary())
+        if self.settle is not None:
+            self.manifest.extra["settle"] = self.settle.to_manifest()
         if stress_summary is not None:
             self.manifest.stress = stress_summary
         self.manifest.write(self.run_dir)

@@ -28,7 +28,7 @@ import requests
 from avv_core.api_formats import ConversionError
 from avv_core.errors import InputError
 from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER, WorkItem
-from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, usage_counts
+from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, cached_tokens, usage_counts
 from avv_core.samples import Sample, SampleSet
 from avv_core.tool_formats import find_text_calls, request_tool_names
 from avv_harness.dialects.overrides import Overrides, deep_merge
@@ -234,6 +234,7 @@ def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = 
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": total,
+        "cached_tokens": cached_tokens(att.usage, prompt),
         "usage_reported": att.usage is not None,
         "tps": tps,
         "finish_reason": att.finish_reason,

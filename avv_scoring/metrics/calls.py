@@ -25,6 +25,8 @@ from avv_core.tool_formats import find_text_calls, request_tool_names
 from avv_scoring.load import OK_COL, is_success
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.correctness import CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
+from avv_scoring.metrics.gold_f1 import gold_args_f1
+from avv_scoring.metrics.normalisers import ArgNormalisation, CallNormaliser
 from avv_scoring.metrics.registry import Metric, produces
 from avv_scoring.metrics.schema import INVALID, UNCHECKABLE, VALID, CallChecker, parse_tool_calls
 
@@ -43,7 +45,11 @@ CALLED = "_called"  # successful and (finish tool_calls or at least one call)
 AS_TEXT = "_as_text"  # successful, no call, and the content holds a call of a request tool
 GOLD = "_gold"  # the sample's Gold, None without labels
 SIG_TOOLS = "_sig_tools"  # sorted called names: equal signatures = tool match
-SIG_CALLS = "_sig_calls"  # sorted (name, canonical arguments): equal signatures = args match
+SIG_CALLS = "_sig_calls"  # sorted (name, canonical normalised arguments): equal signatures = args match
+NCALLS = "_ncalls"  # list[Call]: the calls with their arguments normalised (metrics/normalisers.py); CALLS as sent
+NGOLD = "_ngold"  # the sample's expected calls, normalised (tuple[ExpectedCall]), None without expected_calls
+#: The columns :func:`_annotate_cell` fills, in the order of its tuple.
+CELL_COLUMNS = (CALLS, VERDICTS, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR, SIG_TOOLS, SIG_CALLS, NCALLS)
 
 PAIR_KEYS = ["sample_id", "repeat"]
 
@@ -52,15 +58,19 @@ def annotate_calls(
     rows: pd.DataFrame,
     tools_by_sample: Mapping[str, Sequence[Any]] | None,
     gold_by_sample: Mapping[str, Gold] | None = None,
+    normalise: ArgNormalisation | None = None,
 ) -> pd.DataFrame:
     """Copy of ``rows`` with the call helper columns above. A sample missing from ``tools_by_sample`` (or
-    ``tools_by_sample=None``) makes its calls uncheckable and its tool names unknown.
+    ``tools_by_sample=None``) makes its calls uncheckable and its tool names unknown. ``normalise`` = the argument
+    normalisers behind ``NCALLS``, ``SIG_CALLS`` and ``NGOLD`` (default: all of them; ``ArgNormalisation.none()``:
+    exact values).
 
     Work that repeats is done once: each sample's tools are read and their validators compiled once; equal
     ``tool_calls`` cells are parsed once; equal calls are one :class:`~avv_scoring.metrics.correctness.Call` (its
     canonical key computed once); a call is validated once per (tool schema, raw arguments)."""
     book = CallBook()
     checker = CallChecker()
+    norm = CallNormaliser(normalise if normalise is not None else ArgNormalisation())
     cells: dict[str, list[dict[str, Any]] | None] = {}
     n = len(rows)
     ok_mask = is_success(rows)
@@ -72,6 +82,8 @@ def annotate_calls(
     names_of = _objects([None if tools is None else _intern(interned, request_tool_names(tools))
                          for tools in tools_of])
     gold_of = _objects([None if gold_by_sample is None else gold_by_sample.get(s) for s in sid_names])
+    ngold_of = _objects([None if g is None else norm.expected(g.expected_calls, g.wire_name, schemas_of[k])
+                         for k, g in enumerate(gold_of)])
     # Rows repeat (vendors, repeats, samples sharing one tool set): each distinct (tool set, tool_calls cell)
     # is annotated once. A missing cell is code -1 (no calls); a cell neither text nor missing is done row by row.
     toolsets: dict[Any, int] = {}
@@ -85,21 +97,19 @@ def annotate_calls(
     counts = rows["tool_call_count"].astype("object").to_numpy(dtype=object) if "tool_call_count" in rows.columns \
         else np.full(n, None, dtype=object)
     entries = [_annotate_cell(raw_cells[i] if text_cell[i] else None, counts[i], schemas_of[sid_codes[i]], book,
-                              checker, cells) for i in combo_firsts]
+                              checker, cells, norm) for i in combo_firsts]
     parse_error = np.array([bool(e[5]) for e in entries] + [False], dtype=bool)[combo_codes]
     # done row by row: cells handed in as lists (tests, tools), and parse errors (they count the row's calls)
     per_row = np.flatnonzero((~text_cell & ~missing_cell) | (text_cell & parse_error))
-    table = {c: _objects([e[k] for e in entries]) for k, c in enumerate((CALLS, VERDICTS, TC_VALID, TC_INVALID,
-             TC_UNCHECKABLE, TC_PARSE_ERROR, SIG_TOOLS, SIG_CALLS))}
+    table = {c: _objects([e[k] for e in entries]) for k, c in enumerate(CELL_COLUMNS)}
     table[TC_N] = _objects([len(e[1]) for e in entries])
     cols = {c: values[combo_codes] for c, values in table.items()}
     for i in per_row:
-        entry = _annotate_cell(raw_cells[i], counts[i], schemas_of[sid_codes[i]], book, checker, cells)
-        for k, c in enumerate((CALLS, VERDICTS, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR, SIG_TOOLS,
-                               SIG_CALLS)):
+        entry = _annotate_cell(raw_cells[i], counts[i], schemas_of[sid_codes[i]], book, checker, cells, norm)
+        for k, c in enumerate(CELL_COLUMNS):
             cols[c][i] = entry[k]
         cols[TC_N][i] = len(entry[1])
-    cols[NAMES], cols[GOLD] = names_of[sid_codes], gold_of[sid_codes]
+    cols[NAMES], cols[GOLD], cols[NGOLD] = names_of[sid_codes], gold_of[sid_codes], ngold_of[sid_codes]
     has_names = np.array([bool(names) for names in names_of] + [False], dtype=bool)[sid_codes]
     no_calls = np.array([not e[0] for e in entries] + [True], dtype=bool)[combo_codes]
     no_calls[per_row] = [not cols[CALLS][i] for i in per_row]
@@ -107,7 +117,7 @@ def annotate_calls(
     out = rows.copy(deep=False)  # new columns only: the record columns are shared, never written
     out[OK_COL] = ok_mask
     for name in (TC_N, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR, CALLS, VERDICTS, NAMES, AS_TEXT, GOLD,
-                 SIG_TOOLS, SIG_CALLS):
+                 SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD):
         values = cols[name]
         out[name] = pd.Series(values, index=rows.index, dtype="object") if name in OBJECT_COLUMNS \
             else pd.Series(values.tolist(), index=rows.index)
@@ -116,7 +126,7 @@ def annotate_calls(
     return out
 
 
-OBJECT_COLUMNS = frozenset((CALLS, VERDICTS, NAMES, GOLD, SIG_TOOLS, SIG_CALLS))
+OBJECT_COLUMNS = frozenset((CALLS, VERDICTS, NAMES, GOLD, SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD))
 
 
 def _intern(table: dict[Any, Any], value: Any) -> Any:
@@ -167,10 +177,10 @@ def _as_text(rows: pd.DataFrame, candidates: np.ndarray, sid_codes: np.ndarray, 
 
 
 def _annotate_cell(cell: Any, count: Any, schemas: Any, book: CallBook, checker: CallChecker,
-                   cells: dict[str, list[dict[str, Any]] | None]) -> tuple[Any, ...]:
-    """(calls, verdicts, valid, invalid, uncheckable, parse error, tool signature, call signature) of one
-    tool_calls cell against one sample's schemas. The lists are shared by every row with the same sample and
-    cell: read-only."""
+                   cells: dict[str, list[dict[str, Any]] | None], norm: CallNormaliser) -> tuple[Any, ...]:
+    """(calls, verdicts, valid, invalid, uncheckable, parse error, tool signature, call signature, normalised
+    calls) of one tool_calls cell against one sample's schemas (:data:`CELL_COLUMNS`). The lists are shared by
+    every row with the same sample and cell: read-only."""
     if isinstance(cell, str):
         if cell not in cells:
             cells[cell] = parse_tool_calls(cell)
@@ -184,8 +194,9 @@ def _annotate_cell(cell: Any, count: Any, schemas: Any, book: CallBook, checker:
         calls = [book.call(c.get("name"), c.get("arguments")) for c in parsed]
         verdicts = [checker.verdict(call, schemas) for call in calls]
     counts = (verdicts.count(VALID), verdicts.count(INVALID), verdicts.count(UNCHECKABLE))
+    normalised = norm.calls(calls, schemas)
     return (calls, verdicts, *counts, parsed is None,
-            tuple(sorted(c.name for c in calls)), tuple(sorted((c.name, c.key) for c in calls)))
+            tuple(sorted(c.name for c in calls)), tuple(sorted((c.name, c.key) for c in normalised)), normalised)
 
 
 def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[tuple[tuple[Any, ...], int]]:
@@ -215,7 +226,8 @@ def row_dicts(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any
         if present else [{} for _ in range(len(frame))]
 
 
-ROW_FIELDS = ("sample_id", "repeat", "finish_reason", "content", CALLS, VERDICTS, NAMES, AS_TEXT, GOLD, CALLED)
+ROW_FIELDS = ("sample_id", "repeat", "finish_reason", "content", CALLS, VERDICTS, NAMES, AS_TEXT, GOLD, CALLED,
+              NCALLS, NGOLD)
 
 
 def ensure_annotated(rows: pd.DataFrame) -> pd.DataFrame:
@@ -233,8 +245,8 @@ def name_of_row(row: Mapping[str, Any]):
 def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
     """The call pairs of a vendor with the baseline: joined on (sample_id, repeat), both sides successful
     and both called a tool (finished with tool_calls or emitted a call). Columns ``sample_id``, ``repeat``,
-    ``calls``, ``sig_tools``, ``sig_calls``, ``names``, ``gold`` and the row's index, each for the vendor
-    (``_v``) and the baseline (``_b``)."""
+    ``calls`` (normalised: ``NCALLS``), ``sig_tools``, ``sig_calls``, ``names``, ``gold`` and the row's index, each
+    for the vendor (``_v``) and the baseline (``_b``)."""
 
     def side(frame: pd.DataFrame) -> pd.DataFrame:
         frame = ensure_annotated(frame)
@@ -242,7 +254,7 @@ def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({
             "sample_id": frame["sample_id"].astype("object").astype(str),
             "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),
-            "calls": frame[CALLS], "sig_tools": frame[SIG_TOOLS], "sig_calls": frame[SIG_CALLS],
+            "calls": frame[NCALLS], "sig_tools": frame[SIG_TOOLS], "sig_calls": frame[SIG_CALLS],
             "names": frame[NAMES], "gold": frame[GOLD], "index": frame.index,
         }).drop_duplicates(subset=PAIR_KEYS, keep="last")
 
@@ -278,9 +290,11 @@ def _agreement_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.D
            doc="call pairs whose multisets of called names are equal / call_pairs; missing with no pair"),
     Metric("args_match", "Args Match", "rate", "higher", order=610, group="correctness", interval=True,
            interval_order=6,
-           doc="call pairs whose calls are equal as (name, canonical arguments) multisets / call_pairs"),
+           doc="call pairs whose calls are equal as (name, canonical arguments) multisets / call_pairs "
+               "(values normalised by --arg-normalise, default on)"),
     Metric("args_f1", "Args F1", "rate", "higher", order=620, group="correctness",
-           doc="mean over call pairs of 2·matched leaves / all leaves, leaves = (tool, JSON path, value)"),
+           doc="mean over call pairs of 2·matched leaves / all leaves, leaves = (tool, JSON path, value) "
+               "(values normalised by --arg-normalise)"),
     Metric("call_count_match", "Call Count Match", "rate", "higher", order=630, group="correctness",
            doc="call pairs with the same number of calls / call_pairs"),
     Metric("call_pairs", "Call pairs", "int", "none", count=True, order=640, group="correctness",
@@ -291,7 +305,9 @@ def baseline_agreement(sums: Sums) -> Columns:
     """Which tool and which arguments, compared with the baseline, per (sample_id, repeat) pair.
 
     Over the ``call_pairs`` pairs where both sides succeeded and both called a tool (finished with
-    ``tool_calls`` or emitted at least one call), with the definitions of :mod:`avv_scoring.metrics.correctness`::
+    ``tool_calls`` or emitted at least one call), with the definitions of :mod:`avv_scoring.metrics.correctness`,
+    on argument values normalised by the run's ``--arg-normalise`` (:mod:`avv_scoring.metrics.normalisers`;
+    default: every normaliser; ``none``: the exact values)::
 
         tool_match       = pairs whose multisets of called names are equal / call_pairs
         args_match       = pairs whose multisets of (name, canonical arguments) are equal / call_pairs
@@ -322,12 +338,16 @@ def positive(rows: pd.DataFrame) -> pd.Series:
 
 
 @produces(
-    Metric("gold_trigger_accuracy", "Gold Trigger Acc", "rate", "higher", order=650, group="correctness",
+    Metric("gold_trigger_accuracy", "Gold Trigger Acc", "rate", "higher", order=650, group="correctness", needs="gold",
            doc="(TP + TN) / gold_labelled against expected_tool_call (MiniMax ToolCalls-Match-Rate)"),
-    Metric("gold_tool_accuracy", "Gold Tool Acc", "rate", "higher", order=660, group="correctness",
+    Metric("gold_tool_accuracy", "Gold Tool Acc", "rate", "higher", order=660, group="correctness", needs="gold_calls",
            doc="gold_call_items whose called names equal expected_calls' (as multisets) / gold_call_items"),
-    Metric("gold_args_accuracy", "Gold Args Acc", "rate", "higher", order=670, group="correctness",
-           doc="gold_call_items whose calls pair one to one with expected_calls (possible answers, any order)"),
+    Metric("gold_args_accuracy", "Gold Args Acc", "rate", "higher", order=670, group="correctness", needs="gold_calls",
+           doc="gold_call_items whose calls pair one to one with expected_calls (possible answers, any order; "
+               "exact values)"),
+    Metric("gold_args_f1", "Gold Args F1", "rate", "higher", order=675, group="correctness", needs="gold_calls",
+           doc="mean over gold_call_items of the weighted leaf F1 of the calls against expected_calls (values "
+               "normalised by --arg-normalise; required keys 2×, optional 1×)"),
     Metric("gold_labelled", "Gold labelled", "int", "none", count=True, order=680, group="correctness",
            doc="successful items whose sample has expected_tool_call"),
     Metric("gold_call_items", "Gold call items", "int", "none", order=690, group="correctness",
@@ -348,12 +368,16 @@ def gold_accuracy(rows: pd.DataFrame) -> Columns:
 
         gold_tool_accuracy = items whose multiset of called names equals the expected one / gold_call_items
         gold_args_accuracy = items whose calls pair one to one with the expected calls / gold_call_items
+        gold_args_f1       = mean over gold_call_items of the item's weighted argument F1 (below)
 
     where a call matches an expected call when its name (mapped back through ``tool_names``; a name that is
     not one of the request's tools never matches) is the expected one, every expected argument is present
     with an acceptable value (or absent when ``""`` is acceptable) and no other argument is present (BFCL
-    AST-style; :mod:`avv_scoring.metrics.correctness`). Failed labelled items are counted in ``gold_failed``.
-    Each is missing when its denominator is 0.
+    AST-style; :mod:`avv_scoring.metrics.correctness`) — exact values. ``gold_args_f1`` credits a call that is
+    partly right and compares values by meaning: the calls and the acceptable values are normalised
+    (``--arg-normalise``), each leaf of a required argument weighs 2, of an optional one 1, and an item's F1 is
+    ``2·matched / (gold + predicted)`` (:func:`avv_scoring.metrics.gold_f1.gold_args_f1`). Failed labelled items
+    are counted in ``gold_failed``. Each is missing when its denominator is 0.
     """
     rows = ensure_annotated(rows)
     golds = rows[GOLD]
@@ -364,15 +388,22 @@ def gold_accuracy(rows: pd.DataFrame) -> Columns:
     expected = scored[GOLD].map(lambda g: g.expected_tool_call).astype(bool)
     right_trigger = int((pos == expected).sum())
     tool_ok = args_ok = n_calls = 0
+    f1_sum = 0.0
+    f1_of: dict[tuple[int, int, int], float] = {}  # rows share their calls and gold objects: each pair scored once
     for row in row_dicts(scored[scored[GOLD].map(lambda g: g.expected_calls is not None).astype(bool)], ROW_FIELDS):
         gold, calls, name_of = row[GOLD], row[CALLS], name_of_row(row)
         n_calls += 1
         tool_ok += tools_match_gold(calls, gold.expected_calls, name_of)
         args_ok += calls_match_gold(calls, gold.expected_calls, name_of)
+        memo = (id(row[NCALLS]), id(row[NGOLD]), id(row[NAMES]))
+        if memo not in f1_of:
+            f1_of[memo] = gold_args_f1(row[NCALLS], row[NGOLD] or (), name_of)
+        f1_sum += f1_of[memo]
     return {
         "gold_trigger_accuracy": rate(right_trigger, len(scored)),
         "gold_tool_accuracy": rate(tool_ok, n_calls),
         "gold_args_accuracy": rate(args_ok, n_calls),
+        "gold_args_f1": rate(f1_sum, n_calls),
         "gold_labelled": len(scored),
         "gold_call_items": n_calls,
         "gold_failed": int((labelled & ~ok).sum()),

@@ -31,8 +31,10 @@ from avv_core.samples import Gold
 from avv_scoring.load import COMPARABLE_COL, is_success
 from avv_scoring.metrics.additive import NAN, Columns, Quantiles, Sums, additive, choose, count, numbers, rate
 from avv_scoring.metrics.calls import TC_INVALID, TC_N, TC_UNCHECKABLE, TC_VALID, annotate_calls, positive
-from avv_scoring.metrics.registry import Metric, produces
+from avv_scoring.metrics.normalisers import ArgNormalisation
+from avv_scoring.metrics.registry import Metric, Ratio, produces
 from avv_scoring.metrics.schema import parse_tool_calls
+from avv_scoring.metrics.trajectories import TJ, TJ_SPENT
 
 # --------------------------------------------------------------------------------------------------
 # Success
@@ -46,6 +48,7 @@ def _attempt_features(rows: pd.DataFrame) -> pd.DataFrame:
 @produces(
     Metric("success_rate", "Success Rate", "rate", "higher", irf=True, threshold=("min", 0.99), table=True,
            per_repeat=True, order=10, table_order=1, interval=True, interval_order=1,
+           ratio=Ratio((("successes", 1.0),), (("items", 1.0),)),
            doc="successful items / items (failed items stay in the denominator); missing with no items"),
     Metric("items", "Items", "int", "none", count=True, order=100, doc="rows of the vendor after de-duplication"),
     Metric("successes", "Successes", "int", "none", order=110, doc='items with status == "success"'),
@@ -130,6 +133,7 @@ def error_breakdown(rows: pd.DataFrame) -> dict[str, Any]:
 @produces(
     Metric("f1", "F1", "rate", "higher", irf=True, threshold=("min", 0.80), table=True, per_repeat=True,
            order=20, table_order=2, interval=True, interval_order=2,
+           ratio=Ratio((("tp", 2.0),), (("tp", 2.0), ("fp", 1.0), ("fn", 1.0)), item_max=2.0),
            doc="2·TP / (2·TP + FP + FN) over the F1 pairs (joined on sample_id, repeat); missing with no pairs"),
     Metric("precision", "Precision", "rate", "higher", order=200, doc="TP / (TP + FP); missing when TP + FP = 0"),
     Metric("recall", "Recall", "rate", "higher", order=210, doc="TP / (TP + FN); missing when TP + FN = 0"),
@@ -140,6 +144,7 @@ def error_breakdown(rows: pd.DataFrame) -> dict[str, Any]:
     Metric("f1_pairs", "F1 pairs", "int", "none", count=True, order=260,
            doc="items joined with a baseline item where both sides succeeded"),
     Metric("trigger_agreement", "Trigger Agreement", "rate", "higher", order=801, interval=True, interval_order=3,
+           ratio=Ratio((("tp", 1.0), ("tn", 1.0)), (("pairs", 1.0),)),
            doc="(TP + TN) / f1_pairs: share of pairs where vendor and baseline make the same trigger decision"),
     Metric("f1_excluded", "F1 excluded", "int", "none", count=True, order=270,
            doc="joined items where either side failed (left out of the matrix)"),
@@ -191,13 +196,15 @@ def annotate_tool_calls(
     rows: pd.DataFrame,
     tools_by_sample: Mapping[str, Sequence[Any]] | None,
     gold_by_sample: Mapping[str, Gold] | None = None,
+    normalise: ArgNormalisation | None = None,
 ) -> pd.DataFrame:
     """Copy of ``rows`` with the per-row call columns every call metric reads
     (:func:`avv_scoring.metrics.calls.annotate_calls`): ``_tc_n`` (calls), ``_tc_valid``, ``_tc_invalid``,
     ``_tc_uncheckable``, ``_tc_parse_error`` (the ``tool_calls`` cell is not a JSON list: every call of the
     row counts as invalid), the parsed calls and the gold labels. A sample missing from ``tools_by_sample``
-    (or ``tools_by_sample=None``) makes its calls uncheckable."""
-    return annotate_calls(rows, tools_by_sample, gold_by_sample)
+    (or ``tools_by_sample=None``) makes its calls uncheckable. ``normalise`` = the argument normalisers (default:
+    all; :mod:`avv_scoring.metrics.normalisers`)."""
+    return annotate_calls(rows, tools_by_sample, gold_by_sample, normalise)
 
 
 def _schema_features(rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[Any]] | None = None) -> pd.DataFrame:
@@ -220,6 +227,7 @@ def _schema_features(rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[
 @produces(
     Metric("schema_accuracy", "Schema Accuracy", "rate", "higher", irf=True, threshold=("min", 0.98), table=True,
            per_repeat=True, order=30, table_order=4, interval=True, interval_order=4,
+           ratio=Ratio((("valid_calls", 1.0),), (("valid_calls", 1.0), ("invalid_calls", 1.0)), item_max=2.0),
            doc="valid calls / checkable calls of successful responses, whatever the finish_reason (a tool_calls "
                "finish without a call = 1 invalid call); missing with none"),
     Metric("schema_response_accuracy", "Schema Response Accuracy", "rate", "higher", per_repeat=True, order=290,
@@ -292,8 +300,10 @@ def compared_rows(rows: pd.DataFrame) -> pd.Series:
 
 
 def _mean_features(rows: pd.DataFrame, column: str) -> pd.DataFrame:
-    """``value`` (0 where absent) and ``present`` per row: compared rows (:func:`compared_rows`) with a value."""
-    values = pd.to_numeric(rows[column].astype("object"), errors="coerce").to_numpy(dtype=float)
+    """``value`` (0 where absent) and ``present`` per row: compared rows (:func:`compared_rows`) with a value (none
+    when the records predate ``column``)."""
+    cells = rows[column].astype("object") if column in rows.columns else pd.Series(NAN, index=rows.index)
+    values = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
     present = compared_rows(rows).to_numpy(dtype=bool) & ~np.isnan(values)
     return pd.DataFrame({"value": np.where(present, values, 0.0), "present": present.astype(int)}, index=rows.index)
 
@@ -320,6 +330,42 @@ def avg_tokens(sums: Sums) -> Columns:
     """
     n = count(sums["present"])
     return {"avg_tokens": rate(sums["value"], n), "usage_rows": n}
+
+
+@produces(
+    Metric("avg_cost", "Cost / Item", "num", "lower", order=405,
+           doc="mean cost over compared items (successful for every vendor of the model) that have one (a price and "
+               "usage); an agent task's first step; missing without a price"),
+    Metric("cost_rows", "Cost rows", "int", "none", order=406, doc="compared items with a cost"),
+)
+@additive(lambda rows: _mean_features(rows, "cost"))
+def avg_cost(sums: Sums) -> Columns:
+    """Mean cost per item, in the vendors' price currency (the record's ``cost``: its usage at its vendor's price).
+
+    ``avg_cost = mean(cost)`` over the *compared* items whose ``cost`` is present (``cost_rows``), like
+    ``avg_tokens``: items every vendor of the model answered, so a vendor cannot look cheap by failing the long
+    requests. Missing (never 0) for a vendor without a price or without usage.
+    """
+    n = count(sums["present"])
+    return {"avg_cost": rate(sums["value"], n), "cost_rows": n}
+
+
+@produces(
+    Metric("cost_spent", "Spent", "num", "none", order=407,
+           doc="Σ cost of every scored row: failed items and every step of an agent task included (what the vendor "
+               "billed for the scored items); missing when no row has a cost"),
+)
+def cost_spent(rows: pd.DataFrame) -> Columns:
+    """``cost_spent = Σ cost`` over the vendor's scored rows: each single request's row (failed ones too: a vendor
+    bills what it streamed) and every step of each agent task (``_tj_spent``). Not a ranking (a vendor that answered
+    more items spent more), so it has no direction. Missing when no row has a cost (no price)."""
+    single = pd.to_numeric(rows["cost"].astype("object"), errors="coerce") if "cost" in rows.columns \
+        else pd.Series(NAN, index=rows.index)
+    if TJ in rows.columns:
+        steps = pd.to_numeric(rows[TJ_SPENT].astype("object"), errors="coerce")
+        single = single.where(~rows[TJ].astype(bool), steps)
+    present = single.dropna()
+    return {"cost_spent": float(present.sum()) if len(present) else NAN}
 
 
 @produces(
@@ -398,6 +444,7 @@ def tps_stats(sums: Sums) -> Columns:
     Metric("finish_tool_calls", "Finish tool_calls", "int", "none", order=500,
            doc='successful items finishing with "tool_calls"'),
     Metric("finish_tool_calls_rate", "Finish-ToolCalls Rate", "rate", "none", per_repeat=True, order=510,
+           ratio=Ratio((("finish", 1.0),), (("items", 1.0),)),
            doc="finish_tool_calls / items (MiniMax Finish-ToolCalls-Rate; failed items stay in the denominator)"),
 )
 @additive(lambda rows: pd.DataFrame({"items": 1, "finish": positive(rows).astype(int)}, index=rows.index))
@@ -415,7 +462,8 @@ def finish_tool_calls_rate(sums: Sums) -> Columns:
     Metric("reasoning_only", "Reasoning-only", "int", "none", count=True, order=520,
            doc="successful responses with reasoning, blank content and no tool call"),
     Metric("reasoning_only_rate", "Reasoning-only Rate", "rate", "lower", threshold=("max", 0.0), per_repeat=True,
-           order=530, doc="reasoning_only / successful responses (MiniMax); missing with no successful response"),
+           order=530, ratio=Ratio((("reasoning_only", 1.0),), (("successes", 1.0),)),
+           doc="reasoning_only / successful responses (MiniMax); missing with no successful response"),
 )
 @additive(_reasoning_only_features)
 def reasoning_only_rate(sums: Sums) -> Columns:

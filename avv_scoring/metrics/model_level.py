@@ -21,6 +21,9 @@ columns declared here; the resampling and the tests are :mod:`avv_scoring.stats.
 - **Sample size**: ``<m>_detectable_gap`` = 2.80 × the bootstrap standard error (α = 0.05 two-sided, 80 %
   power), ``<m>_samples_2pt`` = samples a 2-point gap would need, for F1 and schema accuracy.
 - **Rank stability**: IRF on every resample; ``p_rank_first`` and ``rank_shares`` (``rank:share;…``).
+- **IRF with statistical ties** (``--irf-ties statistical``): ``irf_statistical``, IRF over ranks where vendors whose
+  paired 95 % interval of the difference contains 0 share their rank (:mod:`avv_scoring.stats.irf`), and
+  ``irf_tied_with``; missing with the published IRF alone (the default) or without resamples.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import numpy as np
 
 from avv_scoring.metrics.additive import NAN, Columns
 from avv_scoring.metrics.registry import Metric, interval_metrics, intervals_of, produces_derived
+from avv_scoring.stats.irf import statistical_irf
 from avv_scoring.stats.tests import (
     bootstrap_p_greater,
     detectable_gap,
@@ -114,6 +118,11 @@ def declarations(metrics: Sequence[Metric]) -> tuple[Metric, ...]:
                doc="share of bootstrap resamples in which the vendor ranks first by IRF (ties split evenly)"),
         Metric("rank_shares", "Rank shares", "text", "none", order=871,
                doc="share of resamples in which the vendor holds each IRF rank, as rank:share;… (ties split)"),
+        Metric("irf_statistical", "IRF (statistical ties)", "irf", "none", order=872,
+               doc="--irf-ties statistical: IRF over ranks where vendors not separated by the 95 % paired bootstrap "
+                   "interval of their difference share their (average) rank; missing otherwise"),
+        Metric("irf_tied_with", "IRF ties", "text", "none", order=873,
+               doc="--irf-ties statistical: per IRF input the vendors this one is tied with, as metric:a,b;…"),
     ]
     return tuple(out)
 
@@ -181,7 +190,25 @@ def uncertainty(model_table: ModelTable) -> dict[str, Columns]:
         row["p_rank_first"] = float(shares[j, 0]) if shares is not None else NAN
         row["rank_shares"] = _shares_text(shares[j]) if shares is not None else ""
         out[vendor] = row
+    _add_statistical_irf(out, vendors, fixed, draws, table)
     return out
+
+
+def _add_statistical_irf(out: dict[str, Columns], vendors: Sequence[str], fixed: Mapping[str, np.ndarray],
+                         draws: Any, table: ModelTable) -> None:
+    """``irf_statistical`` and ``irf_tied_with`` of every vendor (missing unless ``--irf-ties statistical`` and
+    resamples)."""
+    wanted = table.settings.irf_ties == "statistical" and draws is not None and bool(table.irf_metrics)
+    if wanted:
+        irf, tied_of = statistical_irf(fixed, {c: draws.metrics.get(c) for c in table.irf_metrics},
+                                       table.irf_metrics, table.settings.level)
+    for j, vendor in enumerate(vendors):
+        if not wanted:
+            out[vendor].update(irf_statistical=NAN, irf_tied_with="")
+            continue
+        ties = [f"{c}:{','.join(v for i, v in enumerate(vendors) if i != j and tied[j, i])}"
+                for c, tied in tied_of.items() if tied[j].sum() > 1 and not math.isnan(fixed[c][j])]
+        out[vendor].update(irf_statistical=float(irf[j]), irf_tied_with=";".join(ties))
 
 
 __all__ = ["declarations", "uncertainty"]

@@ -56,8 +56,32 @@ BASELINE_PARAM = "baseline_rows"
 MODEL_PARAM = "model_table"
 
 
+#: What a sample set must hold for a metric to exist (``Metric.needs``) → how the report says it is absent. A bound on
+#: such a metric is "not judged" when the scored samples lack it (:func:`avv_scoring.verdict.judged_thresholds`).
+NEEDS: dict[str, str] = {
+    "language": "no scored sample has a language check: expected_language or check_type",
+    "gold": "no scored sample has a gold label: expected_tool_call",
+    "gold_calls": "no scored sample has gold calls: expected_calls",
+    "agent": "no scored sample is an agent task",
+}
+
+
 class RegistryError(ValueError):
     """A metric declaration that contradicts the registry (raised at import of the declaring module)."""
+
+
+#: A linear combination of an additive form's per-item sums: ((sum name, weight), …).
+Terms = tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A metric as Σ numerator / Σ denominator over the per-item sums of its additive form: what
+    ``--avv-settle`` tests while the run goes on (:mod:`avv_scoring.stats.sequential`)."""
+
+    numerator: Terms  # e.g. (("tp", 2.0),)
+    denominator: Terms  # e.g. (("tp", 2.0), ("fp", 1.0), ("fn", 1.0)); each item's numerator ≤ its denominator
+    item_max: float = 1.0  # largest denominator of one item; a larger item is weighted down to it
 
 
 @dataclass(frozen=True)
@@ -79,6 +103,8 @@ class Metric:
     group: str = ""  # report.md table that shows it besides the headline/count tables ("correctness")
     interval: bool = False  # a 95 % bootstrap interval <column>_ci_low / _ci_high (needs an additive form)
     interval_order: int | None = None  # position among the intervals when it differs from ``order``
+    needs: str = ""  # what the sample set must hold for the metric to exist (a key of NEEDS); "" = nothing
+    ratio: Ratio | None = None  # Σa / Σb over its additive form's items: a bound on it can be settled early
 
     def __post_init__(self) -> None:
         where = f"metric {self.column!r}"
@@ -94,6 +120,11 @@ class Metric:
             raise RegistryError(f"{where}: an interval needs a rate or a number, not fmt {self.fmt!r}")
         if self.threshold is not None:
             check_limit(self, self.threshold)
+        if self.needs and self.needs not in NEEDS:
+            raise RegistryError(f"{where}: needs {self.needs!r} is not one of {', '.join(NEEDS)}")
+        if self.ratio is not None and (self.fmt != "rate" or not self.ratio.numerator or not self.ratio.denominator
+                                       or self.ratio.item_max <= 0):
+            raise RegistryError(f"{where}: a ratio form needs a rate, terms on both sides and item_max > 0")
         if "\n" in self.doc:
             raise RegistryError(f"{where}: doc is one line (the full formula belongs in the docstring)")
 

@@ -35,6 +35,8 @@ in the trajectory metrics below.
     avg_task_tokens      = mean over completed trajectories of Σ total_tokens of their steps (a trajectory with a
                            step that reported no usage is left out)
     avg_task_wall_s      = mean over completed trajectories of Σ wall_ms of their steps / 1000
+    avg_task_cost        = mean over completed trajectories of Σ cost of their steps (a trajectory with a step
+                           without cost — no price, no usage — is left out)
 
 Each rate is missing when its denominator is 0 (a run without agent tasks shows none). A vendor's failure never
 improves these: a failed step ends its trajectory as ``failed`` (not completed, not recovered); steps, tokens and
@@ -72,9 +74,12 @@ TJ_RECOVERED = "_tj_recovered"
 TJ_LOOP = "_tj_loop"
 TJ_TOKENS = "_tj_tokens"
 TJ_WALL_MS = "_tj_wall_ms"
+TJ_COST = "_tj_cost"  # Σ cost of the steps; missing when a step has none
+TJ_SPENT = "_tj_spent"  # Σ cost of the steps that have one (what the trajectory cost); missing when none has
 TJ_PATH = "_tj_path"  # "1 name(args) · 2 name(args) · 3 answer" for disagreements.csv
 TJ_ANSWER = "_tj_answer"  # the final answer's content ("" without one)
-HELPERS = (TJ, TJ_STEPS, TJ_END, TJ_ERROR, TJ_RECOVERED, TJ_LOOP, TJ_TOKENS, TJ_WALL_MS, TJ_PATH, TJ_ANSWER)
+HELPERS = (TJ, TJ_STEPS, TJ_END, TJ_ERROR, TJ_RECOVERED, TJ_LOOP, TJ_TOKENS, TJ_WALL_MS, TJ_COST, TJ_SPENT, TJ_PATH,
+           TJ_ANSWER)
 
 
 def has_steps(frame: pd.DataFrame) -> bool:
@@ -153,6 +158,8 @@ def summarise_one(steps: list[dict[str, Any]]) -> dict[str, Any]:
     counts = Counter((c.name, c.key) for s in steps if s["_ok"] for c in s[CALLS])
     tokens = [s.get("total_tokens") for s in steps]
     walls = [s.get("wall_ms") for s in steps]
+    costs = [s.get("cost") for s in steps]
+    priced = [c for c in costs if not is_missing(c)]
     path = []
     for s in steps:
         shown = (", ".join(_show(c) for c in s[CALLS]) if s[CALLS] else
@@ -163,7 +170,8 @@ def summarise_one(steps: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         TJ: True, TJ_STEPS: len(steps), TJ_END: end, TJ_ERROR: injected_at is not None, TJ_RECOVERED: recovered,
         TJ_LOOP: bool(counts) and max(counts.values()) >= LOOP_REPEATS,
-        TJ_TOKENS: _total(tokens), TJ_WALL_MS: _total(walls),
+        TJ_TOKENS: _total(tokens), TJ_WALL_MS: _total(walls), TJ_COST: _total(costs),
+        TJ_SPENT: _total(priced) if priced else NAN,
         TJ_PATH: " · ".join(path), TJ_ANSWER: answer if end != "failed" and not last[CALLS] else "",
     }
 
@@ -174,7 +182,7 @@ def summarise(records: pd.DataFrame) -> pd.DataFrame:
     :func:`~avv_scoring.load.dedupe_with_steps`, annotated by :func:`avv_scoring.metrics.calls.annotate_calls`."""
     step = step_numbers(records)
     blank = {TJ: False, TJ_STEPS: NAN, TJ_END: None, TJ_ERROR: False, TJ_RECOVERED: False, TJ_LOOP: False,
-             TJ_TOKENS: NAN, TJ_WALL_MS: NAN, TJ_PATH: None, TJ_ANSWER: None}
+             TJ_TOKENS: NAN, TJ_WALL_MS: NAN, TJ_COST: NAN, TJ_SPENT: NAN, TJ_PATH: None, TJ_ANSWER: None}
     if not step.notna().any():
         return records.assign(**{k: pd.Series([v] * len(records), index=records.index, dtype="object")
                                  for k, v in blank.items()})
@@ -205,7 +213,7 @@ def trajectories_of(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 @produces(
-    Metric("task_completion_rate", "Task Completion", "rate", "higher", order=800, group="agent",
+    Metric("task_completion_rate", "Task Completion", "rate", "higher", order=800, group="agent", needs="agent",
            doc="completed trajectories / trajectories (final answer within max_steps meeting the gold end; "
                "failed ones count)"),
     Metric("trajectories", "Trajectories", "int", "none", order=805, group="agent",
@@ -232,9 +240,9 @@ def _steps_by_pair(rows: pd.DataFrame) -> dict[tuple[str, int], int]:
 
 
 @produces(
-    Metric("avg_steps", "Avg Steps", "num", "lower", order=810, group="agent",
+    Metric("avg_steps", "Avg Steps", "num", "lower", order=810, group="agent", needs="agent",
            doc="mean steps (requests) over completed trajectories"),
-    Metric("steps_delta", "Steps Δ", "num", "lower", order=815, group="agent",
+    Metric("steps_delta", "Steps Δ", "num", "lower", order=815, group="agent", needs="agent",
            doc="mean over steps_pairs of vendor steps − baseline steps (trajectory length against the baseline)"),
     Metric("steps_pairs", "Steps pairs", "int", "none", order=816, group="agent",
            doc="(sample_id, repeat) where the vendor's and the baseline's trajectories both completed"),
@@ -250,12 +258,12 @@ def trajectory_steps(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[st
 
 
 @produces(
-    Metric("recovery_rate", "Recovery", "rate", "higher", order=820, group="agent",
+    Metric("recovery_rate", "Recovery", "rate", "higher", order=820, group="agent", needs="agent",
            doc="recovered / error_trajectories: after the injected tool error at least one more tool call, then "
                "completed"),
     Metric("error_trajectories", "Error trajectories", "int", "none", order=821, group="agent",
            doc="trajectories in which the injected tool error was sent"),
-    Metric("loop_rate", "Loop Rate", "rate", "lower", order=825, group="agent",
+    Metric("loop_rate", "Loop Rate", "rate", "lower", order=825, group="agent", needs="agent",
            doc="trajectories with one call (name, canonical arguments) made ≥ 3 times / trajectories not ended failed"),
 )
 def trajectory_recovery(rows: pd.DataFrame) -> dict[str, Any]:
@@ -270,21 +278,27 @@ def trajectory_recovery(rows: pd.DataFrame) -> dict[str, Any]:
 
 
 @produces(
-    Metric("avg_task_tokens", "Tokens / Task", "num", "lower", order=830, group="agent",
+    Metric("avg_task_tokens", "Tokens / Task", "num", "lower", order=830, group="agent", needs="agent",
            doc="mean over completed trajectories of Σ total_tokens of their steps (left out: a step without usage)"),
-    Metric("avg_task_wall_s", "Wall s / Task", "num", "lower", order=835, group="agent",
+    Metric("avg_task_wall_s", "Wall s / Task", "num", "lower", order=835, group="agent", needs="agent",
            doc="mean over completed trajectories of Σ wall_ms of their steps / 1000"),
+    Metric("avg_task_cost", "Cost / Task", "num", "lower", order=838, group="agent",
+           doc="mean over completed trajectories of Σ cost of their steps (left out: a step without cost); missing "
+               "without a price"),
 )
 def task_cost(rows: pd.DataFrame) -> dict[str, Any]:
     """``avg_task_tokens`` = mean Σ ``total_tokens`` per completed trajectory (one whose steps did not all report
     usage is left out); ``avg_task_wall_s`` = mean Σ ``wall_ms`` / 1000 per completed trajectory (retries and
-    back-off included)."""
+    back-off included); ``avg_task_cost`` = mean Σ ``cost`` per completed trajectory (one with a step without cost
+    is left out: no price, or no usage)."""
     done = trajectories_of(rows)
     done = done[done[TJ_END] == COMPLETED]
     tokens = pd.to_numeric(done[TJ_TOKENS], errors="coerce").dropna()
     walls = pd.to_numeric(done[TJ_WALL_MS], errors="coerce").dropna()
+    costs = pd.to_numeric(done[TJ_COST], errors="coerce").dropna()
     return {"avg_task_tokens": float(tokens.mean()) if len(tokens) else NAN,
-            "avg_task_wall_s": float(walls.mean()) / 1000.0 if len(walls) else NAN}
+            "avg_task_wall_s": float(walls.mean()) / 1000.0 if len(walls) else NAN,
+            "avg_task_cost": float(costs.mean()) if len(costs) else NAN}
 
 
 # ----------------------------------------------------------------------------------------- disagreements

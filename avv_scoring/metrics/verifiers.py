@@ -49,6 +49,7 @@ def _language_features(rows: pd.DataFrame) -> pd.DataFrame:
 
 @produces(
     Metric("language_following_rate", "Language Following", "rate", "higher", per_repeat=True, order=540,
+           needs="language",
            doc="valid / checked; checked = successful responses with content whose sample has a language check "
                "(expected_language, check_type); missing with none"),
     Metric("language_following_checked", "Language checked", "int", "none", count=True, order=550,

@@ -63,6 +63,8 @@ def result_dict(result: ScoreResult) -> dict[str, Any]:
         "thresholds_preset": result.thresholds.name,
         "irf_metrics": list(result.irf_metrics),
         "statistics": result.stats.to_dict(),
+        "arg_normalise": result.arg_normalise.to_dict(),
+        "not_judged": {model: list(skipped) for model, skipped in result.not_judged.items()},
         "baselines": result.baselines,
         "warnings": result.warnings,
         "columns": list(SCORE_COLUMNS),

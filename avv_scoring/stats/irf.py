@@ -13,19 +13,33 @@ summed over the metrics where the vendor has a value: a missing value contribute
 worse than the last rank. With the six default metrics IRF lies in (0, 1]. Averaged ties reproduce all eight
 tables published by Agent Vendor Verifier exactly (to 4 decimals); competition ("1224"), dense,
 max and ordinal ranking do not.
+
+**Statistical ties** (``--irf-ties statistical``, opt-in; the published IRF above stays the default): IRF ranks
+positions, not differences, so a vendor that wins a metric by 0.5 % of noise gets the same rank step as one that
+wins by half. With statistical ties, two vendors are *separated* on a metric when the 95 % paired bootstrap interval
+of their difference (resampling sample ids, as every interval of the report) excludes 0, and *tied* otherwise
+(a metric that is not resampled: tied only when the values are equal). Each vendor's rank is then::
+
+    rank_v = 1 + #{u separated from v and better} + ½ · #{u ≠ v tied with v}
+
+which is the published average rank when "tied" means "equal" (a group of tied vendors shares the average of the
+ranks it spans), and ``irf_statistical`` is the IRF sum over these ranks (:func:`statistical_irf`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from avv_core.errors import InputError
 from avv_scoring.metrics.registry import irf_inputs, is_metric, metric
 
 IRF_K = 5.0
+#: ``--irf-ties``: ``published`` (AVV's IRF alone) or ``statistical`` (also ``irf_statistical``).
+IRF_TIES: tuple[str, ...] = ("published", "statistical")
 
 
 def default_irf_metrics() -> dict[str, bool]:
@@ -127,3 +141,55 @@ def add_irf(table: pd.DataFrame, metrics: MetricsSpec = None, *, k: float = IRF_
     out = table.copy()
     out["irf"] = irf_scores(table, metrics, k=k)
     return out
+
+
+# ------------------------------------------------------------------------------------------ statistical ties
+
+
+def tied_by_bootstrap(values: np.ndarray, draws: np.ndarray | None, level: float = 0.95) -> np.ndarray:
+    """``(vendors, vendors)`` bool: vendors u and v are tied on one metric (module docstring). ``values`` = the
+    observed values; ``draws`` = ``(resamples, vendors)`` paired bootstrap values, or None (not resampled: tied only
+    when equal). A pair without a present draw of its difference is tied only when equal."""
+    x = np.asarray(values, dtype=float)
+    equal = x[:, None] == x[None, :]
+    if draws is None or not np.size(draws):
+        return equal
+    d = np.asarray(draws, dtype=float)
+    diff = d[:, :, None] - d[:, None, :]  # (resamples, v, u)
+    present = ~np.isnan(diff).all(axis=0)
+    low = np.full(equal.shape, np.nan)
+    high = np.full(equal.shape, np.nan)
+    if present.any():
+        cut = diff[:, present]
+        low[present] = np.nanpercentile(cut, 50.0 * (1.0 - level), axis=0)
+        high[present] = np.nanpercentile(cut, 50.0 * (1.0 + level), axis=0)
+    return np.where(present, (low <= 0.0) & (high >= 0.0), equal)
+
+
+def statistical_ranks(values: np.ndarray, tied: np.ndarray, higher_is_better: bool) -> np.ndarray:
+    """Ranks (1 = best) with statistical ties: ``1 + #{separated and better} + ½ · #{other tied}``; a missing value
+    is unranked (NaN) and counts for no other vendor."""
+    x = np.asarray(values, dtype=float)
+    present = ~np.isnan(x)
+    n = len(x)
+    other = present[None, :] & ~np.eye(n, dtype=bool)
+    better = (x[None, :] > x[:, None]) if higher_is_better else (x[None, :] < x[:, None])
+    ties = tied & other
+    ranks = 1.0 + (better & ~tied & other).sum(axis=1) + 0.5 * ties.sum(axis=1)
+    return np.where(present, ranks, np.nan)
+
+
+def statistical_irf(values: Mapping[str, np.ndarray], draws: Mapping[str, np.ndarray | None],
+                    metrics: Mapping[str, bool], level: float = 0.95,
+                    *, k: float = IRF_K) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """IRF over statistical ranks for one model's vendors (module docstring), and per metric the tie matrix.
+    ``values`` / ``draws``: metric → the vendors' observed values / their paired bootstrap draws (None: not
+    resampled); ``metrics`` = the IRF inputs (column → higher is better)."""
+    total: np.ndarray | None = None
+    tied_of: dict[str, np.ndarray] = {}
+    for column, higher in metrics.items():
+        x = np.asarray(values[column], dtype=float)
+        tied_of[column] = tied = tied_by_bootstrap(x, draws.get(column), level)
+        part = np.nan_to_num(1.0 / (statistical_ranks(x, tied, higher) + k), nan=0.0)
+        total = part if total is None else total + part
+    return (np.zeros(0) if total is None else total.round(12)), tied_of

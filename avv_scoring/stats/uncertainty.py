@@ -42,7 +42,7 @@ from avv_scoring.metrics.registry import (
     irf_inputs,
 )
 from avv_scoring.metrics.vendor_table import FeatureFrames
-from avv_scoring.stats.irf import IRF_K
+from avv_scoring.stats.irf import IRF_K, IRF_TIES
 from avv_scoring.stats.noise_floor import SELF_SUMS, self_sums
 from avv_scoring.stats.tests import (
     average_ranks,
@@ -70,6 +70,7 @@ class StatsSettings:
     alpha: float = 0.05  # test level of the statistical verdict
     power: float = 0.80  # power of the detectable gap
     verdict: str = "threshold"  # "threshold" (fixed bounds) or "statistical" (agreement against the noise floor)
+    irf_ties: str = "published"  # "published" (AVV's IRF) or "statistical" (also irf_statistical: stats/irf.py)
 
     def __post_init__(self) -> None:
         if isinstance(self.resamples, bool) or not isinstance(self.resamples, int) or self.resamples < 0:
@@ -81,6 +82,8 @@ class StatsSettings:
                 raise ValueError(f"{name} must lie strictly between 0 and 1, got {getattr(self, name)!r}")
         if self.verdict not in VERDICT_MODES:
             raise ValueError(f"verdict must be one of {', '.join(VERDICT_MODES)}, got {self.verdict!r}")
+        if self.irf_ties not in IRF_TIES:
+            raise ValueError(f"irf_ties must be one of {', '.join(IRF_TIES)}, got {self.irf_ties!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

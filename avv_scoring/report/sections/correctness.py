@@ -4,6 +4,8 @@ any of them is non-zero."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from avv_core.measures import is_missing
 from avv_scoring.metrics.registry import group_metrics
 from avv_scoring.report.escape import markdown_table
@@ -16,19 +18,30 @@ CORRECTNESS_LAYOUT: tuple[Column, ...] = tuple(Column(m.header, m.column, m.fmt)
                                                for m in group_metrics("correctness"))
 
 
-def model_correctness(result: ScoreResult, model: str) -> Table | None:
+@dataclass(frozen=True)
+class Correctness:
+    """One model's table and the argument normalisers its values were compared with."""
+
+    table: Table
+    normalisers: str  # ArgNormalisation.text()
+
+
+def model_correctness(result: ScoreResult, model: str) -> Correctness | None:
     """None when every correctness value of the model is missing or zero."""
     rows = result.model_scores(model).to_dict("records")
     values = [row.get(c.column) for row in rows for c in CORRECTNESS_LAYOUT]
     if not any(not is_missing(v) and v != 0 for v in values):
         return None
-    return Table(("Vendor", *(c.header for c in CORRECTNESS_LAYOUT)),
-                 tuple((vendor_label(row), *(c.cell(row) for c in CORRECTNESS_LAYOUT)) for row in rows))
+    return Correctness(Table(("Vendor", *(c.header for c in CORRECTNESS_LAYOUT)),
+                             tuple((vendor_label(row), *(c.cell(row) for c in CORRECTNESS_LAYOUT)) for row in rows)),
+                       result.arg_normalise.text())
 
 
-def markdown(part: Table) -> list[str]:
+def markdown(part: Correctness) -> list[str]:
     return ["Tool-call correctness (against the baseline over call pairs, and against the samples' gold labels; "
-            "definitions in docs/scoring.md):", markdown_table(part.headers, part.rows)]
+            "definitions in docs/scoring.md). Argument values normalised before Args Match, Args F1 and Gold Args "
+            f"F1: {part.normalisers}; Gold Args Acc compares exact values:",
+            markdown_table(part.table.headers, part.table.rows)]
 
 
 SECTION = ModelSection("correctness", "Tool-call correctness", 70, model_correctness, markdown)

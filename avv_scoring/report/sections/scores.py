@@ -42,6 +42,7 @@ class ModelScores:
     missing_inputs: tuple[tuple[str, ...], ...]  # per row: the IRF inputs it lacks
     limits: Mapping[str, Limit]  # metric column → its verdict limit
     disagreements: tuple[tuple[str, int], ...]  # (vendor, items that differ from the baseline or gold), most first
+    not_judged: tuple[str, ...] = ()  # bounds left out of this model's verdicts, each "column (why)"
 
 
 def model_scores(result: ScoreResult, model: str) -> ModelScores:
@@ -54,7 +55,13 @@ def model_scores(result: ScoreResult, model: str) -> ModelScores:
         missing_inputs=tuple(tuple(m for m in result.irf_metrics if is_missing(row.get(m))) for row in rows),
         limits={column: cast(Limit, (kind, bound)) for column, kind, bound in result.thresholds.checks()},
         disagreements=tuple((str(vendor), int(n)) for vendor, n in differing.items()),
+        not_judged=tuple(result.not_judged.get(model, ())),
     )
+
+
+def not_judged_line(part: ModelScores) -> str | None:
+    """``Not judged (reported without a verdict): …`` when the model's verdicts left bounds out."""
+    return ("Not judged (reported without a verdict): " + "; ".join(part.not_judged)) if part.not_judged else None
 
 
 def verdict_line(row: Row, name: Callable[[Any], str] = str) -> str:
@@ -81,6 +88,8 @@ def repeat_line(row: Row, name: Callable[[Any], str] = str) -> str | None:
 def markdown(part: ModelScores) -> list[str]:
     blocks = [markdown_table([c.header for c in TABLE_LAYOUT], part.cells),
               "Verdicts:", "\n".join(f"- {verdict_line(row, markdown_text)}" for row in part.rows)]
+    skipped = not_judged_line(part)
+    blocks += [markdown_text(skipped)] if skipped else []
     repeats = [line for line in (repeat_line(row, markdown_text) for row in part.rows) if line]
     return blocks + (["Repeats:", "\n".join(f"- {line}" for line in repeats)] if repeats else [])
 
@@ -115,7 +124,8 @@ def html(parts: Parts[ModelScores], palette: Palette) -> str:
             body.append(f'<tr><td class="l">{html_text(label)}</td>{verdict}{tds}</tr>')
         blocks.append(f"<h3>{html_text(model)} <span class=meta>(baseline: {html_text(part.baseline)})</span></h3>"
                       f"<div class=wrap><table><thead>{head}{limit_row}</thead><tbody>{''.join(body)}"
-                      "</tbody></table></div>")
+                      "</tbody></table></div>"
+                      + (f"<p class=meta>{html_text(not_judged_line(part))}</p>" if part.not_judged else ""))
         ax = axes[0][index]
         rows = part.rows[::-1]
         ax.barh([str(r["vendor"]) for r in rows], [0.0 if is_missing(r.get("irf")) else float(r["irf"]) for r in rows],
@@ -140,6 +150,9 @@ def terminal(parts: Parts[ModelScores]) -> list[str]:
             if missing:
                 extra.append("missing: " + ", ".join(missing))
             out.append("  " + verdict_line(row) + (f"  [{'; '.join(extra)}]" if extra else ""))
+        skipped = not_judged_line(part)
+        if skipped:
+            out.append("  " + skipped)
         if part.disagreements:
             out.append("  tool-call disagreements (disagreements.csv): "
                        + ", ".join(f"{vendor} {n}" for vendor, n in part.disagreements))

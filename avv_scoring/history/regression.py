@@ -1,0 +1,221 @@
+"""Is a vendor worse than in its previous run? The paired tests between two runs of one vendor (scoring layer,
+pure over pandas / numpy; :mod:`.trend` picks the runs, :mod:`avv_scoring.stats.tests` does the math).
+
+Per-item outcomes come from the history's ``items`` table (docs/history.md). The two runs are paired **by
+sample**: only the sample ids both runs hold count, items by (sample, repeat), and every resample keeps a
+sample's repeats together (as the intervals of one run do, docs/scoring.md "Is the difference real?").
+
+The tests, each declared once in :data:`TESTS`:
+
+- ``trigger_agreement`` — per item, the vendor made the same call/no-call decision as the run's baseline (both
+  successful). McNemar's exact test (:func:`~avv_scoring.stats.tests.sign_test_p`) on the samples whose agreement
+  went down against those whose agreement went up (per sample, Σ over its repeats of after − before).
+- ``tool_match`` — per item where the vendor and the baseline both called, the same multiset of tool names.
+  McNemar as above.
+- ``success_rate``, ``schema_valid_rate`` (items with calls whose every call is valid) — a paired bootstrap
+  (:func:`~avv_scoring.stats.tests.resample_counts`: the same resampled samples for both runs) of the rate
+  difference.
+- ``ttft_p50_ms``, ``tps_p50`` — a paired bootstrap of the difference of the medians of successful items
+  (:func:`~avv_scoring.stats.tests.weighted_percentiles`).
+
+A bootstrap test is a Wald test on the bootstrap standard error: ``z = d / se(d*)``, ``p = 2·(1 − Φ(|z|))``
+(``se = 0``: ``p = 0`` when ``d ≠ 0``, else 1), so p is not limited to ``1/(B + 1)``. The baseline vendor is the
+reference of the trigger and tool tests, so it gets only the other four.
+
+**Flagged** when, after Holm's adjustment over the vendor's tests of this comparison, ``p < ALPHA`` (0.001: a
+nightly job compares every vendor every night, so each vendor's chance of one false flag per night is kept at
+0.1 %) **and** the change is at least the test's minimum effect (:data:`TESTS`: 5 points of a rate; 20 % of the
+earlier median and 20 ms for TTFT; 20 % for TPS), so a change too small to matter never pages anyone. A flagged
+change in the metric's worse direction is a **regression**, the other way an **improvement**.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from avv_scoring.stats.tests import holm, ratio, resample_counts, sign_test_p, standard_error, weighted_percentiles
+
+#: Family-wise level per vendor and comparison (Holm over its tests).
+ALPHA = 0.001
+#: Bootstrap resamples of the between-run tests, and their seed: a Wald test needs only the standard error, which
+#: 200 resamples give within ~5 % (1/√(2B)); the medians' resamples cost B × items.
+RESAMPLES = 200
+SEED = 17
+
+#: The medians' bootstrap costs resamples × items: it uses the first ``MEDIAN_CELLS // items`` resamples (at least
+#: MEDIAN_MIN_RESAMPLES, at most all), so a run of 300 k items per vendor still takes well under a second per test.
+MEDIAN_CELLS = 20_000_000
+MEDIAN_MIN_RESAMPLES = 50
+
+Kind = Literal["mcnemar", "rate", "median"]
+KEYS = ["sample_id", "repeat"]
+
+
+@dataclass(frozen=True)
+class RegressionTest:
+    """One between-run test: what it compares, how, and the smallest change it flags."""
+
+    key: str  # the name in trend.md / the change rows (a registry column where one exists)
+    header: str
+    kind: Kind
+    better: Literal["higher", "lower"]
+    min_effect: float  # an absolute difference of a rate, or (medians) a share of the earlier median
+    min_abs: float = 0.0  # medians: the absolute floor as well (ms for TTFT)
+    baseline_too: bool = True  # False: the baseline vendor is its own reference, not tested
+
+
+TESTS: tuple[RegressionTest, ...] = (
+    RegressionTest("trigger_agreement", "Trigger agreement", "mcnemar", "higher", 0.05, baseline_too=False),
+    RegressionTest("tool_match", "Tool match", "mcnemar", "higher", 0.05, baseline_too=False),
+    RegressionTest("success_rate", "Success rate", "rate", "higher", 0.05),
+    RegressionTest("schema_valid_rate", "Schema-valid items", "rate", "higher", 0.05),
+    RegressionTest("ttft_p50_ms", "TTFT p50 (ms)", "median", "lower", 0.20, min_abs=20.0),
+    RegressionTest("tps_p50", "TPS p50", "median", "higher", 0.20),
+)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One test of one vendor between two runs."""
+
+    test: str
+    n: int  # paired items (McNemar, rates) or items of both runs (medians)
+    before: float
+    after: float
+    effect: float  # after − before (a rate difference, or the median difference)
+    relative: float  # effect / before (medians; NaN for rates)
+    p: float
+    p_holm: float
+    flagged: bool
+    direction: str  # "regression" | "improvement" | ""
+
+
+def outcomes(items: pd.DataFrame, baseline: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    """Per test, one run's (sample_id, repeat, value) of one vendor; ``baseline`` = the baseline's items of the same
+    run (None for the baseline itself)."""
+    out: dict[str, pd.DataFrame] = {}
+    ok = items[items["success"] == 1]
+    if baseline is not None:
+        both = ok.merge(baseline[baseline["success"] == 1], on=KEYS, suffixes=("", "_b"))
+        out["trigger_agreement"] = both[KEYS].assign(value=(both["called"] == both["called_b"]).astype(float))
+        calls = both[both["tools_sig"].notna() & both["tools_sig_b"].notna()]
+        out["tool_match"] = calls[KEYS].assign(value=(calls["tools_sig"] == calls["tools_sig_b"]).astype(float))
+    out["success_rate"] = items[KEYS].assign(value=items["success"].astype(float))
+    valid = items[items["schema_valid"].notna()]
+    out["schema_valid_rate"] = valid[KEYS].assign(value=valid["schema_valid"].astype(float))
+    for key, column in (("ttft_p50_ms", "ttft_ms"), ("tps_p50", "tps")):
+        present = ok[ok[column].notna()]
+        out[key] = present[KEYS].assign(value=present[column].astype(float))
+    return out
+
+
+def _mcnemar(a: pd.DataFrame, b: pd.DataFrame) -> tuple[int, float, float, float]:
+    pairs = a.merge(b, on=KEYS, suffixes=("_a", "_b"))
+    if pairs.empty:
+        return 0, math.nan, math.nan, math.nan
+    net = (pairs["value_b"] - pairs["value_a"]).groupby(pairs["sample_id"]).sum()
+    p = sign_test_p(int((net > 0).sum()), int((net < 0).sum()))
+    return len(pairs), float(pairs["value_a"].mean()), float(pairs["value_b"].mean()), p
+
+
+def _wald_p(observed: float, draws: np.ndarray) -> float:
+    if math.isnan(observed):
+        return math.nan
+    se = standard_error(draws)
+    if math.isnan(se) or se == 0.0:
+        return 0.0 if observed != 0.0 else 1.0
+    return 2.0 * (1.0 - NormalDist().cdf(abs(observed) / se))
+
+
+class Resamples:
+    """The bootstrap weights of one comparison, drawn once and shared by its tests: resample ``b`` draws the
+    comparison's sample ids (both runs' together) with replacement; ``weights`` are the chunks of
+    :func:`~avv_scoring.stats.tests.resample_counts`."""
+
+    def __init__(self, sample_ids: np.ndarray, resamples: int, seed: int):
+        self.ids = np.sort(sample_ids)  # unique ids; a unit is its position here
+        self.weights = list(resample_counts(len(self.ids), resamples, seed))
+
+    def units(self, frame: pd.DataFrame) -> np.ndarray:
+        return np.searchsorted(self.ids, frame["sample_id"].to_numpy())
+
+    def first(self, rows: int) -> list[np.ndarray]:
+        """The weights of the first ``rows`` resamples."""
+        out, left = [], rows
+        for chunk in self.weights:
+            if left <= 0:
+                break
+            out.append(chunk[:left])
+            left -= len(chunk)
+        return out
+
+
+def _bootstrap_rate(a: pd.DataFrame, b: pd.DataFrame, draws: Resamples) -> tuple[int, float, float, float]:
+    pairs = a.merge(b, on=KEYS, suffixes=("_a", "_b"))
+    if pairs.empty:
+        return 0, math.nan, math.nan, math.nan
+    units, n = draws.units(pairs), len(draws.ids)
+    den = np.bincount(units, minlength=n).astype(float)
+    num_a = np.bincount(units, weights=pairs["value_a"].to_numpy(dtype=float), minlength=n)
+    num_b = np.bincount(units, weights=pairs["value_b"].to_numpy(dtype=float), minlength=n)
+    before, after = num_a.sum() / den.sum(), num_b.sum() / den.sum()
+    diffs = [ratio(w @ num_b - w @ num_a, w @ den) for w in draws.weights]
+    return len(pairs), float(before), float(after), _wald_p(after - before, np.concatenate(diffs) if diffs else
+                                                           np.array([]))
+
+
+def _bootstrap_median(a: pd.DataFrame, b: pd.DataFrame, draws: Resamples) -> tuple[int, float, float, float]:
+    a, b = a[a["sample_id"].isin(b["sample_id"].unique())], b[b["sample_id"].isin(a["sample_id"].unique())]
+    if a.empty or b.empty:
+        return 0, math.nan, math.nan, math.nan
+    va, vb = a["value"].to_numpy(dtype=float), b["value"].to_numpy(dtype=float)
+    ua, ub = draws.units(a), draws.units(b)
+    before, after = float(np.median(va)), float(np.median(vb))
+    rows = max(MEDIAN_MIN_RESAMPLES, MEDIAN_CELLS // max(len(va), len(vb)))
+    diffs = [weighted_percentiles(vb, ub, w, 50.0) - weighted_percentiles(va, ua, w, 50.0) for w in draws.first(rows)]
+    return len(a) + len(b), before, after, _wald_p(after - before, np.concatenate(diffs) if diffs else np.array([]))
+
+
+RUNNERS: dict[str, Callable[[pd.DataFrame, pd.DataFrame, Resamples], tuple[int, float, float, float]]] = {
+    "mcnemar": lambda a, b, draws: _mcnemar(a, b),
+    "rate": _bootstrap_rate,
+    "median": _bootstrap_median,
+}
+
+
+def compare(before: dict[str, pd.DataFrame], after: dict[str, pd.DataFrame], is_baseline: bool,
+            resamples: int = RESAMPLES, seed: int = SEED, alpha: float = ALPHA) -> list[Change]:
+    """Every test of one vendor between two runs (:func:`outcomes` of each), Holm-adjusted, flagged as in the
+    module docstring."""
+    tests = [t for t in TESTS if t.key in before and t.key in after and (t.baseline_too or not is_baseline)]
+    frames = [frame["sample_id"].to_numpy() for t in tests if t.kind != "mcnemar" for frame in (before[t.key],
+                                                                                                  after[t.key])]
+    draws = Resamples(pd.unique(np.concatenate(frames)) if frames else np.array([]), resamples, seed)
+    raw = []
+    for test in tests:
+        n, x, y, p = RUNNERS[test.kind](before[test.key], after[test.key], draws)
+        raw.append((test, n, x, y, p))
+    adjusted = holm([p for *_, p in raw])
+    changes = []
+    for (test, n, x, y, p), p_holm in zip(raw, adjusted, strict=True):
+        effect = y - x
+        relative = effect / x if test.kind == "median" and x else math.nan
+        if test.kind == "median":
+            big = abs(relative) >= test.min_effect and abs(effect) >= test.min_abs
+        else:
+            big = abs(effect) >= test.min_effect
+        flagged = bool(n) and not math.isnan(p_holm) and p_holm < alpha and big
+        worse = effect < 0 if test.better == "higher" else effect > 0
+        direction = ("regression" if worse else "improvement") if flagged else ""
+        changes.append(Change(test.key, n, x, y, effect, relative, p, p_holm, flagged, direction))
+    return changes
+
+
+__all__ = ["ALPHA", "RESAMPLES", "SEED", "TESTS", "Change", "RegressionTest", "compare", "outcomes"]

@@ -1,0 +1,237 @@
+"""The run history (avv_scoring/history): the schema and its versions, adding runs (idempotent, read back equal to
+avv-score), the between-run tests on a synthetic history with two known changes, the trend outputs, the
+``--fail-on-regression`` exit status, and the README's ad-hoc queries. Unit tier: no subprocess."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from avv_core.errors import InputError
+from avv_scoring.cli import main as score_main
+from avv_scoring.history import (
+    SCHEMA_VERSION,
+    TrendOptions,
+    add_result,
+    compute_trend,
+    connect,
+    render_markdown,
+    render_terminal,
+)
+from avv_scoring.history import db as history_db
+from avv_scoring.history.store import item_frame
+from avv_scoring.metrics.registry import METRICS
+from tests import history_records as hr
+from tests.builders import write_jsonl, write_run
+from tests.sim_records import TOOLS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> Path:
+    """Six small runs of history seed 0 (the changes from run 5 on; no intervals), in one database. The exact
+    flags of the full-size history are tests/test_history_integration.py's."""
+    path = tmp_path_factory.mktemp("history") / "h.sqlite"
+    conn = connect(path)
+    for run in range(1, 7):
+        assert add_result(conn, *hr.scored_run(0, run, samples=30, resamples=0)).added
+    conn.close()
+    return path
+
+
+# ------------------------------------------------------------------------------------------- the schema
+
+
+def test_a_new_file_gets_the_current_schema_and_every_table(tmp_path):
+    conn = connect(tmp_path / "h.sqlite")
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert tables == {"schema_version", "runs", "vendors", "metrics", "items"}
+    assert history_db.schema_version(conn) == SCHEMA_VERSION
+
+
+def test_a_newer_schema_is_refused_and_an_older_one_migrated_or_refused(tmp_path, monkeypatch):
+    path = tmp_path / "h.sqlite"
+    connect(path).close()
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+    with pytest.raises(InputError, match="newer avv-locust"):
+        connect(path)
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE schema_version SET version = 0")
+    with pytest.raises(InputError, match="cannot be migrated.*re-import"):
+        connect(path)
+    steps = []
+    monkeypatch.setattr(history_db, "MIGRATIONS", {0: lambda conn: steps.append(conn.execute("SELECT 1"))})
+    assert history_db.schema_version(connect(path)) == SCHEMA_VERSION and len(steps) == 1
+
+
+def test_a_file_that_is_not_a_history_is_refused(tmp_path):
+    (tmp_path / "x.sqlite").write_text("not a database " * 100)
+    with pytest.raises(InputError, match="not a history database"):
+        connect(tmp_path / "x.sqlite")
+    with pytest.raises(InputError, match="no such history database"):
+        connect(tmp_path / "missing.sqlite", create=False)
+
+
+# ------------------------------------------------------------------------------------------- adding runs
+
+
+def test_adding_the_same_run_twice_adds_nothing(tmp_path):
+    conn = connect(tmp_path / "h.sqlite")
+    result, manifest = hr.scored_run(1, 1, samples=20)
+    first = add_result(conn, result, manifest)
+    counts = [conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("runs", "vendors", "metrics", "items")]
+    again = add_result(conn, result, manifest)
+    assert first.added and first.items == 4 * 20 * hr.REPEATS and not again.added and again.items == 0
+    assert counts == [conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                      for t in ("runs", "vendors", "metrics", "items")]
+    assert counts == [1, 4, 4 * len(METRICS), 4 * 20 * hr.REPEATS]
+
+
+def _run_folder(tmp_path: Path) -> Path:
+    samples = write_jsonl(tmp_path / "samples.jsonl", [
+        {"data_index": str(i), "messages": [{"role": "user", "content": f"q{i}"}], "tools": TOOLS}
+        for i in range(20)])
+    return write_run(tmp_path / "run", hr.run_rows(2, 5, samples=20), samples=samples)
+
+
+def test_the_history_reads_back_the_scores_avv_score_writes_and_history_add_is_idempotent(tmp_path, capsys):
+    run = _run_folder(tmp_path)
+    db = tmp_path / "h.sqlite"
+    assert score_main([str(run), "-q", "--no-html"]) == 0
+    assert score_main(["history", "add", str(run), "--db", str(db)]) == 0
+    assert score_main(["history", "add", str(run), "--db", str(db)]) == 0
+    assert "already in the history: nothing added" in capsys.readouterr().out
+    scores = pd.read_csv(run / "scores.csv", keep_default_na=False, dtype=str).set_index("vendor")
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT vendor, metric, value, text, ci_low, ci_high FROM metrics").fetchall()
+    assert len(rows) == len(scores) * len(METRICS) and conn.execute("SELECT COUNT(*) FROM runs").fetchone() == (1,)
+    fmt = {m.column: m for m in METRICS}
+    for vendor, column, value, text, low, high in rows:
+        cell = scores.loc[vendor, column]
+        if fmt[column].fmt == "text":
+            assert (text or "") == cell, (vendor, column)
+        elif cell == "":
+            assert value is None, (vendor, column)
+        else:
+            assert value == pytest.approx(float(cell), rel=1e-9, abs=1e-12), (vendor, column)
+        if fmt[column].interval:
+            assert low == pytest.approx(float(scores.loc[vendor, f"{column}_ci_low"] or "nan"), nan_ok=True)
+            assert high == pytest.approx(float(scores.loc[vendor, f"{column}_ci_high"] or "nan"), nan_ok=True)
+    verdicts = dict(conn.execute("SELECT vendor, verdict FROM vendors").fetchall())
+    assert verdicts == scores["verdict"].to_dict()
+
+
+def test_no_key_reaches_the_history(tmp_path):
+    result, manifest = hr.scored_run(1, 1, samples=10)
+    manifest.vendors[0]["api_key"] = "sk-live-SECRET123"
+    manifest.vendors[0]["headers"] = {"Authorization": "Bearer sk-live-SECRET123"}
+    path = tmp_path / "h.sqlite"
+    conn = connect(path)
+    add_result(conn, result, manifest)
+    conn.close()
+    assert b"SECRET123" not in path.read_bytes()
+
+
+def test_item_outcomes_follow_the_records():
+    items = item_frame(hr.annotated(3, 1, samples=30))
+    assert len(items) == 4 * 30 * hr.REPEATS and set(items["success"]) == {1}
+    called = items["called"] == 1
+    assert items.loc[called, "tools_sig"].notna().all() and items.loc[~called, "tools_sig"].isna().all()
+    # the synthetic calls carry {} where the schema requires an argument: every call item is schema-invalid
+    assert (items.loc[called, "schema_valid"] == 0).all() and items.loc[~called, "schema_valid"].isna().all()
+
+
+# --------------------------------------------------------------------------- the tests between runs
+
+
+def test_other_sample_sets_are_compared_on_the_common_ids(tmp_path):
+    conn = connect(tmp_path / "h.sqlite")
+    for run, samples in ((1, 40), (2, 30)):
+        result, manifest = hr.scored_run(4, run, samples=samples)
+        add_result(conn, result, manifest)
+    trend = compute_trend(conn, TrendOptions(vendor="steady"))
+    assert set(trend.changes["compared_on"]) == {"30 common sample ids"} and trend.flagged().empty
+
+
+# ------------------------------------------------------------------------------------- outputs and CLI
+
+
+def test_trend_outputs_show_every_run_and_the_flagged_changes(history):
+    trend = compute_trend(connect(history, create=False), TrendOptions(metrics=("f1", "ttft_p50_ms")))
+    assert {(r["run_index"], r["vendor"], r["test"]) for r in trend.flagged().to_dict("records")} >= \
+        {(5, "slow", "ttft_p50_ms")}
+    text = render_terminal(trend)
+    assert text.count("s0-r") >= 4 * 6 and "▼ ttft_p50_ms +" in text and "Flagged changes" in text
+    assert "flagged change(s); no regression in the latest run" in text
+    md = render_markdown(trend)
+    assert "## m / official (baseline)" in md and "| 5 | s0-r5 | 2026-01-05 |" in md
+    assert "p &lt; 0.001 (over the vendor" in md
+    assert "| m | slow | 5 s0-r5 | s0-r4 | same sample set | ttft_p50_ms |" in md
+
+
+def readme_queries() -> dict[str, str]:
+    """The ```sql blocks of the README's history section, by their first line's ``-- name`` comment."""
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```sql\n(.*?)```", text, flags=re.S)
+    return {b.splitlines()[0].removeprefix("-- ").strip(): b for b in blocks if b.startswith("-- ")}
+
+
+def test_readme_query_f1_per_week(history):
+    query = readme_queries()["every vendor's F1 per week"]
+    rows = sqlite3.connect(history).execute(query).fetchall()
+    assert {r[2] for r in rows} == set(hr.VENDORS)
+    weeks = {r[0] for r in rows}
+    assert weeks == {"2026-00", "2026-01"}  # 1–6 January 2026: Thursday 1st opens week 00, Monday 5th week 01
+    f1 = {(r[0], r[2]): r[3] for r in rows}
+    assert f1[("2026-00", "official")] == 1.0
+
+
+def test_readme_query_samples_that_flipped(history):
+    query = readme_queries()["the samples on which a vendor flipped between two runs"]
+    rows = sqlite3.connect(history).execute(query, {"vendor": "flipper", "before": "s0-r4", "after": "s0-r5"}) \
+        .fetchall()
+    conn = connect(history, create=False)
+    items = pd.read_sql_query("SELECT run_id, sample_id, repeat, called FROM items WHERE vendor = 'flipper'", conn)
+    a = items[items["run_id"] == "s0-r4"].set_index(["sample_id", "repeat"])["called"]
+    b = items[items["run_id"] == "s0-r5"].set_index(["sample_id", "repeat"])["called"]
+    expected = sorted((s, r) for (s, r), v in a.items() if v != b[(s, r)])
+    assert sorted((r[0], r[1]) for r in rows) == expected and len(expected) > 0.2 * len(a)
+
+
+def test_readme_queries_are_all_tested():
+    assert set(readme_queries()) == {"every vendor's F1 per week",
+                                     "the samples on which a vendor flipped between two runs"}
+
+
+def test_avv_sim_set_scopes_a_knob_to_one_profile():
+    from avv_sim.profiles import ProfileError, apply_sets, load_profiles, split_set
+
+    profiles = load_profiles({"a": {"seed": 1}, "b": {"seed": 2}})
+    out = apply_sets(profiles, ["b:flip_rate=0.25", "ttft_ms=50", "b:ttft_ms=300"])
+    assert (out["a"].flip_rate, out["a"].ttft_ms, out["a"].seed) == (0.0, 50.0, 1)
+    assert (out["b"].flip_rate, out["b"].ttft_ms, out["b"].seed) == (0.25, 300.0, 2)
+    assert split_set("ttft_ms=1") == (None, "ttft_ms=1") and split_set("x:seed=2") == ("x", "seed=2")
+    with pytest.raises(ProfileError, match="no profile 'c'"):
+        apply_sets(profiles, ["c:seed=1"])
+    with pytest.raises(ProfileError, match="flip_rate"):
+        apply_sets(profiles, ["a:flip_rate=2"])
+    assert json.dumps(out["b"].to_knobs())  # still a plain profile
+
+
+def test_readme_nightly_conf_sets_the_budget_and_the_history(tmp_path):
+    import avv_harness.locust.plugin  # noqa: F401  (registers the --avv-* options)
+    from avv_harness.run.options import RunOptions, preparse_options
+
+    text = (ROOT / "README.md").read_text()
+    (block,) = re.findall(r"```ini\n(# /srv/avv/nightly.conf.*?)```", text, flags=re.S)
+    conf = tmp_path / "nightly.conf"
+    conf.write_text(block)
+    options = RunOptions.from_parsed(preparse_options(["--config", str(conf)]))
+    assert options.history == "history.sqlite" and options.max_total_tokens == 2_000_000 and options.repeats == 2
