@@ -1,6 +1,6 @@
 """The README tables the code defines — options, record columns, error kinds, anomalies, the text tool-call
 formats, the reasoning fields, the wire formats (which there are, the request conversion field by field, the stop
-reasons), (from avv_scoring) the metric registry and (from avv_sim) the simulator's knobs — and
+reasons), the Prometheus metrics, (from avv_scoring) the metric registry and (from avv_sim) the simulator's knobs — and
 docs/simulator.md's tables (knobs, quirks, truth-log fields), rendered from the one place each is declared.
 
     python -m avv_harness.docs README.md        # rewrite the marked blocks in place
@@ -114,6 +114,12 @@ def _metrics() -> str:
     return render_metric_table()
 
 
+def _prom_metrics() -> str:
+    from avv_harness.locust.prometheus import render_prom_table
+
+    return render_prom_table()
+
+
 def _sim_knobs() -> str:
     from avv_sim.profiles import render_knob_table
 
@@ -143,6 +149,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "conversion": render_conversion_table,
     "stop-reasons": render_stop_reasons_table,
     "metrics": _metrics,
+    "prom-metrics": _prom_metrics,
     "sim-knobs": _sim_knobs,
 }
 #: docs/simulator.md's blocks: the simulator's declarations.

@@ -9,10 +9,14 @@ three methods the users call — ``next_item``, ``give_back`` and ``submit`` —
   records here.
 - :class:`MasterRole`: hands items to workers as they ask (``avv_want`` → ``avv_items``, carrying the
   request body, so workers need neither the sample file nor a shared disk), stores the records they send
-  (``avv_record``), takes back items of stopped users (``avv_give_back``) and hands out again the items
-  of workers Locust marks missing. Its own process runs no users.
-- :class:`WorkerRole`: asks the master for one item at a time per vendor and sends each item's records
-  to the master as soon as they exist.
+  (``avv_records``: the records of up to :data:`MAX_ITEMS_PER_MESSAGE` items; ``avv_record``: one item's),
+  takes back items of stopped users (``avv_give_back``) and hands out again the items of workers Locust marks
+  missing. Its own process runs no users.
+- :class:`WorkerRole`: asks the master for items as its users need them (one per waiting user, several in one
+  ask when several wait) and sends the records of the items that finished every :data:`SEND_INTERVAL_S` in one
+  message (one message per item made ~2,000 messages/s at 2,000 records/s; a master that falls behind fills
+  Locust's send queue — ZeroMQ's high-water mark — and a send then fails: the records stay in the outbox and go
+  with the next send, never lost, so no item is left held with its records gone).
 
 The cluster trusts only what it handed out. Locust's master port has no authentication, so:
 
@@ -36,6 +40,7 @@ through :class:`ItemHost`, what it asks of the process's ledger side.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
@@ -46,67 +51,30 @@ from locust.rpc import Message
 from locust.runners import STATE_INIT, STATE_MISSING, MasterRunner, WorkerRunner
 
 from avv_core.items import ItemKey, VendorId, WorkItem
-from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, RecordError
+from avv_core.records import Record
+from avv_harness.locust.record_messages import MALFORMED, MalformedRecord, parse_key, parse_record_message
 from avv_harness.run.node_identity import NodeIdentity, differences, quote_peer
 from avv_harness.run.state import EXIT_INPUT
 
 log = logging.getLogger("avv")
 
-WANT, ITEMS, RECORD, GIVE_BACK = "avv_want", "avv_items", "avv_record", "avv_give_back"
+WANT, ITEMS, RECORD, RECORDS, GIVE_BACK = "avv_want", "avv_items", "avv_record", "avv_records", "avv_give_back"
 HELLO, ACCEPTED, REFUSED, IDENTIFY = "avv_hello", "avv_accepted", "avv_refused", "avv_identify"
 ASK_TIMEOUT_S = 2.0
 REQUEUE_INTERVAL_S = 1.0
-#: Items one ``avv_want`` may take (workers ask for one): a forged ask cannot drain the queue.
+#: Items one ``avv_want`` may take (a worker asks for as many as it has users waiting): a forged ask cannot drain
+#: the queue.
 MAX_ITEMS_PER_WANT = 8
+#: Items whose records one ``avv_records`` message carries at most (a worker sends what finished since its last send).
+MAX_ITEMS_PER_MESSAGE = 200
+#: After an answer with no item (every item is handed out or done), a worker's users do not ask again for this
+#: long: 20,000 idle users asking every 0.25 s near a run's end flooded the master (80,000 asks/s).
+EMPTY_BACKOFF_S = 1.0
+#: How often a worker sends the records that finished (a record waits at most this long before it leaves).
+SEND_INTERVAL_S = 0.05
 #: Refused or malformed records after which the master refuses the worker that sent them.
 MAX_BAD_RECORDS = 3
-#: Columns every row a worker sends must fill.
-REQUIRED_COLUMNS = ("run_id", "model", "vendor", "sample_id", "repeat", "status", "request_hash")
-MALFORMED, REFUSED_WORKER = "malformed", "refused_worker"
-
-
-class MalformedRecord(ValueError):
-    """An ``avv_record`` the master cannot read; ``key`` is the item it names, when that part was readable."""
-
-    def __init__(self, reason: str, key: ItemKey | None = None):
-        super().__init__(reason)
-        self.key = key
-
-
-def parse_key(raw: Any) -> ItemKey:
-    """An item key sent as ``[model, vendor, sample_id, repeat]``; MalformedRecord otherwise."""
-    if not isinstance(raw, (list, tuple)) or len(raw) != 4:
-        raise MalformedRecord("the key is not [model, vendor, sample_id, repeat]")
-    model, vendor, sample_id, repeat = raw
-    if not all(isinstance(x, str) for x in (model, vendor, sample_id)) or type(repeat) is not int:
-        raise MalformedRecord("the key's parts have the wrong types")
-    return ItemKey(model, vendor, sample_id, repeat)
-
-
-def parse_record_message(data: Any) -> tuple[ItemKey, list[Record]]:
-    """The key and rows of an ``avv_record``, each row checked against the record schema and required to fill
-    :data:`REQUIRED_COLUMNS`; MalformedRecord (with the key when readable) otherwise."""
-    if not isinstance(data, dict):
-        raise MalformedRecord(f"the message is a {type(data).__name__}, not a mapping")
-    key = parse_key(data.get("key"))
-    rows = data.get("records")
-    if not isinstance(rows, list) or not rows:
-        raise MalformedRecord("no rows", key)
-    records: list[Record] = []
-    for number, row in enumerate(rows, 1):
-        if not isinstance(row, dict):
-            raise MalformedRecord(f"row {number} is a {type(row).__name__}, not a mapping", key)
-        try:
-            record = Record(row)
-        except RecordError as exc:
-            raise MalformedRecord(f"row {number}: {exc}", key) from None
-        missing = [name for name in REQUIRED_COLUMNS if record.get(name) in (None, "")]
-        if missing:
-            raise MalformedRecord(f"row {number} has no {', '.join(missing)}", key)
-        if record["status"] not in (STATUS_SUCCESS, STATUS_FAILED):
-            raise MalformedRecord(f"row {number}: status {str(record['status'])[:40]!r}", key)
-        records.append(record)
-    return key, records
+REFUSED_WORKER = "refused_worker"
 
 
 def _guarded(handler: Callable[[Any, Any], None]) -> Callable[..., None]:
@@ -233,6 +201,7 @@ class MasterRole(LocalRole):
         runner.register_message(HELLO, _guarded(self._on_hello))
         runner.register_message(WANT, _guarded(self._on_want))
         runner.register_message(RECORD, _guarded(self._on_record))
+        runner.register_message(RECORDS, _guarded(self._on_records))
         runner.register_message(GIVE_BACK, _guarded(self._on_give_back))
         self._requeuer = gevent.spawn(self._requeue_lost_workers)
         parsed_options = runner.environment.parsed_options
@@ -308,7 +277,7 @@ class MasterRole(LocalRole):
         vendor = VendorId(*(str(part) for part in data["vendor"]))
         n = min(max(int(data.get("n", 1)), 1), MAX_ITEMS_PER_WANT)
         items = [item.to_message() for item in self.host.take_items(vendor, node, n)]
-        reply = {"vendor": list(vendor), "items": items, "context": self.host.worker_context()}
+        reply = {"vendor": list(vendor), "n": n, "items": items, "context": self.host.worker_context()}
         if not items and self.host.vendor_closed(vendor):
             reply["closed"] = True  # --avv-settle: its users may stop
         self.runner.send_message(ITEMS, reply, client_id=node)
@@ -319,13 +288,28 @@ class MasterRole(LocalRole):
 
     # ----------------------------------------------------------------------------- records in
 
+    def _on_records(self, environment: Any, msg: Any) -> None:
+        node, data = msg.node_id, msg.data
+        entries = data.get("items") if isinstance(data, dict) else None
+        if not isinstance(entries, list) or not entries or len(entries) > MAX_ITEMS_PER_MESSAGE:
+            if node in self.refused:
+                self.host.refuse_record(self.label(node), None, REFUSED_WORKER, "its worker was refused")
+            else:
+                self._bad_record(node, None, MALFORMED, f"avv_records needs 1 to {MAX_ITEMS_PER_MESSAGE} items")
+            return
+        for entry in entries:
+            self._store_entry(node, entry)
+
     def _on_record(self, environment: Any, msg: Any) -> None:
-        node = msg.node_id
+        self._store_entry(msg.node_id, msg.data)
+
+    def _store_entry(self, node: str, data: Any) -> None:
+        """One item's records from ``node`` (an ``avv_record`` message, or one entry of ``avv_records``)."""
         if node in self.refused:  # its items are already back in the queue: nothing to release
             self.host.refuse_record(self.label(node), None, REFUSED_WORKER, "its worker was refused")
             return
         try:
-            key, records = parse_record_message(msg.data)
+            key, records = parse_record_message(data)
         except MalformedRecord as exc:
             self._bad_record(node, exc.key, MALFORMED, str(exc))
             return
@@ -373,6 +357,12 @@ class WorkerRole(Role):
         super().__init__(host, runner)
         self.inbox: dict[str, deque[WorkItem]] = {}
         self.ready: dict[str, gevent.event.Event] = {}
+        self.waiting: Counter[str] = Counter()  # users of a class waiting for an item
+        self.asked: Counter[str] = Counter()  # items asked for a class and not answered yet
+        self.outbox: deque[dict[str, Any]] = deque()  # finished items' records not sent yet
+        self.empty_until: dict[str, float] = {}  # class → no ask before this (monotonic): the master had none
+        self._sender: gevent.Greenlet | None = None
+        self._send_failures = 0
         self.closed_classes: set[str] = set()  # vendors the master closed (--avv-settle) in this run
         self.accepted = False
         self.refused: str | None = None  # why the master refused this worker
@@ -384,8 +374,16 @@ class WorkerRole(Role):
         runner.register_message(REFUSED, _guarded(self._on_refused))
         runner.register_message(IDENTIFY, _guarded(lambda env, msg: self.present()))
         # items still queued when the test stops belong to that run (the web UI's next START is a new run)
-        runner.environment.events.test_stop.add_listener(lambda **_: (self.inbox.clear(), self.closed_classes.clear()))
+        runner.environment.events.test_stop.add_listener(lambda **_: self._forget_items())
+        self._sender = gevent.spawn(self._send_loop)
         self.present()
+
+    def _forget_items(self) -> None:
+        self.send_records()  # what finished before the stop still counts
+        self.inbox.clear()
+        self.asked.clear()
+        self.empty_until.clear()
+        self.closed_classes.clear()
 
     def present(self) -> None:
         """Send this process's identity to the master (at connect, and again when the master asks)."""
@@ -417,20 +415,53 @@ class WorkerRole(Role):
         data = msg.data
         self.host.apply_worker_context(data.get("context") or {})
         class_name = self.host.class_name(VendorId(*data["vendor"]))
+        # the ask this answers is settled, however many items it carries (fewer when the queue ran short)
+        self.asked[class_name] = max(0, self.asked[class_name] - int(data.get("n", len(data["items"]))))
         if data.get("closed") is True:
             self.closed_classes.add(class_name)
         self.inbox.setdefault(class_name, deque()).extend(WorkItem.from_message(i) for i in data["items"])
+        if not data["items"]:
+            self.empty_until[class_name] = time.monotonic() + EMPTY_BACKOFF_S
         self.ready.setdefault(class_name, gevent.event.Event()).set()
 
     def next_item(self, class_name: str) -> WorkItem | None:
+        """An item for one user of ``class_name``: from the inbox, else asked for and waited for (at most
+        :data:`ASK_TIMEOUT_S`). A user waits for the items asked on its behalf, not for one answer: all users of
+        a class share the inbox, and a user woken by an answer that others emptied keeps waiting (before, it
+        came back empty and slept 0.25 s: at 2,000 users of 1 s answers, ~2 wasted waits per item)."""
         if self.refused is not None:
             return None
         inbox = self.inbox.setdefault(class_name, deque())
+        if inbox:
+            return inbox.popleft()
         ready = self.ready.setdefault(class_name, gevent.event.Event())
-        if not inbox:
+        backoff = self.empty_until.get(class_name, 0.0) - time.monotonic()
+        if backoff > 0:  # wait it out here: thousands of idle users waking every 0.25 s cost the worker its CPU
             ready.clear()
-            self.runner.send_message(WANT, {"vendor": list(self.host.vendor_id(class_name)), "n": 1})
-            ready.wait(timeout=ASK_TIMEOUT_S)
+            ready.wait(timeout=backoff)
+            return inbox.popleft() if inbox else None
+        deadline = time.monotonic() + ASK_TIMEOUT_S
+        self.waiting[class_name] += 1
+        try:
+            while not inbox and self.refused is None:
+                ready.clear()
+                # ask only for the waiting users no ask covers yet, several in one message
+                short = min(self.waiting[class_name] - self.asked[class_name], MAX_ITEMS_PER_WANT)
+                if short > 0:
+                    self.asked[class_name] += short
+                    try:
+                        self.runner.send_message(WANT, {"vendor": list(self.host.vendor_id(class_name)), "n": short})
+                    except Exception:  # the master's queue is full (see send_records): the user asks again later
+                        self.asked[class_name] -= short
+                        break
+                remaining = deadline - time.monotonic()
+                if inbox or remaining <= 0:
+                    break
+                if not ready.wait(timeout=remaining):
+                    self.asked[class_name] = 0  # an answer never came (e.g. asked to identify): ask afresh
+                    break
+        finally:
+            self.waiting[class_name] -= 1
         return inbox.popleft() if inbox else None
 
     def closed(self, class_name: str) -> bool:
@@ -443,7 +474,32 @@ class WorkerRole(Role):
     def submit(self, item: WorkItem, records: list[Record]) -> None:
         if self.refused is not None:
             return  # the master would refuse it
-        self.runner.send_message(RECORD, {"key": list(item.key), "records": [dict(r) for r in records]})
+        self.outbox.append({"key": list(item.key), "records": [dict(r) for r in records]})
+
+    def _send_loop(self) -> None:
+        while True:
+            gevent.sleep(SEND_INTERVAL_S)
+            self.send_records()
+
+    def send_records(self) -> None:
+        """Send the outbox, :data:`MAX_ITEMS_PER_MESSAGE` items a message. A failed send (the master's queue is
+        full, or the master is gone) puts the batch back in front, for the next call."""
+        while self.outbox and self.refused is None:
+            batch = [self.outbox.popleft() for _ in range(min(len(self.outbox), MAX_ITEMS_PER_MESSAGE))]
+            try:
+                self.runner.send_message(RECORDS, {"items": batch})
+            except Exception as exc:  # Locust's RPCSendError after its own retries (ZeroMQ: "Resource temporarily
+                self.outbox.extendleft(reversed(batch))  # unavailable"): keep the records
+                self._send_failures += 1
+                if self._send_failures in (1, 10, 100) or self._send_failures % 1000 == 0:
+                    log.warning("could not send %d finished items' records to the master (%s; %d times so far): "
+                                "they are kept and sent again", len(self.outbox), exc, self._send_failures)
+                return
+
+    def close(self) -> None:
+        self.send_records()  # a worker that stops by itself (Ctrl-C) while the run goes on
+        if self._sender is not None:
+            self._sender.kill(block=False)
 
 
 def role_for(runner: Any, host: ItemHost) -> Role:
