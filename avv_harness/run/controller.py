@@ -351,6 +351,10 @@ class RunController:
     def takers(self) -> set[str]:
         return self.run.ledger.takers() if self.run is not None else set()
 
+    def holder(self, key: ItemKey) -> str | None:
+        """The taker holding ``key`` now (None: not handed out, given back or recorded)."""
+        return self.run.ledger.in_flight.get(key) if self.run is not None else None
+
     def requeue_taker(self, taker: str, why: str = "is gone") -> int:
         run = self.run
         lost = run.ledger.requeue_taker(taker) if run is not None else []
