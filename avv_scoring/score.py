@@ -23,7 +23,9 @@ from avv_scoring.load import (
     GoldBySample,
     ToolsBySample,
     dedupe_latest,
+    distinct_text,
     is_success,
+    rows_where,
 )
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
 from avv_scoring.metrics.headline import annotate_tool_calls
@@ -254,7 +256,7 @@ def score_frame(
     if tools_by_sample is None:
         warnings.append("no request tool definitions: schema accuracy not computed (pass --samples FILE)")
     else:
-        unknown = sorted(set(records["sample_id"].astype(str)) - set(tools_by_sample))
+        unknown = sorted(distinct_text(records["sample_id"]) - set(tools_by_sample))
         if unknown:
             warnings.append(
                 f"{len(unknown)} sample id(s) not in the sample file, their tool calls are not "
@@ -313,11 +315,12 @@ def score_frame(
             warnings.append(
                 f"{model}: the baseline {vendor} has no successful item; F1 is missing for every vendor"
             )
+        del vendor_rows, frames  # this vendor's copy and features go before the next vendor's are made (peak RSS)
 
     _add_model_metrics(rows, records, baselines, stats, irf_inputs, sums_of)
     scores = pd.DataFrame(rows)
     scores["irf"] = irf_scores(scores, list(irf_inputs))
-    judged = {model: judged_thresholds(thresholds, sample_holds(records[model_col == model], gold_by_sample,
+    judged = {model: judged_thresholds(thresholds, sample_holds(rows_where(records, model_col == model), gold_by_sample,
                                                                  sample_sets)) for model in baselines}
     outcomes = [judge(row, judged[row["model"]][0], stats) for row in scores.to_dict("records")]
     scores["verdict"] = [v for v, _ in outcomes]
@@ -346,7 +349,7 @@ def sample_holds(rows: pd.DataFrame, gold_by_sample: GoldBySample | None,
     """What one model's scored samples hold (:func:`avv_scoring.verdict.judged_thresholds`): ``language`` (a row
     has a language check), ``gold`` / ``gold_calls`` / ``agent`` (a sample has a gold label / gold calls / is an
     agent task) and ``set:<name>`` when every sample is marked ``_sample_set: <name>``."""
-    sids = set(rows["sample_id"].astype(str))
+    sids = distinct_text(rows["sample_id"])
     golds = [(gold_by_sample or {}).get(s) for s in sids]
     holds = {need for need, present in (
         ("language", "expected_language" in rows.columns and rows["expected_language"].astype("object")
@@ -368,7 +371,10 @@ def comparable_items(records: pd.DataFrame, model_col: pd.Series, vendor_col: pd
     vendor with no success is left out of the intersection (its cost and speed are missing anyway)."""
     ok = is_success(records).to_numpy(dtype=bool)
     samples, _ = pd.factorize(records["sample_id"].astype(str))
-    repeats, _ = pd.factorize(records["repeat"].astype(str))
+    repeat = records["repeat"]
+    # an integer column's equal values are equal texts: factorized as numbers, not as a million new strings
+    repeats, _ = pd.factorize(repeat, use_na_sentinel=False) if pd.api.types.is_integer_dtype(repeat.dtype) \
+        else pd.factorize(repeat.astype(str))
     key = samples.astype(np.int64) * (int(repeats.max(initial=0)) + 1) + repeats  # one integer per item
     vendor_codes, _ = pd.factorize(vendor_col)
     out = np.zeros(len(records), dtype=bool)
@@ -390,7 +396,8 @@ def _add_model_metrics(rows: list[dict[str, Any]], records: pd.DataFrame, baseli
     model_col = records["model"].astype(str)
     for model in dict.fromkeys(row["model"] for row in rows):
         mine = [row for row in rows if row["model"] == model]
-        table = ModelTable(model, baselines[model], records[model_col == model], {row["vendor"]: row for row in mine},
+        table = ModelTable(model, baselines[model], rows_where(records, model_col == model),
+                           {row["vendor"]: row for row in mine},
                            stats, dict(irf_inputs), sums_of.get(model, {}))
         for function in model_functions():
             columns = function.for_model(table)

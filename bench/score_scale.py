@@ -8,8 +8,10 @@ baseline; the others flip the trigger on 5 % · v of the items, make other calls
 arguments) and fail 1 % · v; the pool of calls per sample template holds a few invalid ones, so the baseline
 too is sometimes invalid), run.json and the sample file (the demo samples cycled under new ids, so every
 record's tools are real schemas). Timed, each in a fresh process (one core: ``taskset -c 0`` when available):
-``pandas.read_csv`` of records.csv and ``avv-score RUN`` (validation, every metric, reports). Printed: both
-wall times, their ratio, and the peak RSS of avv-score. Then the bootstrap's own time (``--bootstrap N``
+``pandas.read_csv`` of records.csv and ``avv-score RUN`` (validation, every metric, reports). Printed: the wall
+and CPU seconds of both, their ratios (best of ``--rounds``), and the peak RSS. ``--before CHECKOUT`` also times
+another checkout's avv-score on the same run, alternating with this one (on a shared machine compare only
+figures of one run: the machine's load moves them all). Then the bootstrap's own time (``--bootstrap N``
 resamples, default 1000, as avv-score runs it): the records read, de-duplicated and annotated as ``avv-score``
 does, then per model the reduction to per-sample sums (:func:`avv_scoring.stats.uncertainty.unit_sums`) and the
 resampling (:func:`avv_scoring.stats.uncertainty.bootstrap`: intervals, noise tests, IRF ranks), each timed.
@@ -120,18 +122,30 @@ def build_run(folder: Path, n_records: int, repeats: int, n_vendors: int, seed: 
     return run
 
 
-def timed(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of a child process (pinned to one core when taskset exists)."""
+def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MB) of a child process (pinned to one core when
+    taskset exists). The peak is read with ``/usr/bin/time`` when it exists: ``RUSAGE_CHILDREN``'s maximum is
+    over every child so far, so a second, smaller child would show the first one's peak."""
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", "0", *cmd]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    report = None
+    if os.path.exists("/usr/bin/time"):
+        report = tempfile.NamedTemporaryFile(prefix="avv-scale-time-", delete=False).name
+        cmd = ["/usr/bin/time", "-o", report, "-f", "%M", *cmd]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, max(peak, before) / 1024.0
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if report is not None:
+        peak_kb = float(Path(report).read_text().split()[-1])
+        os.unlink(report)
+    else:
+        peak_kb = max(after.ru_maxrss, before.ru_maxrss)
+    return wall, cpu, peak_kb / 1024.0
 
 
 def time_bootstrap(run: Path, resamples: int) -> None:
@@ -168,7 +182,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--vendors", type=int, default=3, choices=range(1, len(VENDORS) + 1))
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="resamples (default 1000)")
-    parser.add_argument("--keep", metavar="DIR", help="build the run here and keep it")
+    parser.add_argument("--keep", metavar="DIR", help="build the run here and keep it (an existing run there is "
+                        "reused when it has the same records × repeats × vendors)")
+    parser.add_argument("--before", metavar="CHECKOUT", action="append", default=[],
+                        help="also time avv-score of this checkout (a git worktree of another revision; repeatable), "
+                        "on the same run, alternating with this one: the same-run before/after ratio")
+    parser.add_argument("--rounds", type=int, default=1, help="time each avv-score this many times (default 1)")
     parser.add_argument("--time-bootstrap", metavar="RUN", help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args()
     if args.time_bootstrap:
@@ -179,16 +198,38 @@ def main() -> None:
     folder = Path(args.keep or tempfile.mkdtemp(prefix="avv-scale-"))
     folder.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    run = build_run(folder, args.records, args.repeats, args.vendors)
+    shape = f"{args.records} {args.repeats} {args.vendors}"
+    marker = folder / "built.txt"
+    if marker.is_file() and marker.read_text() == shape and (folder / "run" / "records.csv").is_file():
+        run = folder / "run"
+    else:
+        run = build_run(folder, args.records, args.repeats, args.vendors)
+        marker.write_text(shape)
     size = (run / "records.csv").stat().st_size / 1e6
     print(f"built {args.records} records ({size:.0f} MB) in {time.perf_counter() - t0:.1f} s: {run}")
-    read_s, read_mb = timed([sys.executable, "-c", f"import pandas; pandas.read_csv({str(run / 'records.csv')!r})"])
-    score_s, score_mb = timed([sys.executable, "-m", "avv_scoring.cli", str(run), "--out", str(folder / "scores"),
-                               "-q", "--bootstrap", str(args.bootstrap)])
-    print(f"{'what':<22} {'wall s':>8} {'peak RSS MB':>12}")
-    print(f"{'pandas.read_csv':<22} {read_s:>8.1f} {read_mb:>12.0f}")
-    print(f"{'avv-score':<22} {score_s:>8.1f} {score_mb:>12.0f}")
-    print(f"ratio avv-score / read_csv = {score_s / read_s:.1f}")
+    rows: list[tuple[str, float, float, float]] = []
+    reads: list[tuple[float, float]] = []
+    scores: dict[str, list[tuple[float, float]]] = {}
+    codes = [(f"before {i + 1}" if len(args.before) > 1 else "before", Path(c).resolve()) for i, c in
+             enumerate(args.before)] + [("avv-score", ROOT)]
+    for _ in range(max(1, args.rounds)):
+        wall, cpu, mb = timed([sys.executable, "-c", f"import pandas; pandas.read_csv({str(run / 'records.csv')!r})"])
+        rows.append(("pandas.read_csv", wall, cpu, mb))
+        reads.append((wall, cpu))
+        for name, code in codes:  # alternating: each round times every checkout once
+            env = {**os.environ, "PYTHONPATH": str(code)}
+            wall, cpu, mb = timed([sys.executable, "-m", "avv_scoring.cli", str(run), "--out",
+                                   str(folder / f"scores-{code.name}"), "-q", "--bootstrap", str(args.bootstrap)],
+                                  env=env, cwd=code)  # python -m imports from the working folder first
+            rows.append((name if code == ROOT or not args.before else f"{name} ({code})", wall, cpu, mb))
+            scores.setdefault(name, []).append((wall, cpu))
+    print(f"{'what':<22} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12}")
+    for name, wall, cpu, mb in rows:
+        print(f"{name:<22} {wall:>8.1f} {cpu:>8.1f} {mb:>12.0f}")
+    read_wall, read_cpu = min(w for w, _ in reads), min(c for _, c in reads)
+    for name, times in scores.items():  # best of the rounds: the least disturbed by other work
+        wall, cpu = min(w for w, _ in times), min(c for _, c in times)
+        print(f"ratio {name} / read_csv = {wall / read_wall:.1f} (wall), {cpu / read_cpu:.1f} (CPU)")
     child = subprocess.run(
         ["taskset", "-c", "0"] * bool(shutil.which("taskset"))
         + [sys.executable, __file__, "--time-bootstrap", str(run), "--bootstrap", str(args.bootstrap)],

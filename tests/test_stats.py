@@ -49,6 +49,30 @@ def test_weighted_percentile_equals_numpy_on_the_expanded_values(q):
     assert stats.weighted_percentiles(values, units, ones, q)[0] == pytest.approx(np.percentile(values, q))
 
 
+@pytest.mark.parametrize("window", [1, 6, 30, 10_000])
+@pytest.mark.parametrize("q", [0, 10, 50, 97.5, 100])
+def test_weighted_percentile_window_gives_the_same_numbers(monkeypatch, window, q):
+    """The cumulative counts built over a window around the observed percentile (resamples whose percentile falls
+    outside it computed over every value) give exactly the numbers of the counts over every value."""
+    rng = np.random.default_rng(11)
+    values = rng.gamma(2.0, 30.0, size=400).round(0)  # many ties
+    units = rng.integers(0, 40, size=400)
+    w = weights(40, 150, seed=3)
+    w[0] = 0
+    monkeypatch.setattr(stats, "PERCENTILE_WINDOW", window)
+    spied = []
+    everywhere = stats._percentiles_everywhere
+    monkeypatch.setattr(stats, "_percentiles_everywhere", lambda *a: spied.append(len(a[2])) or everywhere(*a))
+    got = stats.weighted_percentiles(values, units, w, q)
+    order = np.argsort(values, kind="stable")
+    expected = everywhere(values[order], units[order], w.astype(np.int32), q, np.int32)
+    assert np.array_equal(got, expected, equal_nan=True)
+    if window == 1:
+        assert sum(spied) > 0  # the fallback ran
+    if window == 10_000:
+        assert not spied  # the window holds every value
+
+
 def test_weighted_percentile_chunks_long_value_lists(monkeypatch):
     monkeypatch.setattr(stats, "PERCENTILE_CELLS", 50)  # one resample at a time
     rng = np.random.default_rng(1)

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from avv_scoring.load import OK_COL
 from avv_scoring.metrics.calls import (
     AS_TEXT,
     CALLED,
@@ -87,7 +88,7 @@ def per_tool(vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> list[dic
     def tool_stats(tool: str) -> Counter[str]:
         return stats.setdefault(tool, Counter())
 
-    ok = vendor_rows[vendor_rows["status"].astype("object") == "success"]
+    ok = vendor_rows.loc[vendor_rows["status"].astype("object") == "success", [CALLS, VERDICTS, NAMES, GOLD]]
     for (calls, verdicts, names, gold), w in distinct_rows(ok[CALLS], ok[VERDICTS], ok[NAMES], ok[GOLD], by=(0, 2, 3)):
         name_of = name_mapper(names, gold.tool_names if gold is not None else {})
         for call, verdict in zip(calls, verdicts, strict=False):
@@ -206,14 +207,16 @@ def _show_expected(row: Mapping[str, Any]) -> str:
 def disagreements(model: str, vendor: str, vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame,
                   is_baseline: bool) -> list[dict[str, Any]]:
     """The disagreement rows of one vendor (see the module docstring), in the vendor's row order."""
-    ok = vendor_rows[vendor_rows["status"].astype("object") == "success"]
+    needed = [c for c in (*ROW_FIELDS, SIG_CALLS, OK_COL, "status") if c in vendor_rows.columns]
+    ok = vendor_rows.loc[vendor_rows["status"].astype("object") == "success", needed]  # not every column
     is_pos = positive(ok)
     n = len(ok)
     called = ok[CALLED].to_numpy(dtype=bool)
     vs_base = np.zeros(n, dtype=bool)
     base_label = np.full(n, None, dtype=object)
     if not is_baseline and n:
-        base_ok = baseline_rows[baseline_rows["status"].astype("object") == "success"]
+        base_ok = baseline_rows.loc[baseline_rows["status"].astype("object") == "success",
+                                    ["sample_id", "repeat", CALLED, SIG_CALLS]]
         base_keys = _item_keys(base_ok)
         last = ~base_keys.duplicated(keep="last")  # a repeated item: its last row, as a dict would keep
         at = base_keys[last].get_indexer(_item_keys(ok))  # -1: the baseline has no success for the item

@@ -14,7 +14,7 @@ call that names a tool the request does not have never matches gold, whatever it
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -122,7 +122,7 @@ def annotate_calls(
         out[name] = pd.Series(values, index=rows.index, dtype="object") if name in OBJECT_COLUMNS \
             else pd.Series(values.tolist(), index=rows.index)
     finish = (out["finish_reason"].astype("object") == TOOL_CALLS).fillna(False).astype(bool)
-    out[CALLED] = is_success(out) & (finish | (out[CALLS].map(len) > 0))
+    out[CALLED] = is_success(out) & (finish | pd.Series(~no_calls, index=rows.index))  # no walk over the lists
     return out
 
 
@@ -148,6 +148,16 @@ def _combos(set_codes: np.ndarray, cell_codes: np.ndarray) -> tuple[np.ndarray, 
     return codes, first_rows(codes)
 
 
+def row_codes(*arrays: np.ndarray) -> np.ndarray:
+    """Per row the code of its combination of values across ``arrays`` (0, 1, … in order of first appearance, as
+    ``MultiIndex.from_arrays(arrays).factorize()`` numbers them, without building a tuple per row)."""
+    codes, _ = pd.factorize(arrays[0])
+    for values in arrays[1:]:
+        more, uniques = pd.factorize(values)
+        codes, _ = pd.factorize(codes.astype(np.int64) * len(uniques) + more)  # < rows², one integer per pair
+    return codes
+
+
 def first_rows(codes: np.ndarray) -> np.ndarray:
     """Per code 0 … max of a factorized column, the position of its first row."""
     firsts = np.full(int(codes.max(initial=-1)) + 1, -1, dtype=np.int64)
@@ -166,7 +176,7 @@ def _as_text(rows: pd.DataFrame, candidates: np.ndarray, sid_codes: np.ndarray, 
     names = names_of[sid_codes[at]]
     text_codes, _ = pd.factorize(contents)  # missing content: -1
     name_codes = np.fromiter(map(id, names), dtype=np.int64, count=len(at))
-    combos, _ = pd.MultiIndex.from_arrays([text_codes, name_codes]).factorize()
+    combos = row_codes(text_codes, name_codes)
     firsts = first_rows(combos)
     found = np.zeros(len(firsts), dtype=bool)
     for combo, i in enumerate(firsts):
@@ -211,7 +221,7 @@ def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[
         return []
     objects = [c.to_numpy(dtype=object) for c in columns]
     ids = [np.fromiter(map(id, objects[k]), dtype=np.int64, count=n) for k in (by or range(len(objects)))]
-    codes, _ = pd.MultiIndex.from_arrays(ids).factorize()
+    codes = row_codes(*ids)
     counts = np.bincount(codes)
     return [(tuple(values[i] for values in objects), int(count))
             for i, count in zip(first_rows(codes), counts, strict=True)]
@@ -250,7 +260,7 @@ def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
 
     def side(frame: pd.DataFrame) -> pd.DataFrame:
         frame = ensure_annotated(frame)
-        frame = frame[frame[CALLED]]
+        frame = frame.loc[frame[CALLED], ["sample_id", "repeat", NCALLS, SIG_TOOLS, SIG_CALLS, NAMES, GOLD]]
         return pd.DataFrame({
             "sample_id": frame["sample_id"].astype("object").astype(str),
             "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),
@@ -270,6 +280,7 @@ def _agreement_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.D
     number of calls, argument F1 (1 where the calls are equal). Equal signatures = equal multisets
     (``tools_equal`` / ``calls_equal``)."""
     pairs = call_pairs(rows, baseline_rows)
+    f1_of = _memo_args_f1()
     tools_v, tools_b = pairs["sig_tools_v"].tolist(), pairs["sig_tools_b"].tolist()
     same_calls = [a == b for a, b in zip(pairs["sig_calls_v"], pairs["sig_calls_b"], strict=True)]
     return pd.DataFrame({
@@ -277,11 +288,26 @@ def _agreement_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.D
         "tool_eq": np.array([a == b for a, b in zip(tools_v, tools_b, strict=True)], dtype=np.int64),
         "args_eq": np.array(same_calls, dtype=np.int64),
         "count_eq": np.array([len(a) == len(b) for a, b in zip(tools_v, tools_b, strict=True)], dtype=np.int64),
-        # argument F1 only where the calls differ
-        "f1": np.array([1.0 if same else args_f1(v, b)
+        # argument F1 only where the calls differ, once per distinct pair of call lists (rows share them)
+        "f1": np.array([1.0 if same else f1_of(v, b)
                         for same, v, b in zip(same_calls, pairs["calls_v"], pairs["calls_b"], strict=True)],
                        dtype=float),
     }, index=pd.Index(pairs["index_v"]))
+
+
+def _memo_args_f1() -> Callable[[Sequence[Any], Sequence[Any]], float]:
+    """:func:`args_f1` remembered per (vendor list, baseline list) object: :func:`annotate_calls` hands every row
+    with the same calls the same list, and the lists outlive the memo (one features computation)."""
+    memo: dict[tuple[int, int], float] = {}
+
+    def f1(mine: Sequence[Any], theirs: Sequence[Any]) -> float:
+        key = (id(mine), id(theirs))
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = args_f1(mine, theirs)
+        return found
+
+    return f1
 
 
 @produces(

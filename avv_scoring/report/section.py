@@ -27,6 +27,7 @@ from typing import Any, Generic, TypeVar
 
 import pandas as pd
 
+from avv_scoring.load import rows_where
 from avv_scoring.report.escape import html_text, markdown_table
 from avv_scoring.report.format import Palette, html_table, terminal_table
 from avv_scoring.score import ScoreResult
@@ -106,7 +107,7 @@ def of_model(frame: Any, model: str) -> pd.DataFrame:
     rows when it has no ``model`` column, none when it is not a table."""
     if not isinstance(frame, pd.DataFrame):
         return pd.DataFrame()
-    return frame[frame["model"].astype(str) == model] if "model" in frame.columns else frame
+    return rows_where(frame, frame["model"].astype(str) == model) if "model" in frame.columns else frame
 
 
 # ------------------------------------------------------------------------------- the plain table section

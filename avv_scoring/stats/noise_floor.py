@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from avv_scoring.load import is_success
+from avv_scoring.load import OK_COL, is_success
 from avv_scoring.metrics.calls import CALLED, SIG_CALLS, SIG_TOOLS, positive
 from avv_scoring.stats.tests import per_unit_sums
 
@@ -19,6 +19,10 @@ SELF_SUMS: tuple[str, ...] = ("self_pairs", "self_disc", "self_tp", "self_call_p
 
 def _repeat(frame: pd.DataFrame) -> pd.Series:
     return pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
+
+
+#: The record and annotation columns :func:`self_sums` reads (a caller may hand it just these).
+SELF_SUM_INPUTS: tuple[str, ...] = ("repeat", "status", "finish_reason", OK_COL, CALLED, SIG_TOOLS, SIG_CALLS)
 
 
 def _side(frame: pd.DataFrame, unit_of: pd.Series) -> pd.DataFrame:
@@ -72,4 +76,4 @@ def self_sums(base_rows: pd.DataFrame, unit_of: pd.Series, n: int) -> np.ndarray
     return np.stack([columns[name] for name in SELF_SUMS], axis=1)
 
 
-__all__ = ["SELF_SUMS", "self_sums"]
+__all__ = ["SELF_SUMS", "SELF_SUM_INPUTS", "self_sums"]

@@ -43,7 +43,7 @@ from avv_scoring.metrics.registry import (
 )
 from avv_scoring.metrics.vendor_table import FeatureFrames
 from avv_scoring.stats.irf import IRF_K, IRF_TIES
-from avv_scoring.stats.noise_floor import SELF_SUMS, self_sums
+from avv_scoring.stats.noise_floor import SELF_SUM_INPUTS, SELF_SUMS, self_sums
 from avv_scoring.stats.tests import (
     average_ranks,
     per_unit_sums,
@@ -294,14 +294,14 @@ def unit_sums(table: ModelTable) -> UnitSums:
     n = len(units)
     vendor_col = records["vendor"].astype("object").astype(str)
     vendors = list(table.scores) or list(dict.fromkeys(vendor_col.tolist()))
-    base_rows = records[vendor_col == table.baseline]
+    is_base = (vendor_col == table.baseline).to_numpy(dtype=bool)
 
     def own(vendor: str | None) -> VendorSums:
         found = table.vendor_sums.get(vendor) if vendor is not None else None
         if found is not None:
             return found
         rows = records[vendor_col == vendor] if vendor is not None else records.iloc[:0]
-        return vendor_sums(FeatureFrames(rows, base_rows))
+        return vendor_sums(FeatureFrames(rows, records[is_base]))
 
     layout = own(vendors[0] if vendors else None).blocks
     width = sum(len(b.resampled) for b in layout)
@@ -312,7 +312,9 @@ def unit_sums(table: ModelTable) -> UnitSums:
         unit = units.get_indexer(mine.samples)  # the model's unit of each of the vendor's sample ids
         sums[unit, j, :] = mine.sums
         for column, (kept, sample) in mine.values.items():
-            values.setdefault(column, []).append((kept, unit[sample]))
+            order = np.argsort(kept, kind="stable")  # sorted once here, not on each chunk of resamples
+            values.setdefault(column, []).append((kept[order], unit[sample][order]))
+    base_rows = records.loc[is_base, [c for c in SELF_SUM_INPUTS if c in records.columns]]  # not every column
     return UnitSums(list(units), vendors, layout, sums, self_sums(base_rows, unit_of, n), values)
 
 

@@ -42,9 +42,11 @@ def model_errors(result: ScoreResult, model: str) -> ModelErrors | None:
     if result.records is None or result.records.empty:
         return None
     records = of_model(result.records, model)
+    records = records[[c for c in ("vendor", "error_kind", "anomalies") if c in records.columns]]  # those read
     scores = result.model_scores(model).to_dict("records")
     vendors = tuple(str(r["vendor"]) for r in scores)
-    counts = [_kind_counts(records[records["vendor"].astype(str) == vendor]) for vendor in vendors]
+    vendor_col = records["vendor"].astype(str)
+    counts = [_kind_counts(records[vendor_col == vendor]) for vendor in vendors]
     return ModelErrors(vendors, tuple(scores), tuple(e for e, _ in counts), tuple(a for _, a in counts))
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from avv_scoring.load import is_success
+from avv_scoring.load import OK_COL, is_success
 from avv_scoring.report.escape import html_text
 from avv_scoring.report.format import (
     Column,
@@ -45,9 +45,11 @@ def model_latency(result: ScoreResult, model: str) -> ModelLatency | None:
     if result.records is None or result.records.empty:
         return None
     records = of_model(result.records, model)
+    records = records[[c for c in ("vendor", OK_COL, "status", "ttft_ms", "tps") if c in records.columns]]
+    vendor_col = records["vendor"].astype(str)  # the few columns read, once: not every column per vendor
     samples = {}
     for vendor in (str(v) for v in result.model_scores(model)["vendor"]):
-        rows = records[records["vendor"].astype(str) == vendor]
+        rows = records[vendor_col == vendor]
         ok = rows[is_success(rows)]
         samples[vendor] = (numbers(ok["ttft_ms"]), numbers(ok["tps"]))
     return ModelLatency(samples, tuple(result.model_scores(model).to_dict("records")))
