@@ -17,7 +17,8 @@ from __future__ import annotations
 from avv_scoring.baseline_results import BaselineResults
 from avv_scoring.entrypoints import score_paths, stress_only
 from avv_scoring.load import load_records
-from avv_scoring.metrics.registry import METRICS, Metric, metric, render_metric_table
+from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.registry import METRICS, metric, render_metric_table
 from avv_scoring.presets import load_thresholds, resolve_thresholds
 from avv_scoring.report.escape import (
     control_characters,

@@ -35,7 +35,8 @@ import yaml
 
 from avv_core.errors import InputError
 from avv_core.yaml_io import load_yaml, loads_yaml
-from avv_scoring.metrics.registry import KINDS, is_metric
+from avv_scoring.metrics.declaration import KINDS
+from avv_scoring.metrics.registry import is_metric
 from avv_scoring.verdict import DEFAULT_PRESET, Thresholds
 
 #: Presets shipped as YAML in avv_scoring/data (``avv`` and ``none`` are built in).

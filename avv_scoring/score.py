@@ -28,9 +28,10 @@ from avv_scoring.load import (
     rows_where,
 )
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
+from avv_scoring.metrics.declaration import RegistryError
 from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.normalisers import ArgNormalisation
-from avv_scoring.metrics.registry import METRICS, RegistryError, model_functions
+from avv_scoring.metrics.registry import METRICS, model_functions
 from avv_scoring.metrics.trajectories import summarise as summarise_trajectories
 from avv_scoring.metrics.trajectories import trajectory_disagreements
 from avv_scoring.metrics.vendor_table import REPEAT_METRICS, FeatureFrames, repeat_summary, vendor_tables

@@ -2,7 +2,7 @@
 
 ``--avv-settle`` asks two things of scoring, answered here from the registry so that the harness knows no
 metric by name: which verdict bounds in force can be settled (:func:`settle_bounds`: those whose metric declares
-a :class:`~avv_scoring.metrics.registry.Ratio` form), and each item's numerator and denominator parts of such a
+a :class:`~avv_scoring.metrics.declaration.Ratio` form), and each item's numerator and denominator parts of such a
 metric (:func:`item_parts`: the metric's own additive features, so the parts add up to exactly the sums the
 score is computed from). The test itself is :mod:`avv_scoring.stats.sequential`; docs/scoring.md ("Settling a
 verdict early") has the formulas.
@@ -18,8 +18,9 @@ import pandas as pd
 
 from avv_core.record_file import coerce_frame
 from avv_core.records import COLUMN_NAMES, to_csv_row
+from avv_scoring.metrics.declaration import Ratio
 from avv_scoring.metrics.headline import annotate_tool_calls
-from avv_scoring.metrics.registry import Ratio, function_of, metric
+from avv_scoring.metrics.registry import function_of, metric
 from avv_scoring.stats.sequential import RatioBound
 from avv_scoring.verdict import Thresholds
 

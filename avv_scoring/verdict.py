@@ -24,18 +24,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from avv_core.measures import is_missing
-from avv_scoring.metrics.registry import (
-    KINDS,
-    NEEDS,
-    Kind,
-    Limit,
-    RegistryError,
-    check_limit,
-    default_thresholds,
-    is_metric,
-    metric,
-    order_index,
-)
+from avv_scoring.metrics.declaration import KINDS, NEEDS, Kind, Limit, RegistryError, check_limit
+from avv_scoring.metrics.registry import default_thresholds, is_metric, metric, order_index
 
 PASS = "pass"
 FAIL = "fail"

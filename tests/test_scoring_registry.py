@@ -14,15 +14,8 @@ from avv_scoring.cli import main
 from avv_scoring.metrics import headline as M
 from avv_scoring.metrics import registry
 from avv_scoring.metrics import vendor_table as VT
-from avv_scoring.metrics.registry import (
-    FUNCTIONS,
-    MODEL_FUNCTIONS,
-    Metric,
-    Registry,
-    RegistryError,
-    produces,
-    render_metric_table,
-)
+from avv_scoring.metrics.declaration import Metric, RegistryError
+from avv_scoring.metrics.registry import FUNCTIONS, MODEL_FUNCTIONS, Registry, produces, render_metric_table
 from avv_scoring.report.sections.counts import COUNT_LAYOUT
 from avv_scoring.report.sections.scores import TABLE_LAYOUT
 from avv_scoring.score import IDENTITY_COLUMNS, REPEAT_COLUMNS

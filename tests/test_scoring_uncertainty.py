@@ -14,9 +14,10 @@ import pytest
 
 from avv_core.records import encode_rows, header_line
 from avv_scoring.cli import main
+from avv_scoring.metrics.declaration import Metric, RegistryError
 from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.model_level import uncertainty
-from avv_scoring.metrics.registry import MODEL_FUNCTIONS, Metric, Registry, RegistryError
+from avv_scoring.metrics.registry import MODEL_FUNCTIONS, Registry
 from avv_scoring.report.markdown import render_markdown
 from avv_scoring.score import SCORE_COLUMNS, score_frame
 from avv_scoring.stats import tests as stats

@@ -18,7 +18,8 @@ import pandas as pd
 from avv_core.measures import percentile
 from avv_scoring.load import is_success
 from avv_scoring.metrics.additive import Columns
-from avv_scoring.metrics.registry import Metric, produces
+from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.registry import produces
 
 
 def _numbers(rows: pd.DataFrame, column: str) -> pd.Series:

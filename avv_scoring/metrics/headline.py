@@ -31,8 +31,9 @@ from avv_core.samples import Gold
 from avv_scoring.load import COMPARABLE_COL, is_success
 from avv_scoring.metrics.additive import NAN, Columns, Quantiles, Sums, additive, choose, count, numbers, rate
 from avv_scoring.metrics.calls import TC_INVALID, TC_N, TC_UNCHECKABLE, TC_VALID, annotate_calls, positive
+from avv_scoring.metrics.declaration import Metric, Ratio
 from avv_scoring.metrics.normalisers import ArgNormalisation
-from avv_scoring.metrics.registry import Metric, Ratio, produces
+from avv_scoring.metrics.registry import produces
 from avv_scoring.metrics.schema import parse_tool_calls
 from avv_scoring.metrics.trajectories import TJ, TJ_SPENT
 

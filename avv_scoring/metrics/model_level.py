@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from avv_scoring.metrics.additive import NAN, Columns
-from avv_scoring.metrics.registry import Metric, interval_metrics, intervals_of, produces_derived
+from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.registry import interval_metrics, intervals_of, produces_derived
 from avv_scoring.stats.irf import statistical_irf
 from avv_scoring.stats.tests import (
     bootstrap_p_greater,

@@ -59,7 +59,8 @@ from avv_scoring.load import ITEM_KEY, dedupe_with_steps, is_success, step_numbe
 from avv_scoring.metrics.additive import NAN, Columns, rate
 from avv_scoring.metrics.calls import CALLS, GOLD, name_of_row
 from avv_scoring.metrics.correctness import Call, call_matches, each_gets_its_own
-from avv_scoring.metrics.registry import Metric, produces
+from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.registry import produces
 
 ENDS = ("completed", "wrong_answer", "gave_up", "max_steps", "failed")
 COMPLETED = "completed"

@@ -23,7 +23,8 @@ from avv_core.language import check_language
 from avv_scoring.load import is_success
 from avv_scoring.metrics.additive import NAN, Columns, Sums, additive, count, rate
 from avv_scoring.metrics.calls import TC_N, positive
-from avv_scoring.metrics.registry import Metric, produces
+from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.registry import produces
 from avv_scoring.metrics.schema import parse_tool_calls
 
 #: MiniMax's Query-Success-Rate budget: ``max_retry=10`` (verify.py runs ``range(max_retries)`` attempts).

@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from avv_core.measures import is_missing
-from avv_scoring.metrics.registry import Fmt, metric
+from avv_scoring.metrics.declaration import Fmt
+from avv_scoring.metrics.registry import metric
 from avv_scoring.report.escape import html_text, terminal_text
 
 #: What a missing value prints as.

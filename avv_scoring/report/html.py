@@ -16,7 +16,8 @@ import time
 from datetime import datetime, timezone
 from typing import cast
 
-from avv_scoring.metrics.registry import Limit, limit_text
+from avv_scoring.metrics.declaration import Limit
+from avv_scoring.metrics.registry import limit_text
 from avv_scoring.report.escape import html_text
 from avv_scoring.report.format import Palette, palette_for, plain_figure_text
 from avv_scoring.report.section import AnySection, ModelSection, html_sections

@@ -34,13 +34,8 @@ import numpy as np
 import pandas as pd
 
 from avv_scoring.metrics.additive import Additive, Amount, Sums
-from avv_scoring.metrics.registry import (
-    Metric,
-    MetricFunction,
-    function_of,
-    interval_metrics,
-    irf_inputs,
-)
+from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.registry import MetricFunction, function_of, interval_metrics, irf_inputs
 from avv_scoring.metrics.vendor_table import FeatureFrames
 from avv_scoring.stats.irf import IRF_K, IRF_TIES
 from avv_scoring.stats.noise_floor import SELF_SUM_INPUTS, SELF_SUMS, self_sums

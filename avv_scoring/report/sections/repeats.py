@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from avv_core.measures import is_missing
-from avv_scoring.metrics.registry import Metric, per_repeat_metrics
+from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.registry import per_repeat_metrics
 from avv_scoring.report.escape import html_text
 from avv_scoring.report.format import MISSING, Palette, figure, fmt, html_table, numbers, png
 from avv_scoring.report.section import ModelSection, Parts, of_model

@@ -15,7 +15,8 @@ from typing import Any, cast
 import pandas as pd
 
 from avv_core.measures import is_missing
-from avv_scoring.metrics.registry import Limit, limit_text, table_metrics
+from avv_scoring.metrics.declaration import Limit
+from avv_scoring.metrics.registry import limit_text, table_metrics
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
 from avv_scoring.report.format import MISSING, Column, Palette, figure, fmt, png, terminal_table, vendor_label
 from avv_scoring.report.section import ModelSection, Parts, of_model
