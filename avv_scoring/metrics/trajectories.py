@@ -283,7 +283,9 @@ def trajectory_recovery(rows: pd.DataFrame) -> dict[str, Any]:
            doc="mean over completed trajectories of Σ total_tokens of their steps (left out: a step without usage)"),
     Metric("avg_task_wall_s", "Wall s / Task", "num", "lower", order=835, group="agent", needs="agent",
            doc="mean over completed trajectories of Σ wall_ms of their steps / 1000"),
-    Metric("avg_task_cost", "Cost / Task", "num", "lower", order=838, group="agent",
+    # no group: the Cost section is the one place a cost is shown (an agent table of runs without prices
+    # would carry a column of n/a)
+    Metric("avg_task_cost", "Cost / Task", "num", "lower", order=838, needs="agent",
            doc="mean over completed trajectories of Σ cost of their steps (left out: a step without cost); missing "
                "without a price"),
 )
