@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import gevent
 import requests
-from requests.utils import select_proxy
+from requests.utils import requote_uri, select_proxy
 
 from avv_harness.inputs.secrets import redact_url
 from avv_harness.wire.attempt import MAX_ERROR_BODY, Attempt, EventReader, apply_events, bad_data, error_message
@@ -85,9 +85,11 @@ class Target:
     __slots__ = ("scheme", "host", "port", "key", "head")
 
     def __init__(self, url: str):
-        parts = urlsplit(url)
+        parts = urlsplit(requote_uri(url))  # the URL as requests would send it
         self.scheme = parts.scheme
         self.host = parts.hostname or ""
+        if not self.host:
+            raise ValueError(f"Invalid URL {url!r}: no host supplied")
         self.port = parts.port or (443 if self.scheme == "https" else 80)
         self.key = (self.scheme, self.host, self.port)
         path = parts.path or "/"
@@ -172,13 +174,21 @@ def connect(adapter: LeanAdapter, target: Target, timeout: float, verify: Any) -
     return sock
 
 
+#: Header (name, value) pairs already checked (requests' ``check_header_validity``): a regex match per header and
+#: request otherwise. Shared by the process's users: the pairs say nothing of which vendor sent them.
+VALID_HEADERS: set[tuple[str, str]] = set()
+
+
 def request_bytes(target: Target, headers: dict[str, str], body: bytes) -> bytes:
     """The request head and body; a header value requests would refuse raises ``InvalidHeader`` (as requests),
     one that is not Latin-1 ``UnicodeEncodeError`` (as http.client)."""
     lines = [target.head]
-    for name, value in headers.items():
-        requests.utils.check_header_validity((name, value))
-        lines.append(f"{name}: {value}\r\n")
+    for header in headers.items():
+        if header not in VALID_HEADERS:
+            requests.utils.check_header_validity(header)
+            if len(VALID_HEADERS) < 1024:  # the constant ones (the item tag changes with every request)
+                VALID_HEADERS.add(header)
+        lines.append(f"{header[0]}: {header[1]}\r\n")
     lines.append(f"Content-Length: {len(body)}\r\n\r\n")
     return "".join(lines).encode("iso-8859-1") + body
 

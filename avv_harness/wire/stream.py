@@ -137,14 +137,17 @@ def stream_chat(
         # Everything but the transport happens before t0. The session's adapter is called directly:
         # Session.send adds cookie jars, hooks and redirect handling that an API stream does not use and
         # that cost ~0.3 ms of CPU per request on the hot path (bench/README.md).
+        adapter = session.get_adapter(url)
+        if isinstance(adapter, lean.LeanAdapter):  # the default client (issue 28): same outcome, less CPU
+            settings = _environment_settings(session, url)
+            if lean.handles(adapter, url, settings):
+                return lean.stream_lean(adapter, url, body, {**USER_AGENT, **headers}, connect_timeout,
+                                        read_timeout, max_request_s, max_event_bytes, reader, settings)
         prepared = requests.PreparedRequest()
         prepared.prepare(method="POST", url=url, headers={**USER_AGENT, **headers}, data=body)
         prepared_url = prepared.url or url  # prepare() always sets it
         settings = _environment_settings(session, prepared_url)
         adapter = session.get_adapter(prepared_url)
-        if lean.handles(adapter, prepared_url, settings):  # the default client (issue 28); same outcome
-            return lean.stream_lean(adapter, prepared_url, body, {**USER_AGENT, **headers}, connect_timeout,
-                                    read_timeout, max_request_s, max_event_bytes, reader, settings)
         att.t0 = time.monotonic()
         resp, resent_at = send_on_fresh_if_stale(adapter, prepared, (connect_timeout, min(read_timeout, max_request_s)),
                                                  settings)
