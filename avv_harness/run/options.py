@@ -69,8 +69,8 @@ def add_arguments(parser: Any) -> None:
         help="Largest SSE event or line accepted from a vendor, bytes (default 4 MiB; ≥ 1024); a larger one "
         "fails the attempt as bad_sse.")
     add("--avv-client", default="lean", choices=["lean", "requests"],
-        help="HTTP client of the streams: lean (default; its own HTTP/1.1 reader on gevent sockets, ~3× less CPU per "
-        "event) or requests (requests + urllib3, the earlier client; proxied URLs always use it).")
+        help="HTTP client of the streams: lean (default; its own HTTP/1.1 reader on gevent sockets, less CPU per event "
+        "than requests) or requests (requests + urllib3, the earlier client; proxied URLs always use it).")
     add("--avv-sim-config", default=str(DEFAULT_SIM_CONFIG), help="Simulator profiles for {sim} vendors.")
     add("--avv-sim-set", action="append", default=None, metavar="[PROFILE:]KNOB=VALUE",
         help="A simulator knob for this run on top of --avv-sim-config (repeatable; PROFILE: sets it for one "
