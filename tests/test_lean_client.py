@@ -198,3 +198,27 @@ def test_tls_is_verified_against_the_ca_bundle_from_the_environment(tls_server, 
     with default_session("lean") as session:
         trusted = stream_chat(session, url, b"{}", {}, 2.0, 2.0)
     assert trusted.ok and trusted.content == ["hi"], trusted.error_detail
+
+
+def test_an_empty_kept_alive_body_ends_at_once_and_a_connect_timeout_is_not_an_idle_one():
+    """Found by the simulator's fault run: `Content-Length: 0` on a kept-alive connection (nothing more will come)
+    and a connect timeout equal to the idle timeout (the idle timer must not fire while connecting)."""
+    from tests.test_faults_integration import blackhole
+
+    response = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 0\r\n\r\n"
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    threading.Thread(target=serve_keep_alive, args=(listener, response, []), daemon=True).start()
+    with default_session("lean") as session:
+        empty = stream_chat(session, f"http://127.0.0.1:{listener.getsockname()[1]}/v1/chat/completions", b"{}", {},
+                            2.0, 2.0)
+    listener.close()
+    assert empty.error_kind == "bad_sse" and "empty body" in empty.error_detail
+    hole, fillers, port = blackhole()
+    with default_session("lean") as session:
+        late = stream_chat(session, f"http://127.0.0.1:{port}/v1/chat/completions", b"{}", {}, 0.3, 0.3)
+    hole.close()
+    for filler in fillers:
+        filler.close()
+    assert late.error_kind == "timeout" and "connect timeout" in late.error_detail, late.error_detail

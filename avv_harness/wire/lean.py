@@ -201,7 +201,11 @@ def send(adapter: LeanAdapter, target: Target, request: bytes, att: Attempt, con
     idle = adapter.idle.setdefault(target.key, [])
     for _ in range(2):
         reused = bool(idle)
-        sock = idle.pop() if reused else connect(adapter, target, connect_timeout, verify)
+        if reused:
+            sock = idle.pop()
+        else:
+            watch.last = time.monotonic() + connect_timeout  # connecting is bounded by its own timeout
+            sock = connect(adapter, target, connect_timeout, verify)
         watch.last = time.monotonic()
         try:
             sock.sendall(request)
@@ -230,6 +234,8 @@ def consume_events(att: Attempt, sock: socket.socket, resp: Response, deadline: 
     turn = loop.iteration
     busy_since = monotonic()
     block = resp.rest
+    if left == 0:  # Content-Length: 0
+        return True
     while True:
         if not block:
             block = recv(READ_BLOCK)
