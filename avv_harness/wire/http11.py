@@ -7,12 +7,16 @@ lean client (:mod:`avv_harness.wire.lean`).
 from __future__ import annotations
 
 import http.client
-import socket
 import zlib
+from typing import Protocol
 
 READ_BLOCK = 65536
 MAX_LINE = 65536  # http.client's bound on a status, header or chunk-size line
 MAX_HEADERS = 100  # and on the number of headers
+
+
+class Readable(Protocol):
+    def recv(self, size: int, /) -> bytes: ...
 
 
 class Unparseable(Exception):
@@ -122,7 +126,7 @@ class Response:
         self.keep_alive = "close" not in headers.get("connection", "").lower()
 
 
-def read_head(sock: socket.socket) -> Response:
+def read_head(sock: Readable) -> Response:
     """Read a response head (skipping ``100 Continue``), bounded as http.client bounds it."""
     data = b""
     while True:
@@ -170,7 +174,7 @@ def read_head(sock: socket.socket) -> Response:
         return Response(status, headers, rest)
 
 
-def read_some(sock: socket.socket, resp: Response, limit: int) -> bytes:
+def read_some(sock: Readable, resp: Response, limit: int) -> bytes:
     """Up to ``limit`` bytes of a (short) body, decoded as the requests client reads an error body (chunked,
     gzip / deflate), for its message. Stops at the body's end."""
     dechunk = Dechunker() if resp.chunked else None

@@ -19,6 +19,7 @@ requests as before (:func:`handles`).
 
 from __future__ import annotations
 
+import _socket
 import socket
 import ssl
 import time
@@ -67,7 +68,7 @@ class LeanAdapter(requests.adapters.HTTPAdapter):
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
-        self.idle: dict[tuple[str, str, int], list[socket.socket]] = {}
+        self.idle: dict[tuple[str, str, int], list[Conn]] = {}
         self.targets: dict[str, Target] = {}
         self.tls: dict[str, ssl.SSLContext] = {}
 
@@ -161,17 +162,72 @@ def tls_context(adapter: LeanAdapter, verify: Any) -> ssl.SSLContext:
     return adapter.tls[key]
 
 
-def connect(adapter: LeanAdapter, target: Target, timeout: float, verify: Any) -> socket.socket:
+class Conn:
+    """One connection. Plain TCP is read on the raw non-blocking socket, and after a read that drained it the next
+    one first waits for readability on the connection's own watcher: a recv that would only fail with EAGAIN (a
+    syscall and a Python exception per event, as gevent's socket does before it waits) is not made. TLS reads go
+    through gevent's SSL socket (decrypted bytes may be pending while the socket itself is not readable)."""
+
+    __slots__ = ("sock", "raw", "drained", "_hub", "_readable", "_writable")
+
+    def __init__(self, sock: socket.socket, tls: bool):
+        self.sock: socket.socket | None = sock if tls else None
+        self.raw: Any = None
+        self.drained = True  # nothing is waiting to be read (a request was just sent)
+        if not tls:
+            self.raw = _socket.socket(fileno=sock.detach())
+            self.raw.setblocking(False)
+            self._hub = gevent.get_hub()
+            self._readable = self._hub.loop.io(self.raw.fileno(), 1)
+            self._writable = self._hub.loop.io(self.raw.fileno(), 2)
+
+    def recv(self, size: int, /) -> bytes:
+        if self.sock is not None:
+            return self.sock.recv(size)
+        while True:
+            if self.drained:
+                self._hub.wait(self._readable)
+            try:
+                data: bytes = self.raw.recv(size)
+            except BlockingIOError:
+                self.drained = True
+                continue
+            self.drained = len(data) < size
+            return data
+
+    def sendall(self, data: bytes) -> None:
+        if self.sock is not None:
+            self.sock.sendall(data)
+            return
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[self.raw.send(view):]
+            except BlockingIOError:
+                self._hub.wait(self._writable)
+        self.drained = True
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            return
+        self._readable.close()
+        self._writable.close()
+        self.raw.close()
+
+
+def connect(adapter: LeanAdapter, target: Target, timeout: float, verify: Any) -> Conn:
     sock = socket.create_connection((target.host, target.port), timeout)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if target.scheme == "https":
+        tls = target.scheme == "https"
+        if tls:
             sock = tls_context(adapter, verify).wrap_socket(sock, server_hostname=target.host)
         sock.settimeout(None)  # the reads' bound is the attempt's IdleWatch
+        return Conn(sock, tls)
     except BaseException:
         sock.close()
         raise
-    return sock
 
 
 #: Header (name, value) pairs already checked (requests' ``check_header_validity``): a regex match per header and
@@ -194,7 +250,7 @@ def request_bytes(target: Target, headers: dict[str, str], body: bytes) -> bytes
 
 
 def send(adapter: LeanAdapter, target: Target, request: bytes, att: Attempt, connect_timeout: float,
-         verify: Any, watch: IdleWatch) -> tuple[socket.socket, Response]:
+         verify: Any, watch: IdleWatch) -> tuple[Conn, Response]:
     """Send on an idle pooled connection (else a new one) and read the response head. A reused connection that
     fails before any response byte (the server closed it while it sat idle) is the client's pool, not the vendor:
     the pool's idle connections are closed and the request is sent once more at once on a fresh one."""
@@ -221,7 +277,7 @@ def send(adapter: LeanAdapter, target: Target, request: bytes, att: Attempt, con
     raise AssertionError("unreachable")
 
 
-def consume_events(att: Attempt, sock: socket.socket, resp: Response, deadline: float, max_event_bytes: int,
+def consume_events(att: Attempt, sock: Conn, resp: Response, deadline: float, max_event_bytes: int,
                    reader: EventReader, watch: IdleWatch) -> bool:
     """Read the body as it arrives and apply its events (the loop of :func:`avv_harness.wire.stream.stream_chat`,
     with the chunked framing decoded here). True when the body ended cleanly (the connection may be reused)."""
