@@ -101,6 +101,7 @@ def run_peer(command: Path, work: Path, samples: Path, url: str, concurrency: in
     config = {bl.MODEL: {"vendors": [{"name": "sim", "model_id": bl.MODEL, "api_key": "sk-bench", "url": url,
                                       "validator": "openai", "is_baseline": True}]}}
     bl.write_yaml(work / "peer.yaml", config)
+    (work / "data").mkdir(exist_ok=True)  # the peer writes its results under ./data
     return timed([str(command), "--test-file-path", str(samples), "--config-file-path", str(work / "peer.yaml"),
                   "--request-concurrency", str(concurrency), "--retries", "0"], work, work / "peer.log")
 
