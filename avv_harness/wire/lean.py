@@ -20,6 +20,7 @@ requests as before (:func:`handles`).
 from __future__ import annotations
 
 import _socket
+import ipaddress
 import socket
 import ssl
 import time
@@ -83,7 +84,7 @@ class LeanAdapter(requests.adapters.HTTPAdapter):
 class Target:
     """What one URL needs on the wire, worked out once: where to connect and the request line's start."""
 
-    __slots__ = ("scheme", "host", "port", "key", "head")
+    __slots__ = ("scheme", "host", "port", "key", "head", "family")
 
     def __init__(self, url: str):
         parts = urlsplit(requote_uri(url))  # the URL as requests would send it
@@ -93,6 +94,11 @@ class Target:
             raise ValueError(f"Invalid URL {url!r}: no host supplied")
         self.port = parts.port or (443 if self.scheme == "https" else 80)
         self.key = (self.scheme, self.host, self.port)
+        try:  # an IP address is connected to at once: no getaddrinfo (a thread-pool round trip under gevent)
+            version = ipaddress.ip_address(self.host).version
+            self.family: int | None = socket.AF_INET6 if version == 6 else socket.AF_INET
+        except ValueError:
+            self.family = None
         path = parts.path or "/"
         if parts.query:
             path += "?" + parts.query
@@ -217,8 +223,14 @@ class Conn:
 
 
 def connect(adapter: LeanAdapter, target: Target, timeout: float, verify: Any) -> Conn:
-    sock = socket.create_connection((target.host, target.port), timeout)
+    if target.family is None:
+        sock = socket.create_connection((target.host, target.port), timeout)
+    else:
+        sock = socket.socket(target.family, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
     try:
+        if target.family is not None:
+            sock.connect((target.host, target.port))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         tls = target.scheme == "https"
         if tls:
