@@ -24,6 +24,7 @@ cancels), and the ratio AVV / avv-locust of both. Target (issue 28): ≥ 20× le
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import resource
@@ -116,6 +117,18 @@ def run_ours(work: Path, samples: Path, url: str, concurrency: int, client: str,
     return timed(cmd, work, work / f"locust-{client}.log")
 
 
+def successes(tool: str, work: Path) -> int | None:
+    """Answers the tool counted as successful: the peer's summary (its streaming pass), our records.csv."""
+    try:
+        if tool == "avv":
+            summary = json.loads((work / "data" / f"{bl.MODEL}_sim_summary.json").read_text(encoding="utf-8"))
+            return int(summary["success_count"])
+        with open(bl.run_dir(work) / "records.csv", encoding="utf-8", newline="") as handle:
+            return sum(1 for row in csv.DictReader(handle) if row["status"] == "success")
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     print(f"$ {bl.command_line()}")
@@ -141,10 +154,11 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     cpu, wall, code = run_ours(work, samples, url, args.concurrency, tool, profile)
                 row = {"tool": "AVV 0.1.0" if tool == "avv" else f"avv-locust ({tool})", "samples": count,
-                       "cpu_s": cpu, "cpu_ms_per_sample": 1000 * cpu / count, "wall_s": wall, "exit": code}
+                       "cpu_s": cpu, "cpu_ms_per_sample": 1000 * cpu / count, "wall_s": wall, "exit": code,
+                       "succeeded": successes(tool, work)}
                 results.append(row)
                 print(f"  {row['tool']:<24} S={count:<6} CPU {cpu:7.2f} s  {row['cpu_ms_per_sample']:7.2f} ms/sample"
-                      f"  wall {wall:6.1f} s  exit {code}", flush=True)
+                      f"  wall {wall:6.1f} s  succeeded {row['succeeded']}  exit {code}", flush=True)
     tools = list(dict.fromkeys(r["tool"] for r in results))
     marginal: dict[str, float | None] = {}
     for tool in tools:
@@ -168,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({"command": bl.command_line(), "options": vars(args),
                                                "results": results, "marginal_ms": marginal}, indent=2) + "\n")
         print(f"results: {args.json}")
-    return 0 if all(r["exit"] == 0 for r in results) else 1
+    return 0 if all(r["exit"] == 0 and r["succeeded"] == r["samples"] for r in results) else 1
 
 
 if __name__ == "__main__":

@@ -222,3 +222,26 @@ def test_an_empty_kept_alive_body_ends_at_once_and_a_connect_timeout_is_not_an_i
     for filler in fillers:
         filler.close()
     assert late.error_kind == "timeout" and "connect timeout" in late.error_detail, late.error_detail
+
+
+@pytest.mark.parametrize("data", [
+    b'{"choices": [{"delta": {"content": "hi"}}]}', b'{"a": 1, "a": 2}', b'{"n": 18446744073709551615}',
+    b'{"n": 123456789012345678901234567890}', b'{"n": -9223372036854775809}', b'{"x": 1e400}', b'{"x": NaN}',
+    b'{"x": -Infinity}', b'{"s": "\\ud800"}', b'{"s": "\xff"}', b"[" * 950 + b"]" * 950, b"[" * 5 + b"]" * 5,
+    b'{"f": 0.1, "g": -0.0, "h": 1.5e-300}', b'"text"', b"null", b'{"a": 1} x', b'{"s": "\x01"}',
+])
+def test_the_fast_json_path_reads_exactly_what_json_reads_or_hands_over(data):
+    """orjson is used only where it gives json's own result; everything else (non-finite numbers, lone
+    surrogates, huge integers, deep nesting, invalid UTF-8) is read by json as before."""
+    import json
+
+    from avv_harness.wire.attempt import fast_decode
+
+    fast = fast_decode(data)
+    try:
+        reference = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):
+        assert fast is None
+        return
+    if fast is not None:
+        assert fast == reference and repr(fast) == repr(reference)

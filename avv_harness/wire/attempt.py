@@ -11,7 +11,6 @@ What counts as a token event (TTFT, TPS, ``ttft_kind``) is decided by the reader
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,8 +160,10 @@ def _refuse_constant(name: str) -> Any:
 _JSON = json.JSONDecoder(parse_constant=_refuse_constant)  # one decoder: json.loads(…, **kw) builds one per call
 
 
-#: A run of 19 digits: an integer orjson would read as a float (past 64 bits), where json keeps it an int.
-_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+#: A run of 19 digits (an integer orjson would read as a float, past 64 bits, where json keeps it an int) is found
+#: as 19 nines in the data with every digit mapped to 9 (~0.5 µs for a chunk; a regex search takes ~1.5).
+_DIGITS_AS_9 = bytes(0x39 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_NUMBER = b"9" * 19
 #: Brackets below which no value can be nested deep enough to reach json's recursion limit or orjson's (1,024).
 _SHALLOW = 900
 
@@ -173,7 +174,9 @@ def fast_decode(data: bytes) -> Any:
     (``NaN`` / ``Infinity``, lone surrogates, numbers out of double range, invalid UTF-8, deep nesting) and json
     takes over; integers past 64 bits (orjson: a float) and deep values never reach orjson. Duplicate keys: the
     last wins in both."""
-    if data.count(b"{") + data.count(b"[") >= _SHALLOW or _LONG_NUMBER.search(data) is not None:
+    if len(data) >= _SHALLOW and data.count(b"{") + data.count(b"[") >= _SHALLOW:
+        return None
+    if _LONG_NUMBER in data.translate(_DIGITS_AS_9):
         return None
     try:
         obj = orjson.loads(data)

@@ -55,17 +55,29 @@ class Dechunker:
         return self.state == self.END
 
     def feed(self, data: bytes) -> bytes:
-        if self.state == self.SIZE and not self.line:  # the usual read: exactly one whole chunk
-            i = data.find(b"\r\n", 0, 18)
-            if i > 0:
-                try:
-                    size = int(data[:i], 16)
-                except ValueError:
-                    size = -1
-                end = i + 2 + size
-                if size > 0 and len(data) == end + 2 and data[end:] == b"\r\n":
-                    return data[i + 2:end]
-        return self._feed(data)
+        if self.state != self.SIZE or self.line:
+            return self._feed(data)
+        # The usual reads: whole chunks, one or many (a fast vendor's events arrive together). Anything else
+        # (an extension, the last chunk, a chunk cut by the read) goes to the general state machine from there.
+        out = []
+        pos, n = 0, len(data)
+        while pos < n:
+            i = data.find(b"\r\n", pos, pos + 18)
+            if i <= pos:
+                break
+            try:
+                size = int(data[pos:i], 16)
+            except ValueError:
+                break
+            start = i + 2
+            end = start + size
+            if size <= 0 or end + 2 > n or data[end:end + 2] != b"\r\n":
+                break
+            out.append(data[start:end])
+            pos = end + 2
+        if pos < n:
+            out.append(self._feed(data[pos:] if pos else data))
+        return out[0] if len(out) == 1 else b"".join(out)
 
     def _feed(self, data: bytes) -> bytes:
         out = []
