@@ -3,6 +3,7 @@ FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY avv_core avv_core
 COPY avv_harness avv_harness
 COPY avv_sim avv_sim
 COPY avv_scoring avv_scoring

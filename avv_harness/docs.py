@@ -1,6 +1,6 @@
 """The README tables the code defines — options, record columns, error kinds, anomalies, the text tool-call
 formats, the reasoning fields, the wire formats (which there are, the request conversion field by field, the stop
-reasons), (from avv_scoring) the metric registry and (from avv_sim) the simulator's knobs — and
+reasons), the Prometheus metrics, (from avv_scoring) the metric registry and (from avv_sim) the simulator's knobs — and
 docs/simulator.md's tables (knobs, quirks, truth-log fields), rendered from the one place each is declared.
 
     python -m avv_harness.docs README.md        # rewrite the marked blocks in place
@@ -17,7 +17,7 @@ import re
 import sys
 from collections.abc import Callable
 
-from avv_core import api_formats
+from avv_core import api_formats, api_outcomes
 from avv_core.reasoning import render_reasoning_table
 from avv_core.records import ANOMALIES, COLUMNS, ERROR_KINDS, IMPORTED_ERROR_KINDS
 from avv_core.tool_formats import render_format_table
@@ -94,13 +94,13 @@ def render_conversion_table() -> str:
 def render_stop_reasons_table() -> str:
     """How each format's stop reason becomes the record's ``finish_reason`` (:mod:`avv_core.api_formats`)."""
     rows = ["| `endpoint` | the vendor's word (`stop_reason`) | `finish_reason` |", "|---|---|---|"]
-    words = [*api_formats.MESSAGES_FINISH, "refusal", "pause_turn"]
-    rows += [f"| `messages` | `{w}` | `{api_formats.finish_from_messages(w)}` |" for w in words]
+    words = [*api_outcomes.MESSAGES_FINISH, "refusal", "pause_turn"]
+    rows += [f"| `messages` | `{w}` | `{api_outcomes.finish_from_messages(w)}` |" for w in words]
     for status, reason, calls in (("completed", None, False), ("completed", None, True),
                                   ("incomplete", "max_output_tokens", False), ("incomplete", "content_filter", False),
                                   ("failed", None, False)):
         word = f"`{status}:{reason}`" if reason else f"`{status}`" + (" with calls" if calls else "")
-        finish = api_formats.finish_from_responses(status, reason, calls)
+        finish = api_outcomes.finish_from_responses(status, reason, calls)
         shown = f"`{finish}`" if finish else "— (`response.failed`: `stream_error`, or `overloaded`)"
         rows.append(f"| `responses` | {word} | {shown} |")
     rows.append("| `chat`, `completions` | the raw `finish_reason` | the same (raw mode: `stop` with parsed calls → "
@@ -112,6 +112,12 @@ def _metrics() -> str:
     from avv_scoring.metrics.registry import render_metric_table
 
     return render_metric_table()
+
+
+def _prom_metrics() -> str:
+    from avv_harness.locust.prometheus import render_prom_table
+
+    return render_prom_table()
 
 
 def _sim_knobs() -> str:
@@ -143,6 +149,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "conversion": render_conversion_table,
     "stop-reasons": render_stop_reasons_table,
     "metrics": _metrics,
+    "prom-metrics": _prom_metrics,
     "sim-knobs": _sim_knobs,
 }
 #: docs/simulator.md's blocks: the simulator's declarations.

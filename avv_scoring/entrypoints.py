@@ -144,7 +144,19 @@ def score_inputs(
         sample_files=tuple(tool_source.sample_files),
         stress=stress_tables(stress_dir) if stress_dir is not None else None,
         settle=_settle_of(inputs),
+        currencies=_currencies_of(inputs),
     )
+
+
+def _currencies_of(inputs: Sequence[RunInput]) -> tuple[str, ...]:
+    """The ``price.currency`` of every priced vendor in the inputs' run.json (the Cost section names them)."""
+    found: set[str] = set()
+    for item in inputs:
+        for vendor in item.manifest.vendors if item.manifest is not None else ():
+            price = vendor.get("price") if isinstance(vendor, dict) else None
+            if isinstance(price, dict) and isinstance(price.get("currency"), str):
+                found.add(price["currency"])
+    return tuple(sorted(found))
 
 
 def _settle_of(inputs: Sequence[RunInput]) -> dict[str, Any]:

@@ -116,6 +116,8 @@ class ScoreResult:
     not_judged: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: Runs made with ``--avv-settle``: input → run.json's ``settle`` (seed, rule, each vendor's outcome).
     settle: Mapping[str, Any] = field(default_factory=dict)
+    #: The vendors' price currencies in the inputs' run.json (``price.currency``), sorted: the Cost section's unit.
+    currencies: tuple[str, ...] = ()
 
     @property
     def models(self) -> list[str]:

@@ -1,7 +1,7 @@
 """A plan as an Anthropic Messages answer (simulator layer, pure): the stream's events (``message_start``, ``ping``,
 ``content_block_start`` / ``_delta`` / ``_stop`` of ``thinking``, ``text`` and ``tool_use`` blocks, ``message_delta``,
 ``message_stop``, ``error``) and the Message JSON of a non-stream request. The stop reason is
-:func:`avv_core.api_formats.messages_stop_reason` of the plan's finish, the usage :func:`~avv_core.api_formats.
+:func:`avv_core.api_outcomes.messages_stop_reason` of the plan's finish, the usage :func:`~avv_core.api_outcomes.
 messages_usage` of its counts. Timing and blocks: :mod:`avv_sim.event_wire`.
 """
 
@@ -12,7 +12,7 @@ import hashlib
 import json
 from typing import Any
 
-from avv_core.api_formats import messages_stop_reason, messages_usage
+from avv_core.api_outcomes import messages_stop_reason, messages_usage
 from avv_sim.event_wire import Block, EventWire
 from avv_sim.plan import Plan
 from avv_sim.quirks import TailPart

@@ -2,15 +2,15 @@
 ``response.in_progress``, ``response.output_item.added`` / ``.done`` of ``reasoning``, ``message`` and
 ``function_call`` items with their part, delta and ``.done`` events, ``response.completed`` /
 ``response.incomplete``, ``response.failed``, ``error``), each with its ``sequence_number``, and the Response JSON of
-a non-stream request. The status is :func:`avv_core.api_formats.responses_status` of the plan's finish, the usage
-:func:`~avv_core.api_formats.responses_usage` of its counts. Timing and blocks: :mod:`avv_sim.event_wire`.
+a non-stream request. The status is :func:`avv_core.api_outcomes.responses_status` of the plan's finish, the usage
+:func:`~avv_core.api_outcomes.responses_usage` of its counts. Timing and blocks: :mod:`avv_sim.event_wire`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from avv_core.api_formats import responses_status, responses_usage
+from avv_core.api_outcomes import responses_status, responses_usage
 from avv_sim.event_wire import Block, EventWire
 from avv_sim.plan import Plan
 from avv_sim.quirks import TailPart

@@ -12,14 +12,16 @@ from avv_core.api_formats import (
     DEFAULT_MESSAGES_MAX_TOKENS,
     FIELDS,
     ConversionError,
-    finish_from_messages,
-    finish_from_responses,
     from_messages,
     from_responses,
-    messages_stop_reason,
-    responses_status,
     to_messages,
     to_responses,
+)
+from avv_core.api_outcomes import (
+    finish_from_messages,
+    finish_from_responses,
+    messages_stop_reason,
+    responses_status,
     usage_from_messages,
     usage_from_responses,
 )

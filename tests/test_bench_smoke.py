@@ -70,3 +70,20 @@ def test_formulas_on_a_hand_made_run() -> None:
     run = bl.Monitored(0, 0.0, 4.0, [bl.CpuSample(1.0, {7: 1.0}), bl.CpuSample(3.0, {7: 2.0})], {7: "locust"})
     assert bl.cpu_at(run.samples, 7, 2.0) == pytest.approx(1.5)
     assert bl.cpu_percent(run, [7], 1.0, 3.0) == pytest.approx(50.0)
+
+
+def test_master_ingest_tiny_rate_records_every_item(tmp_path: Path) -> None:
+    """bench/master_ingest.py at a tiny rate: the master exits 0, every item is a row, and the figures are there."""
+    out = tmp_path / "ingest.json"
+    cmd = [sys.executable, str(BENCH / "master_ingest.py"), "--rates", "100", "--workers", "2", "--answer-s", "0.2",
+           "--duration-s", "3", "--out", str(tmp_path), "--json", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env=bl.clean_env())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (result,) = json.loads(out.read_text())["results"]
+    assert result["master_exit"] == 0 and result["rows"] == result["items"] >= 300
+    assert result["live_board_rows"] == result["rows"]
+    for key in ("kept_per_s", "send_to_row_p99_ms", "handout_p99_ms", "cpu_us_per_record"):
+        assert result[key] is not None and result[key] > 0, key
+    assert result["send_to_row_p50_ms"] < 1000
+    (run_dir,) = [p for p in (tmp_path.glob("ingest-*/rate-100/out/run"))]
+    assert len(pd.read_csv(run_dir / "records.csv")) == result["rows"]

@@ -135,7 +135,7 @@ def test_a_master_whose_only_worker_is_refused_mid_run_ends_the_run(tmp_path):
 
 @pytest.mark.parametrize("part, change, expected", [
     ("version", {"version": {"avv-locust": "0.0.9", "protocol": 1, "records": "0123456789abcdef"}},
-     ["its version differs", "avv-locust: worker 0.0.9", "protocol: worker 1, master 2"]),
+     ["its version differs", "avv-locust: worker 0.0.9", "protocol: worker 1, master 4"]),
     ("samples", {"samples": "f" * 64}, ["its samples differ (sha256: worker ffffffffffff…"]),
 ])
 def test_a_worker_of_another_version_or_samples_is_refused_naming_the_part(tmp_path, monkeypatch, part, change,

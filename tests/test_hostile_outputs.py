@@ -17,7 +17,8 @@ import pytest
 
 from avv_core.errors import InputError
 from avv_harness.dialects.overrides import parse_overrides
-from avv_harness.inputs.config import _Problems, load_config, parse_config
+from avv_harness.inputs.config import load_config, parse_config
+from avv_harness.inputs.field_checks import Problems
 from avv_harness.locust.web_ui import install_web_ui
 from avv_scoring import (
     markdown_cell,
@@ -337,7 +338,7 @@ def test_substituted_values_never_appear_in_config_messages(patch, env, secret, 
 
 def test_a_substituted_value_is_blanked_from_any_config_message_as_a_last_guard():
     """Whatever a future message quotes, a substituted value (of at least HIDDEN_MIN_CHARS) comes out as ***."""
-    problems = _Problems("c.yaml")
+    problems = Problems("c.yaml")
     problems.hide(["s3cr3t-token", "80"])
     problems.add("m.vendors[0] (v).url", "quoted 's3cr3t-token' on port 80")
     with pytest.raises(InputError) as info:

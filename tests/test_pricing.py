@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from avv_core.api_formats import usage_from_messages, usage_from_responses
+from avv_core.api_outcomes import usage_from_messages, usage_from_responses
 from avv_core.errors import InputError
 from avv_core.items import truth_tag
 from avv_core.pricing import Price
@@ -123,7 +123,7 @@ def test_the_priced_demo_costs_what_the_simulator_counted(tmp_path):
         expected = prices[row["vendor"]].cost(told["prompt_tokens"], told["completion_tokens"], 0)
         assert row["cost"] == pytest.approx(expected, abs=1e-9), row["vendor"]
     report = (run_dir / "report.md").read_text(encoding="utf-8")
-    assert "Cost (in the vendors' price currency" in report and "| Cost / Item | Cost rows | Spent |" in report
+    assert "Cost (amounts in USD;" in report and "| Cost / Item | Cost rows | Spent |" in report
     assert "demo-model  cost" in proc.stdout
 
 

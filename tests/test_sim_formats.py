@@ -15,16 +15,12 @@ from typing import Any
 import pytest
 import requests
 
-from avv_core.api_formats import (
-    CHAT,
-    MESSAGES,
-    RESPONSES,
+from avv_core.api_formats import CHAT, MESSAGES, RESPONSES, to_messages, to_responses
+from avv_core.api_outcomes import (
     finish_from_messages,
     finish_from_responses,
     messages_usage,
     responses_usage,
-    to_messages,
-    to_responses,
     usage_from_messages,
     usage_from_responses,
 )

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import requests
 
-from avv_core import api_formats
+from avv_core import api_formats, api_outcomes
 from avv_core.errors import InputError
 from avv_core.items import ITEM_HEADER, ItemKey, WorkItem
 from avv_core.records import COLUMN_NAMES, ERROR_KINDS
@@ -89,8 +89,8 @@ def answer(endpoint: str, blocks: list, **kw: Any):
     """The same answer in either format: ``stop`` is chat's finish (mapped to the format's words)."""
     stop = kw.pop("stop", "stop")
     if endpoint == "messages":
-        return messages_reply(blocks, stop_reason=api_formats.messages_stop_reason(stop), **kw)
-    status, reason = api_formats.responses_status(stop)
+        return messages_reply(blocks, stop_reason=api_outcomes.messages_stop_reason(stop), **kw)
+    status, reason = api_outcomes.responses_status(stop)
     return responses_reply(blocks, status=status, reason=reason, **kw)
 
 

@@ -27,18 +27,28 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from avv_core.errors import InputError
-from avv_core.pricing import DEFAULT_CURRENCY, Price
+from avv_core.pricing import Price
 from avv_core.yaml_io import load_yaml
 from avv_harness.dialects import dialect as dia
+from avv_harness.inputs.field_checks import (
+    SIM_PLACEHOLDER,
+    Problems,
+    check_headers,
+    check_key,
+    check_url,
+    control_problem,
+    parse_price,
+    positive_seconds,
+    printable_name,
+    typed,
+)
 from avv_harness.inputs.secrets import (
     environment_with_dotenv,
     redact_url,
@@ -46,8 +56,6 @@ from avv_harness.inputs.secrets import (
     secret_header,
     url_secrets,
 )
-
-SIM_PLACEHOLDER = "{sim}"
 
 VENDOR_KEYS = frozenset(
     {
@@ -57,8 +65,6 @@ VENDOR_KEYS = frozenset(
     }
 ) | dia.VENDOR_DIALECT_KEYS
 MODEL_KEYS = frozenset({"vendors"}) | dia.MODEL_DIALECT_KEYS
-PRICE_KEYS = ("input", "output", "cached_input", "currency")
-_CURRENCY = re.compile(r"^[A-Z]{3}$")
 LOOPBACK_HOSTS = ("localhost", "::1")
 #: Most vendors in one run (after --avv-model). Locust's runner.stop_users rebuilds its class table for every user
 #: of every class it stops: with one User class per vendor that is cubic in the vendors. Measured in-process (local
@@ -178,215 +184,23 @@ def _is_local(url: str) -> bool:
     return host in LOOPBACK_HOSTS or host.startswith("127.")
 
 
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-_HEADER_VALUE = re.compile(r"^[\x20-\x7e\t]*$")
-
-
-def _check_key(problems: _Problems, where: str, key: str | None, source: str) -> str | None:
-    """Keys are stripped of surrounding whitespace (a trailing newline from ``echo >> .env`` is common);
-    anything left that cannot go into an HTTP header is an input error. The key itself is never shown."""
-    if key is None:
-        return None
-    key = key.strip()
-    if not key:
-        return None
-    if not _HEADER_VALUE.match(key) or any(c.isspace() for c in key):
-        problems.add(f"{where}.api_key", f"the key from {source} holds whitespace, a line break or a "
-                     "non-ASCII character inside it; an API key must be one printable ASCII word")
-        return None
-    return key
-
-
-def _url_problem(exc: ValueError) -> str:
-    """urlsplit's complaint without the text it quotes (that text may be a ${VAR} value)."""
-    text = str(exc).lower()
-    if "out of range" in text:
-        return "port out of range"
-    if "port" in text:
-        return "the port is not a number"
-    if "ipv6" in text or "ipv4" in text or "address" in text:
-        return "not a valid IP address in the host"
-    return "cannot be parsed"
-
-
-def _check_url(problems: _Problems, where: str, url: str, written: str | None = None,
-               variables: str | None = None) -> None:
-    """``url`` is the value to check; when ``variables`` is set (``"${PORT}"``) it came from them, and a message
-    names them and shows ``written`` (the value as written in the file), never the value itself."""
-    if url.startswith(SIM_PLACEHOLDER):
-        return
-
-    def problem(what: str, detail: str = "") -> None:
-        if variables:
-            problems.add(f"{where}.url", f"the value from {variables} {what}{detail}; as written: "
-                         f"{redact_url(written or '')!r}")
-        else:
-            problems.add(f"{where}.url", f"{what}{detail}: {redact_url(url)!r}")
-
-    if not url.startswith(("http://", "https://")):
-        problem("must start with http:// or https://")
-        return
-    if any(c.isspace() for c in url) or not _HEADER_VALUE.match(url):
-        problem("must not contain spaces, line breaks or non-ASCII characters", " (percent-encode them)")
-        return
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # raises ValueError for a port out of range or not a number
-    except ValueError as exc:
-        problem("is not a valid URL" if variables else "not a valid URL", f" ({_url_problem(exc)})")
-        return
-    if not parts.hostname:
-        problem("has no host")
-    elif port == 0:
-        problem("has port 0, which is not a port")
-
-
-def _check_headers(problems: _Problems, where: str, headers: dict[str, Any],
-                   substitution: dia.Substitution | None = None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name, value in headers.items():
-        name = str(name)
-        if not _HEADER_NAME.match(name):
-            problems.add(f"{where}.headers", f"{name!r} is not a valid HTTP header name")
-            continue
-        if value is None or isinstance(value, (dict, list)):
-            problems.add(f"{where}.headers.{name}", "must be a string or a number")
-            continue
-        text = str(value).strip() if secret_header(name) else str(value)
-        if not _HEADER_VALUE.match(text):
-            variables = substitution.named(f"headers.{name}") if substitution else None
-            shown = (f"(the value from {variables}, not shown)" if variables
-                     else "(value hidden)" if secret_header(name) else repr(text))
-            problems.add(f"{where}.headers.{name}", f"holds a line break, control or non-ASCII character {shown}")
-            continue
-        out[name] = text
-    return out
-
-
-def _positive_seconds(problems: _Problems, where: str, raw: dict[str, Any], key: str,
-                      default: float | None) -> float | None:
-    value = _typed(problems, where, raw, key, float, default)
-    if value is None:
-        return None
-    if not math.isfinite(value) or value <= 0:
-        problems.add(f"{where}.{key}", f"must be a finite number > 0, got {raw.get(key)!r}")
-        return default
-    return value
-
-
-def _parse_price(problems: _Problems, where: str, raw: Any) -> Price | None:
-    """``price: {input, output, cached_input, currency}``: per million tokens, finite and ≥ 0; ``input`` and
-    ``output`` required, ``cached_input`` defaults to ``input``, ``currency`` to USD (three capital letters)."""
-    if raw is None:
-        return None
-    where = f"{where}.price"
-    if not isinstance(raw, dict):
-        problems.add(where, "must be a mapping with input, output (per million tokens), cached_input, currency")
-        return None
-    ok = True
-    for key in sorted(set(map(str, raw)) - set(PRICE_KEYS)):
-        problems.add(f"{where}.{_shown(key)}", f"unknown key (known: {', '.join(PRICE_KEYS)})")
-        ok = False
-    amounts: dict[str, float] = {}
-    for key in ("input", "output", "cached_input"):
-        value = raw.get(key)
-        if value is None:
-            if key != "cached_input":
-                problems.add(f"{where}.{key}", "missing (the price per million tokens)")
-                ok = False
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            problems.add(f"{where}.{key}", f"must be a finite number ≥ 0 (per million tokens), got {value!r}")
-            ok = False
-            continue
-        amounts[key] = float(value)
-    currency = raw.get("currency", DEFAULT_CURRENCY)
-    if not isinstance(currency, str) or not _CURRENCY.match(currency):
-        problems.add(f"{where}.currency", f"must be a three-letter ISO 4217 code such as USD, got {currency!r}")
-        ok = False
-    if not ok:
-        return None
-    return Price(amounts["input"], amounts["output"], amounts.get("cached_input", amounts["input"]), str(currency))
-
-
-#: Substituted values at least this long are blanked out of every message (a last guard: the messages name
-#: variables, not values). Shorter ones would blank out ordinary words and numbers.
-HIDDEN_MIN_CHARS = 4
-
-
-class _Problems:
-    def __init__(self, path: str):
-        self.path = path
-        self.items: list[str] = []
-        self.hidden: set[str] = set()
-
-    def add(self, where: str, message: str) -> None:
-        self.items.append(f"{self.path}: {where}: {message}")
-
-    def hide(self, values: list[str]) -> None:
-        """Values no message may show (those put in by ``${VAR}``)."""
-        self.hidden.update(v for v in values if len(v) >= HIDDEN_MIN_CHARS)
-
-    def raise_if_any(self) -> None:
-        if self.items:
-            text = "invalid vendor config:\n  " + "\n  ".join(self.items)
-            for value in sorted(self.hidden, key=len, reverse=True):
-                text = text.replace(value, "***")
-            raise InputError(text)
-
-
-def _typed(problems: _Problems, where: str, raw: dict[str, Any], key: str, kind: type | tuple, default: Any) -> Any:
-    value = raw.get(key, default)
-    if value is None:
-        return default
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        # a key ${VAR} is substituted in may hold a secret: its value is never shown, only its type
-        got = f"a {type(value).__name__}" if key in dia.SUBSTITUTED_KEYS else repr(value)
-        problems.add(f"{where}.{key}", f"must be {getattr(kind, '__name__', kind)}, got {got}")
-        return default
-    return value
-
-
-def _shown(text: str) -> str:
-    """A name as a message shows it: control characters escaped (``\\x1b``), so the message cannot run them."""
-    if text.isprintable():  # the usual case, without importing the scoring package
-        return text
-    from avv_scoring import terminal_text
-
-    return terminal_text(text)
-
-
-def _control_problem(text: str) -> str | None:
-    """What is wrong with a name holding control characters (:func:`avv_scoring.report.escape.is_control`),
-    else None."""
-    if text.isprintable():
-        return None
-    from avv_scoring import control_characters
-
-    found = control_characters(text)
-    return (f"holds control characters ({', '.join(found)}); names are printed in terminals, logs and reports"
-            if found else None)
-
-
-def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: dict[str, str],
+def _parse_vendor(problems: Problems, model: str, index: int, raw: Any, env: dict[str, str],
                   check_keys: bool, defaults: dict[str, Any], config_dir: str) -> Vendor | None:
-    where = f"{_shown(model)}.vendors[{index}]"
+    where = f"{printable_name(model)}.vendors[{index}]"
     if not isinstance(raw, dict):
         problems.add(where, "must be a mapping")
         return None
     name = raw.get("name")
     if isinstance(name, str) and name:
-        where = f"{_shown(model)}.vendors[{index}] ({_shown(name)})"
-        control = _control_problem(name)
+        where = f"{printable_name(model)}.vendors[{index}] ({printable_name(name)})"
+        control = control_problem(name)
         if control:
             problems.add(f"{where}.name", control)
     else:
         problems.add(f"{where}.name", "missing")
         name = f"vendor{index}"
     for key in sorted(set(raw) - VENDOR_KEYS):
-        problems.add(f"{where}.{_shown(str(key))}", f"unknown key (known: {', '.join(sorted(VENDOR_KEYS))})")
+        problems.add(f"{where}.{printable_name(str(key))}", f"unknown key (known: {', '.join(sorted(VENDOR_KEYS))})")
     # ${VAR} is replaced when the run starts; naming the User classes (check_keys=False) keeps the placeholders
     written = raw
     substitution = dia.substitute(raw, env, problems, where) if check_keys else None
@@ -398,21 +212,21 @@ def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: di
         problems.add(f"{where}.url", "missing")
         url = ""
     elif not (substitution is None and dia.has_placeholder(url)):
-        _check_url(problems, where, url, str(written.get("url")), substitution.named("url") if substitution else None)
+        check_url(problems, where, url, str(written.get("url")), substitution.named("url") if substitution else None)
     model_id = raw.get("model_id") or model
     provider = raw.get("provider")
     if provider is not None and not isinstance(provider, (str, list)):
         problems.add(f"{where}.provider", "must be a string or a list of strings")
         provider = None
     providers = [provider] if isinstance(provider, str) else provider
-    concurrency = _typed(problems, where, raw, "concurrency", int, 1)
+    concurrency = typed(problems, where, raw, "concurrency", int, 1)
     if concurrency < 1:
         problems.add(f"{where}.concurrency", "must be ≥ 1")
-    timeout_s = _positive_seconds(problems, where, raw, "timeout_s", 60.0)
-    max_request_s = _positive_seconds(problems, where, raw, "max_request_s", None)
-    require_key = _typed(problems, where, raw, "require_key", bool, not _is_local(url))
+    timeout_s = positive_seconds(problems, where, raw, "timeout_s", 60.0)
+    max_request_s = positive_seconds(problems, where, raw, "max_request_s", None)
+    require_key = typed(problems, where, raw, "require_key", bool, not _is_local(url))
     api_key, source = resolve_key(raw, name, env, fallback=require_key) if check_keys else (None, "none")
-    api_key = _check_key(problems, where, api_key, source)
+    api_key = check_key(problems, where, api_key, source)
     if check_keys and require_key and not api_key:
         hint = f"api_key_env {raw['api_key_env']!r} is not set" if raw.get("api_key_env") else (
             f"set api_key, api_key_env, the environment variable {name!r} or OPENAI_API_KEY (a .env file works)"
@@ -420,15 +234,15 @@ def _parse_vendor(problems: _Problems, model: str, index: int, raw: Any, env: di
         problems.add(f"{where}.api_key", f"no API key: {hint}")
     return Vendor(
         model=model, name=name, model_id=str(model_id), url=url,
-        is_baseline=_typed(problems, where, raw, "is_baseline", bool, False),
+        is_baseline=typed(problems, where, raw, "is_baseline", bool, False),
         api_key=api_key, key_source=source, provider=providers,
-        extra_body=_typed(problems, where, raw, "extra_body", dict, {}),
-        headers=_check_headers(problems, where, _typed(problems, where, raw, "headers", dict, {}), substitution),
+        extra_body=typed(problems, where, raw, "extra_body", dict, {}),
+        headers=check_headers(problems, where, typed(problems, where, raw, "headers", dict, {}), substitution),
         concurrency=max(1, concurrency), timeout_s=timeout_s or 60.0, max_request_s=max_request_s,
-        include_usage=_typed(problems, where, raw, "include_usage", bool, True),
+        include_usage=typed(problems, where, raw, "include_usage", bool, True),
         dialect=dia.parse_dialect(problems, where, raw, defaults, str(model_id), config_dir),
         substituted=tuple(substitution.secrets) if substitution else (),
-        price=_parse_price(problems, where, raw.get("price")),
+        price=parse_price(problems, where, raw.get("price")),
     )
 
 
@@ -436,21 +250,22 @@ def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_
     """Validate a parsed config. ``check_keys=False`` skips key lookup (naming the User classes at import
     needs only names and URLs; keys are resolved when the run starts)."""
     env = dict(os.environ) if env is None else env
-    problems = _Problems(path)
+    problems = Problems(path)
     if not isinstance(data, dict) or not data:
         problems.add("top level", "must be a mapping of model name → {vendors: [...]}")
         problems.raise_if_any()
     vendors: list[Vendor] = []
     for model, section in data.items():
-        shown = _shown(str(model))  # messages show control characters escaped
-        control = _control_problem(str(model))
+        shown = printable_name(str(model))  # messages show control characters escaped
+        control = control_problem(str(model))
         if control:
             problems.add(f"{shown} (the model name)", control)
         if not isinstance(section, dict):
             problems.add(shown, "must be a mapping with a 'vendors' list")
             continue
         for key in sorted(set(section) - MODEL_KEYS):
-            problems.add(f"{shown}.{_shown(str(key))}", f"unknown key (a model has {', '.join(sorted(MODEL_KEYS))})")
+            problems.add(f"{shown}.{printable_name(str(key))}",
+                         f"unknown key (a model has {', '.join(sorted(MODEL_KEYS))})")
         defaults = dia.model_defaults(problems, shown, section)
         listed = section.get("vendors")
         if not isinstance(listed, list) or not listed:
@@ -466,13 +281,13 @@ def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_
         if not baselines:
             problems.add(f"{shown}.vendors", "no vendor has is_baseline: true (exactly one is needed)")
         elif len(baselines) > 1:
-            problems.add(f"{shown}.vendors", f"several baselines ({', '.join(map(_shown, baselines))}); exactly one "
-                         "is needed")
+            names = ", ".join(map(printable_name, baselines))
+            problems.add(f"{shown}.vendors", f"several baselines ({names}); exactly one is needed")
         vendors.extend(parsed)
     currencies = {v.price.currency: v for v in reversed(vendors) if v.price is not None}
     if len(currencies) > 1:  # costs are summed and compared across vendors: one currency
         problems.add("price.currency", "one currency per config, found " + ", ".join(
-            f"{c} ({_shown(v.model)}/{_shown(v.name)})" for c, v in sorted(currencies.items())))
+            f"{c} ({printable_name(v.model)}/{printable_name(v.name)})" for c, v in sorted(currencies.items())))
     problems.raise_if_any()
     return VendorConfig(path=path, vendors=vendors)
 

@@ -7,12 +7,18 @@ three methods the users call — ``next_item``, ``give_back`` and ``submit`` —
 
 - :class:`LocalRole` (a plain local run): takes items from the ledger in this process and stores
   records here.
-- :class:`MasterRole`: hands items to workers as they ask (``avv_want`` → ``avv_items``, carrying the
-  request body, so workers need neither the sample file nor a shared disk), stores the records they send
-  (``avv_record``), takes back items of stopped users (``avv_give_back``) and hands out again the items
-  of workers Locust marks missing. Its own process runs no users.
-- :class:`WorkerRole`: asks the master for one item at a time per vendor and sends each item's records
-  to the master as soon as they exist.
+- :class:`MasterRole` (:mod:`~avv_harness.locust.master_role`): hands items to workers as they ask (``avv_want``
+  → ``avv_items``, carrying the request body, so workers need neither the sample file nor a shared disk), stores
+  the records they send (``avv_records``: the records of up to :data:`MAX_ITEMS_PER_MESSAGE` items;
+  ``avv_record``: one item's), takes back items of stopped users (``avv_give_back``) and of asks a worker reports
+  lost (``avv_lost``, below), and hands out again the items of workers Locust marks missing. Its own process runs
+  no users.
+- :class:`WorkerRole` (:mod:`~avv_harness.locust.worker_role`): asks the master for items as its users need
+  them (one per waiting user, several in one ask when several wait) and sends the records of the items that
+  finished every :data:`SEND_INTERVAL_S` in one message (one message per item made ~2,000 messages/s at 2,000
+  records/s; a master that falls behind fills Locust's send queue — ZeroMQ's high-water mark — and a send then
+  fails: the records stay in the outbox and go with the next send, never lost, so no item is left held with its
+  records gone).
 
 The cluster trusts only what it handed out. Locust's master port has no authentication, so:
 
@@ -29,421 +35,52 @@ The cluster trusts only what it handed out. Locust's master port has no authenti
   refused. A worker presumed lost whose late record arrives after its item was recorded elsewhere is a
   duplicate (``duplicates_dropped``), not a refusal. A handler never raises on a malformed message.
 
-Only this module and the controller touch Locust runners and messages. A role reaches the controller only
-through :class:`ItemHost`, what it asks of the process's ledger side.
+The hand-out is acknowledged (item protocol 4). ZeroMQ drops, without an error, a message the master's ROUTER
+socket sends to a worker whose receive queue is at its high-water mark (a burst of thousands of asks); the items
+an ``avv_items`` answer carried would stay held by that live worker and the run would stall. So each ``avv_want``
+carries an ask id (``ask``, counting up per worker) that ``avv_items`` echoes. A worker with no answer to an ask
+after :data:`~avv_harness.locust.worker_role.ASK_LOST_S` reports it lost (``avv_lost``, ask ids; a failed send
+keeps them for the next) and ignores a late answer to it; the master hands out again the items of that answer
+that the worker still holds under that ask (:class:`~avv_harness.locust.handouts.HandOuts`: not one recorded
+since, nor one handed to it again under a later ask). A worker's messages reach the master in the order sent, so
+the ask is always handled before its report. Exactly once holds: a late answer's items never run there.
+
+These modules (this one, :mod:`~avv_harness.locust.item_protocol` with the message names, :class:`ItemHost` and
+the local role, and the master's and worker's modules) and the controller are all that touch Locust runners and
+messages. A role reaches the controller only through :class:`ItemHost`, what it asks of the process's ledger side.
 """
 
 from __future__ import annotations
 
-import logging
-from collections import Counter, deque
-from collections.abc import Callable
-from typing import Any, ClassVar, Protocol
-
-import gevent
-import gevent.event
-from locust.rpc import Message
-from locust.runners import STATE_INIT, STATE_MISSING, MasterRunner, WorkerRunner
-
-from avv_core.items import ItemKey, VendorId, WorkItem
-from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, RecordError
-from avv_harness.run.node_identity import NodeIdentity, differences, quote_peer
-from avv_harness.run.state import EXIT_INPUT
-
-log = logging.getLogger("avv")
-
-WANT, ITEMS, RECORD, GIVE_BACK = "avv_want", "avv_items", "avv_record", "avv_give_back"
-HELLO, ACCEPTED, REFUSED, IDENTIFY = "avv_hello", "avv_accepted", "avv_refused", "avv_identify"
-ASK_TIMEOUT_S = 2.0
-REQUEUE_INTERVAL_S = 1.0
-#: Items one ``avv_want`` may take (workers ask for one): a forged ask cannot drain the queue.
-MAX_ITEMS_PER_WANT = 8
-#: Refused or malformed records after which the master refuses the worker that sent them.
-MAX_BAD_RECORDS = 3
-#: Columns every row a worker sends must fill.
-REQUIRED_COLUMNS = ("run_id", "model", "vendor", "sample_id", "repeat", "status", "request_hash")
-MALFORMED, REFUSED_WORKER = "malformed", "refused_worker"
-
-
-class MalformedRecord(ValueError):
-    """An ``avv_record`` the master cannot read; ``key`` is the item it names, when that part was readable."""
-
-    def __init__(self, reason: str, key: ItemKey | None = None):
-        super().__init__(reason)
-        self.key = key
-
-
-def parse_key(raw: Any) -> ItemKey:
-    """An item key sent as ``[model, vendor, sample_id, repeat]``; MalformedRecord otherwise."""
-    if not isinstance(raw, (list, tuple)) or len(raw) != 4:
-        raise MalformedRecord("the key is not [model, vendor, sample_id, repeat]")
-    model, vendor, sample_id, repeat = raw
-    if not all(isinstance(x, str) for x in (model, vendor, sample_id)) or type(repeat) is not int:
-        raise MalformedRecord("the key's parts have the wrong types")
-    return ItemKey(model, vendor, sample_id, repeat)
-
-
-def parse_record_message(data: Any) -> tuple[ItemKey, list[Record]]:
-    """The key and rows of an ``avv_record``, each row checked against the record schema and required to fill
-    :data:`REQUIRED_COLUMNS`; MalformedRecord (with the key when readable) otherwise."""
-    if not isinstance(data, dict):
-        raise MalformedRecord(f"the message is a {type(data).__name__}, not a mapping")
-    key = parse_key(data.get("key"))
-    rows = data.get("records")
-    if not isinstance(rows, list) or not rows:
-        raise MalformedRecord("no rows", key)
-    records: list[Record] = []
-    for number, row in enumerate(rows, 1):
-        if not isinstance(row, dict):
-            raise MalformedRecord(f"row {number} is a {type(row).__name__}, not a mapping", key)
-        try:
-            record = Record(row)
-        except RecordError as exc:
-            raise MalformedRecord(f"row {number}: {exc}", key) from None
-        missing = [name for name in REQUIRED_COLUMNS if record.get(name) in (None, "")]
-        if missing:
-            raise MalformedRecord(f"row {number} has no {', '.join(missing)}", key)
-        if record["status"] not in (STATUS_SUCCESS, STATUS_FAILED):
-            raise MalformedRecord(f"row {number}: status {str(record['status'])[:40]!r}", key)
-        records.append(record)
-    return key, records
-
-
-def _guarded(handler: Callable[[Any, Any], None]) -> Callable[..., None]:
-    """A message handler that logs what it cannot read instead of raising (Locust would log a traceback and
-    the message's effect would be lost)."""
-
-    def run(environment: Any, msg: Any, **_: Any) -> None:
-        try:
-            handler(environment, msg)
-        except Exception as exc:
-            log.error("ignored a malformed %s message from %s: %s: %.200s", msg.type,
-                      getattr(msg, "node_id", "?"), type(exc).__name__, exc)
-
-    return run
-
-
-class ItemHost(Protocol):
-    """What a role asks of the controller that holds it (:class:`avv_harness.run.controller.RunController`):
-    the current run's items and records, this process's identity, and how workers run items."""
-
-    def vendor_id(self, class_name: str) -> VendorId: ...
-
-    def class_name(self, vendor_id: VendorId) -> str: ...
-
-    def take_items(self, vendor: VendorId, taker: str, limit: int = 1) -> list[WorkItem]: ...
-
-    def release_item(self, key: ItemKey, taker: str | None = None) -> bool: ...
-
-    def vendor_closed(self, vendor: VendorId) -> bool: ...
-
-    def store(self, key: ItemKey, records: list[Record]) -> bool: ...
-
-    def store_from(self, taker: str, key: ItemKey, records: list[Record]) -> tuple[str, str]: ...
-
-    def refuse_record(self, worker: str, key: ItemKey | None, reason: str, detail: str,
-                      taker: str | None = None) -> None: ...
-
-    def note_refused_worker(self, worker: str, reason: str) -> None: ...
-
-    def takers(self) -> set[str]: ...
-
-    def requeue_taker(self, taker: str, why: str = "is gone") -> int: ...
-
-    def identity(self) -> NodeIdentity: ...
-
-    def worker_context(self) -> dict[str, Any]: ...
-
-    def apply_worker_context(self, context: dict[str, Any]) -> None: ...
-
-
-class Role:
-    """A process's part in the item protocol, and what the controller and the run lifecycle ask of it."""
-
-    name: ClassVar[str]  # "local", "master" or "worker" (run.json's locust.role)
-    runs_users: ClassVar[bool]  # its process runs Locust users (and watches its own event-loop lag)
-    holds_ledger: ClassVar[bool]  # the ledger, the run folder and the records are in its process
-
-    def __init__(self, host: ItemHost, runner: Any):
-        self.host = host
-        self.runner = runner
-
-    def attach(self) -> None:
-        """Register this role's messages and listeners on the runner."""
-
-    def next_item(self, class_name: str) -> WorkItem | None:
-        raise NotImplementedError
-
-    def give_back(self, item: WorkItem) -> None:
-        raise NotImplementedError
-
-    def submit(self, item: WorkItem, records: list[Record]) -> None:
-        raise NotImplementedError
-
-    def closed(self, class_name: str) -> bool:
-        """``--avv-settle``: this vendor gets no more items in this run, so its users may stop."""
-        return False
-
-    def expected_workers(self) -> int | None:
-        """How many workers the run waits for (``--expect-workers``), for run.json; None when it has none."""
-        return None
-
-    def close(self) -> None:
-        """At the process's finish: stop what this role runs in the background."""
-
-
-class LocalRole(Role):
-    """The ledger is in this process: users take from it and records are stored here."""
-
-    name = "local"
-    runs_users = True
-    holds_ledger = True
-
-    def next_item(self, class_name: str) -> WorkItem | None:
-        items = self.host.take_items(self.host.vendor_id(class_name), self.name, 1)
-        return items[0] if items else None
-
-    def give_back(self, item: WorkItem) -> None:
-        self.host.release_item(item.key)
-
-    def submit(self, item: WorkItem, records: list[Record]) -> None:
-        self.host.store(item.key, records)
-
-    def closed(self, class_name: str) -> bool:
-        return self.host.vendor_closed(self.host.vendor_id(class_name))
-
-
-class MasterRole(LocalRole):
-    """Serves items to the workers it accepted and stores only the records it can trust."""
-
-    name = "master"
-    runs_users = False
-
-    def __init__(self, host: ItemHost, runner: Any):
-        super().__init__(host, runner)
-        self.accepted: dict[str, NodeIdentity] = {}  # node id → what it presented
-        self.refused: dict[str, str] = {}  # node id → why
-        self.labels: dict[str, str] = {}  # node id → "host:pid (node id)" for log lines
-        self.bad_records: Counter[str] = Counter()
-        self.asked_to_identify: set[str] = set()
-        self._requeuer: gevent.Greenlet | None = None
-
-    def attach(self) -> None:
-        runner = self.runner
-        runner.register_message(HELLO, _guarded(self._on_hello))
-        runner.register_message(WANT, _guarded(self._on_want))
-        runner.register_message(RECORD, _guarded(self._on_record))
-        runner.register_message(GIVE_BACK, _guarded(self._on_give_back))
-        self._requeuer = gevent.spawn(self._requeue_lost_workers)
-        parsed_options = runner.environment.parsed_options
-        if parsed_options is not None:
-            # Without rebalancing, Locust moves a lost worker's users to the others only once it drops
-            # the worker for good (60 s of missed heartbeats); with it, as soon as it is marked missing.
-            parsed_options.enable_rebalancing = True
-
-    def expected_workers(self) -> int | None:
-        return getattr(self.runner.environment.parsed_options, "expect_workers", None)
-
-    def next_item(self, class_name: str) -> WorkItem | None:
-        return None  # a master runs no users
-
-    def label(self, node: str) -> str:
-        """How log lines name a node: what it presented (host:pid) and Locust's node id, control characters
-        escaped (both come from the peer)."""
-        return self.labels.get(node) or quote_peer(node)
-
-    # ----------------------------------------------------------------------------- who may work
-
-    def _on_hello(self, environment: Any, msg: Any) -> None:
-        node = msg.node_id
-        if node in self.refused:  # the same process again: its config cannot have changed
-            self.runner.send_message(REFUSED, {"reason": self.refused[node]}, client_id=node)
-            return
-        try:
-            theirs = NodeIdentity.from_message(msg.data)
-        except ValueError as exc:
-            self.refuse(node, f"its identity cannot be read ({exc})")
-            return
-        self.labels[node] = f"{quote_peer(theirs.worker)} ({quote_peer(node)})"
-        found = differences(self.host.identity(), theirs)
-        if found:
-            self.refuse(node, "; ".join(found))
-            return
-        self.accepted[node] = theirs
-        self.asked_to_identify.discard(node)
-        log.info("worker %s accepted: same version, config and samples", self.label(node))
-        self.runner.send_message(ACCEPTED, {}, client_id=node)
-
-    def refuse(self, node: str, reason: str) -> None:
-        """Refuse a worker for good: no items, its items handed out again, and it is told why."""
-        self.refused[node] = reason
-        self.accepted.pop(node, None)
-        log.error("worker %s refused: %s. It gets no items and is told to stop.", self.label(node), reason)
-        self.host.note_refused_worker(self.label(node), reason)
-        self.host.requeue_taker(node, why=f"({self.label(node)}) was refused")
-        if self.runner.state == STATE_INIT and node in self.runner.clients:
-            # Before the test starts, a headless Locust master quits its runner when its last worker quits, yet
-            # keeps waiting for --expect-workers with no one listening: a process that never ends. Forget the
-            # refused worker first (its quit is then ignored), so the master keeps waiting for a matching one.
-            # During a run Locust's own path applies: users rebalanced, or the run stopped if none is left.
-            del self.runner.clients[node]
-        self.runner.send_message(REFUSED, {"reason": reason}, client_id=node)
-
-    # ------------------------------------------------------------------------------ items out
-
-    def _on_want(self, environment: Any, msg: Any) -> None:
-        node = msg.node_id
-        if node in self.refused:
-            self.runner.send_message(REFUSED, {"reason": self.refused[node]}, client_id=node)
-            return
-        if node not in self.accepted:
-            if node not in self.asked_to_identify:
-                self.asked_to_identify.add(node)
-                log.warning("worker %s asks for items without having presented its identity: asked to present "
-                            "it (a worker of an avv-locust version without this check never does, and gets no "
-                            "items)", self.label(node))
-            self.runner.send_message(IDENTIFY, {}, client_id=node)
-            return
-        data = msg.data
-        vendor = VendorId(*(str(part) for part in data["vendor"]))
-        n = min(max(int(data.get("n", 1)), 1), MAX_ITEMS_PER_WANT)
-        items = [item.to_message() for item in self.host.take_items(vendor, node, n)]
-        reply = {"vendor": list(vendor), "items": items, "context": self.host.worker_context()}
-        if not items and self.host.vendor_closed(vendor):
-            reply["closed"] = True  # --avv-settle: its users may stop
-        self.runner.send_message(ITEMS, reply, client_id=node)
-
-    def _on_give_back(self, environment: Any, msg: Any) -> None:
-        for raw in msg.data["keys"]:
-            self.host.release_item(parse_key(raw), taker=msg.node_id)  # only what that worker holds
-
-    # ----------------------------------------------------------------------------- records in
-
-    def _on_record(self, environment: Any, msg: Any) -> None:
-        node = msg.node_id
-        if node in self.refused:  # its items are already back in the queue: nothing to release
-            self.host.refuse_record(self.label(node), None, REFUSED_WORKER, "its worker was refused")
-            return
-        try:
-            key, records = parse_record_message(msg.data)
-        except MalformedRecord as exc:
-            self._bad_record(node, exc.key, MALFORMED, str(exc))
-            return
-        reason, detail = self.host.store_from(node, key, records)
-        if reason:
-            self._bad_record(node, key, reason, detail)
-
-    def _bad_record(self, node: str, key: ItemKey | None, reason: str, detail: str) -> None:
-        self.host.refuse_record(self.label(node), key, reason, detail, taker=node)
-        self.bad_records[node] += 1
-        if self.bad_records[node] >= MAX_BAD_RECORDS and node not in self.refused:
-            self.refuse(node, f"{self.bad_records[node]} of its records were refused (the last: {reason}: "
-                              f"{detail})")
-
-    # ---------------------------------------------------------------------------- lost workers
-
-    def _requeue_lost_workers(self) -> None:
-        while True:
-            gevent.sleep(REQUEUE_INTERVAL_S)
-            self.requeue_lost_workers()
-
-    def requeue_lost_workers(self) -> int:
-        """Hand out again the items held by workers that are gone or marked missing."""
-        count = 0
-        for taker in self.host.takers():
-            client = self.runner.clients.get(taker)
-            if client is None or client.state == STATE_MISSING:
-                count += self.host.requeue_taker(taker)
-        return count
-
-    def close(self) -> None:
-        if self._requeuer is not None:
-            self._requeuer.kill(block=False)
-
-
-class WorkerRole(Role):
-    """Presents its identity, asks the master for items and sends records back; holds nothing the master does
-    not know. Stops when the master refuses it."""
-
-    name = "worker"
-    runs_users = True
-    holds_ledger = False
-
-    def __init__(self, host: ItemHost, runner: Any):
-        super().__init__(host, runner)
-        self.inbox: dict[str, deque[WorkItem]] = {}
-        self.ready: dict[str, gevent.event.Event] = {}
-        self.closed_classes: set[str] = set()  # vendors the master closed (--avv-settle) in this run
-        self.accepted = False
-        self.refused: str | None = None  # why the master refused this worker
-
-    def attach(self) -> None:
-        runner = self.runner
-        runner.register_message(ITEMS, _guarded(self._on_items))
-        runner.register_message(ACCEPTED, _guarded(self._on_accepted))
-        runner.register_message(REFUSED, _guarded(self._on_refused))
-        runner.register_message(IDENTIFY, _guarded(lambda env, msg: self.present()))
-        # items still queued when the test stops belong to that run (the web UI's next START is a new run)
-        runner.environment.events.test_stop.add_listener(lambda **_: (self.inbox.clear(), self.closed_classes.clear()))
-        self.present()
-
-    def present(self) -> None:
-        """Send this process's identity to the master (at connect, and again when the master asks)."""
-        self.runner.send_message(HELLO, self.host.identity().to_message())
-
-    def _on_accepted(self, environment: Any, msg: Any) -> None:
-        if not self.accepted:
-            self.accepted = True
-            log.info("the master accepted this worker (same version, config and samples)")
-
-    def _on_refused(self, environment: Any, msg: Any) -> None:
-        if self.refused is not None:
-            return
-        self.refused = str((msg.data or {}).get("reason") or "no reason given")[:4000]
-        log.error("the master refused this worker: %s. This worker stops; start it with the master's config "
-                  "and avv-locust version.", self.refused)
-        environment.process_exit_code = EXIT_INPUT
-        for ready in self.ready.values():
-            ready.set()  # users waiting for items stop waiting
-        gevent.spawn(self._quit)  # not from this greenlet: quit kills the runner's greenlets
-
-    def _quit(self) -> None:
-        # Tell the master now (Locust's own "quit" goes out only when the process shuts down): it drops this
-        # worker at once, and stops a headless run when no worker is left instead of waiting for one.
-        self.runner.client.send(Message("quit", None, self.runner.client_id))
-        self.runner.quit()
-
-    def _on_items(self, environment: Any, msg: Any) -> None:
-        data = msg.data
-        self.host.apply_worker_context(data.get("context") or {})
-        class_name = self.host.class_name(VendorId(*data["vendor"]))
-        if data.get("closed") is True:
-            self.closed_classes.add(class_name)
-        self.inbox.setdefault(class_name, deque()).extend(WorkItem.from_message(i) for i in data["items"])
-        self.ready.setdefault(class_name, gevent.event.Event()).set()
-
-    def next_item(self, class_name: str) -> WorkItem | None:
-        if self.refused is not None:
-            return None
-        inbox = self.inbox.setdefault(class_name, deque())
-        ready = self.ready.setdefault(class_name, gevent.event.Event())
-        if not inbox:
-            ready.clear()
-            self.runner.send_message(WANT, {"vendor": list(self.host.vendor_id(class_name)), "n": 1})
-            ready.wait(timeout=ASK_TIMEOUT_S)
-        return inbox.popleft() if inbox else None
-
-    def closed(self, class_name: str) -> bool:
-        return class_name in self.closed_classes and not self.inbox.get(class_name)
-
-    def give_back(self, item: WorkItem) -> None:
-        if self.refused is None:  # a refused worker's items are already back on the master
-            self.runner.send_message(GIVE_BACK, {"keys": [list(item.key)]})
-
-    def submit(self, item: WorkItem, records: list[Record]) -> None:
-        if self.refused is not None:
-            return  # the master would refuse it
-        self.runner.send_message(RECORD, {"key": list(item.key), "records": [dict(r) for r in records]})
+from typing import Any
+
+from locust.runners import MasterRunner, WorkerRunner
+
+from avv_harness.locust.item_protocol import (
+    ACCEPTED,
+    GIVE_BACK,
+    HELLO,
+    IDENTIFY,
+    ITEMS,
+    LOST,
+    MAX_ITEMS_PER_MESSAGE,
+    MAX_ITEMS_PER_WANT,
+    RECORD,
+    RECORDS,
+    REFUSED,
+    WANT,
+    ItemHost,
+    LocalRole,
+    Role,
+)
+from avv_harness.locust.master_role import MAX_BAD_RECORDS, REFUSED_WORKER, MasterRole
+from avv_harness.locust.worker_role import ASK_LOST_S, SEND_INTERVAL_S, WorkerRole
+
+__all__ = [
+    "ACCEPTED", "ASK_LOST_S", "GIVE_BACK", "HELLO", "IDENTIFY", "ITEMS", "LOST", "MAX_BAD_RECORDS",
+    "MAX_ITEMS_PER_MESSAGE", "MAX_ITEMS_PER_WANT", "RECORD", "RECORDS", "REFUSED", "REFUSED_WORKER",
+    "SEND_INTERVAL_S", "WANT", "ItemHost", "LocalRole", "MasterRole", "Role", "WorkerRole", "role_for",
+]
 
 
 def role_for(runner: Any, host: ItemHost) -> Role:

@@ -4,7 +4,10 @@
 its run hook (a run begins / ends). Per run it keeps
 
 - an in-memory copy of the records as records.csv holds them (:class:`avv_scoring.live_scores.LiveRecords`;
-  a resumed run starts from the rows already in its file, read once when the run begins);
+  a resumed run starts from the rows already in its file, read once when the run begins), up to ``max_rows``
+  (``--avv-live-rows``): past that the copy stops growing, so the master's memory and the cost of each scoring
+  stay bounded however long the run (the snapshot then scores the first ``max_rows`` rows and says so; the
+  counts go on; the run's final scores are made from records.csv as always);
 - per-vendor counts updated as records arrive: items done, failed, anomaly flags;
 - a snapshot: the scores of the records so far (:func:`avv_scoring.live_scores.score_live`, the same numbers
   ``avv-score`` gives for the same rows), provisional IRF and verdicts, and in stress mode the per-level table.
@@ -61,12 +64,15 @@ def jsonable(value: Any) -> Any:
 class LiveBoard:
     """Counts and scores of the current run, kept up to date from the controller's hooks."""
 
-    def __init__(self, ctl: Any, *, interval_s: float = SCORE_INTERVAL_S, threaded: bool = True):
+    def __init__(self, ctl: Any, *, interval_s: float = SCORE_INTERVAL_S, threaded: bool = True,
+                 max_rows: int | None = None):
         from avv_scoring.load import gold_from_sample_set, tools_from_sample_set
 
         self.ctl = ctl
         self.interval_s = interval_s
         self.threaded = threaded
+        self.max_rows = ctl.options.live_rows if max_rows is None else max_rows  # 0: no limit
+        self.rows = 0  # rows of the current run (held or not)
         self.tools = tools_from_sample_set(ctl.samples) if ctl.samples is not None else None
         self.gold = gold_from_sample_set(ctl.samples) if ctl.samples is not None else None
         self.run: Any = None
@@ -100,12 +106,14 @@ class LiveBoard:
         self._final = False  # the run's own final scores are in: a live scoring still running is stale
         self._counts = {vid: VendorCounts() for vid in map(self.ctl.vendor_id, self.ctl.vendors)}
         self._records = LiveRecords()
+        self.rows = 0
         self.note = "waiting for the first records"
         path = run.run_dir / "records.csv"
         if path.is_file() and path.stat().st_size:  # a resumed run: its earlier rows count too
             header, rows = read_rows(path)
             if tuple(header) == COLUMN_NAMES:
-                self._records.add_rows(rows)
+                self.rows = len(rows)
+                self._records.add_rows(rows[: self.max_rows or None])
                 self._dirty = True
             else:
                 self.note = f"{path} has other columns than this version writes: scores start with this session"
@@ -118,7 +126,7 @@ class LiveBoard:
                 self.result, self._final = run.result, True  # scored from the file, as avv-score would
                 if run.result.stress is not None:
                     self.levels = run.result.stress.levels
-                self.scored_records = self._records.count
+                self.scored_records = self.rows
                 self.scored_at = time.time()
                 self.note = f"final scores ({run.run_dir / 'scores.csv'})"
                 self._dirty = False
@@ -129,8 +137,10 @@ class LiveBoard:
     def _on_records(self, records: list[Any], **_: Any) -> None:
         if self._records is None:
             return
-        self._records.add(records)
-        self._dirty = True
+        self.rows += len(records)
+        if not self.capped:  # an item's rows are all in or all out
+            self._records.add(records)
+            self._dirty = True
         last_rows = {ItemKey.from_record(record): record for record in records}  # an agent task: one row per step
         for key, last in last_rows.items():
             counts = self._counts.setdefault(key.vendor_id, VendorCounts())
@@ -139,6 +149,11 @@ class LiveBoard:
         for record in records:
             counts = self._counts.setdefault(VendorId(record["model"], record["vendor"]), VendorCounts())
             counts.anomalies += len([a for a in (record.get("anomalies") or "").split(";") if a])
+
+    @property
+    def capped(self) -> bool:
+        """The copy holds ``max_rows`` rows: later records are counted, not kept."""
+        return bool(self.max_rows) and self._records is not None and self._records.count >= self.max_rows
 
     # ------------------------------------------------------------------------------------------ scoring
 
@@ -173,7 +188,8 @@ class LiveBoard:
             return False
         self.result, self.levels, self.scored_records, note = out
         self.scored_at = time.time()
-        self.note = note or _note_after_scoring(run)
+        self.note = note or (_capped_note(self.scored_records, self.max_rows) if self.capped
+                             else _note_after_scoring(run))
         return True
 
     # ------------------------------------------------------------------------------------------ reading
@@ -194,7 +210,7 @@ class LiveBoard:
         out: dict[str, Any] = {
             "state": state, "note": self.note, "run_id": run.run_id if run else None,
             "run_dir": str(run.run_dir.resolve()) if run else None, "mode": self.ctl.options.mode,
-            "records": self._records.count if self._records is not None else 0,
+            "records": self.rows, "live_rows_cap": self.max_rows or None,
             "scored_records": self.scored_records, "scored_at": self.scored_at,
             "level": run.stress.level if run is not None and run.stress is not None else None,
             "vendors": [], "levels": [],
@@ -215,6 +231,11 @@ class LiveBoard:
             out["levels"] = [{k: jsonable(v) for k, v in row.items()}
                              for row in self.levels.astype("object").head(MAX_ROWS).to_dict("records")]
         return out
+
+
+def _capped_note(scored: int, cap: int) -> str:
+    return (f"scores of the first {scored:,} records (--avv-live-rows {cap}: the live view keeps no more in memory); "
+            "the counts include every record; the run's scores at its end use all of records.csv")
 
 
 def _note_after_scoring(run: Any) -> str:

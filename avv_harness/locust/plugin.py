@@ -51,6 +51,9 @@ def _on_init(environment: Any, **_: Any) -> None:
                 from avv_harness.locust.web_ui import install_web_ui
 
                 install_web_ui(environment, ctl)
+        from avv_harness.locust.prometheus import serve_metrics
+
+        serve_metrics(environment, ctl)  # --avv-metrics-port (headless runs too)
     except InputError as error:
         _fail_input(error)
     except Exception as exc:  # e.g. the simulator did not start: nothing can run, say so and stop

@@ -10,7 +10,8 @@ Built on Locust's documented extension points (locust ``examples/extend_web_ui.p
 - an ``after_request`` hook on ``web_ui.app`` that adds ``extended_stats`` rows to the ``/stats/requests`` JSON
   the UI polls every 2 s (rows from :meth:`avv_harness.locust.live_board.LiveBoard.snapshot`, formatted like the
   report);
-- a Flask Blueprint under ``/avv``: ``live.json`` (the snapshot with raw numbers) and ``download/<file>``
+- a Flask Blueprint under ``/avv``: ``live.json`` (the snapshot with raw numbers), ``metrics`` (the same numbers
+  in Prometheus' text format, :mod:`avv_harness.locust.prometheus`) and ``download/<file>``
   (records.csv, scores.csv, report.html, report.md of the current run, or of ``?run=<run id>``; scores.csv
   of a run still going is the scores so far, written by the report's CSV writer). Its messages (no such run,
   not written yet) are ``text/plain`` with what they echo HTML-escaped as well: a ``?run=<img onerror=…>``
@@ -142,8 +143,11 @@ def install_web_ui(environment: Any, ctl: Any, *, interval_s: float | None = Non
     live board feeding them (also kept as ``ctl.live``)."""
     web_ui = environment.web_ui
     app = web_ui.app
+    from avv_harness.locust.prometheus import CONTENT_TYPE, exporter_for
+
     board = LiveBoard(ctl, **({"interval_s": interval_s} if interval_s is not None else {}))
     ctl.live = board
+    exporter = exporter_for(ctl)
     stress = ctl.options.is_stress
     agent = ctl.samples is not None and any(s.agent is not None for s in ctl.samples.samples)
     columns = vendor_columns(stress, len({v.model for v in ctl.vendors.values()}) > 1, agent)
@@ -186,6 +190,11 @@ def install_web_ui(environment: Any, ctl: Any, *, interval_s: float | None = Non
     @web_ui.auth_required_if_enabled
     def live_json() -> Response:
         return jsonify(board.snapshot())
+
+    @blueprint.route("/metrics")
+    @web_ui.auth_required_if_enabled
+    def metrics() -> Response:
+        return Response(exporter.exposition(), content_type=CONTENT_TYPE)
 
     @blueprint.route("/download/<name>")
     @web_ui.auth_required_if_enabled

@@ -119,6 +119,7 @@ class RunController:
             before_finish=self._stop_lag)
         self._sample_index: tuple[SampleSet, dict[str, Sample]] | None = None  # samples.by_id(), built once
         self.live: Any = None  # the web UI's live board (avv_harness.locust.live_board), when there is a web UI
+        self.metrics: Any = None  # the Prometheus exporter (avv_harness.locust.prometheus), when asked or a web UI
         self.lag: LagMonitor | None = None  # this process's event-loop lag (processes that run users)
         self._undo_gc: Callable[[], None] | None = None  # while users run: see lag.quiet_gc_for_load
         # ``events.avv_record``, the public extension point (avv_harness.run.record_event): fired once per stored
@@ -354,6 +355,10 @@ class RunController:
 
     def takers(self) -> set[str]:
         return self.run.ledger.takers() if self.run is not None else set()
+
+    def holder(self, key: ItemKey) -> str | None:
+        """The taker holding ``key`` now (None: not handed out, given back or recorded)."""
+        return self.run.ledger.in_flight.get(key) if self.run is not None else None
 
     def requeue_taker(self, taker: str, why: str = "is gone") -> int:
         run = self.run

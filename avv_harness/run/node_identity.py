@@ -33,7 +33,7 @@ from avv_harness.inputs.config import Vendor
 from avv_harness.inputs.secrets import redact_url
 
 #: The item protocol's number: raise it whenever a message's shape or meaning changes.
-PROTOCOL = 2
+PROTOCOL = 4  # 3: avv_items echoes the ask's n; 4: asks carry an id avv_items echoes, avv_lost
 PACKAGE = "avv-locust"
 #: How much of a shown value a refusal message quotes.
 SHOWN_CHARS = 120

@@ -25,6 +25,10 @@ DEFAULT_LADDER_CAP = 32
 # (a few KiB each); one event of 4 MiB is already far beyond any real chunk and costs 10–25 ms to parse.
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 MIN_MAX_EVENT_BYTES = 1024
+# Rows the live view keeps to score a run so far (bench/README.md "master_ingest.py": its re-scoring runs in a
+# thread that shares the GIL with the master's event loop; at 2,000 records/s the send → row p99 passed 1 s
+# once it held ~50 k rows, and stayed at 0.6 s with 20 k)
+DEFAULT_LIVE_ROWS = 20_000
 #: Largest --avv-concurrency: users per vendor in one process (a Locust process runs a few hundred streams well;
 #: more belongs on workers, and the value is a typo long before it is a plan).
 MAX_CONCURRENCY = 1000
@@ -113,6 +117,12 @@ def add_arguments(parser: Any) -> None:
         help="Override every request's max_tokens (and max_completion_tokens where a sample has it).")
     add("--avv-extra-body", default="", help="JSON object deep-merged over every request (after the vendor's "
         "extra_body).")
+    add("--avv-live-rows", type=int, default=DEFAULT_LIVE_ROWS,
+        help="Rows the live view (web UI, /avv/metrics) keeps in memory to score the run so far; past them it "
+        "keeps counting but scores no more rows, so a long run's memory stays bounded (0: no limit).")
+    add("--avv-metrics-port", type=int, default=0,
+        help="Serve Prometheus metrics on this port (/metrics; the master or a local run; with the web UI they are "
+        "also at /avv/metrics). 0: off.")
     add("--avv-header", action="append", default=None, metavar="NAME:VALUE",
         help="Header added to every request (repeatable; in locust.conf: avv-header = [A:1, B:2]).")
 
@@ -196,6 +206,8 @@ class RunOptions:
     stress: StressSettings | None  # set in stress mode
     settle: SettleSettings | None  # --avv-settle
     run_time_s: float | None  # Locust's -t/--run-time (honoured by the run's shape)
+    metrics_port: int  # Prometheus metrics server port (0 = none)
+    live_rows: int  # rows the live board keeps to score (0 = no limit)
     overrides: Overrides  # --avv-temperature / --avv-max-tokens / --avv-extra-body / --avv-header
     raw: dict[str, Any]  # every avv_* option as parsed, for run.json
 
@@ -266,6 +278,10 @@ class RunOptions:
             stress=stress,
             settle=settle,
             run_time_s=float(run_time) if run_time else None,
+            metrics_port=int(number("avv_metrics_port", 0, maximum=65535)) if hasattr(parsed, "avv_metrics_port")
+            else 0,
+            live_rows=int(number("avv_live_rows", 0)) if hasattr(parsed, "avv_live_rows")
+            else DEFAULT_LIVE_ROWS,
             overrides=parse_overrides(getattr(parsed, "avv_temperature", None), getattr(parsed, "avv_max_tokens", None),
                                       getattr(parsed, "avv_extra_body", ""), getattr(parsed, "avv_header", None)),
             raw={k: v for k, v in sorted(vars(parsed).items()) if k.startswith("avv_")},

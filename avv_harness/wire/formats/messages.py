@@ -7,7 +7,7 @@ Reading (README "Wire formats: Messages and Responses"): a token event is a ``te
 ``tool_use`` block (it carries the name) and every non-empty ``input_json_delta`` (tool call). Tool calls are kept
 in block order (id, name, the ``partial_json`` pieces joined; a block whose start holds a whole ``input`` and gets
 no deltas: that input as JSON). ``finish_reason`` is the last ``message_delta``'s ``stop_reason`` mapped onto chat's
-(:func:`~avv_core.api_formats.finish_from_messages`), the raw one kept as ``stop_reason``; ``message_stop`` plays
+(:func:`~avv_core.api_outcomes.finish_from_messages`), the raw one kept as ``stop_reason``; ``message_stop`` plays
 ``[DONE]``'s part (missing: anomaly ``no_done``); usage comes from ``message_start`` and the last
 ``message_delta``. An error event of type ``overloaded_error`` is ``overloaded``, any other ``stream_error``.
 """
@@ -18,7 +18,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from avv_core.api_formats import ANTHROPIC_VERSION, MESSAGES, finish_from_messages, to_messages, usage_from_messages
+from avv_core.api_formats import ANTHROPIC_VERSION, MESSAGES, to_messages
+from avv_core.api_outcomes import finish_from_messages, usage_from_messages
 from avv_core.reasoning import THINKING_FIELD
 from avv_harness.wire.attempt import (
     Attempt,

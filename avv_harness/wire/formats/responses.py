@@ -7,7 +7,7 @@ Reading (README "Wire formats: Messages and Responses"): a token event is a non-
 carries the name) and every non-empty ``response.function_call_arguments.delta`` (tool call). Tool calls are kept
 in output order (``call_id``, name, the argument deltas joined; ``.done``'s ``arguments`` when there were none).
 ``response.completed`` / ``response.incomplete`` end the answer (missing: anomaly ``no_done``): ``finish_reason``
-from the status (:func:`~avv_core.api_formats.finish_from_responses`), ``stop_reason`` the status
+from the status (:func:`~avv_core.api_outcomes.finish_from_responses`), ``stop_reason`` the status
 (``incomplete:max_output_tokens``), usage from the response's ``usage``. ``response.failed`` and an ``error`` event
 are ``stream_error``, or ``overloaded`` for an overload code.
 """
@@ -18,7 +18,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from avv_core.api_formats import RESPONSES, finish_from_responses, to_responses, usage_from_responses
+from avv_core.api_formats import RESPONSES, to_responses
+from avv_core.api_outcomes import finish_from_responses, usage_from_responses
 from avv_core.reasoning import SUMMARY_FIELD
 from avv_harness.wire.attempt import (
     Attempt,

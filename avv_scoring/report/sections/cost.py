@@ -17,16 +17,26 @@ from avv_scoring.report.section import ModelSection, Parts
 from avv_scoring.score import ScoreResult
 
 TITLE = "Cost"
-NOTE = ("in the vendors' price currency (run.json: vendors[].price); per item and per task over the items every vendor "
+NOTE = ("per item and per task over the items every vendor "
         "answered and the tasks it completed; spent: every scored row, failed ones and every agent step included")
 
 
 @dataclass(frozen=True)
 class ModelCost:
-    """One model's part: its score rows and the cost columns it has values for."""
+    """One model's part: its score rows, the cost columns it has values for and the prices' currency."""
 
     rows: tuple[Mapping[str, Any], ...]
     columns: tuple[Column, ...]
+    unit: str
+
+
+def _unit(currencies: tuple[str, ...]) -> str:
+    """How the amounts are named: the run.json currency, or where to look when it is absent or mixed."""
+    if len(currencies) == 1:
+        return f"amounts in {currencies[0]}"
+    if currencies:
+        return "amounts in the vendors' price currencies (" + ", ".join(currencies) + "; run.json: vendors[].price)"
+    return "amounts in the vendors' price currency (run.json: vendors[].price)"
 
 
 def model_cost(result: ScoreResult, model: str) -> ModelCost | None:
@@ -38,7 +48,7 @@ def model_cost(result: ScoreResult, model: str) -> ModelCost | None:
     if any(not is_missing(r.get("avg_task_cost")) for r in rows):
         wanted.append("avg_task_cost")
     wanted.append("cost_spent")
-    return ModelCost(rows, tuple(metric_column(c) for c in wanted))
+    return ModelCost(rows, tuple(metric_column(c) for c in wanted), _unit(result.currencies))
 
 
 def _table(part: ModelCost) -> tuple[list[str], list[list[str]]]:
@@ -47,19 +57,19 @@ def _table(part: ModelCost) -> tuple[list[str], list[list[str]]]:
 
 
 def markdown(part: ModelCost) -> list[str]:
-    return [f"{TITLE} ({NOTE}):", markdown_table(*_table(part))]
+    return [f"{TITLE} ({part.unit}; {NOTE}):", markdown_table(*_table(part))]
 
 
 def html(parts: Parts[ModelCost], _palette: Any) -> str:
-    return f"<p class=meta>Amounts {NOTE}.</p>" + "".join(
-        f"<h3>{html_text(model)}</h3>" + html_table(*_table(part)) for model, part in parts)
+    return "".join(f"<h3>{html_text(model)}</h3><p class=meta>{html_text(part.unit.capitalize())}; {NOTE}.</p>"
+                   + html_table(*_table(part)) for model, part in parts)
 
 
 def terminal(parts: Parts[ModelCost]) -> list[str]:
     out: list[str] = []
     for model, part in parts:
         headers, body = _table(part)
-        out += [f"{model}  cost", *terminal_table(headers, body), ""]
+        out += [f"{model}  cost ({part.unit})", *terminal_table(headers, body), ""]
     return out
 
 

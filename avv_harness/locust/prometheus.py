@@ -1,0 +1,214 @@
+"""Prometheus metrics of the current run (harness layer): ``/avv/metrics`` on the master's web UI and, with
+``--avv-metrics-port``, a plain metrics server for headless runs.
+
+Every metric is declared once in :data:`PROM_METRICS` (name, type, labels, help, where its value comes from); the
+README table (``python -m avv_harness.docs README.md``) and the exposition are both derived from it. Values are
+the live board's (:class:`avv_harness.locust.live_board.LiveBoard`): the gauges read its snapshot when scraped,
+so a scrape shows exactly what the Vendors tab and ``/avv/live.json`` show; the histograms (TTFT, TPS) and the
+anomaly counter are fed by the same ``avv_record`` hook as the board. Each :class:`MetricsExporter` has its own
+``CollectorRegistry`` (not prometheus_client's global one): several environments can live in one process (the
+tests run masters and workers in one), and each must show only its own run. Nothing here holds a key: the labels
+are the config's model and vendor names and the wire format.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from avv_core.client_load import process_name
+from avv_core.items import VendorId
+from avv_core.measures import is_missing, percentile
+from avv_core.records import STATUS_SUCCESS
+
+log = logging.getLogger("avv")
+
+Kind = Literal["gauge", "counter", "histogram"]
+VENDOR_LABELS = ("model", "vendor", "endpoint")
+#: TTFT buckets, seconds: from a fast local model to a cold, queued one.
+TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+#: Output tokens per second buckets.
+TPS_BUCKETS = (5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
+#: Lag samples kept per process for its p99 (a window: memory stays bounded however long the run).
+LAG_WINDOW = 10_000
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+@dataclass(frozen=True)
+class PromMetric:
+    """One exposed metric. ``read`` (gauges of a vendor) takes the vendor's entry of the live board's snapshot."""
+
+    name: str  # the exposed name (a counter's ends in _total)
+    kind: Kind  # gauge | counter | histogram
+    labels: tuple[str, ...]  # label names
+    help: str  # the HELP line and the README's meaning
+    read: Callable[[dict[str, Any]], Any] | None = None  # per-vendor gauges: value from the snapshot entry
+    buckets: tuple[float, ...] = ()  # histograms: upper bounds
+
+
+def _score(column: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda entry: entry["scores"].get(column)
+
+
+PROM_METRICS: tuple[PromMetric, ...] = (
+    PromMetric("avv_items_done", "gauge", VENDOR_LABELS, "Items recorded so far in the current run (an agent task "
+               "is one item).", lambda e: e["items_done"]),
+    PromMetric("avv_items_total", "gauge", VENDOR_LABELS, "Items the current run will record (verify mode; absent "
+               "in stress mode, which has no fixed total).", lambda e: e["items_total"]),
+    PromMetric("avv_items_failed", "gauge", VENDOR_LABELS, "Items recorded as failed so far.",
+               lambda e: e["failed"]),
+    PromMetric("avv_success_rate", "gauge", VENDOR_LABELS, "success_rate of the records so far (the live board's "
+               "last scoring; absent until scored).", _score("success_rate")),
+    PromMetric("avv_f1", "gauge", VENDOR_LABELS, "Tool-trigger F1 against the baseline so far (`f1`).",
+               _score("f1")),
+    PromMetric("avv_schema_accuracy", "gauge", VENDOR_LABELS, "Share of tool calls whose arguments fit the tool's "
+               "schema so far (`schema_accuracy`).", _score("schema_accuracy")),
+    PromMetric("avv_tool_match", "gauge", VENDOR_LABELS, "Share of paired calls naming the baseline's tool so far "
+               "(`tool_match`).", _score("tool_match")),
+    PromMetric("avv_ttft_seconds", "histogram", VENDOR_LABELS, "TTFT of successful requests, seconds (records "
+               "stored by this process since it started).", buckets=TTFT_BUCKETS),
+    PromMetric("avv_tps", "histogram", VENDOR_LABELS, "Output tokens per second of successful requests (`tps`).",
+               buckets=TPS_BUCKETS),
+    PromMetric("avv_anomalies_total", "counter", (*VENDOR_LABELS, "kind"), "Anomaly flags on stored records, by "
+               "kind (the README's anomaly table)."),
+    PromMetric("avv_client_lag_p99_ms", "gauge", ("process",), "Event-loop lag p99 of each Locust process that "
+               f"runs users (`client_lag_ms` of its last {LAG_WINDOW:,} records), ms: above 5 the process is "
+               "client-bound."),
+    PromMetric("avv_stress_level", "gauge", (), "Stress mode: the current level (users per vendor); absent in "
+               "verify mode."),
+    PromMetric("avv_records", "gauge", (), "Rows of the current run stored so far (records.csv's rows)."),
+    PromMetric("avv_run_info", "gauge", ("run_id", "mode", "state"), "1 for the current run: its id, mode "
+               "(verify / stress) and state (running / finished)."),
+)
+BY_NAME = {m.name: m for m in PROM_METRICS}
+
+
+def render_prom_table() -> str:
+    """The README table of the metrics (Markdown, no trailing newline)."""
+    rows = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
+    for m in PROM_METRICS:
+        labels = ", ".join(f"`{label}`" for label in m.labels)
+        rows.append(f"| `{m.name}` | {m.kind} | {labels} | {m.help.replace('|', chr(92) + '|')} |")
+    return "\n".join(rows)
+
+
+class _SnapshotCollector(Collector):
+    """The gauges, read from the live board's snapshot at each scrape (never scores anything itself)."""
+
+    def __init__(self, exporter: MetricsExporter):
+        self.exporter = exporter
+
+    def collect(self) -> Iterator[Metric]:
+        ex = self.exporter
+        snap = ex.board.snapshot()
+        families = {m.name: GaugeMetricFamily(m.name, m.help, labels=list(m.labels))
+                    for m in PROM_METRICS if m.kind == "gauge"}
+        for entry in snap["vendors"]:
+            labels = ex.labels_of(VendorId(entry["model"], entry["vendor"]))
+            for m in PROM_METRICS:
+                if m.read is not None:
+                    value = m.read(entry)
+                    if not is_missing(value):
+                        families[m.name].add_metric(labels, float(value))
+        for process, lags in sorted(ex.lags.items()):
+            p99 = percentile(lags, 99)
+            if not is_missing(p99):
+                families["avv_client_lag_p99_ms"].add_metric([process], p99)
+        if snap["level"] is not None:
+            families["avv_stress_level"].add_metric([], float(snap["level"]))
+        families["avv_records"].add_metric([], float(snap["records"]))
+        if snap["run_id"] is not None:
+            families["avv_run_info"].add_metric([snap["run_id"], snap["mode"], snap["state"]], 1.0)
+        yield from families.values()
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())  # the families depend on the run: not described ahead
+
+
+class MetricsExporter:
+    """The Prometheus view of one controller's runs, in its own registry (see the module docstring)."""
+
+    def __init__(self, ctl: Any, board: Any):
+        self.ctl = ctl
+        self.board = board
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._labels = {ctl.vendor_id(name): [v.model, v.name, v.dialect.endpoint] for name, v in ctl.vendors.items()}
+        self.lags: dict[str, deque[float]] = {}
+        self.ttft = Histogram("avv_ttft_seconds", BY_NAME["avv_ttft_seconds"].help, VENDOR_LABELS,
+                              buckets=TTFT_BUCKETS, registry=self.registry)
+        self.tps = Histogram("avv_tps", BY_NAME["avv_tps"].help, VENDOR_LABELS, buckets=TPS_BUCKETS,
+                             registry=self.registry)
+        self.anomalies = Counter("avv_anomalies", BY_NAME["avv_anomalies_total"].help, (*VENDOR_LABELS, "kind"),
+                                 registry=self.registry)
+        self.registry.register(_SnapshotCollector(self))
+        self.server: Any = None
+        ctl.record_hook.add_listener(self._on_records)
+
+    def labels_of(self, vid: VendorId) -> list[str]:
+        return self._labels.get(vid) or [vid.model, vid.vendor, ""]
+
+    def _on_records(self, records: list[Any], **_: Any) -> None:
+        for record in records:
+            labels = self.labels_of(VendorId(record["model"], record["vendor"]))
+            if record.get("status") == STATUS_SUCCESS:
+                if not is_missing(record.get("ttft_ms")):
+                    self.ttft.labels(*labels).observe(float(record["ttft_ms"]) / 1000.0)
+                if not is_missing(record.get("tps")):
+                    self.tps.labels(*labels).observe(float(record["tps"]))
+            for kind in (record.get("anomalies") or "").split(";"):
+                if kind:
+                    self.anomalies.labels(*labels, kind).inc()
+            if not is_missing(record.get("client_lag_ms")):
+                window = self.lags.setdefault(process_name(record.get("worker")), deque(maxlen=LAG_WINDOW))
+                window.append(float(record["client_lag_ms"]))
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus' text format."""
+        return generate_latest(self.registry)
+
+    def serve(self, host: str, port: int) -> int:
+        """Serve the registry on ``host:port`` (``/metrics``, any path) in this process's event loop; the bound port."""
+        from gevent.pywsgi import WSGIServer
+        from prometheus_client import make_wsgi_app
+
+        self.server = WSGIServer((host, port), make_wsgi_app(self.registry), log=None)
+        self.server.start()
+        bound = int(self.server.server_port)
+        log.info("avv: Prometheus metrics on http://%s:%d/metrics", host or "0.0.0.0", bound)
+        return bound
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop(timeout=1)
+
+
+def exporter_for(ctl: Any) -> MetricsExporter:
+    """The controller's exporter (``ctl.metrics``), made on first use with the live board it reads (``ctl.live``,
+    also made here when there is no web UI: a headless run with ``--avv-metrics-port``)."""
+    if ctl.metrics is None:
+        if ctl.live is None:
+            from avv_harness.locust.live_board import LiveBoard
+
+            ctl.live = LiveBoard(ctl)
+        ctl.metrics = MetricsExporter(ctl, ctl.live)
+    return ctl.metrics
+
+
+def serve_metrics(environment: Any, ctl: Any) -> int | None:
+    """With ``--avv-metrics-port``, serve the metrics on it (the process that holds the ledger only: workers
+    send their records to it). The bound port, or None when not asked or not this process's job."""
+    port = ctl.options.metrics_port
+    if not port:
+        return None
+    if not ctl.role.holds_ledger:
+        log.info("avv: --avv-metrics-port is served by the master (it holds the records); not on a worker")
+        return None
+    host = getattr(environment.parsed_options, "web_host", "") or ""
+    return exporter_for(ctl).serve("" if host == "*" else host, port)
