@@ -1,7 +1,12 @@
 """The wire client: one streaming chat-completions (or raw ``/v1/completions``) attempt, measured to the
 millisecond (wire-client layer; the only I/O of the attempt).
 
-Bytes are read with urllib3's ``read1`` (whatever has arrived, never waiting to fill a block) and split
+:func:`stream_chat` is the one entry point. When the session's adapter for the URL is the lean client's
+(:class:`~avv_harness.wire.lean.LeanAdapter`, ``--avv-client lean``, the default) and no proxy applies, the attempt
+runs in :mod:`avv_harness.wire.lean`; otherwise here, with requests (``--avv-client requests``, proxied URLs, tests'
+in-process adapters). Both classify through :mod:`avv_harness.wire.outcome`.
+
+Here, bytes are read with urllib3's ``read1`` (whatever has arrived, never waiting to fill a block) and split
 into SSE events by :class:`~avv_harness.wire.sse.SSEParser`, so an event is timestamped when its last byte
 arrives; :mod:`avv_harness.wire.attempt` reads each event into the :class:`~avv_harness.wire.attempt.Attempt`.
 Locust's ``iter_lines`` reads 1 KiB blocks and delays small events; see ``bench/measure.py`` for the comparison.
