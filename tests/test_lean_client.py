@@ -245,3 +245,10 @@ def test_the_fast_json_path_reads_exactly_what_json_reads_or_hands_over(data):
         return
     if fast is not None:
         assert fast == reference and repr(fast) == repr(reference)
+
+
+def test_an_http_1_0_answer_keeps_its_connection_only_when_it_says_so():
+    plain = read_head(FakeSocket(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n"))  # type: ignore[arg-type]
+    kept = read_head(FakeSocket(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n"))  # type: ignore[arg-type]
+    closed = read_head(FakeSocket(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"))  # type: ignore[arg-type]
+    assert not plain.keep_alive and kept.keep_alive and not closed.keep_alive

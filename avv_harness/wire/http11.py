@@ -130,12 +130,14 @@ class Response:
 
     __slots__ = ("status", "headers", "rest", "chunked", "length", "keep_alive")
 
-    def __init__(self, status: int, headers: dict[str, str], rest: bytes):
+    def __init__(self, status: int, headers: dict[str, str], rest: bytes, version: str = "HTTP/1.1"):
         self.status, self.headers, self.rest = status, headers, rest
         self.chunked = "chunked" in headers.get("transfer-encoding", "").lower()
         length = headers.get("content-length")
         self.length = int(length) if length is not None and length.strip().isdigit() and not self.chunked else None
-        self.keep_alive = "close" not in headers.get("connection", "").lower()
+        connection = headers.get("connection", "").lower()
+        # HTTP/1.1 keeps the connection unless told to close it; HTTP/1.0 closes it unless told to keep it
+        self.keep_alive = "close" not in connection if version != "HTTP/1.0" else "keep-alive" in connection
 
 
 def read_head(sock: Readable) -> Response:
@@ -183,7 +185,7 @@ def read_head(sock: Readable) -> Response:
         status = int(parts[1])
         if status == 100:
             continue
-        return Response(status, headers, rest)
+        return Response(status, headers, rest, parts[0])
 
 
 def read_some(sock: Readable, resp: Response, limit: int) -> bytes:

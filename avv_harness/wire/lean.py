@@ -282,6 +282,9 @@ def send(adapter: LeanAdapter, target: Target, request: bytes, att: Attempt, con
             sock.close()
             if not reused:
                 raise
+        except BaseException:
+            sock.close()
+            raise
         for conn in idle:
             conn.close()
         idle.clear()
