@@ -240,7 +240,7 @@ def test_forged_records_over_the_master_port_are_refused_and_never_written(tmp_p
     def forge(key):
         row = {"run_id": master.run.run_id, "model": key.model, "vendor": key.vendor, "sample_id": key.sample_id,
                "repeat": key.repeat, "status": "success", "content": "forged", "is_baseline": True,
-               "request_hash": master._samples_by_id()[key.sample_id].request_hash}
+               "request_hash": master.samples_by_id()[key.sample_id].request_hash}
         intruder.send(Message(RECORD, {"key": list(key), "records": [row]}, "intruder"))
 
     try:

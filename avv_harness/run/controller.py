@@ -41,8 +41,9 @@ from avv_harness.inputs.secrets import Redactor, environment_with_dotenv, instal
 from avv_harness.locust.distribution import Role, role_for
 from avv_harness.run.budget import WorstCases
 from avv_harness.run.folder import exec_context
+from avv_harness.run.intake import RecordIntake
 from avv_harness.run.lag_monitor import LagMonitor, quiet_gc_for_load
-from avv_harness.run.ledger import ACCEPT, DUPLICATE, Ledger
+from avv_harness.run.ledger import Ledger
 from avv_harness.run.lifecycle import RunLifecycle
 from avv_harness.run.load import LoadDecision, next_load
 from avv_harness.run.node_identity import NodeIdentity
@@ -59,8 +60,6 @@ __all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_OK", "EXIT_SCORING", "EXIT_WRI
            "default_session", "install"]
 #: Seconds between progress lines in a headless run.
 PROGRESS_INTERVAL_S = 5.0
-#: Refused records logged per reason and run; after that they are only counted (run.json).
-LOGGED_REFUSALS = 20
 SessionFactory = Callable[[], requests.Session]
 
 
@@ -128,9 +127,8 @@ class RunController:
         self.write_records_csv = RecordsCsv(self.lifecycle)
         self.record_hook.add_listener(self.write_records_csv)
         self.run_hook = self.lifecycle.run_hook  # fired with run=RunState, phase="begin" | "end"
-        self._refusals_before_run: dict[str, str] = {}  # workers refused while no run was open
         self._worst = WorstCases(options.overrides)  # each (vendor, sample)'s worst case, for the budgets
-        self.run_hook.add_listener(self._on_run_begin)
+        self.intake = RecordIntake(self)  # records in: checked, written through the record event, accounted
         setattr(environment.events, EVENT_NAME, self.record_hook)
 
     # ----------------------------------------------------------------- the current run's parts (read-only views)
@@ -319,7 +317,8 @@ class RunController:
         return NodeIdentity.of(self.worker_id, self.vendors, self.redact.value,
                                self.samples.sha256 if self.samples is not None else None)
 
-    def _samples_by_id(self) -> dict[str, Sample]:
+    def samples_by_id(self) -> dict[str, Sample]:
+        """The current sample set by sample id (built once per sample set)."""
         if self.samples is None:
             return {}
         if self._sample_index is None or self._sample_index[0] is not self.samples:
@@ -331,7 +330,7 @@ class RunController:
         run = self.run
         if run is None or run.finished or self.samples is None:
             return []
-        by_id = self._samples_by_id()
+        by_id = self.samples_by_id()
         level = run.stress.level if run.stress is not None else None
         config = self.vendors[self.class_name(vendor)]
         keys = run.take(vendor, taker, limit, lambda key: self._worst.of(config, by_id[key.sample_id]),
@@ -370,115 +369,24 @@ class RunController:
             log.warning("worker %s %s: %d in-flight items handed out again", taker, why, len(lost))
         return len(lost)
 
-    def _open_run_for(self, key: ItemKey, records: list[Record]) -> RunState | None:
-        """The run these records belong to, while it is open; None for a late record (logged): one of a run
-        that has ended, or of an earlier run (another run id)."""
-        run = self.run
-        if run is None or run.finished or any(r.get("run_id") not in (None, run.run_id) for r in records):
-            log.info("dropping a late record for %s (its run has ended)", key)
-            return None
-        return run
-
-    @staticmethod
-    def _duplicate(run: RunState, key: ItemKey) -> None:
-        run.manifest.duplicates_dropped += 1
-        log.info("dropping a duplicate record for %s", key)
+    # ------------------------------------------------------------------------------- records in (the intake)
 
     def store(self, key: ItemKey, records: list[Record]) -> bool:
-        """Record a finished item of this process (once). False for a duplicate and for a late record: one of
-        a run that has ended, or of an earlier run (another run id). Records from workers go through
-        :meth:`store_from`."""
-        run = self._open_run_for(key, records)
-        if run is None:
-            return False
-        if not run.ledger.complete(key):
-            self._duplicate(run, key)
-            return False
-        self._write_item(run, key, records)
-        return True
+        """:meth:`RecordIntake.store <avv_harness.run.intake.RecordIntake.store>`: an item of this process."""
+        return self.intake.store(key, records)
 
     def store_from(self, taker: str, key: ItemKey, records: list[Record]) -> tuple[str, str]:
-        """Record an item a worker sent, if this master handed it to that worker and it is not recorded yet
-        (:meth:`~avv_harness.run.ledger.Ledger.verdict`) and its rows answer that item: they name its key, and their
-        ``request_hash`` is the hash of the body handed out. ``("", "")`` when stored, dropped as late or as
-        a duplicate; else ``(reason, detail)`` of the refusal, for :meth:`refuse_record`."""
-        run = self._open_run_for(key, records)
-        if run is None:
-            return "", ""
-        verdict = run.ledger.verdict(key, taker)
-        if verdict == DUPLICATE:
-            self._duplicate(run, key)
-            return "", ""
-        if verdict != ACCEPT:
-            return verdict, f"{key} was {verdict.replace('_', ' ')}"
-        problem = self._rows_problem(key, records)
-        if problem is not None:
-            return problem
-        run.ledger.complete_from(key, taker)
-        self._write_item(run, key, records)
-        return "", ""
-
-    def _rows_problem(self, key: ItemKey, records: list[Record]) -> tuple[str, str] | None:
-        sample = self._samples_by_id().get(key.sample_id)
-        for number, record in enumerate(records, 1):
-            named = ItemKey.from_record(record)
-            if named != key:
-                return "wrong_rows", f"row {number} names {named}, the message names {key}"
-            if sample is not None and record["request_hash"] != sample.request_hash:
-                return "request_hash", (f"row {number} of {key} answers another request body than the one "
-                                        "handed out")
-        if sample is not None and sample.agent is None and len(records) != 1:
-            return "wrong_rows", f"{len(records)} rows for {key}, a single-request item"
-        return None
+        """:meth:`RecordIntake.store_from <avv_harness.run.intake.RecordIntake.store_from>`: an item a worker sent."""
+        return self.intake.store_from(taker, key, records)
 
     def refuse_record(self, worker: str, key: ItemKey | None, reason: str, detail: str,
                       taker: str | None = None) -> None:
-        """Count and log a record that is not written; when ``taker`` holds the item, hand it out again so
-        the run still ends."""
-        run = self.run
-        released = key is not None and taker is not None and self.release_item(key, taker)
-        again = "; the item is handed out again" if released else ""
-        if run is None or run.finished:
-            log.warning("refused a record from worker %s (%s: %s)%s", worker, reason, detail, again)
-            return
-        m = run.manifest
-        m.records_refused += 1
-        count = m.records_refused_by_reason[reason] = m.records_refused_by_reason.get(reason, 0) + 1
-        if count <= LOGGED_REFUSALS:
-            more = (f" (further refusals for {reason} are counted in run.json, not logged)"
-                    if count == LOGGED_REFUSALS else "")
-            log.warning("refused a record from worker %s (%s: %s)%s%s", worker, reason, detail, again, more)
+        """:meth:`RecordIntake.refuse_record <avv_harness.run.intake.RecordIntake.refuse_record>`."""
+        self.intake.refuse_record(worker, key, reason, detail, taker)
 
     def note_refused_worker(self, worker: str, reason: str) -> None:
-        """Into the current run's run.json; a refusal while no run is open (a worker connecting while the
-        master starts, or between web-UI runs) goes into the next run's."""
-        if self.run is not None and not self.run.finished:
-            self.run.manifest.workers_refused[worker] = reason
-        else:
-            self._refusals_before_run[worker] = reason
-
-    def _on_run_begin(self, run: RunState, phase: str, **_: Any) -> None:
-        if phase == "begin" and self._refusals_before_run:
-            run.manifest.workers_refused.update(self._refusals_before_run)
-            self._refusals_before_run.clear()
-
-    def _write_item(self, run: RunState, key: ItemKey, records: list[Record]) -> None:
-        """An accepted item: its rows redacted and priced (``cost``, from this process's config), then
-        ``events.avv_record`` — records.csv first (:class:`RecordsCsv`), then every other listener — then its
-        tokens, cost and budget accounted."""
-        records = [self.redact.record(r) for r in records]
-        vendor = self.vendors[self.class_name(key.vendor_id)]
-        for record in records:
-            record["cost"] = vendor.price.record_cost(record) if vendor.price is not None else None
-        self.record_hook.fire(records=records, vendor=vendor, environment=self.env)
-        if run.account(key, records, lambda r: self.class_name(VendorId(r["model"], r["vendor"]))):
-            self.lifecycle.stop_run("budget", f"budget reached ({run.budget.caps_text()}): no new items are started")
-        if run.settle is not None and run.settle.observe(records):  # --avv-settle: a look
-            lines = run.settle.step(run.ledger)
-            for line in lines:
-                log.info(line)
-            if lines:
-                self.lifecycle.save_manifest()
+        """:meth:`RecordIntake.note_refused_worker <avv_harness.run.intake.RecordIntake.note_refused_worker>`."""
+        self.intake.note_refused_worker(worker, reason)
 
     # ------------------------------------------------------------------------------------ the load
 

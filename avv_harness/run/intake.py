@@ -1,0 +1,146 @@
+"""Records in: what the ledger side does with an item's rows (run layer).
+
+An item's rows arrive from this process's users (:meth:`RecordIntake.store`) or from a worker
+(:meth:`RecordIntake.store_from`: only rows of an item this master handed to that worker, not recorded yet, naming
+that item and answering the body handed out). Accepted rows are redacted and priced, then fired through
+``events.avv_record`` (records.csv is its first listener: :mod:`avv_harness.run.record_event`), then their tokens
+and cost go to the budget and the settle policy takes a look. Everything else is dropped as late or duplicate, or
+refused, counted in run.json and logged a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from avv_core.items import ItemKey, VendorId
+from avv_core.records import Record
+from avv_harness.run.ledger import ACCEPT, DUPLICATE
+from avv_harness.run.state import RunState
+
+log = logging.getLogger("avv")
+
+#: Refused records logged per reason and run; after that they are only counted (run.json).
+LOGGED_REFUSALS = 20
+
+
+class RecordIntake:
+    """The controller's "records in" (``ctl.intake``). It reads the current run, samples, vendors, redactor and
+    record event through the controller it serves and keeps one thing of its own: workers refused while no run
+    was open, put into the next run's run.json."""
+
+    def __init__(self, controller: Any):
+        self.ctl = controller
+        self._refusals_before_run: dict[str, str] = {}
+        controller.run_hook.add_listener(self.on_run_begin)
+
+    def _open_run_for(self, key: ItemKey, records: list[Record]) -> RunState | None:
+        """The run these records belong to, while it is open; None for a late record (logged): one of a run
+        that has ended, or of an earlier run (another run id)."""
+        run = self.ctl.run
+        if run is None or run.finished or any(r.get("run_id") not in (None, run.run_id) for r in records):
+            log.info("dropping a late record for %s (its run has ended)", key)
+            return None
+        return run
+
+    @staticmethod
+    def _duplicate(run: RunState, key: ItemKey) -> None:
+        run.manifest.duplicates_dropped += 1
+        log.info("dropping a duplicate record for %s", key)
+
+    def store(self, key: ItemKey, records: list[Record]) -> bool:
+        """Record a finished item of this process (once). False for a duplicate and for a late record: one of
+        a run that has ended, or of an earlier run (another run id). Records from workers go through
+        :meth:`store_from`."""
+        run = self._open_run_for(key, records)
+        if run is None:
+            return False
+        if not run.ledger.complete(key):
+            self._duplicate(run, key)
+            return False
+        self._write_item(run, key, records)
+        return True
+
+    def store_from(self, taker: str, key: ItemKey, records: list[Record]) -> tuple[str, str]:
+        """Record an item a worker sent, if this master handed it to that worker and it is not recorded yet
+        (:meth:`~avv_harness.run.ledger.Ledger.verdict`) and its rows answer that item: they name its key, and their
+        ``request_hash`` is the hash of the body handed out. ``("", "")`` when stored, dropped as late or as
+        a duplicate; else ``(reason, detail)`` of the refusal, for :meth:`refuse_record`."""
+        run = self._open_run_for(key, records)
+        if run is None:
+            return "", ""
+        verdict = run.ledger.verdict(key, taker)
+        if verdict == DUPLICATE:
+            self._duplicate(run, key)
+            return "", ""
+        if verdict != ACCEPT:
+            return verdict, f"{key} was {verdict.replace('_', ' ')}"
+        problem = self._rows_problem(key, records)
+        if problem is not None:
+            return problem
+        run.ledger.complete_from(key, taker)
+        self._write_item(run, key, records)
+        return "", ""
+
+    def _rows_problem(self, key: ItemKey, records: list[Record]) -> tuple[str, str] | None:
+        sample = self.ctl.samples_by_id().get(key.sample_id)
+        for number, record in enumerate(records, 1):
+            named = ItemKey.from_record(record)
+            if named != key:
+                return "wrong_rows", f"row {number} names {named}, the message names {key}"
+            if sample is not None and record["request_hash"] != sample.request_hash:
+                return "request_hash", (f"row {number} of {key} answers another request body than the one "
+                                        "handed out")
+        if sample is not None and sample.agent is None and len(records) != 1:
+            return "wrong_rows", f"{len(records)} rows for {key}, a single-request item"
+        return None
+
+    def refuse_record(self, worker: str, key: ItemKey | None, reason: str, detail: str,
+                      taker: str | None = None) -> None:
+        """Count and log a record that is not written; when ``taker`` holds the item, hand it out again so
+        the run still ends."""
+        run = self.ctl.run
+        released = key is not None and taker is not None and self.ctl.release_item(key, taker)
+        again = "; the item is handed out again" if released else ""
+        if run is None or run.finished:
+            log.warning("refused a record from worker %s (%s: %s)%s", worker, reason, detail, again)
+            return
+        m = run.manifest
+        m.records_refused += 1
+        count = m.records_refused_by_reason[reason] = m.records_refused_by_reason.get(reason, 0) + 1
+        if count <= LOGGED_REFUSALS:
+            more = (f" (further refusals for {reason} are counted in run.json, not logged)"
+                    if count == LOGGED_REFUSALS else "")
+            log.warning("refused a record from worker %s (%s: %s)%s%s", worker, reason, detail, again, more)
+
+    def note_refused_worker(self, worker: str, reason: str) -> None:
+        """Into the current run's run.json; a refusal while no run is open (a worker connecting while the
+        master starts, or between web-UI runs) goes into the next run's."""
+        if self.ctl.run is not None and not self.ctl.run.finished:
+            self.ctl.run.manifest.workers_refused[worker] = reason
+        else:
+            self._refusals_before_run[worker] = reason
+
+    def on_run_begin(self, run: RunState, phase: str, **_: Any) -> None:
+        if phase == "begin" and self._refusals_before_run:
+            run.manifest.workers_refused.update(self._refusals_before_run)
+            self._refusals_before_run.clear()
+
+    def _write_item(self, run: RunState, key: ItemKey, records: list[Record]) -> None:
+        """An accepted item: its rows redacted and priced (``cost``, from this process's config), then
+        ``events.avv_record`` — records.csv first (:class:`RecordsCsv`), then every other listener — then its
+        tokens, cost and budget accounted."""
+        records = [self.ctl.redact.record(r) for r in records]
+        vendor = self.ctl.vendors[self.ctl.class_name(key.vendor_id)]
+        for record in records:
+            record["cost"] = vendor.price.record_cost(record) if vendor.price is not None else None
+        self.ctl.record_hook.fire(records=records, vendor=vendor, environment=self.ctl.env)
+        if run.account(key, records, lambda r: self.ctl.class_name(VendorId(r["model"], r["vendor"]))):
+            caps = run.budget.caps_text()
+            self.ctl.lifecycle.stop_run("budget", f"budget reached ({caps}): no new items are started")
+        if run.settle is not None and run.settle.observe(records):  # --avv-settle: a look
+            lines = run.settle.step(run.ledger)
+            for line in lines:
+                log.info(line)
+            if lines:
+                self.ctl.lifecycle.save_manifest()
