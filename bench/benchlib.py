@@ -56,6 +56,8 @@ def add_sim_options(p: Any, ttft_ms: float, tokens_per_s: float, output_tokens: 
     p.add_argument("--samples", default=str(DEMO_SAMPLES), help="Sample JSONL (request bodies).")
     p.add_argument("--json", default="", help="Also write the results to this JSON file.")
     p.add_argument("--interval", type=float, default=0.2, help="CPU sampling interval, s.")
+    p.add_argument("--client", default="lean", choices=["lean", "requests"],
+                   help="The harness's wire client (--avv-client; issue 28): lean (default) or requests.")
 
 
 def write_yaml(path: Path, data: Any) -> Path:
@@ -119,9 +121,10 @@ def request_seconds(ttft_ms: float, tokens_per_s: float, output_tokens: int) -> 
     return ttft_ms / 1000.0 + max(0, output_tokens - 1) / tokens_per_s
 
 
-def locust_command(work: Path, samples: Path, repeats: int, extra: list[str] | None = None) -> list[str]:
+def locust_command(work: Path, samples: Path, repeats: int, extra: list[str] | None = None,
+                   client: str = "lean") -> list[str]:
     """Headless Locust on our locustfile with the vendor/sim configs written in ``work``."""
-    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", *(extra or []),
+    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", *(extra or []), "--avv-client", client,
             "--avv-config", str(work / "vendors.yaml"), "--avv-sim-config", str(work / "sim.yaml"),
             "--avv-samples", str(samples), "--avv-repeats", str(repeats), "--avv-out", str(work / "out"),
             "--avv-run-id", RUN_ID, "--avv-no-score", "--avv-retries", "0"]

@@ -3,8 +3,9 @@
 At concurrency 1, against one simulator profile with small SSE events, K streaming requests are sent
 alternately with
 
-(a) ``read1``: our wire client ``avv_harness.wire.stream.stream_chat`` (requests + urllib3 ``read1`` +
-    its SSE parser: whatever bytes have arrived are parsed at once);
+(a) our wire client ``avv_harness.wire.stream.stream_chat``, whatever bytes have arrived parsed at once, with
+    each of its clients (``--avv-client``): ``lean`` (its own HTTP/1.1 reader on gevent sockets, the default)
+    and ``read1`` (requests + urllib3 ``read1``, ``--avv-client requests``);
 (b) ``iter_lines``: Locust's ``FastHttpSession.iter_lines(url, method="POST", ...)`` (geventhttpclient).
     In locust 2.47 ``iter_lines`` is a method of the *session* (the response object has only
     ``iter_content``); it reads the body with ``iter_content(chunk_size=1024)``, and geventhttpclient's
@@ -39,10 +40,12 @@ from locust.contrib.fasthttp import FastHttpSession  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
 from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER  # noqa: E402
+from avv_harness.run.controller import default_session  # noqa: E402
 from avv_harness.wire.stream import stream_chat  # noqa: E402
 from avv_sim import start_simulator  # noqa: E402
 
 ITER_LINES_BLOCK = 1024  # FastHttpSession.iter_lines → iter_content(chunk_size=1024)
+CLIENTS = ["lean", "read1", "iter_lines"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -101,16 +104,16 @@ def run_clients(base_url: str, count: int) -> tuple[dict[str, dict[str, float | 
     """Alternate the two clients (order swapped every request): (client first-token time by tag per client,
     largest bytes per event seen)."""
     url = base_url + "/chat/completions"
-    req = requests.Session()
     fast = FastHttpSession(base_url=None, request_event=Environment().events.request, user=None)
     clients: dict[str, Callable[[Any, str, bytes, str], tuple[float | None, int]]] = {
-        "read1": read1_first_token, "iter_lines": iter_lines_first_token,
+        "lean": read1_first_token, "read1": read1_first_token, "iter_lines": iter_lines_first_token,
     }
-    sessions = {"read1": req, "iter_lines": fast}
-    seen: dict[str, dict[str, float | None]] = {"read1": {}, "iter_lines": {}}
+    sessions: dict[str, Any] = {"lean": default_session("lean"), "read1": default_session("requests"),
+                                "iter_lines": fast}
+    seen: dict[str, dict[str, float | None]] = {name: {} for name in CLIENTS}
     event_bytes = 0
     for i in range(count):
-        order = ["read1", "iter_lines"] if i % 2 == 0 else ["iter_lines", "read1"]
+        order = CLIENTS[i % 3:] + CLIENTS[:i % 3]  # each client first in turn
         for name in order:
             tag = f"bench/{name}/{i}"
             seen[name][tag], size = clients[name](sessions[name], url, request_body(i), tag)
@@ -145,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         with start_simulator(profiles={bl.PROFILE: profile}, truth_log=truth_path) as sim:
             seen, event_bytes = run_clients(sim.base_url(bl.PROFILE), args.requests)
         truth = bl.load_truth(truth_path)
-    results = [summary(name, delays_ms(seen[name], truth)) for name in ("read1", "iter_lines")]
+    results = [summary(name, delays_ms(seen[name], truth)) for name in CLIENTS]
     rows = [[r["client"], str(r["n"]), bl.fmt(r["p50_ms"], 2), bl.fmt(r["p99_ms"], 2), bl.fmt(r["max_ms"], 2)]
             for r in results]
     print("\nfirst-token delay = client saw the first content event − simulator wrote it (ms)")

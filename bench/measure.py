@@ -62,7 +62,7 @@ def prepare_level(args: argparse.Namespace, work: Path, level: int) -> list[str]
     bl.write_yaml(work / "vendors.yaml", bl.vendor_config(level))
     n_samples, repeats = bl.plan_items(level, args.per_user, bl.count_samples(Path(args.samples)))
     samples = bl.subset_samples(Path(args.samples), work / "samples.jsonl", n_samples)
-    return bl.locust_command(work, samples, repeats)
+    return bl.locust_command(work, samples, repeats, client=args.client)
 
 
 def offered_events_per_s(args: argparse.Namespace, level: int) -> float:

@@ -48,7 +48,7 @@ def prepare(args: argparse.Namespace, work: Path, processes: int) -> list[str]:
     n_samples, repeats = bl.plan_items(args.concurrency, args.per_user, bl.count_samples(Path(args.samples)))
     samples = bl.subset_samples(Path(args.samples), work / "samples.jsonl", n_samples)
     extra = ["--processes", str(processes)] if processes > 1 else []
-    return bl.locust_command(work, samples, repeats, extra)
+    return bl.locust_command(work, samples, repeats, extra, client=args.client)
 
 
 def per_worker_events(frame: Any) -> dict[str, float | None]:

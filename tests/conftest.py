@@ -82,3 +82,14 @@ def shared_path(*parts: str) -> Path:
 
 
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+@pytest.fixture(params=["lean", "requests"])
+def wire_client(request):
+    """Runs the test once per wire client (tests/wire_clients.py)."""
+    from tests import wire_clients
+
+    before = wire_clients.current["client"]
+    wire_clients.current["client"] = request.param
+    yield request.param
+    wire_clients.current["client"] = before

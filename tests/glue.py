@@ -15,6 +15,7 @@ from avv_harness.locust.plugin import RunShape, user_classes
 from avv_harness.run.controller import RunController, install
 from avv_harness.run.options import preparse_options
 from tests.fake_vendor import ScriptedAdapter, fake_session_factory, stream_reply
+from tests.wire_clients import client_session
 
 
 class Shape(RunShape):
@@ -40,7 +41,7 @@ def make_env(args: list[str], runner: str = "local", adapter: ScriptedAdapter | 
     else:
         env.create_worker_runner("127.0.0.1", master_port)
     adapter = adapter or ScriptedAdapter(lambda request: stream_reply("hello there"))
-    ctl = install(env, session_factory=None if real_http else fake_session_factory(adapter))
+    ctl = install(env, session_factory=client_session if real_http else fake_session_factory(adapter))
     return env, ctl
 
 

@@ -25,6 +25,7 @@ def clean_env(html: bool = False, **extra: str) -> dict[str, str]:
     """The environment without our variables. Runs skip report.html (``LOCUST_AVV_NO_HTML``: ~2 s of figures
     per run) unless ``html=True``; report.html has its own tests."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOCUST_", "AVV_"))}
+    env["LOCUST_AVV_CLIENT"] = os.environ.get("AVV_TEST_CLIENT", "lean")  # tests/wire_clients.py
     if not html:
         env["LOCUST_AVV_NO_HTML"] = "true"
     env.update(extra)

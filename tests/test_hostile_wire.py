@@ -14,7 +14,6 @@ import time
 
 import gevent
 import pytest
-import requests
 
 import avv_harness.locust.plugin  # noqa: F401  (registers the --avv-* options on Locust's parser)
 from avv_core.errors import InputError
@@ -27,7 +26,10 @@ from avv_harness.wire.run_item import run_item_safely
 from avv_harness.wire.sse import MalformedStream, SSEParser
 from avv_harness.wire.stream import stream_chat
 from tests.fake_vendor import DONE, ScriptedAdapter
+from tests.wire_clients import client_session
 from tests.wire_server import ScriptProcess, ScriptServer, chunk, headers, sse
+
+pytestmark = pytest.mark.usefixtures("wire_client")  # every test on both clients (tests/wire_clients.py)
 
 ROLE = sse(chunk({"role": "assistant", "content": ""}))
 STOP = sse(chunk({}, "stop"))
@@ -41,7 +43,7 @@ def record_of(body: bytes, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES, statu
     """The record a vendor answering ``body`` gets, through the path a Locust user takes (a client failure
     inside becomes a ``client_error`` record there)."""
     adapter = ScriptedAdapter(lambda request: (status, {"Content-Type": content_type}, body))
-    session = requests.Session()
+    session = client_session()
     session.mount("http://vendor.test/", adapter)
     item = WorkItem(ItemKey("m", "v", "1", 1), Sample("1", 1, {"messages": [{"role": "user", "content": "q"}]}))
     vendor = Vendor("m", "v", "m", "http://vendor.test/v/v1", include_usage=True)
@@ -243,7 +245,7 @@ def server():
 def attempt(server: ScriptServer | ScriptProcess, name: str, max_request_s: float = 5.0,
             max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> tuple[dict, float]:
     """(record fields, seconds the attempt took) of one request to the scripted vendor ``name``."""
-    with requests.Session() as session:
+    with client_session() as session:
         started = time.monotonic()
         att = stream_chat(session, server.url(name) + "/chat/completions", b"{}", {}, 2.0, 2.0, max_request_s,
                           max_event_bytes)

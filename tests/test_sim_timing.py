@@ -12,6 +12,7 @@ import requests
 
 from tests.builders import chat_body
 from tests.sim_records import truth_by_tag
+from tests.wire_clients import client_session
 
 pytestmark = pytest.mark.integration  # the simulator as a process (the `sim` fixture), timed over sockets
 
@@ -47,7 +48,7 @@ TOOLS = [
 @pytest.fixture(scope="module")
 def session(sim):
     """A warm keep-alive connection, so client-side connect time is not part of the measured TTFT."""
-    with requests.Session() as s:
+    with client_session() as s:
         s.trust_env = False  # skip proxy / netrc lookups on every request
         assert s.get(f"{sim.base_url('timed')}/models", timeout=5).status_code == 200
         yield s

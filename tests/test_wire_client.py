@@ -4,11 +4,13 @@ import json
 import socket
 
 import pytest
-import requests
 
 from avv_harness.wire.execute import attempt_record
 from avv_harness.wire.stream import stream_chat
+from tests.wire_clients import client_session
 from tests.wire_server import ScriptServer, chunk, headers, sse
+
+pytestmark = pytest.mark.usefixtures("wire_client")  # every test on both clients (tests/wire_clients.py)
 
 ROLE = sse(chunk({"role": "assistant", "content": ""}))
 DONE = b"data: [DONE]\n\n"
@@ -24,7 +26,7 @@ def server():
 
 def run(server, name, script, read_timeout=2.0, include_usage=True):
     server.scripts[f"/{name}"] = script
-    with requests.Session() as session:
+    with client_session() as session:
         att = stream_chat(session, server.url(name) + "/chat/completions", b"{}", {}, 2.0, read_timeout)
     return att, attempt_record(att, include_usage)
 
@@ -164,7 +166,7 @@ def test_connection_refused_and_connect_timeout():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with requests.Session() as session:
+    with client_session() as session:
         att = stream_chat(session, f"http://127.0.0.1:{port}/v1/chat/completions", b"{}", {}, 1.0, 1.0)
     assert att.error_kind == "connect" and "cannot connect" in att.error_detail
 
@@ -224,7 +226,7 @@ def test_a_stale_pooled_connection_is_resent_once_and_not_a_vendor_failure():
 
     threading.Thread(target=serve, daemon=True).start()
     url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1/chat/completions"
-    with requests.Session() as session:
+    with client_session() as session:
         first = stream_chat(session, url, b"{}", {}, 2.0, 2.0)
         second = stream_chat(session, url, b"{}", {}, 2.0, 2.0)
     listener.close()

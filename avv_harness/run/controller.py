@@ -19,6 +19,7 @@ simulator.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -50,6 +51,7 @@ from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.run.record_event import EVENT_NAME, RecordsCsv
 from avv_harness.run.state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_SCORING, EXIT_WRITE, RunState
 from avv_harness.wire.execute import ExecContext
+from avv_harness.wire.lean import LeanAdapter
 from avv_harness.wire.run_item import run_item_safely
 
 log = logging.getLogger("avv")
@@ -61,10 +63,13 @@ PROGRESS_INTERVAL_S = 5.0
 SessionFactory = Callable[[], requests.Session]
 
 
-def default_session() -> requests.Session:
-    """One session per user: a small pool, no urllib3 retries (retries are ours, and counted)."""
+def default_session(client: str = "lean") -> requests.Session:
+    """One session per user: a small pool, no urllib3 retries (retries are ours, and counted). ``client`` (the
+    ``--avv-client`` option): ``lean`` mounts :class:`~avv_harness.wire.lean.LeanAdapter`, whose streams the lean
+    client reads (a proxied URL still goes through requests); ``requests`` the plain requests adapter."""
     session = requests.Session()
-    adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=4, max_retries=0)
+    adapter_class = LeanAdapter if client == "lean" else requests.adapters.HTTPAdapter
+    adapter = adapter_class(pool_connections=1, pool_maxsize=4, max_retries=0)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
@@ -100,7 +105,7 @@ class RunController:
         self.vendors = vendors  # User class name → vendor (keys resolved)
         self._ids = {name: VendorId(v.model, v.name) for name, v in vendors.items()}
         self._names = {vid: name for name, vid in self._ids.items()}
-        self.session_factory = session_factory or default_session
+        self.session_factory = session_factory or functools.partial(default_session, options.client)
         self.config_identity = config_identity
         self.redact = Redactor(secrets or [])
         self.role: Role = role_for(environment.runner, self)

@@ -72,6 +72,9 @@ def add_arguments(parser: Any) -> None:
     add("--avv-max-event-bytes", type=int, default=DEFAULT_MAX_EVENT_BYTES,
         help="Largest SSE event or line accepted from a vendor, bytes (default 4 MiB; ≥ 1024); a larger one "
         "fails the attempt as bad_sse.")
+    add("--avv-client", default="lean", choices=["lean", "requests"],
+        help="HTTP client of the streams: lean (default; its own HTTP/1.1 reader on gevent sockets, less CPU per event "
+        "than requests) or requests (requests + urllib3, the earlier client; proxied URLs always use it).")
     add("--avv-sim-config", default=str(DEFAULT_SIM_CONFIG), help="Simulator profiles for {sim} vendors.")
     add("--avv-sim-set", action="append", default=None, metavar="[PROFILE:]KNOB=VALUE",
         help="A simulator knob for this run on top of --avv-sim-config (repeatable; PROFILE: sets it for one "
@@ -186,6 +189,7 @@ class RunOptions:
     timeout_s: float | None  # idle read timeout override (None: each vendor's timeout_s)
     max_request_s: float  # total time cap per attempt (a vendor's own max_request_s wins)
     max_event_bytes: int  # largest SSE event or line read from a vendor
+    client: str  # HTTP client of the streams: lean | requests
     sim_config: str  # simulator profiles
     sim_sets: tuple[str, ...]  # --avv-sim-set knobs applied on top of them
     history: str  # history database the run is appended to ("" = none)
@@ -257,6 +261,7 @@ class RunOptions:
             timeout_s=timeout or None,
             max_request_s=number("avv_max_request_s", 0, strict=True),
             max_event_bytes=int(number("avv_max_event_bytes", MIN_MAX_EVENT_BYTES)),
+            client=str(getattr(parsed, "avv_client", None) or "lean"),
             sim_config=str(parsed.avv_sim_config),
             sim_sets=tuple(str(item) for item in (getattr(parsed, "avv_sim_set", None) or ())),
             history=str(getattr(parsed, "avv_history", "") or ""),

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from avv_harness.wire.sse import MalformedStream, SSEEvent
 
 MAX_ERROR_BODY = 2048  # bytes of an error body read for its message
@@ -158,6 +160,31 @@ def _refuse_constant(name: str) -> Any:
 _JSON = json.JSONDecoder(parse_constant=_refuse_constant)  # one decoder: json.loads(…, **kw) builds one per call
 
 
+#: A run of 19 digits (an integer orjson would read as a float, past 64 bits, where json keeps it an int) is found
+#: as 19 nines in the data with every digit mapped to 9 (~0.5 µs for a chunk; a regex search takes ~1.5).
+_DIGITS_AS_9 = bytes(0x39 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_NUMBER = b"9" * 19
+#: Brackets below which no value can be nested deep enough to reach json's recursion limit or orjson's (1,024).
+_SHALLOW = 900
+
+
+def fast_decode(data: bytes) -> Any:
+    """An event's JSON with orjson (~3× faster than json) where both read it alike, else None: then the caller
+    reads it with json, whose result and errors stay the reference. orjson refuses what json reads differently
+    (``NaN`` / ``Infinity``, lone surrogates, numbers out of double range, invalid UTF-8, deep nesting) and json
+    takes over; integers past 64 bits (orjson: a float) and deep values never reach orjson. Duplicate keys: the
+    last wins in both."""
+    if len(data) >= _SHALLOW and data.count(b"{") + data.count(b"[") >= _SHALLOW:
+        return None
+    if _LONG_NUMBER in data.translate(_DIGITS_AS_9):
+        return None
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return obj
+
+
 def bad_data(att: Attempt, reason: str, now: float) -> bool:
     att.t_end = now
     att.fail("bad_sse", reason)
@@ -193,9 +220,14 @@ def apply_events(att: Attempt, events: list[SSEEvent], now: float, reader: Event
             att.fail(reader.error_kind(_error_json(data)), f"error event mid-stream: {message}")
             return False
         assert data is not None  # the parser gives data with every event but an error one
-        text = data.decode("utf-8")  # invalid UTF-8 raises: bad_sse in stream_chat
+        obj = fast_decode(data)
+        if obj is not None:
+            text = ""  # only needed in a message below: decoded there
+        else:
+            text = data.decode("utf-8")  # invalid UTF-8 raises: bad_sse in stream_chat
         try:
-            obj = _JSON.decode(text)
+            if obj is None:
+                obj = _JSON.decode(text)
         except _NonFinite as exc:
             at = text.find(str(exc))
             return bad_data(att, f"non-finite number {exc} (not JSON) in data line: "
@@ -205,7 +237,7 @@ def apply_events(att: Attempt, events: list[SSEEvent], now: float, reader: Event
         except ValueError:
             return bad_data(att, f"unparseable data line: {text[:120]!r}", now)
         if not isinstance(obj, dict):
-            return bad_data(att, f"data line is not a JSON object: {text[:120]!r}", now)
+            return bad_data(att, f"data line is not a JSON object: {data.decode()[:120]!r}", now)
         if obj.get("error"):
             att.t_end = now
             err = obj["error"]
@@ -218,7 +250,7 @@ def apply_events(att: Attempt, events: list[SSEEvent], now: float, reader: Event
         except MalformedStream as exc:
             return bad_data(att, f"malformed {reader.unit}: {exc}", now)
         except RecursionError:  # tool-call arguments nested too deeply to write back as text
-            return bad_data(att, f"malformed {reader.unit}: nested too deeply to read: {text[:60]!r}", now)
+            return bad_data(att, f"malformed {reader.unit}: nested too deeply to read: {data.decode()[:60]!r}", now)
         except StreamFailure as exc:
             att.t_end = now
             att.fail(exc.kind, exc.detail)

@@ -1,7 +1,12 @@
 """The wire client: one streaming chat-completions (or raw ``/v1/completions``) attempt, measured to the
 millisecond (wire-client layer; the only I/O of the attempt).
 
-Bytes are read with urllib3's ``read1`` (whatever has arrived, never waiting to fill a block) and split
+:func:`stream_chat` is the one entry point. When the session's adapter for the URL is the lean client's
+(:class:`~avv_harness.wire.lean.LeanAdapter`, ``--avv-client lean``, the default) and no proxy applies, the attempt
+runs in :mod:`avv_harness.wire.lean`; otherwise here, with requests (``--avv-client requests``, proxied URLs, tests'
+in-process adapters). Both classify through :mod:`avv_harness.wire.outcome`.
+
+Here, bytes are read with urllib3's ``read1`` (whatever has arrived, never waiting to fill a block) and split
 into SSE events by :class:`~avv_harness.wire.sse.SSEParser`, so an event is timestamped when its last byte
 arrives; :mod:`avv_harness.wire.attempt` reads each event into the :class:`~avv_harness.wire.attempt.Attempt`.
 Locust's ``iter_lines`` reads 1 KiB blocks and delays small events; see ``bench/measure.py`` for the comparison.
@@ -27,55 +32,28 @@ from urllib3.exceptions import LocationParseError, ProtocolError, ReadTimeoutErr
 
 from avv_harness.inputs.secrets import redact_url
 from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES
+from avv_harness.wire import lean
 from avv_harness.wire.attempt import MAX_ERROR_BODY, Attempt, EventReader, apply_events, bad_data, error_message
 from avv_harness.wire.connections import find_cause, send_on_fresh_if_stale
 from avv_harness.wire.formats.chat import ChunkReader
+from avv_harness.wire.outcome import (
+    DONE_GRACE_S,
+    YIELD_AFTER_S,
+    YIELD_S,
+    DoneLinger,
+    TimeUp,
+    broken,
+    finish,
+    non_sse_body,
+    parse_retry_after,
+    short_error,
+    status_kind,
+    unparseable,
+)
 from avv_harness.wire.sse import MalformedStream, SSEParser
 
 READ_BLOCK = 65536
-YIELD_AFTER_S = 0.0005  # the longest the reading loop runs without letting the process's other users in
-YIELD_S = 1e-6  # how it lets them in: a sleep that ends in the gevent loop's next turn
 USER_AGENT = {"User-Agent": f"avv-locust/0.1 python-requests/{requests.__version__}"}
-
-
-DONE_GRACE_S = 2.0  # how long bytes may keep coming after [DONE] before the client stops reading
-
-
-class _TimeUp(Exception):
-    """The attempt's total time cap (``max_request_s``) passed while bytes were still arriving."""
-
-
-class _DoneLinger(Exception):
-    """Bytes (``: ping`` comments, junk) kept arriving well after ``[DONE]``."""
-
-
-def _parse_retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        from email.utils import parsedate_to_datetime
-
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError):
-            return None
-
-
-OVERLOADED_STATUS = 529  # Anthropic's "overloaded" status (also Cloudflare's): error kind ``overloaded``
-
-
-def _status_kind(status: int) -> str:
-    """429 → http_429, 529 → overloaded, other 5xx → http_5xx, anything else that is not 200 (4xx, an unfollowed
-    3xx) → http_4xx."""
-    if status == 429:
-        return "http_429"
-    if status == OVERLOADED_STATUS:
-        return "overloaded"
-    if 500 <= status < 600:
-        return "http_5xx"
-    return "http_4xx"
 
 
 def _consume_events(att: Attempt, resp: requests.Response, deadline: float, max_event_bytes: int,
@@ -103,9 +81,9 @@ def _consume_events(att: Attempt, resp: requests.Response, deadline: float, max_
             apply_events(att, parser.close(), now, reader)
             return
         if now > deadline:
-            raise _TimeUp
+            raise TimeUp
         if att.saw_done and att.t_end is not None and now - att.t_end > DONE_GRACE_S:
-            raise _DoneLinger
+            raise DoneLinger
         att.bytes_read += len(block)
         att.reads += 1
         if loop.iteration != turn:  # the read waited for bytes: the other users ran meanwhile
@@ -125,15 +103,7 @@ def _consume_events(att: Attempt, resp: requests.Response, deadline: float, max_
 
 
 def _non_sse_body(att: Attempt, resp: requests.Response, content_type: str) -> None:
-    body = resp.raw.read(MAX_ERROR_BODY + 1, decode_content=True) or b""
-    att.t_end = time.monotonic()
-    att.bytes_read += len(body)
-    if not body:
-        att.fail("bad_sse", "HTTP 200 with an empty body instead of an SSE stream")
-    elif "json" in content_type or body.lstrip()[:1] in (b"{", b"["):
-        att.fail("bad_sse", f"HTTP 200 with a JSON body instead of an SSE stream ({content_type or 'no content-type'})")
-    else:
-        att.fail("bad_sse", f"HTTP 200 with a non-SSE body ({content_type or 'no content-type'})")
+    non_sse_body(att, resp.raw.read(MAX_ERROR_BODY + 1, decode_content=True) or b"", content_type)
 
 
 def _environment_settings(session: requests.Session, url: str) -> dict[str, Any]:
@@ -172,6 +142,12 @@ def stream_chat(
         # Everything but the transport happens before t0. The session's adapter is called directly:
         # Session.send adds cookie jars, hooks and redirect handling that an API stream does not use and
         # that cost ~0.3 ms of CPU per request on the hot path (bench/README.md).
+        adapter = session.get_adapter(url)
+        if isinstance(adapter, lean.LeanAdapter):  # the default client (issue 28): same outcome, less CPU
+            settings = _environment_settings(session, url)
+            if lean.handles(adapter, url, settings):
+                return lean.stream_lean(adapter, url, body, {**USER_AGENT, **headers}, connect_timeout,
+                                        read_timeout, max_request_s, max_event_bytes, reader, settings)
         prepared = requests.PreparedRequest()
         prepared.prepare(method="POST", url=url, headers={**USER_AGENT, **headers}, data=body)
         prepared_url = prepared.url or url  # prepare() always sets it
@@ -186,10 +162,10 @@ def stream_chat(
         att.t_headers = time.monotonic()
         att.http_status = resp.status_code
         if resp.status_code != 200:
-            att.retry_after_s = _parse_retry_after(resp.headers.get("Retry-After"))
+            att.retry_after_s = parse_retry_after(resp.headers.get("Retry-After"))
             payload = resp.raw.read(MAX_ERROR_BODY, decode_content=True) or b""
             att.t_end = time.monotonic()
-            return att.fail(_status_kind(resp.status_code), f"HTTP {resp.status_code}: {error_message(payload)}")
+            return att.fail(status_kind(resp.status_code), f"HTTP {resp.status_code}: {error_message(payload)}")
         content_type = resp.headers.get("Content-Type", "").lower()
         if "text/event-stream" not in content_type:
             _non_sse_body(att, resp, content_type)
@@ -198,43 +174,39 @@ def stream_chat(
         att.t_end = time.monotonic()
         if att.bytes_read == 0:
             att.fail("bad_sse", "HTTP 200 with an empty body instead of an SSE stream")
-    except _TimeUp:
-        _broken(att, "timeout", f"the attempt exceeded max_request_s ({max_request_s:g}s) while still streaming")
-    except _DoneLinger:
+    except TimeUp:
+        broken(att, "timeout", f"the attempt exceeded max_request_s ({max_request_s:g}s) while still streaming")
+    except DoneLinger:
         att.t_end = time.monotonic()  # the answer was whole at [DONE]; stop reading the trailing bytes
     except (requests.exceptions.InvalidHeader, requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
             requests.exceptions.MissingSchema, UnicodeEncodeError, LocationParseError) as exc:
-        att.fail("client_error", f"the client could not send the request ({type(exc).__name__}: {_short(exc)})")
+        att.fail("client_error", f"the client could not send the request ({type(exc).__name__}: {short_error(exc)})")
     except requests.exceptions.ConnectTimeout as exc:
         att.fail("timeout", f"connect timeout after {connect_timeout:g}s ({type(exc).__name__})")
     except requests.exceptions.ReadTimeout:
         att.fail("timeout", f"no response headers within {read_timeout:g}s")
     except ReadTimeoutError:
-        _broken(att, "timeout", f"stream stalled for more than {read_timeout:g}s")
+        broken(att, "timeout", f"stream stalled for more than {read_timeout:g}s")
     except requests.exceptions.ConnectionError as exc:
         if _unparseable(att, exc):
             pass
         elif att.t_headers is None:
-            att.fail("connect", f"cannot connect to {redact_url(url)}: {_short(exc)}")
+            att.fail("connect", f"cannot connect to {redact_url(url)}: {short_error(exc)}")
         else:
-            _broken(att, "truncated", f"connection closed mid-stream: {_short(exc)}")
+            broken(att, "truncated", f"connection closed mid-stream: {short_error(exc)}")
     except (ProtocolError, OSError) as exc:
         if not _unparseable(att, exc):
-            _broken(att, "truncated", f"connection closed mid-stream: {_short(exc)}")
+            broken(att, "truncated", f"connection closed mid-stream: {short_error(exc)}")
     except UnicodeDecodeError as exc:
         att.fail("bad_sse", f"stream is not valid UTF-8 ({exc.reason} at byte {exc.start})")
     except requests.exceptions.RequestException as exc:
-        att.fail("connect", f"request failed: {_short(exc)}")
+        att.fail("connect", f"request failed: {short_error(exc)}")
     finally:
         if att.t_end is None:
             att.t_end = time.monotonic()
         if resp is not None:
             resp.close()
-    reader.end(att)
-    if att.ok and att.finish_reason is None:
-        where = "[DONE] without any finish_reason" if att.saw_done else "stream ended without finish_reason"
-        att.fail("truncated", where)
-    return att
+    return finish(att, reader)
 
 
 # What http.client raises when it cannot parse what the vendor sent: a status line, header line or chunk-size
@@ -251,21 +223,7 @@ def _unparseable(att: Attempt, exc: BaseException) -> bool:
     cause = find_cause(exc, lambda item: type(item) in _UNPARSEABLE)
     if cause is None:
         return False
-    reason = f"{type(cause).__name__}: {str(cause)[:200]}"
-    if att.t_headers is None:
-        att.fail("bad_sse", f"the response's status line or headers cannot be parsed ({reason})")
-    else:
-        _broken(att, "bad_sse", f"the response's chunked framing cannot be parsed ({reason})")
+    unparseable(att, f"{type(cause).__name__}: {str(cause)[:200]}")
     return True
 
 
-def _broken(att: Attempt, kind: str, detail: str) -> None:
-    """The stream broke off. After a finish_reason the answer is whole: keep it (flagged ``no_done``)."""
-    if att.finish_reason is None:
-        att.fail(kind, detail)
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc)
-    # urllib3 wraps the useful part deep inside; keep the tail, and never a URL with a key in it.
-    return redact_url(text[-200:])

@@ -76,7 +76,10 @@ def apply_chunk(att: Attempt, obj: dict[str, Any], now: float) -> None:
             att.content.append(text)
             token_kind = token_kind or "content"
         for reasoning_field in RESPONSE_FIELDS:
-            reasoning = reasoning_field.read(delta.get(reasoning_field.name))
+            value = delta.get(reasoning_field.name)
+            if value is None:  # the usual case: skip the call
+                continue
+            reasoning = reasoning_field.read(value)
             if reasoning:
                 att.reasoning_chars += len(reasoning)
                 att.reasoning.append(reasoning)
