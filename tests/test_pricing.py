@@ -112,8 +112,11 @@ def test_cost_is_an_irf_input_only_when_asked():
 def test_the_priced_demo_costs_what_the_simulator_counted(tmp_path):
     config = ROOT / "configs" / "priced-demo.yaml"
     prices = {v.name: v.price for v in load_config(config, env={}).vendors}
-    proc = run_locust(["--headless", "--avv-config", str(config), "--avv-out", "out", "--avv-run-id", "priced"],
-                      cwd=tmp_path, env=clean_env())
+    # the first 12 demo samples (a third of the demo's time): every vendor, calls and plain answers
+    demo = (ROOT / "avv_harness" / "data" / "demo.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    (tmp_path / "some.jsonl").write_text("".join(demo[:12]), encoding="utf-8")
+    proc = run_locust(["--headless", "--avv-config", str(config), "--avv-samples", "some.jsonl", "--avv-out", "out",
+                       "--avv-run-id", "priced"], cwd=tmp_path, env=clean_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     run_dir = tmp_path / "out" / "priced"
     rows = read_records(run_dir / "records.csv").to_dict("records")
@@ -122,6 +125,7 @@ def test_the_priced_demo_costs_what_the_simulator_counted(tmp_path):
         told = truth[truth_tag(row)]
         expected = prices[row["vendor"]].cost(told["prompt_tokens"], told["completion_tokens"], 0)
         assert row["cost"] == pytest.approx(expected, abs=1e-9), row["vendor"]
+    assert len(rows) == 3 * 12
     report = (run_dir / "report.md").read_text(encoding="utf-8")
     assert "Cost (amounts in USD;" in report and "| Cost / Item | Cost rows | Spent |" in report
     assert "demo-model  cost" in proc.stdout

@@ -100,12 +100,14 @@ def test_the_readme_listener_example_runs_as_written(tmp_path):
                       re.S)
     assert block is not None
     (tmp_path / "my_locustfile.py").write_text(block.group(1), encoding="utf-8")
+    demo = (ROOT / "avv_harness" / "data" / "demo.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    (tmp_path / "some.jsonl").write_text("".join(demo[:12]), encoding="utf-8")  # a third of the demo's time
     proc = subprocess.run([sys.executable, "-m", "locust", "-f", "my_locustfile.py", "--headless", "--avv-out", "out",
-                           "--avv-no-score"], cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
-                          timeout=240)
+                           "--avv-samples", "some.jsonl", "--avv-no-score"], cwd=tmp_path, env=clean_env(),
+                          capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (run_dir,) = [p for p in (tmp_path / "out").iterdir() if p.is_dir()]
     written = read_records(run_dir / "records.csv").to_dict("records")
     stored = [json.loads(line) for line in (tmp_path / "my_store.jsonl").read_text(encoding="utf-8").splitlines()]
     assert Counter(ItemKey.from_record(r) for r in stored) == Counter(ItemKey.from_record(r) for r in written)
-    assert len(stored) == len(written) == 96
+    assert len(stored) == len(written) == 3 * 12
