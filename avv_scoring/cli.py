@@ -45,7 +45,13 @@ from avv_scoring.report.escape import terminal_text
 from avv_scoring.report.terminal import render_tables
 from avv_scoring.score import ScoreResult
 from avv_scoring.stats.irf import IRF_TIES
-from avv_scoring.stats.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, VERDICT_MODES, StatsSettings
+from avv_scoring.stats.uncertainty import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    VERDICT_MODES,
+    StatsSettings,
+    non_negative_int,
+)
 from avv_scoring.stress import stress_tables
 from avv_scoring.verdict import DEFAULT_PRESET, Thresholds
 
@@ -173,12 +179,12 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
     )
     add_irf_metrics_option(p)
     p.add_argument(
-        "--bootstrap", type=_non_negative_int, default=DEFAULT_RESAMPLES, metavar="N",
+        "--bootstrap", type=non_negative_int, default=DEFAULT_RESAMPLES, metavar="N",
         help="bootstrap resamples for the 95 %% intervals, noise tests and rank stability "
         f"(default {DEFAULT_RESAMPLES}; 0 = none)",
     )
     p.add_argument(
-        "--seed", type=_non_negative_int, default=DEFAULT_SEED, metavar="S",
+        "--seed", type=non_negative_int, default=DEFAULT_SEED, metavar="S",
         help=f"seed of the bootstrap (default {DEFAULT_SEED}; the same seed reproduces every interval)",
     )
     p.add_argument(
@@ -206,14 +212,6 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the tables")
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is negative")
-    return value
 
 
 def _stats(args: argparse.Namespace) -> StatsSettings:

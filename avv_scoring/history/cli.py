@@ -23,21 +23,13 @@ from avv_scoring.history.regression import RESAMPLES, SEED
 from avv_scoring.history.render import render_terminal, write_trend
 from avv_scoring.history.store import add_run_folders
 from avv_scoring.history.trend import TrendOptions, compute_trend, default_metrics
-from avv_scoring.stats.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, StatsSettings
+from avv_scoring.stats.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, StatsSettings, non_negative_int
 
 PROG = "avv-score"
 #: Exit status of ``avv-score trend --fail-on-regression`` when a vendor's latest run has a flagged regression.
 EXIT_REGRESSION = 5
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is negative")
-    return value
 
 
 def _day(text: str) -> str:
@@ -55,9 +47,9 @@ def main_history(argv: Sequence[str]) -> int:
     p.add_argument("action", choices=["add"])
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folder(s) (or records.csv)")
     p.add_argument("--db", required=True, metavar="PATH", help="the history database file")
-    p.add_argument("--bootstrap", type=_count, default=DEFAULT_RESAMPLES, metavar="N",
+    p.add_argument("--bootstrap", type=non_negative_int, default=DEFAULT_RESAMPLES, metavar="N",
                    help=f"bootstrap resamples of the stored intervals (default {DEFAULT_RESAMPLES})")
-    p.add_argument("--seed", type=_count, default=DEFAULT_SEED, metavar="S", help=f"(default {DEFAULT_SEED})")
+    p.add_argument("--seed", type=non_negative_int, default=DEFAULT_SEED, metavar="S", help=f"(default {DEFAULT_SEED})")
     args = p.parse_args(argv)
     for run in args.runs:
         if not os.path.exists(run):
@@ -90,9 +82,9 @@ def main_trend(argv: Sequence[str]) -> int:
     p.add_argument("--since", type=_day, metavar="DATE", help="only runs started on or after DATE (YYYY-MM-DD)")
     p.add_argument("--out", default=".", metavar="DIR", help="where trend.md and trend.html go (default .)")
     p.add_argument("--no-html", action="store_true", help="do not write trend.html")
-    p.add_argument("--bootstrap", type=_count, default=RESAMPLES, metavar="N",
+    p.add_argument("--bootstrap", type=non_negative_int, default=RESAMPLES, metavar="N",
                    help=f"resamples of the between-run bootstrap tests (default {RESAMPLES})")
-    p.add_argument("--seed", type=_count, default=SEED, metavar="S", help=f"(default {SEED})")
+    p.add_argument("--seed", type=non_negative_int, default=SEED, metavar="S", help=f"(default {SEED})")
     p.add_argument("--fail-on-regression", action="store_true",
                    help=f"exit with status {EXIT_REGRESSION} when a vendor's latest run has a flagged regression")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the tables")

@@ -26,6 +26,7 @@ The statistical verdict that reads the noise tests is :mod:`.statistical_verdict
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -50,6 +51,17 @@ from avv_scoring.stats.tests import (
 NAN = float("nan")
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 17
+
+
+def non_negative_int(text: str) -> int:
+    """The command-line type of ``--bootstrap`` and ``--seed`` (avv-score, avv-score trend): a whole number ≥ 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative")
+    return value
 VERDICT_MODES = ("threshold", "statistical")
 #: The gap the sample-size columns are for (2 points of a rate).
 GAP = 0.02
