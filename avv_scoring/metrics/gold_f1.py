@@ -17,8 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from avv_core.canonical import canonical_key
-from avv_scoring.metrics.correctness import EXACT_PAIRING_LIMIT, Call, acceptable
+from avv_scoring.metrics.correctness import EXACT_PAIRING_LIMIT, Call, acceptable, value_leaves
 
 #: Weight of each leaf of a required argument (listed in the tool schema's ``required``) in gold argument F1.
 REQUIRED_WEIGHT = 2.0
@@ -38,29 +37,12 @@ class ExpectedCall:
         return REQUIRED_WEIGHT if key in self.required else OPTIONAL_WEIGHT
 
 
-def _leaves(value: Any, path: str) -> Counter[tuple[str, str]]:
-    out: Counter[tuple[str, str]] = Counter()
-
-    def walk(v: Any, p: str) -> None:
-        if isinstance(v, Mapping) and v:
-            for k, x in v.items():
-                walk(x, f"{p}/{k}")
-        elif isinstance(v, list) and v:
-            for i, x in enumerate(v):
-                walk(x, f"{p}/{i}")
-        else:
-            out[(p, canonical_key(v))] += 1
-
-    walk(value, path)
-    return out
-
-
 def _is_optional_marker(option: Any) -> bool:
     return isinstance(option, str) and option == ""
 
 
 def _size(value: Any) -> int:
-    return sum(_leaves(value, "").values())
+    return sum(value_leaves(value, "").values())
 
 
 def _gold_size(option: Any) -> float:
@@ -105,7 +87,7 @@ def _score_alternative(value: Any, option: Any, path: str, w: float) -> Score:
             return 0.0, w * _gold_size(option), w * _size(value)
         parts = [_score_alternative(v, o, f"{path}/{i}", w) for i, (v, o) in enumerate(zip(value, option, strict=True))]
         return sum(x[0] for x in parts), sum(x[1] for x in parts), sum(x[2] for x in parts)
-    mine, theirs = _leaves(value, path), _leaves(option, path)
+    mine, theirs = value_leaves(value, path), value_leaves(option, path)
     return w * sum((mine & theirs).values()), w * sum(theirs.values()), w * sum(mine.values())
 
 
