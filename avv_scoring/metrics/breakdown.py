@@ -41,12 +41,11 @@ from avv_scoring.metrics.calls import (
     SIG_CALLS,
     VERDICTS,
     call_pairs,
-    distinct_rows,
     name_of_row,
     positive,
-    row_dicts,
 )
 from avv_scoring.metrics.correctness import Call, calls_equal, calls_match_gold, name_mapper, tools_match_gold
+from avv_scoring.metrics.row_codes import distinct_rows, row_dicts
 from avv_scoring.metrics.schema import INVALID, VALID
 
 #: Disagreement kinds, in the order they are tried (the first that applies names the row).

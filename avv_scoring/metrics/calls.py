@@ -29,6 +29,7 @@ from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.gold_f1 import gold_args_f1
 from avv_scoring.metrics.normalisers import ArgNormalisation, CallNormaliser
 from avv_scoring.metrics.registry import produces
+from avv_scoring.metrics.row_codes import first_rows, row_codes, row_dicts
 from avv_scoring.metrics.schema import INVALID, UNCHECKABLE, VALID, CallChecker, parse_tool_calls
 
 TOOL_CALLS = "tool_calls"
@@ -149,23 +150,6 @@ def _combos(set_codes: np.ndarray, cell_codes: np.ndarray) -> tuple[np.ndarray, 
     return codes, first_rows(codes)
 
 
-def row_codes(*arrays: np.ndarray) -> np.ndarray:
-    """Per row the code of its combination of values across ``arrays`` (0, 1, … in order of first appearance, as
-    ``MultiIndex.from_arrays(arrays).factorize()`` numbers them, without building a tuple per row)."""
-    codes, _ = pd.factorize(arrays[0])
-    for values in arrays[1:]:
-        more, uniques = pd.factorize(values)
-        codes, _ = pd.factorize(codes.astype(np.int64) * len(uniques) + more)  # < rows², one integer per pair
-    return codes
-
-
-def first_rows(codes: np.ndarray) -> np.ndarray:
-    """Per code 0 … max of a factorized column, the position of its first row."""
-    firsts = np.full(int(codes.max(initial=-1)) + 1, -1, dtype=np.int64)
-    firsts[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # the last write per code is its first row
-    return firsts
-
-
 def _as_text(rows: pd.DataFrame, candidates: np.ndarray, sid_codes: np.ndarray, names_of: np.ndarray) -> np.ndarray:
     """Per row: a candidate (successful, no call, the request has tools) whose content holds a call of a
     request tool (checked once per distinct (tool names, content))."""
@@ -208,33 +192,6 @@ def _annotate_cell(cell: Any, count: Any, schemas: Any, book: CallBook, checker:
     normalised = norm.calls(calls, schemas)
     return (calls, verdicts, *counts, parsed is None,
             tuple(sorted(c.name for c in calls)), tuple(sorted((c.name, c.key) for c in normalised)), normalised)
-
-
-def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[tuple[tuple[Any, ...], int]]:
-    """The distinct rows of annotation objects across ``columns``, each with how many rows hold it.
-
-    :func:`annotate_calls` hands every row with the same (tool set, cell) the same list objects, so rows are
-    told apart by the objects' identity: a per-row result computed once per distinct row and weighted is the
-    per-row sum. ``by`` = the positions of the columns that decide identity (default: all); the others must
-    follow from them (a row's verdicts and signatures come with its calls list)."""
-    n = len(columns[0]) if columns else 0
-    if not n:
-        return []
-    objects = [c.to_numpy(dtype=object) for c in columns]
-    ids = [np.fromiter(map(id, objects[k]), dtype=np.int64, count=n) for k in (by or range(len(objects)))]
-    codes = row_codes(*ids)
-    counts = np.bincount(codes)
-    return [(tuple(values[i] for values in objects), int(count))
-            for i, count in zip(first_rows(codes), counts, strict=True)]
-
-
-def row_dicts(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
-    """The rows of ``frame`` as dicts of just ``columns`` (those it has): far cheaper than ``to_dict`` over
-    every column when a loop needs a few fields of each row."""
-    present = [c for c in columns if c in frame.columns]
-    return [dict(zip(present, values, strict=True))
-            for values in zip(*(frame[c].astype("object").tolist() for c in present), strict=True)] \
-        if present else [{} for _ in range(len(frame))]
 
 
 ROW_FIELDS = ("sample_id", "repeat", "finish_reason", "content", CALLS, VERDICTS, NAMES, AS_TEXT, GOLD, CALLED,

@@ -1,0 +1,55 @@
+"""Rows told apart by codes, not tuples (scoring layer; declares no metric): the helpers the call annotation, the per-tool
+table and the disagreements share to work once per distinct row instead of once per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def row_codes(*arrays: np.ndarray) -> np.ndarray:
+    """Per row the code of its combination of values across ``arrays`` (0, 1, … in order of first appearance, as
+    ``MultiIndex.from_arrays(arrays).factorize()`` numbers them, without building a tuple per row)."""
+    codes, _ = pd.factorize(arrays[0])
+    for values in arrays[1:]:
+        more, uniques = pd.factorize(values)
+        codes, _ = pd.factorize(codes.astype(np.int64) * len(uniques) + more)  # < rows², one integer per pair
+    return codes
+
+
+def first_rows(codes: np.ndarray) -> np.ndarray:
+    """Per code 0 … max of a factorized column, the position of its first row."""
+    firsts = np.full(int(codes.max(initial=-1)) + 1, -1, dtype=np.int64)
+    firsts[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # the last write per code is its first row
+    return firsts
+
+
+def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[tuple[tuple[Any, ...], int]]:
+    """The distinct rows of annotation objects across ``columns``, each with how many rows hold it.
+
+    :func:`annotate_calls` hands every row with the same (tool set, cell) the same list objects, so rows are
+    told apart by the objects' identity: a per-row result computed once per distinct row and weighted is the
+    per-row sum. ``by`` = the positions of the columns that decide identity (default: all); the others must
+    follow from them (a row's verdicts and signatures come with its calls list)."""
+    n = len(columns[0]) if columns else 0
+    if not n:
+        return []
+    objects = [c.to_numpy(dtype=object) for c in columns]
+    ids = [np.fromiter(map(id, objects[k]), dtype=np.int64, count=n) for k in (by or range(len(objects)))]
+    codes = row_codes(*ids)
+    counts = np.bincount(codes)
+    return [(tuple(values[i] for values in objects), int(count))
+            for i, count in zip(first_rows(codes), counts, strict=True)]
+
+
+def row_dicts(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows of ``frame`` as dicts of just ``columns`` (those it has): far cheaper than ``to_dict`` over
+    every column when a loop needs a few fields of each row."""
+    present = [c for c in columns if c in frame.columns]
+    return [dict(zip(present, values, strict=True))
+            for values in zip(*(frame[c].astype("object").tolist() for c in present), strict=True)] \
+        if present else [{} for _ in range(len(frame))]
