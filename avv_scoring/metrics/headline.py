@@ -35,7 +35,6 @@ from avv_scoring.metrics.declaration import Metric, Ratio
 from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.metrics.registry import produces
 from avv_scoring.metrics.schema import parse_tool_calls
-from avv_scoring.metrics.trajectories import TJ, TJ_SPENT
 
 # --------------------------------------------------------------------------------------------------
 # Success
@@ -300,7 +299,7 @@ def compared_rows(rows: pd.DataFrame) -> pd.Series:
     return ok & rows[COMPARABLE_COL].astype(bool) if COMPARABLE_COL in rows.columns else ok
 
 
-def _mean_features(rows: pd.DataFrame, column: str) -> pd.DataFrame:
+def mean_features(rows: pd.DataFrame, column: str) -> pd.DataFrame:
     """``value`` (0 where absent) and ``present`` per row: compared rows (:func:`compared_rows`) with a value (none
     when the records predate ``column``)."""
     cells = rows[column].astype("object") if column in rows.columns else pd.Series(NAN, index=rows.index)
@@ -310,7 +309,7 @@ def _mean_features(rows: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def _present_values(rows: pd.DataFrame, column: str) -> pd.Series:
-    """The values of ``column`` on the compared rows that have one (the rows of :func:`_mean_features`)."""
+    """The values of ``column`` on the compared rows that have one (the rows of :func:`mean_features`)."""
     return numbers(rows.loc[compared_rows(rows), column])
 
 
@@ -320,7 +319,7 @@ def _present_values(rows: pd.DataFrame, column: str) -> pd.Series:
                "missing when none did (never 0)"),
     Metric("usage_rows", "Usage rows", "int", "none", order=400, doc="successful rows with total_tokens"),
 )
-@additive(lambda rows: _mean_features(rows, "total_tokens"))
+@additive(lambda rows: mean_features(rows, "total_tokens"))
 def avg_tokens(sums: Sums) -> Columns:
     """Mean total tokens per request (prompt + completion, as reported in the streamed usage).
 
@@ -331,42 +330,6 @@ def avg_tokens(sums: Sums) -> Columns:
     """
     n = count(sums["present"])
     return {"avg_tokens": rate(sums["value"], n), "usage_rows": n}
-
-
-@produces(
-    Metric("avg_cost", "Cost / Item", "num", "lower", order=405,
-           doc="mean cost over compared items (successful for every vendor of the model) that have one (a price and "
-               "usage); an agent task's first step; missing without a price"),
-    Metric("cost_rows", "Cost rows", "int", "none", order=406, doc="compared items with a cost"),
-)
-@additive(lambda rows: _mean_features(rows, "cost"))
-def avg_cost(sums: Sums) -> Columns:
-    """Mean cost per item, in the vendors' price currency (the record's ``cost``: its usage at its vendor's price).
-
-    ``avg_cost = mean(cost)`` over the *compared* items whose ``cost`` is present (``cost_rows``), like
-    ``avg_tokens``: items every vendor of the model answered, so a vendor cannot look cheap by failing the long
-    requests. Missing (never 0) for a vendor without a price or without usage.
-    """
-    n = count(sums["present"])
-    return {"avg_cost": rate(sums["value"], n), "cost_rows": n}
-
-
-@produces(
-    Metric("cost_spent", "Spent", "num", "none", order=407,
-           doc="Σ cost of every scored row: failed items and every step of an agent task included (what the vendor "
-               "billed for the scored items); missing when no row has a cost"),
-)
-def cost_spent(rows: pd.DataFrame) -> Columns:
-    """``cost_spent = Σ cost`` over the vendor's scored rows: each single request's row (failed ones too: a vendor
-    bills what it streamed) and every step of each agent task (``_tj_spent``). Not a ranking (a vendor that answered
-    more items spent more), so it has no direction. Missing when no row has a cost (no price)."""
-    single = pd.to_numeric(rows["cost"].astype("object"), errors="coerce") if "cost" in rows.columns \
-        else pd.Series(NAN, index=rows.index)
-    if TJ in rows.columns:
-        steps = pd.to_numeric(rows[TJ_SPENT].astype("object"), errors="coerce")
-        single = single.where(~rows[TJ].astype(bool), steps)
-    present = single.dropna()
-    return {"cost_spent": float(present.sum()) if len(present) else NAN}
 
 
 @produces(
@@ -383,7 +346,7 @@ def cost_spent(rows: pd.DataFrame) -> Columns:
            doc="99th percentile of ttft_ms over the same rows"),
     Metric("ttft_rows", "TTFT rows", "int", "none", order=440, doc="successful rows with a ttft_ms"),
 )
-@additive(lambda rows: _mean_features(rows, "ttft_ms"),
+@additive(lambda rows: mean_features(rows, "ttft_ms"),
           quantiles=Quantiles(lambda rows: _present_values(rows, "ttft_ms"),
                               {f"ttft_p{q}_ms": q for q in (50, 90, 95, 99)}))
 def ttft_stats(sums: Sums) -> Columns:
@@ -423,7 +386,7 @@ def _reasoning_only_features(rows: pd.DataFrame) -> pd.DataFrame:
            doc="median per-request tps over compared items that have one"),
     Metric("tps_rows", "TPS rows", "int", "none", order=460, doc="successful rows with a tps"),
 )
-@additive(lambda rows: _mean_features(rows, "tps"),
+@additive(lambda rows: mean_features(rows, "tps"),
           quantiles=Quantiles(lambda rows: _present_values(rows, "tps"), {"tps_p50": 50}))
 def tps_stats(sums: Sums) -> Columns:
     """Decode throughput: mean of the per-request ``tps`` over successful rows that have one.

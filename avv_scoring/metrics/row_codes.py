@@ -1,5 +1,5 @@
-"""Rows told apart by codes, not tuples (scoring layer; declares no metric): the helpers the call annotation, the per-tool
-table and the disagreements share to work once per distinct row instead of once per row.
+"""Rows told apart by codes, not tuples (scoring layer; declares no metric): the helpers the call annotation, the
+per-tool table and the disagreements share to work once per distinct row instead of once per row.
 """
 
 from __future__ import annotations
