@@ -17,6 +17,10 @@ Built on Locust's documented extension points (locust ``examples/extend_web_ui.p
   not written yet) are ``text/plain`` with what they echo HTML-escaped as well: a ``?run=<img onerror=…>``
   never becomes markup in a browser.
 
+Every route, Locust's and ours, is behind :mod:`avv_harness.locust.web_guard`: no CORS headers for an origin
+that is not allow-listed (``--avv-cors-origin``; Locust itself calls ``CORS(app)``), and a foreign page's POST
+or subresource request refused.
+
 The start form: the run's shape sets the users, so the form's users / ramp-up / run-time fields are disabled
 (Locust's own ``hide_common_options``, with its tooltip), the host warnings are off (each User class has its
 vendor's URL as ``host``; the Host field is not used), and a one-line note at the top of the page says so.
@@ -144,6 +148,9 @@ def install_web_ui(environment: Any, ctl: Any, *, interval_s: float | None = Non
     web_ui = environment.web_ui
     app = web_ui.app
     from avv_harness.locust.prometheus import CONTENT_TYPE, exporter_for
+    from avv_harness.locust.web_guard import guard_web_ui
+
+    guard_web_ui(app, ctl.options.cors_origins)  # undoes Locust's CORS(app) for every origin not allow-listed
 
     board = LiveBoard(ctl, **({"interval_s": interval_s} if interval_s is not None else {}))
     ctl.live = board
