@@ -17,7 +17,8 @@ Built on Locust's documented extension points (locust ``examples/extend_web_ui.p
   not written yet) are ``text/plain`` with what they echo HTML-escaped as well: a ``?run=<img onerror=…>``
   never becomes markup in a browser.
 
-Every route, Locust's and ours, is behind :mod:`avv_harness.locust.web_guard`: no CORS headers for an origin
+With ``--web-login`` and ``AVV_WEB_PASSWORD``, :mod:`avv_harness.locust.web_login` is the login handler Locust
+asks for. Every route, Locust's and ours, is behind :mod:`avv_harness.locust.web_guard`: no CORS headers for an origin
 that is not allow-listed (``--avv-cors-origin``; Locust itself calls ``CORS(app)``), and a foreign page's POST
 or subresource request refused.
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -159,6 +161,9 @@ def install_web_ui(environment: Any, ctl: Any, *, interval_s: float | None = Non
     agent = ctl.samples is not None and any(s.agent is not None for s in ctl.samples.samples)
     columns = vendor_columns(stress, len({v.model for v in ctl.vendors.values()}) > 1, agent)
     base = (getattr(environment.parsed_options, "web_base_path", None) or "").rstrip("/")
+    from avv_harness.locust.web_login import install_login
+
+    install_login(web_ui, base, os.environ, tls=bool(getattr(environment.parsed_options, "tls_cert", None)))
     tabs = [{"title": "Vendors", "key": VENDORS_KEY}]
     tables = [{"key": VENDORS_KEY, "structure": [{"key": k, "title": t} for k, t, _ in columns]}]
     if stress:

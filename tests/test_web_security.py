@@ -1,12 +1,14 @@
-"""The web UI's cross-origin rule (issue 33, F25; avv_harness/locust/web_guard.py): Locust's ``CORS(app)`` answers
-every Origin with ``Access-Control-Allow-Origin: <origin>``; with our plugin no route gives a foreign origin any
-CORS header, a foreign page's POST (``/swarm``, ``/stop``), preflight or subresource request is refused, and an
-allow-listed origin (``--avv-cors-origin``) is granted. In-process: Locust's web UI on an Environment, driven
-with Flask's test client; one integration test over real HTTP on loopback."""
+"""The web UI's security (issue 33, F25, F24). The cross-origin rule (avv_harness/locust/web_guard.py): Locust's
+``CORS(app)`` answers every Origin with ``Access-Control-Allow-Origin: <origin>``; with our plugin no route gives a
+foreign origin any CORS header, a foreign page's POST (``/swarm``, ``/stop``), preflight or subresource request is
+refused, and an allow-listed origin (``--avv-cors-origin``) is granted. The login (avv_harness/locust/web_login.py):
+``--web-login`` with ``AVV_WEB_PASSWORD`` puts every route behind one user's password. In-process: Locust's web UI
+on an Environment, driven with Flask's test client; one integration test over real HTTP on loopback."""
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import urllib.error
 import urllib.parse
@@ -16,6 +18,7 @@ import gevent
 import pytest
 
 from avv_core.errors import InputError
+from avv_harness.locust import web_login
 from avv_harness.locust.web_guard import refusal
 from avv_harness.locust.web_ui import install_web_ui
 from avv_harness.run.options import parse_origins
@@ -149,6 +152,70 @@ def test_allow_list_values_become_what_browsers_send(given, origins):
 def test_allow_list_refuses_what_is_not_an_origin(bad):
     with pytest.raises(InputError, match="--avv-cors-origin"):
         parse_origins([bad])
+
+
+# ------------------------------------------------------------------ the login (--web-login, AVV_WEB_PASSWORD)
+
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture
+def login_ui(tmp_path, monkeypatch):
+    monkeypatch.setenv(web_login.PASSWORD_ENV, PASSWORD)
+    monkeypatch.setattr(web_login, "FAIL_DELAY_S", 0.0)
+    config, samples = write_inputs(tmp_path, {"a": {}}, n_samples=2)
+    env, ctl = make_env(["--avv-config", str(config), "--avv-samples", str(samples), "--avv-out",
+                         str(tmp_path / "out"), "--web-login"])
+    env.create_web_ui("127.0.0.1", 0, delayed_start=True, web_login=True)
+    install_web_ui(env, ctl)
+    yield env.web_ui.app.test_client()
+    env.runner.quit()
+
+
+def test_with_web_login_every_route_needs_the_password(login_ui):
+    client = login_ui
+    for path in ("/", "/stats/requests", "/avv/live.json", "/avv/metrics", "/avv/download/records.csv"):
+        response = client.get(path)
+        assert response.status_code == 302 and "/login" in response.headers["Location"], path
+    assert client.post("/swarm", data={"user_count": "1"}).status_code == 302
+    login_page = client.get("/login").get_data(as_text=True)
+    assert "/avv/login" in login_page  # Locust's form posts to our handler
+    wrong = client.post("/avv/login", data={"username": "avv", "password": PASSWORD + "x"})
+    assert wrong.status_code == 302 and wrong.headers["Location"].endswith("/login")
+    assert client.get("/avv/live.json").status_code == 302
+    assert client.post("/avv/login", data={"username": "root", "password": PASSWORD}).status_code == 302
+    assert client.get("/avv/live.json").status_code == 302
+    right = client.post("/avv/login", data={"username": "avv", "password": PASSWORD})
+    cookie = right.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" not in cookie  # no --tls-cert
+    assert client.get("/avv/live.json").status_code == 200 and client.get("/").status_code == 200
+    evil = client.post("/avv/login", headers={"Origin": EVIL}, data={"username": "avv", "password": PASSWORD})
+    assert evil.status_code == 403  # a foreign page cannot log the browser in either
+
+
+def test_login_settings_refuse_a_short_password_and_leave_no_password_to_your_handler():
+    assert web_login.login_settings({}) is None
+    assert web_login.login_settings({web_login.PASSWORD_ENV: PASSWORD}) == ("avv", PASSWORD)
+    assert web_login.login_settings({web_login.PASSWORD_ENV: PASSWORD, web_login.USER_ENV: "ops"}) == ("ops", PASSWORD)
+    with pytest.raises(InputError, match="AVV_WEB_PASSWORD: at least 12 characters"):
+        web_login.login_settings({web_login.PASSWORD_ENV: "hunter2"})
+
+
+def test_web_login_without_a_password_is_left_to_your_handler_and_a_lone_password_is_named(tmp_path, monkeypatch,
+                                                                                         caplog):
+    caplog.set_level(logging.INFO, logger="avv")
+    config, samples = write_inputs(tmp_path, {"a": {}}, n_samples=2)
+    env, _ = make_env(["--avv-config", str(config), "--avv-samples", str(samples)])
+    env.create_web_ui("127.0.0.1", 0, delayed_start=True, web_login=True)
+    try:
+        monkeypatch.delenv(web_login.PASSWORD_ENV, raising=False)
+        assert web_login.install_login(env.web_ui, "", {}) is False
+        assert "the login handler must come from your locustfile" in caplog.text
+        env.web_ui.web_login = False
+        assert web_login.install_login(env.web_ui, "", {web_login.PASSWORD_ENV: PASSWORD}) is False
+        assert "AVV_WEB_PASSWORD is set but --web-login is not" in caplog.text and PASSWORD not in caplog.text
+    finally:
+        env.runner.quit()
 
 
 # ------------------------------------------------------------------ integration: real HTTP over loopback
