@@ -63,7 +63,7 @@ def install_login(web_ui: Any, base: str, environ: Mapping[str, str], tls: bool 
     user, password = settings
     import gevent
     from flask import Blueprint, redirect, request, session, url_for
-    from flask_login import UserMixin, login_user
+    from flask_login import UserMixin, login_user  # type: ignore[import-untyped]
 
     class AuthUser(UserMixin):
         def __init__(self, name: str) -> None:
