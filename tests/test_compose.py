@@ -1,7 +1,9 @@
-"""docker-compose.yml: valid offline, and the commands it runs work when run here as processes."""
+"""docker-compose.yml: valid offline, and the commands it runs work when run here as processes; every container
+runs as the image's unprivileged user on a read-only root filesystem (issue 33, F23)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -71,3 +73,24 @@ def test_compose_commands_run_as_processes(tmp_path):
     (run_dir,) = list((tmp_path / "results").iterdir())
     frame = read_records(run_dir / "records.csv")
     assert len(frame) == 3 * 32 and frame["worker"].nunique() == 2
+
+
+def test_the_image_has_an_unprivileged_numeric_user_that_owns_results_only():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    (user,) = re.findall(r"^USER\s+(\S+)\s*$", dockerfile, re.MULTILINE)
+    uid, gid = user.split(":")
+    assert uid.isdigit() and gid.isdigit() and int(uid) >= 1000, user  # numeric: runAsNonRoot can check it
+    lines = dockerfile.splitlines()
+    assert lines.index(f"USER {user}") > max(i for i, line in enumerate(lines) if line.startswith(("RUN", "COPY")))
+    assert f"--uid {uid}" in dockerfile and f"chown {uid}:{gid} /results" in dockerfile
+    assert "PYTHONDONTWRITEBYTECODE=1" in dockerfile and "MPLCONFIGDIR=/tmp/" in dockerfile  # nothing else to write
+
+
+def test_every_service_is_hardened_and_the_web_port_stays_on_this_machine():
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    for name, service in services.items():
+        assert service["read_only"] is True and service["tmpfs"] == ["/tmp"], name
+        assert service["cap_drop"] == ["ALL"] and "no-new-privileges:true" in service["security_opt"], name
+        assert "user" not in service or service["user"] != "root", name
+    assert services["master"]["ports"] == ["127.0.0.1:8089:8089"]
+    assert all("ports" not in s for n, s in services.items() if n != "master")

@@ -1,7 +1,10 @@
 """deploy/kubernetes: the kustomize base and the Job variant render (``kubectl kustomize``), their commands are
 docker-compose's (which tests/test_compose.py runs), ports and paths agree with each other and with Locust's, no key
 is in a manifest, and the Job variant's commands, with the rendered ConfigMap as their inputs, run a distributed
-run to completion as processes on loopback."""
+run to completion as processes on loopback. Security (issue 33, F23, F24; docs/how-to/security.md): every pod runs
+as the image's unprivileged user on a read-only root filesystem, the NetworkPolicy admits the master port from
+the workers only and the web UI and metrics ports from labelled pods or namespaces only, the web UI has a login,
+and the nightly command runs with the code and home read-only."""
 
 from __future__ import annotations
 
@@ -22,6 +25,11 @@ from tests.locust_runs import ROOT, clean_env
 pytestmark = pytest.mark.integration  # kubectl is a subprocess; the run below is e2e
 DEPLOY = ROOT / "deploy" / "kubernetes"
 FAKE_KEY = "sk-test-0123456789abcdef"
+FAKE_PASSWORD = "web-login-password-0123456789"
+#: The flags the web-UI master adds to compose's headless master: the login, the metrics port for Prometheus.
+UI_MASTER_FLAGS = ["--web-login", "--avv-metrics-port", "9646", "--avv-metrics-host", "0.0.0.0"]
+#: The label that admits a pod, or every pod of a namespace, to the web UI and metrics ports.
+UI_ACCESS = {"key": "avv-locust/ui-access", "operator": "In", "values": ["true"]}
 
 
 def render(tmp_path: Path, variant: str) -> dict[tuple[str, str], dict]:
@@ -33,6 +41,8 @@ def render(tmp_path: Path, variant: str) -> dict[tuple[str, str], dict]:
         shutil.copytree(DEPLOY, tree)
         example = (tree / "base" / "keys.env.example").read_text()
         (tree / "base" / "keys.env").write_text(example + f"reference={FAKE_KEY}\n")
+        login = (tree / "base" / "web-login.env.example").read_text()
+        (tree / "base" / "web-login.env").write_text(login.replace("PASSWORD=", f"PASSWORD={FAKE_PASSWORD}"))
     proc = subprocess.run(["kubectl", "kustomize", str(tree / variant)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     objects = {}
@@ -71,7 +81,7 @@ def test_base_renders_with_compose_commands_ports_and_paths(tmp_path):
     # the web-UI master runs compose's headless master command without --headless / --expect-workers
     headless = as_k8s(services["master"]["command"])
     i = headless.index("--expect-workers")
-    assert master["command"] == [a for a in headless[:i] + headless[i + 2:] if a != "--headless"]
+    assert master["command"] == [a for a in headless[:i] + headless[i + 2:] if a != "--headless"] + UI_MASTER_FLAGS
     assert worker["command"] == as_k8s(services["worker"]["command"])
     assert sim["command"] == as_k8s(services["sim"]["command"])
     # ports: Locust's defaults, the containers' and the Service's agree
@@ -80,15 +90,15 @@ def test_base_renders_with_compose_commands_ports_and_paths(tmp_path):
     defaults = get_parser().parse_args([])
     service = objs[("Service", "avv-master")]
     assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"web": defaults.web_port,
-                                                                       "master": defaults.master_bind_port}
-    assert {p["name"]: p["containerPort"] for p in master["ports"]} == {"web": 8089, "master": 5557}
+                                                                       "master": defaults.master_bind_port,
+                                                                       "metrics": 9646}
+    assert {p["name"]: p["containerPort"] for p in master["ports"]} == {"web": 8089, "master": 5557, "metrics": 9646}
     assert service["spec"]["selector"].items() <= objs[("Deployment", "avv-master")]["spec"]["template"]["metadata"][
         "labels"].items()
-    assert service["metadata"]["annotations"]["prometheus.io/path"] == "/avv/metrics"
+    # Prometheus scrapes the metrics port: the web UI's /avv/metrics is behind the login
+    assert service["metadata"]["annotations"]["prometheus.io/path"] == "/metrics"
+    assert service["metadata"]["annotations"]["prometheus.io/port"] == "9646"
     assert worker["command"][worker["command"].index("--master-host") + 1] == service["metadata"]["name"]
-    policy = objs[("NetworkPolicy", "avv-master-port")]["spec"]["ingress"][0]
-    assert policy["ports"] == [{"port": 5557}]
-    assert policy["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "worker"
     # the simulator's address, as compose gives it
     sim_port = int(sim["command"][sim["command"].index("--port") + 1])
     assert objs[("Service", "avv-sim")]["spec"]["ports"][0]["port"] == sim_port == sim["ports"][0]["containerPort"]
@@ -123,8 +133,13 @@ def test_keys_only_in_the_secret(tmp_path):
                 assert container(obj)["envFrom"][0]["secretRef"]["name"] == secret["metadata"]["name"]
     for path in DEPLOY.rglob("*.yaml"):  # the checked-in manifests (not the run's inputs): no literal key
         if path.parent.name != "inputs":
-            assert not re.search(r"sk-[A-Za-z0-9-]{8,}|api_key:\s*\S", path.read_text()), path
-    assert not (DEPLOY / "base" / "keys.env").exists() or "keys.env" in (ROOT / ".gitignore").read_text()
+            assert not re.search(r"sk-[A-Za-z0-9-]{8,}|api_key:\s*\S|AVV_WEB_PASSWORD\s*[:=]", path.read_text()), path
+    ignored = (ROOT / ".gitignore").read_text().split()
+    assert "keys.env" in ignored and "web-login.env" in ignored
+    login = render(tmp_path, "base")[("Secret", "avv-web-login")]
+    assert base64.b64decode(login["data"]["AVV_WEB_PASSWORD"]).decode() == FAKE_PASSWORD
+    others = yaml.safe_dump_all([o for k, o in render(tmp_path, "base").items() if k[0] != "Secret"])
+    assert FAKE_PASSWORD not in others
 
 
 def job_commands(objs: dict) -> tuple[list[str], list[str], list[str], int]:
@@ -137,7 +152,8 @@ def test_job_variant_is_the_headless_compose_run(tmp_path):
     objs = render(tmp_path, "job")
     assert ("Deployment", "avv-master") not in objs and ("Deployment", "avv-worker") not in objs
     master, worker, _, parallelism = job_commands(objs)
-    assert master[:-2] == as_k8s(compose()["master"]["command"]) and master[-2:] == ["--avv-metrics-port", "9646"]
+    assert master[:-4] == as_k8s(compose()["master"]["command"])
+    assert master[-4:] == ["--avv-metrics-port", "9646", "--avv-metrics-host", "0.0.0.0"]
     assert worker == as_k8s(compose()["worker"]["command"])
     assert int(master[master.index("--expect-workers") + 1]) == parallelism == objs[("Job", "avv-worker")]["spec"][
         "completions"]
@@ -211,3 +227,126 @@ def test_nightly_cronjob_appends_to_the_history_on_the_results_volume(tmp_path):
     parsed, unknown = parser.parse_known_args(command[3:])
     assert parsed.avv_history == history and parsed.avv_out == "/results"
     assert run["envFrom"][0]["secretRef"]["name"] == objs[("Secret", "avv-keys")]["metadata"]["name"]
+
+
+# ------------------------------------------------------------------ security (issue 33: F23, F24)
+
+
+def pods(objs: dict) -> dict[str, dict]:
+    """Every pod template of a rendered variant, by its object's name."""
+    out = {}
+    for (kind, name), obj in objs.items():
+        if kind in ("Deployment", "Job"):
+            out[name] = obj["spec"]["template"]["spec"]
+        elif kind == "CronJob":
+            out[name] = obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return out
+
+
+def image_uid() -> int:
+    """The Dockerfile's ``USER uid:gid`` (numeric: runAsNonRoot can check only a number)."""
+    (user,) = re.findall(r"^USER\s+(\S+)\s*$", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
+    uid, gid = user.split(":")
+    assert uid.isdigit() and gid.isdigit() and int(uid) > 0, user
+    return int(uid)
+
+
+@pytest.mark.parametrize("variant", ["base", "job", "nightly"])
+def test_every_pod_runs_non_root_on_a_read_only_root_filesystem(tmp_path, variant):
+    found = pods(render(tmp_path, variant))
+    assert found
+    for name, pod in found.items():
+        security = pod["securityContext"]
+        assert security["runAsNonRoot"] is True and security["runAsUser"] == image_uid(), name
+        assert security["seccompProfile"] == {"type": "RuntimeDefault"} and pod["automountServiceAccountToken"] is False
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert "emptyDir" in volumes["tmp"], name
+        if "results" in volumes:  # the results volume is writable by the pod's group
+            assert security["fsGroup"] == security["runAsGroup"], name
+        for c in pod["containers"]:
+            assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}}, (name, c["name"])
+            mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+            assert mounts["tmp"] == "/tmp", name  # the only writable paths: /tmp, and /results where mounted
+            assert set(mounts) <= {"tmp", "inputs", "results"}, name
+
+
+def test_the_network_policy_admits_each_master_port_only_from_whom_it_names(tmp_path):
+    for variant in ("base", "job"):
+        objs = render(tmp_path, variant)
+        policy = objs[("NetworkPolicy", "avv-master-port")]["spec"]
+        assert policy["policyTypes"] == ["Ingress"]
+        selected = policy["podSelector"]["matchLabels"].items()
+        masters = [p for (kind, name), p in objs.items() if kind in ("Deployment", "Job") and name == "avv-master"]
+        assert masters and all(selected <= m["spec"]["template"]["metadata"]["labels"].items() for m in masters)
+        rules = {tuple(sorted(p["port"] for p in rule["ports"])): rule["from"] for rule in policy["ingress"]}
+        assert set(rules) == {(5557,), (8089, 9646)}  # every rule names its sources: no port is open to all
+        (workers,) = rules[(5557,)]
+        assert workers["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "worker"
+        # the UI and metrics: a labelled pod (this namespace) or any pod of a labelled namespace, and no other
+        # label: kustomize's common labels would admit only avv-locust's own pods
+        assert rules[(8089, 9646)] == [{"podSelector": {"matchExpressions": [UI_ACCESS]}},
+                                       {"namespaceSelector": {"matchExpressions": [UI_ACCESS]}}]
+        for master in masters:
+            (c,) = master["spec"]["template"]["spec"]["containers"]
+            assert {p["containerPort"] for p in c["ports"]} <= {5557, 8089, 9646}
+            command = c["command"]
+            if "--avv-metrics-port" in command:  # reachable by Prometheus in the pod network: host 0.0.0.0
+                assert command[command.index("--avv-metrics-host") + 1] == "0.0.0.0"
+                assert command[command.index("--avv-metrics-port") + 1] == "9646"
+
+
+def test_the_web_ui_master_logs_in_with_the_password_from_its_own_secret(tmp_path):
+    objs = render(tmp_path, "base")
+    (master,) = objs[("Deployment", "avv-master")]["spec"]["template"]["spec"]["containers"]
+    assert "--web-login" in master["command"] and "--headless" not in master["command"]
+    secrets = [e["secretRef"]["name"] for e in master["envFrom"]]
+    assert objs[("Secret", "avv-web-login")]["metadata"]["name"] in secrets
+    (worker,) = objs[("Deployment", "avv-worker")]["spec"]["template"]["spec"]["containers"]
+    assert objs[("Secret", "avv-web-login")]["metadata"]["name"] not in [e["secretRef"]["name"]
+                                                                         for e in worker["envFrom"]]
+    from avv_harness.locust.web_login import MIN_PASSWORD, PASSWORD_ENV
+
+    example = (DEPLOY / "base" / "web-login.env.example").read_text()
+    assert f"{PASSWORD_ENV}=\n" in example  # empty: the password is yours, never in the repository
+    assert len(FAKE_PASSWORD) >= MIN_PASSWORD
+
+
+def test_the_nightly_run_keeps_its_forked_workers_port_on_loopback(tmp_path):
+    (run,) = pods(render(tmp_path, "nightly"))["avv-nightly"]["containers"]
+    command = run["command"]
+    assert command[command.index("--master-bind-host") + 1] == "127.0.0.1"
+
+
+@pytest.mark.e2e
+def test_the_nightly_command_runs_with_the_code_and_home_read_only(tmp_path):
+    """readOnlyRootFilesystem, as far as this machine can show it: the CronJob's command (a whole run with forked
+    workers, scoring, report.html and --avv-history) in a mount namespace where the code, the environment and
+    the home folder are read-only bind mounts; it writes only its results folder and its temporary folder."""
+    objs = render(tmp_path, "nightly")
+    (run,) = pods(objs)["avv-nightly"]["containers"]
+    inputs, results, scratch = tmp_path / "inputs", tmp_path / "results", tmp_path / "tmp"
+    for folder in (inputs, results, scratch):
+        folder.mkdir()
+    for name, text in objs[("ConfigMap", "avv-inputs")]["data"].items():
+        (inputs / name).write_text(text)
+    mapping = {"/results": str(results), "/results/history.sqlite": str(results / "history.sqlite")}
+    command = [mapping.get(a, str(inputs / a.removeprefix("/inputs/")) if a.startswith("/inputs/") else a)
+               for a in run["command"]]
+    read_only = [str(ROOT), str(Path(sys.prefix).resolve()), str(Path(sys.base_prefix).resolve()), str(Path.home())]
+    mounts = " && ".join(f"mount -o bind,ro '{p}' '{p}'" for p in dict.fromkeys(read_only))
+    script = f"{mounts} && cd '{ROOT}' && exec \"$@\""
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", f"{mounts} && true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make read-only bind mounts here ({probe.stderr.strip() or 'not root'})")
+    env = clean_env(html=True, HOME=str(Path.home()), MPLCONFIGDIR=str(scratch / "matplotlib"), TMPDIR=str(scratch),
+                    PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", sys.executable,
+                           "-m", *command[:1], *command[1:], "--avv-start-jitter-s", "0"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Read-only file system" not in proc.stderr
+    (run_dir,) = [p for p in results.iterdir() if p.is_dir()]
+    assert {"records.csv", "scores.csv", "report.html"} <= {p.name for p in run_dir.iterdir()}
+    assert (results / "history.sqlite").is_file() and f"history: run {run_dir.name} added to" in proc.stdout

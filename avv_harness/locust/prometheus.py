@@ -1,5 +1,5 @@
 """Prometheus metrics of the current run (harness layer): ``/avv/metrics`` on the master's web UI and, with
-``--avv-metrics-port``, a plain metrics server for headless runs.
+``--avv-metrics-port``, a plain metrics server for headless runs (on ``--avv-metrics-host``, loopback by default).
 
 Every metric is declared once in :data:`PROM_METRICS` (name, type, labels, help, where its value comes from); the
 README table (``python -m avv_harness.docs README.md``) and the exposition are both derived from it. Values are
@@ -202,13 +202,14 @@ def exporter_for(ctl: Any) -> MetricsExporter:
 
 
 def serve_metrics(environment: Any, ctl: Any) -> int | None:
-    """With ``--avv-metrics-port``, serve the metrics on it (the process that holds the ledger only: workers
-    send their records to it). The bound port, or None when not asked or not this process's job."""
+    """With ``--avv-metrics-port``, serve the metrics on it, on ``--avv-metrics-host`` (default loopback: the
+    endpoint has no authentication), in the process that holds the ledger only (workers send their records to
+    it). The bound port, or None when not asked or not this process's job."""
     port = ctl.options.metrics_port
     if not port:
         return None
     if not ctl.role.holds_ledger:
         log.info("avv: --avv-metrics-port is served by the master (it holds the records); not on a worker")
         return None
-    host = getattr(environment.parsed_options, "web_host", "") or ""
+    host = ctl.options.metrics_host
     return exporter_for(ctl).serve("" if host == "*" else host, port)

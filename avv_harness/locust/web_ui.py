@@ -17,6 +17,11 @@ Built on Locust's documented extension points (locust ``examples/extend_web_ui.p
   not written yet) are ``text/plain`` with what they echo HTML-escaped as well: a ``?run=<img onerror=…>``
   never becomes markup in a browser.
 
+With ``--web-login`` and ``AVV_WEB_PASSWORD``, :mod:`avv_harness.locust.web_login` is the login handler Locust
+asks for. Every route, Locust's and ours, is behind :mod:`avv_harness.locust.web_guard`: no CORS headers for an origin
+that is not allow-listed (``--avv-cors-origin``; Locust itself calls ``CORS(app)``), and a foreign page's POST
+or subresource request refused.
+
 The start form: the run's shape sets the users, so the form's users / ramp-up / run-time fields are disabled
 (Locust's own ``hide_common_options``, with its tooltip), the host warnings are off (each User class has its
 vendor's URL as ``host``; the Host field is not used), and a one-line note at the top of the page says so.
@@ -27,6 +32,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -144,6 +150,9 @@ def install_web_ui(environment: Any, ctl: Any, *, interval_s: float | None = Non
     web_ui = environment.web_ui
     app = web_ui.app
     from avv_harness.locust.prometheus import CONTENT_TYPE, exporter_for
+    from avv_harness.locust.web_guard import guard_web_ui
+
+    guard_web_ui(app, ctl.options.cors_origins)  # undoes Locust's CORS(app) for every origin not allow-listed
 
     board = LiveBoard(ctl, **({"interval_s": interval_s} if interval_s is not None else {}))
     ctl.live = board
@@ -152,6 +161,9 @@ def install_web_ui(environment: Any, ctl: Any, *, interval_s: float | None = Non
     agent = ctl.samples is not None and any(s.agent is not None for s in ctl.samples.samples)
     columns = vendor_columns(stress, len({v.model for v in ctl.vendors.values()}) > 1, agent)
     base = (getattr(environment.parsed_options, "web_base_path", None) or "").rstrip("/")
+    from avv_harness.locust.web_login import install_login
+
+    install_login(web_ui, base, os.environ, tls=bool(getattr(environment.parsed_options, "tls_cert", None)))
     tabs = [{"title": "Vendors", "key": VENDORS_KEY}]
     tables = [{"key": VENDORS_KEY, "structure": [{"key": k, "title": t} for k, t, _ in columns]}]
     if stress:

@@ -200,13 +200,11 @@ def append_to_history(history: str, run_dir: Path, manifest: RunManifest, result
     nothing). Returns None, or the problem (the closing line names it, exit status 4: the run is complete but the
     history lacks it). Never raises an Exception, like :func:`score_run`."""
     try:
-        from avv_scoring.history import add_result, connect
+        from avv_scoring.history import add_result, open_history
 
-        conn = connect(history)
-        try:
+        # waits for another writer (db.BUSY_TIMEOUT_S); a SQLite error is an InputError saying what is wrong
+        with open_history(history) as conn:
             added = add_result(conn, result, manifest, str(run_dir))
-        finally:
-            conn.close()
         print(f"history: run {added.run_id} {'added to' if added.added else 'was already in'} {history}", flush=True)
         return None
     except Exception as exc:

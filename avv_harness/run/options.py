@@ -29,6 +29,9 @@ MIN_MAX_EVENT_BYTES = 1024
 # thread that shares the GIL with the master's event loop; at 2,000 records/s the send → row p99 passed 1 s
 # once it held ~50 k rows, and stayed at 0.6 s with 20 k)
 DEFAULT_LIVE_ROWS = 20_000
+#: Where --avv-metrics-port listens unless --avv-metrics-host says otherwise: loopback, since the endpoint has
+#: no authentication (a container that Prometheus scrapes sets 0.0.0.0 and a NetworkPolicy).
+DEFAULT_METRICS_HOST = "127.0.0.1"
 #: Largest --avv-concurrency: users per vendor in one process (a Locust process runs a few hundred streams well;
 #: more belongs on workers, and the value is a typo long before it is a plan).
 MAX_CONCURRENCY = 1000
@@ -123,6 +126,12 @@ def add_arguments(parser: Any) -> None:
     add("--avv-metrics-port", type=int, default=0,
         help="Serve Prometheus metrics on this port (/metrics; the master or a local run; with the web UI they are "
         "also at /avv/metrics). 0: off.")
+    add("--avv-metrics-host", default=DEFAULT_METRICS_HOST, metavar="ADDRESS",
+        help=f"Interface the --avv-metrics-port server listens on (default {DEFAULT_METRICS_HOST}: this machine "
+        "only; 0.0.0.0 for every interface, e.g. in a container Prometheus scrapes). It has no authentication.")
+    add("--avv-cors-origin", action="append", default=None, metavar="ORIGIN",
+        help="A web origin (scheme://host[:port]) allowed to read the web UI and call it from a browser (repeatable; "
+        "default none: other web sites get no CORS headers and their POSTs are refused; docs/how-to/security.md).")
     add("--avv-header", action="append", default=None, metavar="NAME:VALUE",
         help="Header added to every request (repeatable; in locust.conf: avv-header = [A:1, B:2]).")
 
@@ -146,6 +155,41 @@ def parse_levels(text: str) -> tuple[int, ...]:
     if not levels or any(level < 1 for level in levels) or levels != sorted(set(levels)):
         raise InputError(f"--avv-stress-levels: levels must be increasing positive integers, got {text!r}")
     return tuple(levels)
+
+
+def parse_origins(value: Any) -> tuple[str, ...]:
+    """``--avv-cors-origin`` values (repeated flags, commas, or ``[a, b]`` from locust.conf) as the browser sends
+    them in ``Origin``: lower-case ``scheme://host[:port]``, the default port dropped. InputError for anything
+    else, ``*`` included (it would let every web site read the UI and start runs)."""
+    items = value if isinstance(value, list) else [value] if value else []
+    origins: list[str] = []
+    for item in items:
+        for part in str(item).strip().strip("[]").split(","):
+            text = part.strip().strip("'\"")
+            if text:
+                origins.append(_origin(text))
+    return tuple(dict.fromkeys(origins))
+
+
+def _origin(text: str) -> str:
+    from urllib.parse import urlsplit
+
+    if text == "*":
+        raise InputError("--avv-cors-origin: '*' would let every web site read the web UI and start runs; list "
+                         "the origins that need it (scheme://host[:port])")
+    parts = urlsplit(text.rstrip("/"))
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if (parts.scheme.lower() not in ("http", "https") or not parts.hostname or parts.path or parts.query
+            or parts.fragment or parts.username is not None or port == -1):
+        raise InputError(f"--avv-cors-origin: {text!r} is not a web origin (scheme://host[:port], e.g. "
+                         f"https://dashboard.example.com)")
+    scheme = parts.scheme.lower()
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    default = {"http": 80, "https": 443}[scheme]
+    return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
 
 
 def concurrency_override(parsed: Any) -> int | None:
@@ -207,6 +251,8 @@ class RunOptions:
     settle: SettleSettings | None  # --avv-settle
     run_time_s: float | None  # Locust's -t/--run-time (honoured by the run's shape)
     metrics_port: int  # Prometheus metrics server port (0 = none)
+    metrics_host: str  # interface the metrics server listens on
+    cors_origins: tuple[str, ...]  # web origins allowed to read / call the web UI from a browser
     live_rows: int  # rows the live board keeps to score (0 = no limit)
     overrides: Overrides  # --avv-temperature / --avv-max-tokens / --avv-extra-body / --avv-header
     raw: dict[str, Any]  # every avv_* option as parsed, for run.json
@@ -280,6 +326,8 @@ class RunOptions:
             run_time_s=float(run_time) if run_time else None,
             metrics_port=int(number("avv_metrics_port", 0, maximum=65535)) if hasattr(parsed, "avv_metrics_port")
             else 0,
+            metrics_host=str(getattr(parsed, "avv_metrics_host", None) or DEFAULT_METRICS_HOST),
+            cors_origins=parse_origins(getattr(parsed, "avv_cors_origin", None)),
             live_rows=int(number("avv_live_rows", 0)) if hasattr(parsed, "avv_live_rows")
             else DEFAULT_LIVE_ROWS,
             overrides=parse_overrides(getattr(parsed, "avv_temperature", None), getattr(parsed, "avv_max_tokens", None),

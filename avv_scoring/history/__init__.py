@@ -7,7 +7,7 @@ at the end of a run (``--avv-history``)."""
 from __future__ import annotations
 
 from avv_scoring.history.cli import EXIT_REGRESSION
-from avv_scoring.history.db import SCHEMA_VERSION, connect
+from avv_scoring.history.db import BUSY_TIMEOUT_S, SCHEMA_VERSION, connect, open_history
 from avv_scoring.history.regression import ALPHA, TESTS, Change, compare, outcomes
 from avv_scoring.history.render import render_html, render_markdown, render_terminal, write_trend
 from avv_scoring.history.store import Added, add_result, add_run_folder, add_run_folders, item_frame
@@ -15,6 +15,7 @@ from avv_scoring.history.trend import Trend, TrendOptions, compute_trend
 
 __all__ = [
     "ALPHA",
+    "BUSY_TIMEOUT_S",
     "EXIT_REGRESSION",
     "SCHEMA_VERSION",
     "TESTS",
@@ -29,6 +30,7 @@ __all__ = [
     "compute_trend",
     "connect",
     "item_frame",
+    "open_history",
     "outcomes",
     "render_html",
     "render_markdown",

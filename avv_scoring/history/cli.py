@@ -1,12 +1,13 @@
 """``avv-score history add`` and ``avv-score trend`` (scoring layer, top: parses arguments and calls
 :mod:`.store`, :mod:`.trend` and :mod:`.render`; :mod:`avv_scoring.cli` dispatches to them).
 
-    avv-score history add RUN... --db PATH [--bootstrap N] [--seed S]
+    avv-score history add RUN... --db PATH [--bootstrap N] [--seed S] [--lock-timeout S]
     avv-score trend --db PATH [--model M] [--vendor V] [--metric A,B ...] [--since DATE] [--out DIR] [--no-html]
-                    [--fail-on-regression] [-q]
+                    [--fail-on-regression] [--lock-timeout S] [-q]
 
-Exit status: 0 done; 2 bad input (a run folder, the database, an option); 5 ``--fail-on-regression`` and a
-vendor's latest run has a regression (:data:`EXIT_REGRESSION`).
+Exit status: 0 done; 2 bad input (a run folder, an option, or the database: not a history, locked by another
+process longer than ``--lock-timeout``, read-only, disk full, corrupted — the message says which and what to do);
+5 ``--fail-on-regression`` and a vendor's latest run has a regression (:data:`EXIT_REGRESSION`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from datetime import date
 
 from avv_core.errors import InputError
-from avv_scoring.history.db import connect
+from avv_scoring.history.db import BUSY_TIMEOUT_S, open_history
 from avv_scoring.history.regression import RESAMPLES, SEED
 from avv_scoring.history.render import render_terminal, write_trend
 from avv_scoring.history.store import add_run_folders
@@ -30,6 +31,22 @@ PROG = "avv-score"
 EXIT_REGRESSION = 5
 
 
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
+
+
+def _lock_timeout(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lock-timeout", type=_seconds, default=BUSY_TIMEOUT_S, metavar="S",
+                   help=f"how long to wait for another process that holds the database (default {BUSY_TIMEOUT_S:g} "
+                   "s: long enough for another process to add a large run)")
 
 
 def _day(text: str) -> str:
@@ -50,17 +67,15 @@ def main_history(argv: Sequence[str]) -> int:
     p.add_argument("--bootstrap", type=non_negative_int, default=DEFAULT_RESAMPLES, metavar="N",
                    help=f"bootstrap resamples of the stored intervals (default {DEFAULT_RESAMPLES})")
     p.add_argument("--seed", type=non_negative_int, default=DEFAULT_SEED, metavar="S", help=f"(default {DEFAULT_SEED})")
+    _lock_timeout(p)
     args = p.parse_args(argv)
     for run in args.runs:
         if not os.path.exists(run):
             raise InputError(f"{run}: no such run folder or records.csv")
-    conn = connect(args.db)
-    try:
+    with open_history(args.db, timeout_s=args.lock_timeout) as conn:
         for added in add_run_folders(conn, args.runs, StatsSettings(resamples=args.bootstrap, seed=args.seed)):
             what = f"added ({added.items} items)" if added.added else "already in the history: nothing added"
-            print(f"{added.source}: run {added.run_id} {what}")
-    finally:
-        conn.close()
+            print(f"{added.source}: run {added.run_id} {what}", flush=True)
     return 0
 
 
@@ -87,16 +102,14 @@ def main_trend(argv: Sequence[str]) -> int:
     p.add_argument("--seed", type=non_negative_int, default=SEED, metavar="S", help=f"(default {SEED})")
     p.add_argument("--fail-on-regression", action="store_true",
                    help=f"exit with status {EXIT_REGRESSION} when a vendor's latest run has a flagged regression")
+    _lock_timeout(p)
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the tables")
     args = p.parse_args(argv)
     metrics = tuple(m for group in args.metric for m in group) or default_metrics()
     options = TrendOptions(model=args.model, vendor=args.vendor, metrics=metrics, since=args.since,
                            resamples=args.bootstrap, seed=args.seed)
-    conn = connect(args.db, create=False)
-    try:
+    with open_history(args.db, create=False, timeout_s=args.lock_timeout) as conn:
         trend = compute_trend(conn, options)
-    finally:
-        conn.close()
     if trend.series.empty:
         raise InputError(f"{args.db}: no runs match (model {args.model or 'any'}, vendor {args.vendor or 'any'}, "
                          f"since {args.since or 'the first'})")

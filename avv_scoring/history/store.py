@@ -157,7 +157,8 @@ def has_run(conn: sqlite3.Connection, run_id: str) -> bool:
 
 def add_result(conn: sqlite3.Connection, result: ScoreResult, manifest: RunManifest | None,
                source: str = "") -> Added:
-    """Add one scored run (one transaction); nothing when its run id is already in the history."""
+    """Add one scored run (one transaction); nothing when its run id is already in the history. The transaction
+    takes the write lock before it looks for the run id, so two processes adding the same run add it once."""
     run_id = run_id_of(result, manifest)
     if has_run(conn, run_id):
         return Added(run_id, False, 0, source)
@@ -166,6 +167,9 @@ def add_result(conn: sqlite3.Connection, result: ScoreResult, manifest: RunManif
     items = item_frame(result.records) if result.records is not None else item_frame(pd.DataFrame())
     identity = {(v.get("model"), v.get("name")): v for v in m.vendors}
     with conn:
+        conn.execute("BEGIN IMMEDIATE")  # waits (db.BUSY_TIMEOUT_S) for another writer, then holds the file
+        if has_run(conn, run_id):
+            return Added(run_id, False, 0, source)
         conn.execute(
             "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (run_id, m.started_at or None, m.ended_at, datetime.now(timezone.utc).isoformat(timespec="seconds"),
