@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from avv_core.canonical import UNPARSED, parse_json_text
 from avv_core.errors import InputError
 
 CHAT, COMPLETIONS, MESSAGES, RESPONSES = "chat", "completions", "messages", "responses"
@@ -119,9 +120,8 @@ def _system_and_turns(messages: Any, api: str) -> tuple[list[str], list[tuple[in
 def _arguments(raw: Any, where: str) -> dict[str, Any]:
     if isinstance(raw, Mapping):
         return dict(raw)
-    try:
-        value = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
-    except ValueError:
+    value = parse_json_text(raw) if isinstance(raw, str) and raw.strip() else {}
+    if value is UNPARSED:
         raise ConversionError(f"{where}: arguments are not JSON, so they cannot be a tool_use input") from None
     if not isinstance(value, dict):
         raise ConversionError(f"{where}: arguments are {type(value).__name__}, not a JSON object (a tool_use input)")

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 import requests
 
 from avv_core.api_formats import ConversionError
+from avv_core.canonical import parses_as_json
 from avv_core.errors import InputError
 from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER, WorkItem
 from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, cached_tokens, usage_counts
@@ -170,14 +171,6 @@ def is_buffered(att: Attempt, completion_tokens: int | None, decode_ms: float | 
     return False
 
 
-def _arguments_parse(raw: str) -> bool:
-    try:
-        json.loads(raw)
-    except (json.JSONDecodeError, RecursionError):
-        return False
-    return True
-
-
 def call_anomalies(att: Attempt, calls: list[dict[str, str]], tools: list[Any] | None) -> list[str]:
     """The tool-call anomalies of a response (README "Anomalies"): ``tool_call_as_text``,
     ``tool_call_truncated``, ``unknown_tool`` and ``empty_tool_calls``. ``tools`` = the request's tools;
@@ -186,7 +179,7 @@ def call_anomalies(att: Attempt, calls: list[dict[str, str]], tools: list[Any] |
     names = request_tool_names(tools) if tools is not None else None
     if names is not None and find_text_calls("".join(att.content), names):
         out.append("tool_call_as_text")
-    if att.finish_reason == "length" and any(not _arguments_parse(c["arguments"]) for c in calls):
+    if att.finish_reason == "length" and any(not parses_as_json(c["arguments"]) for c in calls):
         out.append("tool_call_truncated")
     if names is not None and any(c["name"] not in names for c in calls):
         out.append("unknown_tool")
