@@ -323,6 +323,10 @@ def out_of_range(name: str, value: float) -> str | None:
 
 
 TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens", "total_tokens")
+#: A chat usage's key for the counts its ``prompt_tokens`` is the sum of, when the vendor reports the prompt in
+#: parts (Messages: ``input_tokens``, ``cache_creation_input_tokens``, ``cache_read_input_tokens``): each is
+#: checked like a token count, and the sum must be ``prompt_tokens``.
+PROMPT_PARTS = "prompt_tokens_parts"
 
 
 def cached_tokens(usage: Mapping[str, Any] | None, prompt_tokens: int | None) -> int | None:
@@ -337,26 +341,42 @@ def cached_tokens(usage: Mapping[str, Any] | None, prompt_tokens: int | None) ->
     return int(value)
 
 
+def _count_problem(key: str, value: Any) -> str | None:
+    """Why ``value`` is not a believable count for the token column ``key`` (None: it is)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"is {type(value).__name__}, not a number"
+    if isinstance(value, int) and not -2**63 < value < 2**63:
+        return "is out of range"
+    return out_of_range(key, float(value))
+
+
 def usage_counts(usage: Mapping[str, Any] | None) -> tuple[dict[str, int | None], str | None]:
     """The token columns of a response's usage object, and why they are not believed (None: they are).
 
     Each count must be absent / null, or a whole number in [0, MAX_TOKENS] (``12.0`` is 12; a bool, a string or
     ``-1`` is not); ``total_tokens`` missing = prompt + completion; a total below prompt + completion is not
-    believed either. When any count is not believed, every count is None: a vendor's numbers count as missing,
+    believed either. So must each part of a prompt reported in parts (:data:`PROMPT_PARTS`), whose sum must be
+    ``prompt_tokens``. When any count is not believed, every count is None: a vendor's numbers count as missing,
     never as a value (a negative count would make it look cheap and let a run spend past its token budget)."""
     counts: dict[str, int | None] = dict.fromkeys(TOKEN_COLUMNS)
     if not usage:
         return counts, None
+    parts = usage.get(PROMPT_PARTS)
+    if parts is not None:
+        if not isinstance(parts, Mapping):
+            return dict.fromkeys(TOKEN_COLUMNS), f"usage {PROMPT_PARTS} is {type(parts).__name__}, not an object"
+        for name, value in parts.items():
+            problem = _count_problem("prompt_tokens", value)
+            if problem is not None:
+                return dict.fromkeys(TOKEN_COLUMNS), f"usage {name} {str(value)[:40]} {problem}"
+        if usage.get("prompt_tokens") != sum(parts.values()):
+            return (dict.fromkeys(TOKEN_COLUMNS), f"usage prompt_tokens {str(usage.get('prompt_tokens'))[:40]} is not "
+                    f"the sum of its parts ({', '.join(map(str, parts))})")
     for key in TOKEN_COLUMNS:
         value = usage.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            problem: str | None = f"is {type(value).__name__}, not a number"
-        elif isinstance(value, int) and not -2**63 < value < 2**63:
-            problem = "is out of range"
-        else:
-            problem = out_of_range(key, float(value))
+        problem = _count_problem(key, value)
         if problem is not None:
             return dict.fromkeys(TOKEN_COLUMNS), f"usage {key} {str(value)[:40]} {problem}"
         counts[key] = int(value)
