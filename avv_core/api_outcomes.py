@@ -17,8 +17,10 @@ from avv_core.records import PROMPT_PARTS
 
 # ------------------------------------------------------------------------------------------- Messages
 
-#: Messages ``stop_reason`` → chat ``finish_reason`` (``refusal``, ``pause_turn`` and unknown reasons keep their word)
-MESSAGES_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+#: Messages ``stop_reason`` → chat ``finish_reason`` (``refusal``, ``pause_turn`` and unknown reasons keep their word;
+#: ``model_context_window_exceeded`` is a cut at the context window, as ``max_tokens`` is at the request's limit)
+MESSAGES_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length",
+                   "model_context_window_exceeded": "length"}
 
 
 def finish_from_messages(stop_reason: str | None) -> str | None:

@@ -204,12 +204,26 @@ def printable_name(text: str) -> str:
 
 
 def control_problem(text: str) -> str | None:
-    """What is wrong with a name holding control characters (:func:`avv_scoring.report.escape.is_control`),
-    else None."""
+    """What is wrong with a name holding control characters (:func:`avv_scoring.report.escape.is_control`) or a
+    lone surrogate (:func:`surrogate_problem`), else None."""
     if text.isprintable():
         return None
+    lone = surrogate_problem(text)
+    if lone:
+        return lone
     from avv_scoring import control_characters
 
     found = control_characters(text)
     return (f"holds control characters ({', '.join(found)}); names are printed in terminals, logs and reports"
             if found else None)
+
+
+def surrogate_problem(text: str) -> str | None:
+    """What is wrong with a text holding a lone surrogate (YAML's and JSON's ``\\ud800`` escapes make one), else
+    None: it is no character, so it cannot be encoded as UTF-8 — not in records.csv, a log line, a report, a
+    Locust class name on the web UI, nor a request."""
+    if text.isascii():
+        return None
+    lone = list(dict.fromkeys(f"\\u{ord(c):04x}" for c in text if "\ud800" <= c <= "\udfff"))
+    return (f"holds a lone surrogate ({', '.join(lone)}), which is no character: it cannot be written as UTF-8"
+            if lone else None)
