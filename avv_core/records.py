@@ -180,9 +180,14 @@ ANOMALIES: dict[str, str] = {
     "unknown_tool": "A tool call names a function that is not among the request's tools.",
     "empty_tool_calls": "finish_reason `tool_calls` but no tool call arrived.",
     "usage_invalid": "The streamed usage is not believable: a token count that is negative, fractional, not a "
-                     "number or above 100,000,000, or a `total_tokens` below `prompt_tokens` + `completion_tokens`. "
-                     "The row's token columns are left empty (missing, never a value); `error_detail` gives the "
-                     "reason when the row has no error of its own.",
+                     "number or above 100,000,000 (Messages: also each input count summed into `prompt_tokens`), or "
+                     "a `total_tokens` below `prompt_tokens` + `completion_tokens`. The row's token columns are left "
+                     "empty (missing, never a value); `error_detail` gives the reason when the row has no error of "
+                     "its own.",
+    "completion_over_max_tokens": "The vendor reported more completion tokens than the request allowed (its "
+                                  "`max_tokens` / `max_completion_tokens`; Messages `max_tokens`, Responses "
+                                  "`max_output_tokens`): the count, or the limit it honoured, is not the request's. "
+                                  "The count is kept (it is what the vendor bills).",
 }
 
 STATUS_SUCCESS = "success"

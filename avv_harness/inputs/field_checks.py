@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from avv_core.errors import InputError
-from avv_core.pricing import DEFAULT_CURRENCY, Price
+from avv_core.pricing import DEFAULT_CURRENCY, MAX_PRICE, Price
 from avv_harness.dialects import dialect as dia
 from avv_harness.inputs.secrets import redact_url, secret_header
 
@@ -142,6 +142,11 @@ def parse_price(problems: Problems, where: str, raw: Any) -> Price | None:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             problems.add(f"{where}.{key}", f"must be a finite number ≥ 0 (per million tokens), got {value!r}")
+            ok = False
+            continue
+        if value > MAX_PRICE:
+            problems.add(f"{where}.{key}", f"{value:g} per million tokens is too large: a run's costs would overflow "
+                         f"(at most {MAX_PRICE:.3g}; see MAX_PRICE in avv_core/pricing.py)")
             ok = False
             continue
         amounts[key] = float(value)

@@ -188,9 +188,11 @@ def call_anomalies(att: Attempt, calls: list[dict[str, str]], tools: list[Any] |
     return out
 
 
-def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = None) -> dict[str, Any]:
+def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = None,
+                   completion_limit: int | None = None) -> dict[str, Any]:
     """Record fields derived from one attempt (the final one); ``tools`` = the request's tools (for the
-    tool-call anomalies, see :func:`call_anomalies`)."""
+    tool-call anomalies, see :func:`call_anomalies`); ``completion_limit`` = the request's cap on completion tokens
+    (anomaly ``completion_over_max_tokens``)."""
     tokens, usage_problem = usage_counts(att.usage)
     prompt, completion, total = tokens["prompt_tokens"], tokens["completion_tokens"], tokens["total_tokens"]
     decode_ms = _ms(att.t_first_token, att.t_last_token)
@@ -208,6 +210,8 @@ def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = 
         anomalies.append("usage_missing")
     if usage_problem is not None:
         anomalies.append("usage_invalid")
+    if completion is not None and completion_limit is not None and completion > completion_limit:
+        anomalies.append("completion_over_max_tokens")
     anomalies += call_anomalies(att, calls, tools)
     if buffered:
         anomalies.append("buffered_stream")
@@ -333,7 +337,7 @@ def execute_item(
         "step": step,
         "is_baseline": vendor.is_baseline,
         "attempts": len(attempts),
-        **attempt_record(final, vendor.include_usage, item.sample.tools),
+        **attempt_record(final, vendor.include_usage, item.sample.tools, wire.completion_limit(request_body)),
         "stale_conn_retries": sum(a.stale_conn_retries for a in attempts),
         "wall_ms": (time.monotonic() - attempts[0].t0) * 1000.0,
     })

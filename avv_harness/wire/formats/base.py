@@ -67,6 +67,7 @@ class WireFormat:
     summary: str = ""  # one line for the README's ``endpoint`` row
     converts: bool = False  # the body is converted from the chat body by avv_core.api_formats (checked at start-up)
     ends: tuple[StreamEnd, ...] = ()  # the documented ends of its stream (chat's: [DONE] and finish_reason)
+    limit_keys: tuple[str, ...] = ("max_completion_tokens", "max_tokens")  # the body's caps on completion tokens
 
     def body(self, chat_body: dict[str, Any], dialect: DialectView) -> dict[str, Any]:
         """The request body sent, made from the chat body (sample, transforms, overrides)."""
@@ -83,6 +84,12 @@ class WireFormat:
     def reader(self, dialect: DialectView) -> EventReader:
         """A reader for one attempt's stream."""
         raise NotImplementedError
+
+    def completion_limit(self, body: Mapping[str, Any]) -> int | None:
+        """The most completion tokens the request sent as ``body`` allows (the least of its :attr:`limit_keys`
+        that are whole numbers); None when it sets none."""
+        limits = [body[k] for k in self.limit_keys if type(body.get(k)) is int]
+        return min(limits) if limits else None
 
 
 # ----------------------------------------------------------------------------- reading fields of an event

@@ -6,10 +6,13 @@ Reading (README "Wire formats: Messages and Responses"): a token event is a ``te
 ``thinking_delta`` with thinking (reasoning, ``reasoning_field`` ``thinking``), the ``content_block_start`` of a
 ``tool_use`` block (it carries the name) and every non-empty ``input_json_delta`` (tool call). Tool calls are kept
 in block order (id, name, the ``partial_json`` pieces joined; a block whose start holds a whole ``input`` and gets
-no deltas: that input as JSON). ``finish_reason`` is the last ``message_delta``'s ``stop_reason`` mapped onto chat's
+no deltas: that input as JSON). Every block start has its own ``index`` and every ``input_json_delta`` names an
+opened ``tool_use`` block: a missing or repeated index is ``bad_sse`` (two calls are never merged into one).
+``finish_reason`` is the last ``message_delta``'s ``stop_reason`` mapped onto chat's
 (:func:`~avv_core.api_outcomes.finish_from_messages`), the raw one kept as ``stop_reason``; ``message_stop`` plays
 ``[DONE]``'s part (missing: anomaly ``no_done``); usage comes from ``message_start`` and the last
-``message_delta``. An error event of type ``overloaded_error`` is ``overloaded``, any other ``stream_error``.
+``message_delta``. How the stream can end, and what each end is called, is :data:`ENDS_DECLARED`
+(docs/reference/stream-ends.md).
 """
 
 from __future__ import annotations
@@ -225,6 +228,7 @@ class MessagesFormat(WireFormat):
     summary = "Anthropic Messages, `POST {url}/messages`: the request converted (below)"
     converts = True
     ends = ENDS_DECLARED
+    limit_keys = ("max_tokens",)
 
     def body(self, chat_body: dict[str, Any], dialect: DialectView) -> dict[str, Any]:
         return {**to_messages(chat_body), "stream": True}

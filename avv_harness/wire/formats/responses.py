@@ -6,10 +6,13 @@ Reading (README "Wire formats: Messages and Responses"): a token event is a non-
 ``reasoning_field`` ``reasoning_summary``), the ``response.output_item.added`` of a ``function_call`` item (it
 carries the name) and every non-empty ``response.function_call_arguments.delta`` (tool call). Tool calls are kept
 in output order (``call_id``, name, the argument deltas joined; ``.done``'s ``arguments`` when there were none).
-``response.completed`` / ``response.incomplete`` end the answer (missing: anomaly ``no_done``): ``finish_reason``
-from the status (:func:`~avv_core.api_outcomes.finish_from_responses`), ``stop_reason`` the status
-(``incomplete:max_output_tokens``), usage from the response's ``usage``. ``response.failed`` and an ``error`` event
-are ``stream_error``, or ``overloaded`` for an overload code.
+Every ``function_call`` item opens with its own ``output_index``, and every argument event names its call by
+``output_index`` and / or ``item_id``: a missing, repeated or unknown one is ``bad_sse`` (never a merge of two calls,
+never a nameless call per delta). ``response.completed`` / ``response.incomplete`` end the answer (missing: anomaly
+``no_done``) when the response's status says it is whole: ``finish_reason`` from the status
+(:func:`~avv_core.api_outcomes.finish_from_responses`), ``stop_reason`` the status (``incomplete:max_output_tokens``),
+usage from the response's ``usage``. How the stream can end — ``failed``, ``cancelled``, a status that is no final
+one, an ``error`` event — and what each end is called, is :data:`ENDS_DECLARED` (docs/reference/stream-ends.md).
 """
 
 from __future__ import annotations
@@ -244,7 +247,7 @@ ENDS_DECLARED: tuple[StreamEnd, ...] = (
     StreamEnd("cancelled", "a final event whose status is `cancelled`", "stream_error",
               "{event} with status cancelled: the vendor cancelled the response"),
     StreamEnd("not_final", "a final event whose status is not a final one (`queued`, `in_progress`, an unknown "
-              "word)", "bad_sse", "{event} with status {status!r}, which is not a final status"),
+              "word)", "bad_sse", "{event} with status '{status}', which is not a final status"),
     StreamEnd("error", "an `error` event (`overloaded` for an overload code)", "stream_error",
               "error event mid-stream: {message}"),
     StreamEnd("cut", "the body ends without `response.completed`, `response.incomplete` or `response.failed`",
@@ -262,6 +265,7 @@ class ResponsesFormat(WireFormat):
     summary = "OpenAI Responses, `POST {url}/responses`: the request converted (below)"
     converts = True
     ends = ENDS_DECLARED
+    limit_keys = ("max_output_tokens",)
 
     def body(self, chat_body: dict[str, Any], dialect: DialectView) -> dict[str, Any]:
         return {**to_responses(chat_body), "stream": True}
