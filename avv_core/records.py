@@ -143,16 +143,21 @@ ERROR_KINDS: dict[str, str] = {
                   "overload code (`server_is_overloaded`) in a Responses `error` event or `response.failed`.",
     "timeout": "Connect, header or read timeout (including a stall mid-stream).",
     "connect": "Connection refused, reset before a response, DNS failure.",
-    "truncated": "The stream ended (closed or [DONE]) without any finish_reason (Messages: no `message_delta` with a "
-                 "stop reason; Responses: no `response.completed` / `response.incomplete`).",
+    "truncated": "The stream ended (closed or [DONE]) without any finish_reason (Messages: before a `message_delta` "
+                 "with a stop reason and `message_stop`; Responses: without `response.completed`, "
+                 "`response.incomplete` or `response.failed`; docs/reference/stream-ends.md).",
     "stream_error": "An `error` object arrived inside the stream, or an SSE event of type `error` "
-                    "(`event: error`), whatever came before it; `error_detail` keeps its message.",
+                    "(`event: error`), whatever came before it, or a Responses response whose status is `failed` or "
+                    "`cancelled`; `error_detail` keeps its message.",
     "bad_sse": "A response that is not a parseable chat-completions SSE stream: HTTP 200 with a JSON, HTML or "
                "empty body, a `data:` line that is not JSON (or holds `Infinity` / `NaN`, or is nested too deeply), "
                "a field of the wrong JSON type (`choices` not a list, a string `delta`, a tool-call `index` that is "
                "not an integer…), invalid UTF-8, an SSE event or line larger than `--avv-max-event-bytes`; or "
                "whose status line or headers cannot be parsed (a line over 65,536 bytes, more than 100 headers, "
-               "not HTTP). `error_detail` says which.",
+               "not HTTP); or a Messages / Responses stream that breaks its protocol (a missing or repeated block "
+               "or output index, argument pieces that name no call, `message_stop` without a stop reason, a final "
+               "event whose status is not final, chat chunks on a `messages` / `responses` endpoint). "
+               "`error_detail` says which.",
     "client_error": "The client itself failed (a request it could not build or send, an unexpected "
                     "exception): not the vendor's fault, never retried; `error_detail` names the exception.",
 }
