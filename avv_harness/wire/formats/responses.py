@@ -160,11 +160,9 @@ class ResponsesReader(EventReader):
         att.saw_done = True
         if status == "failed":
             self._failed(att, f"{event} with status failed", response)
-        if status == "cancelled":
-            att.stop_reason = status
-            raise ENDS["cancelled"].failure(event=event)
         if status not in ("completed", "incomplete"):
-            raise ENDS["not_final"].failure(event=event, status=status)
+            att.stop_reason = status  # the vendor's own word, as for any end
+            raise ENDS["cancelled" if status == "cancelled" else "not_final"].failure(event=event, status=status)
         reason = str_field(obj_field(response, "incomplete_details", where), "reason", f"{where}.incomplete_details")
         att.stop_reason = f"{status}:{reason}" if reason else status
         att.finish_reason = finish_from_responses(status, reason or None, bool(att.tool_calls))
