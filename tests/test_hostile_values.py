@@ -40,6 +40,7 @@ from avv_harness.run.state import RunState
 from avv_harness.wire.execute import check_requests
 from avv_scoring import score_paths, terminal_text
 from avv_scoring.metrics.schema import check_call
+from avv_scoring.stats.uncertainty import StatsSettings
 from tests.builders import fake_vendors, vendors_config, write_inputs, write_jsonl, write_run, write_yaml
 from tests.fake_vendor import ScriptedAdapter, stream_reply
 from tests.glue import make_env, options, run_to_end
@@ -195,7 +196,7 @@ def test_avv_score_scores_a_run_whose_answer_holds_a_huge_integer(tmp_path):
                  tool_calls=huge if (vendor_name, i) == ("alt", 1) else good)
             for vendor_name in ("ref", "alt") for i in (1, 2)]
     run = write_run(tmp_path / "run", rows, samples)
-    scores = score_paths([run], write=False).scores.set_index("vendor")
+    scores = score_paths([run], write=False, stats=StatsSettings(resamples=0)).scores.set_index("vendor")
     assert set(scores.index) == {"ref", "alt"}
     assert scores.loc["ref", "schema_accuracy"] == 1.0 and scores.loc["alt", "schema_accuracy"] == 0.5
 
