@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from avv_core.canonical import UNPARSED, parse_json_text
 from avv_core.errors import InputError
 
 CHAT, COMPLETIONS, MESSAGES, RESPONSES = "chat", "completions", "messages", "responses"
@@ -119,9 +120,8 @@ def _system_and_turns(messages: Any, api: str) -> tuple[list[str], list[tuple[in
 def _arguments(raw: Any, where: str) -> dict[str, Any]:
     if isinstance(raw, Mapping):
         return dict(raw)
-    try:
-        value = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
-    except ValueError:
+    value = parse_json_text(raw) if isinstance(raw, str) and raw.strip() else {}
+    if value is UNPARSED:
         raise ConversionError(f"{where}: arguments are not JSON, so they cannot be a tool_use input") from None
     if not isinstance(value, dict):
         raise ConversionError(f"{where}: arguments are {type(value).__name__}, not a JSON object (a tool_use input)")
@@ -131,7 +131,10 @@ def _arguments(raw: Any, where: str) -> dict[str, Any]:
 def _calls(message: Mapping[str, Any], where: str) -> list[tuple[str, str, Any]]:
     """(id, name, arguments as written) of an assistant message's tool calls."""
     out = []
-    for j, call in enumerate(message.get("tool_calls") or []):
+    listed = message.get("tool_calls") or []
+    if not isinstance(listed, list):
+        raise ConversionError(f"{where}.tool_calls: {type(listed).__name__}, not a list")
+    for j, call in enumerate(listed):
         function = call.get("function") if isinstance(call, Mapping) else None
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
             raise ConversionError(f"{where}.tool_calls[{j}]: no function name")
@@ -149,6 +152,8 @@ def _refuse(body: Mapping[str, Any], api: str, also: tuple[str, ...] = ()) -> No
 def _tools(tools: Any, api: str) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
     """(tool entry, its function) of a chat ``tools`` list."""
     out = []
+    if not isinstance(tools or [], list):
+        raise ConversionError(f"tools: {type(tools).__name__}, not a list")
     for i, tool in enumerate(tools or []):
         function = tool.get("function") if isinstance(tool, Mapping) else None
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
@@ -220,8 +225,20 @@ def to_messages(chat: Mapping[str, Any], default_max_tokens: int = DEFAULT_MESSA
     out["max_tokens"] = limit if limit is not None else default_max_tokens
     stop = chat.get("stop")
     if stop is not None:
-        out["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
+        out["stop_sequences"] = _stop_sequences(stop, api)
     return out
+
+
+def _stop_sequences(stop: Any, api: str) -> list[str]:
+    """``stop`` (a string or a list of strings) as a list; anything else cannot be converted (a number, an object:
+    ``list()`` of it would raise, or silently keep a mapping's keys)."""
+    if isinstance(stop, str):
+        return [stop]
+    if isinstance(stop, list) and all(isinstance(s, str) for s in stop):
+        return list(stop)
+    shown = type(stop).__name__ if not isinstance(stop, list) else "a list holding " + ", ".join(
+        sorted({type(s).__name__ for s in stop if not isinstance(s, str)}))
+    raise ConversionError(f"stop: must be a string or a list of strings to be sent to the {api} API, got {shown}")
 
 
 def _messages_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
@@ -356,7 +373,11 @@ def to_responses(chat: Mapping[str, Any]) -> dict[str, Any]:
     if limit is not None:
         out["max_output_tokens"] = limit
     if chat.get("reasoning_effort") is not None:
-        out["reasoning"] = {**(chat.get("reasoning") or {}), "effort": chat["reasoning_effort"]}
+        reasoning = chat.get("reasoning") or {}
+        if not isinstance(reasoning, Mapping):
+            raise ConversionError(f"reasoning: {type(reasoning).__name__}, not an object (reasoning_effort goes into "
+                                  "it)")
+        out["reasoning"] = {**reasoning, "effort": chat["reasoning_effort"]}
     return out
 
 

@@ -13,10 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from avv_core.records import PROMPT_PARTS
+
 # ------------------------------------------------------------------------------------------- Messages
 
-#: Messages ``stop_reason`` → chat ``finish_reason`` (``refusal``, ``pause_turn`` and unknown reasons keep their word)
-MESSAGES_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+#: Messages ``stop_reason`` → chat ``finish_reason`` (``refusal``, ``pause_turn`` and unknown reasons keep their word;
+#: ``model_context_window_exceeded`` is a cut at the context window, as ``max_tokens`` is at the request's limit)
+MESSAGES_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length",
+                   "model_context_window_exceeded": "length"}
 
 
 def finish_from_messages(stop_reason: str | None) -> str | None:
@@ -35,16 +39,21 @@ _MESSAGES_INPUT = ("input_tokens", "cache_creation_input_tokens", "cache_read_in
 
 def usage_from_messages(start: Mapping[str, Any] | None, delta: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """Chat usage from a Messages stream: ``message_start``'s ``usage`` (input tokens, cache creation and reads) and
-    ``message_delta``'s (output tokens so far; the last one counts). None when neither arrived. A count that is not
-    a number is passed through unchanged, so the record's usage check (``records.usage_counts``) refuses it."""
+    ``message_delta``'s (output tokens so far; the last one counts). None when neither arrived.
+
+    ``prompt_tokens`` is the sum of the input-side counts, which are also kept one by one under
+    :data:`~avv_core.records.PROMPT_PARTS`: the record's usage check (:func:`~avv_core.records.usage_counts`) checks
+    each of them, so a negative ``input_tokens`` cannot hide in a believable sum. A count that is not a whole number
+    is passed on as it is, for that check to refuse."""
     if not start and not delta:
         return None
     merged = {**(start or {}), **{k: v for k, v in (delta or {}).items() if v is not None}}
-    present = [merged[k] for k in _MESSAGES_INPUT if merged.get(k) is not None]
-    # a count that is not a whole number is passed on as it is: the record's usage check refuses it
-    bad = [c for c in present if type(c) is not int]
-    prompt: Any = bad[0] if bad else (sum(present) if present else None)
-    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": merged.get("output_tokens")}
+    parts = {k: merged[k] for k in _MESSAGES_INPUT if merged.get(k) is not None}
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in parts.values())
+    usage: dict[str, Any] = {"prompt_tokens": sum(parts.values()) if parts and numbers else None,
+                             "completion_tokens": merged.get("output_tokens")}
+    if parts:
+        usage[PROMPT_PARTS] = parts
     if merged.get("cache_read_input_tokens") is not None:  # the prompt tokens billed at the cache price
         usage["prompt_tokens_details"] = {"cached_tokens": merged["cache_read_input_tokens"]}
     return {k: v for k, v in usage.items() if v is not None}

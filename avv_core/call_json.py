@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from avv_core.canonical import JSON_ERRORS, UNPARSED, parse_json_text
+
 #: JSON decodes tried per content at most (each is linear; adversarial content could otherwise ask for one per
 #: character): the detector runs on the worker for every response and must stay in milliseconds.
 MAX_DECODES = 256
@@ -42,17 +44,15 @@ class DecodeBudget:
         self.left -= 1
         try:
             return _DECODER.raw_decode(text, pos)
-        except (json.JSONDecodeError, RecursionError):
+        except JSON_ERRORS:  # an integer past Python's digit limit too: not a value we can read
             return None
 
 
 def maybe_json(value: Any) -> Any:
     """A string's JSON value when it parses, else the value as it is."""
     if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except (json.JSONDecodeError, RecursionError):
-            return value
+        parsed = parse_json_text(value)
+        return value if parsed is UNPARSED else parsed
     return value
 
 
@@ -106,9 +106,8 @@ _ARGS_CUT = re.compile(r'"(?:arguments|parameters)"\s*:\s*(.*)\Z', re.DOTALL)  #
 def call_from_json_text(payload: str) -> dict[str, str] | None:
     """A call ``{"name", "arguments"}`` from ``{"name": …, "arguments": …}`` text; the raw argument text (and
     an empty name when none can be read) when the JSON is broken; None when the text is no call."""
-    try:
-        obj = json.loads(payload)
-    except ValueError:
+    obj = parse_json_text(payload)
+    if obj is UNPARSED:
         obj = None
     if isinstance(obj, dict) and ("name" in obj or "arguments" in obj):
         return {"name": str(obj.get("name") or ""),
@@ -119,8 +118,14 @@ def call_from_json_text(payload: str) -> dict[str, str] | None:
     args = _ARGS_FIELD.search(payload) or _ARGS_CUT.search(payload)
     if not name and not args:
         return None
-    return {"name": json.loads(f'"{name.group(1)}"') if name else "",
+    return {"name": _json_string(name.group(1)) if name else "",
             "arguments": args.group(1).strip() if args else payload.strip()}
+
+
+def _json_string(escaped: str) -> str:
+    """The text of a JSON string's inside (``caf\\u00e9`` → ``café``); as written when its escapes are broken."""
+    text = parse_json_text(f'"{escaped}"')
+    return text if isinstance(text, str) else escaped
 
 
 def json_call_head(name: str) -> str:

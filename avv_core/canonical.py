@@ -7,6 +7,9 @@ A call's ``arguments`` string is parsed as JSON and compared as a value: object 
 compare by value (``1 == 1.0``, ``-0.0 == 0``), ``true`` is not ``1``, strings compare exactly after JSON decoding
 (``"\\u00e9" == "é"``, but no Unicode normalisation and no case folding), arrays keep their order. Arguments that
 do not parse as JSON are :data:`UNPARSED`.
+
+Vendor text is parsed as JSON by :func:`parse_json_text` only (or, where a decoder is needed, with :data:`JSON_ERRORS`
+caught): every way ``json`` can refuse a text counts as "does not parse", not only a syntax error.
 """
 
 from __future__ import annotations
@@ -25,6 +28,24 @@ class _Unparsed:
 
 
 UNPARSED = _Unparsed()
+
+#: What ``json`` raises for a text it cannot read: ``JSONDecodeError`` (a ``ValueError``) for bad syntax, a plain
+#: ``ValueError`` for an integer of more digits than Python converts (``sys.get_int_max_str_digits()``, 4,300 by
+#: default), ``RecursionError`` for nesting past the interpreter's limit. A vendor controls all three.
+JSON_ERRORS: tuple[type[Exception], ...] = (ValueError, RecursionError)
+
+
+def parse_json_text(text: str | bytes) -> Any:
+    """``text`` as a JSON value, or :data:`UNPARSED` when ``json`` cannot read it (any of :data:`JSON_ERRORS`)."""
+    try:
+        return json.loads(text)
+    except JSON_ERRORS:
+        return UNPARSED
+
+
+def parses_as_json(text: str | bytes) -> bool:
+    """Whether ``text`` is JSON that ``json`` can read (:func:`parse_json_text`)."""
+    return parse_json_text(text) is not UNPARSED
 
 
 def canonical(value: Any) -> Any:
@@ -56,10 +77,7 @@ def parse_arguments(raw: Any) -> Any:
     :data:`UNPARSED`."""
     if not isinstance(raw, str):
         return raw if isinstance(raw, (dict, list)) else UNPARSED
-    try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, RecursionError):
-        return UNPARSED
+    return parse_json_text(raw)
 
 
 def partial_match(args: Any, wanted: Mapping[str, Any]) -> bool:
@@ -73,4 +91,5 @@ def partial_match(args: Any, wanted: Mapping[str, Any]) -> bool:
     return all(key in args and canonical_key(args[key]) == canonical_key(value) for key, value in wanted.items())
 
 
-__all__ = ["UNPARSED", "canonical", "canonical_json", "canonical_key", "parse_arguments", "partial_match"]
+__all__ = ["JSON_ERRORS", "UNPARSED", "canonical", "canonical_json", "canonical_key", "parse_arguments",
+           "parse_json_text", "parses_as_json", "partial_match"]

@@ -18,7 +18,7 @@ class ExitStatus(IntEnum):
     OK = 0  # every item recorded and scored; with --strict, every vendor PASSes
     INCOMPLETE = 1  # the run stopped early (Ctrl-C, SIGTERM, -t, a budget, every worker lost): resumable
     INPUT = 2  # bad input (config, samples, options, a folder that cannot be resumed, a vendor refused before load)
-    WRITE = 3  # records could not be written (disk full, folder not writable)
+    WRITE = 3  # records could not be written (disk full, folder not writable) or an item's rows not stored
     SCORING = 4  # every item recorded, but the scores are missing or partial
     REGRESSION = 5  # `avv-score history trend --fail-on-regression`: a vendor's latest run regressed
     VENDOR_BROKEN = 6  # a vendor is a broken setup: every item failed, or the circuit breaker stopped it
@@ -43,8 +43,10 @@ EXIT_STATUSES: tuple[ExitStatusDoc, ...] = (
     ExitStatusDoc(ExitStatus.INPUT, "bad input (config, samples, options, a run folder that cannot be resumed, a "
                   "vendor refused by the pre-flight check): one message naming the file and line or field, before "
                   "any load", "all"),
-    ExitStatusDoc(ExitStatus.WRITE, "records could not be written (disk full, folder not writable): records.csv "
-                  "holds only whole rows; free space and resume", "avv-locust"),
+    ExitStatusDoc(ExitStatus.WRITE, "records could not be written (disk full, folder not writable), or an item's "
+                  "rows could not be stored (an error while pricing, redacting or writing them; run.json's "
+                  "`stop_reason` `store_failed`): records.csv holds only whole rows, that item is not counted as "
+                  "recorded; fix the cause and resume", "avv-locust"),
     ExitStatusDoc(ExitStatus.SCORING, "every item was recorded, but the scores are missing or partial (scoring "
                   "failed, rows left out, or the history could not be written); `avv-score RUN` scores again",
                   "avv-locust, avv-score"),

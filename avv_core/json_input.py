@@ -59,6 +59,8 @@ def parse_json(text: str | bytes, where: str) -> Any:
         raise InputError(f"{where}: not valid JSON ({exc.msg} at {at})") from None
     except RecursionError:  # json's C parser gives up near the interpreter's recursion limit
         raise InputError(too_deep_message(where)) from None
+    except ValueError as exc:  # an integer of more digits than Python converts (sys.get_int_max_str_digits())
+        raise InputError(f"{where}: not valid JSON we can read ({str(exc).split(';')[0]})") from None
     brackets = text.count("[") + text.count("{") if isinstance(text, str) else text.count(b"[") + text.count(b"{")
     if brackets > MAX_JSON_DEPTH and json_depth(value) > MAX_JSON_DEPTH:  # fewer brackets cannot nest deeper
         raise InputError(too_deep_message(where))

@@ -11,12 +11,22 @@ no price, or no believed prompt / completion count → no cost (missing, never 0
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from avv_core.records import MAX_TOKENS
+
 PER_TOKENS = 1_000_000
 DEFAULT_CURRENCY = "USD"
+#: The most requests a run's costs are ever summed over (records, budgets, scores), for :data:`MAX_PRICE`.
+MAX_PRICED_REQUESTS = 10**12
+#: The largest price per million tokens a config may set: with every price at it, :data:`MAX_PRICED_REQUESTS`
+#: requests of ``MAX_TOKENS`` prompt and ``MAX_TOKENS`` completion tokens (the most a row may hold) still cost a
+#: finite amount, with room to spare. A larger price would make a believable request's cost, or a run's sum of
+#: costs, overflow to infinity (a row no file can hold). About 4.5e293: no real price comes near it.
+MAX_PRICE = sys.float_info.max / (MAX_PRICED_REQUESTS * 2 * MAX_TOKENS / PER_TOKENS) / 2
 
 
 @dataclass(frozen=True)
@@ -49,4 +59,4 @@ class Price:
                 "currency": self.currency}
 
 
-__all__ = ["DEFAULT_CURRENCY", "PER_TOKENS", "Price"]
+__all__ = ["DEFAULT_CURRENCY", "MAX_PRICE", "MAX_PRICED_REQUESTS", "PER_TOKENS", "Price"]

@@ -143,16 +143,21 @@ ERROR_KINDS: dict[str, str] = {
                   "overload code (`server_is_overloaded`) in a Responses `error` event or `response.failed`.",
     "timeout": "Connect, header or read timeout (including a stall mid-stream).",
     "connect": "Connection refused, reset before a response, DNS failure.",
-    "truncated": "The stream ended (closed or [DONE]) without any finish_reason (Messages: no `message_delta` with a "
-                 "stop reason; Responses: no `response.completed` / `response.incomplete`).",
+    "truncated": "The stream ended (closed or [DONE]) without any finish_reason (Messages: before a `message_delta` "
+                 "with a stop reason and `message_stop`; Responses: without `response.completed`, "
+                 "`response.incomplete` or `response.failed`; docs/reference/stream-ends.md).",
     "stream_error": "An `error` object arrived inside the stream, or an SSE event of type `error` "
-                    "(`event: error`), whatever came before it; `error_detail` keeps its message.",
+                    "(`event: error`), whatever came before it, or a Responses response whose status is `failed` or "
+                    "`cancelled`; `error_detail` keeps its message.",
     "bad_sse": "A response that is not a parseable chat-completions SSE stream: HTTP 200 with a JSON, HTML or "
                "empty body, a `data:` line that is not JSON (or holds `Infinity` / `NaN`, or is nested too deeply), "
                "a field of the wrong JSON type (`choices` not a list, a string `delta`, a tool-call `index` that is "
                "not an integer…), invalid UTF-8, an SSE event or line larger than `--avv-max-event-bytes`; or "
                "whose status line or headers cannot be parsed (a line over 65,536 bytes, more than 100 headers, "
-               "not HTTP). `error_detail` says which.",
+               "not HTTP); or a Messages / Responses stream that breaks its protocol (a missing or repeated block "
+               "or output index, argument pieces that name no call, `message_stop` without a stop reason, a final "
+               "event whose status is not final, chat chunks on a `messages` / `responses` endpoint). "
+               "`error_detail` says which.",
     "client_error": "The client itself failed (a request it could not build or send, an unexpected "
                     "exception): not the vendor's fault, never retried; `error_detail` names the exception.",
 }
@@ -180,9 +185,14 @@ ANOMALIES: dict[str, str] = {
     "unknown_tool": "A tool call names a function that is not among the request's tools.",
     "empty_tool_calls": "finish_reason `tool_calls` but no tool call arrived.",
     "usage_invalid": "The streamed usage is not believable: a token count that is negative, fractional, not a "
-                     "number or above 100,000,000, or a `total_tokens` below `prompt_tokens` + `completion_tokens`. "
-                     "The row's token columns are left empty (missing, never a value); `error_detail` gives the "
-                     "reason when the row has no error of its own.",
+                     "number or above 100,000,000 (Messages: also each input count summed into `prompt_tokens`), or "
+                     "a `total_tokens` below `prompt_tokens` + `completion_tokens`. The row's token columns are left "
+                     "empty (missing, never a value); `error_detail` gives the reason when the row has no error of "
+                     "its own.",
+    "completion_over_max_tokens": "The vendor reported more completion tokens than the request allowed (its "
+                                  "`max_tokens` / `max_completion_tokens`; Messages `max_tokens`, Responses "
+                                  "`max_output_tokens`): the count, or the limit it honoured, is not the request's. "
+                                  "The count is kept (it is what the vendor bills).",
 }
 
 STATUS_SUCCESS = "success"
@@ -323,6 +333,10 @@ def out_of_range(name: str, value: float) -> str | None:
 
 
 TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens", "total_tokens")
+#: A chat usage's key for the counts its ``prompt_tokens`` is the sum of, when the vendor reports the prompt in
+#: parts (Messages: ``input_tokens``, ``cache_creation_input_tokens``, ``cache_read_input_tokens``): each is
+#: checked like a token count, and the sum must be ``prompt_tokens``.
+PROMPT_PARTS = "prompt_tokens_parts"
 
 
 def cached_tokens(usage: Mapping[str, Any] | None, prompt_tokens: int | None) -> int | None:
@@ -337,26 +351,42 @@ def cached_tokens(usage: Mapping[str, Any] | None, prompt_tokens: int | None) ->
     return int(value)
 
 
+def _count_problem(key: str, value: Any) -> str | None:
+    """Why ``value`` is not a believable count for the token column ``key`` (None: it is)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"is {type(value).__name__}, not a number"
+    if isinstance(value, int) and not -2**63 < value < 2**63:
+        return "is out of range"
+    return out_of_range(key, float(value))
+
+
 def usage_counts(usage: Mapping[str, Any] | None) -> tuple[dict[str, int | None], str | None]:
     """The token columns of a response's usage object, and why they are not believed (None: they are).
 
     Each count must be absent / null, or a whole number in [0, MAX_TOKENS] (``12.0`` is 12; a bool, a string or
     ``-1`` is not); ``total_tokens`` missing = prompt + completion; a total below prompt + completion is not
-    believed either. When any count is not believed, every count is None: a vendor's numbers count as missing,
+    believed either. So must each part of a prompt reported in parts (:data:`PROMPT_PARTS`), whose sum must be
+    ``prompt_tokens``. When any count is not believed, every count is None: a vendor's numbers count as missing,
     never as a value (a negative count would make it look cheap and let a run spend past its token budget)."""
     counts: dict[str, int | None] = dict.fromkeys(TOKEN_COLUMNS)
     if not usage:
         return counts, None
+    parts = usage.get(PROMPT_PARTS)
+    if parts is not None:
+        if not isinstance(parts, Mapping):
+            return dict.fromkeys(TOKEN_COLUMNS), f"usage {PROMPT_PARTS} is {type(parts).__name__}, not an object"
+        for name, value in parts.items():
+            problem = _count_problem("prompt_tokens", value)
+            if problem is not None:
+                return dict.fromkeys(TOKEN_COLUMNS), f"usage {name} {str(value)[:40]} {problem}"
+        if usage.get("prompt_tokens") != sum(parts.values()):
+            return (dict.fromkeys(TOKEN_COLUMNS), f"usage prompt_tokens {str(usage.get('prompt_tokens'))[:40]} is not "
+                    f"the sum of its parts ({', '.join(map(str, parts))})")
     for key in TOKEN_COLUMNS:
         value = usage.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            problem: str | None = f"is {type(value).__name__}, not a number"
-        elif isinstance(value, int) and not -2**63 < value < 2**63:
-            problem = "is out of range"
-        else:
-            problem = out_of_range(key, float(value))
+        problem = _count_problem(key, value)
         if problem is not None:
             return dict.fromkeys(TOKEN_COLUMNS), f"usage {key} {str(value)[:40]} {problem}"
         counts[key] = int(value)

@@ -20,7 +20,6 @@ simulator's knob (:data:`TOOL_PARSERS`) and the README table (:func:`render_form
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from avv_core.call_json import (
     json_call_head,
     maybe_json,
 )
+from avv_core.canonical import UNPARSED, parse_json_text
 from avv_core.reasoning import split_reasoning, starts_with_reasoning
 
 __all__ = ["CALL_SEPARATOR", "FORMATS", "MAX_CALLS", "MAX_DECODES", "MAX_SCAN_CHARS", "PATTERNS", "TOOL_PARSERS",
@@ -192,9 +192,8 @@ def _parse_json_fenced(text: str) -> Parsed:
     for match in _FENCE.finditer(text):
         payload = match.group(1).strip()
         found: list[dict[str, str]] = []
-        try:
-            obj = json.loads(payload)
-        except ValueError:
+        obj = parse_json_text(payload)
+        if obj is UNPARSED:
             obj = None
         items = obj if isinstance(obj, list) else [obj] if obj is not None else []
         for item in items:
@@ -241,10 +240,7 @@ def _parse_mistral(text: str) -> Parsed:
         if not piece:
             continue
         if piece.startswith("["):
-            try:
-                items = json.loads(piece)
-            except ValueError:
-                items = None
+            items = parse_json_text(piece)
             if isinstance(items, list):
                 calls += [{"id": str(item.get("id") or ""), "name": str(item.get("name") or ""),
                            "arguments": arguments_text(item.get("arguments"))}

@@ -24,6 +24,7 @@ from avv_core.tool_formats import render_format_table
 from avv_harness.run.options import DATA_DIR, add_arguments
 from avv_harness.wire.execute import RETRYABLE
 from avv_harness.wire.formats import FORMATS
+from avv_harness.wire.formats.base import render_stream_ends
 
 
 def _cell(text: str) -> str:
@@ -108,6 +109,11 @@ def render_stop_reasons_table() -> str:
     return "\n".join(rows)
 
 
+def render_stream_ends_table() -> str:
+    """How each Messages / Responses stream can end, and what the record says (the formats' ``ends``)."""
+    return render_stream_ends(FORMATS, RETRYABLE)
+
+
 def _metrics() -> str:
     from avv_scoring.metrics.registry import render_metric_table
 
@@ -160,9 +166,17 @@ SIMULATOR_BLOCKS: dict[str, Callable[[], str]] = {
 }
 
 
+#: docs/reference/stream-ends.md's block: the wire formats' declared stream ends.
+STREAM_ENDS_BLOCKS: dict[str, Callable[[], str]] = {"stream-ends": render_stream_ends_table}
+
+
 def blocks_for(path: str) -> dict[str, Callable[[], str]]:
-    """The blocks a documentation file holds: docs/simulator.md's, else the README's."""
-    return SIMULATOR_BLOCKS if path.replace("\\", "/").endswith("docs/simulator.md") else BLOCKS
+    """The blocks a documentation file holds: docs/simulator.md's, docs/reference/stream-ends.md's, else the
+    README's."""
+    path = path.replace("\\", "/")
+    if path.endswith("docs/simulator.md"):
+        return SIMULATOR_BLOCKS
+    return STREAM_ENDS_BLOCKS if path.endswith("docs/reference/stream-ends.md") else BLOCKS
 
 
 def _pattern(name: str) -> re.Pattern[str]:

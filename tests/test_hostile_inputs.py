@@ -183,6 +183,7 @@ def test_a_full_disk_stops_the_run_with_whole_rows_and_resume_completes_it(tmp_p
     assert ctl.manifest.stop_reason == "disk" and len(sent) < 120  # stopped starting items at the first failure
     header, rows = read_rows(run_dir / "records.csv")  # raises on a torn or glued row
     assert (run_dir / "records.csv").read_bytes().endswith(b"\n") and len(rows) == ctl.manifest.records_written
+    assert ctl.manifest.items_recorded == len(rows)  # the item whose write failed is not counted as recorded
     assert not list(run_dir.glob("*.tmp"))
     saved = tmp_path / "saved"
     shutil.copytree(run_dir, saved)

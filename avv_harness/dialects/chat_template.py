@@ -46,6 +46,7 @@ from jinja2.compiler import CodeGenerator
 from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from avv_core.canonical import JSON_ERRORS
 from avv_core.errors import InputError
 from avv_core.json_input import parse_json
 
@@ -326,8 +327,8 @@ def prepare_messages(messages: list[Any]) -> list[Any]:
                 if isinstance(function, dict) and isinstance(function.get("arguments"), str):
                     try:
                         call = {**call, "function": {**function, "arguments": json.loads(function["arguments"])}}
-                    except ValueError:
-                        pass  # not JSON: the template gets the string
+                    except JSON_ERRORS:
+                        pass  # not JSON we can read: the template gets the string
                 calls.append(call)
             message = {**message, "tool_calls": calls}
         out.append(message)

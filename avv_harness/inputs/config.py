@@ -47,6 +47,7 @@ from avv_harness.inputs.field_checks import (
     parse_price,
     positive_seconds,
     printable_name,
+    surrogate_problem,
     typed,
 )
 from avv_harness.inputs.secrets import (
@@ -214,6 +215,9 @@ def _parse_vendor(problems: Problems, model: str, index: int, raw: Any, env: dic
     elif not (substitution is None and dia.has_placeholder(url)):
         check_url(problems, where, url, str(written.get("url")), substitution.named("url") if substitution else None)
     model_id = raw.get("model_id") or model
+    lone = surrogate_problem(model_id) if isinstance(model_id, str) else None
+    if lone:
+        problems.add(f"{where}.model_id", lone)
     provider = raw.get("provider")
     if provider is not None and not isinstance(provider, (str, list)):
         problems.add(f"{where}.provider", "must be a string or a list of strings")

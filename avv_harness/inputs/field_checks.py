@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from avv_core.errors import InputError
-from avv_core.pricing import DEFAULT_CURRENCY, Price
+from avv_core.pricing import DEFAULT_CURRENCY, MAX_PRICE, Price
 from avv_harness.dialects import dialect as dia
 from avv_harness.inputs.secrets import redact_url, secret_header
 
@@ -144,6 +144,11 @@ def parse_price(problems: Problems, where: str, raw: Any) -> Price | None:
             problems.add(f"{where}.{key}", f"must be a finite number ≥ 0 (per million tokens), got {value!r}")
             ok = False
             continue
+        if value > MAX_PRICE:
+            problems.add(f"{where}.{key}", f"{value:g} per million tokens is too large: a run's costs would overflow "
+                         f"(at most {MAX_PRICE:.3g}; see MAX_PRICE in avv_core/pricing.py)")
+            ok = False
+            continue
         amounts[key] = float(value)
     currency = raw.get("currency", DEFAULT_CURRENCY)
     if not isinstance(currency, str) or not _CURRENCY.match(currency):
@@ -204,12 +209,26 @@ def printable_name(text: str) -> str:
 
 
 def control_problem(text: str) -> str | None:
-    """What is wrong with a name holding control characters (:func:`avv_scoring.report.escape.is_control`),
-    else None."""
+    """What is wrong with a name holding control characters (:func:`avv_scoring.report.escape.is_control`) or a
+    lone surrogate (:func:`surrogate_problem`), else None."""
     if text.isprintable():
         return None
+    lone = surrogate_problem(text)
+    if lone:
+        return lone
     from avv_scoring import control_characters
 
     found = control_characters(text)
     return (f"holds control characters ({', '.join(found)}); names are printed in terminals, logs and reports"
             if found else None)
+
+
+def surrogate_problem(text: str) -> str | None:
+    """What is wrong with a text holding a lone surrogate (YAML's and JSON's ``\\ud800`` escapes make one), else
+    None: it is no character, so it cannot be encoded as UTF-8 — not in records.csv, a log line, a report, a
+    Locust class name on the web UI, nor a request."""
+    if text.isascii():
+        return None
+    lone = list(dict.fromkeys(f"\\u{ord(c):04x}" for c in text if "\ud800" <= c <= "\udfff"))
+    return (f"holds a lone surrogate ({', '.join(lone)}), which is no character: it cannot be written as UTF-8"
+            if lone else None)

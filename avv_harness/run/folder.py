@@ -227,6 +227,9 @@ def summary_line(manifest: RunManifest, run_dir: Path, completed: bool, stop_rea
     elif stop_reason == "disk":
         state = ("STOPPED: records could not be written (disk full or folder not writable); "
                  f"free space, then resume with --avv-resume {run_dir}")
+    elif stop_reason == "store_failed":
+        state = ("STOPPED: an item's records could not be stored (the error above says why); fix it, then resume "
+                 f"with --avv-resume {run_dir}")
     else:
         why = {"run_time": "--run-time reached", "interrupted": "interrupted"}.get(stop_reason or "", "stopped")
         state = f"run INCOMPLETE ({why}): resume with --avv-resume {run_dir}"

@@ -6,6 +6,10 @@ that item and answering the body handed out). Accepted rows are redacted and pri
 ``events.avv_record`` (records.csv is its first listener: :mod:`avv_harness.run.record_event`), then their tokens
 and cost go to the budget and the settle policy takes a look. Everything else is dropped as late or duplicate, or
 refused, counted in run.json and logged a bounded number of times.
+
+An item is recorded only when its rows are written: any exception while pricing, redacting or writing them stops
+the run (``store_failed`` or ``disk``: exit status 3, never "completed" with rows missing) and the item is not
+counted as done, so run.json's ``items_recorded`` and ``records_written`` agree with records.csv.
 """
 
 from __future__ import annotations
@@ -58,8 +62,7 @@ class RecordIntake:
         if not run.ledger.complete(key):
             self._duplicate(run, key)
             return False
-        self._write_item(run, key, records)
-        return True
+        return self._write_item(run, key, records)
 
     def store_from(self, taker: str, key: ItemKey, records: list[Record]) -> tuple[str, str]:
         """Record an item a worker sent, if this master handed it to that worker and it is not recorded yet
@@ -126,15 +129,24 @@ class RecordIntake:
             run.manifest.workers_refused.update(self._refusals_before_run)
             self._refusals_before_run.clear()
 
-    def _write_item(self, run: RunState, key: ItemKey, records: list[Record]) -> None:
-        """An accepted item: its rows redacted and priced (``cost``, from this process's config), then
-        ``events.avv_record`` — records.csv first (:class:`RecordsCsv`), then every other listener — then its
-        tokens, cost and budget accounted."""
-        records = [self.ctl.redact.record(r) for r in records]
+    def _write_item(self, run: RunState, key: ItemKey, records: list[Record]) -> bool:
+        """An accepted item (the ledger has it done): its rows redacted and priced (``cost``, from this process's
+        config), then ``events.avv_record`` — records.csv first (:class:`RecordsCsv`), then every other listener —
+        then its tokens, cost and budget accounted. False when its rows could not be stored: the item is not done
+        and the run stops (:meth:`_not_stored`)."""
         vendor = self.ctl.vendors[self.ctl.class_name(key.vendor_id)]
-        for record in records:
-            record["cost"] = vendor.price.record_cost(record) if vendor.price is not None else None
+        try:
+            records = [self.ctl.redact.record(r) for r in records]
+            for record in records:
+                record["cost"] = vendor.price.record_cost(record) if vendor.price is not None else None
+        except Exception as exc:  # a bug, or a value no row can hold: fail loudly, never lose the row silently
+            self._not_stored(run, key, f"{type(exc).__name__}: {str(exc)[:200]}")
+            return False
+        written = run.manifest.records_written
         self.ctl.record_hook.fire(records=records, vendor=vendor, environment=self.ctl.env)
+        if run.manifest.records_written != written + len(records):  # records.csv's listener did not write them
+            self._not_stored(run, key, "records.csv did not take them")
+            return False
         if run.account(key, records, lambda r: self.ctl.class_name(VendorId(r["model"], r["vendor"]))):
             caps = run.budget.caps_text()
             self.ctl.lifecycle.stop_run("budget", f"budget reached ({caps}): no new items are started")
@@ -144,3 +156,13 @@ class RecordIntake:
                 log.info(line)
             if lines:
                 self.ctl.lifecycle.save_manifest()
+        return True
+
+    def _not_stored(self, run: RunState, key: ItemKey, why: str) -> None:
+        """``key``'s rows could not be stored: it is not recorded (a resume sends it again) and the run stops
+        (``store_failed``, exit status 3), unless it has stopped already (records.csv's own failure: ``disk``)."""
+        run.ledger.forget(key)
+        run.budget.release(key)
+        log.error("the records of %s could not be stored (%s): the item is not recorded", key, why)
+        self.ctl.lifecycle.stop_run("store_failed", f"cannot store the records of {key} ({why}); no new items are "
+                                    "started")

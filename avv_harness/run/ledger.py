@@ -90,6 +90,11 @@ class Ledger:
         self.done.add(key)
         return True
 
+    def forget(self, key: ItemKey) -> None:
+        """Undo :meth:`complete` / :meth:`complete_from`: the item's rows could not be stored, so it is not done (the
+        run stops; a resume sends it again)."""
+        self.done.discard(key)
+
     def verdict(self, key: ItemKey, taker: str) -> str:
         """May ``taker`` record ``key``? :data:`ACCEPT`, :data:`DUPLICATE`, or the reason it is refused."""
         holder = self.in_flight.get(key)

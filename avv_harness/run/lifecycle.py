@@ -44,7 +44,7 @@ from avv_harness.run.folder import (
 from avv_harness.run.options import RunOptions
 from avv_harness.run.progress import progress_line
 from avv_harness.run.settle import SettlePolicy, hand_out_order
-from avv_harness.run.state import EXIT_OK, RunState
+from avv_harness.run.state import EXIT_OK, STORE_STOPS, RunState
 from avv_harness.wire.execute import check_requests
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ class RunLifecycle:
         items not run are counted in ``message``'s log line (once: a run stops for its first reason only)."""
         dropped = self.run.stop(reason) if self.run is not None else None
         if dropped is not None:
-            log.warning("%s; %d items not run", message, dropped) if reason != "disk" else log.error(
+            log.warning("%s; %d items not run", message, dropped) if reason not in STORE_STOPS else log.error(
                 "%s (%d items not run)", message, dropped)
 
     def stress_summary(self) -> dict[str, Any] | None:

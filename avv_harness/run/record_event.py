@@ -11,7 +11,8 @@ item it accepts — exactly once per item and run — with::
 
 Listeners run in the order they were added. :class:`RecordsCsv`, the packaged writer, is added first (when the
 controller is installed, in Locust's ``init``), so a listener added later sees rows already in records.csv. An
-exception in a listener is logged by Locust and does not stop the run or the other listeners.
+exception in a listener is logged by Locust and does not stop the run or the other listeners — except in
+records.csv's own: rows it could not write stop the run (exit status 3), and their item is not recorded.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ EVENT_NAME = "avv_record"
 
 class RecordsCsv:
     """The packaged listener: append an item's rows to the current run's records.csv in one write. The first failed
-    write stops the run (``disk``: exit status 3, no new item is started) and nothing more is written to it."""
+    write stops the run (``disk``: exit status 3, no new item is started) and nothing more is written to it; any
+    other exception while writing (rows the writer refuses) stops it too (``store_failed``, exit status 3). The
+    intake sees the rows were not written and does not count the item as recorded."""
 
     def __init__(self, lifecycle: RunLifecycle):
         self.lifecycle = lifecycle
@@ -40,6 +43,9 @@ class RecordsCsv:
             run.write(records)
         except RecordWriteError as exc:
             self.lifecycle.stop_run("disk", f"cannot write records: {exc.strerror}; no new items are started")
+        except Exception as exc:  # a row the writer refuses: never a run "completed" with rows missing
+            self.lifecycle.stop_run("store_failed", f"cannot write the records of an item ({type(exc).__name__}: "
+                                    f"{str(exc)[:200]}); no new items are started")
 
 
 __all__ = ["EVENT_NAME", "RecordsCsv"]

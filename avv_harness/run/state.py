@@ -28,6 +28,10 @@ from avv_harness.run.stress_policy import StressPolicy
 from avv_harness.wire.execute import ExecContext
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INPUT, EXIT_WRITE, EXIT_SCORING = 0, 1, 2, 3, 4
+#: Stop reasons that mean an item's rows could not be stored (exit status 3, ExitStatus.WRITE): ``disk`` (records.csv
+#: could not be written: disk full, folder not writable) and ``store_failed`` (anything else while pricing, redacting
+#: or writing them). The item is then not recorded: run.json's counts agree with records.csv.
+STORE_STOPS = frozenset({"disk", "store_failed"})
 
 
 @dataclass
@@ -41,7 +45,7 @@ class RunState:
     stress: StressPolicy | None = None  # stress mode: the ladder
     vendor_totals: dict[VendorId, int] = field(default_factory=dict)  # items per vendor this run (verify mode)
     started_monotonic: float = field(default_factory=time.monotonic)  # for the progress line's rate and ETA
-    stop_reason: str | None = None  # why it ended early: budget, run_time, interrupted, disk
+    stop_reason: str | None = None  # why it ended early: budget, run_time, interrupted, disk, store_failed
     finished: bool = False  # ended: later records are dropped, the writer is closed
     exit_code: int | None = None  # set when it ends
     items_failed: int = 0  # items recorded with status failed
@@ -146,11 +150,12 @@ class RunState:
     def exit_status(self) -> int:
         """3 records not written; 1 stopped early (resumable); 4 every item recorded but the scores are missing or
         partial (``avv-score RUN`` scores the records later); 0 complete and scored."""
-        if self.stop_reason == "disk":
+        if self.stop_reason in STORE_STOPS:
             return EXIT_WRITE
         if not self.completed:
             return EXIT_INCOMPLETE
         return EXIT_SCORING if self.scoring_problem else EXIT_OK
 
 
-__all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_OK", "EXIT_SCORING", "EXIT_WRITE", "RecordWriteError", "RunState"]
+__all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_OK", "EXIT_SCORING", "EXIT_WRITE", "STORE_STOPS", "RecordWriteError",
+           "RunState"]

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 import requests
 
 from avv_core.api_formats import ConversionError
+from avv_core.canonical import parses_as_json
 from avv_core.errors import InputError
 from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER, WorkItem
 from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, cached_tokens, usage_counts
@@ -170,14 +171,6 @@ def is_buffered(att: Attempt, completion_tokens: int | None, decode_ms: float | 
     return False
 
 
-def _arguments_parse(raw: str) -> bool:
-    try:
-        json.loads(raw)
-    except (json.JSONDecodeError, RecursionError):
-        return False
-    return True
-
-
 def call_anomalies(att: Attempt, calls: list[dict[str, str]], tools: list[Any] | None) -> list[str]:
     """The tool-call anomalies of a response (README "Anomalies"): ``tool_call_as_text``,
     ``tool_call_truncated``, ``unknown_tool`` and ``empty_tool_calls``. ``tools`` = the request's tools;
@@ -186,7 +179,7 @@ def call_anomalies(att: Attempt, calls: list[dict[str, str]], tools: list[Any] |
     names = request_tool_names(tools) if tools is not None else None
     if names is not None and find_text_calls("".join(att.content), names):
         out.append("tool_call_as_text")
-    if att.finish_reason == "length" and any(not _arguments_parse(c["arguments"]) for c in calls):
+    if att.finish_reason == "length" and any(not parses_as_json(c["arguments"]) for c in calls):
         out.append("tool_call_truncated")
     if names is not None and any(c["name"] not in names for c in calls):
         out.append("unknown_tool")
@@ -195,9 +188,11 @@ def call_anomalies(att: Attempt, calls: list[dict[str, str]], tools: list[Any] |
     return out
 
 
-def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = None) -> dict[str, Any]:
+def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = None,
+                   completion_limit: int | None = None) -> dict[str, Any]:
     """Record fields derived from one attempt (the final one); ``tools`` = the request's tools (for the
-    tool-call anomalies, see :func:`call_anomalies`)."""
+    tool-call anomalies, see :func:`call_anomalies`); ``completion_limit`` = the request's cap on completion tokens
+    (anomaly ``completion_over_max_tokens``)."""
     tokens, usage_problem = usage_counts(att.usage)
     prompt, completion, total = tokens["prompt_tokens"], tokens["completion_tokens"], tokens["total_tokens"]
     decode_ms = _ms(att.t_first_token, att.t_last_token)
@@ -215,6 +210,8 @@ def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = 
         anomalies.append("usage_missing")
     if usage_problem is not None:
         anomalies.append("usage_invalid")
+    if completion is not None and completion_limit is not None and completion > completion_limit:
+        anomalies.append("completion_over_max_tokens")
     anomalies += call_anomalies(att, calls, tools)
     if buffered:
         anomalies.append("buffered_stream")
@@ -340,7 +337,7 @@ def execute_item(
         "step": step,
         "is_baseline": vendor.is_baseline,
         "attempts": len(attempts),
-        **attempt_record(final, vendor.include_usage, item.sample.tools),
+        **attempt_record(final, vendor.include_usage, item.sample.tools, wire.completion_limit(request_body)),
         "stale_conn_retries": sum(a.stale_conn_retries for a in attempts),
         "wall_ms": (time.monotonic() - attempts[0].t0) * 1000.0,
     })

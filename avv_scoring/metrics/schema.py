@@ -22,12 +22,11 @@ cache is the package's only module-level state.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from avv_core.bounded_schema import build_validator, is_valid
-from avv_core.canonical import canonical_key
+from avv_core.canonical import UNPARSED, canonical_key, parse_json_text
 
 VALID = "valid"
 INVALID = "invalid"
@@ -90,9 +89,8 @@ def parse_tool_calls(value: Any) -> list[dict[str, Any]] | None:
         text = str(value).strip()
         if not text:
             return []
-        try:
-            calls = json.loads(text)
-        except json.JSONDecodeError:
+        calls = parse_json_text(text)
+        if calls is UNPARSED:
             return None
     if not isinstance(calls, list):
         return None
@@ -113,9 +111,8 @@ def check_call(call: Mapping[str, Any], schemas: Mapping[str, Any] | None) -> st
     if isinstance(raw, Mapping):
         args: Any = raw
     elif isinstance(raw, str):
-        try:
-            args = json.loads(raw)
-        except json.JSONDecodeError:
+        args = parse_json_text(raw)
+        if args is UNPARSED:
             return INVALID
     else:
         return INVALID

@@ -54,6 +54,7 @@ from typing import Any
 import pandas as pd
 
 from avv_core.agent_task import SOURCE_INJECTED
+from avv_core.canonical import parse_json_text
 from avv_core.measures import is_missing
 from avv_scoring.load import ITEM_KEY, dedupe_with_steps, is_success, step_numbers
 from avv_scoring.metrics.additive import NAN, Columns, rate
@@ -99,10 +100,7 @@ def first_steps(frame: pd.DataFrame) -> pd.DataFrame:
 def _tool_results(cell: Any) -> list[dict[str, Any]]:
     if not isinstance(cell, str) or not cell:
         return []
-    try:
-        value = json.loads(cell)
-    except json.JSONDecodeError:
-        return []
+    value = parse_json_text(cell)
     return [a for a in value if isinstance(a, dict)] if isinstance(value, list) else []
 
 

@@ -131,8 +131,9 @@ def html_text(value: Any) -> str:
 
 def is_control(char: str) -> bool:
     """A character a terminal acts on instead of showing: C0 / DEL / C1 controls (ESC, CR, the CSI byte…),
-    line and paragraph separators, and bidirectional overrides."""
-    return unicodedata.category(char) in ("Cc", "Zl", "Zp") or char in _BIDI
+    line and paragraph separators, and bidirectional overrides; also a lone surrogate (from a ``\\ud800`` escape),
+    which is no character at all and cannot be encoded for a terminal."""
+    return unicodedata.category(char) in ("Cc", "Zl", "Zp", "Cs") or char in _BIDI
 
 
 def control_characters(text: str) -> list[str]:

@@ -3,11 +3,11 @@ of every vendor are the report's agent section: :mod:`avv_scoring.report.section
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pandas as pd
 
+from avv_core.canonical import parse_json_text
 from avv_core.measures import is_missing
 from avv_scoring.load import dedupe_latest
 from avv_scoring.metrics.trajectories import step_numbers
@@ -48,19 +48,12 @@ def render_trajectory(steps: pd.DataFrame, end: str | None = None) -> str:
                                                         else f", finish {row.get('finish_reason')}")
                 + f", {latency}, {tokens} tokens, {int(row.get('attempts') or 1)} attempt(s)")
         lines.append(head)
-        try:
-            calls = json.loads(row.get("tool_calls") or "[]")
-        except (TypeError, json.JSONDecodeError):
-            calls = []
-        try:
-            answers = json.loads(row.get("tool_results") or "[]") if isinstance(row.get("tool_results"), str) else []
-        except json.JSONDecodeError:
-            answers = []
+        calls, answers = _objects(row.get("tool_calls")), _objects(row.get("tool_results"))
         for i, call in enumerate(calls):
             lines.append(f"  call   {call.get('name')}({_cut(call.get('arguments'), 120)})")
             if i < len(answers):
                 a = answers[i]
-                source = a.get("source") + (f" #{a['index']}" if a.get("index") is not None else "")
+                source = f"{a.get('source')}" + (f" #{a['index']}" if a.get("index") is not None else "")
                 lines.append(f"  result [{source}] {_cut(a.get('content'))}")
         content = row.get("content")
         if not calls and isinstance(content, str) and content:
@@ -73,4 +66,11 @@ def render_trajectory(steps: pd.DataFrame, end: str | None = None) -> str:
     return "\n".join(terminal_text(line) for line in lines) + "\n"
 
 
+def _objects(cell: Any) -> list[dict[str, Any]]:
+    """The objects of a JSON-list cell (``tool_calls``, ``tool_results``); none when it is empty or not one."""
+    value = parse_json_text(cell) if isinstance(cell, str) and cell else []
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
 __all__ = ["render_trajectory", "trajectory_steps"]
+

@@ -10,9 +10,10 @@ the credential and default headers, and a fresh :class:`~avv_harness.wire.attemp
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from avv_harness.wire.attempt import EventReader, json_kind
+from avv_harness.wire.attempt import Attempt, EventReader, StreamFailure, json_kind
 from avv_harness.wire.sse import MalformedStream
 
 
@@ -26,6 +27,36 @@ class DialectView(Protocol):
     def tool_parser(self) -> str | None: ...  # the text tool-call format (raw completions)
 
 
+@dataclass(frozen=True)
+class StreamEnd:
+    """One documented way a format's stream ends, and what the record says: declared once per format
+    (:attr:`WireFormat.ends`), read by the format's reader, rendered into the docs
+    (:func:`render_stream_ends`) and checked case by case by the tests."""
+
+    key: str  # the reader's (and its test's) name for it
+    how: str  # how the stream ended (Markdown, for the docs)
+    kind: str | None  # the error kind; None: the answer is whole
+    detail: str  # error_detail, with {fields} the reader fills in; for a whole answer, what the record holds
+
+    def failure(self, **fields: Any) -> StreamFailure:
+        """This end as the failure of an attempt (raised by a reader's event handler)."""
+        assert self.kind is not None, f"{self.key}: a whole answer is not a failure"
+        return StreamFailure(self.kind, self.detail.format(**fields))
+
+    def fail(self, att: Attempt, **fields: Any) -> None:
+        """This end as the attempt's failure, after the last event (a reader's ``end``)."""
+        failure = self.failure(**fields)
+        att.fail(failure.kind, failure.detail)
+
+
+def ends_by_key(ends: tuple[StreamEnd, ...]) -> dict[str, StreamEnd]:
+    """A format's ends by key (a key declared twice is an error)."""
+    out = {end.key: end for end in ends}
+    if len(out) != len(ends):
+        raise ValueError("a stream end is declared twice")
+    return out
+
+
 class WireFormat:
     """One wire format (see the module docstring). Subclasses set the class attributes and override what differs
     from chat completions."""
@@ -35,6 +66,8 @@ class WireFormat:
     order: int = 100  # place in the list of formats (the README, error messages); chat first
     summary: str = ""  # one line for the README's ``endpoint`` row
     converts: bool = False  # the body is converted from the chat body by avv_core.api_formats (checked at start-up)
+    ends: tuple[StreamEnd, ...] = ()  # the documented ends of its stream (chat's: [DONE] and finish_reason)
+    limit_keys: tuple[str, ...] = ("max_completion_tokens", "max_tokens")  # the body's caps on completion tokens
 
     def body(self, chat_body: dict[str, Any], dialect: DialectView) -> dict[str, Any]:
         """The request body sent, made from the chat body (sample, transforms, overrides)."""
@@ -51,6 +84,12 @@ class WireFormat:
     def reader(self, dialect: DialectView) -> EventReader:
         """A reader for one attempt's stream."""
         raise NotImplementedError
+
+    def completion_limit(self, body: Mapping[str, Any]) -> int | None:
+        """The most completion tokens the request sent as ``body`` allows (the least of its :attr:`limit_keys`
+        that are whole numbers); None when it sets none."""
+        limits = [body[k] for k in self.limit_keys if type(body.get(k)) is int]
+        return min(limits) if limits else None
 
 
 # ----------------------------------------------------------------------------- reading fields of an event
@@ -100,3 +139,21 @@ def overload_or_stream_error(error: Any) -> str:
                                                 for k in ("type", "code")):
                 return "overloaded"
     return "stream_error"
+
+
+
+def render_stream_ends(formats: Mapping[str, WireFormat], retried: frozenset[str]) -> str:
+    """The Markdown table of every format's :attr:`~WireFormat.ends` (``retried``: the error kinds retried)."""
+    rows = ["| `endpoint` | how the stream ends | `status` / `error_kind` | retried | `error_detail` or what is kept |",
+            "|---|---|---|---|---|"]
+    for wire in formats.values():
+        for end in wire.ends:
+            outcome = "`success`" if end.kind is None else f"`{end.kind}`"
+            again = "—" if end.kind is None else ("yes" if end.kind in retried else "no")
+            detail = end.detail if end.kind is None else f"`{end.detail}`"
+            rows.append(f"| `{wire.name}` | {_cell(end.how)} | {outcome} | {again} | {_cell(detail)} |")
+    return "\n".join(rows)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

@@ -6,10 +6,13 @@ Reading (README "Wire formats: Messages and Responses"): a token event is a ``te
 ``thinking_delta`` with thinking (reasoning, ``reasoning_field`` ``thinking``), the ``content_block_start`` of a
 ``tool_use`` block (it carries the name) and every non-empty ``input_json_delta`` (tool call). Tool calls are kept
 in block order (id, name, the ``partial_json`` pieces joined; a block whose start holds a whole ``input`` and gets
-no deltas: that input as JSON). ``finish_reason`` is the last ``message_delta``'s ``stop_reason`` mapped onto chat's
+no deltas: that input as JSON). Every block start has its own ``index`` and every ``input_json_delta`` names an
+opened ``tool_use`` block: a missing or repeated index is ``bad_sse`` (two calls are never merged into one).
+``finish_reason`` is the last ``message_delta``'s ``stop_reason`` mapped onto chat's
 (:func:`~avv_core.api_outcomes.finish_from_messages`), the raw one kept as ``stop_reason``; ``message_stop`` plays
 ``[DONE]``'s part (missing: anomaly ``no_done``); usage comes from ``message_start`` and the last
-``message_delta``. An error event of type ``overloaded_error`` is ``overloaded``, any other ``stream_error``.
+``message_delta``. How the stream can end, and what each end is called, is :data:`ENDS_DECLARED`
+(docs/reference/stream-ends.md).
 """
 
 from __future__ import annotations
@@ -28,11 +31,14 @@ from avv_harness.wire.attempt import (
     ToolCallAcc,
     add_reasoning,
     error_message,
+    json_kind,
     mark_token,
 )
 from avv_harness.wire.formats.base import (
     DialectView,
+    StreamEnd,
     WireFormat,
+    ends_by_key,
     int_field,
     obj_field,
     overload_or_stream_error,
@@ -50,11 +56,20 @@ class MessagesReader(EventReader):
         self.start_usage: Mapping[str, Any] | None = None  # message_start's usage
         self.delta_usage: Mapping[str, Any] | None = None  # the last message_delta's usage
         self.whole_inputs: dict[int, str] = {}  # tool_use blocks whose start held their whole input (as JSON)
-        self.last_tool: int | None = None  # the tool_use block an input_json_delta without index belongs to
+        self.blocks: dict[int, str] = {}  # every block opened by content_block_start: its index → its type
+        self.known = False  # a Messages event arrived (else the stream is not a Messages stream)
+        self.deltas = 0  # message_delta events read
+        self.stopped = False  # message_stop arrived
 
     def event(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
         kind = obj.get("type")
-        handler = _HANDLERS.get(kind) if type(kind) is str else None
+        if type(kind) is not str:
+            if kind is None and "choices" in obj:
+                raise ENDS["not_messages"].failure(seen="a chat-completions chunk, with `choices`")
+            return
+        if kind in KNOWN_EVENTS:
+            self.known = True
+        handler = _HANDLERS.get(kind)
         if handler is not None:
             handler(self, att, obj, now)
 
@@ -66,6 +81,15 @@ class MessagesReader(EventReader):
             call = att.tool_calls.get(index)
             if call is not None and not call.arguments:
                 call.arguments.append(text)
+        if not att.ok or att.finish_reason is not None:
+            return  # failed already, or whole (without message_stop: flagged no_done)
+        if att.chunks and not self.known:
+            ENDS["not_messages"].fail(att, seen=f"none of its {att.chunks} events is a Messages event")
+        elif self.stopped:
+            seen = "no message_delta arrived" if not self.deltas else "message_delta's stop_reason was null"
+            ENDS["no_stop_reason"].fail(att, seen=seen)
+        else:
+            ENDS["cut"].fail(att)
 
     def error_kind(self, error: Any) -> str:
         return overload_or_stream_error(error)
@@ -81,17 +105,21 @@ class MessagesReader(EventReader):
         where = "content_block_start"
         block = obj_field(obj, "content_block", where)
         kind = block.get("type")
+        index = int_field(obj, "index", where)
+        if index is None:
+            raise MalformedStream(f"{where}.index is missing (every block has its own)")
+        if index in self.blocks:
+            raise MalformedStream(f"{where}.index {index} repeats an earlier block's: two blocks would be read as one")
+        self.blocks[index] = kind if isinstance(kind, str) else json_kind(kind)
         if kind == "tool_use":
-            index = self._index(att, obj, where, new=True)
-            call = att.tool_calls.setdefault(index, ToolCallAcc())
-            call.id = str_field(block, "id", f"{where}.content_block") or call.id
-            call.name = str_field(block, "name", f"{where}.content_block") or call.name
+            call = att.tool_calls[index] = ToolCallAcc()
+            call.id = str_field(block, "id", f"{where}.content_block")
+            call.name = str_field(block, "name", f"{where}.content_block")
             whole = block.get("input")
             if whole:
                 if not isinstance(whole, dict):
                     raise MalformedStream(f"{where}.content_block.input is not an object")
                 self.whole_inputs[index] = json.dumps(whole, ensure_ascii=False)
-            self.last_tool = index
             att.saw_tool_call_delta = True
             mark_token(att, "tool_call", now)
         elif kind == "text":
@@ -109,13 +137,14 @@ class MessagesReader(EventReader):
             self._thinking(att, str_field(delta, "thinking", where), now)
         elif kind == "input_json_delta":
             piece = str_field(delta, "partial_json", where)
+            call = att.tool_calls[self._tool_block(obj)]
             if piece:
-                index = self._index(att, obj, "content_block_delta", new=False)
-                att.tool_calls.setdefault(index, ToolCallAcc()).arguments.append(piece)
+                call.arguments.append(piece)
                 att.saw_tool_call_delta = True
                 mark_token(att, "tool_call", now)
 
     def message_delta(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+        self.deltas += 1
         reason = str_field(obj_field(obj, "delta", "message_delta"), "stop_reason", "message_delta.delta")
         if reason:
             att.stop_reason = reason
@@ -125,7 +154,7 @@ class MessagesReader(EventReader):
             self.delta_usage = usage
 
     def message_stop(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
-        att.saw_done = True  # the end of the answer, as [DONE] is for chat
+        self.stopped = att.saw_done = True  # the end of the answer, as [DONE] is for chat
 
     def error(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
         message = error_message(json.dumps(obj).encode())
@@ -133,14 +162,19 @@ class MessagesReader(EventReader):
 
     # ------------------------------------------------------------------------------------------ helpers
 
-    def _index(self, att: Attempt, obj: dict[str, Any], where: str, new: bool) -> int:
-        """The block index of a tool_use event; without one: the next block (a start) or the last tool_use."""
+    def _tool_block(self, obj: dict[str, Any]) -> int:
+        """The index of the tool_use block an ``input_json_delta`` belongs to: its ``index``, which must be that of
+        a tool_use block opened by ``content_block_start`` (anything else would put the pieces in the wrong call,
+        or in a nameless one)."""
+        where = "content_block_delta"
         index = int_field(obj, "index", where)
-        if index is not None:
-            return index
-        if not new and self.last_tool is not None:
-            return self.last_tool
-        return max(att.tool_calls, default=-1) + 1
+        if index is None:
+            raise MalformedStream(f"{where}.index is missing (an input_json_delta must name its tool_use block)")
+        opened = self.blocks.get(index)
+        if opened != "tool_use":
+            what = "no block opened by content_block_start" if opened is None else f"a {opened} block"
+            raise MalformedStream(f"{where}.index {index}: an input_json_delta for {what}, not a tool_use block")
+        return index
 
     @staticmethod
     def _content(att: Attempt, text: str, now: float) -> None:
@@ -165,6 +199,26 @@ _HANDLERS: dict[str, _Handler] = {
     "message_stop": MessagesReader.message_stop,
     "error": MessagesReader.error,
 }
+#: The event types of a Messages stream: a stream with none of them is not one.
+KNOWN_EVENTS = frozenset({*_HANDLERS, "ping", "content_block_stop"})
+
+#: How a Messages stream ends (docs/reference/stream-ends.md).
+ENDS_DECLARED: tuple[StreamEnd, ...] = (
+    StreamEnd("stop", "`message_delta` with a `stop_reason`, then `message_stop`", None,
+              "`finish_reason`: the stop reason mapped (the stop-reasons table); `stop_reason`: the vendor's word"),
+    StreamEnd("no_message_stop", "`message_delta` with a `stop_reason`, then the body ends without `message_stop`",
+              None, "the answer, as above, flagged `no_done`"),
+    StreamEnd("no_stop_reason", "`message_stop`, but no `message_delta` carried a `stop_reason` (none arrived, or "
+              "its `stop_reason` was null)", "bad_sse", "message_stop without a stop_reason ({seen})"),
+    StreamEnd("cut", "the body ends before a `stop_reason` and `message_stop`", "truncated",
+              "the stream ended before message_delta's stop_reason and message_stop"),
+    StreamEnd("overloaded", "an `error` event whose error is an `overloaded_error`", "overloaded",
+              "error event mid-stream: {message}"),
+    StreamEnd("error", "any other `error` event", "stream_error", "error event mid-stream: {message}"),
+    StreamEnd("not_messages", "not a Messages stream: chat-completions chunks (`choices`), or no Messages event at "
+              "all", "bad_sse", "not a Messages stream ({seen}): check the vendor's endpoint"),
+)
+ENDS = ends_by_key(ENDS_DECLARED)
 
 
 class MessagesFormat(WireFormat):
@@ -173,6 +227,8 @@ class MessagesFormat(WireFormat):
     order = 20
     summary = "Anthropic Messages, `POST {url}/messages`: the request converted (below)"
     converts = True
+    ends = ENDS_DECLARED
+    limit_keys = ("max_tokens",)
 
     def body(self, chat_body: dict[str, Any], dialect: DialectView) -> dict[str, Any]:
         return {**to_messages(chat_body), "stream": True}
