@@ -6,7 +6,7 @@ defaults such as ``anthropic-version``), the vendor's key (``Authorization: Bear
 the URL's ``user:password@`` (``Authorization: Basic …``, as requests sends it; the URL itself is sent without
 it), the vendor's ``headers:``, then ``--avv-header``: the later one replaces the earlier, keeping its own
 spelling. ``Host`` may be set (it replaces the URL's host in the request, not the address connected to). The
-headers that frame the request on the wire (:data:`FRAMING`) and the harness's item tags (:data:`RESERVED`) are
+headers that frame the request on the wire and the harness's item tags (:mod:`avv_core.http_headers`) are
 the client's: a config naming them is refused at start-up, and a request carrying one is the client's error.
 """
 
@@ -16,23 +16,10 @@ import base64
 from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER
+from avv_core.http_headers import FRAMING, RESERVED, refused_header
 
-#: Headers that frame the request on the wire: the client writes them from the body and connection it sends.
-FRAMING = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
-                     "expect", "proxy-connection"})
-#: The harness's own headers (the item tag the simulator's truth log and resume rely on).
-RESERVED = frozenset({ITEM_HEADER.lower(), ATTEMPT_HEADER.lower()})
-
-
-def refused_header(name: str) -> str | None:
-    """Why a configured header cannot be sent (None: it can)."""
-    lowered = name.lower()
-    if lowered in FRAMING:
-        return "is written by the client itself (it frames the request on the wire)"
-    if lowered in RESERVED:
-        return "is the harness's own item tag"
-    return None
+__all__ = ["FRAMING", "RESERVED", "basic_auth", "check_request_headers", "merge_headers", "refused_header",
+           "with_url_auth", "without_userinfo"]
 
 
 def merge_headers(*layers: Mapping[str, str]) -> dict[str, str]:

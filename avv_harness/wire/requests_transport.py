@@ -189,7 +189,8 @@ def vendor_fault(exc: BaseException) -> Exception | None:
     if cause is None or isinstance(cause, (Unparseable, Incomplete)):
         return cause  # type: ignore[return-value]
     if isinstance(cause, http.client.IncompleteRead):
-        return Incomplete(f"IncompleteRead({len(cause.partial)} bytes read)")
+        partial = cause.partial  # the bytes read (http.client) or their count (urllib3)
+        return Incomplete(f"IncompleteRead({partial if isinstance(partial, int) else len(partial)} bytes read)")
     return Unparseable(type(cause).__name__, str(cause))
 
 
