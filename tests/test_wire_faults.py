@@ -211,6 +211,11 @@ def head_closed_inside(server):
 
 
 @case
+def empty_lines_first(server):
+    return scripted(server, "empty_lines_first", [b"\r\n\r\n", 0.02, b"\r\n" + headers(), answer()])
+
+
+@case
 def head_idle(server):
     run = scripted(server, "head_idle", [1.0, headers(), answer()], read_timeout=0.2)
     assert run.att.error_detail == "no response headers within 0.2s" and run.seconds < 0.8

@@ -160,6 +160,7 @@ class KeepAliveServer:
             except OSError:
                 return
             self.connections += 1
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             threading.Thread(target=self._serve, args=(sock, self.connections), daemon=True).start()
 
     def _serve(self, sock: socket.socket, number: int) -> None:
@@ -167,7 +168,10 @@ class KeepAliveServer:
         with sock:
             while True:
                 self._idle[number] = sock
-                request = read_request(sock, data)
+                try:
+                    request = read_request(sock, data)
+                except OSError:  # the client reset it
+                    request = None
                 self._idle.pop(number, None)
                 if request is None:
                     return
@@ -178,7 +182,9 @@ class KeepAliveServer:
                     return
 
     def while_idle(self, script: list[Step]) -> int:
-        """Play ``script`` on every connection waiting for its next request; how many there were."""
+        """Play ``script`` on every connection waiting for its next request; how many there were. The connections
+        send without delay (``TCP_NODELAY``, as HTTP servers set it): the bytes are in the client's socket when this
+        returns, not held back by Nagle's algorithm until the client acknowledges the previous answer."""
         idle = list(self._idle.items())
         for number, sock in idle:
             if not play(sock, script, time.monotonic()):

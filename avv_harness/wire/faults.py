@@ -76,6 +76,8 @@ FAULTS: dict[str, tuple[WireFault, ...]] = {
     HEAD: (
         WireFault("head_closed_inside", "The connection closes inside the response head.", "truncated",
                   "`the connection closed inside the response head`."),
+        WireFault("empty_lines_first", "Empty lines (a stray CRLF) before the status line.", SUCCESS,
+                  "Skipped (at most until the attempt's time runs out).", "RFC 9112 §2.2"),
         WireFault("head_idle", "No response head within `timeout_s`.", "timeout",
                   "`no response headers within <timeout_s>s`."),
         WireFault("head_trickle", "The head trickles in, a byte at a time, past `max_request_s`.", "timeout",

@@ -3,7 +3,8 @@ response head (:func:`parse_head`, read from a socket by :func:`read_head` or fr
 :func:`read_head_lines`), chunked transfer coding (:class:`Dechunker`) and content codings
 (:func:`content_decoder`). Both transports use these, so the two clients read one head the same way.
 
-The rules (docs/reference/wire-faults.md lists each case and its outcome): interim ``1xx`` answers are skipped
+The rules (docs/reference/wire-faults.md lists each case and its outcome): empty lines before a status line (a
+stray CRLF after the previous answer) are skipped, as RFC 9112 §2.2 asks of a server; interim ``1xx`` answers are skipped
 (``101`` is refused: nothing asked to switch protocols); a status is three ASCII digits within 100–599; a header
 line continued on the next one (obs-fold), a line without a colon, whitespace in a field name, a
 ``Content-Length`` that is not ASCII digits or several that disagree, and a ``Transfer-Encoding`` other than
@@ -164,6 +165,8 @@ def read_head(sock: Readable, on_read: Callable[[], None] | None = None) -> Head
     while True:
         scanned = 0
         while True:
+            if data[:1] in (b"\r", b"\n"):  # empty lines before a status line (a stray CRLF after the last answer)
+                data, scanned = data.lstrip(b"\r\n"), 0
             i, j = data.find(b"\n\r\n", scanned), data.find(b"\n\n", scanned)
             end = min(k for k in (i, j) if k >= 0) if i >= 0 or j >= 0 else -1
             if end >= 0:
@@ -207,7 +210,7 @@ def read_head_lines(fp: LineReader) -> Head:
             if line in (b"\r\n", b"\n") and lines:
                 break
             if line in (b"\r\n", b"\n"):
-                continue  # a stray blank line before the status line (http.client is as lenient)
+                continue  # an empty line before a status line (a stray CRLF after the last answer)
             lines.append(line)
             if len(lines) > MAX_HEADERS + 1:
                 raise Unparseable("HTTPException", f"got more than {MAX_HEADERS} headers")
