@@ -261,6 +261,11 @@ def not_http(server):
 
 
 @case
+def other_version(server):
+    return bad_head(server, "other_version", b"HTTP/2.0 200 OK\r\n" + SSE + b"\r\n", "UnknownProtocol")
+
+
+@case
 def line_too_long(server):
     return bad_head(server, "line_too_long", b"HTTP/1.1 200 OK\r\nX-Pad: " + b"a" * 70_000 + b"\r\n\r\n",
                     "LineTooLong")

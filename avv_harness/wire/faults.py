@@ -91,6 +91,8 @@ FAULTS: dict[str, tuple[WireFault, ...]] = {
                   "`BadStatusLine`.", "RFC 9112 §4"),
         WireFault("not_http", "A status line that is not HTTP (`SSH-2.0-OpenSSH_9.6`).", "bad_sse",
                   "`BadStatusLine`."),
+        WireFault("other_version", "A status line of another HTTP version (`HTTP/2.0 200 OK`).", "bad_sse",
+                  "`UnknownProtocol`.", "as http.client"),
         WireFault("line_too_long", "A header line over 65,536 bytes.", "bad_sse", "`LineTooLong`.",
                   "http.client's bound"),
         WireFault("too_many_headers", "More than 100 header lines.", "bad_sse", "`got more than 100 headers`.",

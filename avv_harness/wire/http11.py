@@ -4,9 +4,9 @@ response head (:func:`parse_head`, read from a socket by :func:`read_head` or fr
 (:func:`content_decoder`). Both transports use these, so the two clients read one head the same way.
 
 The rules (docs/reference/wire-faults.md lists each case and its outcome): empty lines before a status line (a
-stray CRLF after the previous answer) are skipped, as RFC 9112 §2.2 asks of a server; interim ``1xx`` answers are skipped
-(``101`` is refused: nothing asked to switch protocols); a status is three ASCII digits within 100–599; a header
-line continued on the next one (obs-fold), a line without a colon, whitespace in a field name, a
+stray CRLF after the previous answer) are skipped, as RFC 9112 §2.2 asks of a server; interim ``1xx`` answers are
+skipped (``101`` is refused: nothing asked to switch protocols); a status is three ASCII digits within 100–599; a
+header line continued on the next one (obs-fold), a line without a colon, whitespace in a field name, a
 ``Content-Length`` that is not ASCII digits or several that disagree, and a ``Transfer-Encoding`` other than
 ``chunked`` are refused (:class:`Unparseable`); repeated identical ``Content-Length`` values are one; with both
 ``Transfer-Encoding: chunked`` and ``Content-Length`` the chunks frame the body and the connection is not reused.
@@ -125,6 +125,8 @@ def parse_head(block: bytes) -> Head:
     version, code = parts[0], parts[1] if len(parts) > 1 else ""
     if not version.startswith("HTTP/") or len(code) != 3 or not (code.isascii() and code.isdigit()):
         raise Unparseable("BadStatusLine", repr(status_line))
+    if not version.startswith("HTTP/1."):
+        raise Unparseable("UnknownProtocol", f"{version} (an HTTP/1.x status line is read)")
     status = int(code)
     if not 100 <= status <= 599:
         raise Unparseable("BadStatusLine", f"status {status} is outside 100–599: {status_line!r}")

@@ -173,7 +173,8 @@ class Conn:
             except OSError:
                 return False
             return False  # a byte, or b"" (the server closed it)
-        if self.sock.pending():  # TLS: decrypted bytes waiting in the SSL object
+        pending = getattr(self.sock, "pending", None)  # TLS: decrypted bytes waiting in the SSL object
+        if pending is not None and pending():
             return False
         if _poll is None:
             return True
@@ -203,7 +204,7 @@ def connect(adapter: LeanAdapter, target: Target, timeout: float, verify: Any) -
         tls = target.scheme == "https"
         if tls:
             sock = tls_context(adapter, verify).wrap_socket(sock, server_hostname=target.host)
-        sock.settimeout(None)  # the reads' bound is the attempt's IdleWatch
+        sock.settimeout(None)  # the reads are bounded by the attempt's timer (transport.AttemptTimer)
         return Conn(sock, tls)
     except BaseException:
         sock.close()

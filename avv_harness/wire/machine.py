@@ -15,6 +15,7 @@ clock).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gevent
@@ -159,7 +160,7 @@ def read_short_body(transport: Transport, head: HeadLike, limit: int) -> bytes:
 
 
 def consume_events(att: Attempt, transport: Transport, timer: AttemptTimer, max_event_bytes: int,
-                   reader: EventReader, decode: object) -> bool:
+                   reader: EventReader, decode: Callable[[bytes], bytes] | None) -> bool:
     """Read the body as it arrives and apply its events. True when it was read to its end (the transport may then
     keep the connection); False when the attempt stopped it (a bad event, an error event).
 
@@ -196,7 +197,7 @@ def consume_events(att: Attempt, transport: Transport, timer: AttemptTimer, max_
             gevent.sleep(YIELD_S)
             turn, busy_since = loop.iteration, monotonic()
         if decode is not None:
-            payload = decode(payload)  # type: ignore[operator]
+            payload = decode(payload)
         try:
             events = parser.feed(payload)
         except MalformedStream as exc:
