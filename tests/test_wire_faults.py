@@ -121,12 +121,12 @@ def refused(server):
 def connect_timeout(server):
     hole, fillers, port = blackhole()
     try:
-        run = Run(*attempt(f"http://127.0.0.1:{port}/v1/chat/completions", 0.3, connect_timeout=0.3))
+        run = Run(*attempt(f"http://127.0.0.1:{port}/v1/chat/completions", 0.2, connect_timeout=0.2))
     finally:
         hole.close()
         for filler in fillers:
             filler.close()
-    assert "connect timeout after 0.3s" in run.att.error_detail, run.att.error_detail
+    assert "connect timeout after 0.2s" in run.att.error_detail, run.att.error_detail
     return run
 
 
@@ -217,8 +217,8 @@ def empty_lines_first(server):
 
 @case
 def head_idle(server):
-    run = scripted(server, "head_idle", [1.0, headers(), answer()], read_timeout=0.2)
-    assert run.att.error_detail == "no response headers within 0.2s" and run.seconds < 0.8
+    run = scripted(server, "head_idle", [1.0, headers(), answer()], read_timeout=0.1)
+    assert run.att.error_detail == "no response headers within 0.1s" and run.seconds < 0.8
     return run
 
 
@@ -226,9 +226,9 @@ def head_idle(server):
 def head_trickle(server):
     head = headers() + answer()
     run = scripted(server, "head_trickle", [x for i in range(60) for x in (head[i:i + 1], 0.03)], read_timeout=1.0,
-                   max_request_s=0.4)
-    assert "max_request_s (0.4s)" in run.att.error_detail, run.att.error_detail
-    assert 0.4 <= run.seconds < 1.0, run.seconds
+                   max_request_s=0.25)
+    assert "max_request_s (0.25s)" in run.att.error_detail, run.att.error_detail
+    assert 0.25 <= run.seconds < 1.0, run.seconds
     return run
 
 
@@ -388,7 +388,7 @@ def http_529(server):
 @case
 def error_body_stalls(server):
     run = scripted(server, "error_body_stalls", [headers(500, "application/json", "Content-Length: 100\r\n"),
-                                                 b'{"error": {"message": "bo', 2.0], read_timeout=0.2)
+                                                 b'{"error": {"message": "bo', 2.0], read_timeout=0.1)
     assert run.att.error_detail.startswith("HTTP 500: {") and run.seconds < 1.0, (run.att.error_detail, run.seconds)
     return run
 
@@ -397,8 +397,8 @@ def error_body_stalls(server):
 def error_body_trickles(server):
     run = scripted(server, "error_body_trickles", [headers(500, "text/plain", "Content-Length: 100\r\n"),
                                                    *[x for _ in range(60) for x in (b"x", 0.03)]],
-                   read_timeout=1.0, max_request_s=0.4)
-    assert run.att.error_detail.startswith("HTTP 500: x") and 0.4 <= run.seconds < 1.0, run.seconds
+                   read_timeout=1.0, max_request_s=0.25)
+    assert run.att.error_detail.startswith("HTTP 500: x") and 0.25 <= run.seconds < 1.0, run.seconds
     return run
 
 
@@ -467,8 +467,8 @@ def unknown_encoding(server):
 @case
 def stall_mid_stream(server):
     run = scripted(server, "stall_mid_stream", [headers(), ROLE, sse(chunk({"content": "a"})), 1.0, STOP, DONE],
-                   read_timeout=0.2)
-    assert run.att.error_detail == "stream stalled for more than 0.2s"
+                   read_timeout=0.1)
+    assert run.att.error_detail == "stream stalled for more than 0.1s"
     return run
 
 
@@ -476,8 +476,8 @@ def stall_mid_stream(server):
 def stream_past_max_request(server):
     tokens = [x for i in range(60) for x in (sse(chunk({"content": "t"})), 0.03)]
     run = scripted(server, "stream_past_max_request", [headers(), ROLE, *tokens, STOP, DONE], read_timeout=1.0,
-                   max_request_s=0.4)
-    assert "max_request_s (0.4s) while still streaming" in run.att.error_detail and run.seconds < 1.0
+                   max_request_s=0.25)
+    assert "max_request_s (0.25s) while still streaming" in run.att.error_detail and run.seconds < 1.0
     return run
 
 
