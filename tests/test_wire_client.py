@@ -301,3 +301,18 @@ def test_a_request_carrying_a_framing_header_is_the_clients_error(server, name):
     with client_session() as session:
         att = stream_chat(session, server.url("framing") + "/chat/completions", b"{}", {name: "5"}, 2.0, 2.0)
     assert att.error_kind == "client_error" and "written by the client itself" in att.error_detail
+
+
+def test_a_timeout_names_the_limit_that_ran_out(server):
+    """Before: with max_request_s below timeout_s, a silent vendor got "no response headers within <timeout_s>s"
+    from both clients although max_request_s had run out (the idle bound was min(timeout_s, max_request_s)); a
+    non-SSE body was bounded by neither in the requests client. Now both stop at max_request_s and say so."""
+    server.scripts["/silent"] = [3.0]
+    with client_session() as session:
+        att = stream_chat(session, server.url("silent") + "/chat/completions", b"{}", {}, 2.0, 2.0, 0.2)
+    assert att.error_kind == "timeout" and att.error_detail == "no complete response head within max_request_s (0.2s)"
+    assert att.t_end - att.t0 < 1.0
+    server.scripts["/slowbody"] = [headers(content_type="text/html", extra="Content-Length: 50\r\n"), b"<html>", 3.0]
+    with client_session() as session:
+        att = stream_chat(session, server.url("slowbody") + "/chat/completions", b"{}", {}, 2.0, 2.0, 0.2)
+    assert att.error_kind == "bad_sse" and "non-SSE body" in att.error_detail and att.t_end - att.t0 < 1.0
