@@ -38,6 +38,8 @@ class WireFault:
         return self.outcome in RETRYABLE
 
 
+AFTER_BODY = ("The answer is kept; the bytes never reach the next item (the lean client closes the connection; "
+              "http.client drops them with its buffer, or urllib3's check before reuse finds them).")
 CONNECTION = "Connection and reuse"
 HEAD = "Response head (RFC 9112)"
 STATUS = "Status"
@@ -69,9 +71,9 @@ FAULTS: dict[str, tuple[WireFault, ...]] = {
         WireFault("idle_408", "An idle kept-alive connection gets `408 Request Timeout` and is closed.", SUCCESS,
                   "As above: dropped before reuse, never read as the next item's answer."),
         WireFault("bytes_after_body", "Bytes follow a complete `Content-Length` body in the same read.", SUCCESS,
-                  "The answer is kept; the connection is closed, not reused."),
-        WireFault("bytes_after_last_chunk", "Bytes follow the last chunk of a chunked body.", SUCCESS,
-                  "The answer is kept; the connection is closed, not reused."),
+                  AFTER_BODY),
+        WireFault("bytes_after_last_chunk", "A whole second response follows the last chunk of a chunked body.",
+                  SUCCESS, AFTER_BODY),
     ),
     HEAD: (
         WireFault("head_closed_inside", "The connection closes inside the response head.", "truncated",
@@ -141,8 +143,8 @@ FAULTS: dict[str, tuple[WireFault, ...]] = {
                   "truncated", "`connection closed mid-stream`."),
         WireFault("chunk_size_not_hex", "A chunk size that is not hexadecimal, before the finish.", "truncated",
                   "`a chunk size that is not hexadecimal` (http.client cannot tell it from a cut-off size line)."),
-        WireFault("chunk_error_after_finish", "A chunk-framing error in the same read as, after, the finish "
-                  "reason and `[DONE]`.", SUCCESS, "The complete answer before it is kept.",
+        WireFault("chunk_error_after_finish", "A chunk-framing error right after the finish reason and `[DONE]`, "
+                  "in the same read.", SUCCESS, "The complete answer before it is kept.",
                   "as http.client hands out chunk after chunk"),
         WireFault("chunk_line_too_long", "A chunk-size line over 65,536 bytes.", "bad_sse",
                   "`the response's chunked framing cannot be parsed (LineTooLong: chunk size)`."),

@@ -33,6 +33,7 @@ import gevent.monkey
 import requests
 from requests.utils import requote_uri, select_proxy
 
+from avv_harness.wire.attempt import Attempt
 from avv_harness.wire.headers import FRAMING
 from avv_harness.wire.http11 import READ_BLOCK, ClosedBeforeResponse, Dechunker, Head, Incomplete, read_head
 from avv_harness.wire.outcome import short_error
@@ -267,7 +268,7 @@ class LeanTransport:
         except (ValueError, UnicodeEncodeError) as exc:  # InvalidHeader is a ValueError; so is a bad port
             raise ClientRefused(f"{type(exc).__name__}: {short_error(exc)}") from None
 
-    def open(self, att: Any, timer: AttemptTimer) -> Head:
+    def open(self, att: Attempt, timer: AttemptTimer) -> Head:
         """Send on a quiet pooled connection (else a new one) and read the final head. A reused connection that
         fails before any response byte, or answers 408, went stale while idle (the client's pool, not the
         vendor): the host's idle connections are closed and the request is sent once more at once on a fresh one."""

@@ -24,6 +24,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import LocationParseError, ProtocolError, ReadTimeoutError
 
+from avv_harness.wire.attempt import Attempt
 from avv_harness.wire.headers import check_request_headers
 from avv_harness.wire.http11 import READ_BLOCK, ClosedBeforeResponse, Incomplete, Unparseable, read_head_lines
 from avv_harness.wire.outcome import short_error
@@ -150,7 +151,7 @@ class RequestsTransport:
         except (*REFUSED, ValueError) as exc:  # a header check_request_headers refuses is a ValueError
             raise ClientRefused(f"{type(exc).__name__}: {short_error(exc)}") from None
 
-    def open(self, att: Any, timer: AttemptTimer) -> ResponseHead:
+    def open(self, att: Attempt, timer: AttemptTimer) -> ResponseHead:
         try:
             resp = send_fresh_if_stale(self.adapter, self.prepared, self.timeouts, self.settings, att, timer)
         except REFUSED as exc:
@@ -195,7 +196,7 @@ def vendor_fault(exc: BaseException) -> Exception | None:
 
 
 def send_fresh_if_stale(adapter: Any, prepared: requests.PreparedRequest, timeout: tuple[float, float],
-                        settings: dict[str, Any], att: Any, timer: AttemptTimer) -> requests.Response:
+                        settings: dict[str, Any], att: Attempt, timer: AttemptTimer) -> requests.Response:
     """Send; when a *reused* pooled connection fails before any response byte (the server closed it while it sat
     idle, and we wrote into a dead socket) or answers 408 (the server's idle timeout fired as the request came
     in), send once more at once on a fresh connection: the client's pool, not the vendor

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 import gevent
 
+from avv_harness.wire.attempt import Attempt
 from avv_harness.wire.http11 import ClosedBeforeResponse, Incomplete, Unparseable
 
 #: A server's "idle too long" answer, sent as it closes a kept-alive connection: on a reused connection the answer
@@ -70,7 +71,7 @@ class Transport(Protocol):
 
     def prepare(self) -> None: ...
 
-    def open(self, att: Any, timer: AttemptTimer) -> HeadLike: ...
+    def open(self, att: Attempt, timer: AttemptTimer) -> HeadLike: ...
 
     def read(self) -> bytes: ...
 
