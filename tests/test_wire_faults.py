@@ -1,8 +1,11 @@
 """The wire-fault table (avv_harness/wire/faults.py, docs/reference/wire-faults.md), case by case, for both clients
-(issue 33, "both clients agree"): every case has a script here that plays it over a real loopback socket, and the
-attempt's outcome is the table's (error kind, or read as a success; a stale connection resent once). Each case's
-docstring-free script says in its name what it plays; the table says what the outcome was before where it changed
-(the closing note of issue 33 lists them per client)."""
+(issue 33, "both clients agree"): every case of the table has a script here, named as the case, that plays it over
+a real loopback socket (tests/wire_server.py), and the attempt's outcome is the table's — its error kind, or read as
+a success (a stale pooled connection resent once). What each case did before this table, per client, is in the
+closing note of issue 33: a stray CRLF, a second response or an idle 408 on a kept-alive connection reached the
+lean client's next item; a status below 100, 1xx interim answers, non-ASCII digits, duplicate Content-Length, an
+obs-fold line, gzip and a framing error after the finish were read differently by the two clients or wrongly by
+both; max_request_s did not bound the requests client's head or error bodies."""
 
 from __future__ import annotations
 
