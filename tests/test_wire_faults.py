@@ -527,5 +527,3 @@ def test_every_outcome_is_an_error_kind_or_a_success():
 
     assert {f.outcome for f in BY_NAME.values()} <= set(ERROR_KINDS) | set(READ_AS_SUCCESS)
     assert execute.RETRYABLE is RETRYABLE  # one rule: the table's retried column and execute_item's retries
-    assert {f.name for f in BY_NAME.values() if f.retried} == {f.name for f in BY_NAME.values()
-                                                             if f.outcome in RETRYABLE}
