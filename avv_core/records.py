@@ -153,10 +153,12 @@ ERROR_KINDS: dict[str, str] = {
                "empty body, a `data:` line that is not JSON (or holds `Infinity` / `NaN`, or is nested too deeply), "
                "a field of the wrong JSON type (`choices` not a list, a string `delta`, a tool-call `index` that is "
                "not an integer…), invalid UTF-8, an SSE event or line larger than `--avv-max-event-bytes`; or "
-               "whose status line or headers cannot be parsed (a line over 65,536 bytes, more than 100 headers, "
-               "not HTTP); or a Messages / Responses stream that breaks its protocol (a missing or repeated block "
-               "or output index, argument pieces that name no call, `message_stop` without a stop reason, a final "
-               "event whose status is not final, chat chunks on a `messages` / `responses` endpoint). "
+               "whose status line or headers cannot be parsed or break HTTP/1.1's framing (a line over 65,536 bytes, "
+               "more than 100 headers, not HTTP, a status outside 100–599, an obs-fold line, `Content-Length` values "
+               "that disagree: docs/reference/wire-faults.md), or a `Content-Encoding` the client does not decode; or "
+               "a Messages / Responses stream that breaks its protocol (a missing or repeated block or output index, "
+               "argument pieces that name no call, `message_stop` without a stop reason, a final event whose status "
+               "is not final, chat chunks on a `messages` / `responses` endpoint). "
                "`error_detail` says which.",
     "client_error": "The client itself failed (a request it could not build or send, an unexpected "
                     "exception): not the vendor's fault, never retried; `error_detail` names the exception.",

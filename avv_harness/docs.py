@@ -6,6 +6,7 @@ docs/simulator.md's tables (knobs, quirks, truth-log fields), rendered from the 
     python -m avv_harness.docs README.md        # rewrite the marked blocks in place
     python -m avv_harness.docs --check README.md
     python -m avv_harness.docs docs/simulator.md
+    python -m avv_harness.docs docs/reference/wire-faults.md   # a page generated whole
 
 ``tests/test_docs.py`` fails when a block in either file differs from what this renders.
 """
@@ -13,6 +14,7 @@ docs/simulator.md's tables (knobs, quirks, truth-log fields), rendered from the 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -22,7 +24,7 @@ from avv_core.reasoning import render_reasoning_table
 from avv_core.records import ANOMALIES, COLUMNS, ERROR_KINDS, IMPORTED_ERROR_KINDS
 from avv_core.tool_formats import render_format_table
 from avv_harness.run.options import DATA_DIR, add_arguments
-from avv_harness.wire.execute import RETRYABLE
+from avv_harness.wire.faults import RETRYABLE, render_wire_faults_page
 from avv_harness.wire.formats import FORMATS
 from avv_harness.wire.formats.base import render_stream_ends
 
@@ -170,6 +172,17 @@ SIMULATOR_BLOCKS: dict[str, Callable[[], str]] = {
 STREAM_ENDS_BLOCKS: dict[str, Callable[[], str]] = {"stream-ends": render_stream_ends_table}
 
 
+#: Pages generated whole (the path's tail → its renderer).
+GENERATED_PAGES: dict[str, Callable[[], str]] = {
+    "docs/reference/wire-faults.md": render_wire_faults_page,
+}
+
+
+def generated_page(path: str) -> Callable[[], str] | None:
+    normal = path.replace("\\", "/")
+    return next((render for tail, render in GENERATED_PAGES.items() if normal.endswith(tail)), None)
+
+
 def blocks_for(path: str) -> dict[str, Callable[[], str]]:
     """The blocks a documentation file holds: docs/simulator.md's, docs/reference/stream-ends.md's, else the
     README's."""
@@ -206,11 +219,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("readme")
     parser.add_argument("--check", action="store_true", help="exit 1 when a block is out of date")
     args = parser.parse_args(argv)
-    with open(args.readme, encoding="utf-8") as fh:
-        text = fh.read()
-    new = render_into(text, blocks_for(args.readme))
+    page = generated_page(args.readme)
+    try:
+        with open(args.readme, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        if page is None:
+            raise
+        text = ""
+    new = page() if page is not None else render_into(text, blocks_for(args.readme))
     if args.check:
         return 0 if new == text else 1
+    if page is not None:
+        os.makedirs(os.path.dirname(os.path.abspath(args.readme)), exist_ok=True)
     with open(args.readme, "w", encoding="utf-8") as fh:
         fh.write(new)
     return 0

@@ -11,6 +11,7 @@ import ssl
 import subprocess
 import threading
 
+import gevent
 import pytest
 import requests
 
@@ -252,3 +253,68 @@ def test_an_http_1_0_answer_keeps_its_connection_only_when_it_says_so():
     kept = read_head(FakeSocket(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n"))  # type: ignore[arg-type]
     closed = read_head(FakeSocket(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"))  # type: ignore[arg-type]
     assert not plain.keep_alive and kept.keep_alive and not closed.keep_alive
+
+
+def test_a_chunk_framing_error_is_raised_only_after_the_payload_before_it_was_handed_out():
+    """Before: a framing error in the same read as the finish dropped every event of that read (a complete answer
+    became `truncated` and was sent again). Now the payload before it comes out first; the error on the next feed."""
+    dechunk = Dechunker()
+    assert dechunk.feed(chunked(b"data: one\n\n")[:-5] + b"zz\r\n") == b"data: one\n\n"
+    with pytest.raises(Incomplete, match="not hexadecimal"):
+        dechunk.feed(b"more")
+
+
+def test_the_head_is_read_by_rfc_9112s_rules():
+    from avv_harness.wire.http11 import parse_head
+
+    twice = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n")
+    assert twice.length == 5 and twice.keep_alive
+    both = parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n")
+    assert both.chunked and both.length is None and not both.keep_alive
+    assert b"content-length" not in both.canonical() and b"connection: close" in both.canonical()
+    assert parse_head(b"HTTP/1.1 204 No Content\r\n\r\n").length == 0
+    for head, words in ((b"HTTP/1.1 099 X\r\n\r\n", "outside 100"), (b"HTTP/1.1 2OO OK\r\n\r\n", "BadStatusLine"),
+                        (b"HTTP/1.1 200 OK\r\nA: 1\r\n\tfolded\r\n\r\n", "obs-fold"),
+                        (b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n", "not a decimal"),
+                        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\n", "only chunked")):
+        with pytest.raises(Unparseable, match=words):
+            parse_head(head)
+
+
+def test_a_content_coded_read_that_expands_past_its_bound_is_refused_not_held():
+    import gzip
+
+    from avv_harness.wire.http11 import UnsupportedEncoding, content_decoder
+
+    bomb = gzip.compress(b"\n" * (8 << 20))  # 8 MiB of newlines in a few KiB
+    decode = content_decoder("gzip", 1 << 20)
+    assert decode is not None
+    with pytest.raises(UnsupportedEncoding, match="expands past 1048576 bytes"):
+        decode(bomb)
+    assert content_decoder("", 1 << 20) is None
+    with pytest.raises(UnsupportedEncoding, match="'br' is not decoded"):
+        content_decoder("br", 1 << 20)
+
+
+def test_an_idle_connection_with_a_byte_or_an_eof_waiting_is_not_quiet():
+    """The check before reuse (urllib3's wait_for_read(sock, 0)): a pending byte or the server's close."""
+    from avv_harness.wire.lean import Conn
+
+    for poison in (b"\r\n", None):
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        client = socket.create_connection(listener.getsockname())
+        server_side, _ = listener.accept()
+        conn = Conn(client, tls=False)
+        assert conn.quiet()
+        if poison is None:
+            server_side.close()
+        else:
+            server_side.sendall(poison)
+        gevent.sleep(0.01)
+        assert not conn.quiet()
+        conn.close()
+        if poison is not None:
+            server_side.close()
+        listener.close()

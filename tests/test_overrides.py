@@ -126,3 +126,17 @@ def test_workers_send_the_masters_overrides(tmp_path):
     assert "sk-OVR-secret-1" not in run_json and "X-Auth-Extra:***" in run_json
     for env, _ in workers:
         env.runner.quit()
+
+
+@pytest.mark.parametrize("name", ["Content-Length", "transfer-encoding", "Connection", "X-AVV-Item", "x-avv-attempt"])
+def test_headers_the_client_owns_are_refused_in_the_config_and_in_avv_header(name):
+    """The framing headers and the item tags are the client's: naming one is an input error at start-up, naming
+    the field (docs/reference/wire-faults.md, "Request headers"), never a request sent with two of them."""
+    from avv_harness.inputs.config import parse_config
+    from tests.builders import vendors_config
+
+    raw = vendors_config([{"name": "v", "url": "http://127.0.0.1:9/v1", "is_baseline": True, "headers": {name: "1"}}])
+    with pytest.raises(InputError, match=rf"vendors\[0\] \(v\)\.headers\.{name}: .*remove it"):
+        parse_config(raw, "c.yaml", {})
+    with pytest.raises(InputError, match=rf"--avv-header {name}: .*remove it"):
+        parse_overrides(None, None, "", [f"{name}: 1"])

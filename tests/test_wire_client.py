@@ -233,3 +233,86 @@ def test_a_stale_pooled_connection_is_resent_once_and_not_a_vendor_failure():
     assert first.ok and first.stale_conn_retries == 0
     assert second.ok and second.stale_conn_retries == 1 and len(accepted) == 2
     assert attempt_record(second, False)["stale_conn_retries"] == 1
+
+
+# ------------------------------------------------------------------ config headers and URL credentials (issue 33)
+
+
+def sent_headers(server, name):
+    """(request line, [(header name lower-cased, value)]) of the last request to ``/name``."""
+    path, head, _ = [r for r in server.requests if r[0].startswith(f"/{name}/")][-1]
+    lines = head.decode("latin-1").split("\r\n")
+    return lines[0], [(n.strip().lower(), v.strip()) for n, _, v in (line.partition(":") for line in lines[1:])]
+
+
+def vendor_headers(server, name, url_userinfo="", **vendor_kwargs):
+    """Send one item's request as execute_item builds it (build_headers) for a vendor at ``/name``."""
+    from avv_harness.inputs.config import Vendor
+    from avv_harness.wire.execute import build_headers
+
+    server.scripts[f"/{name}/v1"] = [headers(), ROLE, sse(chunk({"content": "hi"})), sse(chunk({}, "stop")), DONE]
+    base = f"http://{url_userinfo}127.0.0.1:{server.port}/{name}/v1"
+    vendor = Vendor("m", name, "m", base, **vendor_kwargs)
+    with client_session() as session:
+        att = stream_chat(session, base + "/chat/completions", b"{}", build_headers(vendor, "tag", 1), 2.0, 2.0)
+    assert att.ok, att.error_detail
+    return sent_headers(server, name)
+
+
+def test_config_headers_replace_the_clients_own_case_insensitively_and_each_is_sent_once(server):
+    """Before (lean): `headers: {authorization: …, host: …, accept-encoding: …}` went out beside the client's own
+    `Authorization`, `Host`, `Accept-Encoding` (two of each; the vendor answered 400). Now one of each, the
+    config's (docs/reference/wire-faults.md, "Request headers")."""
+    line, sent = vendor_headers(server, "cfg", api_key="sk-key", headers={
+        "authorization": "Token from-config", "host": "api.vendor.test", "accept-encoding": "gzip",
+        "user-agent": "mine/1.0", "X-Extra": "1"})
+    names = [n for n, _ in sent]
+    assert len(names) == len(set(names)), sent
+    got = dict(sent)
+    assert got["authorization"] == "Token from-config" and got["host"] == "api.vendor.test"
+    assert got["accept-encoding"] == "gzip" and got["user-agent"] == "mine/1.0" and got["x-extra"] == "1"
+    assert got["content-length"] == "2" and line.startswith("POST /cfg/v1/chat/completions ")
+
+
+def test_url_credentials_are_sent_as_basic_auth_by_both_clients_and_never_in_the_request_line(server):
+    """Before: `http://user:pass@host/v1` — the lean client dropped the credentials (401); requests sent them as
+    Basic auth, replacing the key's header. Now both send `Authorization: Basic …` (percent-decoded), the URL's
+    credentials win over the key's `Authorization` and lose to a configured one."""
+    import base64
+
+    basic = "Basic " + base64.b64encode(b"user:p@ss").decode()
+    line, sent = vendor_headers(server, "basic", "user:p%40ss@")
+    assert dict(sent)["authorization"] == basic and "p%40ss" not in line and "user" not in dict(sent)["host"]
+    _, sent = vendor_headers(server, "basickey", "user:p%40ss@", api_key="sk-key")
+    assert [v for n, v in sent if n == "authorization"] == [basic]
+    _, sent = vendor_headers(server, "basiccfg", "user:p%40ss@", headers={"Authorization": "Token t"})
+    assert [v for n, v in sent if n == "authorization"] == ["Token t"]
+    # a direct call (no config): the URL's credentials, unless the headers carry an Authorization
+    server.scripts["/direct"] = [headers(), ROLE, sse(chunk({}, "stop")), DONE]
+    with client_session() as session:
+        att = stream_chat(session, f"http://user:p%40ss@127.0.0.1:{server.port}/direct/chat/completions", b"{}", {},
+                          2.0, 2.0)
+    assert att.ok and dict(sent_headers(server, "direct")[1])["authorization"] == basic
+
+
+@pytest.mark.parametrize("name", ["Content-Length", "transfer-encoding", "Connection"])
+def test_a_request_carrying_a_framing_header_is_the_clients_error(server, name):
+    server.scripts["/framing"] = [headers(), ROLE, sse(chunk({}, "stop")), DONE]
+    with client_session() as session:
+        att = stream_chat(session, server.url("framing") + "/chat/completions", b"{}", {name: "5"}, 2.0, 2.0)
+    assert att.error_kind == "client_error" and "written by the client itself" in att.error_detail
+
+
+def test_a_timeout_names_the_limit_that_ran_out(server):
+    """Before: with max_request_s below timeout_s, a silent vendor got "no response headers within <timeout_s>s"
+    from both clients although max_request_s had run out (the idle bound was min(timeout_s, max_request_s)); a
+    non-SSE body was bounded by neither in the requests client. Now both stop at max_request_s and say so."""
+    server.scripts["/silent"] = [3.0]
+    with client_session() as session:
+        att = stream_chat(session, server.url("silent") + "/chat/completions", b"{}", {}, 2.0, 2.0, 0.2)
+    assert att.error_kind == "timeout" and att.error_detail == "no complete response head within max_request_s (0.2s)"
+    assert att.t_end - att.t0 < 1.0
+    server.scripts["/slowbody"] = [headers(content_type="text/html", extra="Content-Length: 50\r\n"), b"<html>", 3.0]
+    with client_session() as session:
+        att = stream_chat(session, server.url("slowbody") + "/chat/completions", b"{}", {}, 2.0, 2.0, 0.2)
+    assert att.error_kind == "bad_sse" and "non-SSE body" in att.error_detail and att.t_end - att.t0 < 1.0

@@ -2,7 +2,9 @@
 
 A step is ``bytes`` (written at once), a float (sleep seconds), ``("at", seconds)`` (sleep until that long
 after the request arrived: a pace that a late step does not shift) or ``"close"`` (drop the connection).
-Runs in a thread on 127.0.0.1; used where the simulator cannot produce a fault.
+Runs in a thread on 127.0.0.1; used where the simulator cannot produce a fault. :class:`KeepAliveServer` keeps
+its connections: each request on them is answered by a function of the request, and bytes can be written to
+the connections while they sit idle between requests (the faults of connection reuse).
 
 The test process is monkey-patched, so that thread is a greenlet of the process's own gevent loop: its
 pace depends on that loop. :class:`ScriptProcess` plays the same scripts from a process of its own (plain
@@ -48,40 +50,66 @@ def headers(
             "Connection: close\r\n\r\n").encode()
 
 
+def read_request(sock: socket.socket, data: bytes = b"") -> tuple[bytes, bytes, bytes] | None:
+    """(head, body, bytes after them) of the next request on ``sock`` (``data``: bytes already read), or None when
+    the connection closes first."""
+    while b"\r\n\r\n" not in data:
+        part = sock.recv(65536)
+        if not part:
+            return None
+        data += part
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    while len(rest) < length:
+        part = sock.recv(65536)
+        if not part:
+            return None
+        rest += part
+    return head, rest[:length], rest[length:]
+
+
+def play(sock: socket.socket, script: list[Step], arrived: float) -> bool:
+    """Play ``script`` on ``sock``; False when it closed the connection (or the client did)."""
+    try:
+        for step in script:
+            if isinstance(step, (int, float)):
+                time.sleep(step)
+            elif isinstance(step, tuple):
+                time.sleep(max(0.0, arrived + step[1] - time.monotonic()))
+            elif step == "close":
+                sock.shutdown(socket.SHUT_RDWR)
+                return False
+            else:
+                sock.sendall(step)
+    except OSError:
+        return False
+    return True
+
+
+def header_value(head: bytes, name: str) -> str | None:
+    """A request header's value (the first of that name), or None."""
+    prefix = name.lower().encode() + b":"
+    for line in head.split(b"\r\n")[1:]:
+        if line.lower().startswith(prefix):
+            return line[len(prefix):].strip().decode("latin-1")
+    return None
+
+
 class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         sock: socket.socket = self.request
-        data = b""
-        while b"\r\n\r\n" not in data:
-            part = sock.recv(65536)
-            if not part:
-                return
-            data += part
-        head, _, rest = data.partition(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n"):
-            if line.lower().startswith(b"content-length:"):
-                length = int(line.split(b":")[1])
-        while len(rest) < length:
-            rest += sock.recv(65536)
+        request = read_request(sock)
+        if request is None:
+            return
+        head, body, _ = request
         arrived = time.monotonic()
         path = head.split(b" ")[1].decode()
         server: ScriptServer = self.server.owner  # type: ignore[attr-defined]
-        server.requests.append((path, head, rest))
-        script = server.scripts.get(path.split("?")[0].removesuffix("/chat/completions"), [])
-        try:
-            for step in script:
-                if isinstance(step, (int, float)):
-                    time.sleep(step)
-                elif isinstance(step, tuple):
-                    time.sleep(max(0.0, arrived + step[1] - time.monotonic()))
-                elif step == "close":
-                    sock.shutdown(socket.SHUT_RDWR)
-                    return
-                else:
-                    sock.sendall(step)
-        except OSError:
-            return
+        server.requests.append((path, head, body))
+        play(sock, server.scripts.get(path.split("?")[0].removesuffix("/chat/completions"), []), arrived)
 
 
 class ScriptServer:
@@ -103,6 +131,73 @@ class ScriptServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class KeepAliveServer:
+    """A server that keeps its connections: every request on them is answered by ``answer(head, connection
+    number, request number on it)`` (a script, as :class:`ScriptServer`'s; the connection closes when the script
+    says ``"close"``). :meth:`while_idle` writes to every connection waiting for its next request, at once: the
+    bytes are in the client's socket before the caller goes on (the test process's threads are greenlets)."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.connections = 0  # accepted so far
+        self.heads: list[bytes] = []  # every request head, in order
+        self._idle: dict[int, socket.socket] = {}
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, name: str = "v1") -> str:
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._serve, args=(sock, self.connections), daemon=True).start()
+
+    def _serve(self, sock: socket.socket, number: int) -> None:
+        data, served = b"", 0
+        with sock:
+            while True:
+                self._idle[number] = sock
+                try:
+                    request = read_request(sock, data)
+                except OSError:  # the client reset it
+                    request = None
+                self._idle.pop(number, None)
+                if request is None:
+                    return
+                head, _, data = request
+                self.heads.append(head)
+                served += 1
+                if not play(sock, self.answer(head, number, served), time.monotonic()):
+                    return
+
+    def while_idle(self, script: list[Step]) -> int:
+        """Play ``script`` on every connection waiting for its next request; how many there were. The connections
+        send without delay (``TCP_NODELAY``, as HTTP servers set it): the bytes are in the client's socket when this
+        returns, not held back by Nagle's algorithm until the client acknowledges the previous answer."""
+        idle = list(self._idle.items())
+        for number, sock in idle:
+            if not play(sock, script, time.monotonic()):
+                self._idle.pop(number, None)
+        return len(idle)
+
+    def stop(self) -> None:
+        self._listener.close()
+        for sock in list(self._idle.values()):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class ScriptProcess:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from avv_core.errors import InputError
+from avv_core.http_headers import refused_header
 from avv_core.json_input import parse_json
 
 SECRET_HEADER_WORDS = ("auth", "key", "token", "secret")
@@ -81,6 +82,9 @@ def _header(text: str) -> tuple[str, str]:
         raise InputError(f"--avv-header: expected NAME:VALUE with a valid header name, got {got} (value not shown)")
     if any(ord(c) < 0x20 or ord(c) > 0x7E for c in value):
         raise InputError(f"--avv-header {name}: the value holds a line break, control or non-ASCII character")
+    refused = refused_header(name)
+    if refused:
+        raise InputError(f"--avv-header {name}: {refused}: remove it (docs/reference/wire-faults.md)")
     return name, value
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from avv_core.errors import InputError
+from avv_core.http_headers import refused_header
 from avv_core.pricing import DEFAULT_CURRENCY, MAX_PRICE, Price
 from avv_harness.dialects import dialect as dia
 from avv_harness.inputs.secrets import redact_url, secret_header
@@ -93,6 +94,10 @@ def check_headers(problems: Problems, where: str, headers: dict[str, Any],
         name = str(name)
         if not _HEADER_NAME.match(name):
             problems.add(f"{where}.headers", f"{name!r} is not a valid HTTP header name")
+            continue
+        refused = refused_header(name)
+        if refused:
+            problems.add(f"{where}.headers.{name}", f"{refused}: remove it (docs/reference/wire-faults.md)")
             continue
         if value is None or isinstance(value, (dict, list)):
             problems.add(f"{where}.headers.{name}", "must be a string or a number")

@@ -52,6 +52,7 @@ from avv_harness.run.record_event import EVENT_NAME, RecordsCsv
 from avv_harness.run.state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_SCORING, EXIT_WRITE, RunState
 from avv_harness.wire.execute import ExecContext
 from avv_harness.wire.lean import LeanAdapter
+from avv_harness.wire.requests_transport import StrictAdapter
 from avv_harness.wire.run_item import run_item_safely
 
 log = logging.getLogger("avv")
@@ -66,9 +67,10 @@ SessionFactory = Callable[[], requests.Session]
 def default_session(client: str = "lean") -> requests.Session:
     """One session per user: a small pool, no urllib3 retries (retries are ours, and counted). ``client`` (the
     ``--avv-client`` option): ``lean`` mounts :class:`~avv_harness.wire.lean.LeanAdapter`, whose streams the lean
-    client reads (a proxied URL still goes through requests); ``requests`` the plain requests adapter."""
+    client reads (a proxied URL still goes through requests); ``requests`` requests' adapter reading the response
+    head as the lean client does (:class:`~avv_harness.wire.requests_transport.StrictAdapter`)."""
     session = requests.Session()
-    adapter_class = LeanAdapter if client == "lean" else requests.adapters.HTTPAdapter
+    adapter_class = LeanAdapter if client == "lean" else StrictAdapter
     adapter = adapter_class(pool_connections=1, pool_maxsize=4, max_retries=0)
     session.mount("http://", adapter)
     session.mount("https://", adapter)

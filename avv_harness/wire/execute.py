@@ -37,10 +37,12 @@ from avv_harness.dialects.transforms import apply_transforms
 from avv_harness.inputs.config import Vendor
 from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES
 from avv_harness.wire.attempt import Attempt
+from avv_harness.wire.faults import RETRYABLE
+from avv_harness.wire.headers import basic_auth, merge_headers
 from avv_harness.wire.stream import stream_chat
 
-#: The error kinds an item is retried on (README "Error kinds": the `retried` column).
-RETRYABLE = frozenset({"connect", "timeout", "http_429", "http_5xx", "overloaded", "truncated"})
+__all__ = ["RETRYABLE", "ExecContext", "ItemOutcome", "RetryPolicy", "attempt_record", "build_body", "build_headers",
+           "build_request", "check_requests", "endpoint_url", "execute_item", "item_identity"]
 
 
 @dataclass(frozen=True)
@@ -83,27 +85,28 @@ def build_request(sample: Sample, vendor: Vendor, overrides: Overrides | None = 
     return wire.path, wire.body(build_body(sample, vendor, overrides), vendor.dialect)
 
 
+#: The client's own headers, the lowest layer of :func:`build_headers`.
+CLIENT_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "text/event-stream",
+    "Accept-Encoding": "identity",  # a compressed stream is buffered by the vendor's encoder (decoded if sent)
+}
+
+
 def build_headers(vendor: Vendor, item_tag: str, attempt: int,
                   overrides: Overrides | None = None) -> dict[str, str]:
-    """The request's headers: the stream's, the item tag, the format's defaults (``anthropic-version``) unless
-    the vendor's or ``--avv-header``'s name them, those, then the key as the format sends it."""
+    """The request's headers, by the one rule of :mod:`avv_harness.wire.headers` (later layers win, names compared
+    case-insensitively): the client's and the format's defaults (``anthropic-version``), the key as the format
+    sends it, the URL's ``user:password@`` as Basic auth, the vendor's ``headers``, ``--avv-header``; the item
+    tags last (config cannot name them)."""
     wire = vendor.dialect.format
-    custom = {**vendor.headers, **dict(overrides.headers if overrides is not None else ())}
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "text/event-stream",
-        "Accept-Encoding": "identity",  # compressed SSE would be buffered by the decoder
-        ITEM_HEADER: item_tag,
-        ATTEMPT_HEADER: str(attempt),
-    }
-    defaults = wire.default_headers()
-    if defaults:
-        named = {name.lower() for name in custom}
-        headers.update((name, value) for name, value in defaults.items() if name.lower() not in named)
-    headers.update(custom)
-    if vendor.api_key:
-        headers.update(wire.auth_headers(vendor.api_key))
-    return headers
+    url_auth = basic_auth(vendor.url)
+    return merge_headers(
+        CLIENT_HEADERS, wire.default_headers(),
+        wire.auth_headers(vendor.api_key) if vendor.api_key else {},
+        {"Authorization": url_auth} if url_auth else {},
+        vendor.headers, dict(overrides.headers if overrides is not None else ()),
+        {ITEM_HEADER: item_tag, ATTEMPT_HEADER: str(attempt)})
 
 
 #: How many requests that cannot be converted :func:`check_requests` lists before it stops looking.

@@ -1,9 +1,6 @@
-"""What both wire clients share (wire-client layer, pure: no I/O): how an HTTP status, a response that is not an SSE
-stream, a broken-off stream and the end of an attempt are classified, and the bounds of the reading loop.
-
-:mod:`avv_harness.wire.stream` (requests + urllib3, ``--avv-client requests``) and :mod:`avv_harness.wire.lean`
-(its own HTTP/1.1 reader on gevent sockets, the default) classify every fault through these functions, so the two
-clients cannot drift apart in what a vendor's failure is called.
+"""How an attempt's outcome is classified (wire-client layer, pure: no I/O): an HTTP status, a response that is not
+an SSE stream, a broken-off stream and the end of an attempt, and the bounds of the reading loop. The one attempt
+state machine (:mod:`avv_harness.wire.machine`) classifies through these functions for both transports.
 """
 
 from __future__ import annotations
@@ -17,10 +14,6 @@ YIELD_AFTER_S = 0.0005  # the longest the reading loop runs without letting the 
 YIELD_S = 1e-6  # how it lets them in: a sleep that ends in the gevent loop's next turn
 DONE_GRACE_S = 2.0  # how long bytes may keep coming after [DONE] before the client stops reading
 OVERLOADED_STATUS = 529  # Anthropic's "overloaded" status (also Cloudflare's): error kind ``overloaded``
-
-
-class TimeUp(Exception):
-    """The attempt's total time cap (``max_request_s``) passed while bytes were still arriving."""
 
 
 class DoneLinger(Exception):
