@@ -26,8 +26,8 @@ SIM_PROFILES = {
     "moonshot": {"ttft_ms": 150, "tokens_per_s": 120, "output_tokens": 24, "self_flip_rate": 0.05,
                  "api_key": "sk-moonshot-0123456789"},
     "reseller-a": {"ttft_ms": 120, "tokens_per_s": 150, "output_tokens": 24, "seed": 1, "api_key": "sk-a-0123456789"},
-    "reseller-b": {"ttft_ms": 300, "tokens_per_s": 60, "output_tokens": 24, "flip_rate": 0.4, "bad_args_rate": 0.2, "seed": 3,
-                   "api_key": "sk-b-0123456789"},
+    "reseller-b": {"ttft_ms": 300, "tokens_per_s": 60, "output_tokens": 24, "flip_rate": 0.4, "bad_args_rate": 0.2,
+                   "seed": 3, "api_key": "sk-b-0123456789"},
 }
 URLS = {  # as the tutorials write them → the simulated vendor standing in
     "https://api.official.example/v1": "official",
