@@ -1,10 +1,10 @@
 """Exit statuses of every avv command, declared once (``avv-locust``, ``locust -f …``, ``avv-score``).
 
 Each status is one :class:`ExitStatus` member with the sentence a person reads in the docs and in ``--help``;
-the README / docs table is rendered from :data:`EXIT_STATUSES`. When several apply to one run, the most serious
-wins, in :data:`PRECEDENCE` order (a bad input outranks a failed write, which outranks a run stopped early, and
-so on down to a verdict). Statuses 130 and 143 (Ctrl-C / SIGTERM while scoring) are 128 + the signal, as a
-shell reports it, and are not listed here.
+the docs table (docs/reference/exit-status.md) is rendered from :data:`EXIT_STATUSES`. When several apply to one
+run, the most serious wins, in :data:`PRECEDENCE` order (a bad input outranks a failed write, which outranks a run
+stopped early, and so on down to a verdict). Statuses 130 and 143 (Ctrl-C / SIGTERM while scoring) are 128 + the
+signal, as a shell reports it, and are not listed here.
 """
 
 from __future__ import annotations

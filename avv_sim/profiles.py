@@ -4,7 +4,7 @@ shows its effect — then YAML loading and validation.
 
 Everything else about a knob is derived from its declaration: :data:`KNOBS`, the range checks (rates within
 [0, 1], …), the knobs that share one draw (:data:`FAULT_RATE_KNOBS`, :data:`CALL_FORM_KNOBS`), and the knob table
-of the README and docs/simulator.md (:func:`render_knob_table`). Adding a knob = its declaration here, its effect
+of docs/simulator.md (:func:`render_knob_table`). Adding a knob = its declaration here, its effect
 (the draw in behaviour.py / plan.py, the truth field it names in truth.py) and its test.
 
 A profile is one simulated vendor. Every knob has a default, so ``{}`` is a valid (faithful, 200 ms
@@ -131,8 +131,8 @@ class Profile:
                                 "(`[{\"type\": \"reasoning.text\", \"text\": …, \"index\": 0}]`); also the message "
                                 "field of JSON bodies", choices=REASONING_FIELDS)
     # calls written as text
-    tool_parser: str | None = knob(None, "the text tool-call format (`avv_core/tool_formats.py`; README, "
-                                   "Raw-completions mode) calls are written in where they go out as text: under "
+    tool_parser: str | None = knob(None, "the text tool-call format (`avv_core/tool_formats.py`; docs: "
+                                   "Text tool-call formats) calls are written in where they go out as text: under "
                                    "`broken_template` (none: `json_fenced`) and on `/v1/completions` (none: "
                                    "`hermes`)", choices=TOOL_PARSERS, truth="text_tool_calls")
     # language
@@ -423,7 +423,7 @@ def _type(k: Knob) -> str:
 
 
 def render_knob_table() -> str:
-    """The knob table of the README and docs/simulator.md (``python -m avv_harness.docs``)."""
+    """The knob table of docs/simulator.md (``python -m avv_harness.docs``)."""
     rows = ["| knob | type | default | meaning | truth log |", "|---|---|---|---|---|"]
     for k in KNOBS.values():
         truth = f"`{k.truth}`" if k.truth else ""

@@ -177,8 +177,9 @@ def test_trend_outputs_show_every_run_and_the_flagged_changes(history):
 
 
 def readme_queries() -> dict[str, str]:
-    """The ```sql blocks of the README's history section, by their first line's ``-- name`` comment."""
-    text = (ROOT / "README.md").read_text()
+    """The ```sql blocks of the run-history how-to (docs/how-to/run-history.md), by their first line's ``-- name``
+    comment."""
+    text = (ROOT / "docs" / "how-to" / "run-history.md").read_text()
     blocks = re.findall(r"```sql\n(.*?)```", text, flags=re.S)
     return {b.splitlines()[0].removeprefix("-- ").strip(): b for b in blocks if b.startswith("-- ")}
 
@@ -229,7 +230,7 @@ def test_readme_nightly_conf_sets_the_budget_and_the_history(tmp_path):
     import avv_harness.locust.plugin  # noqa: F401  (registers the --avv-* options)
     from avv_harness.run.options import RunOptions, preparse_options
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "tutorials" / "nightly-ci.md").read_text()
     (block,) = re.findall(r"```ini\n(# /srv/avv/nightly.conf.*?)```", text, flags=re.S)
     conf = tmp_path / "nightly.conf"
     conf.write_text(block)

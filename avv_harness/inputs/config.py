@@ -37,6 +37,7 @@ from avv_core.errors import InputError
 from avv_core.pricing import Price
 from avv_core.yaml_io import load_yaml
 from avv_harness.dialects import dialect as dia
+from avv_harness.inputs.config_fields import MODEL_FIELDS, VENDOR_FIELDS
 from avv_harness.inputs.field_checks import (
     SIM_PLACEHOLDER,
     Problems,
@@ -58,14 +59,8 @@ from avv_harness.inputs.secrets import (
     url_secrets,
 )
 
-VENDOR_KEYS = frozenset(
-    {
-        "name", "model_id", "url", "api_key", "api_key_env", "provider", "is_baseline", "validator",
-        "extra_body", "headers", "concurrency", "timeout_s", "max_request_s", "include_usage", "require_key",
-        "price",
-    }
-) | dia.VENDOR_DIALECT_KEYS
-MODEL_KEYS = frozenset({"vendors"}) | dia.MODEL_DIALECT_KEYS
+VENDOR_KEYS = frozenset(field.key for field in VENDOR_FIELDS)  # declared once, with the docs: config_fields.py
+MODEL_KEYS = frozenset(field.key for field in MODEL_FIELDS) | frozenset(f.key for f in VENDOR_FIELDS if f.per_model)
 LOOPBACK_HOSTS = ("localhost", "::1")
 #: Most vendors in one run (after --avv-model). Locust's runner.stop_users rebuilds its class table for every user
 #: of every class it stops: with one User class per vendor that is cubic in the vendors. Measured in-process (local

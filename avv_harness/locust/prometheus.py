@@ -2,7 +2,7 @@
 ``--avv-metrics-port``, a plain metrics server for headless runs (on ``--avv-metrics-host``, loopback by default).
 
 Every metric is declared once in :data:`PROM_METRICS` (name, type, labels, help, where its value comes from); the
-README table (``python -m avv_harness.docs README.md``) and the exposition are both derived from it. Values are
+docs table (``python -m avv_harness.docs``) and the exposition are both derived from it. Values are
 the live board's (:class:`avv_harness.locust.live_board.LiveBoard`): the gauges read its snapshot when scraped,
 so a scrape shows exactly what the Vendors tab and ``/avv/live.json`` show; the histograms (TTFT, TPS) and the
 anomaly counter are fed by the same ``avv_record`` hook as the board. Each :class:`MetricsExporter` has its own
@@ -48,7 +48,7 @@ class PromMetric:
     name: str  # the exposed name (a counter's ends in _total)
     kind: Kind  # gauge | counter | histogram
     labels: tuple[str, ...]  # label names
-    help: str  # the HELP line and the README's meaning
+    help: str  # the HELP line and the docs' meaning
     read: Callable[[dict[str, Any]], Any] | None = None  # per-vendor gauges: value from the snapshot entry
     buckets: tuple[float, ...] = ()  # histograms: upper bounds
 
@@ -77,7 +77,7 @@ PROM_METRICS: tuple[PromMetric, ...] = (
     PromMetric("avv_tps", "histogram", VENDOR_LABELS, "Output tokens per second of successful requests (`tps`).",
                buckets=TPS_BUCKETS),
     PromMetric("avv_anomalies_total", "counter", (*VENDOR_LABELS, "kind"), "Anomaly flags on stored records, by "
-               "kind (the README's anomaly table)."),
+               "kind (the anomaly table of records.csv)."),
     PromMetric("avv_client_lag_p99_ms", "gauge", ("process",), "Event-loop lag p99 of each Locust process that "
                f"runs users (`client_lag_ms` of its last {LAG_WINDOW:,} records), ms: above 5 the process is "
                "client-bound."),
@@ -91,7 +91,7 @@ BY_NAME = {m.name: m for m in PROM_METRICS}
 
 
 def render_prom_table() -> str:
-    """The README table of the metrics (Markdown, no trailing newline)."""
+    """The docs table of the metrics (Markdown, no trailing newline)."""
     rows = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
     for m in PROM_METRICS:
         labels = ", ".join(f"`{label}`" for label in m.labels)
