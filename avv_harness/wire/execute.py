@@ -59,12 +59,13 @@ class RetryPolicy:
 
 def build_body(sample: Sample, vendor: Vendor, overrides: Overrides | None = None) -> dict[str, Any]:
     """The chat request body: sample body after the vendor's transforms, ``model`` = vendor model_id,
-    ``stream: true``, usage requested unless the vendor disables it, provider pinning, vendor ``extra_body``
-    merged (deeply), then the global overrides. The sample itself is never changed."""
+    ``stream: true`` (``false`` for a sample marked ``_stream: false``: then no ``stream_options``), usage requested
+    unless the vendor disables it, provider pinning, vendor ``extra_body`` merged (deeply), then the global
+    overrides. The sample itself is never changed."""
     body: dict[str, Any] = apply_transforms(sample.body, vendor.dialect.transforms)
     body["model"] = vendor.model_id
-    body["stream"] = True
-    if vendor.include_usage:
+    body["stream"] = sample.streamed
+    if vendor.include_usage and sample.streamed:
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     else:
         body.pop("stream_options", None)
@@ -161,7 +162,7 @@ BUFFERED_MAX_TPS = 10_000.0
 
 
 def is_buffered(att: Attempt, completion_tokens: int | None, decode_ms: float | None) -> bool:
-    if not att.ok or att.token_events < 2:
+    if not att.ok or att.token_events < 2 or not att.streamed:  # a JSON body was never meant to stream
         return False
     if att.token_events >= BUFFERED_MIN_EVENTS and att.first_token_read == att.last_token_read:
         return True
@@ -203,7 +204,7 @@ def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = 
     decode_ms = _ms(att.t_first_token, att.t_last_token)
     buffered = is_buffered(att, completion, decode_ms)
     tps = None
-    if completion is not None and completion >= 2 and decode_ms and not buffered:
+    if completion is not None and completion >= 2 and decode_ms and not buffered and att.streamed:
         tps = (completion - 1) / (decode_ms / 1000.0)
     calls = [att.tool_calls[i].as_dict() for i in sorted(att.tool_calls)]
     anomalies = []
@@ -326,8 +327,9 @@ def execute_item(
     attempts: list[Attempt] = []
     for number in range(1, policy.retries + 2):
         headers = build_headers(vendor, item.key.tag(ctx.run_id, number, step), number, ctx.overrides)
+        reader = wire.reader(vendor.dialect) if item.sample.streamed else wire.whole_reader(vendor.dialect)
         att = stream_chat(session, endpoint, body, headers, connect_timeout, read_timeout, max_request_s,
-                          ctx.max_event_bytes, wire.reader(vendor.dialect))
+                          ctx.max_event_bytes, reader)
         attempts.append(att)
         if on_attempt is not None:
             on_attempt(att)

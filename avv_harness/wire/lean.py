@@ -49,6 +49,7 @@ from avv_harness.wire.outcome import (
     YIELD_S,
     DoneLinger,
     TimeUp,
+    body_limit,
     broken,
     finish,
     non_sse_body,
@@ -384,8 +385,9 @@ def stream_lean(adapter: LeanAdapter, url: str, body: bytes, headers: dict[str, 
             return att.fail(status_kind(resp.status), f"HTTP {resp.status}: {error_message(payload)}")
         content_type = resp.headers.get("content-type", "").lower()
         if "text/event-stream" not in content_type:
-            non_sse_body(att, read_some(sock, resp, MAX_ERROR_BODY + 1), content_type)
-            return att
+            non_sse_body(att, read_some(sock, resp, body_limit(reader, max_event_bytes)), content_type, reader,
+                         max_event_bytes)
+            return finish(att, reader) if reader.whole_body else att
         reusable = consume_events(att, sock, resp, deadline, max_event_bytes, reader, watch) and resp.keep_alive
         att.t_end = time.monotonic()
         if att.bytes_read == 0:

@@ -42,6 +42,7 @@ from avv_harness.wire.outcome import (
     YIELD_S,
     DoneLinger,
     TimeUp,
+    body_limit,
     broken,
     finish,
     non_sse_body,
@@ -102,8 +103,10 @@ def _consume_events(att: Attempt, resp: requests.Response, deadline: float, max_
             return
 
 
-def _non_sse_body(att: Attempt, resp: requests.Response, content_type: str) -> None:
-    non_sse_body(att, resp.raw.read(MAX_ERROR_BODY + 1, decode_content=True) or b"", content_type)
+def _non_sse_body(att: Attempt, resp: requests.Response, content_type: str, reader: EventReader,
+                  max_event_bytes: int) -> None:
+    limit = body_limit(reader, max_event_bytes)
+    non_sse_body(att, resp.raw.read(limit, decode_content=True) or b"", content_type, reader, max_event_bytes)
 
 
 def _environment_settings(session: requests.Session, url: str) -> dict[str, Any]:
@@ -168,8 +171,8 @@ def stream_chat(
             return att.fail(status_kind(resp.status_code), f"HTTP {resp.status_code}: {error_message(payload)}")
         content_type = resp.headers.get("Content-Type", "").lower()
         if "text/event-stream" not in content_type:
-            _non_sse_body(att, resp, content_type)
-            return att
+            _non_sse_body(att, resp, content_type, reader, max_event_bytes)
+            return finish(att, reader) if reader.whole_body else att
         _consume_events(att, resp, deadline, max_event_bytes, reader)
         att.t_end = time.monotonic()
         if att.bytes_read == 0:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from avv_harness.wire.attempt import EventReader, json_kind
+from avv_harness.wire.attempt import EventReader, WholeBody, json_kind
 from avv_harness.wire.sse import MalformedStream
 
 
@@ -51,6 +51,17 @@ class WireFormat:
     def reader(self, dialect: DialectView) -> EventReader:
         """A reader for one attempt's stream."""
         raise NotImplementedError
+
+    def response_events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The events a non-streamed answer's JSON body stands for, as the stream would have sent them (chat and raw
+        completions: the body is one chunk, its ``message`` read as the delta). :class:`MalformedStream` for a field
+        of the wrong type."""
+        return [body]
+
+    def whole_reader(self, dialect: DialectView) -> EventReader:
+        """A reader for one attempt of a non-streamed request: its JSON body read as :meth:`response_events` by
+        :meth:`reader` (:class:`~avv_harness.wire.attempt.WholeBody`)."""
+        return WholeBody(self.reader(dialect), self.response_events)
 
 
 # ----------------------------------------------------------------------------- reading fields of an event
