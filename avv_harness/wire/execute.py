@@ -27,7 +27,7 @@ import requests
 
 from avv_core.api_formats import ConversionError
 from avv_core.errors import InputError
-from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER, WorkItem
+from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER, VendorId, WorkItem
 from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, cached_tokens, usage_counts
 from avv_core.samples import Sample, SampleSet
 from avv_core.tool_formats import find_text_calls, request_tool_names
@@ -104,6 +104,24 @@ def build_headers(vendor: Vendor, item_tag: str, attempt: int,
     if vendor.api_key:
         headers.update(wire.auth_headers(vendor.api_key))
     return headers
+
+
+def unsendable(samples: SampleSet, vendors: Iterable[Vendor], overrides: Overrides | None = None
+               ) -> dict[VendorId, dict[str, str]]:
+    """Vendor → {sample id: why} for the samples its wire format cannot carry (the conversion's error): a conformance
+    run does not send them to that vendor (the Responses API has no ``stop``, the Messages API no
+    ``response_format``), where a verify run refuses them (:func:`check_requests`)."""
+    out: dict[VendorId, dict[str, str]] = {}
+    for vendor in vendors:
+        if not vendor.dialect.format.converts:
+            continue
+        for sample in samples.samples:
+            try:
+                build_request(sample, vendor, overrides)
+            except ConversionError as exc:
+                out.setdefault(VendorId(vendor.model, vendor.name), {})[sample.sample_id] = \
+                    f"not sent ({vendor.dialect.format.name}: {exc})"
+    return out
 
 
 #: How many requests that cannot be converted :func:`check_requests` lists before it stops looking.
