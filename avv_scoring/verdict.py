@@ -15,7 +15,9 @@ model's verdicts, naming each (``ScoreResult.not_judged``, report.md), instead o
 - a bound on a metric the scored samples cannot produce (the registry's ``needs``: language following without a
   sample that has a language check, gold accuracy without gold labels, agent metrics without agent tasks);
 - a bound tied to a sample set (``sample_set``: MiniMax's Finish-ToolCalls-Rate band is tuned to MiniMax's own
-  samples) when the scored samples are not all marked as that set (sample metadata ``_sample_set``).
+  samples) when the scored samples are not all marked as that set (sample metadata ``_sample_set``);
+- in a conformance run scored alone, every bound but the conformance checks' (``conformance_failures``): its probes
+  are no replay of the samples. Without a conformance run, ``conformance_failures`` is dropped without a word.
 """
 
 from __future__ import annotations
@@ -284,6 +286,9 @@ def judged_thresholds(thresholds: Thresholds, holds: frozenset[str] | set[str]) 
     out, skipped = thresholds, []
     for column in list(thresholds):
         needs, sample_set = metric(column).needs, thresholds.sample_set_of(column)
+        if needs == "conformance" and needs not in holds:  # a verify run: nothing to say about it
+            out = out.without(column)
+            continue
         if CONFORMANCE_ONLY in holds and needs != "conformance":
             why = "a conformance run: its probes are no replay of the samples; only the conformance checks are judged"
         elif needs and needs not in holds:

@@ -47,10 +47,10 @@ def prompt_token_ratios(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> np.n
 
 
 @produces(
-    Metric("prompt_tokens_ratio", "Prompt tokens / baseline", "num", "none", order=390, group="field",
+    Metric("prompt_tokens_ratio", "Prompt tokens ratio", "num", "none", order=390, group="field",
            doc="median over items both answered of the vendor's prompt_tokens / the baseline's (billing honesty: "
                "1 for the same model; flagged past the model's tolerance); missing without such items"),
-    Metric("prompt_tokens_ratio_iqr", "Prompt tokens ratio IQR", "num", "none", order=391, group="field",
+    Metric("prompt_tokens_ratio_iqr", "Ratio IQR", "num", "none", order=391, group="field",
            doc="interquartile range of those ratios (their spread)"),
     Metric("prompt_tokens_pairs", "Prompt token pairs", "int", "none", order=392,
            doc="items both the vendor and the baseline answered with prompt_tokens"),
@@ -75,13 +75,17 @@ class BillingTolerance:
 
     default: float = DEFAULT_TOLERANCE
     per_model: Mapping[str, float] = field(default_factory=dict)
+    every_model: bool = False  # the default was given for every model (it wins over a configured model's)
 
     def of(self, model: str) -> float:
         return float(self.per_model.get(model, self.default))
 
-    def merged(self, other: Mapping[str, float]) -> BillingTolerance:
-        """These tolerances with ``other``'s models set where these have none."""
-        return BillingTolerance(self.default, {**other, **self.per_model})
+    def merged(self, configured: Mapping[str, float]) -> BillingTolerance:
+        """These tolerances over the vendor config's per model (``configured``): a model named here keeps its own, a
+        default given for every model wins, else a configured model's value holds."""
+        if self.every_model:
+            return self
+        return BillingTolerance(self.default, {**configured, **self.per_model})
 
 
 def check_tolerance(value: Any, where: str) -> float:
@@ -94,7 +98,7 @@ def check_tolerance(value: Any, where: str) -> float:
 
 def parse_tolerances(items: list[str] | None) -> BillingTolerance:
     """``--prompt-tokens-tolerance`` values: ``X`` (every model) or ``MODEL=X`` (repeatable)."""
-    default, per_model = DEFAULT_TOLERANCE, {}
+    default, per_model, every = DEFAULT_TOLERANCE, {}, False
     for item in items or []:
         model, sep, text = item.rpartition("=")
         try:
@@ -105,8 +109,8 @@ def parse_tolerances(items: list[str] | None) -> BillingTolerance:
         if sep:
             per_model[model] = value
         else:
-            default = value
-    return BillingTolerance(default, per_model)
+            default, every = value, True
+    return BillingTolerance(default, per_model, every)
 
 
 def flagged(ratio: Any, tolerance: float) -> bool:

@@ -102,10 +102,10 @@ def _features(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 @produces(
-    Metric("openrouter_call_error_rate", "OpenRouter call errors", "rate", "lower", order=380, group="field",
+    Metric("openrouter_call_error_rate", "OR call errors", "rate", "lower", order=380, group="field",
            doc="calls with an OpenRouter error class (invalid_json, unknown_tool, schema_mismatch — Draft 7) / "
                "counted calls of successful responses; missing with none"),
-    Metric("openrouter_request_error_rate", "OpenRouter request errors", "rate", "lower", order=381, group="field",
+    Metric("openrouter_request_error_rate", "OR request errors", "rate", "lower", order=381, group="field",
            doc="successful responses with a call in an error class / successful responses with a counted call "
                "(a request counts once); missing with none"),
     Metric("openrouter_invalid_json", "OR invalid_json", "int", "lower", order=382, group="field",

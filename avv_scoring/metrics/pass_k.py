@@ -25,7 +25,7 @@ from avv_scoring.metrics.registry import produces
                "missing without items"),
     Metric("pass_hat_k", "pass^k", "rate", "higher", order=96, group="field",
            doc="samples whose k repeats all succeeded / samples (gpt-oss's pass^k; a missing repeat is a failure)"),
-    Metric("pass_k", "k (repeats)", "int", "none", order=97, group="field",
+    Metric("pass_k", "k", "int", "none", order=97, group="field",
            doc="k of pass@k and pass^k: the vendor's largest repeat number"),
 )
 def pass_at_k(rows: pd.DataFrame) -> dict[str, Any]:
