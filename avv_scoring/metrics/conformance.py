@@ -15,11 +15,11 @@ from avv_scoring.metrics.registry import produces
 
 
 @produces(
-    Metric("conformance_failures", "Conformance failures", "int", "lower", threshold=("max", 0), order=70,
+    Metric("conformance_failures", "Conformance failures", "int", "lower", threshold=("max", 0), order=535,
            needs="conformance",
            doc="conformance checks the vendor failed (conformance.csv); judged only when a conformance run was "
                "scored; missing for a vendor without probes"),
-    Metric("conformance_passed", "Conformance passed", "int", "none", order=71,
+    Metric("conformance_passed", "Conformance passed", "int", "none", order=536,
            doc="conformance checks the vendor passed (the others failed or were not applicable)"),
 )
 def conformance_failures(model_table: Any) -> dict[str, Columns]:

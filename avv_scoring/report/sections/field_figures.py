@@ -18,7 +18,7 @@ from avv_scoring.report.format import Column, Palette, html_table, metric_column
 from avv_scoring.report.section import ModelSection, Parts
 from avv_scoring.score import ScoreResult
 
-TITLE = "Billing, OpenRouter's error classes, pass@k"
+TITLE = "Billing honesty, OpenRouter error classes, pass@k"
 #: Our figures shown beside the field's (their definitions differ: docs/scoring.md).
 BESIDE: tuple[str, ...] = ("success_rate", "schema_accuracy")
 NOTE = ("prompt tokens against the baseline's on the same items (flagged past the model's tolerance); tool calls as "
