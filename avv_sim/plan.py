@@ -274,9 +274,9 @@ def answer_body(profile: Profile, h: str, language: Language, step: AgentStep | 
         return Body([], "stop")
     if response_format is not None:
         kind, schema = response_format
-        words = filler_words(h, "content", max(1, profile.output_tokens // 4), scripts.WORDS["Latin"])
+        answer = filler_words(h, "content", max(1, profile.output_tokens // 4), scripts.WORDS["Latin"])
         value = schema_args.generate(schema, f"{h}:response_format") if kind == "json_schema" else \
-            {"answer": " ".join(words)}
+            {"answer": " ".join(answer)}
         return Body(text_tokens(json.dumps(value, ensure_ascii=False)), "stop")
     if final is not None and not language.drift:
         return Body(text_tokens(final), "stop", gold_answer=True)

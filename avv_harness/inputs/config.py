@@ -287,12 +287,11 @@ def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_
         if not isinstance(listed, list) or not listed:
             problems.add(f"{shown}.vendors", "missing or empty")
             continue
-        parsed = [_parse_vendor(problems, str(model), i, raw, env, check_keys, defaults,
-                                os.path.dirname(os.path.abspath(path))) for i, raw in enumerate(listed)]
-        parsed = [v for v in parsed if v is not None]
+        found = [_parse_vendor(problems, str(model), i, raw, env, check_keys, defaults,
+                               os.path.dirname(os.path.abspath(path))) for i, raw in enumerate(listed)]
         tolerance = _tolerance(problems, shown, section.get("prompt_tokens_tolerance"))
-        if tolerance is not None:
-            parsed = [dataclasses.replace(v, prompt_tokens_tolerance=tolerance) for v in parsed]
+        parsed = [v if tolerance is None else dataclasses.replace(v, prompt_tokens_tolerance=tolerance)
+                  for v in found if v is not None]
         names = [v.name for v in parsed]
         for dup in sorted({n for n in names if names.count(n) > 1}):
             problems.add(f"{shown}.vendors", f"vendor name {dup!r} appears twice")

@@ -79,7 +79,7 @@ class Answer:
             return "" if is_missing(value) else str(value)
 
         def number(key: str) -> int | None:
-            value = row.get(key)
+            value: Any = row.get(key)
             return None if is_missing(value) else int(value)
 
         calls = parse_tool_calls(row.get("tool_calls")) or []

@@ -96,8 +96,8 @@ class Probe:
 
 def fixed_requests() -> list[Base]:
     """The shipped fixed requests, in file order."""
-    text = resources.files("avv_scoring").joinpath("data", FIXED_REQUESTS).read_text(encoding="utf-8")
-    out = []
+    text = resources.files("avv_scoring").joinpath("data").joinpath(FIXED_REQUESTS).read_text(encoding="utf-8")
+    out: list[Base] = []
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -112,7 +112,7 @@ def fixed_requests() -> list[Base]:
 
 def sample_bases(samples: Iterable[Sample], limit: int = SOURCE_SAMPLES) -> list[Base]:
     """The first ``limit`` samples with tools that are single requests, as bases."""
-    out = []
+    out: list[Base] = []
     for sample in samples:
         if len(out) >= limit:
             break
