@@ -1,11 +1,13 @@
 """The README tables the code defines — options, record columns, error kinds, anomalies, the text tool-call
 formats, the reasoning fields, the wire formats (which there are, the request conversion field by field, the stop
 reasons), the Prometheus metrics, (from avv_scoring) the metric registry and (from avv_sim) the simulator's knobs — and
-docs/simulator.md's tables (knobs, quirks, truth-log fields), rendered from the one place each is declared.
+docs/simulator.md's tables (knobs, quirks, truth-log fields) and docs/how-to/conformance.md's table of checks, rendered
+from the one place each is declared.
 
     python -m avv_harness.docs README.md        # rewrite the marked blocks in place
     python -m avv_harness.docs --check README.md
     python -m avv_harness.docs docs/simulator.md
+    python -m avv_harness.docs docs/how-to/conformance.md
 
 ``tests/test_docs.py`` fails when a block in either file differs from what this renders.
 """
@@ -160,9 +162,23 @@ SIMULATOR_BLOCKS: dict[str, Callable[[], str]] = {
 }
 
 
+def _conformance_checks() -> str:
+    from avv_scoring.conformance.checks import render_check_table
+
+    return render_check_table()
+
+
+#: docs/how-to/conformance.md's block: the conformance checks (avv_scoring.conformance.checks).
+CONFORMANCE_BLOCKS: dict[str, Callable[[], str]] = {"conformance-checks": _conformance_checks}
+
+
 def blocks_for(path: str) -> dict[str, Callable[[], str]]:
-    """The blocks a documentation file holds: docs/simulator.md's, else the README's."""
-    return SIMULATOR_BLOCKS if path.replace("\\", "/").endswith("docs/simulator.md") else BLOCKS
+    """The blocks a documentation file holds: docs/simulator.md's, docs/how-to/conformance.md's, else the
+    README's."""
+    path = path.replace("\\", "/")
+    if path.endswith("docs/simulator.md"):
+        return SIMULATOR_BLOCKS
+    return CONFORMANCE_BLOCKS if path.endswith("docs/how-to/conformance.md") else BLOCKS
 
 
 def _pattern(name: str) -> re.Pattern[str]:
