@@ -31,6 +31,7 @@ from avv_core.bounded_schema import build_validator, is_valid
 from avv_core.canonical import canonical_key
 from avv_core.measures import is_missing
 from avv_scoring.conformance.probes import Base, Probe, probe
+from avv_scoring.metrics.billing import flagged
 from avv_scoring.metrics.schema import parse_tool_calls
 
 PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "not_applicable"
@@ -330,7 +331,7 @@ def _ratio_outcome(ratios: list[float], what: str, tolerance: float, over: str) 
     q1, q3 = (float(v) for v in np.percentile(ratios, [25, 75]))
     shown = (f"{what} / the baseline's: median {median:.3f} (IQR {q3 - q1:.3f}) over {len(ratios)} {over}; "
              f"tolerance ±{tolerance:.0%}")
-    return Outcome(PASS if abs(median - 1.0) <= tolerance else FAIL, shown)
+    return Outcome(FAIL if flagged(median, tolerance) else PASS, shown)
 
 
 def _token_ratios(data: Judged, key: str, same_output: bool) -> list[float]:

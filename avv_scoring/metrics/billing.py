@@ -113,6 +113,10 @@ def parse_tolerances(items: list[str] | None) -> BillingTolerance:
     return BillingTolerance(default, per_model, every)
 
 
+#: Ratios are quotients of whole numbers: 1.05 − 1 is 0.0500000000000000444 in floating point, not past ±5 %.
+EPSILON = 1e-9
+
+
 def flagged(ratio: Any, tolerance: float) -> bool:
     """A median ratio past the tolerance (missing: not flagged)."""
-    return isinstance(ratio, (int, float)) and math.isfinite(ratio) and abs(float(ratio) - 1.0) > tolerance
+    return isinstance(ratio, (int, float)) and math.isfinite(ratio) and abs(float(ratio) - 1.0) > tolerance + EPSILON
