@@ -194,3 +194,21 @@ def test_every_check_is_documented() -> None:
     for check in CHECKS:
         assert check.why and check.terms and f"`{check.name}`" in table
     assert set(BY_NAME) == {c.name for c in CHECKS}
+
+
+def test_what_a_vendor_is_not_sent_and_what_a_conformance_run_refuses() -> None:
+    import avv_harness.locust.plugin  # noqa: F401  (registers the --avv-* options)
+    from avv_core.errors import InputError
+    from avv_harness.run.options import RunOptions, preparse_options
+    from avv_scoring.conformance.suite import not_sent_reason
+
+    named = {"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}
+    assert not_sent_reason(named, "chat") is None and not_sent_reason(named, "messages") is None
+    assert "raw mode renders the prompt locally, tool_choice" in not_sent_reason(named, "completions")
+    assert "stop" in not_sent_reason({**named, "stop": ["x"]}, "responses")
+    assert "response_format" in not_sent_reason({**named, "response_format": {"type": "json_object"}}, "messages")
+    assert RunOptions.from_parsed(preparse_options(["--avv-mode", "conformance"])).is_conformance
+    for extra, flag in ((["--avv-repeats", "2"], "--avv-repeats"), (["--avv-temperature", "0.5"], "--avv-temperature"),
+                        (["--avv-max-tokens", "64"], "--avv-max-tokens"), (["--avv-settle"], "--avv-settle")):
+        with pytest.raises(InputError, match=flag):
+            RunOptions.from_parsed(preparse_options(["--avv-mode", "conformance", *extra]))

@@ -118,14 +118,14 @@ class RunLifecycle:
             if samples.skipped_lines:
                 print(f"avv-locust: warning: {skipped_lines_warning(samples)}", flush=True)
             if self.options.is_conformance:
-                from avv_scoring.conformance.suite import write_probe_file
+                from avv_scoring.conformance.suite import not_sent_reason, write_probe_file
 
                 try:
                     samples = write_probe_file(samples, self.options.out)
                 except OSError as exc:
                     raise InputError(f"{self.options.out}: cannot write the conformance probes "
                                      f"({exc.strerror or exc})") from None
-                self.not_sent = unsendable(samples, self.vendors.values(), self.options.overrides)
+                self.not_sent = unsendable(samples, self.vendors.values(), self.options.overrides, not_sent_reason)
                 log.info("conformance suite: %d probes in %s", len(samples.samples), samples.path)
             else:
                 check_requests(samples, self.vendors.values(), self.options.overrides)

@@ -256,8 +256,13 @@ class RunOptions:
                 every=int(number("avv_settle_every", 1)),
                 seed=int(number("avv_settle_seed", 0)) or None,
             )
-        if parsed.avv_mode == "conformance" and int(number("avv_repeats", 1)) != 1:
-            raise InputError("--avv-repeats: a conformance run sends each probe once (leave it at 1)")
+        if parsed.avv_mode == "conformance":
+            if int(number("avv_repeats", 1)) != 1:
+                raise InputError("--avv-repeats: a conformance run sends each probe once (leave it at 1)")
+            for flag in ("avv_temperature", "avv_max_tokens"):
+                if getattr(parsed, flag, None) is not None:
+                    raise InputError(f"--{flag.replace('_', '-')}: a conformance run sends each probe's own "
+                                     "parameters (its probes set temperature and max_tokens)")
         run_time = getattr(parsed, "run_time", None)
         timeout = number("avv_timeout", 0)
         return cls(

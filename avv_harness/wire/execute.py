@@ -106,21 +106,23 @@ def build_headers(vendor: Vendor, item_tag: str, attempt: int,
     return headers
 
 
-def unsendable(samples: SampleSet, vendors: Iterable[Vendor], overrides: Overrides | None = None
-               ) -> dict[VendorId, dict[str, str]]:
-    """Vendor → {sample id: why} for the samples its wire format cannot carry (the conversion's error): a conformance
-    run does not send them to that vendor (the Responses API has no ``stop``, the Messages API no
-    ``response_format``), where a verify run refuses them (:func:`check_requests`)."""
+def unsendable(samples: SampleSet, vendors: Iterable[Vendor], overrides: Overrides | None = None,
+               also: Callable[[dict[str, Any], str], str | None] | None = None) -> dict[VendorId, dict[str, str]]:
+    """Vendor → {sample id: why} for the samples its wire format cannot carry (the conversion's error, or what
+    ``also(sample body, endpoint)`` says): a conformance run does not send them to that vendor (the Responses API has
+    no ``stop``, the Messages API no ``response_format``), where a verify run refuses them (:func:`check_requests`)."""
     out: dict[VendorId, dict[str, str]] = {}
     for vendor in vendors:
-        if not vendor.dialect.format.converts:
-            continue
+        wire = vendor.dialect.format
         for sample in samples.samples:
-            try:
-                build_request(sample, vendor, overrides)
-            except ConversionError as exc:
-                out.setdefault(VendorId(vendor.model, vendor.name), {})[sample.sample_id] = \
-                    f"not sent ({vendor.dialect.format.name}: {exc})"
+            why = also(sample.body, wire.name) if also is not None else None
+            if why is None and wire.converts:
+                try:
+                    build_request(sample, vendor, overrides)
+                except ConversionError as exc:
+                    why = f"not sent ({wire.name}: {exc})"
+            if why is not None:
+                out.setdefault(VendorId(vendor.model, vendor.name), {})[sample.sample_id] = why
     return out
 
 

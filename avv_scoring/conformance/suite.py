@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from avv_core.api_formats import MESSAGES, RESPONSES, ConversionError, to_messages, to_responses
+from avv_core.api_formats import COMPLETIONS, MESSAGES, RESPONSES, ConversionError, to_messages, to_responses
 from avv_core.samples import Sample, SampleSet, load_samples
 from avv_scoring.conformance.checks import CHECKS, FAIL, Answer, Judged
 from avv_scoring.conformance.probes import Probe, fixed_requests, probes_of, sample_bases
@@ -58,8 +58,17 @@ def write_probe_file(samples: SampleSet, folder: str | os.PathLike[str]) -> Samp
     return load_samples(path)
 
 
+#: Request keys raw mode (``endpoint: completions``) has no counterpart for: it renders the prompt itself.
+RAW_MODE_KEYS = ("tool_choice", "parallel_tool_calls", "response_format")
+
+
 def not_sent_reason(body: Mapping[str, object], endpoint: str) -> str | None:
-    """Why a probe cannot be sent in the wire format ``endpoint`` (the conversion's error), or None when it can."""
+    """Why a probe cannot be sent in the wire format ``endpoint`` (the conversion's error; raw mode: a parameter of
+    the chat request it renders into its prompt), or None when it can."""
+    if endpoint == COMPLETIONS:
+        keys = [k for k in RAW_MODE_KEYS if body.get(k) is not None]
+        return f"not sent (completions: raw mode renders the prompt locally, {keys[0]} is no parameter of it)" \
+            if keys else None
     convert: Callable[..., object] | None = {MESSAGES: to_messages, RESPONSES: to_responses}.get(endpoint)
     if convert is None:
         return None
