@@ -33,6 +33,7 @@ from avv_harness.run.options import DATA_DIR, add_arguments
 from avv_harness.wire.faults import RETRYABLE, render_wire_faults_page
 from avv_harness.wire.formats import FORMATS
 from avv_harness.wire.formats.base import render_stream_ends
+from avv_scoring.conformance.checks import render_check_table
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout: docs/ and bench/ are beside the packages
 
@@ -292,6 +293,7 @@ PAGES: dict[str, dict[str, Callable[[], str]]] = {
     "docs/simulator.md": SIMULATOR_BLOCKS,
     "docs/explanation/architecture.md": {"layer-rules": render_layer_rules_table, "module-map": render_module_map},
     "docs/reference/stream-ends.md": {"stream-ends": render_stream_ends_table},
+    "docs/how-to/conformance.md": {"conformance-checks": render_check_table},
 }
 
 

@@ -39,6 +39,7 @@ from avv_scoring.arg_normalise import resolve_arg_normalise
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
 from avv_scoring.entrypoints import score_paths, stress_only
 from avv_scoring.irf_command import add_irf_metrics_option, main_irf, read_irf_table  # noqa: F401 (re-exported)
+from avv_scoring.metrics.billing import BillingTolerance, parse_tolerances
 from avv_scoring.metrics.registry import render_metric_table
 from avv_scoring.presets import PRESETS, resolve_thresholds, thresholds_yaml
 from avv_scoring.report.escape import terminal_text
@@ -208,10 +209,22 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
         "--strict", action="store_true",
         help="exit with status 1 when any vendor fails its verdict, or when there is nothing to score"
     )
+    p.add_argument(
+        "--prompt-tokens-tolerance", action="append", default=None, metavar="[MODEL=]X",
+        help="billing honesty: the largest relative difference of a vendor's prompt tokens from the baseline's "
+        "(median over the same items) that is not flagged, and conformance's token checks' bound (default 0.05; "
+        "MODEL=X for one model, repeatable; a model's prompt_tokens_tolerance in the vendor config is the default)",
+    )
     p.add_argument("--no-html", action="store_true", help="do not write report.html (its figures take ~2 s)")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the tables")
 
 
+
+
+def _billing(args: argparse.Namespace) -> BillingTolerance | None:
+    """``--prompt-tokens-tolerance``; None when not given (the vendor config's per model, else the default)."""
+    given = getattr(args, "prompt_tokens_tolerance", None)
+    return parse_tolerances(given) if given else None
 
 
 def _stats(args: argparse.Namespace) -> StatsSettings:
@@ -289,6 +302,7 @@ def main_score(argv: Sequence[str]) -> int:
         stats=_stats(args),
         html=not args.no_html,
         arg_normalise=resolve_arg_normalise(args.arg_normalise),
+        billing=_billing(args),
     )
     return _report(result, args)
 
@@ -313,6 +327,7 @@ def main_stress(argv: Sequence[str]) -> int:
         stats=_stats(args),
         html=not args.no_html,
         arg_normalise=resolve_arg_normalise(args.arg_normalise),
+        billing=_billing(args),
     )
     return _report(result, args)
 

@@ -16,6 +16,7 @@ import pandas as pd
 from avv_core.errors import InputError
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults, add_baseline_results
 from avv_scoring.load import RunInput, load_tools, read_inputs, resolve_inputs
+from avv_scoring.metrics.billing import BillingTolerance, check_tolerance
 from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.report.outputs import write_outputs
 from avv_scoring.score import REPEAT_COLUMNS, SCORE_COLUMNS, BaselineSpec, ScoreResult, score_frame
@@ -38,6 +39,7 @@ def score_paths(
     stats: StatsSettings | None = None,
     html: bool = True,
     arg_normalise: ArgNormalisation | None = None,
+    billing: BillingTolerance | None = None,
 ) -> ScoreResult:
     """Load run folders / records.csv files, score them (:func:`score_inputs`: the baseline, samples, baseline
     results and stress tables) and (``write=True``) write scores.csv, scores_by_repeat.csv, scores.json,
@@ -46,7 +48,7 @@ def score_paths(
     Raises :class:`avv_core.errors.InputError` on bad input."""
     names = [os.fspath(p) for p in paths]
     result = score_inputs(names, baseline, samples, thresholds, irf_metrics, baseline_results, baseline_name, stats,
-                          arg_normalise)
+                          arg_normalise, billing)
     if write:
         target = os.fspath(out_dir) if out_dir is not None else default_out_dir(names)
         result = replace(result, outputs=write_outputs(result, target, html=html))
@@ -102,6 +104,7 @@ def score_inputs(
     baseline_name: str | None = None,
     stats: StatsSettings | None = None,
     arg_normalise: ArgNormalisation | None = None,
+    billing: BillingTolerance | None = None,
 ) -> ScoreResult:
     """Load run folders / records.csv files and score them (:func:`avv_scoring.score.score_frame`; :func:`score_paths`
     also writes the outputs).
@@ -112,7 +115,10 @@ def score_inputs(
 
     Tools come from ``samples`` when given, else from the sample file recorded in each run.json
     (sha256-checked). When exactly one run folder is scored and its run.json says ``"mode": "stress"``,
-    ``result.stress`` holds its stress tables. Raises :class:`avv_core.errors.InputError` on bad input.
+    ``result.stress`` holds its stress tables. A conformance run's probe file gives the probes (conformance.csv).
+    ``billing``: the prompt-token tolerance (``--prompt-tokens-tolerance``); a model without one there takes the
+    vendor config's ``prompt_tokens_tolerance`` recorded in run.json, else the default.
+    Raises :class:`avv_core.errors.InputError` on bad input.
     """
     names = [os.fspath(p) for p in paths]
     inputs = resolve_inputs(names)
@@ -132,7 +138,8 @@ def score_inputs(
     result = score_frame(
         records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds, irf_metrics=irf_metrics,
         gold_by_sample=tool_source.gold_by_sample, stats=stats, arg_normalise=arg_normalise,
-        sample_sets=tool_source.sample_sets,
+        sample_sets=tool_source.sample_sets, probes=tool_source.probes,
+        billing=(billing if billing is not None else BillingTolerance()).merged(_tolerances_of(inputs)),
     )
     stress_dir = _single_stress_run(inputs)
     return replace(
@@ -157,6 +164,18 @@ def _currencies_of(inputs: Sequence[RunInput]) -> tuple[str, ...]:
             if isinstance(price, dict) and isinstance(price.get("currency"), str):
                 found.add(price["currency"])
     return tuple(sorted(found))
+
+
+def _tolerances_of(inputs: Sequence[RunInput]) -> dict[str, float]:
+    """Model → the ``prompt_tokens_tolerance`` its vendors were configured with (run.json's vendors)."""
+    found: dict[str, float] = {}
+    for item in inputs:
+        for vendor in item.manifest.vendors if item.manifest is not None else ():
+            value = vendor.get("prompt_tokens_tolerance") if isinstance(vendor, dict) else None
+            if value is not None:
+                found[str(vendor.get("model"))] = check_tolerance(value, f"{item.run_json_path}: "
+                                                                         "prompt_tokens_tolerance")
+    return found
 
 
 def _settle_of(inputs: Sequence[RunInput]) -> dict[str, Any]:

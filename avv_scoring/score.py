@@ -17,6 +17,8 @@ import pandas as pd
 
 from avv_core.client_load import LoadGroup, process_name, summarise_load
 from avv_core.errors import InputError
+from avv_scoring.conformance.probes import Probe
+from avv_scoring.conformance.suite import CONFORMANCE_COLUMNS, conformance_table
 from avv_scoring.load import (
     COMPARABLE_COL,
     REQUIRED_COLUMNS,
@@ -27,6 +29,7 @@ from avv_scoring.load import (
     is_success,
     rows_where,
 )
+from avv_scoring.metrics.billing import BillingTolerance, flagged
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
 from avv_scoring.metrics.declaration import RegistryError
 from avv_scoring.metrics.headline import annotate_tool_calls
@@ -39,7 +42,7 @@ from avv_scoring.stats.irf import MetricsSpec, default_irf_metrics, irf_scores, 
 from avv_scoring.stats.statistical_verdict import judge, verdict_thresholds
 from avv_scoring.stats.uncertainty import ModelTable, StatsSettings, VendorSums, vendor_sums
 from avv_scoring.stress import StressResult
-from avv_scoring.verdict import SET_MARK, Thresholds, judged_thresholds
+from avv_scoring.verdict import CONFORMANCE_ONLY, SET_MARK, Thresholds, judged_thresholds
 
 #: Columns that say whose row it is and how it was judged (not metrics).
 IDENTITY_COLUMNS: tuple[str, ...] = (
@@ -121,6 +124,11 @@ class ScoreResult:
     settle: Mapping[str, Any] = field(default_factory=dict)
     #: The vendors' price currencies in the inputs' run.json (``price.currency``), sorted: the Cost section's unit.
     currencies: tuple[str, ...] = ()
+    #: The conformance checks of a conformance run's probes: one row per (model, vendor, check),
+    #: :data:`~avv_scoring.conformance.suite.CONFORMANCE_COLUMNS` (conformance.csv); empty without one.
+    conformance: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(CONFORMANCE_COLUMNS)))
+    #: The tolerance of the prompt-token ratio per model (billing honesty, conformance's token checks).
+    billing: BillingTolerance = field(default_factory=BillingTolerance)
 
     @property
     def models(self) -> list[str]:
@@ -219,6 +227,8 @@ def score_frame(
     stats: StatsSettings | None = None,
     arg_normalise: ArgNormalisation | None = None,
     sample_sets: Mapping[str, str] | None = None,
+    probes: Mapping[str, Probe] | None = None,
+    billing: BillingTolerance | None = None,
 ) -> ScoreResult:
     """Score a records table: one row per (model, vendor) with every metric, IRF and verdict, the per-tool
     breakdown and the disagreements.
@@ -234,8 +244,14 @@ def score_frame(
     ``sample_sets`` = sample id → its ``_sample_set`` mark: a bound tuned to a sample set is judged only when every
     scored sample of the model carries that mark; a bound on a metric the samples cannot produce is not judged
     (:func:`avv_scoring.verdict.judged_thresholds`).
+    ``probes`` = sample id → its conformance probe (:mod:`avv_scoring.conformance`): the probes' rows give
+    ``ScoreResult.conformance`` and ``conformance_failures``, and are left out of every other metric when rows of
+    other samples are scored with them (a conformance run scored alone: its probes are all there is, and only
+    ``conformance_failures`` is judged). ``billing`` = the prompt-token tolerance per model (flagged ratios are
+    warnings; conformance's token checks).
     """
     stats = stats if stats is not None else StatsSettings()
+    billing = billing if billing is not None else BillingTolerance()
     arg_normalise = arg_normalise if arg_normalise is not None else ArgNormalisation()
     thresholds = verdict_thresholds(thresholds if thresholds is not None else Thresholds(), stats)
     irf_inputs = resolve_irf_metrics(irf_metrics)
@@ -264,6 +280,11 @@ def score_frame(
                 f"checkable: {', '.join(unknown[:5])}{' …' if len(unknown) > 5 else ''}"
             )
     baselines = resolve_baselines(records, baseline)
+    conformance = conformance_table(records, probes or {}, baselines, billing.of)
+    probe_rows = records["sample_id"].astype(str).isin(set(probes or ())).to_numpy(dtype=bool)
+    conformance_only = bool(probe_rows.all()) and not conformance.empty
+    if probe_rows.any() and not probe_rows.all():  # the probes are no replay of the samples
+        records = records.loc[~probe_rows]
     records = annotate_tool_calls(records, tools_by_sample, gold_by_sample, arg_normalise)
     records = summarise_trajectories(records)  # one row per item: an agent task's first step + its summary
     model_col = records["model"].astype(str)
@@ -318,11 +339,15 @@ def score_frame(
             )
         del vendor_rows, frames  # this vendor's copy and features go before the next vendor's are made (peak RSS)
 
-    _add_model_metrics(rows, records, baselines, stats, irf_inputs, sums_of)
+    _add_model_metrics(rows, records, baselines, stats, irf_inputs, sums_of, conformance)
+    warnings += billing_warnings(rows, billing)
     scores = pd.DataFrame(rows)
     scores["irf"] = irf_scores(scores, list(irf_inputs))
-    judged = {model: judged_thresholds(thresholds, sample_holds(rows_where(records, model_col == model), gold_by_sample,
-                                                                 sample_sets)) for model in baselines}
+    conformance_models = set(conformance["model"].astype(str))
+    judged = {model: judged_thresholds(thresholds, sample_holds(
+        rows_where(records, model_col == model), gold_by_sample, sample_sets)
+        | ({"conformance"} if model in conformance_models else set())
+        | ({CONFORMANCE_ONLY} if conformance_only else set())) for model in baselines}
     outcomes = [judge(row, judged[row["model"]][0], stats) for row in scores.to_dict("records")]
     scores["verdict"] = [v for v, _ in outcomes]
     scores["verdict_reasons"] = ["; ".join(r) for _, r in outcomes]
@@ -342,7 +367,8 @@ def score_frame(
                        per_tool=_in_score_order(tool_rows, PER_TOOL_COLUMNS, scores),
                        disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores), records=records,
                        arg_normalise=arg_normalise,
-                       not_judged={m: tuple(skipped) for m, (_, skipped) in judged.items() if skipped})
+                       not_judged={m: tuple(skipped) for m, (_, skipped) in judged.items() if skipped},
+                       conformance=conformance, billing=billing)
 
 
 def sample_holds(rows: pd.DataFrame, gold_by_sample: GoldBySample | None,
@@ -392,18 +418,33 @@ def comparable_items(records: pd.DataFrame, model_col: pd.Series, vendor_col: pd
 
 def _add_model_metrics(rows: list[dict[str, Any]], records: pd.DataFrame, baselines: Mapping[str, str],
                        stats: StatsSettings, irf_inputs: Mapping[str, bool],
-                       sums_of: Mapping[str, Mapping[str, VendorSums]]) -> None:
+                       sums_of: Mapping[str, Mapping[str, VendorSums]], conformance: pd.DataFrame) -> None:
     """Add the columns of the model-level functions (registry ``model_table``) to each vendor's row."""
     model_col = records["model"].astype(str)
     for model in dict.fromkeys(row["model"] for row in rows):
         mine = [row for row in rows if row["model"] == model]
         table = ModelTable(model, baselines[model], rows_where(records, model_col == model),
                            {row["vendor"]: row for row in mine},
-                           stats, dict(irf_inputs), sums_of.get(model, {}))
+                           stats, dict(irf_inputs), sums_of.get(model, {}),
+                           conformance[conformance["model"].astype(str) == model])
         for function in model_functions():
             columns = function.for_model(table)
             for row in mine:
                 row.update(columns[row["vendor"]])
+
+
+def billing_warnings(rows: Sequence[Mapping[str, Any]], billing: BillingTolerance) -> list[str]:
+    """A warning for each vendor whose median prompt-token ratio to the baseline is past its model's tolerance
+    (:mod:`avv_scoring.metrics.billing`)."""
+    out = []
+    for row in rows:
+        ratio, tolerance = row.get("prompt_tokens_ratio"), billing.of(str(row["model"]))
+        if not row.get("is_baseline") and flagged(ratio, tolerance):
+            out.append(f"{row['model']}/{row['vendor']}: reports {ratio:.3g}× the baseline's prompt_tokens on the same "
+                       f"items (median over {row.get('prompt_tokens_pairs')}; IQR "
+                       f"{row.get('prompt_tokens_ratio_iqr', float('nan')):.3g}), past the ±{tolerance:.0%} tolerance "
+                       "of billing honesty")
+    return out
 
 
 def _in_score_order(rows: list[dict[str, Any]], columns: Sequence[str], scores: pd.DataFrame) -> pd.DataFrame:

@@ -15,7 +15,9 @@ model's verdicts, naming each (``ScoreResult.not_judged``, report.md), instead o
 - a bound on a metric the scored samples cannot produce (the registry's ``needs``: language following without a
   sample that has a language check, gold accuracy without gold labels, agent metrics without agent tasks);
 - a bound tied to a sample set (``sample_set``: MiniMax's Finish-ToolCalls-Rate band is tuned to MiniMax's own
-  samples) when the scored samples are not all marked as that set (sample metadata ``_sample_set``).
+  samples) when the scored samples are not all marked as that set (sample metadata ``_sample_set``);
+- in a conformance run scored alone, every bound but the conformance checks' (``conformance_failures``): its probes
+  are no replay of the samples. Without a conformance run, ``conformance_failures`` is dropped without a word.
 """
 
 from __future__ import annotations
@@ -272,6 +274,9 @@ def _rebuild(bounds: dict[str, Bounds], name: str, sets: dict[str, str] | None =
 #: The marks of what a sample set holds (:func:`judged_thresholds`): the registry's ``needs`` keys, and
 #: ``set:<name>`` when every scored sample is marked ``_sample_set: <name>``.
 SET_MARK = "set:"
+#: The mark of a conformance run scored alone: its probes are no replay of the samples, so only the bounds on the
+#: conformance metrics (``needs="conformance"``) are judged.
+CONFORMANCE_ONLY = "conformance-only"
 
 
 def judged_thresholds(thresholds: Thresholds, holds: frozenset[str] | set[str]) -> tuple[Thresholds, list[str]]:
@@ -281,7 +286,12 @@ def judged_thresholds(thresholds: Thresholds, holds: frozenset[str] | set[str]) 
     out, skipped = thresholds, []
     for column in list(thresholds):
         needs, sample_set = metric(column).needs, thresholds.sample_set_of(column)
-        if needs and needs not in holds:
+        if needs == "conformance" and needs not in holds:  # a verify run: nothing to say about it
+            out = out.without(column)
+            continue
+        if CONFORMANCE_ONLY in holds and needs != "conformance":
+            why = "a conformance run: its probes are no replay of the samples; only the conformance checks are judged"
+        elif needs and needs not in holds:
             why = NEEDS[needs]
         elif sample_set is not None and SET_MARK + sample_set not in holds:
             why = (f"its bound is tuned to the {sample_set!r} sample set and the samples are not all marked "

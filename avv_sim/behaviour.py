@@ -197,7 +197,8 @@ def build_tool_calls(profile: Profile, planned: Sequence[PlannedCall], h: str, a
             text, broken = schema_args.break_arguments(args, tool.schema, wanted)
         else:
             text = schema_args.dumps_arguments(args)
-        call = ToolCall(index, tool_call_id(h, index), tool.name, text, broken, wrong_tool=plan.wrong_tool,
+        call_id = tool_call_id(h, 0 if profile.repeat_tool_call_ids else index)  # repeat_tool_call_ids: one id
+        call = ToolCall(index, call_id, tool.name, text, broken, wrong_tool=plan.wrong_tool,
                         changed=plan.changed)
         call.fragments = split_fragments(text)
         out.append(call)

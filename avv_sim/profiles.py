@@ -182,6 +182,32 @@ class Profile:
     stall_after_tokens: int | None = knob(None, "after this many tokens, stop sending for `stall_ms`",
                                           check="non_negative")
     stall_ms: float = knob(0.0, "length of that stall", check="non_negative")
+    # conformance: whether the request's parameters are honoured (docs/how-to/conformance.md); by default every one
+    # is: `tool_choice`, `parallel_tool_calls: false`, `max_tokens`, `stop` (the content ends before the first stop
+    # string), `response_format` (`json_object`: a JSON object as content; `json_schema`: a value valid for the
+    # schema), and `temperature` outside 0–2 or `top_p` outside 0–1 answered HTTP 400
+    ignore_tool_choice: bool = knob(False, "`tool_choice` ignored: the response is planned as with `auto` (a "
+                                    "`required`, named or `none` choice changes nothing)", truth="ignored")
+    ignore_parallel_tool_calls: bool = knob(False, "`parallel_tool_calls: false` ignored: two calls may still go "
+                                            "out (by default at most one does)", truth="ignored")
+    ignore_max_tokens: bool = knob(False, "`max_tokens` / `max_completion_tokens` ignored: the answer is not cut, "
+                                   "its finish is not `length`", truth="ignored")
+    ignore_stop: bool = knob(False, "`stop` sequences ignored: the content goes on past them", truth="ignored")
+    ignore_response_format: bool = knob(False, "`response_format` ignored: the content is filler words, not JSON",
+                                        truth="ignored")
+    clamp_out_of_range: bool = knob(False, "`temperature` outside 0–2 and `top_p` outside 0–1 accepted silently "
+                                    "(clamped) instead of HTTP 400", truth="ignored")
+    prompt_tokens_factor: float = knob(1.0, "usage reports `prompt_tokens` × this (rounded; the true count is "
+                                       "truth `prompt_tokens`): a vendor that bills more prompt tokens than the "
+                                       "model reads", check="positive", truth="usage_prompt_tokens")
+    completion_tokens_factor: float = knob(1.0, "usage reports `completion_tokens` × this (rounded; the tokens "
+                                           "sent are truth `completion_tokens`)", check="positive",
+                                           truth="usage_completion_tokens")
+    stream_other_calls: bool = knob(False, "a non-streamed answer's first call gets one argument value changed "
+                                    "(schema-valid): the JSON body holds other calls than the same request streamed",
+                                    truth="other_calls")
+    repeat_tool_call_ids: bool = knob(False, "every tool call of a response carries the first call's id",
+                                      truth="tool_calls[].id")
     # what the truth log shows of each request
     log_request: bool = knob(False, "add `request: {\"body\", \"headers\"}` (what it received; never "
                              "`Authorization` or `x-api-key`) to each truth-log line — for tests that check what "

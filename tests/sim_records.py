@@ -106,3 +106,84 @@ def sim_rows(profiles: Mapping[str, Mapping[str, Any] | Profile], baseline: str,
 
 def tools_by_sample(samples: int) -> dict[str, list[dict[str, Any]]]:
     return {str(i): TOOLS for i in range(samples)}
+
+
+# ------------------------------------------------------------------------------- conformance probes, in process
+
+
+def answer_row(profile: Profile, chat_body: Mapping[str, Any], streamed: bool, endpoint: str = "chat",
+               gold: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The record fields the harness writes for the simulator's answer to one request, made in process: the body
+    in the endpoint's format (the harness's wire format), planned as the simulator plans it (:func:`avv_sim.endpoints.
+    plan_request`), written by its writer (the SSE bytes of the stream, or the JSON body) and read back by the
+    harness's reader of that format (``attempt.apply_events`` / ``outcome.non_sse_body``) into ``attempt_record``.
+    A request the simulator refuses (HTTP 400) is a failed ``http_4xx`` row. No socket, no Locust."""
+    from avv_harness.wire.attempt import Attempt, apply_events
+    from avv_harness.wire.execute import attempt_record
+    from avv_harness.wire.formats import FORMATS
+    from avv_harness.wire.outcome import finish, non_sse_body
+    from avv_harness.wire.sse import SSEParser
+    from avv_sim.endpoints import plan_request, writer_for
+    from avv_sim.request import RequestError
+    from avv_sim.truth import Exchange
+
+    class Dialect:
+        template = None
+        tool_parser = None
+
+    wire_format = FORMATS[endpoint]
+    chat = {**chat_body, "model": "m", "stream": streamed}
+    if streamed:
+        chat["stream_options"] = {"include_usage": True}
+    sent = wire_format.body(chat, Dialect())
+    tools = chat_body.get("tools")
+    ex = Exchange(profile.name, endpoint, None, 0.0)
+    try:
+        plan = plan_request(profile, json.loads(json.dumps(sent)), ex, 1, 1, gold)
+    except RequestError as exc:
+        return {"status": "failed", "error_kind": "http_4xx", "error_detail": f"HTTP 400: {exc.message}",
+                "http_status": 400, "finish_reason": None, "content": None, "endpoint": endpoint}
+    writer = writer_for(endpoint, profile, plan, 0, "chatcmpl-test")
+    att = Attempt(t0=0.0, t_headers=0.0, http_status=200)
+    if streamed:
+        reader = wire_format.reader(Dialect())
+        n = writer.chunks_to_send()
+        make = writer.token_events(n)
+        data = writer.role_event() + b"".join(make(j) for j in range(n)) + writer.tail(
+            error=False, usage=plan.include_usage and not profile.omit_usage)
+        parser = SSEParser(1 << 22)
+        att.reads, att.bytes_read = 1, len(data)
+        apply_events(att, parser.feed(data) + parser.close(), 1.0, reader)
+    else:
+        reader = wire_format.whole_reader(Dialect())
+        payload = writer.completion_body()
+        if profile.omit_usage:
+            payload.pop("usage", None)
+        non_sse_body(att, json.dumps(payload).encode("utf-8"), "application/json", reader, 1 << 22)
+    finish(att, reader)
+    return {**attempt_record(att, True, tools), "endpoint": endpoint, "attempts": 1}
+
+
+def probe_records(profiles: Mapping[str, Mapping[str, Any]], baseline: str, probe_file: str | PathLike[str],
+                  endpoints: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Every profile's answer to every probe of a conformance run's probe file (:func:`answer_row`), the simulator
+    following the file's gold as the harness makes it; ``endpoints``: vendor → its wire format (default chat)."""
+    from avv_core.samples import load_samples
+    from avv_sim.sample_file import load_gold
+
+    samples = load_samples(probe_file)
+    gold = load_gold(probe_file).entries
+    rows = []
+    for name, knobs in profiles.items():
+        profile = make_profile(name, knobs)
+        endpoint = (endpoints or {}).get(name, "chat")
+        for sample in samples.samples:
+            if endpoint != "chat":
+                from avv_scoring.conformance.suite import not_sent_reason
+
+                if not_sent_reason(sample.body, endpoint) is not None:
+                    continue  # the harness does not send it (not_sent)
+            row = answer_row(profile, sample.body, sample.streamed, endpoint, gold)
+            rows.append({**row, "vendor": name, "is_baseline": name == baseline, "sample_id": sample.sample_id,
+                         "request_hash": sample.request_hash})
+    return records_frame(rows)

@@ -58,7 +58,7 @@ def test_vendor_metrics_has_every_per_vendor_column_and_the_model_functions_the_
     model_columns = {c for f in MODEL_FUNCTIONS for c in f.columns}
     assert set(VT.vendor_metrics(rows, base)) == {m.column for m in METRICS} - model_columns
     assert sum(len(f.columns) for f in (*FUNCTIONS, *MODEL_FUNCTIONS)) == len(METRICS)
-    assert {f.name: f.inputs for f in MODEL_FUNCTIONS} == {"uncertainty": "model"}
+    assert {f.name: f.inputs for f in MODEL_FUNCTIONS} == {"uncertainty": "model", "conformance_failures": "model"}
     assert {f.name: f.inputs for f in FUNCTIONS}["trigger_f1"] == "rows+baseline"
     assert {f.name: f.inputs for f in FUNCTIONS}["schema_accuracy"] == "rows"
 
@@ -177,13 +177,13 @@ def test_default_thresholds_come_from_the_registry():
     expected = [(m.column, *m.threshold) for m in METRICS if m.threshold]
     assert Thresholds().checks() == expected
     assert expected == [("success_rate", "min", 0.99), ("f1", "min", 0.8), ("schema_accuracy", "min", 0.98),
-                        ("reasoning_only_rate", "max", 0.0)]
+                        ("reasoning_only_rate", "max", 0.0), ("conformance_failures", "max", 0.0)]
 
 
 def test_thresholds_overrides():
     t = Thresholds(min_success_rate=0.9, min_f1=None)
     assert dict(t) == {"success_rate": (("min", 0.9),), "schema_accuracy": (("min", 0.98),),
-                       "reasoning_only_rate": (("max", 0.0),)}
+                       "reasoning_only_rate": (("max", 0.0),), "conformance_failures": (("max", 0.0),)}
     assert t.min_success_rate == 0.9 and t.min_f1 is None and t.max_success_rate is None
     assert Thresholds(**t.to_dict()) == t
     # any registered metric, one line; None removes a bound

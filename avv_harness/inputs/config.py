@@ -88,6 +88,7 @@ class Vendor:
     dialect: dia.Dialect = field(default_factory=dia.Dialect)  # adapter, transforms, endpoint, template, parser
     substituted: tuple[str, ...] = field(default=(), repr=False)  # values put in by ${VAR}: secrets
     price: Price | None = None  # per million tokens (None: no cost column, no cost budget)
+    prompt_tokens_tolerance: float | None = None  # its model's billing tolerance (None: scoring's default)
 
     @property
     def uses_simulator(self) -> bool:
@@ -110,6 +111,8 @@ class Vendor:
             "concurrency": self.concurrency, "timeout_s": self.timeout_s, "max_request_s": self.max_request_s,
             "include_usage": self.include_usage, **self.dialect.describe(),
             **({"price": self.price.to_dict()} if self.price is not None else {}),
+            **({"prompt_tokens_tolerance": self.prompt_tokens_tolerance}
+               if self.prompt_tokens_tolerance is not None else {}),
         }
 
 
@@ -245,6 +248,16 @@ def _parse_vendor(problems: Problems, model: str, index: int, raw: Any, env: dic
     )
 
 
+def _tolerance(problems: Problems, where: str, value: Any) -> float | None:
+    """A model's ``prompt_tokens_tolerance``: a number from 0 to 1 (0.05 = ±5 %), or absent."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        problems.add(f"{where}.prompt_tokens_tolerance", f"must be a number from 0 to 1 (0.05 = ±5 %), got {value!r}")
+        return None
+    return float(value)
+
+
 def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_keys: bool = True) -> VendorConfig:
     """Validate a parsed config. ``check_keys=False`` skips key lookup (naming the User classes at import
     needs only names and URLs; keys are resolved when the run starts)."""
@@ -270,9 +283,11 @@ def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_
         if not isinstance(listed, list) or not listed:
             problems.add(f"{shown}.vendors", "missing or empty")
             continue
-        parsed = [_parse_vendor(problems, str(model), i, raw, env, check_keys, defaults,
-                                os.path.dirname(os.path.abspath(path))) for i, raw in enumerate(listed)]
-        parsed = [v for v in parsed if v is not None]
+        found = [_parse_vendor(problems, str(model), i, raw, env, check_keys, defaults,
+                               os.path.dirname(os.path.abspath(path))) for i, raw in enumerate(listed)]
+        tolerance = _tolerance(problems, shown, section.get("prompt_tokens_tolerance"))
+        parsed = [v if tolerance is None else dataclasses.replace(v, prompt_tokens_tolerance=tolerance)
+                  for v in found if v is not None]
         names = [v.name for v in parsed]
         for dup in sorted({n for n in names if names.count(n) > 1}):
             problems.add(f"{shown}.vendors", f"vendor name {dup!r} appears twice")

@@ -66,6 +66,9 @@ VENDOR_FIELDS: tuple[ConfigField, ...] = (
 #: Keys of a model section besides its vendors' defaults (the ``per_model`` fields).
 MODEL_FIELDS: tuple[ConfigField, ...] = (
     ConfigField("vendors", "list", "", "The model's vendors (the keys above). Required, not empty."),
+    ConfigField("prompt_tokens_tolerance", "number 0–1", "0.05", "Billing honesty: the largest relative "
+                "difference of a vendor's reported prompt tokens from the baseline's on the same items that is not "
+                "flagged (0.05 = ±5 %; `avv-score --prompt-tokens-tolerance` overrides it)."),
 )
 
 

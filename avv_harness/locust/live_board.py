@@ -66,6 +66,7 @@ class LiveBoard:
 
     def __init__(self, ctl: Any, *, interval_s: float = SCORE_INTERVAL_S, threaded: bool = True,
                  max_rows: int | None = None):
+        from avv_scoring.conformance.probes import probes_of
         from avv_scoring.load import gold_from_sample_set, tools_from_sample_set
 
         self.ctl = ctl
@@ -75,6 +76,7 @@ class LiveBoard:
         self.rows = 0  # rows of the current run (held or not)
         self.tools = tools_from_sample_set(ctl.samples) if ctl.samples is not None else None
         self.gold = gold_from_sample_set(ctl.samples) if ctl.samples is not None else None
+        self.probes = probes_of(ctl.samples.samples) if ctl.samples is not None else None  # a conformance run's
         self.run: Any = None
         self.result: Any = None  # ScoreResult of the records so far (None: not scored yet, or not scorable)
         self.levels: Any = None  # stress: the per-level table of the records so far (DataFrame)
@@ -180,7 +182,7 @@ class LiveBoard:
                 out = gevent.get_hub().threadpool.apply(_score, (records, new, self.tools, str(run.run_dir), stress,
                                                                  self.gold))
             else:
-                out = _score(records, new, self.tools, str(run.run_dir), stress, self.gold)
+                out = _score(records, new, self.tools, str(run.run_dir), stress, self.gold, self.probes)
         finally:
             self._busy = False
             self._last_cost = time.monotonic() - now
@@ -247,7 +249,7 @@ def _note_after_scoring(run: Any) -> str:
 
 
 def _score(records: Any, new: list[list[str]], tools: Any, run_dir: str, stress: dict[str, Any] | None,
-           gold: Any = None) -> tuple[Any, Any, int, str]:
+           gold: Any = None, probes: Any = None) -> tuple[Any, Any, int, str]:
     """(scores, stress levels, rows scored, note) of the records so far; runs in a worker thread."""
     from avv_scoring.live_scores import prepare, score_live
     from avv_scoring.stress import settings_from_run_json, stress_result
@@ -257,7 +259,7 @@ def _score(records: Any, new: list[list[str]], tools: Any, run_dir: str, stress:
         return None, None, 0, "waiting for the first records"
     note = ""
     try:
-        result = score_live(frame, tools, f"{run_dir}/records.csv", gold)
+        result = score_live(frame, tools, f"{run_dir}/records.csv", gold, probes)
     except InputError as exc:  # e.g. the baseline has no record yet
         result, note = None, f"not scored yet: {exc}"
     levels = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 import locust
 
 from avv_core.errors import InputError
-from avv_core.items import VendorId
+from avv_core.items import ItemKey, VendorId
 from avv_core.manifest import RECORDS_CSV, RunManifest, utc_now
 from avv_core.record_file import RecordWriteError, RecordWriter, upgrade_columns
 from avv_core.samples import SampleSet
@@ -109,9 +110,11 @@ def exec_context(options: RunOptions, run_id: str, worker_id: str) -> ExecContex
 
 
 def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendor_ids: list[VendorId],
-            class_names: tuple[str, ...], worker_id: str) -> RunState:
+            class_names: tuple[str, ...], worker_id: str,
+            not_sent: Mapping[VendorId, Mapping[str, str]] | None = None) -> RunState:
     """Open the run folder (:func:`open_run_folder`) and build the run's ledger (stress mode: round robin and
-    the ladder's policy) and execution context. InputError as :func:`open_run_folder`."""
+    the ladder's policy) and execution context; ``not_sent``: per vendor the samples it is not sent (a conformance
+    run's probes its wire format cannot carry), left out of its items. InputError as :func:`open_run_folder`."""
     opened = open_run_folder(options, samples, config_identity)
     sample_ids = [s.sample_id for s in samples.samples]
     settle_seed = None
@@ -124,7 +127,9 @@ def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendo
         stress = StressPolicy(options.stress, class_names)
         ledger = Ledger.round_robin(vendor_ids, sample_ids)
     else:
-        ledger = Ledger.for_items(vendor_ids, sample_ids, options.repeats, set(opened.before.done))
+        left_out = {ItemKey.of(v, sid, rep) for v, sids in (not_sent or {}).items() for sid in sids
+                    for rep in range(1, options.repeats + 1)}
+        ledger = Ledger.for_items(vendor_ids, sample_ids, options.repeats, set(opened.before.done) | left_out)
     exec_ctx = exec_context(options, opened.run_id, worker_id)
     run = RunState(opened.run_id, opened.run_dir, opened.writer, ledger, exec_ctx, stress=stress,
                    vendor_totals={v: len(q) for v, q in ledger.pending.items()},

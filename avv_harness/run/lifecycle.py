@@ -45,7 +45,7 @@ from avv_harness.run.options import RunOptions
 from avv_harness.run.progress import progress_line
 from avv_harness.run.settle import SettlePolicy, hand_out_order
 from avv_harness.run.state import EXIT_OK, STORE_STOPS, RunState
-from avv_harness.wire.execute import check_requests
+from avv_harness.wire.execute import check_requests, unsendable
 
 if TYPE_CHECKING:
     from avv_sim import SimProcess
@@ -79,6 +79,7 @@ class RunLifecycle:
         self.progress_interval_s = progress_interval_s  # seconds between progress lines (headless); 0: none
         self.before_finish = before_finish  # stops what the controller runs (its lag monitor) at finish
         self.samples: SampleSet | None = None  # read once, on the ledger side; stays None on workers
+        self.not_sent: dict[VendorId, dict[str, str]] = {}  # conformance: probes a vendor's wire format cannot carry
         self.run: RunState | None = None  # the current (or last) run
         self.runs: list[RunState] = []  # every run of this process, oldest first
         self.sim: SimProcess | None = None  # the simulator this process started
@@ -108,12 +109,26 @@ class RunLifecycle:
 
     def _load_samples(self) -> SampleSet:
         """The sample file, read once (InputError on bad input, and for a sample that cannot be sent in a
-        vendor's wire format: :func:`~avv_harness.wire.execute.check_requests`)."""
+        vendor's wire format: :func:`~avv_harness.wire.execute.check_requests`). A conformance run's samples are the
+        suite's probes, built from the sample file and written next to the run folders
+        (:func:`avv_scoring.conformance.suite.write_probe_file`); a probe a vendor's wire format cannot carry is not
+        sent to it (:attr:`not_sent`)."""
         if self.samples is None:
             samples = load_samples(self.options.samples, skip_bad_lines=self.options.skip_bad_lines)
             if samples.skipped_lines:
                 print(f"avv-locust: warning: {skipped_lines_warning(samples)}", flush=True)
-            check_requests(samples, self.vendors.values(), self.options.overrides)
+            if self.options.is_conformance:
+                from avv_scoring.conformance.suite import not_sent_reason, write_probe_file
+
+                try:
+                    samples = write_probe_file(samples, self.options.out)
+                except OSError as exc:
+                    raise InputError(f"{self.options.out}: cannot write the conformance probes "
+                                     f"({exc.strerror or exc})") from None
+                self.not_sent = unsendable(samples, self.vendors.values(), self.options.overrides, not_sent_reason)
+                log.info("conformance suite: %d probes in %s", len(samples.samples), samples.path)
+            else:
+                check_requests(samples, self.vendors.values(), self.options.overrides)
             self.samples = samples
         return self.samples
 
@@ -129,8 +144,10 @@ class RunLifecycle:
     def _start_simulator(self, truth_log: str) -> None:
         from avv_sim import start_simulator
 
-        # the simulator reads the samples' gold labels from the file itself: no vendor is ever sent them
-        self.sim = start_simulator(self.options.sim_config, truth_log=truth_log, gold=self.options.samples,
+        # the simulator reads the samples' gold labels from the file itself (a conformance run's: the probe file): no
+        # vendor is ever sent them
+        gold = self.samples.path if self.samples is not None else self.options.samples
+        self.sim = start_simulator(self.options.sim_config, truth_log=truth_log, gold=gold,
                                    sets=self.options.sim_sets)
         self.sim_url = self.sim.url
         log.info("started the simulated vendors at %s", self.sim_url)
@@ -148,7 +165,7 @@ class RunLifecycle:
                              "have no per-item ratio form); run without it")
         run = new_run(options, samples, self.config_identity,
                       [VendorId(v.model, v.name) for v in self.vendors.values()], tuple(self.vendors),
-                      self.worker_id)
+                      self.worker_id, self.not_sent)
         if options.settle is not None:
             self._settle_policy(run, options, samples)
         if self._needs_simulator():
@@ -157,6 +174,9 @@ class RunLifecycle:
                       config_identity=self.config_identity, vendors=[v.redacted() for v in self.vendors.values()],
                       role=self.role.name, workers=self.role.expected_workers(), sim_url=self.sim_url,
                       redact=self.redact, sim_truth_log=self.sim_truth_log)
+        if self.not_sent:  # conformance: what was not sent to whom, and why (the report says it too)
+            run.manifest.extra["not_sent"] = {f"{vid.model}/{vid.vendor}": dict(why)
+                                              for vid, why in self.not_sent.items()}
         for earlier in self.runs:  # keep what a download needs (the folder), not the scored frames
             earlier.result = None
         self.run = run

@@ -32,6 +32,9 @@ DEFAULT_LIVE_ROWS = 20_000
 #: Where --avv-metrics-port listens unless --avv-metrics-host says otherwise: loopback, since the endpoint has
 #: no authentication (a container that Prometheus scrapes sets 0.0.0.0 and a NetworkPolicy).
 DEFAULT_METRICS_HOST = "127.0.0.1"
+#: --avv-mode values: replay the samples and score them (verify), ramp the load (stress), or send the conformance
+#: suite's probes and check what each vendor honours (conformance: docs/how-to/conformance.md).
+MODES = ("verify", "stress", "conformance")
 #: Largest --avv-concurrency: users per vendor in one process (a Locust process runs a few hundred streams well;
 #: more belongs on workers, and the value is a typo long before it is a plan).
 MAX_CONCURRENCY = 1000
@@ -102,7 +105,9 @@ def add_arguments(parser: Any) -> None:
     add("--avv-no-score", action="store_true", default=False, help="Do not score the run at the end.")
     add("--avv-no-html", action="store_true", default=False,
         help="Score the run but do not write report.html (its figures take ~2 s per run).")
-    add("--avv-mode", default="verify", choices=["verify", "stress"], help="verify (default) or stress.")
+    add("--avv-mode", default="verify", choices=list(MODES),
+        help="verify (default), stress, or conformance: the conformance suite's probes, built from the samples with "
+        "tools and the project's fixed requests (docs/how-to/conformance.md).")
     add("--avv-stress-levels", default="", help="Concurrency ladder, e.g. 1,2,4,8 (default doubling to 32).")
     add("--avv-stress-step-s", type=float, default=30.0, help="Seconds each level is held.")
     add("--avv-slo-ttft-p95-ms", type=float, default=5000.0, help="SLO: TTFT p95 at most this.")
@@ -246,7 +251,7 @@ class RunOptions:
     start_jitter_s: float  # random delay before each user's first request
     no_score: bool  # skip scoring at the end
     no_html: bool  # score, but without report.html
-    mode: str  # verify | stress
+    mode: str  # verify | stress | conformance
     stress: StressSettings | None  # set in stress mode
     settle: SettleSettings | None  # --avv-settle
     run_time_s: float | None  # Locust's -t/--run-time (honoured by the run's shape)
@@ -260,6 +265,10 @@ class RunOptions:
     @property
     def is_stress(self) -> bool:
         return self.mode == "stress"
+
+    @property
+    def is_conformance(self) -> bool:
+        return self.mode == "conformance"
 
     @classmethod
     def from_parsed(cls, parsed: Any) -> RunOptions:
@@ -285,13 +294,21 @@ class RunOptions:
             )
         settle = None
         if getattr(parsed, "avv_settle", False):
-            if parsed.avv_mode == "stress":
-                raise InputError("--avv-settle: only in verify mode (a stress run has no verdict to settle)")
+            if parsed.avv_mode != "verify":
+                raise InputError(f"--avv-settle: only in verify mode (a {parsed.avv_mode} run has no verdict bound "
+                                 "to settle)")
             settle = SettleSettings(
                 alpha=number("avv_settle_alpha", 0, strict=True, maximum=0.5),
                 every=int(number("avv_settle_every", 1)),
                 seed=int(number("avv_settle_seed", 0)) or None,
             )
+        if parsed.avv_mode == "conformance":
+            if int(number("avv_repeats", 1)) != 1:
+                raise InputError("--avv-repeats: a conformance run sends each probe once (leave it at 1)")
+            for flag in ("avv_temperature", "avv_max_tokens"):
+                if getattr(parsed, flag, None) is not None:
+                    raise InputError(f"--{flag.replace('_', '-')}: a conformance run sends each probe's own "
+                                     "parameters (its probes set temperature and max_tokens)")
         run_time = getattr(parsed, "run_time", None)
         timeout = number("avv_timeout", 0)
         return cls(

@@ -28,7 +28,7 @@ import requests
 from avv_core.api_formats import ConversionError
 from avv_core.canonical import parses_as_json
 from avv_core.errors import InputError
-from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER, WorkItem
+from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER, VendorId, WorkItem
 from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, cached_tokens, usage_counts
 from avv_core.samples import Sample, SampleSet
 from avv_core.tool_formats import find_text_calls, request_tool_names
@@ -62,12 +62,13 @@ class RetryPolicy:
 
 def build_body(sample: Sample, vendor: Vendor, overrides: Overrides | None = None) -> dict[str, Any]:
     """The chat request body: sample body after the vendor's transforms, ``model`` = vendor model_id,
-    ``stream: true``, usage requested unless the vendor disables it, provider pinning, vendor ``extra_body``
-    merged (deeply), then the global overrides. The sample itself is never changed."""
+    ``stream: true`` (``false`` for a sample marked ``_stream: false``: then no ``stream_options``), usage requested
+    unless the vendor disables it, provider pinning, vendor ``extra_body`` merged (deeply), then the global
+    overrides. The sample itself is never changed."""
     body: dict[str, Any] = apply_transforms(sample.body, vendor.dialect.transforms)
     body["model"] = vendor.model_id
-    body["stream"] = True
-    if vendor.include_usage:
+    body["stream"] = sample.streamed
+    if vendor.include_usage and sample.streamed:
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     else:
         body.pop("stream_options", None)
@@ -107,6 +108,26 @@ def build_headers(vendor: Vendor, item_tag: str, attempt: int,
         {"Authorization": url_auth} if url_auth else {},
         vendor.headers, dict(overrides.headers if overrides is not None else ()),
         {ITEM_HEADER: item_tag, ATTEMPT_HEADER: str(attempt)})
+
+
+def unsendable(samples: SampleSet, vendors: Iterable[Vendor], overrides: Overrides | None = None,
+               also: Callable[[dict[str, Any], str], str | None] | None = None) -> dict[VendorId, dict[str, str]]:
+    """Vendor → {sample id: why} for the samples its wire format cannot carry (the conversion's error, or what
+    ``also(sample body, endpoint)`` says): a conformance run does not send them to that vendor (the Responses API has
+    no ``stop``, the Messages API no ``response_format``), where a verify run refuses them (:func:`check_requests`)."""
+    out: dict[VendorId, dict[str, str]] = {}
+    for vendor in vendors:
+        wire = vendor.dialect.format
+        for sample in samples.samples:
+            why = also(sample.body, wire.name) if also is not None else None
+            if why is None and wire.converts:
+                try:
+                    build_request(sample, vendor, overrides)
+                except ConversionError as exc:
+                    why = f"not sent ({wire.name}: {exc})"
+            if why is not None:
+                out.setdefault(VendorId(vendor.model, vendor.name), {})[sample.sample_id] = why
+    return out
 
 
 #: How many requests that cannot be converted :func:`check_requests` lists before it stops looking.
@@ -165,7 +186,7 @@ BUFFERED_MAX_TPS = 10_000.0
 
 
 def is_buffered(att: Attempt, completion_tokens: int | None, decode_ms: float | None) -> bool:
-    if not att.ok or att.token_events < 2:
+    if not att.ok or att.token_events < 2 or not att.streamed:  # a JSON body was never meant to stream
         return False
     if att.token_events >= BUFFERED_MIN_EVENTS and att.first_token_read == att.last_token_read:
         return True
@@ -201,7 +222,7 @@ def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = 
     decode_ms = _ms(att.t_first_token, att.t_last_token)
     buffered = is_buffered(att, completion, decode_ms)
     tps = None
-    if completion is not None and completion >= 2 and decode_ms and not buffered:
+    if completion is not None and completion >= 2 and decode_ms and not buffered and att.streamed:
         tps = (completion - 1) / (decode_ms / 1000.0)
     calls = [att.tool_calls[i].as_dict() for i in sorted(att.tool_calls)]
     anomalies = []
@@ -326,8 +347,9 @@ def execute_item(
     attempts: list[Attempt] = []
     for number in range(1, policy.retries + 2):
         headers = build_headers(vendor, item.key.tag(ctx.run_id, number, step), number, ctx.overrides)
+        reader = wire.reader(vendor.dialect) if item.sample.streamed else wire.whole_reader(vendor.dialect)
         att = stream_chat(session, endpoint, body, headers, connect_timeout, read_timeout, max_request_s,
-                          ctx.max_event_bytes, wire.reader(vendor.dialect))
+                          ctx.max_event_bytes, reader)
         attempts.append(att)
         if on_attempt is not None:
             on_attempt(att)

@@ -50,6 +50,7 @@ SIG_TOOLS = "_sig_tools"  # sorted called names: equal signatures = tool match
 SIG_CALLS = "_sig_calls"  # sorted (name, canonical normalised arguments): equal signatures = args match
 NCALLS = "_ncalls"  # list[Call]: the calls with their arguments normalised (metrics/normalisers.py); CALLS as sent
 NGOLD = "_ngold"  # the sample's expected calls, normalised (tuple[ExpectedCall]), None without expected_calls
+SCHEMAS = "_schemas"  # the request's tools: name → (schema key, parameters) (CallChecker.schemas), None when unknown
 #: The columns :func:`_annotate_cell` fills, in the order of its tuple.
 CELL_COLUMNS = (CALLS, VERDICTS, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR, SIG_TOOLS, SIG_CALLS, NCALLS)
 
@@ -112,6 +113,7 @@ def annotate_calls(
             cols[c][i] = entry[k]
         cols[TC_N][i] = len(entry[1])
     cols[NAMES], cols[GOLD], cols[NGOLD] = names_of[sid_codes], gold_of[sid_codes], ngold_of[sid_codes]
+    cols[SCHEMAS] = _objects(schemas_of)[sid_codes] if n else _objects([])
     has_names = np.array([bool(names) for names in names_of] + [False], dtype=bool)[sid_codes]
     no_calls = np.array([not e[0] for e in entries] + [True], dtype=bool)[combo_codes]
     no_calls[per_row] = [not cols[CALLS][i] for i in per_row]
@@ -119,7 +121,7 @@ def annotate_calls(
     out = rows.copy(deep=False)  # new columns only: the record columns are shared, never written
     out[OK_COL] = ok_mask
     for name in (TC_N, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR, CALLS, VERDICTS, NAMES, AS_TEXT, GOLD,
-                 SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD):
+                 SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD, SCHEMAS):
         values = cols[name]
         out[name] = pd.Series(values, index=rows.index, dtype="object") if name in OBJECT_COLUMNS \
             else pd.Series(values.tolist(), index=rows.index)
@@ -128,7 +130,7 @@ def annotate_calls(
     return out
 
 
-OBJECT_COLUMNS = frozenset((CALLS, VERDICTS, NAMES, GOLD, SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD))
+OBJECT_COLUMNS = frozenset((CALLS, VERDICTS, NAMES, GOLD, SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD, SCHEMAS))
 
 
 def _intern(table: dict[Any, Any], value: Any) -> Any:

@@ -32,6 +32,7 @@ NEEDS: dict[str, str] = {
     "gold": "no scored sample has a gold label: expected_tool_call",
     "gold_calls": "no scored sample has gold calls: expected_calls",
     "agent": "no scored sample is an agent task",
+    "conformance": "no conformance run was scored (avv-locust --avv-mode conformance)",
 }
 
 

@@ -109,6 +109,9 @@ class ModelTable:
     #: Vendor → its sums per sample id, computed with its point values (:func:`vendor_sums`); a vendor missing
     #: here is summed from ``records``.
     vendor_sums: Mapping[str, VendorSums] = field(default_factory=dict)
+    #: The model's conformance results (conformance.csv's rows: vendor, check, result, evidence); empty without a
+    #: conformance run.
+    conformance: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 # ------------------------------------------------------------------------------------------- what is resampled
