@@ -13,7 +13,7 @@ def test_the_validator_accepts_exactly_the_declared_keys():
     assert VENDOR_KEYS == {f.key for f in VENDOR_FIELDS}
     assert dia.VENDOR_DIALECT_KEYS <= VENDOR_KEYS
     assert {f.key for f in VENDOR_FIELDS if f.per_model} == dia.MODEL_DIALECT_KEYS
-    assert MODEL_KEYS == {"vendors"} | dia.MODEL_DIALECT_KEYS
+    assert MODEL_KEYS == {"vendors", "prompt_tokens_tolerance"} | dia.MODEL_DIALECT_KEYS
     assert len({f.key for f in (*VENDOR_FIELDS, *MODEL_FIELDS)}) == len(VENDOR_FIELDS) + len(MODEL_FIELDS)
     with pytest.raises(InputError, match=r"m\.vendors\[0\] \(a\)\.timeout: unknown key"):
         parse_config({"m": {"vendors": [{"name": "a", "url": "{sim}/a/v1", "is_baseline": True, "timeout": 5}]}},
