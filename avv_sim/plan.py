@@ -17,6 +17,7 @@ from avv_sim.behaviour import (
     Decision,
     agent_calls,
     agent_decision,
+    answer_words,
     build_tool_calls,
     decide,
     fault_cut,
@@ -74,6 +75,8 @@ class Plan:
     dropped_calls: int = 0  # reference calls left out (drop_parallel_rate)
     text_calls: list[dict[str, Any]] = field(default_factory=list)  # calls written into the content
     agent: dict[str, Any] | None = None  # an agent task's step (agent.AgentStep.truth), None otherwise
+    sampled_words: int = 0  # content words drawn by sampling_rate
+    answer_shifted: bool = False  # the content was written around the other most likely words (answer_shift_rate)
 
     @property
     def completion_tokens(self) -> int:
@@ -97,6 +100,7 @@ class RequestView:
     max_tokens: int | None
     tools: list[Tool]
     tool_choice: str  # auto | none | required | named
+    greedy: bool = False  # temperature 0: no sampled words (sampling_rate)
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,8 @@ class Body:
     tool_calls: list[ToolCall] = field(default_factory=list)
     text_calls: list[dict[str, Any]] = field(default_factory=list)
     gold_answer: bool = False  # the content is the agent task's answer (matches its final_text_pattern)
+    sampled_words: int = 0  # of the content's words, those drawn by sampling_rate
+    answer_shifted: bool = False  # answer_shift_rate drew the other most likely words
 
 
 def read_request(profile: Profile, body: Mapping[str, Any]) -> RequestView:
@@ -141,8 +147,10 @@ def read_request(profile: Profile, body: Mapping[str, Any]) -> RequestView:
     max_tokens = max_tokens_of(body)
     tools = request_tools(body)
     mode = parse_tool_choice(body, tools)[0]
+    temperature = body.get("temperature")
+    greedy = isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature == 0
     return RequestView(stream, include_usage, model if isinstance(model, str) and model else profile.served_model,
-                       max_tokens, tools, mode)
+                       max_tokens, tools, mode, greedy)
 
 
 def agent_step(profile: Profile, agent: AgentEntry | None, body: Mapping[str, Any], req: RequestView, h: str,
@@ -204,23 +212,27 @@ def call_body(profile: Profile, calls: CallPlan, h: str, attempt: int, effects: 
 
 
 def answer_body(profile: Profile, h: str, language: Language, step: AgentStep | None,
-                decision: Decision) -> Body:
-    """A response without calls: the agent task's answer, else filler words in the content's script (none
-    for a reasoning-only response)."""
+                decision: Decision, repeat: int = 1, greedy: bool = False) -> Body:
+    """A response without calls: the agent task's answer, else words in the content's script
+    (:func:`~avv_sim.behaviour.answer_words`: sampled per ``repeat`` unless ``greedy``; none for a reasoning-only
+    response)."""
     final = step.answer_text if step is not None and step.action == "answer" and not decision.flipped else None
     if language.content_script is None:
         return Body([], "stop")
     if final is not None and not language.drift:
         return Body(text_tokens(final), "stop", gold_answer=True)
     words = scripts.WORDS.get(language.content_script, scripts.WORDS["Latin"])
-    return Body(word_tokens("content", filler_words(h, "content", profile.output_tokens, words)), "stop")
+    drawn = answer_words(profile, h, profile.output_tokens, words, repeat, greedy)
+    return Body(word_tokens("content", drawn.words), "stop", sampled_words=drawn.sampled,
+                answer_shifted=drawn.shifted)
 
 
 def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | None = None,
               gold: GoldEntry | None = None, repeat: int = 1, agent: AgentEntry | None = None,
               endpoint: str = "chat") -> Plan:
     """Decide everything for one request. ``gold`` = the request's gold labels (ignored unless the profile
-    has ``follow_gold``); ``repeat`` = the item's repeat (the ``self_flip_rate`` draw); ``agent`` = the agent
+    has ``follow_gold``); ``repeat`` = the item's repeat (the ``self_flip_rate``, ``sampling_rate`` and
+    ``answer_shift_rate`` draws); ``agent`` = the agent
     task the request is a step of (:mod:`.agent`; with tools and ``tool_choice`` auto); ``endpoint`` = ``chat``,
     ``completions``, ``messages`` or ``responses`` (which quirks may apply: :data:`avv_sim.quirks.SURFACE_OF`).
     Raises :class:`RequestError` for malformed bodies."""
@@ -241,7 +253,7 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
                           usage=req.include_usage and not profile.omit_usage)
     quirks = plan_quirks(profile, h, attempt, shape)
     out = call_body(profile, calls, h, attempt, quirk_table.active(quirks)) if calling else \
-        answer_body(profile, h, language, step, decision)
+        answer_body(profile, h, language, step, decision, repeat, req.greedy)
     tokens, finish = reasoning_tokens(profile, h, reasoning_only) + out.tokens, out.finish
     if req.max_tokens is not None and len(tokens) > req.max_tokens:
         tokens, finish = tokens[:req.max_tokens], "length"
@@ -275,6 +287,8 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
         dropped_calls=calls.dropped,
         text_calls=out.text_calls,
         agent={**step.truth(), "gold_answer": out.gold_answer} if step is not None else None,
+        sampled_words=out.sampled_words,
+        answer_shifted=out.answer_shifted,
     )
 
 

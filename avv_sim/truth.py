@@ -92,6 +92,10 @@ class TruthRecord:
                                        "token-less responses)")
     t_last_byte: float | None = _doc("when the final bytes were handed to the socket (or the connection was "
                                      "closed)")
+    sampled_words: int = _doc("content words drawn by `sampling_rate` instead of the body's most likely word (0 at "
+                              "`temperature` 0 and for answers without filler words)", 0)
+    answer_shifted: bool = _doc("the content was written around the other most likely word sequence "
+                                "(`answer_shift_rate`)", False)
     request: dict[str, Any] | None = _doc("only with `log_request`: `{\"body\": …, \"headers\": {…}}` as received, "
                                           "without `Authorization` and `x-api-key` (the key is absent otherwise)")
 
@@ -161,6 +165,7 @@ def build_truth(ex: Exchange) -> TruthRecord:
             "dropped_calls": plan.dropped_calls, "text_calls": plan.text_calls, "fault": plan.fault,
             "reasoning_only": plan.reasoning_only, "prompt_script": plan.prompt_script,
             "content_script": plan.content_script, "language_drift": plan.language_drift,
+            "sampled_words": plan.sampled_words, "answer_shifted": plan.answer_shifted,
             "prompt_tokens": plan.prompt_tokens, "quirks": list(plan.quirks),
             "tool_calls": sent_tool_calls(plan, ex.chunks_sent) if plan.tool_calls else [],
         }
