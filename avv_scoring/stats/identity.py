@@ -1,0 +1,286 @@
+"""Is it the same model? The two-sample identity test (scoring layer, pure numpy): do two sets of answers to the same
+prompts come from one distribution? The columns that use it are :mod:`avv_scoring.metrics.identity`.
+
+After Model Equality Testing (Gao, Liang and Guestrin, ICLR 2025: an MMD test with a Hamming kernel on the first
+tokens of each completion and a permutation p-value). Definitions (docs/scoring.md, "Is it the same model?"):
+
+- **An answer** is what a successful item returned, as :class:`Answers` holds it: its prompt (the sample id), the
+  first :data:`TEXT_CHARS` characters of its content, its labels (the call decision, the tools called, the calls
+  with their canonical arguments, the finish reason: one code each) and the log of its length (characters of the
+  content and the calls' arguments).
+- **Kernel** ``k(a, b)``: the mean of :data:`PARTS` kernels, each 1 when the two answers agree on that part: the
+  share of the first :data:`TEXT_CHARS` character positions holding the same character (a Hamming kernel; a shorter
+  text is padded, and padding equals padding), one equality kernel per label, and ``exp(−|ln(1 + len a) −
+  ln(1 + len b)|)`` (a Laplace kernel) for the length. Each is positive definite and equals 1 on the diagonal, so
+  ``k`` is too. Answers to different prompts are never compared.
+- **Statistic**: per prompt with at least :data:`MIN_ANSWERS` answers on each side (``n`` and ``m``), the unbiased
+  estimate of the squared maximum mean discrepancy, ``MMD²_u = ΣΣ_{i≠j} k(xᵢ, xⱼ) / n(n−1) + ΣΣ_{i≠j} k(yᵢ, yⱼ) /
+  m(m−1) − 2 ΣΣ k(xᵢ, yⱼ) / nm``; the statistic is its mean over those prompts.
+- **p-value**, stratified by prompt: the two sides' labels are permuted *within* each prompt's answers (every prompt
+  keeps its ``n`` and ``m``), ``permutations`` times with a seeded generator; ``p = (1 + #{T_b ≥ T}) /
+  (permutations + 1)``. Under the null — each prompt's answers are exchangeable between the sides — ``P(p ≤ α) ≤
+  α``, whatever the kernel.
+
+Everything is vectorised: one ``(prompts, slots, slots)`` kernel array (built in chunks of prompts) and, per chunk
+of permutations, one batched matrix product.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Characters of each answer's content the text kernel compares (position by position).
+TEXT_CHARS = 100
+#: The code point a shorter text is padded with (U+FFFF, a noncharacter: never sent as text).
+PAD = 0xFFFF
+#: The parts of the kernel, in the order of :attr:`Answers.labels` after the text (each weighs 1 / len(PARTS)).
+PARTS: tuple[str, ...] = ("text", "decision", "tools", "calls", "finish", "length")
+LABEL_PARTS: tuple[str, ...] = PARTS[1:-1]
+#: Answers each side must give to one prompt for the prompt to enter the test (the unbiased estimate needs 2).
+MIN_ANSWERS = 2
+#: Label permutations of one test, at most.
+PERMUTATIONS = 1000
+#: The sequential p-value stops once this many permuted statistics reached the observed one.
+STOP_AFTER = 20
+#: Entries of the (prompts × slots × slots × characters) comparison built at once (memory bound per chunk).
+_CHUNK_CELLS = 4_000_000
+#: Permutations drawn per batch (memory: batch × prompts × slots floats).
+_PERMUTATION_BATCH = 100
+#: The largest table of label subsets kept (4 MB): above it a permutation is drawn by shuffling.
+_SUBSET_TABLE = 1 << 20
+
+
+@dataclass(frozen=True)
+class Answers:
+    """Answers as arrays, one row per answer (both sides together; a boolean array elsewhere says which side)."""
+
+    prompt: np.ndarray  # (A,) int64: the prompt's code (answers to one prompt share it)
+    text: np.ndarray  # (A, TEXT_CHARS) uint32: the first characters' code points, padded with PAD
+    labels: np.ndarray  # (A, len(LABEL_PARTS)) int64: one code per label part (equal codes = equal parts)
+    log_length: np.ndarray  # (A,) float64: ln(1 + characters of the content and the calls' arguments)
+
+    def __post_init__(self) -> None:
+        n = len(self.prompt)
+        if self.text.shape != (n, TEXT_CHARS) or self.labels.shape != (n, len(LABEL_PARTS)) \
+                or self.log_length.shape != (n,):
+            raise ValueError("Answers: every array needs one row per answer")
+
+    def __len__(self) -> int:
+        return len(self.prompt)
+
+    def take(self, index: np.ndarray) -> Answers:
+        """The answers at ``index`` (an integer or boolean index)."""
+        return Answers(self.prompt[index], self.text[index], self.labels[index], self.log_length[index])
+
+
+def encode_text(texts: Sequence[str], chars: int = TEXT_CHARS) -> np.ndarray:
+    """(len(texts), chars) uint32: each text's first ``chars`` code points, padded with :data:`PAD` (one
+    encode for all of them)."""
+    if not len(texts):
+        return np.zeros((0, chars), dtype=np.uint32)
+    pad = chr(PAD)
+    joined = "".join(text[:chars].ljust(chars, pad) for text in texts)
+    return np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).reshape(len(texts), chars)
+
+
+def answer_lengths(contents: Sequence[str], argument_chars: Sequence[int]) -> np.ndarray:
+    """ln(1 + characters of the content and of the calls' arguments), per answer."""
+    return np.log1p(np.fromiter((len(c) for c in contents), dtype=np.float64, count=len(contents))
+                    + np.asarray(argument_chars, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One test's result."""
+
+    statistic: float  # mean over the tested prompts of MMD²_u (0 on average under the null; larger = further apart)
+    p: float  # the stratified permutation p-value
+    prompts: int  # prompts with ≥ MIN_ANSWERS answers on each side (the ones tested)
+    answers: tuple[int, int]  # answers of the first and of the second side on those prompts
+    permutations: int  # permuted statistics drawn (fewer than PERMUTATIONS when the sequential p-value stopped)
+
+
+@dataclass(frozen=True)
+class _Group:
+    """The tested prompts with one (n, m): ``slots[p]`` = the indexes of prompt p's answers, its n first-side answers
+    first."""
+
+    slots: np.ndarray  # (P_g, n + m) int64
+    n: int  # first-side answers per prompt
+    m: int  # second-side answers per prompt
+
+
+def side_counts(prompt: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(prompt codes, answers of the first side, of the second side) per distinct prompt."""
+    codes, inverse = np.unique(prompt, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    n_second = np.bincount(inverse, weights=second.astype(np.float64), minlength=len(codes)).astype(np.int64)
+    total = np.bincount(inverse, minlength=len(codes)).astype(np.int64)
+    return codes, total - n_second, n_second
+
+
+def testable_prompts(prompt: np.ndarray, second: np.ndarray, least: int = MIN_ANSWERS) -> int:
+    """Prompts with at least ``least`` answers on each side."""
+    _, n, m = side_counts(prompt, second)
+    return int(((n >= least) & (m >= least)).sum())
+
+
+def _groups(prompt: np.ndarray, second: np.ndarray, least: int) -> list[_Group]:
+    """The prompts with ≥ ``least`` answers on each side, grouped by (n, m) (dense arrays, no padding)."""
+    codes, n, m = side_counts(prompt, second)
+    kept = (n >= least) & (m >= least)
+    index = np.flatnonzero(np.isin(prompt, codes[kept]))
+    order = index[np.lexsort((second[index], prompt[index]))]  # by prompt, the first side first
+    starts = np.flatnonzero(np.r_[True, prompt[order][1:] != prompt[order][:-1]]) if len(order) else order
+    first, other = n[kept], m[kept]  # per kept prompt, in code order as ``starts`` has them
+    groups: list[_Group] = []
+    for n_g, m_g in sorted(set(zip(first.tolist(), other.tolist(), strict=True))):
+        rows = np.flatnonzero((first == n_g) & (other == m_g))
+        groups.append(_Group(order[starts[rows][:, None] + np.arange(n_g + m_g)[None, :]], n_g, m_g))
+    return groups
+
+
+def kernel(answers: Answers, slots: np.ndarray) -> np.ndarray:
+    """(P, c, c) float32: ``k`` between the answers of each prompt (``slots``: (P, c) answer indexes; see the module
+    docstring), 0 on the diagonal."""
+    prompts, width = slots.shape
+    out = np.zeros((prompts, width, width), dtype=np.float32)
+    step = max(1, _CHUNK_CELLS // max(1, width * width * TEXT_CHARS))
+    for lo in range(0, prompts, step):
+        at = slots[lo:lo + step]
+        text = answers.text[at]  # (c, N, L)
+        labels = answers.labels[at]  # (c, N, C)
+        length = answers.log_length[at]  # (c, N)
+        total = (text[:, :, None, :] == text[:, None, :, :]).mean(axis=-1)
+        total += (labels[:, :, None, :] == labels[:, None, :, :]).sum(axis=-1)
+        total += np.exp(-np.abs(length[:, :, None] - length[:, None, :]))
+        out[lo:lo + step] = total / len(PARTS)
+    out[:, np.arange(width), np.arange(width)] = 0.0
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _subsets(size: int, chosen: int) -> np.ndarray | None:
+    """Every subset of ``chosen`` of ``size`` slots as a bit mask (uint32), or None when there are more than
+    :data:`_SUBSET_TABLE` of them. Drawing one uniformly is drawing the labels of one uniform permutation."""
+    if size > 31 or math.comb(size, chosen) > _SUBSET_TABLE:
+        return None
+    if chosen == 0:
+        return np.zeros(1, dtype=np.uint32)
+    if chosen == size:
+        return np.array([(1 << size) - 1], dtype=np.uint32)
+    without, with_last = _subsets(size - 1, chosen), _subsets(size - 1, chosen - 1)
+    assert without is not None and with_last is not None
+    return np.concatenate([without, with_last | np.uint32(1 << (size - 1))])
+
+
+def _labellings(group: _Group, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """(P_g, draws, n + m) float32: 1 where a slot is on the first side, one uniform permutation of each prompt's
+    labels per draw, independent across prompts and draws."""
+    width = group.n + group.m
+    table = _subsets(width, group.n)
+    if table is not None:
+        masks = table[rng.integers(0, len(table), size=(len(group.slots), draws))]
+        return ((masks[..., None] >> np.arange(width, dtype=np.uint32)) & 1).astype(np.float32)
+    out = np.empty((len(group.slots), draws, width), dtype=np.float32)
+    out[...] = np.arange(width) < group.n
+    return rng.permuted(out, axis=-1, out=out)
+
+
+def _mmd_sums(k0: np.ndarray, row_sums: np.ndarray, total: np.ndarray, first: np.ndarray, n: int, m: int
+              ) -> np.ndarray:
+    """Σ over the group's prompts of MMD²_u per labelling: ``first`` (P_g, draws, c) = 1 on the first side."""
+    q = np.einsum("pdc,pdc->pd", np.matmul(first, k0), first).astype(np.float64)  # x' K0 x: within the first side
+    r = np.einsum("pdc,pc->pd", first, row_sums).astype(np.float64)  # x' K0 1
+    within_first = q / (n * (n - 1))
+    within_second = (total[:, None] - 2 * r + q) / (m * (m - 1))
+    across = (r - q) / (n * m)
+    return (within_first + within_second - 2 * across).sum(axis=0)
+
+
+def two_sample_test(answers: Answers, second: np.ndarray, rng: np.random.Generator,
+                    permutations: int = PERMUTATIONS, stop_after: int = STOP_AFTER,
+                    least: int = MIN_ANSWERS) -> Outcome | None:
+    """The stratified permutation test of "the first side's answers (``second`` false) and the second side's come
+    from one distribution, prompt by prompt"; None when no prompt has ``least`` answers on each side. The
+    p-value is Besag and Clifford's sequential one: permuted statistics are drawn until ``stop_after`` of them
+    reach the observed one (p = stop_after / drawn) or ``permutations`` were drawn (p = (1 + reached) /
+    (permutations + 1))."""
+    second = np.asarray(second, dtype=bool)
+    groups = _groups(answers.prompt, second, least)
+    if not groups:
+        return None
+    prompts = sum(len(g.slots) for g in groups)
+    parts = []
+    observed = 0.0
+    for g in groups:
+        k0 = kernel(answers, g.slots)
+        row_sums = k0.sum(axis=-1)
+        total = row_sums.astype(np.float64).sum(axis=-1)
+        parts.append((g, k0, row_sums, total))
+        template = np.broadcast_to((np.arange(g.n + g.m) < g.n).astype(np.float32), (len(g.slots), 1, g.n + g.m))
+        observed += float(_mmd_sums(k0, row_sums, total, np.ascontiguousarray(template), g.n, g.m)[0])
+    observed /= prompts
+    tolerance = 1e-6 * (1.0 + abs(observed))  # float32 sums: a labelling as extreme as the observed one counts
+    reached = drawn = 0
+    while drawn < permutations:
+        batch = min(_PERMUTATION_BATCH, permutations - drawn)
+        sums = np.zeros(batch)
+        for g, k0, row_sums, total in parts:
+            sums += _mmd_sums(k0, row_sums, total, _labellings(g, batch, rng), g.n, g.m)
+        hits = np.cumsum(sums / prompts >= observed - tolerance)
+        if reached + hits[-1] >= stop_after:  # the stop_after-th reaches it in this batch: stop right there
+            drawn += int(np.searchsorted(hits, stop_after - reached)) + 1
+            return Outcome(observed, stop_after / drawn, prompts, _answer_counts(groups), drawn)
+        reached += int(hits[-1])
+        drawn += batch
+    return Outcome(observed, (1 + reached) / (permutations + 1), prompts, _answer_counts(groups), drawn)
+
+
+def _answer_counts(groups: Sequence[_Group]) -> tuple[int, int]:
+    return sum(len(g.slots) * g.n for g in groups), sum(len(g.slots) * g.m for g in groups)
+
+
+def halves(prompt: np.ndarray, order_key: np.ndarray) -> np.ndarray:
+    """Per answer: whether it is in the later half of its prompt's answers, by ``order_key`` (the earlier
+    ⌊count / 2⌋ answers of a prompt are the first half). The baseline against itself, split so, is the identity
+    test's noise floor."""
+    if not len(prompt):
+        return np.zeros(0, dtype=bool)
+    order = np.lexsort((order_key, prompt))
+    sorted_prompt = prompt[order]
+    _, starts, sizes = np.unique(sorted_prompt, return_index=True, return_counts=True)
+    rank = np.arange(len(order)) - np.repeat(starts, sizes)
+    later = np.empty(len(order), dtype=bool)
+    later[order] = rank >= np.repeat(sizes // 2, sizes)
+    return later
+
+
+def alike_share(answers: Answers) -> tuple[float, int]:
+    """(share of prompts with ≥ 2 answers whose answers are all alike in every part the kernel compares, those
+    prompts): near 1 at a temperature above 0 means cached or greedy answers."""
+    if not len(answers):
+        return float("nan"), 0
+    rows = np.concatenate([answers.text.astype(np.int64), answers.labels,
+                           np.round(answers.log_length * 1e6).astype(np.int64)[:, None]], axis=1)
+    _, answer_code = np.unique(rows, axis=0, return_inverse=True)
+    answer_code = answer_code.reshape(-1)
+    codes, inverse = np.unique(answers.prompt, return_inverse=True)
+    count = np.bincount(inverse, minlength=len(codes))
+    low = np.full(len(codes), np.iinfo(np.int64).max)
+    high = np.full(len(codes), np.iinfo(np.int64).min)
+    np.minimum.at(low, inverse, answer_code)
+    np.maximum.at(high, inverse, answer_code)
+    several = count >= 2
+    if not several.any():
+        return float("nan"), 0
+    return float((low[several] == high[several]).mean()), int(several.sum())
+
+
+__all__ = ["LABEL_PARTS", "MIN_ANSWERS", "PARTS", "PERMUTATIONS", "TEXT_CHARS", "Answers", "Outcome", "alike_share",
+           "answer_lengths", "encode_text", "halves", "kernel", "side_counts", "testable_prompts", "two_sample_test"]
