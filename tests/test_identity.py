@@ -31,6 +31,7 @@ from avv_scoring.stats.identity import (
     encode_text,
     halves,
     kernel,
+    permutation_sd,
     two_sample_test,
 )
 from avv_scoring.stats.uncertainty import StatsSettings
@@ -61,43 +62,39 @@ def test_text_is_padded_and_the_kernel_is_the_mean_of_its_parts():
                  [math.log1p(4), math.log1p(9), math.log1p(4)])
     k = kernel(a, np.array([[0, 1, 2]]))[0]
     # 0 vs 1: text 98 of 100 positions (2 differ), decision, tools and finish equal, calls differ, length e^-ln(10/5)
-    assert k[0, 1] == pytest.approx((0.98 + 1 + 1 + 0 + 1 + 0.5) / len(PARTS), abs=1e-6)
-    assert k[0, 2] == pytest.approx((1 + 0 + 1 + 1 + 1 + 1) / len(PARTS), abs=1e-6)
+    assert k[0, 1] == pytest.approx((0.98 + 1 + 1 + 0 + 1 + 0.5) / len(PARTS), abs=1 / 4096)
+    assert k[0, 2] == pytest.approx((1 + 0 + 1 + 1 + 1 + 1) / len(PARTS), abs=1 / 4096)
     assert np.allclose(k, k.T) and (np.diag(k) == 0).all()
 
 
 def _exact_p(answers: Answers, second: np.ndarray) -> float:
-    """The permutation p-value by enumerating every within-prompt relabelling (tiny inputs only)."""
-    prompts = sorted(set(answers.prompt.tolist()))
+    """The permutation p-value by enumerating every within-prompt relabelling (tiny inputs only), each prompt's
+    MMD²_u divided by its standard deviation over its own relabellings."""
     per_prompt = []
-    for p in prompts:
+    for p in sorted(set(answers.prompt.tolist())):
         index = np.flatnonzero(answers.prompt == p)
-        n = int((~second[index]).sum())
-        per_prompt.append([(index, set(c)) for c in itertools.combinations(range(len(index)), n)])
+        k = kernel(answers, index[None, :])[0].astype(np.float64)
+        n, m = int((~second[index]).sum()), int(second[index].sum())
 
-    def statistic(labels: np.ndarray) -> float:
-        total = 0.0
-        for p in prompts:
-            index = np.flatnonzero(answers.prompt == p)
-            k = kernel(answers, index[None, :])[0].astype(np.float64)
-            x = ~labels[index]
-            n, m = int(x.sum()), int((~x).sum())
-            total += (k[np.ix_(x, x)].sum() / (n * (n - 1)) + k[np.ix_(~x, ~x)].sum() / (m * (m - 1))
-                      - 2 * k[np.ix_(x, ~x)].sum() / (n * m))
-        return total / len(prompts)
+        def mmd(first: np.ndarray, k: np.ndarray = k, n: int = n, m: int = m) -> float:
+            return (k[np.ix_(first, first)].sum() / (n * (n - 1)) + k[np.ix_(~first, ~first)].sum() / (m * (m - 1))
+                    - 2 * k[np.ix_(first, ~first)].sum() / (n * m))
 
-    observed = statistic(second)
-    stats = []
-    for choice in itertools.product(*per_prompt):
-        labels = np.ones(len(second), dtype=bool)
-        for index, first in choice:
-            labels[index[sorted(first)]] = False
-        stats.append(statistic(labels))
-    return float(np.mean(np.array(stats) >= observed - 1e-9))
+        values = []
+        for chosen in itertools.combinations(range(len(index)), n):
+            first = np.zeros(len(index), dtype=bool)
+            first[list(chosen)] = True
+            values.append(mmd(first))
+        sd = float(np.std(values))
+        per_prompt.append((np.array(values) / sd, mmd(~second[index]) / sd))
+    observed = sum(own for _, own in per_prompt)
+    totals = np.array([sum(combo) for combo in itertools.product(*(values for values, _ in per_prompt))])
+    return float(np.mean(totals >= observed - 1e-9))
 
 
 def test_the_p_value_is_the_stratified_permutation_p_value():
-    """Against every relabelling within each prompt (2 prompts of 3 + 3 answers: 400 of them)."""
+    """Against every relabelling within each prompt (2 prompts of 3 + 3 answers: 400 of them), each prompt weighed by
+    the standard deviation :func:`permutation_sd` computes in closed form."""
     rng = np.random.default_rng(3)
     texts = ["".join(rng.choice(list("abc"), 12)) for _ in range(12)]
     answers = _answers(texts, [0] * 6 + [1] * 6)
@@ -106,8 +103,20 @@ def test_the_p_value_is_the_stratified_permutation_p_value():
     outcome = two_sample_test(answers, second, np.random.default_rng(0), permutations=20_000, stop_after=10**9)
     assert outcome is not None and outcome.prompts == 2 and outcome.answers == (6, 6)
     assert outcome.p == pytest.approx(exact, abs=0.01)
+    slots = np.array([[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11]])
+    k0 = kernel(answers, slots)
+    relabelled = [[_mmd_of(k0[p], list(c)) for c in itertools.combinations(range(6), 3)] for p in (0, 1)]
+    assert permutation_sd(k0, 3, 3) == pytest.approx(np.std(relabelled, axis=1), rel=1e-4)
     stopped = two_sample_test(answers, second, np.random.default_rng(0))  # sequential: stops at the 20th reach
     assert stopped is not None and stopped.permutations < 1000 and stopped.p == pytest.approx(20 / stopped.permutations)
+
+
+def _mmd_of(k: np.ndarray, first: list[int]) -> float:
+    x = np.zeros(len(k), dtype=bool)
+    x[first] = True
+    n, m = int(x.sum()), int((~x).sum())
+    return float(k[np.ix_(x, x)].sum() / (n * (n - 1)) + k[np.ix_(~x, ~x)].sum() / (m * (m - 1))
+                 - 2 * k[np.ix_(x, ~x)].sum() / (n * m))
 
 
 def test_every_labelling_is_drawn_alike_and_too_few_answers_are_not_tested():

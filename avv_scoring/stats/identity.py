@@ -15,14 +15,22 @@ tokens of each completion and a permutation p-value). Definitions (docs/scoring.
   ``k`` is too. Answers to different prompts are never compared.
 - **Statistic**: per prompt with at least :data:`MIN_ANSWERS` answers on each side (``n`` and ``m``), the unbiased
   estimate of the squared maximum mean discrepancy, ``MMD²_u = ΣΣ_{i≠j} k(xᵢ, xⱼ) / n(n−1) + ΣΣ_{i≠j} k(yᵢ, yⱼ) /
-  m(m−1) − 2 ΣΣ k(xᵢ, yⱼ) / nm``; the statistic is its mean over those prompts.
+  m(m−1) − 2 ΣΣ k(xᵢ, yⱼ) / nm``. The test statistic is ``Σ_p MMD²_u,p / σ_p``, where ``σ_p`` is the standard
+  deviation of prompt p's MMD²_u over all its relabellings (exact, :func:`permutation_sd`; a prompt whose answers
+  are all alike has σ = 0 and adds nothing): a prompt whose answers mix calls and text swings far more under
+  relabelling than one answered in text, and would drown the others in a plain mean. σ_p depends on the prompt's
+  answers but not on their labels, so the test stays exact. The reported size of the difference is the plain mean
+  of MMD²_u over the prompts (:attr:`Outcome.statistic`).
 - **p-value**, stratified by prompt: the two sides' labels are permuted *within* each prompt's answers (every prompt
-  keeps its ``n`` and ``m``), ``permutations`` times with a seeded generator; ``p = (1 + #{T_b ≥ T}) /
-  (permutations + 1)``. Under the null — each prompt's answers are exchangeable between the sides — ``P(p ≤ α) ≤
-  α``, whatever the kernel.
+  keeps its ``n`` and ``m``; each relabelling drawn uniformly, independently per prompt) with a seeded generator;
+  Besag and Clifford's sequential p-value: draws stop once :data:`STOP_AFTER` permuted statistics reached the
+  observed one (``p = STOP_AFTER / drawn``), else after ``permutations`` (``p = (1 + reached) / (permutations +
+  1)``). Under the null — each prompt's answers are exchangeable between the sides — ``P(p ≤ α) ≤ α``, whatever
+  the kernel.
 
-Everything is vectorised: one ``(prompts, slots, slots)`` kernel array (built in chunks of prompts) and, per chunk
-of permutations, one batched matrix product.
+Everything is vectorised: the prompts are grouped by (n, m); per group one ``(prompts, n + m, n + m)`` kernel array
+(built in chunks of prompts) and, per batch of permutations, the labels drawn from a table of every n-subset (one
+integer per prompt and draw) and one batched matrix product.
 """
 
 from __future__ import annotations
@@ -53,6 +61,12 @@ _CHUNK_CELLS = 4_000_000
 _PERMUTATION_BATCH = 100
 #: The largest table of label subsets kept (4 MB): above it a permutation is drawn by shuffling.
 _SUBSET_TABLE = 1 << 20
+#: A prompt whose MMD²_u varies less than this over its relabellings is constant (its answers alike): left out.
+_CONSTANT = 1e-6
+#: The kernel's resolution (its values are multiples of 1 / _QUANTUM).
+_QUANTUM = 4096
+#: Up to this many answers per prompt, sums of kernel entries stay below 2²⁴ quanta: exact in float32 (else float64).
+_FLOAT32_SLOTS = 64
 
 
 @dataclass(frozen=True)
@@ -98,7 +112,7 @@ def answer_lengths(contents: Sequence[str], argument_chars: Sequence[int]) -> np
 class Outcome:
     """One test's result."""
 
-    statistic: float  # mean over the tested prompts of MMD²_u (0 on average under the null; larger = further apart)
+    statistic: float  # mean over the tested prompts of MMD²_u (about 0 under the null; larger = further apart)
     p: float  # the stratified permutation p-value
     prompts: int  # prompts with ≥ MIN_ANSWERS answers on each side (the ones tested)
     answers: tuple[int, int]  # answers of the first and of the second side on those prompts
@@ -147,7 +161,8 @@ def _groups(prompt: np.ndarray, second: np.ndarray, least: int) -> list[_Group]:
 
 def kernel(answers: Answers, slots: np.ndarray) -> np.ndarray:
     """(P, c, c) float32: ``k`` between the answers of each prompt (``slots``: (P, c) answer indexes; see the module
-    docstring), 0 on the diagonal."""
+    docstring), 0 on the diagonal, rounded to a multiple of 1 / :data:`_QUANTUM`: every sum of its entries is then
+    exact in float32 (c ≤ :data:`_FLOAT32_SLOTS`), so two labellings with the same sums tie exactly."""
     prompts, width = slots.shape
     out = np.zeros((prompts, width, width), dtype=np.float32)
     step = max(1, _CHUNK_CELLS // max(1, width * width * TEXT_CHARS))
@@ -159,7 +174,7 @@ def kernel(answers: Answers, slots: np.ndarray) -> np.ndarray:
         total = (text[:, :, None, :] == text[:, None, :, :]).mean(axis=-1)
         total += (labels[:, :, None, :] == labels[:, None, :, :]).sum(axis=-1)
         total += np.exp(-np.abs(length[:, :, None] - length[:, None, :]))
-        out[lo:lo + step] = total / len(PARTS)
+        out[lo:lo + step] = np.round(total * (_QUANTUM / len(PARTS))) / _QUANTUM
     out[:, np.arange(width), np.arange(width)] = 0.0
     return out
 
@@ -192,15 +207,34 @@ def _labellings(group: _Group, draws: int, rng: np.random.Generator) -> np.ndarr
     return rng.permuted(out, axis=-1, out=out)
 
 
-def _mmd_sums(k0: np.ndarray, row_sums: np.ndarray, total: np.ndarray, first: np.ndarray, n: int, m: int
-              ) -> np.ndarray:
-    """Σ over the group's prompts of MMD²_u per labelling: ``first`` (P_g, draws, c) = 1 on the first side."""
+def _mmd(k0: np.ndarray, row_sums: np.ndarray, total: np.ndarray, first: np.ndarray, n: int, m: int) -> np.ndarray:
+    """(P_g, draws) MMD²_u of each prompt under each labelling: ``first`` (P_g, draws, c) = 1 on the first side."""
+    if n + m > _FLOAT32_SLOTS:
+        k0, row_sums, first = k0.astype(np.float64), row_sums.astype(np.float64), first.astype(np.float64)
     q = np.einsum("pdc,pdc->pd", np.matmul(first, k0), first).astype(np.float64)  # x' K0 x: within the first side
     r = np.einsum("pdc,pc->pd", first, row_sums).astype(np.float64)  # x' K0 1
     within_first = q / (n * (n - 1))
     within_second = (total[:, None] - 2 * r + q) / (m * (m - 1))
     across = (r - q) / (n * m)
-    return (within_first + within_second - 2 * across).sum(axis=0)
+    return within_first + within_second - 2 * across
+
+
+def permutation_sd(k0: np.ndarray, n: int, m: int) -> np.ndarray:
+    """(P,) the standard deviation of each prompt's MMD²_u over all its relabellings (exact: the moments of the
+    quadratic form ``α x'K0x + β x'K0 1`` in a uniform subset indicator x of n out of c = n + m slots)."""
+    c = n + m
+    k = k0.astype(np.float64)
+    w = k.sum(axis=-1)
+    s, u, s2 = w.sum(axis=-1), (w ** 2).sum(axis=-1), (k ** 2).sum(axis=(-1, -2))
+    p1, p2 = n / c, n * (n - 1) / (c * (c - 1))
+    p3 = n * (n - 1) * (n - 2) / (c * (c - 1) * (c - 2))
+    p4 = n * (n - 1) * (n - 2) * (n - 3) / (c * (c - 1) * (c - 2) * (c - 3))
+    var_q = 2 * s2 * p2 + (4 * u - 4 * s2) * p3 + (s * s - 4 * u + 2 * s2) * p4 - (p2 * s) ** 2
+    var_r = p1 * u + p2 * (s * s - u) - (p1 * s) ** 2
+    cov = 2 * u * p2 + (s * s - 2 * u) * p3 - p2 * s * p1 * s
+    alpha = 1 / (n * (n - 1)) + 1 / (m * (m - 1)) + 2 / (n * m)  # MMD²_u = α q + β r + a constant
+    beta = -2 / (m * (m - 1)) - 2 / (n * m)
+    return np.sqrt(np.maximum(alpha * alpha * var_q + beta * beta * var_r + 2 * alpha * beta * cov, 0.0))
 
 
 def two_sample_test(answers: Answers, second: np.ndarray, rng: np.random.Generator,
@@ -217,29 +251,35 @@ def two_sample_test(answers: Answers, second: np.ndarray, rng: np.random.Generat
         return None
     prompts = sum(len(g.slots) for g in groups)
     parts = []
-    observed = 0.0
+    observed = mean = scale = 0.0
     for g in groups:
         k0 = kernel(answers, g.slots)
         row_sums = k0.sum(axis=-1)
         total = row_sums.astype(np.float64).sum(axis=-1)
-        parts.append((g, k0, row_sums, total))
+        sd = permutation_sd(k0, g.n, g.m)
+        weight = np.where(sd > _CONSTANT, 1.0 / np.maximum(sd, _CONSTANT), 0.0)  # alike answers: a constant, left out
+        parts.append((g, k0, row_sums, total, weight))
         template = np.broadcast_to((np.arange(g.n + g.m) < g.n).astype(np.float32), (len(g.slots), 1, g.n + g.m))
-        observed += float(_mmd_sums(k0, row_sums, total, np.ascontiguousarray(template), g.n, g.m)[0])
-    observed /= prompts
-    tolerance = 1e-6 * (1.0 + abs(observed))  # float32 sums: a labelling as extreme as the observed one counts
+        own = _mmd(k0, row_sums, total, np.ascontiguousarray(template), g.n, g.m)[:, 0]
+        observed += float(weight @ own)
+        scale += float(np.abs(weight * own).sum())
+        mean += float(own.sum())
+    mean /= prompts
+    # the sums are exact (see kernel); only the weighted sum over prompts rounds, far below any real difference
+    tolerance = 1e-10 * (1.0 + scale)
     reached = drawn = 0
     while drawn < permutations:
         batch = min(_PERMUTATION_BATCH, permutations - drawn)
-        sums = np.zeros(batch)
-        for g, k0, row_sums, total in parts:
-            sums += _mmd_sums(k0, row_sums, total, _labellings(g, batch, rng), g.n, g.m)
-        hits = np.cumsum(sums / prompts >= observed - tolerance)
+        stats = np.zeros(batch)
+        for g, k0, row_sums, total, weight in parts:
+            stats += weight @ _mmd(k0, row_sums, total, _labellings(g, batch, rng), g.n, g.m)
+        hits = np.cumsum(stats >= observed - tolerance)
         if reached + hits[-1] >= stop_after:  # the stop_after-th reaches it in this batch: stop right there
             drawn += int(np.searchsorted(hits, stop_after - reached)) + 1
-            return Outcome(observed, stop_after / drawn, prompts, _answer_counts(groups), drawn)
+            return Outcome(mean, stop_after / drawn, prompts, _answer_counts(groups), drawn)
         reached += int(hits[-1])
         drawn += batch
-    return Outcome(observed, (1 + reached) / (permutations + 1), prompts, _answer_counts(groups), drawn)
+    return Outcome(mean, (1 + reached) / (permutations + 1), prompts, _answer_counts(groups), drawn)
 
 
 def _answer_counts(groups: Sequence[_Group]) -> tuple[int, int]:
@@ -282,5 +322,6 @@ def alike_share(answers: Answers) -> tuple[float, int]:
     return float((low[several] == high[several]).mean()), int(several.sum())
 
 
-__all__ = ["LABEL_PARTS", "MIN_ANSWERS", "PARTS", "PERMUTATIONS", "TEXT_CHARS", "Answers", "Outcome", "alike_share",
-           "answer_lengths", "encode_text", "halves", "kernel", "side_counts", "testable_prompts", "two_sample_test"]
+__all__ = ["LABEL_PARTS", "MIN_ANSWERS", "PAD", "PARTS", "PERMUTATIONS", "STOP_AFTER", "TEXT_CHARS", "Answers",
+           "Outcome", "alike_share", "answer_lengths", "encode_text", "halves", "kernel", "permutation_sd",
+           "side_counts", "testable_prompts", "two_sample_test"]
