@@ -56,8 +56,9 @@ def _answers(texts: list[str], prompt: list[int], labels: list[list[int]] | None
 
 
 def test_text_is_padded_and_the_kernel_is_the_mean_of_its_parts():
-    codes = encode_text(["ab", "é" * 150])
-    assert codes.shape == (2, TEXT_CHARS) and codes[0, 2] == PAD and codes[1, -1] == ord("é")
+    codes = encode_text(["ab", "é" * 150, "a😀b"])
+    assert codes.shape == (3, TEXT_CHARS) and codes[0, 2] == PAD and codes[1, -1] == ord("é")
+    assert codes[2, :4].tolist() == [ord("a"), 0xD83D, 0xDE00, ord("b")] and codes[2, 4] == PAD  # 😀: two units
     a = _answers(["abcd", "abxy", "abcd"], [0, 0, 0], [[1, 5, 7, 2], [1, 5, 8, 2], [0, 5, 7, 2]],
                  [math.log1p(4), math.log1p(9), math.log1p(4)])
     k = kernel(a, np.array([[0, 1, 2]]))[0]
@@ -257,7 +258,7 @@ def test_twins_are_flagged_at_most_alpha():
 
 @pytest.mark.integration  # seconds of work: 50 seeded runs of 1,000 answers each, in-process
 def test_the_documented_shift_is_flagged_at_least_80_percent():
-    """docs/scoring.md's documented point: answer_shift_rate 0.5 at 50 prompts × 10 repeats is flagged in ≥ 80 % of
-    runs."""
-    flagged, runs = bench.flagged_share(50, 50, 10, {"answer_shift_rate": 0.5}, first_run=30_000)
+    """docs/scoring.md's documented point: a 30 % shift (answer_shift_rate 0.3) at 50 prompts × 10 repeats is flagged
+    in ≥ 80 % of runs (bench/identity.py: 99 % of 100 runs)."""
+    flagged, runs = bench.flagged_share(50, 50, 10, {"answer_shift_rate": 0.3}, first_run=30_000)
     assert flagged / runs >= 0.80

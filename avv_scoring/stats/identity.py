@@ -9,8 +9,9 @@ tokens of each completion and a permutation p-value). Definitions (docs/scoring.
   with their canonical arguments, the finish reason: one code each) and the log of its length (characters of the
   content and the calls' arguments).
 - **Kernel** ``k(a, b)``: the mean of :data:`PARTS` kernels, each 1 when the two answers agree on that part: the
-  share of the first :data:`TEXT_CHARS` character positions holding the same character (a Hamming kernel; a shorter
-  text is padded, and padding equals padding), one equality kernel per label, and ``exp(−|ln(1 + len a) −
+  share of the first :data:`TEXT_CHARS` character positions holding the same character (a Hamming kernel over UTF-16
+  code units, so a character beyond the Basic Multilingual Plane counts two; a shorter text is padded, and padding
+  equals padding), one equality kernel per label, and ``exp(−|ln(1 + len a) −
   ln(1 + len b)|)`` (a Laplace kernel) for the length. Each is positive definite and equals 1 on the diagonal, so
   ``k`` is too. Answers to different prompts are never compared.
 - **Statistic**: per prompt with at least :data:`MIN_ANSWERS` answers on each side (``n`` and ``m``), the unbiased
@@ -61,6 +62,8 @@ _CHUNK_CELLS = 4_000_000
 _PERMUTATION_BATCH = 100
 #: The largest table of label subsets kept (4 MB): above it a permutation is drawn by shuffling.
 _SUBSET_TABLE = 1 << 20
+#: The largest table of subsets kept unpacked as rows of 0 / 1 (one gather per draw instead of a bit unpacking).
+_ROWS_BYTES = 16 << 20
 #: A prompt whose MMD²_u varies less than this over its relabellings is constant (its answers alike): left out.
 _CONSTANT = 1e-6
 #: The kernel's resolution (its values are multiples of 1 / _QUANTUM).
@@ -74,7 +77,7 @@ class Answers:
     """Answers as arrays, one row per answer (both sides together; a boolean array elsewhere says which side)."""
 
     prompt: np.ndarray  # (A,) int64: the prompt's code (answers to one prompt share it)
-    text: np.ndarray  # (A, TEXT_CHARS) uint32: the first characters' code points, padded with PAD
+    text: np.ndarray  # (A, TEXT_CHARS) uint16: the first UTF-16 code units (characters), padded with PAD
     labels: np.ndarray  # (A, len(LABEL_PARTS)) int64: one code per label part (equal codes = equal parts)
     log_length: np.ndarray  # (A,) float64: ln(1 + characters of the content and the calls' arguments)
 
@@ -93,13 +96,19 @@ class Answers:
 
 
 def encode_text(texts: Sequence[str], chars: int = TEXT_CHARS) -> np.ndarray:
-    """(len(texts), chars) uint32: each text's first ``chars`` code points, padded with :data:`PAD` (one
-    encode for all of them)."""
+    """(len(texts), chars) uint16: each text's first ``chars`` UTF-16 code units — its first characters, a character
+    outside the Basic Multilingual Plane (an emoji) taking two — padded with :data:`PAD`."""
     if not len(texts):
-        return np.zeros((0, chars), dtype=np.uint32)
+        return np.zeros((0, chars), dtype=np.uint16)
     pad = chr(PAD)
-    joined = "".join(text[:chars].ljust(chars, pad) for text in texts)
-    return np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).reshape(len(texts), chars)
+    joined = "".join(text[:chars].ljust(chars, pad) for text in texts).encode("utf-16-le")
+    if len(joined) == 2 * chars * len(texts):  # every character one code unit: one encode for all of them
+        return np.frombuffer(joined, dtype=np.uint16).reshape(len(texts), chars).copy()
+    out = np.full((len(texts), chars), PAD, dtype=np.uint16)
+    for i, text in enumerate(texts):
+        units = np.frombuffer(text[:chars].encode("utf-16-le"), dtype=np.uint16)[:chars]
+        out[i, :len(units)] = units
+    return out
 
 
 def answer_lengths(contents: Sequence[str], argument_chars: Sequence[int]) -> np.ndarray:
@@ -171,8 +180,8 @@ def kernel(answers: Answers, slots: np.ndarray) -> np.ndarray:
         text = answers.text[at]  # (c, N, L)
         labels = answers.labels[at]  # (c, N, C)
         length = answers.log_length[at]  # (c, N)
-        total = (text[:, :, None, :] == text[:, None, :, :]).mean(axis=-1)
-        total += (labels[:, :, None, :] == labels[:, None, :, :]).sum(axis=-1)
+        total = (text[:, :, None, :] == text[:, None, :, :]).sum(axis=-1, dtype=np.uint8) / TEXT_CHARS
+        total += (labels[:, :, None, :] == labels[:, None, :, :]).sum(axis=-1, dtype=np.uint8)
         total += np.exp(-np.abs(length[:, :, None] - length[:, None, :]))
         out[lo:lo + step] = np.round(total * (_QUANTUM / len(PARTS))) / _QUANTUM
     out[:, np.arange(width), np.arange(width)] = 0.0
@@ -194,14 +203,26 @@ def _subsets(size: int, chosen: int) -> np.ndarray | None:
     return np.concatenate([without, with_last | np.uint32(1 << (size - 1))])
 
 
+@functools.lru_cache(maxsize=8)
+def _subset_rows(size: int, chosen: int) -> np.ndarray | None:
+    """:func:`_subsets` as (subsets, size) float32 rows of 0 / 1, when that table is at most 16 MB."""
+    table = _subsets(size, chosen)
+    if table is None or len(table) * size * 4 > _ROWS_BYTES:
+        return None
+    return ((table[:, None] >> np.arange(size, dtype=np.uint32)) & 1).astype(np.float32)
+
+
 def _labellings(group: _Group, draws: int, rng: np.random.Generator) -> np.ndarray:
     """(P_g, draws, n + m) float32: 1 where a slot is on the first side, one uniform permutation of each prompt's
     labels per draw, independent across prompts and draws."""
     width = group.n + group.m
     table = _subsets(width, group.n)
     if table is not None:
-        masks = table[rng.integers(0, len(table), size=(len(group.slots), draws))]
-        return ((masks[..., None] >> np.arange(width, dtype=np.uint32)) & 1).astype(np.float32)
+        picked = rng.integers(0, len(table), size=(len(group.slots), draws))
+        rows = _subset_rows(width, group.n)
+        if rows is not None:
+            return np.take(rows, picked, axis=0)
+        return ((table[picked][..., None] >> np.arange(width, dtype=np.uint32)) & 1).astype(np.float32)
     out = np.empty((len(group.slots), draws, width), dtype=np.float32)
     out[...] = np.arange(width) < group.n
     return rng.permuted(out, axis=-1, out=out)
