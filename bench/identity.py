@@ -34,6 +34,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import benchlib  # noqa: E402
 
 from avv_scoring.stats.identity import Answers, answer_lengths, encode_text, two_sample_test  # noqa: E402
 from avv_sim import behaviour  # noqa: E402
@@ -241,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-vendors", type=int, default=5)
     parser.add_argument("--cpu-shift", type=float, default=0.3, help="answer_shift_rate of the shifted vendors")
     args = parser.parse_args(argv)
-    print("$ python bench/identity.py " + " ".join(argv if argv is not None else sys.argv[1:]))
+    print("$ " + benchlib.command_line())
+    print(benchlib.machine_line())
     prompts, repeats = ((10, 25), (2, 5)) if args.quick else (PROMPTS, REPEATS)
     if args.only in (None, "calibration"):
         p, r = (int(x) for x in args.calibration_size.split("x"))

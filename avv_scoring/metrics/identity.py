@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -38,6 +37,7 @@ from avv_scoring.stats.identity import (
     PAD,
     Answers,
     alike_share,
+    answer_codes,
     answer_lengths,
     encode_text,
     halves,
@@ -78,11 +78,12 @@ def _text(values: pd.Series) -> list[str]:
     return [v if isinstance(v, str) else "" for v in values.astype("object").tolist()]
 
 
-def _codes(values: Any) -> np.ndarray:
-    """One integer per distinct value (None and NaN included), for object cells such as call signatures."""
-    seen: dict[Any, int] = {}
-    return np.array([seen.setdefault(v if isinstance(v, (str, tuple, frozenset)) or v is None else repr(v), len(seen))
-                     for v in values], dtype=np.int64)
+def _codes(values: pd.Series) -> np.ndarray:
+    """One integer per distinct value (a missing value included), for object cells such as call signatures."""
+    try:
+        return pd.factorize(values, use_na_sentinel=False)[0].astype(np.int64)
+    except TypeError:  # an unhashable cell: compared by its text
+        return pd.factorize(values.map(repr), use_na_sentinel=False)[0].astype(np.int64)
 
 
 def answers_of(rows: pd.DataFrame) -> Answers:
@@ -90,11 +91,13 @@ def answers_of(rows: pd.DataFrame) -> Answers:
     per row, prompts coded by sample id."""
     contents = _text(rows["content"])
     calls = rows[CALLS].astype("object").tolist() if CALLS in rows.columns else [()] * len(rows)
-    argument_chars = [sum(len(c.raw) for c in cs) if isinstance(cs, (list, tuple)) else 0 for cs in calls]
-    labels = np.stack([rows[CALLED].astype(bool).to_numpy().astype(np.int64),
-                       _codes(rows[SIG_TOOLS].tolist()), _codes(rows[SIG_CALLS].tolist()),
-                       _codes(_text(rows["finish_reason"]))], axis=1) if len(rows) else np.zeros((0, 4), np.int64)
-    prompt, _ = pd.factorize(rows["sample_id"].astype("object").map(str))
+    chars_of: dict[int, int] = {}  # the annotation shares one list per distinct cell: count each once
+    argument_chars = [chars_of[id(cs)] if id(cs) in chars_of else chars_of.setdefault(
+        id(cs), sum(len(c.raw) for c in cs) if isinstance(cs, (list, tuple)) else 0) for cs in calls]
+    labels = np.stack([rows[CALLED].astype(bool).to_numpy().astype(np.int64), _codes(rows[SIG_TOOLS]),
+                       _codes(rows[SIG_CALLS]), _codes(pd.Series(_text(rows["finish_reason"])))], axis=1) \
+        if len(rows) else np.zeros((0, 4), np.int64)
+    prompt, _ = pd.factorize(rows["sample_id"].astype("string").fillna(""))
     return Answers(prompt.astype(np.int64), encode_text(contents), labels, answer_lengths(contents, argument_chars))
 
 
@@ -117,7 +120,7 @@ def _time_order(rows: pd.DataFrame) -> np.ndarray:
 
 
 def _temperature_text(values: np.ndarray) -> str:
-    known = sorted({round(float(v), 6) for v in values if not math.isnan(v)})
+    known = sorted(_known(values))
     if not known:
         return "temperature not set (each vendor's default)"
     if len(known) == 1:
@@ -155,11 +158,12 @@ def identity(model_table: ModelTable) -> dict[str, Columns]:
     alpha, seed = table.settings.alpha, table.settings.seed
     base = vendor_of[kept] == table.baseline
     written = answers.text[:, 0] != PAD  # answers with content: calls with fixed arguments are alike at any temperature
+    codes = answer_codes(answers)
     self_p = _baseline_halves(answers, base, _time_order(rows.iloc[kept]), seed)
     out: dict[str, Columns] = {}
     for vendor in vendors:
         mine = vendor_of[kept] == vendor
-        alike = alike_share(answers.take(np.flatnonzero(mine & written)))[0]
+        alike = alike_share(answers.prompt[mine & written], codes[mine & written])[0]
         if vendor == table.baseline:
             out[vendor] = _untested("the baseline (its own halves: identity_self_p)", alike, self_p)
             continue
@@ -217,7 +221,8 @@ def _why_untested(answered: Mapping[str, np.ndarray], answers: Answers, base: np
 
 
 def _known(values: np.ndarray) -> frozenset[float]:
-    return frozenset(round(float(v), 6) for v in values if not math.isnan(v))
+    """The distinct temperatures of ``values`` (missing left out)."""
+    return frozenset(np.unique(np.round(values[~np.isnan(values)], 6)).tolist())
 
 
 __all__ = ["DECLARATIONS", "DIFFERS", "MIN_PROMPTS", "SAME", "UNTESTED", "answers_of", "identity"]

@@ -52,8 +52,9 @@ PARTS: tuple[str, ...] = ("text", "decision", "tools", "calls", "finish", "lengt
 LABEL_PARTS: tuple[str, ...] = PARTS[1:-1]
 #: Answers each side must give to one prompt for the prompt to enter the test (the unbiased estimate needs 2).
 MIN_ANSWERS = 2
-#: Label permutations of one test, at most.
-PERMUTATIONS = 1000
+#: Label permutations of one test, at most: the smallest p-value is 1 / (PERMUTATIONS + 1). With STOP_AFTER 20 a
+#: p-value below 0.05 needs more than 400 draws; 500 leave room and cost half of a thousand where vendors differ.
+PERMUTATIONS = 500
 #: The sequential p-value stops once this many permuted statistics reached the observed one.
 STOP_AFTER = 20
 #: Entries of the (prompts × slots × slots × characters) comparison built at once (memory bound per chunk).
@@ -322,27 +323,32 @@ def halves(prompt: np.ndarray, order_key: np.ndarray) -> np.ndarray:
     return later
 
 
-def alike_share(answers: Answers) -> tuple[float, int]:
-    """(share of prompts with ≥ 2 answers whose answers are all alike in every part the kernel compares, those
-    prompts): near 1 at a temperature above 0 means cached or greedy answers."""
-    if not len(answers):
+def answer_codes(answers: Answers) -> np.ndarray:
+    """(A,) uint64: one code per answer, equal for answers alike in every part the kernel compares (a polynomial hash
+    of the text units, labels and length; two different answers share a code with odds about 2⁻⁶⁴)."""
+    parts = np.concatenate([answers.text.astype(np.uint64), answers.labels.astype(np.uint64),
+                            np.round(answers.log_length * 1e6).astype(np.int64).astype(np.uint64)[:, None]], axis=1)
+    powers = np.cumprod(np.full(parts.shape[1], 1_000_003, dtype=np.uint64), dtype=np.uint64)
+    with np.errstate(over="ignore"):  # arithmetic modulo 2⁶⁴ is the hash
+        return (parts * powers).sum(axis=1, dtype=np.uint64)
+
+
+def alike_share(prompt: np.ndarray, codes: np.ndarray) -> tuple[float, int]:
+    """(share of prompts with ≥ 2 answers whose answers all have one code (:func:`answer_codes`), those prompts):
+    near 1 at a temperature above 0 means cached or greedy answers."""
+    if not len(prompt):
         return float("nan"), 0
-    rows = np.concatenate([answers.text.astype(np.int64), answers.labels,
-                           np.round(answers.log_length * 1e6).astype(np.int64)[:, None]], axis=1)
-    _, answer_code = np.unique(rows, axis=0, return_inverse=True)
-    answer_code = answer_code.reshape(-1)
-    codes, inverse = np.unique(answers.prompt, return_inverse=True)
-    count = np.bincount(inverse, minlength=len(codes))
-    low = np.full(len(codes), np.iinfo(np.int64).max)
-    high = np.full(len(codes), np.iinfo(np.int64).min)
-    np.minimum.at(low, inverse, answer_code)
-    np.maximum.at(high, inverse, answer_code)
+    _, inverse, count = np.unique(prompt, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    first = np.zeros(len(count), dtype=np.uint64)
+    first[inverse[::-1]] = codes[::-1]  # one answer's code per prompt (the first, written last)
+    differ = np.bincount(inverse, weights=(codes != first[inverse]), minlength=len(count))
     several = count >= 2
     if not several.any():
         return float("nan"), 0
-    return float((low[several] == high[several]).mean()), int(several.sum())
+    return float((differ[several] == 0).mean()), int(several.sum())
 
 
 __all__ = ["LABEL_PARTS", "MIN_ANSWERS", "PAD", "PARTS", "PERMUTATIONS", "STOP_AFTER", "TEXT_CHARS", "Answers",
-           "Outcome", "alike_share", "answer_lengths", "encode_text", "halves", "kernel", "permutation_sd",
-           "side_counts", "testable_prompts", "two_sample_test"]
+           "Outcome", "alike_share", "answer_codes", "answer_lengths", "encode_text", "halves", "kernel",
+           "permutation_sd", "side_counts", "testable_prompts", "two_sample_test"]

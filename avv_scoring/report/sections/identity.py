@@ -49,7 +49,9 @@ def method_line(alpha: float) -> str:
 
 
 def _pvalue(value: Any) -> str:
-    return f"{float(value):.3g}"
+    """``p = 0.31``, or ``p ≤ 0.002`` at the smallest p-value the permutations can give."""
+    smallest = 1 / (PERMUTATIONS + 1)
+    return f"p ≤ {smallest:.1g}" if float(value) <= smallest * (1 + 1e-9) else f"p = {float(value):.3g}"
 
 
 def _noise_floor(base: Mapping[str, Any], alpha: float) -> list[str]:
@@ -59,11 +61,11 @@ def _noise_floor(base: Mapping[str, Any], alpha: float) -> list[str]:
         lines.append(f"The baseline against itself (the earlier against the later half of each prompt's answers): not "
                      f"computed (fewer than {MIN_PROMPTS} prompts with 4 answers or more).")
     elif float(self_p) < alpha:
-        lines.append(f"The baseline against itself (the earlier against the later half of each prompt's answers): p = "
-                     f"{_pvalue(self_p)} — its own answers drift between the halves (or are cached), so no vendor "
+        lines.append(f"The baseline against itself (the earlier against the later half of each prompt's answers): "
+                     f"{_pvalue(self_p)} — its own answers drift between the halves, so no vendor "
                      "was tested against it.")
     else:
-        lines.append(f"The baseline against itself (the earlier against the later half of each prompt's answers): p = "
+        lines.append(f"The baseline against itself (the earlier against the later half of each prompt's answers): "
                      f"{_pvalue(self_p)} — no drift seen.")
     alike: Any = base.get("identity_alike")
     if not is_missing(alike) and float(alike) >= ALIKE_WARNING:
@@ -89,10 +91,10 @@ def model_identity(result: ScoreResult, model: str) -> ModelIdentity | None:
     lines = [method_line(alpha)]
     for r in vendors:
         if r.get("identity") == DIFFERS:
-            lines.append(f"{r['vendor']}: answers differ from the baseline's (p = {_pvalue(r['identity_p'])}, "
+            lines.append(f"{r['vendor']}: answers differ from the baseline's ({_pvalue(r['identity_p'])}, "
                          f"{int(r['identity_prompts'])} prompts).")
         elif r.get("identity") == SAME:
-            lines.append(f"{r['vendor']}: no difference from the baseline's answers found (p = "
+            lines.append(f"{r['vendor']}: no difference from the baseline's answers found ("
                          f"{_pvalue(r['identity_p'])}, {int(r['identity_prompts'])} prompts).")
     return ModelIdentity(rows, tuple(lines + _noise_floor(base, alpha)), False)
 
