@@ -154,7 +154,7 @@ def identity(model_table: ModelTable) -> dict[str, Columns]:
     kept = np.flatnonzero(ok & ~(temperature == 0))  # an empty temperature is the vendor's default: kept
     answers = answers_of(rows.iloc[kept])
     vendor_of = rows["vendor"].astype(str).to_numpy()
-    prompt_of, _ = pd.factorize(rows["sample_id"].astype("object").map(str))
+    prompt_of, _ = pd.factorize(rows["sample_id"].astype("string").fillna(""))
     alpha, seed = table.settings.alpha, table.settings.seed
     base = vendor_of[kept] == table.baseline
     written = answers.text[:, 0] != PAD  # answers with content: calls with fixed arguments are alike at any temperature
