@@ -131,7 +131,7 @@ def as_answers(answers: Sequence[Answer]) -> Answers:
                        for a in answers], dtype=np.int64).reshape(len(answers), 4)
     contents = [a.content for a in answers]
     return Answers(np.array([a.prompt for a in answers], dtype=np.int64), encode_text(contents), labels,
-                   answer_lengths(contents, [a.argument_chars for a in answers]))
+                   answer_lengths([len(c) for c in contents], [a.argument_chars for a in answers]))
 
 
 def one_run(run: int, prompts: int, repeats: int, vendor_knobs: Mapping[str, Any],

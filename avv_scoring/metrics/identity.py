@@ -74,10 +74,6 @@ DECLARATIONS: tuple[Metric, ...] = (
 )
 
 
-def _text(values: pd.Series) -> list[str]:
-    return [v if isinstance(v, str) else "" for v in values.astype("object").tolist()]
-
-
 def _codes(values: pd.Series) -> np.ndarray:
     """One integer per distinct value (a missing value included), for object cells such as call signatures."""
     try:
@@ -86,19 +82,31 @@ def _codes(values: pd.Series) -> np.ndarray:
         return pd.factorize(values.map(repr), use_na_sentinel=False)[0].astype(np.int64)
 
 
+def _argument_chars(rows: pd.DataFrame) -> np.ndarray:
+    """Characters of each row's calls' arguments as sent (0 without calls)."""
+    out = np.zeros(len(rows))
+    if CALLS not in rows.columns:
+        return out
+    calls = rows[CALLS].to_numpy(dtype=object)
+    chars_of: dict[int, int] = {}  # the annotation shares one list per distinct cell: count each once
+    for i in np.flatnonzero(rows[CALLED].to_numpy(dtype=bool)):
+        cs = calls[i]
+        if id(cs) not in chars_of:
+            chars_of[id(cs)] = sum(len(c.raw) for c in cs) if isinstance(cs, (list, tuple)) else 0
+        out[i] = chars_of[id(cs)]
+    return out
+
+
 def answers_of(rows: pd.DataFrame) -> Answers:
     """The answers of scored rows (annotated by :func:`avv_scoring.metrics.headline.annotate_tool_calls`), one
     per row, prompts coded by sample id."""
-    contents = _text(rows["content"])
-    calls = rows[CALLS].astype("object").tolist() if CALLS in rows.columns else [()] * len(rows)
-    chars_of: dict[int, int] = {}  # the annotation shares one list per distinct cell: count each once
-    argument_chars = [chars_of[id(cs)] if id(cs) in chars_of else chars_of.setdefault(
-        id(cs), sum(len(c.raw) for c in cs) if isinstance(cs, (list, tuple)) else 0) for cs in calls]
-    labels = np.stack([rows[CALLED].astype(bool).to_numpy().astype(np.int64), _codes(rows[SIG_TOOLS]),
-                       _codes(rows[SIG_CALLS]), _codes(pd.Series(_text(rows["finish_reason"])))], axis=1) \
+    content = rows["content"].astype("string").fillna("")
+    labels = np.stack([rows[CALLED].to_numpy(dtype=bool).astype(np.int64), _codes(rows[SIG_TOOLS]),
+                       _codes(rows[SIG_CALLS]), _codes(rows["finish_reason"].astype("string"))], axis=1) \
         if len(rows) else np.zeros((0, 4), np.int64)
     prompt, _ = pd.factorize(rows["sample_id"].astype("string").fillna(""))
-    return Answers(prompt.astype(np.int64), encode_text(contents), labels, answer_lengths(contents, argument_chars))
+    lengths = answer_lengths(content.str.len().to_numpy(dtype=np.float64), _argument_chars(rows))
+    return Answers(prompt.astype(np.int64), encode_text(content.tolist()), labels, lengths)
 
 
 def _temperatures(rows: pd.DataFrame) -> np.ndarray:

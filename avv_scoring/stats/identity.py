@@ -40,8 +40,10 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 #: Characters of each answer's content the text kernel compares (position by position).
 TEXT_CHARS = 100
@@ -112,10 +114,9 @@ def encode_text(texts: Sequence[str], chars: int = TEXT_CHARS) -> np.ndarray:
     return out
 
 
-def answer_lengths(contents: Sequence[str], argument_chars: Sequence[int]) -> np.ndarray:
-    """ln(1 + characters of the content and of the calls' arguments), per answer."""
-    return np.log1p(np.fromiter((len(c) for c in contents), dtype=np.float64, count=len(contents))
-                    + np.asarray(argument_chars, dtype=np.float64))
+def answer_lengths(content_chars: Any, argument_chars: Any) -> np.ndarray:
+    """The length part of each answer: ln(1 + characters of the content + characters of the calls' arguments)."""
+    return np.log1p(np.asarray(content_chars, dtype=np.float64) + np.asarray(argument_chars, dtype=np.float64))
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ def kernel(answers: Answers, slots: np.ndarray) -> np.ndarray:
     for lo in range(0, prompts, step):
         at = slots[lo:lo + step]
         text = answers.text[at]  # (c, N, L)
-        labels = answers.labels[at]  # (c, N, C)
+        labels = answers.labels[at].astype(np.int32)  # (c, N, C): codes below 2³¹ (one per answer at most)
         length = answers.log_length[at]  # (c, N)
         total = (text[:, :, None, :] == text[:, None, :, :]).sum(axis=-1, dtype=np.uint8) / TEXT_CHARS
         total += (labels[:, :, None, :] == labels[:, None, :, :]).sum(axis=-1, dtype=np.uint8)
@@ -324,13 +325,15 @@ def halves(prompt: np.ndarray, order_key: np.ndarray) -> np.ndarray:
 
 
 def answer_codes(answers: Answers) -> np.ndarray:
-    """(A,) uint64: one code per answer, equal for answers alike in every part the kernel compares (a polynomial hash
-    of the text units, labels and length; two different answers share a code with odds about 2⁻⁶⁴)."""
-    parts = np.concatenate([answers.text.astype(np.uint64), answers.labels.astype(np.uint64),
-                            np.round(answers.log_length * 1e6).astype(np.int64).astype(np.uint64)[:, None]], axis=1)
-    powers = np.cumprod(np.full(parts.shape[1], 1_000_003, dtype=np.uint64), dtype=np.uint64)
-    with np.errstate(over="ignore"):  # arithmetic modulo 2⁶⁴ is the hash
-        return (parts * powers).sum(axis=1, dtype=np.uint64)
+    """(A,) int64: one code per answer, equal exactly for answers alike in every part the kernel compares (their
+    text units, labels and length as bytes, factorized)."""
+    if not len(answers):
+        return np.zeros(0, dtype=np.int64)
+    parts = np.concatenate([answers.text.view(np.uint8).reshape(len(answers), -1),
+                            answers.labels.astype(np.int64).view(np.uint8).reshape(len(answers), -1),
+                            np.round(answers.log_length * 1e6).astype(np.int64).view(np.uint8)
+                            .reshape(len(answers), 8)], axis=1)
+    return pd.factorize(pd.Series([row.tobytes() for row in parts], dtype=object))[0].astype(np.int64)
 
 
 def alike_share(prompt: np.ndarray, codes: np.ndarray) -> tuple[float, int]:
@@ -340,7 +343,7 @@ def alike_share(prompt: np.ndarray, codes: np.ndarray) -> tuple[float, int]:
         return float("nan"), 0
     _, inverse, count = np.unique(prompt, return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
-    first = np.zeros(len(count), dtype=np.uint64)
+    first = np.zeros(len(count), dtype=np.int64)
     first[inverse[::-1]] = codes[::-1]  # one answer's code per prompt (the first, written last)
     differ = np.bincount(inverse, weights=(codes != first[inverse]), minlength=len(count))
     several = count >= 2
