@@ -264,3 +264,13 @@ def test_the_documented_shift_is_flagged_at_least_80_percent():
     in ≥ 80 % of runs (bench/identity.py: 99 % of 100 runs)."""
     flagged, runs = bench.flagged_share(50, 50, 10, {"answer_shift_rate": 0.3}, first_run=30_000)
     assert flagged / runs >= 0.80
+
+
+@pytest.mark.integration  # seconds of work: a 180-record run scored in-process
+def test_the_bench_cpu_part_runs_and_names_its_share(capsys):
+    """bench/identity.py's CPU part on a small run (the lead measures the 1,000 × 10 × 5 figure on a quiet machine):
+    it scores the run, times the identity columns against the whole and prints both."""
+    bench.cpu_share(12, 3, 5, 1.0)
+    out = capsys.readouterr().out
+    assert "180 records (12 prompts × 3 repeats × 5 vendors" in out and "of which the identity columns" in out
+    assert out.count("differs") == 3 and "same" in out
