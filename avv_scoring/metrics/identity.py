@@ -9,7 +9,7 @@ test. Definitions (docs/scoring.md, "Is it the same model?"):
   repeats (no prompt with two answers from each side); temperature 0 (every answer greedy: repeats are not samples);
   the vendor's temperatures differ from the baseline's; too few prompts (fewer than :data:`MIN_PROMPTS` with two
   answers from each side); the baseline's own answers differ between the earlier and the later half of its repeats
-  (``identity_self_p`` < α: drift or caching break the test's assumption). Else ``differs`` when ``identity_p`` < α
+  (``identity_self_p`` < α: the baseline drifts, which breaks the test's assumption). Else ``differs`` when ``identity_p`` < α
   (the settings' α, 0.05), else ``same`` — not rejected at this sample size, never proof of equality.
 - **identity_self_p**, the noise floor: the baseline against itself, each prompt's answers split by time
   (``started_at``, then repeat) into an earlier and a later half — what the noise floor of the agreement metrics
@@ -63,8 +63,8 @@ DECLARATIONS: tuple[Metric, ...] = (
     Metric("identity_prompts", "Identity prompts", "int", "none", order=883,
            doc="prompts the identity test compared (two or more answers from the vendor and from the baseline)"),
     Metric("identity_mmd", "Identity MMD²", "num", "none", order=884,
-           doc="the test's statistic: mean over the compared prompts of the unbiased MMD² (about 0 for one "
-               "distribution, larger the further apart)"),
+           doc="the size of the difference: mean over the compared prompts of the unbiased MMD² (about 0 for one "
+               "distribution, larger the further apart; the p-value weighs each prompt by its spread)"),
     Metric("identity_alike", "Repeats alike", "rate", "none", order=885,
            doc="share of the vendor's prompts answered in text (two answers or more with content) whose text answers "
                "are all alike in what the test compares: near 1 above temperature 0 means cached or greedy answers"),
@@ -188,7 +188,7 @@ def identity(model_table: ModelTable) -> dict[str, Columns]:
         compared = (f"{outcome.prompts} prompts, {outcome.answers[0]} baseline and {outcome.answers[1]} vendor "
                     f"answers, {_temperature_text(temperature[kept][both])}")
         drift = (f"the baseline's own answers differ between the earlier and the later half of its repeats (p = "
-                 f"{self_p:.3g}): drift or caching break the test's assumption")
+                 f"{self_p:.3g}): it drifts, which breaks the test's assumption")
         out[vendor] = {"identity": UNTESTED if drifts else DIFFERS if outcome.p < alpha else SAME,
                        "identity_p": outcome.p, "identity_reason": drift if drifts else compared,
                        "identity_prompts": outcome.prompts, "identity_mmd": outcome.statistic,
