@@ -9,8 +9,9 @@ test. Definitions (docs/scoring.md, "Is it the same model?"):
   repeats (no prompt with two answers from each side); temperature 0 (every answer greedy: repeats are not samples);
   the vendor's temperatures differ from the baseline's; too few prompts (fewer than :data:`MIN_PROMPTS` with two
   answers from each side); the baseline's own answers differ between the earlier and the later half of its repeats
-  (``identity_self_p`` < α: the baseline drifts, which breaks the test's assumption). Else ``differs`` when ``identity_p`` < α
-  (the settings' α, 0.05), else ``same`` — not rejected at this sample size, never proof of equality.
+  (``identity_self_p`` < α: the baseline drifts, which breaks the test's assumption). Else ``differs`` when
+  ``identity_p`` < α (the settings' α, 0.05), else ``same`` — not rejected at this sample size, never proof of
+  equality.
 - **identity_self_p**, the noise floor: the baseline against itself, each prompt's answers split by time
   (``started_at``, then repeat) into an earlier and a later half — what the noise floor of the agreement metrics
   does with pairs of repeats (:mod:`avv_scoring.stats.noise_floor`).
