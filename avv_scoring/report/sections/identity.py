@@ -24,7 +24,7 @@ from avv_scoring.report.section import ModelSection, Parts
 from avv_scoring.score import ScoreResult
 from avv_scoring.stats.identity import PERMUTATIONS, TEXT_CHARS
 
-TITLE = "Is it the same model? Answers against the baseline's"
+TITLE = "Is it the same model? Answers against the baseline"
 COLUMNS: tuple[Column, ...] = tuple(metric_column(c) for c in (
     "identity", "identity_p", "identity_prompts", "identity_mmd", "identity_alike", "identity_reason"))
 #: A baseline whose repeats are alike on at least this share of prompts looks cached or greedy.
