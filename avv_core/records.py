@@ -71,6 +71,9 @@ COLUMNS: tuple[Column, ...] = (
            "whatever the format."),
     Column("transforms", "str", "`;`-joined request transforms applied to the sample body, in order (the "
            "vendor's adapter and `transforms`)."),
+    Column("temperature", "float", "The `temperature` the request carried (the sample's, or `--avv-temperature`, "
+           "after the vendor's transforms and `--avv-extra-body`); empty when it set none (the vendor's default). The "
+           "identity test reads it: at 0 the repeats are not samples.", low=0),
     Column("level", "int", "Stress mode: the concurrency level the request started in; empty in verify mode.", low=0),
     Column("worker", "str", "Host and process that ran the item (`host:pid`)."),
     Column("started_at", "str", "UTC wall-clock time of the first attempt's t0 (ISO 8601)."),

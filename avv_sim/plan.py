@@ -19,6 +19,7 @@ from avv_sim.behaviour import (
     Decision,
     agent_calls,
     agent_decision,
+    answer_words,
     build_tool_calls,
     decide,
     fault_cut,
@@ -91,6 +92,8 @@ class Plan:
     other_calls: bool = False  # stream_other_calls changed this non-streamed answer's first call
     usage_prompt_tokens: int = 0  # what usage reports (prompt_tokens_factor applied)
     usage_completion_tokens: int = 0  # what usage reports (completion_tokens_factor applied)
+    sampled_words: int = 0  # content words drawn by sampling_rate
+    answer_shifted: bool = False  # the content was written around the other most likely words (answer_shift_rate)
 
     @property
     def completion_tokens(self) -> int:
@@ -117,6 +120,7 @@ class RequestView:
     parallel: bool = True  # parallel_tool_calls is not false
     stop: tuple[str, ...] = ()  # the stop sequences
     response_format: tuple[str, Mapping[str, Any] | None] | None = None  # (json_object | json_schema, schema)
+    greedy: bool = False  # temperature 0: no sampled words (sampling_rate)
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,8 @@ class Body:
     tool_calls: list[ToolCall] = field(default_factory=list)
     text_calls: list[dict[str, Any]] = field(default_factory=list)
     gold_answer: bool = False  # the content is the agent task's answer (matches its final_text_pattern)
+    sampled_words: int = 0  # of the content's words, those drawn by sampling_rate
+    answer_shifted: bool = False  # answer_shift_rate drew the other most likely words
 
 
 def read_request(profile: Profile, body: Mapping[str, Any]) -> RequestView:
@@ -161,9 +167,11 @@ def read_request(profile: Profile, body: Mapping[str, Any]) -> RequestView:
     max_tokens = max_tokens_of(body)
     tools = request_tools(body)
     mode = parse_tool_choice(body, tools)[0]
+    temperature = body.get("temperature")
+    greedy = isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature == 0
     return RequestView(stream, include_usage, model if isinstance(model, str) and model else profile.served_model,
                        max_tokens, tools, mode, body.get("parallel_tool_calls") is not False,
-                       tuple(stop_sequences(body)), response_format_of(body))
+                       tuple(stop_sequences(body)), response_format_of(body), greedy)
 
 
 #: knob → the request keys it makes the profile ignore (present keys are read as absent; truth ``ignored``)
@@ -265,10 +273,12 @@ def call_body(profile: Profile, calls: CallPlan, h: str, attempt: int, effects: 
 
 
 def answer_body(profile: Profile, h: str, language: Language, step: AgentStep | None,
-                decision: Decision, response_format: tuple[str, Mapping[str, Any] | None] | None = None) -> Body:
-    """A response without calls: the agent task's answer, else filler words in the content's script (none
-    for a reasoning-only response); with a ``response_format``, JSON: an object holding words (``json_object``)
-    or a value generated from the schema (``json_schema``)."""
+                decision: Decision, response_format: tuple[str, Mapping[str, Any] | None] | None = None,
+                repeat: int = 1, greedy: bool = False) -> Body:
+    """A response without calls: the agent task's answer, else words in the content's script
+    (:func:`~avv_sim.behaviour.answer_words`: sampled per ``repeat`` unless ``greedy``; none for a reasoning-only
+    response); with a ``response_format``, JSON: an object holding words (``json_object``) or a value generated
+    from the schema (``json_schema``)."""
     final = step.answer_text if step is not None and step.action == "answer" and not decision.flipped else None
     if language.content_script is None:
         return Body([], "stop")
@@ -281,14 +291,17 @@ def answer_body(profile: Profile, h: str, language: Language, step: AgentStep | 
     if final is not None and not language.drift:
         return Body(text_tokens(final), "stop", gold_answer=True)
     words = scripts.WORDS.get(language.content_script, scripts.WORDS["Latin"])
-    return Body(word_tokens("content", filler_words(h, "content", profile.output_tokens, words)), "stop")
+    drawn = answer_words(profile, h, profile.output_tokens, words, repeat, greedy)
+    return Body(word_tokens("content", drawn.words), "stop", sampled_words=drawn.sampled,
+                answer_shifted=drawn.shifted)
 
 
 def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | None = None,
               gold: GoldEntry | None = None, repeat: int = 1, agent: AgentEntry | None = None,
               endpoint: str = "chat") -> Plan:
     """Decide everything for one request. ``gold`` = the request's gold labels (ignored unless the profile
-    has ``follow_gold``); ``repeat`` = the item's repeat (the ``self_flip_rate`` draw); ``agent`` = the agent
+    has ``follow_gold``); ``repeat`` = the item's repeat (the ``self_flip_rate``, ``sampling_rate`` and
+    ``answer_shift_rate`` draws); ``agent`` = the agent
     task the request is a step of (:mod:`.agent`; with tools and ``tool_choice`` auto); ``endpoint`` = ``chat``,
     ``completions``, ``messages`` or ``responses`` (which quirks may apply: :data:`avv_sim.quirks.SURFACE_OF`).
     Raises :class:`RequestError` for malformed bodies."""
@@ -311,7 +324,7 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
                           usage=req.include_usage and not profile.omit_usage)
     quirks = plan_quirks(profile, h, attempt, shape)
     out = call_body(profile, calls, h, attempt, quirk_table.active(quirks)) if calling else \
-        answer_body(profile, h, language, step, decision, req.response_format)
+        answer_body(profile, h, language, step, decision, req.response_format, repeat, req.greedy)
     tokens, finish = reasoning_tokens(profile, h, reasoning_only) + out.tokens, out.finish
     if req.stop:
         tokens, stopped = _cut_at_stop(tokens, req.stop)
@@ -353,6 +366,8 @@ def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | 
         other_calls=changed,
         usage_prompt_tokens=round(prompt_tokens * profile.prompt_tokens_factor),
         usage_completion_tokens=round(len(tokens) * profile.completion_tokens_factor),
+        sampled_words=out.sampled_words,
+        answer_shifted=out.answer_shifted,
     )
 
 

@@ -140,6 +140,16 @@ class Profile:
                                       "script than the prompt's: Cyrillic, or Latin for a Cyrillic prompt (the "
                                       "content is otherwise in the prompt's script)", check="rate",
                                       truth="language_drift")
+    # the answer distribution (the identity test: docs/scoring.md, "Is it the same model?")
+    sampling_rate: float = knob(0.0, "fraction of content words drawn per (body, `seed`, repeat) from the script's "
+                                "words instead of the body's most likely word: the repeats of a body answer "
+                                "differently, like sampling at a temperature above 0 (a request with `temperature` 0 "
+                                "is answered greedily); profiles with the same rate answer from one distribution",
+                                check="rate", truth="sampled_words")
+    answer_shift_rate: float = knob(0.0, "fraction of content answers (per body, `seed`, repeat) written around "
+                                    "another most likely word sequence: the answer distribution moved by that share "
+                                    "away from a profile without it (the identity test's known shift)", check="rate",
+                                    truth="answer_shifted")
     # faults
     error_rate: float = knob(0.0, "fraction of requests answered with `error_status` and an OpenAI error body, "
                              "before any stream byte", check="rate", truth="fault", shares_draw="fault")

@@ -103,6 +103,10 @@ class TruthRecord:
     other_calls: bool = _doc("a non-streamed answer whose first call had one argument value changed "
                              "(`stream_other_calls`; `tool_calls` shows it as sent): the same request streamed "
                              "sends the unchanged call", False)
+    sampled_words: int = _doc("content words drawn by `sampling_rate` instead of the body's most likely word (0 at "
+                              "`temperature` 0 and for answers without filler words)", 0)
+    answer_shifted: bool = _doc("the content was written around the other most likely word sequence "
+                                "(`answer_shift_rate`)", False)
     request: dict[str, Any] | None = _doc("only with `log_request`: `{\"body\": …, \"headers\": {…}}` as received, "
                                           "without `Authorization` and `x-api-key` (the key is absent otherwise)")
 
@@ -172,6 +176,7 @@ def build_truth(ex: Exchange) -> TruthRecord:
             "dropped_calls": plan.dropped_calls, "text_calls": plan.text_calls, "fault": plan.fault,
             "reasoning_only": plan.reasoning_only, "prompt_script": plan.prompt_script,
             "content_script": plan.content_script, "language_drift": plan.language_drift,
+            "sampled_words": plan.sampled_words, "answer_shifted": plan.answer_shifted,
             "prompt_tokens": plan.prompt_tokens, "quirks": list(plan.quirks),
             "usage_prompt_tokens": plan.usage_prompt_tokens, "usage_completion_tokens": plan.usage_completion_tokens,
             "ignored": list(plan.ignored), "other_calls": plan.other_calls,

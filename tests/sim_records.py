@@ -25,6 +25,7 @@ from avv_sim import behaviour, read_truth_log
 from avv_sim.calls import PlannedCall, reference_calls
 from avv_sim.identity import decision_key
 from avv_sim.profiles import Profile, make_profile
+from avv_sim.writing_systems import WORDS
 from tests.builders import chat_body
 
 TOOLS = [
@@ -71,33 +72,45 @@ class Truth:
 
 
 def sim_records(profiles: Mapping[str, Mapping[str, Any] | Profile], baseline: str, samples: int, repeats: int,
-                prefix: str = "question", arguments: bool = True) -> tuple[pd.DataFrame, list[Truth]]:
+                prefix: str = "question", arguments: bool = True, answers: bool = False,
+                temperature: float | None = None) -> tuple[pd.DataFrame, list[Truth]]:
     """Records of every profile on ``samples`` bodies × ``repeats`` repeats (all successful, model ``m``), typed
     as the reader types records.csv, and the truth of each. ``profiles`` maps a vendor name to its knobs;
-    ``arguments=False`` sends ``{}`` as every call's arguments (faster, for trigger-only sweeps)."""
-    rows, truth = sim_rows(profiles, baseline, samples, repeats, prefix, arguments)
+    ``arguments=False`` sends ``{}`` as every call's arguments (faster, for trigger-only sweeps); ``answers=True``
+    writes each content answer's words as the simulator draws them (``sampling_rate``, ``answer_shift_rate``:
+    :func:`avv_sim.behaviour.answer_words`) instead of "an answer", and ``temperature`` into the body and the
+    record (0: greedy)."""
+    rows, truth = sim_rows(profiles, baseline, samples, repeats, prefix, arguments, answers, temperature)
     return records_frame(rows), truth
 
 
 def sim_rows(profiles: Mapping[str, Mapping[str, Any] | Profile], baseline: str, samples: int, repeats: int,
-             prefix: str = "question", arguments: bool = True) -> tuple[list[dict[str, Any]], list[Truth]]:
+             prefix: str = "question", arguments: bool = True, answers: bool = False,
+             temperature: float | None = None) -> tuple[list[dict[str, Any]], list[Truth]]:
     """The record fields of :func:`sim_records` (for :func:`avv_scoring.testing.record`), and the truth."""
     built = {name: p if isinstance(p, Profile) else make_profile(name, p) for name, p in profiles.items()}
     rows: list[dict[str, Any]] = []
     truth: list[Truth] = []
     for i in range(samples):
         b = body(i, prefix)
+        if temperature is not None:
+            b["temperature"] = temperature
         h = decision_key(b)
         for name, profile in built.items():
             for r in range(1, repeats + 1):
                 d = behaviour.decide(profile, b, h, None, r)
                 calls = (reference_calls(d.calls, h, None) if arguments else [PlannedCall(t, {}) for t in d.calls]) \
                     if d.decision else []
+                content = "an answer"
+                if answers:  # the words make_plan writes for a content answer (prompt in Latin script)
+                    drawn = behaviour.answer_words(profile, h, profile.output_tokens, WORDS["Latin"], r,
+                                                   greedy=temperature == 0)
+                    content = " ".join(drawn.words)
                 rows.append({
                     "vendor": name, "is_baseline": name == baseline, "sample_id": str(i), "repeat": r,
                     "finish_reason": "tool_calls" if d.decision else "stop",
                     "tool_calls": [call(c.tool.name, json.dumps(c.args), f"call_{k}") for k, c in enumerate(calls)],
-                    "content": "" if d.decision else "an answer",
+                    "content": "" if d.decision else content, "temperature": temperature,
                     "ttft_ms": profile.ttft_ms, "tps": profile.tokens_per_s, "total_tokens": 100,
                 })
                 truth.append(Truth(name, str(i), r, bool(d.reference), d.flipped, d.self_flipped, d.decision))

@@ -58,7 +58,8 @@ def test_vendor_metrics_has_every_per_vendor_column_and_the_model_functions_the_
     model_columns = {c for f in MODEL_FUNCTIONS for c in f.columns}
     assert set(VT.vendor_metrics(rows, base)) == {m.column for m in METRICS} - model_columns
     assert sum(len(f.columns) for f in (*FUNCTIONS, *MODEL_FUNCTIONS)) == len(METRICS)
-    assert {f.name: f.inputs for f in MODEL_FUNCTIONS} == {"uncertainty": "model", "conformance_failures": "model"}
+    assert {f.name: f.inputs for f in MODEL_FUNCTIONS} == {"uncertainty": "model", "conformance_failures": "model",
+                                                          "identity": "model"}
     assert {f.name: f.inputs for f in FUNCTIONS}["trigger_f1"] == "rows+baseline"
     assert {f.name: f.inputs for f in FUNCTIONS}["schema_accuracy"] == "rows"
 

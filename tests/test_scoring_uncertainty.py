@@ -309,7 +309,7 @@ def test_model_functions_are_checked_like_vendor_functions():
         function.for_model(None)
     with pytest.raises(RegistryError, match="model-level"):
         function(None, None)
-    assert sorted(f.name for f in MODEL_FUNCTIONS) == ["conformance_failures", "uncertainty"]
+    assert sorted(f.name for f in MODEL_FUNCTIONS) == ["conformance_failures", "identity", "uncertainty"]
 
 
 @pytest.mark.integration  # scores a run and draws its figures: seconds

@@ -21,7 +21,7 @@ LINE_KEYS = (
     "reasoning_only", "prompt_script", "content_script", "language_drift", "usage_sent", "prompt_tokens",
     "completion_tokens", "content_tokens", "reasoning_tokens", "queued_ms", "quirks", "client_disconnected",
     "t_arrival", "t_first_token", "t_last_byte", "usage_prompt_tokens", "usage_completion_tokens", "ignored",
-    "other_calls",
+    "other_calls", "sampled_words", "answer_shifted",
 )
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
@@ -44,7 +44,8 @@ def test_a_request_without_a_plan() -> None:
                     "reasoning_only": False, "language_drift": False, "usage_sent": False, "prompt_tokens": 0,
                     "completion_tokens": 0, "content_tokens": 0, "reasoning_tokens": 0, "queued_ms": 0.0,
                     "quirks": [], "client_disconnected": False, "t_arrival": 2.0, "usage_prompt_tokens": 0,
-                    "usage_completion_tokens": 0, "ignored": [], "other_calls": False}
+                    "usage_completion_tokens": 0, "ignored": [], "other_calls": False, "sampled_words": 0,
+                    "answer_shifted": False}
     rejection = RequestError("no")
     rejection.fault = "require_reasoning_content"  # type: ignore[attr-defined]
     rejected = build_truth(Exchange("p", "chat", None, 0.0, rejection=rejection))
@@ -92,7 +93,8 @@ def test_every_knob_is_declared_with_its_meaning_check_and_truth_key() -> None:
     assert set(RATE_KNOBS) == {
         "tool_call_rate", "flip_rate", "self_flip_rate", "bad_args_rate", "parallel_rate", "wrong_tool_rate",
         "wrong_value_rate", "drop_parallel_rate", "tool_as_text_rate", "truncate_call_rate", "extra_steps_rate",
-        "give_up_on_error_rate", "loop_rate", "reasoning_only_rate", "language_drift_rate", "error_rate",
+        "give_up_on_error_rate", "loop_rate", "reasoning_only_rate", "language_drift_rate", "sampling_rate",
+        "answer_shift_rate", "error_rate",
         "rate_limit_rate", "truncate_rate", "stream_error_rate", "quirk_rate"}
     assert {k.name for k in KNOBS.values() if k.check == "non_negative"} == {
         "ttft_ms", "ttft_jitter_ms", "output_tokens", "reasoning_tokens", "seed", "header_delay_ms", "stall_ms",

@@ -15,6 +15,7 @@ error before any request).
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -306,6 +307,14 @@ class ExecContext:
                    max_event_bytes=int(data.get("max_event_bytes", DEFAULT_MAX_EVENT_BYTES)))
 
 
+def request_temperature(body: Any) -> float | None:
+    """The ``temperature`` a request body carries, when it is a number ≥ 0 (else None: the record cell stays empty)."""
+    value = body.get("temperature") if isinstance(body, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
 def item_identity(item: WorkItem, ctx: ExecContext, started_at: str, vendor: Vendor | None = None) -> dict[str, Any]:
     key = item.key
     out = {
@@ -360,6 +369,7 @@ def execute_item(
     record = Record({
         **item_identity(item, ctx, started_at, vendor),
         "step": step,
+        "temperature": request_temperature(request_body),
         "is_baseline": vendor.is_baseline,
         "attempts": len(attempts),
         **attempt_record(final, vendor.include_usage, item.sample.tools, wire.completion_limit(request_body)),
