@@ -50,8 +50,28 @@ class _EnvGroup:
             return self._group.add_argument(*names, **kwargs)
 
 
+#: The prefix of every option of ours on Locust's parser.
+OPTION_PREFIX = "--avv-"
+
+
+def no_abbreviations_of_ours(parser: Any) -> None:
+    """Locust's parser (configargparse, an :class:`argparse.ArgumentParser` built with ``allow_abbrev`` on, which Locust
+    does not let a plugin change) takes a prefix of an option for the option: ``--avv-sample x`` silently set
+    ``--avv-samples``. Abbreviations are looked up in the parser's ``_get_option_tuples``; this parser's own drops
+    every match that is one of ours, so a prefix of our options is an unknown argument, which Locust's parser answers
+    with "Did you mean '--avv-samples'?". Locust's own options keep their abbreviations, as Locust documents them."""
+    lookup = parser._get_option_tuples
+
+    def without_ours(option_string: str) -> list[Any]:
+        return [match for match in lookup(option_string) if not str(match[1]).startswith(OPTION_PREFIX)]
+
+    parser._get_option_tuples = without_ours
+
+
 def add_arguments(parser: Any) -> None:
-    """Register every ``--avv-*`` option on Locust's (or a plain argparse) parser."""
+    """Register every ``--avv-*`` option on Locust's (or a plain argparse) parser, and turn off abbreviations of them
+    (:func:`no_abbreviations_of_ours`)."""
+    no_abbreviations_of_ours(parser)
     group = _EnvGroup(parser.add_argument_group(
         "avv-locust", "Vendor verification options (also from locust.conf / LOCUST_AVV_*)"
     ))
