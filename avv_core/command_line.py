@@ -6,6 +6,7 @@ parser does), and ``-V`` / ``--version`` printing :func:`avv_core.version.versio
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any, NoReturn
 
 from avv_core.suggest import closest
@@ -37,7 +38,8 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
-        parser.exit(message=version_text(parser.prog.split()[0]) + "\n")
+        sys.stdout.write(version_text(parser.prog.split()[0]) + "\n")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def command_parser(prog: str, description: str = "", **kwargs: Any) -> CommandParser:

@@ -137,6 +137,9 @@ class ScoreResult:
     not_judged: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: Runs made with ``--avv-settle``: input → run.json's ``settle`` (seed, rule, each vendor's outcome).
     settle: Mapping[str, Any] = field(default_factory=dict)
+    #: Vendors the circuit breaker stopped: input → run.json's ``vendor_down`` (each vendor, its hard fault, the items
+    #: it skipped; report section "Vendors stopped").
+    vendor_down: Mapping[str, Any] = field(default_factory=dict)
     #: The vendors' price currencies in the inputs' run.json (``price.currency``), sorted: the Cost section's unit.
     currencies: tuple[str, ...] = ()
 

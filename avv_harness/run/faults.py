@@ -73,7 +73,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault("http_403", True, "HTTP 403: the key may not use this",
           "the key's permissions for this model and endpoint, and the model_id", _status(403)),
     Fault("unknown_model", True, "the vendor does not know the model", "model_id (the vendor's own name for the "
-          "model; GET <url>/models lists them at most vendors)",
+          "model; most vendors list theirs at GET …/v1/models)",
           lambda kind, status, detail: kind == "http_4xx" and status in (400, 404, 422) and _MODEL(detail)
           and _NOT_FOUND(detail)),
     Fault("http_404", True, "HTTP 404: nothing is served at that path", "the URL's path: it is the base URL, "

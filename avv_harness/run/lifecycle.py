@@ -413,8 +413,9 @@ class RunLifecycle:
         if interrupted is not None:
             self.console.line(f"\navv-locust: scoring stopped by {interrupted.name}; the records and run.json are "
                               f"complete: score them with avv-score {run.run_dir}")
-        for down in run.manifest.extra.get("vendor_down") or []:
-            self.console.line(vendor_down_line(down, run.run_dir))
+        if run.result is None or not getattr(run.result, "scored", False):  # else the score tables' warnings say it
+            for down in run.manifest.extra.get("vendor_down") or []:
+                self.console.line(vendor_down_line(down, run.run_dir))
         self.console.line(summary_line(run.manifest, run.run_dir, completed, run.stop_reason,
                                        self.options.max_total_tokens, run.scoring_problem, run.budget.caps_text(),
                                        [d["vendor"] for d in run.manifest.extra.get("vendor_down") or []]))
