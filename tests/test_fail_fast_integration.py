@@ -31,7 +31,7 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 def _profiles(sim) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for line in truth_lines(sim.truth_log):
+    for line in truth_lines(sim.truth_log, preflight=True):
         counts[line["profile"]] = counts.get(line["profile"], 0) + 1
     return counts
 

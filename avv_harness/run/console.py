@@ -15,6 +15,7 @@ words are coloured unless ``NO_COLOR`` is set (https://no-color.org) or ``TERM``
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -105,6 +106,24 @@ class Console:
         if self._progress_shown:
             self.stream.write("\n")
             self._progress_shown = False
+
+    def end_progress_before_logs(self) -> None:
+        """On a terminal, a log line (a warning on stderr) would be written after the unfinished progress line: end
+        that line first. A filter on the root logger's handlers (it lets every record through)."""
+        if not self.terminal:
+            return
+        console = self
+
+        class _EndProgress(logging.Filter):
+            ends_progress = True
+
+            def filter(self, record: logging.LogRecord) -> bool:
+                console._end_progress()
+                return True
+
+        for handler in logging.getLogger().handlers:
+            if not any(getattr(f, "ends_progress", False) for f in handler.filters):
+                handler.addFilter(_EndProgress())
 
     def decision(self, lines: Sequence[str], reports: Sequence[tuple[str, str]]) -> None:
         """The decision block, then ``label: path`` of each report (the run's last lines)."""

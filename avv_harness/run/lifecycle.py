@@ -184,6 +184,7 @@ class RunLifecycle:
         log.debug("avv run %s: %s for %d vendors; records → %s", run.run_id, items, len(self.vendors),
                   run.run_dir / RECORDS_CSV)
         if not self.ui_mode:
+            self.console.end_progress_before_logs()
             self.console.line(self._start_line(run, options, samples))
         self._preflight(run, options)
         self.run_hook.fire(run=run, phase="begin")

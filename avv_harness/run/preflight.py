@@ -143,6 +143,17 @@ class Preflight:
                 "vendors": [c.to_manifest() for c in self.checks]}
 
 
+def is_preflight_tag(tag: str | None) -> bool:
+    """Whether an item tag (the ``X-AVV-Item`` header, a truth log's ``client_tag``) is a pre-flight request's."""
+    if not tag:
+        return False
+    try:
+        _, key, _ = ItemKey.parse_tag(tag)
+    except ValueError:
+        return False
+    return key.repeat == 0 and key.sample_id == PREFLIGHT_SAMPLE_ID
+
+
 def preflight_sample(samples: SampleSet | None) -> Sample:
     """The pre-flight request as a sample (module docstring): one user message, the first tools found."""
     tools = next((s.tools for s in samples.samples if s.tools), []) if samples is not None else []
@@ -235,4 +246,4 @@ def targets_of(vendors: Mapping[str, Vendor], url_of: Callable[[str], str]) -> l
 
 
 __all__ = ["PREFLIGHT_MAX_TOKENS", "PREFLIGHT_SAMPLE_ID", "PREFLIGHT_TIMEOUT_S", "Preflight", "Target", "VendorCheck",
-           "check_vendor", "preflight_sample", "run_preflight", "targets_of"]
+           "check_vendor", "is_preflight_tag", "preflight_sample", "run_preflight", "targets_of"]
