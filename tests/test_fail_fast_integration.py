@@ -73,7 +73,7 @@ def test_the_preflight_refuses_broken_vendors_before_any_load_with_one_line_each
     faults = {v["vendor"]: v["fault"] for v in run["extra"]["preflight"]["vendors"]}
     assert faults == {"ok": None, "locked": "http_401", "nopath": "http_404", "closed": "connect_refused",
                       "tls": "tls"}
-    assert run["extra"]["preflight"]["spent"]["tokens"] == run["tokens_used"] > 0  # its cost is counted
+    assert run["extra"]["preflight"]["spent"]["tokens"] > 0 and run["tokens_used"] == 0  # its cost, apart
 
 
 def test_the_breaker_stops_broken_vendors_the_working_one_runs_whole_and_a_resume_sends_their_items(sim, tmp_path):
@@ -83,7 +83,8 @@ def test_the_breaker_stops_broken_vendors_the_working_one_runs_whole_and_a_resum
     write_yaml(tmp_path / "vendors.yaml", config)
     write_jsonl(tmp_path / "s.jsonl", numbered_samples(10))
     args = ["--headless", "--avv-config", "vendors.yaml", "--avv-samples", "s.jsonl", "--avv-out", "out",
-            "--avv-preflight", "warn", "--avv-breaker", "3", "--avv-backoff-s", "0.02"]
+            "--avv-preflight", "warn", "--avv-breaker", "3", "--avv-backoff-s", "0.02",
+            "--avv-max-total-tokens", "10000000"]
     proc = run_locust(args, cwd=tmp_path, env=clean_env(LOCKED_KEY="wrong-key-4242"), timeout=180)
     assert proc.returncode == ExitStatus.VENDOR_BROKEN, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
@@ -102,6 +103,8 @@ def test_the_breaker_stops_broken_vendors_the_working_one_runs_whole_and_a_resum
     assert (down["locked"]["fault"], down["locked"]["after_items"], down["locked"]["skipped"]) == ("http_401", 3, 7)
     assert (down["closed"]["fault"], down["closed"]["skipped"]) == ("connect_refused", 7)
     assert "wrong-key-4242" not in json.dumps(run) + out + proc.stderr
+    spent = run["extra"]["preflight"]["spent"]["tokens"]
+    assert spent > 0 and run["budget"]["charged"]["tokens"] == run["tokens_used"] + spent  # the budget counts it
     assert "stopped by the circuit breaker: locked, closed" in out
     assert re.search(r"warning: locked \(m\) was stopped by the circuit breaker: its last 3 items ended with HTTP 401",
                      out)

@@ -212,8 +212,7 @@ class RunLifecycle:
         self.preflight = None  # a web UI's: only its first run got it
         if result is None:
             return
-        run.budget.charge(result.spent)
-        run.manifest.tokens_used += result.spent.tokens
+        run.budget.charge(result.spent)  # run.json: budget.charged includes it; tokens_used stays the records'
         run.manifest.extra["preflight"] = result.to_manifest()
         if result.refused:
             run.stop_reason = "preflight"
