@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from avv_core.command_line import command_parser
 from avv_core.errors import InputError
 from avv_core.samples import Sample
 from avv_harness.inputs.config import Vendor
@@ -149,13 +150,14 @@ def _attempts(record: Mapping[str, Any]) -> int:
 
 
 def export_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"{PROG} export",
-        description="Write a run folder as K2-Vendor-Verifier / MiniMax-Provider-Verifier files: per vendor "
+    p = command_parser(
+        f"{PROG} export",
+        "Write a run folder as K2-Vendor-Verifier / MiniMax-Provider-Verifier files: per vendor "
         "<vendor>_results.jsonl, <vendor>_summary.json and <vendor>_compare.json (against the baseline).",
     )
     p.add_argument("run", metavar="RUN", help="a run folder (records.csv and run.json)")
-    p.add_argument("--format", required=True, choices=[FORMAT], help="the file format (k2vv: K2VV and MiniMax)")
+    p.add_argument("--format", default=FORMAT, choices=[FORMAT],
+                   help=f"the file format (default {FORMAT}, the only one: K2VV's, which MiniMax reads too)")
     p.add_argument("--out", metavar="DIR", help="output folder (default RUN/k2vv)")
     p.add_argument("--samples", metavar="FILE", help="sample JSONL (default: from run.json)")
     p.add_argument("--baseline", action="append", default=[], metavar="NAME|MODEL=VENDOR",

@@ -1,26 +1,30 @@
 """``avv-score`` (scoring layer, top: parses arguments, calls :mod:`.score` / :mod:`.report` / :mod:`.irf`):
-score runs, re-render a stress run, or compute IRF over a ready metrics table.
+score runs, and the subcommands of :data:`SUBCOMMANDS` (``avv-score --help`` lists them, one line each).
 
     avv-score RUN_OR_CSV... [--baseline NAME | --baseline MODEL=VENDOR ...] [--samples FILE] [--out DIR]
                             [--baseline-results [MODEL=]FILE.jsonl ...] [--baseline-name NAME]
-                            [--thresholds avv|k2vv|minimax|none|FILE.yaml]
+                            [--thresholds PRESET|FILE.yaml]
                             [--min-success X] [--min-f1 X] [--min-schema X] [--max-reasoning-only X]
                             [--min-attempt-success X] [--irf-metrics A,B,...] [--strict] [-q]
                             [--bootstrap N] [--seed S] [--verdict threshold|statistical]
                             [--arg-normalise default|none|FILE.yaml] [--ftr-band LOW:HIGH]
                             [--irf-ties published|statistical]
     avv-score stress RUN [--no-score] [same options as above]
-    avv-score export --format k2vv RUN [--out DIR] [--samples FILE] [--baseline NAME | MODEL=VENDOR]
+    avv-score export RUN [--format k2vv] [--out DIR] [--samples FILE] [--baseline NAME | MODEL=VENDOR]
     avv-score trajectory RUN --vendor NAME --sample ID [--repeat N] [--samples FILE]   (one agent task, step by step)
     avv-score irf TABLE.csv [--digits N] [--irf-metrics A,B,...]
     avv-score metrics                       (the registry's metric table, as in the README)
     avv-score thresholds [PRESET|FILE.yaml] (a threshold preset as YAML, ready to copy and edit)
     avv-score history add RUN... --db PATH  (add runs to a history database; see avv_scoring/history)
-    avv-score trend --db PATH [--model M] [--vendor V] [--metric A,B] [--since DATE] [--fail-on-regression]
+    avv-score history trend --db PATH [--model M] [--vendor V] [--metric A,B] [--since DATE] [--fail-on-regression]
+    avv-score history show --db PATH        (the runs a history holds)
+    avv-score --version                     (avv-locust's version, then Locust's)
+
+``avv-score trend`` (before: the spelling of ``history trend``) still works for one release, with a note.
 
 Bad input prints one message naming the file and field and exits with status 2 (no traceback). Exit status:
 0 scored; 1 ``--strict`` and a vendor failed (or nothing to score); 2 bad input; 4 scored, but rows holding a
-number no record can hold were left out (each named on stderr and in report.md); 5 ``trend
+number no record can hold were left out (each named on stderr and in report.md); 5 ``history trend
 --fail-on-regression`` and a vendor's latest run has a flagged regression. Ctrl-C or SIGTERM stops
 it at once, with one line and status 128 + the signal (130, 143), no traceback.
 """
@@ -32,9 +36,12 @@ import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
+from avv_core.command_line import command_parser
 from avv_core.errors import InputError
 from avv_core.stop_signals import Interrupted, interrupt_on_signals
+from avv_core.suggest import did_you_mean
 from avv_scoring.arg_normalise import resolve_arg_normalise
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
 from avv_scoring.entrypoints import score_paths, stress_only
@@ -86,11 +93,13 @@ def _band(text: str) -> tuple[float, float]:
 
 
 def _score_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=PROG,
-        description="Score avv-locust runs: per-vendor metrics, IRF and verdicts. "
-        f"Use '{PROG} stress RUN' to re-render a stress run, '{PROG} irf TABLE.csv' to compute IRF over a "
-        "ready metrics table.",
+    p = command_parser(
+        PROG,
+        "Score avv-locust runs: per-vendor metrics, IRF and verdicts (avv-score RUN_OR_CSV...), or run one of the "
+        "subcommands below (avv-score COMMAND --help for its options).",
+        usage=f"{PROG} RUN_OR_CSV... [options]\n       {PROG} COMMAND ...",
+        epilog=subcommands_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("inputs", nargs="+", metavar="RUN_OR_CSV", help="run folder(s) or records.csv file(s)")
     _add_score_options(p)
@@ -98,9 +107,9 @@ def _score_parser() -> argparse.ArgumentParser:
 
 
 def _stress_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"{PROG} stress",
-        description="Re-render a stress run folder: stress.csv, capacity.csv, the plots and report.md with its "
+    p = command_parser(
+        f"{PROG} stress",
+        "Re-render a stress run folder: stress.csv, capacity.csv, the plots and report.md with its "
         "stress section (the run is scored as by 'avv-score RUN' unless --no-score).",
     )
     p.add_argument("run", metavar="RUN", help="a stress run folder (records.csv and run.json)")
@@ -158,8 +167,8 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--thresholds",
         default=None,
-        metavar="|".join(PRESETS[:3]) + "|FILE.yaml",
-        help=f"verdict thresholds: a preset ({', '.join(PRESETS)}) or a YAML file (default {DEFAULT_PRESET}); "
+        metavar="PRESET|FILE.yaml",
+        help=f"verdict thresholds: a preset ({'|'.join(PRESETS)}) or a YAML file (default {DEFAULT_PRESET}); "
         "the flags below override single bounds",
     )
     for flag, dest, keyword, text in THRESHOLD_FLAGS:
@@ -339,9 +348,9 @@ def main_trajectory(argv: Sequence[str]) -> int:
     from avv_scoring.metrics.trajectories import TJ_END, TJ_STEPS, summarise
     from avv_scoring.report.trajectory import render_trajectory, trajectory_steps
 
-    p = argparse.ArgumentParser(prog=f"{PROG} trajectory", description="Show one agent task's trajectory of a run "
-                                "step by step: each request's outcome, the calls made, the tool answers played back "
-                                "(matched / default / injected_error), the final answer and how the task ended.")
+    p = command_parser(f"{PROG} trajectory", "Show one agent task's trajectory of a run step by step: each "
+                       "request's outcome, the calls made, the tool answers played back (matched / default / "
+                       "injected_error), the final answer and how the task ended.")
     p.add_argument("run", metavar="RUN", help="a run folder or records.csv")
     p.add_argument("--vendor", required=True, help="vendor name")
     p.add_argument("--sample", required=True, help="sample id (data_index)")
@@ -368,21 +377,81 @@ def main_trajectory(argv: Sequence[str]) -> int:
 
 
 def main_thresholds(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog=f"{PROG} thresholds", description="Print a threshold preset (or a thresholds "
-                                "YAML file, resolved) as YAML that --thresholds FILE.yaml reads back.")
-    p.add_argument("preset", nargs="?", default=DEFAULT_PRESET, metavar="|".join(PRESETS) + "|FILE.yaml")
+    p = command_parser(f"{PROG} thresholds", "Print a threshold preset (or a thresholds YAML file, resolved) as "
+                       "YAML that --thresholds FILE.yaml reads back.")
+    p.add_argument("preset", nargs="?", default=DEFAULT_PRESET, metavar="PRESET|FILE.yaml",
+                   help=f"a preset ({'|'.join(PRESETS)}; default {DEFAULT_PRESET}) or a thresholds YAML file")
     args = p.parse_args(argv)
     sys.stdout.write(thresholds_yaml(resolve_thresholds(args.preset)))
     return 0
 
 
-#: A subcommand added by the caller: argv after the name → exit status (see :func:`main`).
+#: A subcommand's entry point: argv after its name → exit status.
 Command = Callable[[Sequence[str]], int]
 
 
+def _export_needs_the_harness(argv: Sequence[str]) -> int:
+    raise InputError("avv-score export rebuilds the requests with the harness: run the avv-score command")
+
+
+def _history(argv: Sequence[str]) -> int:
+    from avv_scoring.history.cli import main_history
+
+    return main_history(argv)
+
+
+def _trend_alias(argv: Sequence[str]) -> int:
+    from avv_scoring.history.cli import main_trend
+
+    print(f"{PROG}: note: '{PROG} trend' is now '{PROG} history trend' (the old spelling works until the next "
+          "release)", file=sys.stderr)
+    return main_trend(argv)
+
+
+def _metrics_table(argv: Sequence[str]) -> int:
+    command_parser(f"{PROG} metrics", "Print the registry's metric table (as in the docs).").parse_args(argv)
+    sys.stdout.write(render_metric_table() + "\n")
+    return 0
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """One ``avv-score`` subcommand, declared once: ``--help`` lists it and :func:`main` dispatches to it."""
+
+    name: str  # the word after avv-score
+    summary: str  # one line for avv-score --help
+    run: Command  # its entry point (argv after the name → exit status)
+    aliases: tuple[str, ...] = ()  # old spellings still accepted (each kept for one release)
+
+
+#: Every subcommand, in the order ``--help`` lists them. ``export`` is supplied by the ``avv-score`` console script
+#: (:func:`avv_harness.cli.score_main`): it rebuilds the requests with the harness.
+SUBCOMMANDS: tuple[Subcommand, ...] = (
+    Subcommand("stress", "re-render a stress run: stress.csv, capacity.csv, the plots, report.md",
+               lambda argv: main_stress(argv)),
+    Subcommand("export", "write a run as K2-Vendor-Verifier / MiniMax-Provider-Verifier files",
+               _export_needs_the_harness),
+    Subcommand("trajectory", "show one agent task of a run, step by step", lambda argv: main_trajectory(argv)),
+    Subcommand("irf", "add IRF to a ready per-vendor metrics table (CSV)", lambda argv: main_irf(argv)),
+    Subcommand("metrics", "print the metric table of the registry (every scores.csv column)", _metrics_table),
+    Subcommand("thresholds", "print a threshold preset as YAML, ready to copy and edit",
+               lambda argv: main_thresholds(argv)),
+    Subcommand("history", "the run history: history add RUN... | history trend | history show (--db PATH)",
+               _history),
+    Subcommand("trend", "old spelling of 'history trend' (kept for one release)", _trend_alias),
+)
+
+
+def subcommands_help() -> str:
+    """The ``subcommands:`` block of ``avv-score --help``: each subcommand with its one line."""
+    width = max(len(c.name) for c in SUBCOMMANDS)
+    return "subcommands:\n" + "".join(f"  {c.name:<{width}}  {c.summary}\n" for c in SUBCOMMANDS)
+
+
 def main(argv: Sequence[str] | None = None, commands: Mapping[str, Command] | None = None) -> int:
-    """``avv-score``. ``commands`` adds subcommands that need more than scoring: the ``avv-score`` console script
-    (:func:`avv_harness.cli.score_main`) adds ``export``, which rebuilds the requests with the harness."""
+    """``avv-score``. ``commands`` supplies the entry points of subcommands that need more than scoring: the
+    ``avv-score`` console script (:func:`avv_harness.cli.score_main`) gives ``export``, which rebuilds the requests
+    with the harness."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         with interrupt_on_signals():  # SIGTERM, like Ctrl-C, stops even a CPU-bound step, without a traceback
@@ -394,26 +463,14 @@ def main(argv: Sequence[str] | None = None, commands: Mapping[str, Command] | No
 
 
 def _dispatch(argv: list[str], commands: Mapping[str, Command]) -> int:
+    table = {name: command.run for command in SUBCOMMANDS for name in (command.name, *command.aliases)}
+    table.update(commands)
     try:
-        if argv and argv[0] in commands:
-            return commands[argv[0]](argv[1:])
-        if argv and argv[0] == "export":
-            raise InputError("avv-score export rebuilds the requests with the harness: run the avv-score command")
-        if argv and argv[0] == "irf":
-            return main_irf(argv[1:])
-        if argv and argv[0] == "stress":
-            return main_stress(argv[1:])
-        if argv and argv[0] == "thresholds":
-            return main_thresholds(argv[1:])
-        if argv and argv[0] == "trajectory":
-            return main_trajectory(argv[1:])
-        if argv and argv[0] in ("history", "trend"):  # the run history (avv_scoring/history, docs/history.md)
-            from avv_scoring.history.cli import main_history, main_trend
-
-            return (main_history if argv[0] == "history" else main_trend)(argv[1:])
-        if argv and argv[0] == "metrics":  # the README table, from the registry
-            sys.stdout.write(render_metric_table() + "\n")
-            return 0
+        if argv and argv[0] in table:
+            return table[argv[0]](argv[1:])
+        if argv and not argv[0].startswith("-") and not os.path.exists(argv[0]) and did_you_mean(argv[0], table):
+            raise InputError(f"{argv[0]}: no such run folder, records.csv or subcommand"
+                             f"{did_you_mean(argv[0], table)}")
         return main_score(argv)
     except InputError as exc:
         print(f"{PROG}: error: {terminal_text(exc, keep_newlines=True)}", file=sys.stderr)

@@ -152,6 +152,7 @@ def score_inputs(
         stress=stress_tables(stress_dir) if stress_dir is not None else None,
         settle=_settle_of(inputs),
         currencies=_currencies_of(inputs),
+        vendor_down=_vendor_down_of(inputs),
     )
 
 
@@ -185,6 +186,17 @@ def _settle_of(inputs: Sequence[RunInput]) -> dict[str, Any]:
         settle = item.manifest.extra.get("settle") if item.manifest is not None else None
         if isinstance(settle, dict) and isinstance(settle.get("vendors"), dict):
             out[item.run_dir or item.csv_path] = settle
+    return out
+
+
+def _vendor_down_of(inputs: Sequence[RunInput]) -> dict[str, Any]:
+    """run.json's ``vendor_down`` of each input where the circuit breaker stopped a vendor (report section "Vendors
+    stopped")."""
+    out: dict[str, Any] = {}
+    for item in inputs:
+        down = item.manifest.extra.get("vendor_down") if item.manifest is not None else None
+        if isinstance(down, list) and down:
+            out[item.run_dir or item.csv_path] = [d for d in down if isinstance(d, dict)]
     return out
 
 

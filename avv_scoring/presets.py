@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from avv_core.errors import InputError
+from avv_core.suggest import did_you_mean
 from avv_core.yaml_io import load_yaml, loads_yaml
 from avv_scoring.metrics.declaration import KINDS
 from avv_scoring.metrics.registry import is_metric
@@ -70,7 +71,8 @@ def thresholds_from_data(data: Any, where: str, default_name: str) -> Thresholds
         raise InputError(f"{where}: expected a mapping with a 'thresholds' key")
     unknown = sorted(set(map(str, data)) - _TOP_KEYS)
     if unknown:
-        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)} (expected name, base, thresholds)")
+        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)}{did_you_mean(unknown[0], _TOP_KEYS)} "
+                         "(expected name, base, thresholds)")
     base_name = data.get("base", "none")
     if base_name not in PRESETS:
         raise InputError(f"{where}: field 'base': {base_name!r} is not a preset ({', '.join(PRESETS)})")
@@ -82,7 +84,10 @@ def thresholds_from_data(data: Any, where: str, default_name: str) -> Thresholds
     for column, spec in raw.items():
         field = f"{where}: thresholds.{column}"
         if not isinstance(column, str) or not is_metric(column):
-            raise InputError(f"{field}: not a metric column ('avv-score metrics' lists them)")
+            from avv_scoring.metrics.registry import METRICS  # the registry loads on first use
+
+            raise InputError(f"{field}: not a metric column{did_you_mean(str(column), (m.column for m in METRICS))} "
+                             "('avv-score metrics' lists them)")
         if spec is None:
             bounds[column] = None
             continue

@@ -31,7 +31,7 @@ from avv_scoring.load import (
 )
 from avv_scoring.metrics.billing import BillingTolerance, flagged
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
-from avv_scoring.metrics.declaration import RegistryError
+from avv_scoring.metrics.declaration import Metric, RegistryError
 from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.metrics.registry import METRICS, model_functions
@@ -55,12 +55,30 @@ IDENTITY_COLUMNS: tuple[str, ...] = (
     "verdict",
     "verdict_reasons",
 )
-#: Columns of scores.csv, in order: identity, every registered metric (registry order; the six default IRF
-#: inputs first, with the same names as in the ``irf`` table), then ``n_repeats`` and ``<m>_mean`` /
-#: ``<m>_std`` for each per-repeat metric.
+
+
+def metric_columns_in_order(metrics: Sequence[Metric]) -> tuple[str, ...]:
+    """The metric columns of ``metrics`` in their (registry) order, each ``interval=True`` metric followed at once by
+    its ``<m>_ci_low`` and ``<m>_ci_high`` (the interval columns are declared with orders of their own, which
+    interleaved them with other metrics: ``tps_ci_low, loop_rate, tps_ci_high``)."""
+    bounds = {m.column: (f"{m.column}_ci_low", f"{m.column}_ci_high") for m in metrics if m.interval}
+    declared = {m.column for m in metrics}
+    placed = {column for pair in bounds.values() for column in pair if column in declared}
+    out: list[str] = []
+    for m in metrics:
+        if m.column in placed:
+            continue
+        out.append(m.column)
+        out += [column for column in bounds.get(m.column, ()) if column in declared]
+    return tuple(out)
+
+
+#: Columns of scores.csv, in order: identity, every registered metric (registry order, each metric's 95 % interval
+#: columns right after it; the six default IRF inputs first, with the same names as in the ``irf`` table), then
+#: ``n_repeats`` and ``<m>_mean`` / ``<m>_std`` for each per-repeat metric.
 SCORE_COLUMNS: tuple[str, ...] = (
     *IDENTITY_COLUMNS,
-    *(m.column for m in METRICS),
+    *metric_columns_in_order(METRICS),
     "n_repeats",
     *(f"{m}_{stat}" for m in REPEAT_METRICS for stat in ("mean", "std")),
 )
@@ -122,6 +140,9 @@ class ScoreResult:
     not_judged: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: Runs made with ``--avv-settle``: input → run.json's ``settle`` (seed, rule, each vendor's outcome).
     settle: Mapping[str, Any] = field(default_factory=dict)
+    #: Vendors the circuit breaker stopped: input → run.json's ``vendor_down`` (each vendor, its hard fault, the items
+    #: it skipped; report section "Vendors stopped").
+    vendor_down: Mapping[str, Any] = field(default_factory=dict)
     #: The vendors' price currencies in the inputs' run.json (``price.currency``), sorted: the Cost section's unit.
     currencies: tuple[str, ...] = ()
     #: The conformance checks of a conformance run's probes: one row per (model, vendor, check),

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from avv_core.errors import InputError
 from avv_core.reasoning import RESPONSE_FIELD_NAMES
+from avv_core.suggest import did_you_mean
 from avv_core.tool_formats import TOOL_PARSERS
 from avv_core.yaml_io import load_yaml, loads_yaml
 from avv_sim.quirks import QUIRKS
@@ -335,7 +336,8 @@ def make_profile(name: str, knobs: Mapping[str, Any] | None = None) -> Profile:
     values: dict[str, Any] = {}
     for knob, value in knobs.items():
         if knob not in KNOBS:
-            raise _err(name, str(knob), f"unknown knob; known knobs: {', '.join(KNOBS)}")
+            raise _err(name, str(knob), f"unknown knob{did_you_mean(str(knob), KNOBS)}; known knobs: "
+                       f"{', '.join(KNOBS)}")
         values[knob] = _coerce(name, knob, value)
     profile = Profile(name=name, **values)
     _check_ranges(profile)

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 import avv_sim
+from avv_harness.run.preflight import is_preflight_tag
 from avv_scoring.testing import call, records_frame
 from avv_sim import behaviour, read_truth_log
 from avv_sim.calls import PlannedCall, reference_calls
@@ -36,16 +37,20 @@ TOOLS = [
 ]
 
 
-def truth_lines(path: str | PathLike[str]) -> list[dict[str, Any]]:
+def truth_lines(path: str | PathLike[str], preflight: bool = False) -> list[dict[str, Any]]:
     """The simulator's truth log (``--truth-log``, a run's sim_truth.jsonl): one dict per line, in order (the
-    simulator's own reader, ``avv_sim.read_truth_log``)."""
-    return read_truth_log(path)
+    simulator's own reader, ``avv_sim.read_truth_log``). The run's pre-flight requests (one per vendor before the
+    load, tagged ``…/preflight/0/1``: avv_harness/run/preflight.py) are left out unless ``preflight``: the tests
+    compare the truth of the items with their records."""
+    return [line for line in read_truth_log(path) if preflight or not is_preflight_tag(line.get("client_tag"))]
 
 
-def truth_by_tag(path: str | PathLike[str]) -> dict[str, dict[str, Any]]:
+def truth_by_tag(path: str | PathLike[str], preflight: bool = False) -> dict[str, dict[str, Any]]:
     """Truth lines by client tag (the ``X-AVV-Item`` header: run/model/vendor/sample/repeat/attempt; a later line
-    of a tag replaces an earlier one); lines of requests sent without a tag are left out."""
-    return {tag: line for tag, line in avv_sim.truth_by_tag(path).items() if tag}
+    of a tag replaces an earlier one); lines of requests sent without a tag are left out, and so are the pre-flight's
+    (unless ``preflight``)."""
+    return {tag: line for tag, line in avv_sim.truth_by_tag(path).items()
+            if tag and (preflight or not is_preflight_tag(tag))}
 
 
 def truth_of(path: str | PathLike[str], tag: str) -> dict[str, Any]:

@@ -76,9 +76,10 @@ def test_report_html_is_self_contained_and_names_every_vendor_with_a_figure_per_
     assert "<b>noisy</b>" not in page  # names are escaped
     found = sections(page)
     # every declared HTML section that applies (no agent task, not a stress run, no --irf-ties statistical, no
-    # --avv-settle, no prices, no conformance run), in the declared order; these six each with a figure (a section
-    # declared later may have none)
-    not_applying = ("agent", "stress", "irf_ties", "settle", "cost", "conformance")
+    # --avv-settle, no prices, no conformance run, no vendor stopped), in the declared order; these six each with a
+    # figure (a section declared later may have none)
+    not_applying = ("agent", "stress", "irf_ties", "settle", "cost", "conformance",
+                    "vendor_down")
     assert list(found) == [s.key for s in html_sections() if s.html is not None and s.key not in not_applying]
     figured = ["scores", "uncertainty", "latency", "errors", "repeats", "tools"]  # tools: calls
     assert [key for key in found if key in figured] == figured

@@ -33,7 +33,7 @@ def test_every_section_is_declared_once_in_its_module_and_found_in_order():
     assert [s.order for s in found] == sorted(s.order for s in found)
     keys = [s.key for s in found]
     assert keys[:3] == ["scores", "conformance", "uncertainty"]
-    assert keys[-4:] == ["warnings", "settle", "client_load", "stress"]
+    assert keys[-5:] == ["warnings", "vendor_down", "settle", "client_load", "stress"]
     assert keys.index("agent") < keys.index("tools")  # report.md: the agent table before the per-tool table
     html_keys = [s.key for s in html_sections()]
     assert html_keys.index("tools") < html_keys.index("agent")  # report.html: as it was published

@@ -115,18 +115,27 @@ def test_a_function_returning_undeclared_columns_is_caught():
 
 def test_score_and_repeat_columns_come_from_the_registry():
     repeat = [m.column for m in METRICS if m.per_repeat]
+    metric_columns = SCORE_COLUMNS[len(IDENTITY_COLUMNS):len(IDENTITY_COLUMNS) + len(METRICS)]
     assert SCORE_COLUMNS == (
         *IDENTITY_COLUMNS,
-        *(m.column for m in METRICS),
+        *metric_columns,
         "n_repeats",
         *(f"{c}_{s}" for c in repeat for s in ("mean", "std")),
     )
+    assert sorted(metric_columns) == sorted(m.column for m in METRICS)  # every metric once
+    bounds = {f"{m.column}_ci_{end}" for m in METRICS if m.interval for end in ("low", "high")}
+    # registry order, each interval right after its metric (before: tps_ci_low, loop_rate, tps_ci_high)
+    assert [c for c in metric_columns if c not in bounds] == [m.column for m in METRICS if m.column not in bounds]
+    for m in METRICS:
+        if m.interval:
+            at = metric_columns.index(m.column)
+            assert metric_columns[at + 1:at + 3] == (f"{m.column}_ci_low", f"{m.column}_ci_high"), m.column
     assert VT.REPEAT_METRICS == tuple(repeat)
     assert REPEAT_COLUMNS == ("model", "vendor", "repeat", *repeat)
     # the six IRF inputs come first, with today's names, order and directions
-    assert SCORE_COLUMNS[len(IDENTITY_COLUMNS):][:6] == (
+    assert [c for c in metric_columns if c not in bounds][:6] == [
         "success_rate", "f1", "schema_accuracy", "avg_tokens", "avg_ttft_ms", "tps"
-    )
+    ]
 
 
 def test_irf_inputs_come_from_the_registry():

@@ -15,7 +15,8 @@ upper-cased with non-alphanumerics as ``_``); last, ``OPENAI_API_KEY`` for a ven
 one on loopback, on ``{sim}`` or with ``require_key: false``, and never instead of an unset ``api_key_env``). A ``.env``
 file in the working directory is loaded first (it never overrides variables already set). A vendor on a loopback
 URL or on the embedded simulator (``{sim}`` in its URL) may have no key; any other vendor without a key is an error
-unless it sets ``require_key: false``.
+unless it sets ``require_key: false``. A vendor that names ``api_key_env`` needs that variable set, whatever its URL
+(loopback and ``{sim}`` too), unless it sets ``require_key: false``.
 
 Messages never show a secret: not a key, not a value put in by ``${VAR}`` (they name the key and the variable,
 and show the value as written in the file), not a secret header. Model names and vendor names must not hold
@@ -35,6 +36,7 @@ from urllib.parse import urlsplit
 
 from avv_core.errors import InputError
 from avv_core.pricing import Price
+from avv_core.suggest import did_you_mean
 from avv_core.yaml_io import load_yaml
 from avv_harness.dialects import dialect as dia
 from avv_harness.inputs.config_fields import MODEL_FIELDS, VENDOR_FIELDS
@@ -199,7 +201,8 @@ def _parse_vendor(problems: Problems, model: str, index: int, raw: Any, env: dic
         problems.add(f"{where}.name", "missing")
         name = f"vendor{index}"
     for key in sorted(set(raw) - VENDOR_KEYS):
-        problems.add(f"{where}.{printable_name(str(key))}", f"unknown key (known: {', '.join(sorted(VENDOR_KEYS))})")
+        problems.add(f"{where}.{printable_name(str(key))}", f"unknown key{did_you_mean(str(key), VENDOR_KEYS)} "
+                     f"(known: {', '.join(sorted(VENDOR_KEYS))})")
     # ${VAR} is replaced when the run starts; naming the User classes (check_keys=False) keeps the placeholders
     written = raw
     substitution = dia.substitute(raw, env, problems, where) if check_keys else None
@@ -229,7 +232,10 @@ def _parse_vendor(problems: Problems, model: str, index: int, raw: Any, env: dic
     require_key = typed(problems, where, raw, "require_key", bool, not _is_local(url))
     api_key, source = resolve_key(raw, name, env, fallback=require_key) if check_keys else (None, "none")
     api_key = check_key(problems, where, api_key, source)
-    if check_keys and require_key and not api_key:
+    # A vendor that names api_key_env wants that key, whatever its URL (a loopback or {sim} one too): an unset
+    # variable is an error unless the vendor says it needs no key (require_key: false)
+    named_unset = bool(raw.get("api_key_env")) and raw.get("require_key") is not False
+    if check_keys and (require_key or named_unset) and not api_key:
         hint = f"api_key_env {raw['api_key_env']!r} is not set" if raw.get("api_key_env") else (
             f"set api_key, api_key_env, the environment variable {name!r} or OPENAI_API_KEY (a .env file works)"
         )
@@ -277,7 +283,8 @@ def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_
             continue
         for key in sorted(set(section) - MODEL_KEYS):
             problems.add(f"{shown}.{printable_name(str(key))}",
-                         f"unknown key (a model has {', '.join(sorted(MODEL_KEYS))})")
+                         f"unknown key{did_you_mean(str(key), MODEL_KEYS)} (a model has "
+                         f"{', '.join(sorted(MODEL_KEYS))})")
         defaults = dia.model_defaults(problems, shown, section)
         listed = section.get("vendors")
         if not isinstance(listed, list) or not listed:

@@ -223,10 +223,12 @@ class LiveBoard:
             vid = self.ctl.vendor_id(class_name)
             counts = self._counts.get(vid, VendorCounts())
             stopped = run.stress.stopped_after.get(class_name) if run.stress is not None else None
+            down = run.vendors_down.get(vid)
             out["vendors"].append({
                 "model": vid.model, "vendor": vid.vendor, "is_baseline": bool(self.ctl.vendors[class_name].is_baseline),
                 "items_done": counts.done, "items_total": run.vendor_totals.get(vid) if run.stress is None else None,
                 "failed": counts.failed, "anomalies": counts.anomalies, "stopped_after_level": stopped,
+                "vendor_down": dict(down) if down is not None else None,  # the circuit breaker stopped it: why
                 "scores": self._score_row(vid),
             })
         if self.levels is not None:

@@ -67,7 +67,7 @@ def vendor_columns(stress: bool, several_models: bool, agent: bool = False) -> l
     columns.append(("items", "Requests" if stress else "Items done / total", "text"))
     if stress:
         columns.append(("level", "Level", "text"))
-    columns.append(("failed", "Failed", "int"))
+    columns.append(("failed", "Items failed", "int"))
     shown: list[tuple[str, str, CellFormat]] = [(m.column, m.header, m.fmt) for m in table_metrics()]
     keys = {c for c, _, _ in shown}
     extra = ("tool_match", "ttft_p50_ms", "ttft_p95_ms", *(AGENT_COLUMNS if agent else ()))
@@ -87,9 +87,12 @@ def vendor_rows(snapshot: dict[str, Any], columns: list[tuple[str, str, CellForm
         total = v["items_total"]
         level = snapshot.get("level")
         verdict = scores.get("verdict")
+        down = v.get("vendor_down")
+        stopped = (f" · stopped: vendor_down ({down.get('what')}; {down.get('skipped')} items skipped)"
+                   if down else "")
         cells = {
             "name": label, "model": v["model"],
-            "items": f"{v['items_done']} / {total}" if total is not None else str(v["items_done"]),
+            "items": (f"{v['items_done']} / {total}" if total is not None else str(v["items_done"])) + stopped,
             "level": (f"stopped after {v['stopped_after_level']}" if v.get("stopped_after_level") is not None
                       else "" if level is None else str(level)),
             "failed": fmt(v["failed"], "int"), "anomalies": fmt(v["anomalies"], "int"),

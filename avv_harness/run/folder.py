@@ -23,6 +23,7 @@ from avv_core.items import ItemKey, VendorId
 from avv_core.manifest import RECORDS_CSV, RunManifest, utc_now
 from avv_core.record_file import RecordWriteError, RecordWriter, upgrade_columns
 from avv_core.samples import SampleSet
+from avv_harness.run.breaker import CircuitBreaker
 from avv_harness.run.budget import Budget
 from avv_harness.run.ledger import Ledger
 from avv_harness.run.options import RunOptions
@@ -134,7 +135,8 @@ def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendo
     run = RunState(opened.run_id, opened.run_dir, opened.writer, ledger, exec_ctx, stress=stress,
                    vendor_totals={v: len(q) for v, q in ledger.pending.items()},
                    items_done_before=0 if stress else len(opened.before.done),
-                   budget=Budget(options.max_total_tokens, options.max_cost))
+                   budget=Budget(options.max_total_tokens, options.max_cost),
+                   breaker=CircuitBreaker(options.breaker_items))
     run.manifest.started_at = opened.started_at
     if settle_seed is not None:
         run.manifest.extra["settle"] = {"seed": settle_seed}
@@ -188,11 +190,9 @@ def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True)
             result = avv_scoring.stress_only(run_dir)
         else:
             result = avv_scoring.score_paths([run_dir], out_dir=run_dir, html=html)
-        # the client-bound advice is printed once, by the caller, after the tables (even unscored)
+        # the client-bound advice is printed once, by the caller, after the tables (even unscored); the paths of
+        # report.md and report.html come last, after the decision block (avv_harness.run.console)
         print("\n" + avv_scoring.render_tables(result, client_advice=False), flush=True)
-        print(f"scores: {run_dir / 'report.md'}", flush=True)
-        if "report.html" in result.outputs:
-            print(f"report: {result.outputs['report.html']}", flush=True)
         left_out = result.excluded_rows
         return result, (f"{len(left_out)} row(s) left out of the scores (named in report.md)" if left_out else None)
     except Exception as exc:
@@ -218,14 +218,24 @@ def append_to_history(history: str, run_dir: Path, manifest: RunManifest, result
         return f"not added to the history {history} ({type(exc).__name__}: {str(exc)[:200]})"
 
 
+def vendor_down_line(down: dict[str, Any], run_dir: Path) -> str:
+    """A vendor the circuit breaker stopped (run.json ``vendor_down``), as one line."""
+    example = f' ("{str(down.get("example"))[:200]}")' if down.get("example") else ""
+    return (f"avv-locust: {down.get('vendor')} ({down.get('model')}) was stopped by the circuit breaker: its last "
+            f"{down.get('after_items')} items ended with {down.get('what')}{example}; {down.get('skipped')} items "
+            f"skipped (vendor_down) — check {down.get('check')}; --avv-resume {run_dir} sends them once it is fixed")
+
+
 def summary_line(manifest: RunManifest, run_dir: Path, completed: bool, stop_reason: str | None,
-                 max_total_tokens: int, scoring_problem: str | None = None, budget_text: str = "") -> str:
+                 max_total_tokens: int, scoring_problem: str | None = None, budget_text: str = "",
+                 vendors_down: list[str] | None = None) -> str:
     """The closing line: how many records records.csv holds (after a resume: also how many this session wrote),
-    where, whether (and how) to resume, and whether the scores are whole."""
+    where, whether (and how) to resume, whether the scores are whole, and the vendors the circuit breaker stopped."""
+    down = f"; stopped by the circuit breaker: {', '.join(vendors_down)}" if vendors_down else ""
     if completed and scoring_problem:
-        state = f"run complete, but {scoring_problem}: score it with avv-score {run_dir}"
+        state = f"run complete{down}, but {scoring_problem}: score it with avv-score {run_dir}"
     elif completed:
-        state = "run complete"
+        state = f"run complete{down}"
     elif stop_reason == "budget":
         state = f"stopped by the budget ({budget_text})" if budget_text else \
             f"stopped by the token budget ({manifest.tokens_used} ≥ {max_total_tokens} tokens)"

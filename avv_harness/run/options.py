@@ -35,6 +35,13 @@ DEFAULT_METRICS_HOST = "127.0.0.1"
 #: --avv-mode values: replay the samples and score them (verify), ramp the load (stress), or send the conformance
 #: suite's probes and check what each vendor honours (conformance: docs/how-to/conformance.md).
 MODES = ("verify", "stress", "conformance")
+#: ``--avv-preflight``: off (no request), warn (print what it found), strict (refuse the run on a hard fault).
+PREFLIGHT_MODES = ("strict", "warn", "off")
+DEFAULT_PREFLIGHT = "strict"
+#: ``--avv-breaker``: items in a row ending with the same hard fault that stop a vendor (docs/how-to/broken-vendors.md:
+#: enough that one bad moment does not stop a vendor — with retries each item is up to 4 attempts — few enough that a
+#: dead vendor costs seconds, not its share of the run).
+DEFAULT_BREAKER_ITEMS = 5
 #: Largest --avv-concurrency: users per vendor in one process (a Locust process runs a few hundred streams well;
 #: more belongs on workers, and the value is a typo long before it is a plan).
 MAX_CONCURRENCY = 1000
@@ -56,8 +63,28 @@ class _EnvGroup:
             return self._group.add_argument(*names, **kwargs)
 
 
+#: The prefix of every option of ours on Locust's parser.
+OPTION_PREFIX = "--avv-"
+
+
+def no_abbreviations_of_ours(parser: Any) -> None:
+    """Locust's parser (configargparse, an :class:`argparse.ArgumentParser` built with ``allow_abbrev`` on, which Locust
+    does not let a plugin change) takes a prefix of an option for the option: ``--avv-sample x`` silently set
+    ``--avv-samples``. Abbreviations are looked up in the parser's ``_get_option_tuples``; this parser's own drops
+    every match that is one of ours, so a prefix of our options is an unknown argument, which Locust's parser answers
+    with "Did you mean '--avv-samples'?". Locust's own options keep their abbreviations, as Locust documents them."""
+    lookup = parser._get_option_tuples
+
+    def without_ours(option_string: str) -> list[Any]:
+        return [match for match in lookup(option_string) if not str(match[1]).startswith(OPTION_PREFIX)]
+
+    parser._get_option_tuples = without_ours
+
+
 def add_arguments(parser: Any) -> None:
-    """Register every ``--avv-*`` option on Locust's (or a plain argparse) parser."""
+    """Register every ``--avv-*`` option on Locust's (or a plain argparse) parser, and turn off abbreviations of them
+    (:func:`no_abbreviations_of_ours`)."""
+    no_abbreviations_of_ours(parser)
     group = _EnvGroup(parser.add_argument_group(
         "avv-locust", "Vendor verification options (also from locust.conf / LOCUST_AVV_*)"
     ))
@@ -139,6 +166,14 @@ def add_arguments(parser: Any) -> None:
         "default none: other web sites get no CORS headers and their POSTs are refused; docs/how-to/security.md).")
     add("--avv-header", action="append", default=None, metavar="NAME:VALUE",
         help="Header added to every request (repeatable; in locust.conf: avv-header = [A:1, B:2]).")
+    add("--avv-preflight", default=DEFAULT_PREFLIGHT, choices=PREFLIGHT_MODES,
+        help="Before any load, one small request per vendor (at once, at most ~20 s): strict (default) refuses the "
+        "run, exit status 2, when a vendor cannot answer (connect, DNS, TLS, 401/403, 404, unknown model), naming "
+        "the vendor, the URL called and what to check; warn only prints what it found; off sends nothing.")
+    add("--avv-breaker", type=int, default=DEFAULT_BREAKER_ITEMS, metavar="K",
+        help=f"Circuit breaker: stop a vendor whose last K items (default {DEFAULT_BREAKER_ITEMS}) all ended with the "
+        "same hard fault (connection refused, DNS, TLS, 401/403, 404, unknown model); its other items are skipped "
+        "(vendor_down: a resume sends them) and the exit status is 6. 0: off.")
 
 
 def preparse_options(args: list[str] | None = None) -> Any:
@@ -261,6 +296,8 @@ class RunOptions:
     live_rows: int  # rows the live board keeps to score (0 = no limit)
     overrides: Overrides  # --avv-temperature / --avv-max-tokens / --avv-extra-body / --avv-header
     raw: dict[str, Any]  # every avv_* option as parsed, for run.json
+    preflight: str = DEFAULT_PREFLIGHT  # strict | warn | off: the check of every vendor before the load
+    breaker_items: int = DEFAULT_BREAKER_ITEMS  # items in a row with one hard fault that stop a vendor (0: off)
 
     @property
     def is_stress(self) -> bool:
@@ -350,4 +387,15 @@ class RunOptions:
             overrides=parse_overrides(getattr(parsed, "avv_temperature", None), getattr(parsed, "avv_max_tokens", None),
                                       getattr(parsed, "avv_extra_body", ""), getattr(parsed, "avv_header", None)),
             raw={k: v for k, v in sorted(vars(parsed).items()) if k.startswith("avv_")},
+            preflight=_preflight_mode(getattr(parsed, "avv_preflight", None)),
+            breaker_items=int(number("avv_breaker", 0)) if getattr(parsed, "avv_breaker", None) is not None
+            else DEFAULT_BREAKER_ITEMS,
         )
+
+
+def _preflight_mode(value: Any) -> str:
+    if value is None:
+        return DEFAULT_PREFLIGHT
+    if value not in PREFLIGHT_MODES:
+        raise InputError(f"--avv-preflight: one of {', '.join(PREFLIGHT_MODES)}, got {value!r}")
+    return str(value)

@@ -36,6 +36,7 @@ from avv_core.tool_formats import find_text_calls, request_tool_names
 from avv_harness.dialects.overrides import Overrides, deep_merge
 from avv_harness.dialects.transforms import apply_transforms
 from avv_harness.inputs.config import Vendor
+from avv_harness.inputs.secrets import redact_url
 from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES
 from avv_harness.wire.attempt import Attempt
 from avv_harness.wire.faults import RETRYABLE
@@ -170,6 +171,17 @@ def endpoint_url(base_url: str, path: str = "chat/completions") -> str:
     (``…/v1?api-version=2024-06-01`` → ``…/v1/chat/completions?api-version=2024-06-01``)."""
     parts = urlsplit(base_url)
     return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + path))
+
+
+#: Statuses whose message names the URL called: the path is what is wrong (a base URL without ``/v1``, a typo).
+PATH_STATUSES = frozenset({404, 405})
+
+
+def name_the_url(att: Attempt, endpoint: str) -> None:
+    """A 404 / 405 says nothing a person can act on (``HTTP 404: 404: Not Found``) without the URL that was called:
+    add it, redacted (:func:`~avv_harness.inputs.secrets.redact_url`: no key in a query string)."""
+    if att.error_kind == "http_4xx" and att.http_status in PATH_STATUSES:
+        att.error_detail = f"{att.error_detail} (POST {redact_url(endpoint)})"
 
 
 def _ms(start: float | None, end: float | None) -> float | None:
@@ -359,6 +371,7 @@ def execute_item(
         reader = wire.reader(vendor.dialect) if item.sample.streamed else wire.whole_reader(vendor.dialect)
         att = stream_chat(session, endpoint, body, headers, connect_timeout, read_timeout, max_request_s,
                           ctx.max_event_bytes, reader)
+        name_the_url(att, endpoint)
         attempts.append(att)
         if on_attempt is not None:
             on_attempt(att)
