@@ -106,11 +106,16 @@ def vendor_evidence(frames: FeatureFrames) -> dict[str, Evidence]:
             a, _ = ratio.parts(features)
             where = features.index[a > 0]
             found = len(where)
-            first = rows.loc[where[:SAMPLES_NAMED]]
-            items = tuple(f"{s}#{r}" if several else str(s)
-                          for s, r in zip(first["sample_id"], repeats.loc[first.index], strict=True))
+            named = sorted(((str(s), r) for s, r in zip(rows.loc[where, "sample_id"], repeats.loc[where], strict=True)),
+                           key=lambda sr: (_natural(sr[0]), str(sr[1])))[:SAMPLES_NAMED]
+            items = tuple(f"{s}#{r}" if several else s for s, r in named)
         out[m.column] = Evidence(proportion, ratio.dice, found, items, n)
     return out
+
+
+def _natural(sample_id: str) -> tuple[int, int, str]:
+    """Sample ids in reading order: numbers by value (2 before 10), then the others by text."""
+    return (0, int(sample_id), "") if sample_id.isdigit() else (1, 0, sample_id)
 
 
 # --------------------------------------------------------------------------------------------- one bound
@@ -166,7 +171,8 @@ class BoundDecision:
             what = metric(self.column).defect
             if self.found:
                 named = ", ".join(self.items) + (" …" if self.found > len(self.items) else "")
-                return f"{what}: {self.found} in {self.n:.0f} responses (sample {named})"
+                return (f"{what}: {self.found} in {self.n:.0f} responses "
+                        f"(sample{'s' if self.found > 1 else ''} {named})")
             upper = defect_upper(self.n, self.level)
             return f"{self.column} 0 in {self.n:.0f} (rate < {fmt(upper, 'rate')} at {pct})"
         value = fmt(self.value, kind)
