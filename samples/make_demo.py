@@ -3,10 +3,10 @@
     python samples/make_demo.py            # writes the file
     python samples/make_demo.py --check    # exit 1 when the file differs from what this script writes
 
-The set is ``samples/demo.jsonl`` — the 32 hand-written agent conversations (samples/README.md) — followed by 368
-short single-turn requests made here from ten templates (weather, currency, orders, calendar, code search, SQL,
-paging, a question the tools cannot answer, a request with ``tool_choice: none``, a request without tools), each
-with its gold ``expected_tool_call``. Why 400: the demo shows verdicts decided at 95 % confidence, and a success
+The set is ``samples/demo-conversations.jsonl`` — the 32 hand-written agent conversations (samples/README.md) —
+followed by 368 short single-turn requests made here from ten templates (weather, currency, orders, calendar, code
+search, SQL, paging, a question the tools cannot answer, a request with ``tool_choice: none``, a request without
+tools), each with its gold ``expected_tool_call``. ``samples/demo.jsonl`` links to the result. Why 400: the demo shows verdicts decided at 95 % confidence, and a success
 rate ≥ 0.99 is shown to hold only after about 380 clean items (docs/explanation/decision.md); the short requests
 keep the run well under a minute. Deterministic: the same script writes the same bytes.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-HAND_WRITTEN = ROOT / "samples" / "demo.jsonl"
+HAND_WRITTEN = ROOT / "samples" / "demo-conversations.jsonl"
 TARGET = ROOT / "avv_harness" / "data" / "demo.jsonl"
 TOTAL = 400
 SEED = 34

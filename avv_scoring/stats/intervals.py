@@ -6,15 +6,18 @@ The decision (:mod:`avv_scoring.decision`, docs/explanation/decision.md) judges 
   on an *effective* number of trials. Unlike a percentile bootstrap it does not collapse to [1, 1] when no
   failure was seen: 32 successes in 32 items give [0.89, 1], not [1, 1]. The unit is the sample id, as in the
   bootstrap: repeats of one prompt (and several calls of one response) tend to agree, so they are not
-  independent trials. The **design effect** says by how much they are not::
+  independent trials. The **design effect** counts each sample id's trials as one piece of evidence unless the
+  data show they disagree more than that::
 
+      clustered   = Σ_s n_s² / n                                  (every trial of a sample id alike: Kish)
       var_samples = S / (S − 1) · Σ_s (x_s − p · n_s)² / n²       (the ratio estimator's variance over the S
                                                                    sample ids: what the bootstrap estimates)
-      deff        = max(1, var_samples / (p (1 − p) / n))          (1 when p is 0 or 1, or S < 2)
+      deff        = max(1, clustered, var_samples / (p (1 − p) / n))
       n_eff       = n / deff,   x_eff = p · n_eff
 
-  and the interval is Wilson's on (x_eff, n_eff) — three identical repeats of every item give the interval of
-  one copy.
+  and the interval is Wilson's on (x_eff, n_eff). So three identical repeats of every item give the interval of
+  one copy, 100 samples × 3 repeats with no failure count as 100 samples, and n_eff never depends on where the
+  failures fell in a way that could let a vendor gain by failing: it is at most the clustered count.
 - **A defect** (one occurrence proves it): none seen in n gives the exact one-sided upper bound
   ``1 − (1 − confidence)^(1/n)`` ("rate < 3/n at 95 %", Hanley's rule of three).
 - **A difference of two proportions** (a non-inferiority margin against the baseline): Newcombe's hybrid score
@@ -88,15 +91,16 @@ class Proportion:
         return self.x / self.n if self.n > 0 else NAN
 
     def design_effect(self) -> float:
-        """``var_samples / var_binomial`` (module docstring), at least 1."""
+        """``max(1, Σ n_s² / n, var_samples / var_binomial)`` (module docstring)."""
         n, s = self.n, self.samples
-        if s < 2 or n <= 0:
+        if n <= 0:
             return 1.0
+        clustered = max(1.0, float((self.trials ** 2).sum()) / n)
         p = self.x / n
-        if p <= 0.0 or p >= 1.0:
-            return 1.0
+        if s < 2 or p <= 0.0 or p >= 1.0:
+            return clustered
         var_samples = s / (s - 1.0) * float(((self.hits - p * self.trials) ** 2).sum()) / (n * n)
-        return max(1.0, var_samples / (p * (1.0 - p) / n))
+        return max(clustered, var_samples / (p * (1.0 - p) / n))
 
     def effective(self) -> tuple[float, float]:
         """``(x_eff, n_eff)``: the counts the interval is Wilson's of."""
