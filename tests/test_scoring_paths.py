@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -196,10 +197,11 @@ def test_baseline_resolution(tmp_path, samples):
 def test_cli_scores_and_reports_bad_input_with_status_2(tmp_path, samples, capsys):
     run = write_run(tmp_path / "run1", baseline_rows() + vendor_rows(), samples)
     out = tmp_path / "scores"
-    assert main([str(run), "--out", str(out), "--min-success", "0.5", "--min-schema", "off"]) == 0
+    assert main([str(run), "--out", str(out), "--min-success", "0.5", "--min-schema", "off", "--verdict",
+                 "point"]) == 0
     printed = capsys.readouterr().out
-    assert "cheap: PASS" in printed and (out / "report.md").is_file()
-    assert main([str(run), "--out", str(out), "--strict", "-q"]) == 1  # default thresholds: cheap fails
+    assert re.search(r"\n  cheap +PASS ", printed) and (out / "report.md").is_file()
+    assert main([str(run), "--out", str(out), "--strict", "-q"]) == 7  # default thresholds: cheap FAILs (before: 1)
 
     assert main([str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
