@@ -41,7 +41,7 @@ from avv_core.measures import is_missing
 from avv_scoring.metrics.declaration import Metric, fmt
 from avv_scoring.metrics.registry import METRICS, function_of, is_metric, metric
 from avv_scoring.metrics.vendor_table import FeatureFrames
-from avv_scoring.stats.intervals import Proportion, defect_upper, dice, jaccard, more_samples, z_two_sided
+from avv_scoring.stats.intervals import Proportion, defect_upper, dice, jaccard, more_samples, newcombe, z_two_sided
 from avv_scoring.stats.statistical_verdict import statistical_reasons
 from avv_scoring.verdict import Thresholds
 
@@ -52,6 +52,7 @@ DEFECT_TOLERANCE = 0.01
 SAMPLES_NAMED = 3
 #: How a bound was judged.
 DEFECT, WILSON, BOOTSTRAP, POINT, ABSENT = "defect", "wilson", "bootstrap", "point", "missing"
+SELF = "baseline"  # a margin on the baseline itself: met by definition
 SEQUENTIAL = "sequential"  # settled early by --avv-settle: the anytime-valid confidence sequence at that point
 #: run.json's settle states of a bound → the decision's.
 SETTLE_STATES = {"passed": PASS, "broken": FAIL, None: INCONCLUSIVE}
@@ -138,10 +139,20 @@ class BoundDecision:
     found: int = 0  # a defect check: occurrences
     items: tuple[str, ...] = ()  # a defect check: the first samples it occurred in
     level: float = DEFAULT_CONFIDENCE
+    #: A non-inferiority margin: the baseline's value. Then ``value``, ``low``, ``high`` are the difference
+    #: vendor − baseline and its interval, and the bound is ``difference ≥ −δ`` (``min``) or ``≤ δ`` (``max``).
+    baseline: float | None = None
+
+    @property
+    def is_margin(self) -> bool:
+        return self.baseline is not None
 
     @property
     def bound_text(self) -> str:
-        """``success_rate ≥ 0.99``."""
+        """``success_rate ≥ 0.99``, or a margin's ``schema_accuracy ≥ baseline − 0.02``."""
+        if self.is_margin:
+            above = self.kind == "min"
+            return f"{self.column} {'≥' if above else '≤'} baseline {'−' if above else '+'} {abs(self.limit):g}"
         return f"{self.column} {'≥' if self.kind == 'min' else '≤'} {self.limit:g}"
 
     @property
@@ -157,7 +168,7 @@ class BoundDecision:
 
     def state_text(self) -> str:
         """``success_rate≥0.99:PASS`` (scores.csv ``verdict_bounds``)."""
-        return f"{self.column}{'≥' if self.kind == 'min' else '≤'}{self.limit:g}:{self.state}"
+        return f"{self.bound_text.replace(' ', '')}:{self.state}"
 
     def text(self) -> str:
         """The bound's reason in the metric's own format, e.g. ``success_rate 1 [0.9891, 1] ≥ 0.99``,
@@ -165,7 +176,7 @@ class BoundDecision:
         ``f1 0.8400 [0.7700, 0.8900] vs ≥ 0.8: about 240 more samples would decide it``."""
         kind = metric(self.column).fmt if is_metric(self.column) else "num"
         pct = f"{self.level * 100:g} %"
-        if self.method == ABSENT:
+        if self.method == ABSENT and not self.is_margin:
             return f"{self.column} missing"
         if self.method == DEFECT:
             what = metric(self.column).defect
@@ -175,6 +186,8 @@ class BoundDecision:
                         f"(sample{'s' if self.found > 1 else ''} {named})")
             upper = defect_upper(self.n, self.level)
             return f"{self.column} 0 in {self.n:.0f} (rate < {fmt(upper, 'rate')} at {pct})"
+        if self.is_margin:
+            return self._margin_text(kind)
         value = fmt(self.value, kind)
         interval = f" [{fmt(self.low, kind)}, {fmt(self.high, kind)}]" if not math.isnan(self.low) else ""
         if self.state == INCONCLUSIVE:
@@ -184,6 +197,29 @@ class BoundDecision:
         holds = self.state == PASS
         sign = ("≥" if holds else "<") if self.kind == "min" else ("≤" if holds else ">")
         return f"{self.column} {value}{interval} {sign} {self.limit:g}"
+
+
+    def _margin_text(self, kind: str) -> str:
+        """``schema_accuracy 0.9700 vs the baseline's 0.9800: −0.0100 [−0.0412, 0.0180] ≥ −0.02``."""
+        def signed(x: float) -> str:
+            return ("+" if x > 0 else "−" if x < 0 else "") + fmt(abs(x), "num" if kind != "rate" else kind)
+
+        if self.method == SELF:
+            return f"{self.bound_text}: the baseline itself"
+        if self.method == ABSENT:
+            return f"{self.column} missing (or the baseline's)"
+        head = f"{self.column} {fmt(self.value + (self.baseline or 0.0), kind)} vs the baseline's " \
+               f"{fmt(self.baseline, kind)}: {signed(self.value)}"
+        interval = f" [{signed(self.low)}, {signed(self.high)}]" if not math.isnan(self.low) else ""
+        limit = f"{'−' if self.limit < 0 else '+'}{abs(self.limit):g}" if self.limit else "0"
+        edge = f"{'≥' if self.kind == 'min' else '≤'} {limit}"
+        if self.state == INCONCLUSIVE:
+            more = (f"about {plural(self.more, 'more sample')} would decide it" if self.more is not None
+                    else "no sample size decides it")
+            return f"{head}{interval} vs {edge}: {more}"
+        holds = self.state == PASS
+        sign = ("≥" if holds else "<") if self.kind == "min" else ("≤" if holds else ">")
+        return f"{head}{interval} {sign} {limit}"
 
 
 def plural(n: int, noun: str) -> str:
@@ -241,6 +277,41 @@ def judge_bound(column: str, kind: str, limit: float, row: Mapping[str, Any], ev
         return BoundDecision(column, kind, limit, state, BOOTSTRAP, value, low, high, more=more, level=level)
     holds = value >= limit if kind == "min" else value <= limit
     return BoundDecision(column, kind, limit, PASS if holds else FAIL, POINT, value, level=level)
+
+
+def judge_margin(column: str, margin: float, row: Mapping[str, Any], evidence: Mapping[str, Evidence],
+                 baseline: tuple[Mapping[str, Any], Mapping[str, Evidence]] | None, mode: str = "interval",
+                 level: float = DEFAULT_CONFIDENCE) -> BoundDecision:
+    """A non-inferiority bound: the vendor at most ``margin`` worse than the baseline on ``column`` (a proportion of
+    its own behaviour). The difference vendor − baseline gets Newcombe's interval from the two Wilson intervals;
+    PASS when it lies wholly above −δ (below +δ for a lower-is-better metric), FAIL when wholly below, else
+    INCONCLUSIVE. The baseline itself meets it. ``baseline`` = its scores row and evidence (None: the vendor is
+    the baseline)."""
+    kind = "min" if metric(column).better == "higher" else "max"
+    limit = -margin if kind == "min" else margin
+    if baseline is None:
+        value = row.get(column)
+        base = math.nan if value is None or is_missing(value) else float(value)
+        return BoundDecision(column, kind, limit, PASS, SELF, 0.0, n=0.0, level=level, baseline=base)
+    base_row, base_evidence = baseline
+    mine, theirs = row.get(column), base_row.get(column)
+    if mine is None or is_missing(mine) or theirs is None or is_missing(theirs):
+        return BoundDecision(column, kind, limit, FAIL, ABSENT, level=level, baseline=math.nan)
+    diff = float(mine) - float(theirs)
+    a, b = evidence.get(column), base_evidence.get(column)
+    if mode == "point" or a is None or b is None or a.proportion.n <= 0 or b.proportion.n <= 0:
+        holds = diff >= limit if kind == "min" else diff <= limit
+        return BoundDecision(column, kind, limit, PASS if holds else FAIL, POINT, diff, level=level,
+                             baseline=float(theirs))
+    low, high = newcombe((a.proportion.value, *a.proportion.interval(level)),
+                         (b.proportion.value, *b.proportion.interval(level)))
+    state = _side(low, high, kind, limit)
+    more = None
+    if state == INCONCLUSIVE:
+        more = more_samples(a.units or a.proportion.samples, (high - low) / (2.0 * z_two_sided(level)), diff, limit,
+                            level)
+    return BoundDecision(column, kind, limit, state, WILSON, diff, low, high, a.proportion.n, more, level=level,
+                         baseline=float(theirs))
 
 
 # --------------------------------------------------------------------------------------------- one vendor
@@ -323,11 +394,17 @@ def combine(states: Sequence[str]) -> str:
 
 
 def decide(row: Mapping[str, Any], evidence: Mapping[str, Evidence], thresholds: Thresholds, mode: str = "interval",
-           level: float = DEFAULT_CONFIDENCE, alpha: float = 0.05) -> VendorDecision:
+           level: float = DEFAULT_CONFIDENCE, alpha: float = 0.05,
+           baseline: tuple[Mapping[str, Any], Mapping[str, Evidence]] | None = None) -> VendorDecision:
     """One vendor's verdict under ``thresholds`` (already the bounds judged for its model, agreement bounds removed
-    in ``statistical`` mode): each bound (:func:`judge_bound`), then the noise tests in ``statistical`` mode."""
-    bounds = tuple(judge_bound(column, kind, limit, row, evidence, "point" if mode == "point" else "interval", level)
+    in ``statistical`` mode): each bound (:func:`judge_bound`), each margin against the baseline
+    (:func:`judge_margin`; ``baseline`` = its row and evidence, None when this vendor is the baseline), then the
+    noise tests in ``statistical`` mode."""
+    judged = "point" if mode == "point" else "interval"
+    bounds = tuple(judge_bound(column, kind, limit, row, evidence, judged, level)
                    for column, kind, limit in thresholds.checks())
+    bounds += tuple(judge_margin(column, margin, row, evidence, baseline, judged, level)
+                    for column, margin in thresholds.margins())
     failing: list[str] = []
     undecided: list[str] = []
     if mode == "statistical":
@@ -377,6 +454,6 @@ class Decisions:
 
 
 __all__ = ["ABSENT", "BOOTSTRAP", "DEFAULT_CONFIDENCE", "DEFECT", "DEFECT_TOLERANCE", "FAIL", "INCONCLUSIVE", "PASS",
-           "POINT", "SAMPLES_NAMED", "SEQUENTIAL", "SETTLE_STATES", "VERDICTS", "VERDICT_MODES", "WILSON",
-           "BoundDecision", "Decisions", "Evidence", "VendorDecision", "combine", "decide", "judge_bound", "plural",
-           "settled_decision", "vendor_evidence", "verdict_of"]
+           "POINT", "SAMPLES_NAMED", "SELF", "SEQUENTIAL", "SETTLE_STATES", "VERDICTS", "VERDICT_MODES", "WILSON",
+           "BoundDecision", "Decisions", "Evidence", "VendorDecision", "combine", "decide", "judge_bound",
+           "judge_margin", "plural", "settled_decision", "vendor_evidence", "verdict_of"]

@@ -335,9 +335,16 @@ def score_frame(
     scores["irf"] = irf_scores(scores, list(irf_inputs))
     judged = {model: judged_thresholds(thresholds, sample_holds(rows_where(records, model_col == model), gold_by_sample,
                                                                  sample_sets)) for model in baselines}
-    decisions = {(row["model"], row["vendor"]): decide(row, evidence_of[(row["model"], row["vendor"])],
-                                                       judged[row["model"]][0], stats.verdict, stats.level, stats.alpha)
-                 for row in scores.to_dict("records")}
+    by_key = {(row["model"], row["vendor"]): row for row in scores.to_dict("records")}
+
+    def baseline_of(model: str, vendor: str) -> tuple[Mapping[str, Any], Mapping[str, Evidence]] | None:
+        """The model's baseline row and evidence, for margins (None: this vendor is the baseline)."""
+        base = baselines[model]
+        return None if vendor == base or (model, base) not in by_key else (by_key[(model, base)],
+                                                                          evidence_of[(model, base)])
+
+    decisions = {key: decide(row, evidence_of[key], judged[key[0]][0], stats.verdict, stats.level, stats.alpha,
+                             baseline_of(*key)) for key, row in by_key.items()}
     summary = decision_columns(decisions, zip(scores["model"], scores["vendor"], strict=True))
     for column, values in summary.items():
         scores[column] = values

@@ -23,7 +23,7 @@ from avv_scoring.metrics.declaration import Ratio
 from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.registry import function_of, metric
 from avv_scoring.stats.sequential import RatioBound
-from avv_scoring.verdict import Thresholds
+from avv_scoring.verdict import Thresholds, margin_text
 
 
 def settle_bounds(thresholds: Thresholds | None = None) -> tuple[list[RatioBound], list[str]]:
@@ -42,6 +42,7 @@ def settle_bounds(thresholds: Thresholds | None = None) -> tuple[list[RatioBound
             defect = bool(metric(column).defect) and kind == "max" and limit <= 0
             tested.append(RatioBound(column, "min" if kind == "min" else "max", limit, ratio.item_max, ratio.item_max,
                                      tolerance=DEFECT_TOLERANCE if defect else None))
+    untested += [margin_text(column, margin) for column, margin in thresholds.margins()]  # against the baseline
     return tested, untested
 
 

@@ -6,9 +6,10 @@
 The set is ``samples/demo-conversations.jsonl`` — the 32 hand-written agent conversations (samples/README.md) —
 followed by 368 short single-turn requests made here from ten templates (weather, currency, orders, calendar, code
 search, SQL, paging, a question the tools cannot answer, a request with ``tool_choice: none``, a request without
-tools), each with its gold ``expected_tool_call``. ``samples/demo.jsonl`` links to the result. Why 400: the demo shows verdicts decided at 95 % confidence, and a success
-rate ≥ 0.99 is shown to hold only after about 380 clean items (docs/explanation/decision.md); the short requests
-keep the run well under a minute. Deterministic: the same script writes the same bytes.
+tools), each with its gold ``expected_tool_call``. ``samples/demo.jsonl`` links to the result. Why 400: the demo
+shows verdicts decided at 95 % confidence, and a success rate ≥ 0.99 is shown to hold only after about 380 clean
+items (docs/explanation/decision.md); the short requests keep the run well under a minute. Deterministic: the
+same script writes the same bytes.
 """
 
 from __future__ import annotations

@@ -248,3 +248,30 @@ def test_the_decision_block_is_one_line_per_vendor_last_on_the_terminal(tmp_path
     assert lines[2].split()[:3] == ["base", "(baseline)", "PASS"]
     assert lines[3].split()[:2] == ["few", "INCONCLUSIVE"] and "more samples would decide it" in lines[3]
     assert len(lines) == 5 and not math.isnan(result.scores.set_index("vendor").loc["few", "samples_to_decide"])
+
+
+# ---------------------------------------------------------------------------------------- non-inferiority
+
+
+def test_a_margin_against_the_baseline_is_judged_on_the_difference():
+    thresholds = Thresholds.none().with_margin("schema_accuracy", 0.02)
+    assert thresholds.text() == "schema_accuracy ≥ baseline − 0.02" and thresholds.checks() == []
+    with pytest.raises(ValueError, match="cannot take a margin"):
+        thresholds.with_margin("f1", 0.05)  # F1 compares with the baseline already
+    base_ev = {"schema_accuracy": share(np.r_[np.ones(960), np.zeros(40)], np.ones(1000))}  # 0.96: below 0.98 itself
+    base = ({"schema_accuracy": 0.96}, base_ev)
+    same = decide({"schema_accuracy": 0.96}, base_ev, thresholds, baseline=base)
+    assert same.verdict == PASS and same.bounds[0].state_text() == "schema_accuracy≥baseline−0.02:PASS"
+    worse = {"schema_accuracy": share(np.r_[np.ones(880), np.zeros(120)], np.ones(1000))}
+    failed = decide({"schema_accuracy": 0.88}, worse, thresholds, baseline=base)
+    assert failed.verdict == FAIL and failed.reason().startswith("schema_accuracy 0.8800 vs the baseline's 0.9600: "
+                                                                 "−0.0800 [")
+    small = {"schema_accuracy": share(np.r_[np.ones(47), np.zeros(3)], np.ones(50))}
+    assert decide({"schema_accuracy": 0.94}, small, thresholds, baseline=base).verdict == INCONCLUSIVE
+    assert decide({"schema_accuracy": 0.96}, base_ev, thresholds).bounds[0].text() == \
+        "schema_accuracy ≥ baseline − 0.02: the baseline itself"
+    from avv_scoring.presets import thresholds_from_data, thresholds_yaml
+
+    parsed = thresholds_from_data({"base": "avv", "thresholds": {"schema_accuracy": {"margin": 0.02}}}, "f", "f")
+    assert parsed.margins() == [("schema_accuracy", 0.02)] and "schema_accuracy" not in parsed  # replaces the bound
+    assert "margin: 0.02" in thresholds_yaml(parsed)
