@@ -119,7 +119,7 @@ def test_score_run_folder_writes_outputs(tmp_path, samples):
     assert float(row["success_rate"]) == 0.75
     assert float(row["attempt_success_rate"]) == pytest.approx(3 / 6)
     assert float(row["schema_accuracy"]) == pytest.approx(2 / 3)  # sample 2's city is not a string
-    assert row["verdict"] == "fail"
+    assert row["verdict"] == "FAIL"
     assert row["verdict_reasons"] == "success_rate 0.75 < 0.99; schema_accuracy 0.666667 < 0.98"
     assert table.set_index("vendor").loc["official", "is_baseline"] == "true"
 
