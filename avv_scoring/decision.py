@@ -102,7 +102,8 @@ def vendor_evidence(frames: FeatureFrames) -> dict[str, Evidence]:
         hits, trials = ratio.share_parts(features)
         proportion = Proportion.of(np.bincount(at, weights=hits, minlength=n), np.bincount(at, weights=trials,
                                                                                        minlength=n))
-        found, items = 0, ()
+        found = 0
+        items: tuple[str, ...] = ()
         if m.defect:
             a, _ = ratio.parts(features)
             where = features.index[a > 0]

@@ -190,8 +190,8 @@ def uncertainty(model_table: ModelTable) -> dict[str, Columns]:
         for column in intervals:
             share = table.proportions.get(vendor, {}).get(column)
             if share is not None:  # a proportion: Wilson's interval on effective trials (never collapses at 0 or 1)
-                low, high = proportion_interval(share, settings.level, bool(metric(column).ratio
-                                                                             and metric(column).ratio.dice))
+                form = metric(column).ratio
+                low, high = proportion_interval(share, settings.level, form is not None and form.dice)
             else:
                 low, high = percentile_interval(draws.metrics[column][:, j], settings.level) if draws else (NAN, NAN)
             row[f"{column}_ci_low"], row[f"{column}_ci_high"] = low, high
