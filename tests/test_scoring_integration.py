@@ -86,6 +86,7 @@ def test_scores_equal_truth(tmp_path):
     again = tmp_path / "again"
     cli = subprocess.run([sys.executable, "-m", "avv_scoring.cli", str(run_dir), "--out", str(again)],
                          capture_output=True, text=True, timeout=120)
-    assert cli.returncode == 0, cli.stderr
+    assert cli.returncode == ExitStatus.VENDOR_BROKEN, cli.stderr  # "broken" is named as a broken setup
+    assert "vendor broken (m) is a broken setup" in cli.stderr
     rescored = pd.read_csv(again / "scores.csv").set_index("vendor")
     pd.testing.assert_series_equal(rescored["irf"], scores["irf"])

@@ -120,7 +120,8 @@ def test_score_run_folder_writes_outputs(tmp_path, samples):
     assert float(row["attempt_success_rate"]) == pytest.approx(3 / 6)
     assert float(row["schema_accuracy"]) == pytest.approx(2 / 3)  # sample 2's city is not a string
     assert row["verdict"] == "FAIL"
-    assert row["verdict_reasons"] == "success_rate 0.75 < 0.99; schema_accuracy 0.666667 < 0.98"
+    assert row["verdict_reasons"] == ("success_rate 0.7500 [0.2561, 0.9632] < 0.99; "
+                                      "schema_accuracy 0.6667 [0.1594, 0.9547] < 0.98")  # each interval below its bound
     assert table.set_index("vendor").loc["official", "is_baseline"] == "true"
 
     data = json.loads((run / "scores.json").read_text())
@@ -130,7 +131,7 @@ def test_score_run_folder_writes_outputs(tmp_path, samples):
     assert vendors["cheap"]["success_rate_std"] is None  # NaN → null
 
     report = (run / "report.md").read_text()
-    assert "| Vendor | IRF | Success Rate | F1 | TPS | Schema Accuracy | TTFT (ms) | Avg Token |" in report
+    assert "| Vendor | IRF (ties) | IRF | Success Rate | F1 | TPS | Schema Accuracy | TTFT (ms) | Avg Token |" in report
     assert "cheap: FAIL (success_rate 0.75 < 0.99" in report
     text = render_tables(result)
     assert "official (baseline)" in text and "cheap: FAIL" in text
