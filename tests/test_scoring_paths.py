@@ -132,9 +132,10 @@ def test_score_run_folder_writes_outputs(tmp_path, samples):
 
     report = (run / "report.md").read_text()
     assert "| Vendor | IRF (ties) | IRF | Success Rate | F1 | TPS | Schema Accuracy | TTFT (ms) | Avg Token |" in report
-    assert "cheap: FAIL (success_rate 0.75 < 0.99" in report
+    assert "- cheap: **FAIL** — success_rate 0.7500 [0.2561, 0.9632] &lt; 0.99" in report  # the decision opens it
+    assert report.index("## Decision") < report.index("| Vendor |")
     text = render_tables(result)
-    assert "official (baseline)" in text and "cheap: FAIL" in text
+    assert "official (baseline)" in text and re.search(r"\n  cheap +FAIL +success_rate 0.7500 ", text)
 
 
 @pytest.mark.integration  # scores a run and draws its figures: seconds
