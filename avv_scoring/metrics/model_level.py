@@ -5,8 +5,8 @@ columns declared here; the resampling and the tests are :mod:`avv_scoring.stats.
 
 - **Intervals** ``<m>_ci_low`` / ``<m>_ci_high`` (95 %, the verdict's confidence) for every metric declared with
   ``interval=True``: a metric with a ratio form (a proportion: success rate, F1 through its Jaccard share, trigger
-  agreement, schema accuracy) gets the Wilson score interval on its effective trials over sample ids
-  (:mod:`avv_scoring.stats.intervals`: it never collapses to [1, 1]), the others the percentile bootstrap
+  agreement, schema accuracy, tool and args match) gets the Wilson score interval on its effective trials over
+  sample ids (:mod:`avv_scoring.stats.intervals`: it never collapses to [1, 1]), the others the percentile bootstrap
   (``resamples`` resamples, seeded, resampling sample ids). The verdict reads the same intervals
   (:mod:`avv_scoring.decision`). The columns follow from those declarations
   (:meth:`~avv_scoring.metrics.registry.Registry.produces_derived`), so a new metric with an interval is one
