@@ -51,7 +51,7 @@ EXIT_STATUSES: tuple[ExitStatusDoc, ...] = (
                   "failed, rows left out, or the history could not be written); `avv-score RUN` scores again",
                   "avv-locust, avv-score"),
     ExitStatusDoc(ExitStatus.REGRESSION, "`--fail-on-regression`: a vendor's latest run has a flagged regression "
-                  "or its verdict went from PASS to FAIL", "avv-score history trend"),
+                  "or its verdict became FAIL (from PASS or INCONCLUSIVE)", "avv-score history trend"),
     ExitStatusDoc(ExitStatus.VENDOR_BROKEN, "a vendor is a broken setup, not a verdict: every one of its items "
                   "failed, or the circuit breaker stopped it (its items are `skipped: vendor_down`, a resume sends "
                   "them); the closing line names the vendor and why", "avv-locust, avv-score"),

@@ -25,6 +25,7 @@ from avv_core.samples import Sample
 from avv_harness.inputs.config import Vendor
 from avv_harness.wire.execute import build_body
 from avv_scoring.cli import PROG, baseline_arg
+from avv_scoring.entrypoints import ScoreRequest
 from avv_scoring.load import RunInput, read_inputs, resolve_inputs, run_sample_set
 from avv_scoring.metrics.trajectories import first_steps
 from avv_scoring.report.escape import terminal_text
@@ -169,7 +170,8 @@ def export_parser() -> argparse.ArgumentParser:
 def main_export(argv: Sequence[str]) -> int:
     """``avv-score export``: write the files, list them, print the warnings."""
     args = export_parser().parse_args(argv)
-    result = export_run(args.run, out_dir=args.out, samples=args.samples, baseline=baseline_arg(args.baseline))
+    request = ScoreRequest((args.run,), baseline=baseline_arg(args.baseline), samples=args.samples, out_dir=args.out)
+    result = export_run(request.inputs[0], out_dir=request.out_dir, samples=request.samples, baseline=request.baseline)
     for warning in result.warnings:
         sys.stderr.write(f"{PROG}: warning: {terminal_text(warning)}\n")
     if not args.quiet:

@@ -5,10 +5,11 @@ score runs, and the subcommands of :data:`SUBCOMMANDS` (``avv-score --help`` lis
                             [--baseline-results [MODEL=]FILE.jsonl ...] [--baseline-name NAME]
                             [--thresholds PRESET|FILE.yaml]
                             [--min-success X] [--min-f1 X] [--min-schema X] [--max-reasoning-only X]
-                            [--min-attempt-success X] [--irf-metrics A,B,...] [--strict] [-q]
-                            [--bootstrap N] [--seed S] [--verdict threshold|statistical]
+                            [--min-attempt-success X] [--irf-metrics A,B,...]
+                            [--strict [--allow-inconclusive]] [-q]
+                            [--bootstrap N] [--seed S] [--verdict interval|point|statistical] [--confidence P]
                             [--arg-normalise default|none|FILE.yaml] [--ftr-band LOW:HIGH]
-                            [--irf-ties published|statistical]
+                            [--irf-ties statistical|published]
     avv-score stress RUN [--no-score] [same options as above]
     avv-score export RUN [--format k2vv] [--out DIR] [--samples FILE] [--baseline NAME | MODEL=VENDOR]
     avv-score trajectory RUN --vendor NAME --sample ID [--repeat N] [--samples FILE]   (one agent task, step by step)
@@ -22,11 +23,13 @@ score runs, and the subcommands of :data:`SUBCOMMANDS` (``avv-score --help`` lis
 
 ``avv-score trend`` (before: the spelling of ``history trend``) still works for one release, with a note.
 
-Bad input prints one message naming the file and field and exits with status 2 (no traceback). Exit status:
-0 scored; 1 ``--strict`` and a vendor failed (or nothing to score); 2 bad input; 4 scored, but rows holding a
-number no record can hold were left out (each named on stderr and in report.md); 5 ``history trend
---fail-on-regression`` and a vendor's latest run has a flagged regression. Ctrl-C or SIGTERM stops
-it at once, with one line and status 128 + the signal (130, 143), no traceback.
+Bad input prints one message naming the file and field and exits with status 2 (no traceback). Exit status
+(:mod:`avv_core.exit_status`; the most serious wins): 0 scored; 2 bad input; 4 scored, but rows holding a number no
+record can hold were left out (each named on stderr and in report.md); 5 ``history trend --fail-on-regression`` and a
+vendor's latest run regressed; 6 a vendor is a broken setup (every one of its items failed: named on stderr,
+whatever ``--strict``); 7 ``--strict`` and a vendor FAILs (or nothing to score; before: 1); 8 ``--strict``, no
+vendor FAILs but one is INCONCLUSIVE (0 with ``--allow-inconclusive``). Ctrl-C or SIGTERM stops it at once, with one
+line and status 128 + the signal (130, 143), no traceback.
 """
 
 from __future__ import annotations
@@ -39,24 +42,26 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from avv_core.command_line import command_parser
+from avv_core.decision_options import DEFAULT_CONFIDENCE, VERDICT_MODES, parse_confidence, parse_verdict_mode
 from avv_core.errors import InputError
+from avv_core.exit_status import ExitStatus
 from avv_core.stop_signals import Interrupted, interrupt_on_signals
 from avv_core.suggest import did_you_mean
 from avv_scoring.arg_normalise import resolve_arg_normalise
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
-from avv_scoring.entrypoints import score_paths, stress_only
+from avv_scoring.entrypoints import ScoreRequest, score, stress_only
 from avv_scoring.irf_command import add_irf_metrics_option, main_irf, read_irf_table  # noqa: F401 (re-exported)
 from avv_scoring.metrics.billing import BillingTolerance, parse_tolerances
 from avv_scoring.metrics.registry import render_metric_table
 from avv_scoring.presets import PRESETS, resolve_thresholds, thresholds_yaml
 from avv_scoring.report.escape import terminal_text
 from avv_scoring.report.terminal import render_tables
+from avv_scoring.run_outcome import broken_vendors
 from avv_scoring.score import ScoreResult
 from avv_scoring.stats.irf import IRF_TIES
 from avv_scoring.stats.uncertainty import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
-    VERDICT_MODES,
     StatsSettings,
     non_negative_int,
 )
@@ -65,7 +70,7 @@ from avv_scoring.verdict import DEFAULT_PRESET, Thresholds
 
 PROG = "avv-score"
 #: Exit status when the run was scored without some of its rows (each named): the scores are not the whole run's.
-EXIT_ROWS_LEFT_OUT = 4
+EXIT_ROWS_LEFT_OUT = int(ExitStatus.SCORING)
 
 
 def _threshold(text: str) -> float | None:
@@ -78,6 +83,22 @@ def _threshold(text: str) -> float | None:
     if math.isnan(value):
         raise argparse.ArgumentTypeError("NaN is not a threshold")
     return value
+
+
+def confidence(text: str) -> float:
+    """``--confidence``: a level in (0.5, 1) or a percentage: ``0.95`` or ``95``."""
+    try:
+        return parse_confidence(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def verdict_mode(text: str) -> str:
+    """``--verdict``: interval, point or statistical (``threshold``: the old name of point)."""
+    try:
+        return parse_verdict_mode(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _band(text: str) -> tuple[float, float]:
@@ -198,10 +219,16 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
         help=f"seed of the bootstrap (default {DEFAULT_SEED}; the same seed reproduces every interval)",
     )
     p.add_argument(
-        "--verdict", choices=VERDICT_MODES, default=VERDICT_MODES[0],
-        help="threshold (default): fixed bounds; statistical: bounds on agreement with the baseline (F1, "
-        "tool/args match) are replaced by tests against the baseline's own repeat-to-repeat noise (α = 0.05, "
-        "needs ≥ 2 repeats); the other bounds stay",
+        "--verdict", type=verdict_mode, default=VERDICT_MODES[0], metavar="|".join(VERDICT_MODES),
+        help="interval (default): each bound PASSes when its whole confidence interval holds it, FAILs when the "
+        "interval breaks it, else INCONCLUSIVE (defect checks FAIL on one occurrence); point: the peers' rule, point "
+        "values against the bounds (reproduces K2VV / MiniMax tables; 'threshold' is its old name); statistical: as "
+        "interval, with the bounds on agreement with the baseline replaced by tests against its repeat-to-repeat "
+        "noise (needs ≥ 2 repeats)",
+    )
+    p.add_argument(
+        "--confidence", type=confidence, default=DEFAULT_CONFIDENCE, metavar="P",
+        help="confidence of the verdicts and of every interval (default 0.95; 95 also works)",
     )
     p.add_argument(
         "--arg-normalise", default="default", metavar="default|none|FILE.yaml",
@@ -210,13 +237,19 @@ def _add_score_options(p: argparse.ArgumentParser) -> None:
         "naming them (gold_args_accuracy always compares exact values)",
     )
     p.add_argument(
-        "--irf-ties", choices=IRF_TIES, default=IRF_TIES[0],
-        help="published (default): AVV's IRF; statistical: also irf_statistical, where vendors whose 95 %% "
-        "bootstrap interval of the difference contains 0 share their rank on that metric (orders the vendors)",
+        "--irf-ties", choices=IRF_TIES, default="statistical",
+        help="statistical (default): vendors whose 95 %% bootstrap interval of the difference contains 0 share "
+        "their rank on that metric; irf_statistical orders the vendors and the published IRF stays a column; "
+        "published: order by AVV's IRF alone (reproduces its tables)",
     )
     p.add_argument(
         "--strict", action="store_true",
-        help="exit with status 1 when any vendor fails its verdict, or when there is nothing to score"
+        help="exit with status 7 when a vendor FAILs (or there is nothing to score) and 8 when one is INCONCLUSIVE "
+        "(before: 1); a vendor whose every item failed exits 6 with or without it",
+    )
+    p.add_argument(
+        "--allow-inconclusive", action="store_true",
+        help="with --strict: an INCONCLUSIVE vendor does not change the exit status (only FAIL does)",
     )
     p.add_argument(
         "--prompt-tokens-tolerance", action="append", default=None, metavar="[MODEL=]X",
@@ -237,7 +270,28 @@ def _billing(args: argparse.Namespace) -> BillingTolerance | None:
 
 
 def _stats(args: argparse.Namespace) -> StatsSettings:
-    return StatsSettings(resamples=args.bootstrap, seed=args.seed, verdict=args.verdict, irf_ties=args.irf_ties)
+    return StatsSettings(resamples=args.bootstrap, seed=args.seed, verdict=args.verdict, irf_ties=args.irf_ties,
+                         level=args.confidence)
+
+
+def score_request(args: argparse.Namespace, inputs: Sequence[str]) -> ScoreRequest:
+    """The :class:`ScoreRequest` of ``avv-score``'s options (scoring and ``stress``)."""
+    return ScoreRequest(
+        tuple(inputs),
+        baseline=baseline_arg(args.baseline),
+        samples=args.samples,
+        out_dir=args.out,
+        thresholds=_thresholds(args),
+        irf_metrics=args.irf_metrics,
+        baseline_results=tuple(args.baseline_results),
+        baseline_name=args.baseline_name,
+        stats=_stats(args),
+        html=not args.no_html,
+        arg_normalise=resolve_arg_normalise(args.arg_normalise),
+        billing=_billing(args),
+        strict=args.strict,
+        allow_inconclusive=args.allow_inconclusive,
+    )
 
 
 def baseline_arg(values: Sequence[str]) -> str | dict[str, str] | None:
@@ -277,9 +331,9 @@ def _thresholds(args: argparse.Namespace) -> Thresholds:
     return out
 
 
-def _report(result: ScoreResult, args: argparse.Namespace) -> int:
-    """Print the tables and what was written; the exit status (--strict)."""
-    if not args.quiet:
+def _report(result: ScoreResult, request: ScoreRequest, quiet: bool) -> int:
+    """Print the tables, the decision and what was written; name each broken vendor; the exit status."""
+    if not quiet:
         sys.stdout.write(render_tables(result))
         if result.outputs:
             folder = os.path.dirname(next(iter(result.outputs.values()))) or "."
@@ -289,56 +343,30 @@ def _report(result: ScoreResult, args: argparse.Namespace) -> int:
     if result.excluded_rows:
         sys.stderr.write(f"{PROG}: warning: {len(result.excluded_rows)} row(s) left out, the rest scored:\n")
         sys.stderr.write("".join(f"  {terminal_text(line)}\n" for line in result.excluded_rows))
-    if args.strict and result.scored and result.scores.empty:
+    for broken in broken_vendors(result):
+        sys.stderr.write(f"{PROG}: {terminal_text(broken.line())}\n")
+    if request.strict and result.scored and result.scores.empty:
         sys.stderr.write(f"{PROG}: --strict: no records to score, so no vendor passed\n")
-        return 1
-    if args.strict and result.scored and not result.passed:
-        return 1
-    return EXIT_ROWS_LEFT_OUT if result.excluded_rows else 0
+        return int(ExitStatus.VERDICT_FAIL)
+    return request.exit_status(result)
 
 
 def main_score(argv: Sequence[str]) -> int:
     args = _score_parser().parse_args(argv)
-    result = score_paths(
-        args.inputs,
-        baseline=baseline_arg(args.baseline),
-        samples=args.samples,
-        out_dir=args.out,
-        thresholds=_thresholds(args),
-        irf_metrics=args.irf_metrics,
-        baseline_results=args.baseline_results,
-        baseline_name=args.baseline_name,
-        stats=_stats(args),
-        html=not args.no_html,
-        arg_normalise=resolve_arg_normalise(args.arg_normalise),
-        billing=_billing(args),
-    )
-    return _report(result, args)
+    request = score_request(args, args.inputs)
+    return _report(score(request), request, args.quiet)
 
 
 def main_stress(argv: Sequence[str]) -> int:
     args = _stress_parser().parse_args(argv)
     if not os.path.isdir(args.run):
         raise InputError(f"{args.run}: no such run folder")
+    request = score_request(args, [args.run])
     if args.no_score:
-        return _report(stress_only(args.run, out_dir=args.out), args)
+        return _report(stress_only(args.run, out_dir=args.out), request, args.quiet)
     if stress_tables(args.run) is None:  # checked before anything is written
         raise InputError(f"{args.run}: not a stress run (run.json mode is not 'stress')")
-    result = score_paths(
-        [args.run],
-        baseline=baseline_arg(args.baseline),
-        samples=args.samples,
-        out_dir=args.out,
-        thresholds=_thresholds(args),
-        irf_metrics=args.irf_metrics,
-        baseline_results=args.baseline_results,
-        baseline_name=args.baseline_name,
-        stats=_stats(args),
-        html=not args.no_html,
-        arg_normalise=resolve_arg_normalise(args.arg_normalise),
-        billing=_billing(args),
-    )
-    return _report(result, args)
+    return _report(score(request), request, args.quiet)
 
 
 def main_trajectory(argv: Sequence[str]) -> int:

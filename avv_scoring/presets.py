@@ -15,6 +15,7 @@
       base: minimax             # optional preset to start from (default: none = no bound)
       thresholds:
         f1: {min: 0.95}                          # one bound
+        schema_accuracy: {margin: 0.02}          # non-inferiority: at most 0.02 below the baseline's
         finish_tool_calls_rate: {min: 0.7, max: 0.9}   # a band
         finish_tool_calls_rate: {min: 0.775, max: 0.825, sample_set: minimax}  # judged on marked samples only
         avg_ttft_ms: {max: 800}
@@ -81,6 +82,7 @@ def thresholds_from_data(data: Any, where: str, default_name: str) -> Thresholds
         raise InputError(f"{where}: field 'thresholds' must map metric columns to {{min: x, max: y}}")
     bounds: dict[str, Any] = {}
     sets: dict[str, str] = {}
+    margins: dict[str, float] = {}
     for column, spec in raw.items():
         field = f"{where}: thresholds.{column}"
         if not isinstance(column, str) or not is_metric(column):
@@ -92,10 +94,16 @@ def thresholds_from_data(data: Any, where: str, default_name: str) -> Thresholds
             bounds[column] = None
             continue
         if not isinstance(spec, Mapping) or not spec:
-            raise InputError(f"{field}: expected {{min: x}}, {{max: y}} or {{min: x, max: y}}, got {spec!r}")
-        kinds = sorted(set(map(str, spec)) - set(KINDS) - {"sample_set"})
+            raise InputError(f"{field}: expected {{min: x}}, {{max: y}}, {{min: x, max: y}} or {{margin: d}}, "
+                             f"got {spec!r}")
+        kinds = sorted(set(map(str, spec)) - set(KINDS) - {"sample_set", "margin"})
         if kinds:
-            raise InputError(f"{field}: unknown bound(s) {', '.join(kinds)} (min, max, sample_set)")
+            raise InputError(f"{field}: unknown bound(s) {', '.join(kinds)} (min, max, margin, sample_set)")
+        if "margin" in spec:
+            margins[column] = _number(f"{field}.margin", spec["margin"])
+            if not any(kind in spec for kind in KINDS):
+                bounds[column] = None  # the margin replaces the base's bounds on this metric
+                continue
         if "sample_set" in spec:
             if not isinstance(spec["sample_set"], str) or not spec["sample_set"].strip():
                 raise InputError(f"{field}.sample_set: must be a sample set name (a string)")
@@ -113,6 +121,14 @@ def thresholds_from_data(data: Any, where: str, default_name: str) -> Thresholds
             out = out.for_sample_set(column, base.sample_set_of(column))
     for column, sample_set in sets.items():
         out = out.for_sample_set(column, sample_set)
+    for column, margin in base.margins():
+        if column not in bounds:
+            out = out.with_margin(column, margin)
+    for column, margin in margins.items():
+        try:
+            out = out.with_margin(column, margin)
+        except ValueError as exc:
+            raise InputError(f"{where}: thresholds.{column}.margin: {exc}") from None
     name = data.get("name", default_name)
     if not isinstance(name, str) or not name.strip():
         raise InputError(f"{where}: field 'name' must be a non-empty string")

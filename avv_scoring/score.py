@@ -19,6 +19,7 @@ from avv_core.client_load import LoadGroup, process_name, summarise_load
 from avv_core.errors import InputError
 from avv_scoring.conformance.probes import Probe
 from avv_scoring.conformance.suite import CONFORMANCE_COLUMNS, conformance_table
+from avv_scoring.decision import Decisions, Evidence, VendorDecision, decide, vendor_evidence
 from avv_scoring.load import (
     COMPARABLE_COL,
     REQUIRED_COLUMNS,
@@ -39,7 +40,7 @@ from avv_scoring.metrics.trajectories import summarise as summarise_trajectories
 from avv_scoring.metrics.trajectories import trajectory_disagreements
 from avv_scoring.metrics.vendor_table import REPEAT_METRICS, FeatureFrames, repeat_summary, vendor_tables
 from avv_scoring.stats.irf import MetricsSpec, default_irf_metrics, irf_scores, resolve_irf_metrics
-from avv_scoring.stats.statistical_verdict import judge, verdict_thresholds
+from avv_scoring.stats.statistical_verdict import verdict_thresholds
 from avv_scoring.stats.uncertainty import ModelTable, StatsSettings, VendorSums, vendor_sums
 from avv_scoring.stress import StressResult
 from avv_scoring.verdict import CONFORMANCE_ONLY, SET_MARK, Thresholds, judged_thresholds
@@ -54,6 +55,8 @@ IDENTITY_COLUMNS: tuple[str, ...] = (
     "irf",
     "verdict",
     "verdict_reasons",
+    "verdict_bounds",
+    "samples_to_decide",
 )
 
 
@@ -150,6 +153,9 @@ class ScoreResult:
     conformance: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(CONFORMANCE_COLUMNS)))
     #: The tolerance of the prompt-token ratio per model (billing honesty, conformance's token checks).
     billing: BillingTolerance = field(default_factory=BillingTolerance)
+    #: Each vendor's decision: its bounds judged, with intervals (:mod:`avv_scoring.decision`); the ``verdict``,
+    #: ``verdict_reasons``, ``verdict_bounds`` and ``samples_to_decide`` columns of ``scores`` are its summary.
+    decisions: Decisions = field(default_factory=Decisions)
 
     @property
     def models(self) -> list[str]:
@@ -160,8 +166,12 @@ class ScoreResult:
 
     @property
     def passed(self) -> bool:
-        """True when every vendor passed its verdict."""
-        return bool((self.scores["verdict"] == "pass").all())
+        """True when every vendor PASSes its verdict."""
+        return bool((self.scores["verdict"] == "PASS").all())
+
+    def decision(self, model: str, vendor: str) -> VendorDecision | None:
+        """The decision of one vendor (None: not scored)."""
+        return self.decisions.of(model, vendor)
 
 
 def _normalise_baseline(baseline: BaselineSpec) -> dict[str, str]:
@@ -319,6 +329,7 @@ def score_frame(
     groups = records.groupby([model_col, vendor_col], sort=False).groups
     base_of: dict[str, pd.DataFrame] = {}  # each model's baseline rows, selected once
     sums_of: dict[str, dict[str, VendorSums]] = {}  # model → vendor → its sums per sample id
+    evidence_of: dict[tuple[str, str], dict[str, Evidence]] = {}  # what the decision's intervals rest on
     for (model, vendor), index in groups.items():
         vendor_rows = records.loc[index]
         base_name = baselines[model]
@@ -329,6 +340,7 @@ def score_frame(
         frames = FeatureFrames(vendor_rows, base_rows)
         metrics, by_rep = vendor_tables(vendor_rows, base_rows, frames)
         sums_of.setdefault(model, {})[vendor] = vendor_sums(frames)  # the bootstrap's, from the same features
+        evidence_of[(model, vendor)] = vendor_evidence(frames)
         metrics.update(repeat_summary(by_rep))
         run_ids = (
             vendor_rows["run_id"].astype("object").dropna().unique().tolist()
@@ -360,7 +372,7 @@ def score_frame(
             )
         del vendor_rows, frames  # this vendor's copy and features go before the next vendor's are made (peak RSS)
 
-    _add_model_metrics(rows, records, baselines, stats, irf_inputs, sums_of, conformance)
+    _add_model_metrics(rows, records, baselines, stats, irf_inputs, sums_of, evidence_of, conformance)
     warnings += billing_warnings(rows, billing)
     scores = pd.DataFrame(rows)
     scores["irf"] = irf_scores(scores, list(irf_inputs))
@@ -369,9 +381,19 @@ def score_frame(
         rows_where(records, model_col == model), gold_by_sample, sample_sets)
         | ({"conformance"} if model in conformance_models else set())
         | ({CONFORMANCE_ONLY} if conformance_only else set())) for model in baselines}
-    outcomes = [judge(row, judged[row["model"]][0], stats) for row in scores.to_dict("records")]
-    scores["verdict"] = [v for v, _ in outcomes]
-    scores["verdict_reasons"] = ["; ".join(r) for _, r in outcomes]
+    by_key = {(row["model"], row["vendor"]): row for row in scores.to_dict("records")}
+
+    def baseline_of(model: str, vendor: str) -> tuple[Mapping[str, Any], Mapping[str, Evidence]] | None:
+        """The model's baseline row and evidence, for margins (None: this vendor is the baseline)."""
+        base = baselines[model]
+        return None if vendor == base or (model, base) not in by_key else (by_key[(model, base)],
+                                                                          evidence_of[(model, base)])
+
+    decisions = {key: decide(row, evidence_of[key], judged[key[0]][0], stats.verdict, stats.level, stats.alpha,
+                             baseline_of(*key)) for key, row in by_key.items()}
+    summary = decision_columns(decisions, zip(scores["model"], scores["vendor"], strict=True))
+    for column, values in summary.items():
+        scores[column] = values
     model_order = {m: i for i, m in enumerate(dict.fromkeys(scores["model"]))}
     # --irf-ties statistical orders the vendors by the IRF with statistical ties (then the published IRF)
     by = ["_m", "irf_statistical", "irf", "vendor"] if stats.irf_ties == "statistical" else ["_m", "irf", "vendor"]
@@ -389,7 +411,23 @@ def score_frame(
                        disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores), records=records,
                        arg_normalise=arg_normalise,
                        not_judged={m: tuple(skipped) for m, (_, skipped) in judged.items() if skipped},
-                       conformance=conformance, billing=billing)
+                       conformance=conformance, billing=billing, decisions=Decisions(decisions))
+
+
+def decision_columns(decisions: Mapping[tuple[str, str], VendorDecision],
+                     keys: Any) -> dict[str, list[Any]]:
+    """The scores columns that summarise each decision, for the (model, vendor) ``keys`` in row order: ``verdict``
+    (PASS / FAIL / INCONCLUSIVE), ``verdict_reasons`` (``; ``-joined, in each metric's format), ``verdict_bounds``
+    (every bound's state) and ``samples_to_decide`` (INCONCLUSIVE: about how many more samples would decide it)."""
+    out: dict[str, list[Any]] = {"verdict": [], "verdict_reasons": [], "verdict_bounds": [], "samples_to_decide": []}
+    for key in keys:
+        found = decisions[key]
+        out["verdict"].append(found.verdict)
+        out["verdict_reasons"].append("; ".join(([found.settled] if found.settled else []) + found.reasons()))
+        out["verdict_bounds"].append(found.states())
+        more = found.more
+        out["samples_to_decide"].append(float(more) if more is not None else np.nan)
+    return out
 
 
 def sample_holds(rows: pd.DataFrame, gold_by_sample: GoldBySample | None,
@@ -439,7 +477,9 @@ def comparable_items(records: pd.DataFrame, model_col: pd.Series, vendor_col: pd
 
 def _add_model_metrics(rows: list[dict[str, Any]], records: pd.DataFrame, baselines: Mapping[str, str],
                        stats: StatsSettings, irf_inputs: Mapping[str, bool],
-                       sums_of: Mapping[str, Mapping[str, VendorSums]], conformance: pd.DataFrame) -> None:
+                       sums_of: Mapping[str, Mapping[str, VendorSums]],
+                       evidence_of: Mapping[tuple[str, str], Mapping[str, Evidence]],
+                       conformance: pd.DataFrame) -> None:
     """Add the columns of the model-level functions (registry ``model_table``) to each vendor's row."""
     model_col = records["model"].astype(str)
     for model in dict.fromkeys(row["model"] for row in rows):
@@ -447,6 +487,8 @@ def _add_model_metrics(rows: list[dict[str, Any]], records: pd.DataFrame, baseli
         table = ModelTable(model, baselines[model], rows_where(records, model_col == model),
                            {row["vendor"]: row for row in mine},
                            stats, dict(irf_inputs), sums_of.get(model, {}),
+                           {row["vendor"]: {c: e.proportion for c, e in evidence_of[(model, row["vendor"])].items()}
+                            for row in mine},
                            conformance[conformance["model"].astype(str) == model])
         for function in model_functions():
             columns = function.for_model(table)
@@ -507,6 +549,7 @@ __all__ = [
     "SCORE_COLUMNS",
     "REPEAT_COLUMNS",
     "ScoreResult",
+    "decision_columns",
     "resolve_baselines",
     "score_frame",
 ]

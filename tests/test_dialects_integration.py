@@ -85,7 +85,7 @@ def test_kimi_adapter_passes_where_generic_gets_http_400(run):
     scores = run["scores"]
     assert scores.loc["kimi-adapted", "success_rate"] == 1.0 and scores.loc["kimi-adapted", "f1"] == 1.0
     assert scores.loc["kimi-generic", "success_rate"] == pytest.approx((32 - len(multi_turn)) / 32)
-    assert scores.loc["kimi-generic", "verdict"] == "fail"
+    assert scores.loc["kimi-generic", "verdict"] == "FAIL"
 
 
 def test_broken_template_fails_in_chat_mode_and_passes_in_raw_mode(run):

@@ -7,6 +7,7 @@ import socket
 
 import pytest
 
+from avv_core.exit_status import ExitStatus
 from avv_core.record_file import read_records
 from tests.builders import vendors_config, write_yaml
 from tests.locust_runs import DEMO_SAMPLES, only_run_dir, run_locust, truth_tag
@@ -101,7 +102,9 @@ def fault_run(tmp_path_factory):
         listener.close()
         for filler in fillers:
             filler.close()
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    # vendors whose every item failed are broken setups, not verdicts: exit 6, each named (issue 34)
+    assert proc.returncode == ExitStatus.VENDOR_BROKEN, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "avv-locust: vendor refused (m) is a broken setup, not a verdict" in proc.stdout
     run_dir = only_run_dir(work / "out")
     frame = read_records(run_dir / "records.csv")
     rows = [{k: (None if v is None or v != v else v) for k, v in r.items()}

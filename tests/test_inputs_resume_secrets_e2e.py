@@ -27,7 +27,8 @@ def prepare(work: Path, profiles: dict | None = None, vendors: dict | None = Non
     profiles = profiles or {"a": FAST, "b": FAST}
     write_yaml(work / "sim.yaml", {"profiles": profiles})
     write_yaml(work / "vendors.yaml", vendors or sim_vendors("m", list(profiles), next(iter(profiles))))
-    return ["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-out", "out"]
+    return ["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-samples",
+            str(DEMO_SAMPLES), "--avv-out", "out"]
 
 
 # ------------------------------------------------------------------------------------- bad input

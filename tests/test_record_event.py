@@ -110,4 +110,4 @@ def test_the_readme_listener_example_runs_as_written(tmp_path):
     written = read_records(run_dir / "records.csv").to_dict("records")
     stored = [json.loads(line) for line in (tmp_path / "my_store.jsonl").read_text(encoding="utf-8").splitlines()]
     assert Counter(ItemKey.from_record(r) for r in stored) == Counter(ItemKey.from_record(r) for r in written)
-    assert len(stored) == len(written) == 3 * 12
+    assert len(stored) == len(written) == 4 * 12  # the demo's four vendors

@@ -30,7 +30,8 @@ def replay(tmp_path_factory):
     write_yaml(work / "vendors.yaml", sim_vendors("m1", list(PROFILES), "base",
                                                   **{name: {"concurrency": 2} for name in PROFILES}))
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
-                       "--avv-repeats", "2", "--avv-out", "out", "--avv-retries", "0"], cwd=work)
+                       "--avv-samples", str(DEMO_SAMPLES), "--avv-repeats", "2", "--avv-out", "out",
+                       "--avv-retries", "0"], cwd=work)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run_dir = only_run_dir(work / "out")
     records = read_records(run_dir / "records.csv")
@@ -110,7 +111,8 @@ def test_locust_stats_have_request_and_ttft_entries(tmp_path):
     write_yaml(tmp_path / "sim.yaml", {"profiles": {"base": PROFILES["base"]}})
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m1", ["base"], "base"))
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
-                       "--avv-out", "out", "--csv", "stats", "--avv-no-score"], cwd=tmp_path)
+                       "--avv-samples", str(DEMO_SAMPLES), "--avv-out", "out", "--csv", "stats", "--avv-no-score"],
+                      cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     stats = (tmp_path / "stats_stats.csv").read_text()
     assert "attempt,base,32," in stats and "TTFT,base,32," in stats  # Locust counts attempts

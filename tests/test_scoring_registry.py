@@ -187,13 +187,19 @@ def test_default_thresholds_come_from_the_registry():
     expected = [(m.column, *m.threshold) for m in METRICS if m.threshold]
     assert Thresholds().checks() == expected
     assert expected == [("success_rate", "min", 0.99), ("f1", "min", 0.8), ("schema_accuracy", "min", 0.98),
-                        ("reasoning_only_rate", "max", 0.0), ("conformance_failures", "max", 0.0)]
+                        ("reasoning_only_rate", "max", 0.0), ("tool_call_as_text_rate", "max", 0.0),
+                        ("tool_call_truncated_rate", "max", 0.0), ("invalid_json_call_rate", "max", 0.0),
+                        ("conformance_failures", "max", 0.0)]
+    defects = [m.column for m in METRICS if m.defect]  # every zero bound of the defaults on records is a defect check
+    assert defects == [c for c, kind, limit in expected if kind == "max" and limit == 0 and c != "conformance_failures"]
 
 
 def test_thresholds_overrides():
     t = Thresholds(min_success_rate=0.9, min_f1=None)
     assert dict(t) == {"success_rate": (("min", 0.9),), "schema_accuracy": (("min", 0.98),),
-                       "reasoning_only_rate": (("max", 0.0),), "conformance_failures": (("max", 0.0),)}
+                       "reasoning_only_rate": (("max", 0.0),), "tool_call_as_text_rate": (("max", 0.0),),
+                       "tool_call_truncated_rate": (("max", 0.0),), "invalid_json_call_rate": (("max", 0.0),),
+                       "conformance_failures": (("max", 0.0),)}
     assert t.min_success_rate == 0.9 and t.min_f1 is None and t.max_success_rate is None
     assert Thresholds(**t.to_dict()) == t
     # any registered metric, one line; None removes a bound

@@ -14,10 +14,12 @@ import pytest
 
 from avv_core.records import encode_rows, header_line
 from avv_scoring.cli import main
+from avv_scoring.decision import vendor_evidence
 from avv_scoring.metrics.declaration import Metric, RegistryError
 from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.model_level import uncertainty
 from avv_scoring.metrics.registry import MODEL_FUNCTIONS, Registry
+from avv_scoring.metrics.vendor_table import FeatureFrames
 from avv_scoring.report.markdown import render_markdown
 from avv_scoring.score import SCORE_COLUMNS, score_frame
 from avv_scoring.stats import tests as stats
@@ -39,8 +41,12 @@ def statistics(frame: pd.DataFrame, baseline: str, settings: StatsSettings | Non
     """The registered model-level function on one model's records, as score_frame calls it (without the
     per-vendor metrics, so a seed sweep stays fast; test_the_shortcut_equals_score_frame checks it)."""
     frame = annotate_tool_calls(frame, None)
-    vendors = list(dict.fromkeys(frame["vendor"].astype(str)))
-    table = ModelTable("m", baseline, frame, {v: {} for v in vendors}, settings or StatsSettings())
+    vendor_col = frame["vendor"].astype(str)
+    vendors = list(dict.fromkeys(vendor_col))
+    base = frame[vendor_col == baseline]
+    shares = {v: {c: e.proportion for c, e in vendor_evidence(FeatureFrames(frame[vendor_col == v], base)).items()}
+              for v in vendors}  # a proportion's interval is Wilson's, as score_frame gives it
+    table = ModelTable("m", baseline, frame, {v: {} for v in vendors}, settings or StatsSettings(), proportions=shares)
     return uncertainty(table)
 
 
@@ -122,8 +128,9 @@ def test_seeded_reruns_reproduce_and_zero_resamples_leave_intervals_missing():
     assert all(pd.Series(a[v]).equals(pd.Series(b[v])) for v in a)
     assert not pd.Series(a["v"]).equals(pd.Series(c["v"]))
     none = statistics(frame, "ref", StatsSettings(resamples=0))["v"]
-    assert math.isnan(none["f1_ci_low"]) and math.isnan(none["noise_p"]) and none["rank_shares"] == ""
+    assert math.isnan(none["tps_ci_low"]) and math.isnan(none["noise_p"]) and none["rank_shares"] == ""
     assert none["mcnemar_p"] == a["v"]["mcnemar_p"]  # the exact test needs no resampling
+    assert none["f1_ci_low"] == a["v"]["f1_ci_low"]  # nor does a proportion's Wilson interval
 
 
 def test_the_shortcut_equals_score_frame():

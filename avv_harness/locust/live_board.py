@@ -180,9 +180,10 @@ class LiveBoard:
         try:
             if self.threaded:
                 out = gevent.get_hub().threadpool.apply(_score, (records, new, self.tools, str(run.run_dir), stress,
-                                                                 self.gold))
+                                                                 self.gold, self.ctl.options.decision))
             else:
-                out = _score(records, new, self.tools, str(run.run_dir), stress, self.gold, self.probes)
+                out = _score(records, new, self.tools, str(run.run_dir), stress, self.gold, self.probes,
+                             self.ctl.options.decision)
         finally:
             self._busy = False
             self._last_cost = time.monotonic() - now
@@ -251,17 +252,21 @@ def _note_after_scoring(run: Any) -> str:
 
 
 def _score(records: Any, new: list[list[str]], tools: Any, run_dir: str, stress: dict[str, Any] | None,
-           gold: Any = None, probes: Any = None) -> tuple[Any, Any, int, str]:
-    """(scores, stress levels, rows scored, note) of the records so far; runs in a worker thread."""
+           gold: Any = None, probes: Any = None, decision: Any = None) -> tuple[Any, Any, int, str]:
+    """(scores, stress levels, rows scored, note) of the records so far, decided by the run's ``decision`` options
+    (:class:`~avv_harness.run.options.DecisionSettings`); runs in a worker thread."""
     from avv_scoring.live_scores import prepare, score_live
+    from avv_scoring.stats.uncertainty import StatsSettings
     from avv_scoring.stress import settings_from_run_json, stress_result
 
     frame = records.frame(new)
     if frame.empty:
         return None, None, 0, "waiting for the first records"
     note = ""
+    thresholds = decision.thresholds_object() if decision is not None else None
+    stats = StatsSettings(verdict=decision.verdict, level=decision.confidence) if decision is not None else None
     try:
-        result = score_live(frame, tools, f"{run_dir}/records.csv", gold, probes)
+        result = score_live(frame, tools, f"{run_dir}/records.csv", gold, probes, thresholds, stats)
     except InputError as exc:  # e.g. the baseline has no record yet
         result, note = None, f"not scored yet: {exc}"
     levels = None

@@ -24,6 +24,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from avv_core.client_load import process_name
+from avv_core.decision_options import VERDICTS
 from avv_core.items import VendorId
 from avv_core.measures import is_missing, percentile
 from avv_core.records import STATUS_SUCCESS
@@ -72,6 +73,11 @@ PROM_METRICS: tuple[PromMetric, ...] = (
                "schema so far (`schema_accuracy`).", _score("schema_accuracy")),
     PromMetric("avv_tool_match", "gauge", VENDOR_LABELS, "Share of paired calls naming the baseline's tool so far "
                "(`tool_match`).", _score("tool_match")),
+    PromMetric("avv_verdict", "gauge", (*VENDOR_LABELS, "verdict"), "The decision so far, as a state set: 1 for the "
+               "vendor's verdict (`PASS`, `FAIL` or `INCONCLUSIVE`, at the run's confidence and thresholds), 0 for "
+               "the other two (absent until scored)."),
+    PromMetric("avv_samples_to_decide", "gauge", VENDOR_LABELS, "INCONCLUSIVE so far: about how many more samples "
+               "would decide the verdict (`samples_to_decide`; absent otherwise).", _score("samples_to_decide")),
     PromMetric("avv_ttft_seconds", "histogram", VENDOR_LABELS, "TTFT of successful requests, seconds (records "
                "stored by this process since it started).", buckets=TTFT_BUCKETS),
     PromMetric("avv_tps", "histogram", VENDOR_LABELS, "Output tokens per second of successful requests (`tps`).",
@@ -117,6 +123,10 @@ class _SnapshotCollector(Collector):
                     value = m.read(entry)
                     if not is_missing(value):
                         families[m.name].add_metric(labels, float(value))
+            verdict = entry["scores"].get("verdict")
+            if verdict in VERDICTS:
+                for state in VERDICTS:
+                    families["avv_verdict"].add_metric([*labels, state], 1.0 if state == verdict else 0.0)
         for process, lags in sorted(ex.lags.items()):
             p99 = percentile(lags, 99)
             if not is_missing(p99):

@@ -160,28 +160,17 @@ def start_line(vendors: Sequence[tuple[str, str, bool]], samples: int, repeats: 
 
 
 def decision_lines(result: Any, run_dir: Any, no_score: bool = False) -> list[str]:
-    """The decision block: per model, one line per vendor — verdict, reason — from the scores.
-
-    This is the one call site of the decision block's text, which the decision lane provides as a function of
-    ``avv_scoring/report/`` (verdicts PASS / FAIL / INCONCLUSIVE with their reasons and key numbers): until it is
-    merged, this body shows the verdicts the scores hold. A run without scores says why and how to score it."""
+    """The decision block: per model, one line per vendor — verdict, reason, key numbers
+    (:func:`avv_scoring.decision_lines`, the same text report.md opens with) — then each broken vendor's line. A
+    run without scores says why and how to score it. Every line goes through the scoring's escaping."""
     if result is None or not getattr(result, "scored", False) or result.scores.empty:
         why = "--avv-no-score" if no_score else "no scores"
         return [f"no decision ({why}): avv-score {run_dir} scores the run"]
-    from avv_scoring import terminal_text
+    import avv_scoring
 
-    out: list[str] = []
-    for model in result.models:
-        rows = result.model_scores(model)
-        out.append(f"decision — {terminal_text(model)} (baseline {terminal_text(result.baselines.get(model, '?'))}):")
-        width = max(len(terminal_text(v)) for v in rows["vendor"])
-        for row in rows.to_dict("records"):
-            verdict = str(row.get("verdict") or "n/a").upper()
-            reason = row.get("verdict_reasons")
-            reason_text = f"  {terminal_text(reason)}" if isinstance(reason, str) and reason else ""
-            baseline = "  (baseline)" if row.get("vendor") == result.baselines.get(model) else ""
-            out.append(f"  {terminal_text(row['vendor']):<{width}}  {verdict}{reason_text}{baseline}")
-    return out
+    lines = [avv_scoring.terminal_text(line) for line in avv_scoring.decision_lines(result)]
+    lines += [f"avv-locust: {avv_scoring.terminal_text(b.line())}" for b in avv_scoring.broken_vendors(result)]
+    return [line for line in "\n".join(lines).rstrip("\n").split("\n")]
 
 
 def report_paths(result: Any, run_dir: Any) -> list[tuple[str, str]]:

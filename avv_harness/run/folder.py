@@ -26,7 +26,7 @@ from avv_core.samples import SampleSet
 from avv_harness.run.breaker import CircuitBreaker
 from avv_harness.run.budget import Budget
 from avv_harness.run.ledger import Ledger
-from avv_harness.run.options import RunOptions
+from avv_harness.run.options import DecisionSettings, RunOptions
 from avv_harness.run.resume import ResumePoint, check_resumable, resume_point, sample_ids_hash
 from avv_harness.run.settle import hand_out_order, new_seed
 from avv_harness.run.state import RunState
@@ -174,10 +174,13 @@ def fill_manifest(manifest: RunManifest, *, run: RunState, options: RunOptions, 
         m.budget["max_cost"] = options.max_cost
 
 
-def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True) -> tuple[Any, str | None]:
-    """Score the run folder, print the tables and where report.md and report.html are (stress runs with
-    --avv-no-score: the stress outputs only). Returns (the ScoreResult or None, the problem: why the scores are
-    missing or leave rows out, else None). Never raises an Exception: the records are safe on disk and
+def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True,
+              decision: DecisionSettings | None = None) -> tuple[Any, str | None]:
+    """Score the run folder as ``avv-score`` would with the run's ``--avv-thresholds`` / ``--avv-verdict`` /
+    ``--avv-confidence`` (``decision``; default: the avv preset at 95 %) and print the tables (stress runs with
+    --avv-no-score: the stress outputs only). The decision block and where report.md and report.html are is the
+    caller's to print, last (:func:`avv_harness.run.console.decision_lines`). Returns (the ScoreResult or None, the
+    problem: why the scores are missing or leave rows out, else None). Never raises an Exception: the records are safe on disk and
     ``avv-score RUN`` can score them later (a stop signal, a KeyboardInterrupt, passes)."""
     if no_score and not stress:
         return None, None
@@ -189,15 +192,26 @@ def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True)
         if no_score:  # stress.csv, capacity.csv, plots and the report's stress section
             result = avv_scoring.stress_only(run_dir)
         else:
-            result = avv_scoring.score_paths([run_dir], out_dir=run_dir, html=html)
-        # the client-bound advice is printed once, by the caller, after the tables (even unscored); the paths of
-        # report.md and report.html come last, after the decision block (avv_harness.run.console)
-        print("\n" + avv_scoring.render_tables(result, client_advice=False), flush=True)
+            settings = decision if decision is not None else DecisionSettings()
+            result = avv_scoring.score(settings.score_request(run_dir, html))
+        # the client-bound advice is printed once, by the caller, after the tables (even unscored); the decision
+        # block and the paths of report.md and report.html come last (avv_harness.run.console)
+        print("\n" + avv_scoring.render_tables(result, client_advice=False, decision=False), flush=True)
         left_out = result.excluded_rows
         return result, (f"{len(left_out)} row(s) left out of the scores (named in report.md)" if left_out else None)
     except Exception as exc:
         log.error("scoring failed (%s); re-run: avv-score %s", exc, run_dir)
         return None, f"scoring failed ({type(exc).__name__}: {str(exc)[:200]})"
+
+
+def decision_status(result: Any, decision: DecisionSettings) -> int:
+    """The exit status the scored run's decision asks for (:func:`avv_scoring.decision_exit_status`: 6 a vendor is
+    a broken setup, 7 / 8 with --avv-strict); 0 when the run was not scored."""
+    if result is None or not getattr(result, "scored", False):
+        return 0
+    import avv_scoring
+
+    return int(avv_scoring.decision_exit_status(result, decision.strict, decision.allow_inconclusive))
 
 
 def append_to_history(history: str, run_dir: Path, manifest: RunManifest, result: Any) -> str | None:

@@ -26,6 +26,7 @@ from locust.event import EventHook
 
 from avv_core.client_load import client_bound_advice, client_load
 from avv_core.errors import InputError
+from avv_core.exit_status import most_serious
 from avv_core.items import VendorId
 from avv_core.manifest import RECORDS_CSV
 from avv_core.samples import SampleSet, load_samples
@@ -37,6 +38,7 @@ from avv_harness.run.console import Console, decision_lines, report_paths, start
 from avv_harness.run.folder import (
     append_to_history,
     check_out_folder,
+    decision_status,
     fill_manifest,
     new_run,
     score_run,
@@ -264,7 +266,7 @@ class RunLifecycle:
             baselines={vid.model: vid for vid, v in ids.items() if v.is_baseline},
             order=hand_out_order([s.sample_id for s in samples.samples], seed), repeats=options.repeats,
             samples=samples, totals=run.vendor_totals, alpha=settings.alpha, every=settings.every, seed=seed,
-            resumed=bool(options.resume))
+            resumed=bool(options.resume), thresholds=options.decision.thresholds_object())
         run.settle.mark_resumed((run.settle_before or {}).get("vendors") or {})
         for vendor, count in run.settle.apply(run.ledger).items():
             log.info("--avv-settle: %s was settled in an earlier session: %d items skipped", vendor.vendor, count)
@@ -421,11 +423,11 @@ class RunLifecycle:
                 with interrupt_on_signals(after=self.rearm_signals):
                     run.result, run.scoring_problem = score_run(
                         run.run_dir, no_score=self.options.no_score, stress=run.stress is not None,
-                        html=not self.options.no_html)
+                        html=not self.options.no_html, decision=self.options.decision)
             except Interrupted as exc:
                 interrupted = exc
         self._append_history(run, interrupted is not None)
-        run.exit_code = run.exit_status()
+        run.exit_code = most_serious([run.exit_status(), decision_status(run.result, self.options.decision)])
         if interrupted is not None:  # as a shell reports a process ended by the signal
             run.exit_code = interrupted.exit_status
         for line in client_bound_advice(run.manifest.extra["client_load"]):  # once per run (scoring leaves it out)

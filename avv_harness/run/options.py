@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from avv_core.decision_options import DEFAULT_CONFIDENCE, VERDICT_MODES, parse_confidence, parse_verdict_mode
 from avv_core.errors import InputError
 from avv_harness.dialects.overrides import Overrides, parse_overrides
 
@@ -139,11 +140,25 @@ def add_arguments(parser: Any) -> None:
     add("--avv-stress-step-s", type=float, default=30.0, help="Seconds each level is held.")
     add("--avv-slo-ttft-p95-ms", type=float, default=5000.0, help="SLO: TTFT p95 at most this.")
     add("--avv-slo-error-rate", type=float, default=0.01, help="SLO: share of failed requests at most this.")
+    add("--avv-thresholds", default=DEFAULT_THRESHOLDS, metavar="PRESET|FILE.yaml",
+        help="Verdict thresholds of the end-of-run scoring and of --avv-settle: a preset (avv, k2vv, k2vv-thinking, "
+        "minimax, none) or a thresholds YAML file, as avv-score --thresholds (default avv).")
+    add("--avv-verdict", default="interval", metavar="|".join(VERDICT_MODES),
+        help="How bounds are judged, as avv-score --verdict: interval (default; PASS / FAIL / INCONCLUSIVE at "
+        "--avv-confidence), point (the peers' point-estimate rule) or statistical.")
+    add("--avv-confidence", default="0.95", metavar="P",
+        help="Confidence of the verdicts and intervals (default 0.95; 95 also works); --avv-settle's error rate is "
+        "1 − P unless --avv-settle-alpha is given.")
+    add("--avv-strict", action="store_true", default=False,
+        help="Exit with status 7 when a vendor FAILs its verdict, 8 when one is INCONCLUSIVE (a vendor whose every "
+        "item failed exits 6 with or without it).")
+    add("--avv-allow-inconclusive", action="store_true", default=False,
+        help="With --avv-strict: an INCONCLUSIVE vendor does not change the exit status.")
     add("--avv-settle", action="store_true", default=False,
-        help="Stop sending a vendor's items once its verdict is settled by an anytime-valid test (items handed out "
-        "in a seeded random order; docs/scoring.md).")
-    add("--avv-settle-alpha", type=float, default=0.05,
-        help="--avv-settle: error rate per vendor, split over its bounds (default 0.05; > 0, ≤ 0.5).")
+        help="Stop sending a vendor's items once its verdict is decided (the sequential form of the verdict: an "
+        "anytime-valid test of each bound; items handed out in a seeded random order; docs/scoring.md).")
+    add("--avv-settle-alpha", type=float, default=None,
+        help="--avv-settle: error rate per vendor, split over its bounds (default 1 − --avv-confidence; > 0, ≤ 0.5).")
     add("--avv-settle-every", type=int, default=20, help="--avv-settle: records between looks (default 20; ≥ 1).")
     add("--avv-settle-seed", type=int, default=0,
         help="--avv-settle: seed of the hand-out order (default 0: a new random seed, written to run.json).")
@@ -250,6 +265,64 @@ class StressSettings:
     slo_error_rate: float  # … and the failed share ≤ this
 
 
+#: --avv-thresholds' default: the registry's bounds (avv_scoring is not imported for it).
+DEFAULT_THRESHOLDS = "avv"
+
+
+@dataclass(frozen=True)
+class DecisionSettings:
+    """How the end-of-run scoring (and --avv-settle) decides, and how strict the exit status is."""
+
+    thresholds: str = DEFAULT_THRESHOLDS  # --avv-thresholds: a preset name or a YAML file
+    verdict: str = "interval"  # interval | point | statistical
+    confidence: float = DEFAULT_CONFIDENCE  # the verdicts' and intervals' confidence
+    strict: bool = False  # --avv-strict: exit 7 on a FAIL, 8 on an INCONCLUSIVE
+    allow_inconclusive: bool = False  # with --avv-strict, INCONCLUSIVE exits 0
+    resolved: Any = None  # the Thresholds of a non-default --avv-thresholds (read and checked when options are)
+
+    def score_request(self, run_dir: Path, html: bool) -> Any:
+        """The :class:`avv_scoring.ScoreRequest` of the run's end: its folder, scored as ``avv-score`` would with
+        these options."""
+        import avv_scoring
+
+        return avv_scoring.ScoreRequest(
+            (str(run_dir),), out_dir=str(run_dir), html=html, thresholds=self.thresholds_object(),
+            stats=avv_scoring.StatsSettings(verdict=self.verdict, level=self.confidence), strict=self.strict,
+            allow_inconclusive=self.allow_inconclusive)
+
+    def thresholds_object(self) -> Any:
+        """The Thresholds in force (imports avv_scoring)."""
+        if self.resolved is not None:
+            return self.resolved
+        from avv_scoring.presets import resolve_thresholds
+
+        return resolve_thresholds(self.thresholds)
+
+
+def decision_settings(parsed: Any) -> DecisionSettings:
+    """--avv-thresholds / --avv-verdict / --avv-confidence / --avv-strict / --avv-allow-inconclusive, checked: a bad
+    value (an unknown preset, an unreadable thresholds file, a confidence outside 50–100 %) is an InputError."""
+    spec = str(getattr(parsed, "avv_thresholds", None) or DEFAULT_THRESHOLDS)
+    try:
+        verdict = parse_verdict_mode(str(getattr(parsed, "avv_verdict", None) or "interval"))
+    except ValueError as exc:
+        raise InputError(f"--avv-verdict: {exc}") from None
+    try:
+        level = parse_confidence(getattr(parsed, "avv_confidence", None) or DEFAULT_CONFIDENCE)
+    except ValueError as exc:
+        raise InputError(f"--avv-confidence: {exc}") from None
+    resolved = None
+    if spec != DEFAULT_THRESHOLDS:
+        from avv_scoring.presets import resolve_thresholds
+
+        try:
+            resolved = resolve_thresholds(spec)
+        except InputError as exc:
+            raise InputError(f"--avv-thresholds: {exc}") from None
+    return DecisionSettings(spec, verdict, level, bool(getattr(parsed, "avv_strict", False)),
+                            bool(getattr(parsed, "avv_allow_inconclusive", False)), resolved)
+
+
 @dataclass(frozen=True)
 class SettleSettings:
     alpha: float  # error rate per vendor, split over its bounds
@@ -289,6 +362,7 @@ class RunOptions:
     mode: str  # verify | stress | conformance
     stress: StressSettings | None  # set in stress mode
     settle: SettleSettings | None  # --avv-settle
+    decision: DecisionSettings  # --avv-thresholds, --avv-verdict, --avv-confidence, --avv-strict
     run_time_s: float | None  # Locust's -t/--run-time (honoured by the run's shape)
     metrics_port: int  # Prometheus metrics server port (0 = none)
     metrics_host: str  # interface the metrics server listens on
@@ -329,11 +403,17 @@ class RunOptions:
                 slo_ttft_p95_ms=number("avv_slo_ttft_p95_ms", 0, strict=True),
                 slo_error_rate=number("avv_slo_error_rate", 0, maximum=1),
             )
+        decision = decision_settings(parsed)
         settle = None
         if getattr(parsed, "avv_settle", False):
             if parsed.avv_mode != "verify":
                 raise InputError(f"--avv-settle: only in verify mode (a {parsed.avv_mode} run has no verdict bound "
                                  "to settle)")
+            if decision.verdict != "interval":
+                raise InputError("--avv-settle is the sequential form of --avv-verdict interval: it cannot be "
+                                 f"combined with --avv-verdict {decision.verdict}")
+            if getattr(parsed, "avv_settle_alpha", None) is None:
+                parsed.avv_settle_alpha = round(1.0 - decision.confidence, 12)
             settle = SettleSettings(
                 alpha=number("avv_settle_alpha", 0, strict=True, maximum=0.5),
                 every=int(number("avv_settle_every", 1)),
@@ -377,6 +457,7 @@ class RunOptions:
             mode=str(parsed.avv_mode),
             stress=stress,
             settle=settle,
+            decision=decision,
             run_time_s=float(run_time) if run_time else None,
             metrics_port=int(number("avv_metrics_port", 0, maximum=65535)) if hasattr(parsed, "avv_metrics_port")
             else 0,

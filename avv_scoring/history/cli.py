@@ -10,7 +10,8 @@ and :mod:`.render`; :mod:`avv_scoring.cli` dispatches to :func:`main_history`).
 
 Exit status: 0 done; 2 bad input (a run folder, an option, or the database: not a history, locked by another
 process longer than ``--lock-timeout``, read-only, disk full, corrupted — the message says which and what to do);
-5 ``--fail-on-regression`` and a vendor's latest run has a regression (:data:`EXIT_REGRESSION`).
+5 ``--fail-on-regression`` and a vendor's latest run has a flagged regression or its verdict became FAIL
+(:data:`EXIT_REGRESSION`).
 """
 
 from __future__ import annotations
@@ -24,17 +25,18 @@ from typing import Any
 
 from avv_core.command_line import command_parser
 from avv_core.errors import InputError
+from avv_core.exit_status import ExitStatus
 from avv_core.suggest import did_you_mean
 from avv_scoring.history.db import BUSY_TIMEOUT_S, open_history
 from avv_scoring.history.regression import RESAMPLES, SEED
-from avv_scoring.history.render import render_terminal, write_trend
+from avv_scoring.history.render import render_terminal, summary_line, write_trend
 from avv_scoring.history.store import add_run_folders
 from avv_scoring.history.trend import TrendOptions, compute_trend, default_metrics, load_runs
 from avv_scoring.stats.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, StatsSettings, non_negative_int
 
 PROG = "avv-score"
 #: Exit status of ``avv-score trend --fail-on-regression`` when a vendor's latest run has a flagged regression.
-EXIT_REGRESSION = 5
+EXIT_REGRESSION = int(ExitStatus.REGRESSION)
 
 
 
@@ -123,7 +125,8 @@ def main_trend(argv: Sequence[str]) -> int:
                    help=f"resamples of the between-run bootstrap tests (default {RESAMPLES})")
     p.add_argument("--seed", type=non_negative_int, default=SEED, metavar="S", help=f"(default {SEED})")
     p.add_argument("--fail-on-regression", action="store_true",
-                   help=f"exit with status {EXIT_REGRESSION} when a vendor's latest run has a flagged regression")
+                   help=f"exit with status {EXIT_REGRESSION} when a vendor's latest run has a flagged regression or "
+                   "its verdict became FAIL (from PASS or INCONCLUSIVE)")
     _lock_timeout(p)
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the tables")
     args = p.parse_args(argv)
@@ -139,8 +142,8 @@ def main_trend(argv: Sequence[str]) -> int:
     if not args.quiet:
         sys.stdout.write(render_terminal(trend))
         print(f"wrote {', '.join(outputs)} to {args.out}")
-    if args.fail_on_regression and not trend.latest_regressions().empty:
-        print(f"{PROG}: --fail-on-regression: a regression in the latest run", file=sys.stderr)
+    if args.fail_on_regression and not (trend.latest_regressions().empty and trend.latest_verdict_regressions().empty):
+        print(f"{PROG}: --fail-on-regression: a regression in the latest run ({summary_line(trend)})", file=sys.stderr)
         return EXIT_REGRESSION
     return 0
 
