@@ -180,8 +180,8 @@ def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True,
     ``--avv-confidence`` (``decision``; default: the avv preset at 95 %) and print the tables (stress runs with
     --avv-no-score: the stress outputs only). The decision block and where report.md and report.html are is the
     caller's to print, last (:func:`avv_harness.run.console.decision_lines`). Returns (the ScoreResult or None, the
-    problem: why the scores are missing or leave rows out, else None). Never raises an Exception: the records are safe on disk and
-    ``avv-score RUN`` can score them later (a stop signal, a KeyboardInterrupt, passes)."""
+    problem: why the scores are missing or leave rows out, else None). Never raises an Exception: the records are
+    safe on disk and ``avv-score RUN`` can score them later (a stop signal, a KeyboardInterrupt, passes)."""
     if no_score and not stress:
         return None, None
     try:
