@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from avv_scoring.decision import Evidence, decide  # noqa: E402
 from avv_scoring.stats.intervals import Proportion  # noqa: E402
-from avv_scoring.verdict import Thresholds  # noqa: E402
+from avv_scoring.verdict import Thresholds, judged_thresholds  # noqa: E402
 
 TOOL_CALL_RATE, PARALLEL_RATE = 0.6, 0.2  # avv_sim's default profile knobs
 
@@ -111,9 +111,10 @@ def run_case(case: Case, runs: int, seed: int = 11) -> dict[str, float]:
     """Shares of PASS, FAIL and INCONCLUSIVE over ``runs`` seeded runs of ``case``."""
     rng = np.random.default_rng(seed)
     counts = {"PASS": 0, "FAIL": 0, "INCONCLUSIVE": 0}
+    bounds = judged_thresholds(case.bounds, frozenset())[0]  # as scoring judges a verify run (no conformance)
     for _ in range(runs):
         row, evidence = draw(rng, case)
-        counts[decide(row, evidence, case.bounds).verdict] += 1
+        counts[decide(row, evidence, bounds).verdict] += 1
     return {k: v / runs for k, v in counts.items()}
 
 

@@ -188,8 +188,8 @@ def test_default_thresholds_come_from_the_registry():
     assert Thresholds().checks() == expected
     assert expected == [("success_rate", "min", 0.99), ("f1", "min", 0.8), ("schema_accuracy", "min", 0.98),
                         ("reasoning_only_rate", "max", 0.0), ("tool_call_as_text_rate", "max", 0.0),
-                        ("tool_call_truncated_rate", "max", 0.0), ("invalid_json_call_rate", "max", 0.0),
-                        ("conformance_failures", "max", 0.0)]
+                        ("tool_call_truncated_rate", "max", 0.0), ("conformance_failures", "max", 0.0),
+                        ("invalid_json_call_rate", "max", 0.0)]
     defects = [m.column for m in METRICS if m.defect]  # every zero bound of the defaults on records is a defect check
     assert defects == [c for c, kind, limit in expected if kind == "max" and limit == 0 and c != "conformance_failures"]
 

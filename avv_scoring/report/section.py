@@ -133,10 +133,11 @@ class Table:
 
 
 def table_section(key: str, title: str, order: int, table: Callable[[ScoreResult, str], Table | None],
-                  intro: str = "") -> ModelSection[Table]:
+                  intro: str = "", on_terminal: bool = True) -> ModelSection[Table]:
     """A section that shows one table per model (``table`` returns None for a model without one): in report.md
-    ``<intro or title>:`` and the table, in report.html the table under each model's name, on the terminal each
-    model's table under ``<model>  <title>``."""
+    ``<intro or title>:`` and the table, in report.html the table under each model's name, on the terminal (unless
+    ``on_terminal`` is False: the terminal ends with the decision, and keeps only what it needs) each model's table
+    under ``<model>  <title>``."""
 
     def md(part: Table) -> list[str]:
         return [f"{intro or title}:", markdown_table(part.headers, part.rows)]
@@ -150,7 +151,7 @@ def table_section(key: str, title: str, order: int, table: Callable[[ScoreResult
         return [line for model, part in parts
                 for line in [f"{model}  {title.lower()}", *terminal_table(part.headers, part.rows), ""]]
 
-    return ModelSection(key, title, order, table, md, html, terminal)
+    return ModelSection(key, title, order, table, md, html, terminal if on_terminal else None)
 
 
 __all__ = ["SECTIONS_PACKAGE", "ModelSection", "Parts", "Section", "Table", "find_sections", "html_sections",

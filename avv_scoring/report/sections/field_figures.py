@@ -2,7 +2,7 @@
 ``group="field"`` metrics — billing honesty (prompt tokens against the baseline's on the same items: median, IQR,
 and whether it is past the model's tolerance), OpenRouter's tool-call error classes (per call and per request) next
 to our schema accuracy, and gpt-oss's pass@k / pass^k next to the success rate. Definitions: docs/scoring.md.
-report.md, report.html and the terminal show the same table.
+report.md and report.html show the table; the terminal only for a model with a vendor flagged on billing.
 """
 
 from __future__ import annotations
@@ -80,8 +80,12 @@ def html(parts: Parts[ModelField], palette: Palette) -> str:
 
 
 def terminal(parts: Parts[ModelField]) -> list[str]:
+    """Only a model with a vendor flagged on billing: the terminal ends with the decision and keeps only what a
+    person must act on (every figure is in report.md and report.html)."""
     out: list[str] = []
     for model, part in parts:
+        if not part.flagged:
+            continue
         pick = part.terminal_columns
         out += [f"{model}  pass@k, OpenRouter's error classes, billing (all columns: report.md){_flags(part)}",
                 *terminal_table([part.headers[i] for i in pick], [[row[i] for i in pick] for row in part.rows]), ""]
