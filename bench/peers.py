@@ -319,9 +319,10 @@ def word_tokenizer(folder: Path) -> Path:
     """A word-level Hugging Face tokenizer (every word one token) for aiperf, whose builtin tokenizer downloads an
     encoding. With ``--use-server-token-count`` aiperf counts tokens from the server's usage; this one only loads."""
     folder.mkdir(parents=True, exist_ok=True)
-    spec: dict[str, Any] = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
-            "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
-            "model": {"type": "WordLevel", "vocab": {"[UNK]": 0}, "unk_token": "[UNK]"}}
+    spec: dict[str, Any] = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
+        "model": {"type": "WordLevel", "vocab": {"[UNK]": 0}, "unk_token": "[UNK]"}}
     (folder / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "model_max_length": 1_000_000}
     (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
