@@ -50,6 +50,7 @@ import math
 import os
 import re
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -88,6 +89,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tools", default=",".join(TOOLS), help="Comma-separated tools, in the order of even rounds.")
     p.add_argument("--guidellm", default=None, help=f"guidellm executable (else ${PEER_ENV['guidellm']}, else PATH).")
     p.add_argument("--aiperf", default=None, help=f"aiperf executable (else ${PEER_ENV['aiperf']}, else PATH).")
+    p.add_argument("--guidellm-args", default="", help="Extra arguments for guidellm run (one shell-quoted string).")
+    p.add_argument("--aiperf-args", default="", help="Extra arguments for aiperf profile (one shell-quoted string).")
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help="Comma-separated: instant, paced.")
     p.add_argument("--rounds", type=int, default=2, help="Rounds; odd rounds run the tools in reverse order.")
     p.add_argument("--cpu", type=int, default=None,
@@ -298,7 +301,7 @@ def avv_job(args: argparse.Namespace, work: Path, scenario: Scenario, url: str) 
     return Job(bl.locust_command(work, samples, 1, client=args.client), "client_tag", read)
 
 
-def guidellm_job(exe: str, work: Path, scenario: Scenario, url: str) -> Job:
+def guidellm_job(exe: str, work: Path, scenario: Scenario, url: str, extra: list[str]) -> Job:
     data = work / "prompts.jsonl"
     data.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in prompts(scenario.requests)), encoding="utf-8")
     report = work / "guidellm.json"
@@ -307,7 +310,7 @@ def guidellm_job(exe: str, work: Path, scenario: Scenario, url: str) -> Job:
                "--profile", f"kind=concurrent,streams={scenario.streams}",
                "--constraint", f"kind=max_requests,count={scenario.requests}",
                "--data", f"kind=json_file,path={data}", "--output", f"kind=json,path={report}",
-               "--disable-console-interactive"]
+               "--disable-console-interactive", *extra]
 
     def read(offset: float) -> list[ClientRecord]:
         return guidellm_records(json.loads(report.read_text(encoding="utf-8")), offset) if report.exists() else []
@@ -329,7 +332,7 @@ def word_tokenizer(folder: Path) -> Path:
     return folder
 
 
-def aiperf_job(exe: str, work: Path, scenario: Scenario, url: str) -> Job:
+def aiperf_job(exe: str, work: Path, scenario: Scenario, url: str, extra: list[str]) -> Job:
     data = work / "prompts.jsonl"
     data.write_text("".join(json.dumps({"text": p}) + "\n" for p in prompts(scenario.requests)), encoding="utf-8")
     artifacts = work / "artifacts"
@@ -338,7 +341,7 @@ def aiperf_job(exe: str, work: Path, scenario: Scenario, url: str) -> Job:
                "--input-file", str(data), "--custom-dataset-type", "single_turn",
                "--dataset-sampling-strategy", "sequential", "--tokenizer", str(word_tokenizer(work / "tokenizer")),
                "--use-server-token-count", "--no-server-metrics", "--no-gpu-telemetry", "--ui", "none",
-               "--output-artifact-dir", str(artifacts)]
+               "--output-artifact-dir", str(artifacts), *extra]
 
     def read(offset: float) -> list[ClientRecord]:
         export, inputs = artifacts / "profile_export.jsonl", artifacts / "inputs.json"
@@ -396,8 +399,10 @@ def measure(args: argparse.Namespace, tool: str, exe: str | None, scenario: Scen
         url = sim.base_url(bl.PROFILE)
         if tool == "avv":
             job = avv_job(args, work, scenario, url)
+        elif tool == "guidellm":
+            job = guidellm_job(str(exe), work, scenario, url, shlex.split(args.guidellm_args))
         else:
-            job = (guidellm_job if tool == "guidellm" else aiperf_job)(str(exe), work, scenario, url)
+            job = aiperf_job(str(exe), work, scenario, url, shlex.split(args.aiperf_args))
         command = (["taskset", "-c", str(args.cpu)] if args.cpu is not None else []) + job.command
         (work / "command.txt").write_text(" ".join(command) + "\n", encoding="utf-8")
         before_offset, before_cpu = wall_offset(), tree_cpu_s()
@@ -428,6 +433,9 @@ def measure(args: argparse.Namespace, tool: str, exe: str | None, scenario: Scen
     for name, values in errors.items():
         for q in (50, 99):
             result[f"{name}_p{q}_ms"] = bl.pct(values, q)
+    if abs(result["clock_drift_ms"]) > 1.0:
+        print(f"  note: wall clock moved {result['clock_drift_ms']:+.1f} ms against the monotonic clock during the "
+              "run; the peers' TTFT errors carry up to that much", flush=True)
     if run.returncode != 0:
         print(f"  {tool} exited with status {run.returncode}; log tail ({work / 'tool.log'}):\n{run.log_tail(1500)}",
               flush=True)
