@@ -111,7 +111,7 @@ def test_the_run_folder_the_verdict_and_the_report(conformance) -> None:
     for name, (_, _, checks) in VENDORS.items():
         assert scores.loc[name, "conformance_failures"] == len(checks), name
         reasons = scores.loc[name, "verdict_reasons"]
-        assert scores.loc[name, "verdict"] == ("fail" if checks else "pass"), (name, reasons)
+        assert scores.loc[name, "verdict"] == ("FAIL" if checks else "PASS"), (name, reasons)
     report = (run_dir / "report.md").read_text(encoding="utf-8")
     assert "Conformance (does the vendor honour the request?" in report and "| stream_parity |" in report
     assert "tool_choice · `tool_choice_none`" in report

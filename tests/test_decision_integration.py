@@ -88,9 +88,12 @@ def test_harness_exit_statuses_broken_inconclusive_and_allowed(tmp_path, capsys)
     status, _ = small_run(tmp_path / "a", ["base", "dead"])
     assert status == ExitStatus.VENDOR_BROKEN  # without --avv-strict too
     out = capsys.readouterr().out
-    assert "vendor dead (m) is a broken setup, not a verdict: every one of its 40 items failed" in out
-    assert out.rstrip().splitlines()[-1].startswith("avv-locust: 80 records")  # the closing line stays last
-    assert "Decision (95 % confidence, thresholds avv):" in out
+    # the circuit breaker stops it after 5 refused keys in a row: 6 items sent (one in flight), 34 not sent
+    assert "vendor dead (m) is a broken setup, not a verdict: every one of its 6 items failed" in out
+    lines = out.rstrip().splitlines()
+    closing = next(i for i, line in enumerate(lines) if line.startswith("avv-locust: 46 records"))
+    decision = lines.index("Decision (95 % confidence, thresholds avv):")
+    assert closing < decision and lines[-1].startswith("report.md: ")  # the answer is printed last
     status, _ = small_run(tmp_path / "b", ["base", "good"], "--avv-strict")
     assert status == ExitStatus.VERDICT_INCONCLUSIVE  # 40 clean items: success ≥ 0.99 is not shown yet
     status, _ = small_run(tmp_path / "c", ["base", "good"], "--avv-strict", "--avv-allow-inconclusive")

@@ -167,18 +167,19 @@ def test_the_demo_ends_with_the_answer_in_under_40_plain_lines(tmp_path):
     assert not CONTROL.search(proc.stdout.replace("\n", "")), repr(proc.stdout)  # not a terminal: plain lines
     for locust_output in ("Aggregated", "# reqs", "Response time percentiles", "Error report", "/INFO/"):
         assert locust_output not in proc.stdout, locust_output  # no Locust table, none of its INFO lines
-    assert lines[0].startswith("avv-locust: 3 vendors of demo-model (reference = baseline, faithful, flaky) · "
-                               "32 samples × 1 repeat = 96 items → out/")
-    assert lines[1].startswith("pre-flight: 3 of 3 vendors answered in ")
-    assert any(re.match(r"avv: \d+/96 items \(.*\) · reference \d+/32 · faithful \d+/32 · flaky \d+/32 · \d+ items? "
-                        r"failed · \d+ failed attempts? · ETA ", line) for line in lines)
+    assert lines[0].startswith("avv-locust: 4 vendors of demo-model (reference = baseline, faithful, borderline, "
+                               "flaky) · 400 samples × 1 repeat = 1600 items → out/")
+    assert lines[1].startswith("pre-flight: 4 of 4 vendors answered in ")
+    assert any(re.match(r"avv: \d+/1600 items \(.*\) · reference \d+/400 · faithful \d+/400 · borderline \d+/400 · "
+                        r"flaky \d+/400 · \d+ items? failed · \d+ failed attempts? · ETA ", line) for line in lines)
     run_dir = only_run_dir(tmp_path / "out")
     assert lines[-2:] == [f"report.html: {run_dir.relative_to(tmp_path)}/report.html",
                           f"report.md:   {run_dir.relative_to(tmp_path)}/report.md"]
-    block = lines[lines.index("decision — demo-model (baseline reference):"):-2]
-    assert [line.split()[:2] for line in block[1:]] == [["faithful", "PASS"], ["reference", "PASS"],
-                                                        ["flaky", "FAIL"]]
-    assert lines[-7].startswith("avv-locust: 96 records in ")  # the closing line, just before the decision
+    block = lines[lines.index("Decision (95 % confidence, thresholds avv):"):-2]
+    assert [line.split()[:2] for line in block[1:]] == [["faithful", "PASS"], ["reference", "(baseline)"],
+                                                        ["borderline", "INCONCLUSIVE"], ["flaky", "FAIL"]]
+    assert block[2].split()[2] == "PASS" and "more samples would decide it" in block[3]
+    assert lines[-9].startswith("avv-locust: 1600 records in ")  # the closing line, just before the decision
 
 
 def test_locust_tables_only_with_only_summary_and_before_the_decision(tmp_path):
@@ -189,7 +190,7 @@ def test_locust_tables_only_with_only_summary_and_before_the_decision(tmp_path):
     assert "Response time percentiles" in proc.stdout and "Error report" in proc.stdout
     table = next(i for i, line in enumerate(lines) if line.startswith("Type ") and "# reqs" in line)
     assert re.search(r"^attempt\s+flaky\s", proc.stdout, re.M)  # Locust counts attempts (retries included)
-    decision = lines.index("decision — demo-model (baseline reference):")
+    decision = lines.index("Decision (95 % confidence, thresholds avv):")
     assert table < decision and lines[-1].startswith("report.md:")
     assert proc.stdout.count("Response time percentiles") == 1  # Locust's own copy after quitting is left out
 

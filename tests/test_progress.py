@@ -139,6 +139,7 @@ def test_headless_run_prints_progress_and_ends_with_the_decision_and_the_report_
     assert not CONTROL.search(out.replace("\n", ""))  # captured stdout is not a terminal: plain lines
     tail = out.rstrip("\n").splitlines()
     assert tail[-2:] == [f"report.html: {ctl.run_dir / 'report.html'}", f"report.md:   {ctl.run_dir / 'report.md'}"]
-    assert tail[-5].startswith("decision — m (baseline a):")  # the decision block, then the report paths: last
-    assert re.match(r"  a +(PASS|FAIL|INCONCLUSIVE)\b.*\(baseline\)$", tail[-4]) and re.match(r"  b +[A-Z]+", tail[-3])
+    assert tail[-5] == "Decision (95 % confidence, thresholds avv):"  # the decision block, then the report paths
+    assert re.match(r"  a \(baseline\) +(PASS|FAIL|INCONCLUSIVE) ", tail[-4]), tail[-4]
+    assert re.match(r"  b +(PASS|FAIL|INCONCLUSIVE) ", tail[-3]), tail[-3]
     assert (ctl.run_dir / "report.html").is_file()

@@ -178,12 +178,9 @@ class LiveBoard:
         run, records, new = self.run, self._records, self._records.take_new()
         stress = self.ctl.stress_summary() if run.stress is not None else None
         try:
-            if self.threaded:
-                out = gevent.get_hub().threadpool.apply(_score, (records, new, self.tools, str(run.run_dir), stress,
-                                                                 self.gold, self.ctl.options.decision))
-            else:
-                out = _score(records, new, self.tools, str(run.run_dir), stress, self.gold, self.probes,
-                             self.ctl.options.decision)
+            args = (records, new, self.tools, str(run.run_dir), stress, self.gold, self.probes,
+                    self.ctl.options.decision)
+            out = gevent.get_hub().threadpool.apply(_score, args) if self.threaded else _score(*args)
         finally:
             self._busy = False
             self._last_cost = time.monotonic() - now
