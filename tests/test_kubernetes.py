@@ -335,7 +335,6 @@ def test_the_nightly_command_runs_with_the_code_and_home_read_only(tmp_path):
         (inputs / name).write_text(text)
     # the 32 hand-written conversations, as the other process tests run (the 400-sample demo takes minutes)
     (inputs / "samples.jsonl").write_text((ROOT / "samples/demo-conversations.jsonl").read_text())
-    vendors = sum(len(model["vendors"]) for model in yaml.safe_load((inputs / "config.yaml").read_text()).values())
     mapping = {"/results": str(results), "/results/history.sqlite": str(results / "history.sqlite")}
     command = [mapping.get(a, str(inputs / a.removeprefix("/inputs/")) if a.startswith("/inputs/") else a)
                for a in run["command"]]
