@@ -114,7 +114,7 @@ def add_arguments(parser: Any) -> None:
         help="A simulator knob for this run on top of --avv-sim-config (repeatable; PROFILE: sets it for one "
         "profile, e.g. to degrade one vendor; run.json and the truth log show it).")
     add("--avv-history", default="", metavar="PATH",
-        help="Append the finished, scored run to this history database (SQLite; avv-score trend reads it).")
+        help="Append the finished, scored run to this history database (SQLite; avv-score history trend reads it).")
     add("--avv-skip-bad-lines", action="store_true", default=False, help="Skip malformed sample lines.")
     add("--avv-resume", default="", help="Run folder to resume: runs only its missing, failed or changed items.")
     add("--avv-max-total-tokens", type=int, default=0,
