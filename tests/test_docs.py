@@ -120,9 +120,9 @@ def test_readme_is_short_links_into_the_site_and_holds_no_generated_table():
 def test_quickstart_is_two_commands_and_ci_runs_them():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "pip install -e . && locust -f locustfiles/vendors.py --headless" in README
-    assert 'pip install -e ".[test]" && python -m pytest -q' in README
+    assert 'pip install -e ".[test]" && python -m tests.shards -q' in README
     assert "pip install -q -e . && locust -f locustfiles/vendors.py --headless" in ci
-    assert 'pip install -q -e ".[test]" && python -m pytest -q' in ci
+    assert 'pip install -q -e ".[test]" && python -m tests.shards -q' in ci
     assert "mkdocs build --strict" in ci and '".[docs]"' in ci
 
 

@@ -64,6 +64,7 @@ def test_each_format_records_what_the_simulator_sent(demo):
         assert _calls(row) == [(c["name"], json.loads(c["arguments"])) for c in truth["tool_calls"]]
 
 
+@pytest.mark.timing  # milliseconds of measured time: run alone (tests/shards.py)
 def test_the_three_formats_agree_item_by_item(demo):
     ttft_gaps, tps_gaps = [], []
     for item, vendors in demo["by_item"].items():

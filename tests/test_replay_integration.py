@@ -67,6 +67,7 @@ def test_finish_reason_tool_calls_and_tokens_match_truth(replay):
             assert rec["total_tokens"] == t["prompt_tokens"] + t["completion_tokens"]
 
 
+@pytest.mark.timing  # milliseconds of measured time: run alone (tests/shards.py)
 def test_ttft_and_tps_match_the_configured_profile(replay):
     for vendor in ("base", "twin"):
         rows = [r for r in replay["rows"] if r["vendor"] == vendor]
@@ -88,6 +89,7 @@ def _sent_tps(truth: dict) -> float:
     return (truth["completion_tokens"] - 1) / (truth["t_last_byte"] - truth["t_first_token"])
 
 
+@pytest.mark.timing  # milliseconds of measured time: run alone (tests/shards.py)
 def test_measured_times_against_server_clock(replay):
     """Same clock on both sides: the client saw the first token within 5 ms after the server wrote it."""
     truth = replay["truth"]
