@@ -169,6 +169,7 @@ def test_max_concurrency_rejects_exactly_the_excess(sim) -> None:
     assert timed_stream(sim, "limited", body(200), "lim-after")["status"] == 200
 
 
+@pytest.mark.timing  # milliseconds of measured time: run alone (tests/shards.py)
 def test_max_concurrency_queue_delays_exactly_the_excess(sim) -> None:
     results = _burst(sim, "queued", 7, "q")
     assert all(r["status"] == 200 for r in results)
