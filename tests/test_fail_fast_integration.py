@@ -176,9 +176,11 @@ def test_the_demo_ends_with_the_answer_in_under_40_plain_lines(tmp_path):
     assert lines[-2:] == [f"report.html: {run_dir.relative_to(tmp_path)}/report.html",
                           f"report.md:   {run_dir.relative_to(tmp_path)}/report.md"]
     block = lines[lines.index("Decision (95 % confidence, thresholds avv):"):-2]
-    assert [line.split()[:2] for line in block[1:]] == [["faithful", "PASS"], ["reference", "(baseline)"],
-                                                        ["borderline", "INCONCLUSIVE"], ["flaky", "FAIL"]]
-    assert block[2].split()[2] == "PASS" and "more samples would decide it" in block[3]
+    # vendors in IRF order, which follows the measured TTFT / TPS (a loaded machine can swap them)
+    verdicts = {line.split()[0]: line.replace("(baseline)", "").split()[1] for line in block[1:]}
+    assert verdicts == {"faithful": "PASS", "reference": "PASS", "borderline": "INCONCLUSIVE", "flaky": "FAIL"}
+    assert "more samples would decide it" in next(line for line in block[1:] if line.split()[0] == "borderline")
+    assert "(baseline)" in next(line for line in block[1:] if line.split()[0] == "reference")
     assert lines[-9].startswith("avv-locust: 1600 records in ")  # the closing line, just before the decision
 
 
