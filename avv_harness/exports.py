@@ -21,6 +21,7 @@ import pandas as pd
 
 from avv_core.command_line import command_parser
 from avv_core.errors import InputError
+from avv_core.frame_rows import frame_records
 from avv_core.samples import Sample
 from avv_harness.inputs.config import Vendor
 from avv_harness.wire.execute import build_body
@@ -128,7 +129,7 @@ def _export_rows(part: pd.DataFrame, model: str, by_id: Mapping[str, Sample], ve
         if (model, vendor) not in vendors:
             raise InputError(f"run.json: no vendor {model}/{vendor} in field 'vendors' (the records name it)")
         exported, attempts, unknown = [], 0, 0
-        for record in rows.to_dict("records"):
+        for record in frame_records(rows):
             sample = by_id.get(str(record["sample_id"]))
             if sample is None:
                 unknown += 1

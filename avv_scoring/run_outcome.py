@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from avv_core.exit_status import ExitStatus, most_serious
+from avv_core.frame_rows import frame_records
 from avv_scoring.decision import FAIL, INCONCLUSIVE
 from avv_scoring.score import ScoreResult
 
@@ -47,7 +48,7 @@ def broken_vendors(result: ScoreResult) -> list[BrokenVendor]:
     if not result.scored or result.scores.empty:
         return []
     out = []
-    for row in result.scores.to_dict("records"):
+    for row in frame_records(result.scores):
         items = int(row.get("items") or 0)
         if items and not int(row.get("successes") or 0):
             kinds = [part.split(":") for part in str(row.get("error_kinds") or "").split(";") if ":" in part]

@@ -17,6 +17,7 @@ import pandas as pd
 
 from avv_core.client_load import LoadGroup, process_name, summarise_load
 from avv_core.errors import InputError
+from avv_core.frame_rows import frame_records
 from avv_scoring.conformance.probes import Probe
 from avv_scoring.conformance.suite import CONFORMANCE_COLUMNS, conformance_table
 from avv_scoring.decision import Decisions, Evidence, VendorDecision, decide, vendor_evidence
@@ -381,7 +382,7 @@ def score_frame(
         rows_where(records, model_col == model), gold_by_sample, sample_sets)
         | ({"conformance"} if model in conformance_models else set())
         | ({CONFORMANCE_ONLY} if conformance_only else set())) for model in baselines}
-    by_key = {(row["model"], row["vendor"]): row for row in scores.to_dict("records")}
+    by_key = {(row["model"], row["vendor"]): row for row in frame_records(scores)}
 
     def baseline_of(model: str, vendor: str) -> tuple[Mapping[str, Any], Mapping[str, Evidence]] | None:
         """The model's baseline row and evidence, for margins (None: this vendor is the baseline)."""

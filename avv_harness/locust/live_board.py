@@ -30,6 +30,7 @@ from typing import Any
 import gevent
 
 from avv_core.errors import InputError
+from avv_core.frame_rows import frame_records
 from avv_core.items import ItemKey, VendorId
 from avv_core.measures import is_missing
 from avv_core.record_file import read_rows
@@ -231,7 +232,7 @@ class LiveBoard:
             })
         if self.levels is not None:
             out["levels"] = [{k: jsonable(v) for k, v in row.items()}
-                             for row in self.levels.astype("object").head(MAX_ROWS).to_dict("records")]
+                             for row in frame_records(self.levels.astype("object").head(MAX_ROWS))]
         return out
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from avv_core.api_formats import COMPLETIONS, MESSAGES, RESPONSES, ConversionError, to_messages, to_responses
+from avv_core.frame_rows import frame_records
 from avv_core.samples import Sample, SampleSet, load_samples
 from avv_scoring.conformance.checks import CHECKS, FAIL, Answer, Judged
 from avv_scoring.conformance.probes import Probe, fixed_requests, probes_of, sample_bases
@@ -89,7 +90,7 @@ def conformance_table(records: pd.DataFrame, probes: Mapping[str, Probe], baseli
         return pd.DataFrame(columns=list(CONFORMANCE_COLUMNS))
     mine = records[records["sample_id"].astype(str).isin(set(probes))]
     answers: dict[tuple[str, str], dict[str, Answer]] = {}
-    for row in mine.to_dict("records"):
+    for row in frame_records(mine):
         answer = Answer.of(row)
         answers.setdefault((str(row["model"]), str(row["vendor"])), {})[answer.sample_id] = answer
     by_check: dict[str, list[Probe]] = {}
@@ -114,7 +115,7 @@ def conformance_table(records: pd.DataFrame, probes: Mapping[str, Probe], baseli
 def failures_by_vendor(table: pd.DataFrame) -> dict[tuple[str, str], int]:
     """(model, vendor) → its failed checks, for every vendor of the table."""
     out: dict[tuple[str, str], int] = {}
-    for row in table.to_dict("records"):
+    for row in frame_records(table):
         key = (str(row["model"]), str(row["vendor"]))
         out[key] = out.get(key, 0) + (row["result"] == FAIL)
     return out

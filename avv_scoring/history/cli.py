@@ -26,6 +26,7 @@ from typing import Any
 from avv_core.command_line import command_parser
 from avv_core.errors import InputError
 from avv_core.exit_status import ExitStatus
+from avv_core.frame_rows import frame_records
 from avv_core.suggest import did_you_mean
 from avv_scoring.history.db import BUSY_TIMEOUT_S, open_history
 from avv_scoring.history.regression import RESAMPLES, SEED
@@ -164,7 +165,7 @@ def main_show(argv: Sequence[str]) -> int:
     if runs.empty:
         print(f"{args.db}: no runs" + (f" since {args.since}" if args.since else ""))
         return 0
-    for run in runs.to_dict("records"):
+    for run in frame_records(runs):
         print(f"#{run['run_index']} {run['run_id']}  {run['started_at'] or '?'}  {run['mode'] or '?'}  "
               f"{run['records'] if run['records'] is not None else '?'} items  "
               f"{', '.join(verdicts.get(run['run_id'], [])) or 'no vendors'}")

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from avv_core.decision_options import FAIL, INCONCLUSIVE, PASS
+from avv_core.frame_rows import frame_records
 from avv_scoring.history.regression import ALPHA, NEAR_MISS, TESTS, tests_of
 from avv_scoring.history.trend import Trend
 from avv_scoring.metrics.registry import metric
@@ -75,14 +76,14 @@ def vendor_tables(trend: Trend, interval: bool) -> list[tuple[str, list[str], li
         headers = ["#", "run", "started", "verdict", *(metric(m).header for m in trend.metrics), "changes"]
         body = []
         for run_index, run_rows in rows.groupby("run_index", sort=True):
-            by_metric = {r["metric"]: r for r in run_rows.to_dict("records")}
+            by_metric = {r["metric"]: r for r in frame_records(run_rows)}
             first = run_rows.iloc[0]
             changes = flagged[(flagged["model"] == model) & (flagged["vendor"] == vendor)
                               & (flagged["run_index"] == run_index)]
             body.append([str(run_index), str(first["run_id"]), str(first["started_at"] or "")[:10],
                          str(first["verdict"] or "n/a"),
                          *(_cell(by_metric.get(m, {}), m, interval) for m in trend.metrics),
-                         "; ".join(_change_text(c) for c in changes.to_dict("records")) or "-"])
+                         "; ".join(_change_text(c) for c in frame_records(changes)) or "-"])
         baseline = " (baseline)" if bool(rows["is_baseline"].iloc[0]) else ""
         out.append((f"{model} / {vendor}{baseline}", headers, body))
     return out
@@ -97,14 +98,14 @@ def change_rows(trend: Trend, changes: pd.DataFrame | None = None) -> list[list[
     chosen = trend.flagged() if changes is None else changes
     return [[str(c["model"]), str(c["vendor"]), f"{c['run_index']} {c['run_id']}", str(c["previous_run_id"]),
              str(c["compared_on"]), str(c["test"]), str(c["n"]), f"{c['before']:.4g}", f"{c['after']:.4g}",
-             _effect(c), _p(c["p_holm"]), str(c["direction"])] for c in chosen.to_dict("records")]
+             _effect(c), _p(c["p_holm"]), str(c["direction"])] for c in frame_records(chosen)]
 
 
 def verdict_rows(trend: Trend) -> list[list[str]]:
     """The verdict changes: ``PASS → FAIL`` and why, per run."""
     return [[str(c["model"]), str(c["vendor"]), f"{c['run_index']} {c['run_id']}", str(c["previous_run_id"]),
              f"{c['before']} → {c['after']}", str(c["reasons"]) or "-"]
-            for c in trend.verdict_changes().to_dict("records")]
+            for c in frame_records(trend.verdict_changes())]
 
 
 def summary_line(trend: Trend) -> str:
@@ -116,8 +117,8 @@ def summary_line(trend: Trend) -> str:
             f"{len(near)} near-miss(es)")
     if latest.empty and became_fail.empty:
         return f"{head}; no regression in the latest run"
-    names = [f"{r['vendor']} {r['test']}" for r in latest.to_dict("records")]
-    names += [f"{r['vendor']} verdict {r['before']} → {r['after']}" for r in became_fail.to_dict("records")]
+    names = [f"{r['vendor']} {r['test']}" for r in frame_records(latest)]
+    names += [f"{r['vendor']} verdict {r['before']} → {r['after']}" for r in frame_records(became_fail)]
     return f"{head}; REGRESSION in the latest run: {', '.join(names)}"
 
 

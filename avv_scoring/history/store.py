@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from avv_core.errors import InputError
+from avv_core.frame_rows import frame_records
 from avv_core.manifest import RunManifest
 from avv_scoring.entrypoints import score_inputs
 from avv_scoring.load import OK_COL, resolve_inputs
@@ -92,7 +93,7 @@ def _text(value: Any) -> str | None:
 
 def metric_rows(run_id: str, scores: pd.DataFrame) -> Iterator[tuple[Any, ...]]:
     """(run, model, vendor, metric, value, text, ci_low, ci_high) for every registry metric of every vendor."""
-    for row in scores.to_dict("records"):
+    for row in frame_records(scores):
         for m in METRICS:
             value = row.get(m.column)
             number = None if m.fmt == "text" else _number(value)
@@ -178,7 +179,7 @@ def add_result(conn: sqlite3.Connection, result: ScoreResult, manifest: RunManif
              samples.get("ids_sha256"), samples.get("count"), harness_version(), result.thresholds.name,
              result.stats.verdict, result.stats.resamples, result.stats.seed, len(items), source))
         vendor_rows = []
-        for row in result.scores.to_dict("records"):
+        for row in frame_records(result.scores):
             ident = identity.get((row["model"], row["vendor"]), {})
             vendor_rows.append((run_id, str(row["model"]), str(row["vendor"]), ident.get("model_id"),
                                 ident.get("endpoint"), ident.get("url"), int(bool(row.get("is_baseline"))),

@@ -21,6 +21,7 @@ import pandas as pd
 
 from avv_core.decision_options import FAIL
 from avv_core.errors import InputError
+from avv_core.frame_rows import frame_records
 from avv_scoring.decision import verdict_of
 from avv_scoring.history.regression import ALPHA, RESAMPLES, SEED, compare, outcomes
 from avv_scoring.metrics.registry import interval_metrics, is_metric
@@ -199,10 +200,10 @@ def verdict_changes(series: pd.DataFrame, changes: pd.DataFrame) -> pd.DataFrame
         return pd.DataFrame(columns=VERDICT_CHANGE_COLUMNS)
     runs = series.drop_duplicates(["model", "vendor", "run_index"]).sort_values(["model", "vendor", "run_index"])
     previous = {(c["model"], c["vendor"], c["run_id"]): c["previous_run_id"]
-                for c in changes[["model", "vendor", "run_id", "previous_run_id"]].to_dict("records")}
+                for c in frame_records(changes[["model", "vendor", "run_id", "previous_run_id"]])}
     rows: list[dict[str, object]] = []
     for (model, vendor), part in runs.groupby(["model", "vendor"], sort=False):
-        said = {r["run_id"]: (verdict_of(r["verdict"]), r) for r in part.to_dict("records")}
+        said = {r["run_id"]: (verdict_of(r["verdict"]), r) for r in frame_records(part)}
         order = list(part["run_id"])
         for i, run_id in enumerate(order):
             before_id = previous.get((model, vendor, run_id)) or (order[i - 1] if i else None)

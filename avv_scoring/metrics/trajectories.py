@@ -55,6 +55,7 @@ import pandas as pd
 
 from avv_core.agent_task import SOURCE_INJECTED
 from avv_core.canonical import parse_json_text
+from avv_core.frame_rows import frame_records
 from avv_core.measures import is_missing
 from avv_scoring.load import ITEM_KEY, dedupe_with_steps, is_success, step_numbers
 from avv_scoring.metrics.additive import NAN, Columns, rate
@@ -190,7 +191,7 @@ def summarise(records: pd.DataFrame) -> pd.DataFrame:
     trajectories = work[step.notna()]
     for _, group in trajectories.groupby(list(ITEM_KEY), sort=False, dropna=False):
         ordered = group.sort_values("_step", kind="stable")
-        summaries[ordered.index[0]] = summarise_one(ordered.to_dict("records"))
+        summaries[ordered.index[0]] = summarise_one(frame_records(ordered))
     keep = step.isna() | step.index.isin(list(summaries))
     out = records[keep].copy()
     for column, default in blank.items():
@@ -333,9 +334,9 @@ def trajectory_disagreements(model: str, vendor: str, vendor_rows: pd.DataFrame,
     if mine.empty:
         return []
     theirs = trajectories_of(baseline_rows)
-    base = {(str(r["sample_id"]), int(r["repeat"])): r for r in theirs.to_dict("records")}
+    base = {(str(r["sample_id"]), int(r["repeat"])): r for r in frame_records(theirs)}
     out = []
-    for row in mine.to_dict("records"):
+    for row in frame_records(mine):
         other = base.get((str(row["sample_id"]), int(row["repeat"])))
         if other is not None and other[TJ_END] == row[TJ_END]:
             continue

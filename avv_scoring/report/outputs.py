@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from avv_core.errors import InputError
+from avv_core.frame_rows import frame_records
 from avv_core.measures import is_missing
 from avv_scoring.conformance.suite import CONFORMANCE_COLUMNS
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS
@@ -54,7 +55,7 @@ def write_text(path: str, text: str) -> None:
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: _jsonable(v) for k, v in row.items()} for row in frame.astype("object").to_dict("records")]
+    return [{k: _jsonable(v) for k, v in row.items()} for row in frame_records(frame.astype("object"))]
 
 
 def result_dict(result: ScoreResult) -> dict[str, Any]:

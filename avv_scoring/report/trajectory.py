@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from avv_core.canonical import parse_json_text
+from avv_core.frame_rows import frame_records
 from avv_core.measures import is_missing
 from avv_scoring.load import dedupe_latest
 from avv_scoring.metrics.trajectories import step_numbers
@@ -40,7 +41,7 @@ def render_trajectory(steps: pd.DataFrame, end: str | None = None) -> str:
     first = steps.iloc[0]
     lines = [f"{first['model']}/{first['vendor']} · sample {first['sample_id']} · repeat {first['repeat']} · "
              f"{len(steps)} step(s)"]
-    for row in steps.to_dict("records"):
+    for row in frame_records(steps):
         step = "-" if is_missing(row.get("step")) else int(row["step"])
         tokens = "n/a" if is_missing(row.get("total_tokens")) else int(row["total_tokens"])
         latency = "n/a" if is_missing(row.get("latency_ms")) else f"{float(row['latency_ms']):.0f} ms"

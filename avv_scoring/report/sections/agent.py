@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from avv_core.frame_rows import frame_records
 from avv_core.measures import is_missing
 from avv_scoring.metrics.registry import group_metrics
 from avv_scoring.metrics.trajectories import ENDS, TJ, TJ_END, TJ_STEPS
@@ -48,7 +49,7 @@ class ModelAgent:
 
 def model_agent(result: ScoreResult, model: str) -> ModelAgent | None:
     """None when the model has no agent task."""
-    rows = tuple(result.model_scores(model).to_dict("records"))
+    rows = tuple(frame_records(result.model_scores(model)))
     if not has_trajectories(rows):
         return None
     records = result.records

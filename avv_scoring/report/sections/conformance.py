@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from avv_core.frame_rows import frame_records
 from avv_scoring.conformance.checks import BY_NAME, CHECKS, FAIL, NOT_APPLICABLE, PASS
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
 from avv_scoring.report.format import Palette, html_table, one_line, terminal_table
@@ -41,7 +42,7 @@ def model_conformance(result: ScoreResult, model: str) -> ModelConformance | Non
     vendors = list(dict.fromkeys(table["vendor"].astype(str)))
     vendors.sort(key=lambda v: v != baseline)
     cell = {(str(r["vendor"]), str(r["check"])): (str(r["result"]), str(r["evidence"]))
-            for r in table.to_dict("records")}
+            for r in frame_records(table)}
     checks = [c.name for c in CHECKS if any((v, c.name) in cell for v in vendors)]
     rows = tuple((check, *(SHOWN.get(cell.get((v, check), ("", ""))[0], "") for v in vendors)) for check in checks)
     found = [(v, check, *cell[(v, check)]) for check in checks for v in vendors if (v, check) in cell]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from avv_core.frame_rows import frame_records
 from avv_core.measures import is_missing
 from avv_scoring.metrics.registry import group_metrics
 from avv_scoring.report.escape import markdown_table
@@ -28,7 +29,7 @@ class Correctness:
 
 def model_correctness(result: ScoreResult, model: str) -> Correctness | None:
     """None when every correctness value of the model is missing or zero."""
-    rows = result.model_scores(model).to_dict("records")
+    rows = frame_records(result.model_scores(model))
     values = [row.get(c.column) for row in rows for c in CORRECTNESS_LAYOUT]
     if not any(not is_missing(v) and v != 0 for v in values):
         return None

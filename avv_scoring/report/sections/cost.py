@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from avv_core.frame_rows import frame_records
 from avv_core.measures import is_missing
 from avv_scoring.report.escape import html_text, markdown_table
 from avv_scoring.report.format import Column, html_table, metric_column, terminal_table, vendor_label
@@ -41,7 +42,7 @@ def _unit(currencies: tuple[str, ...]) -> str:
 
 def model_cost(result: ScoreResult, model: str) -> ModelCost | None:
     """None when no vendor of the model has a cost (no prices)."""
-    rows = tuple(result.model_scores(model).to_dict("records"))
+    rows = tuple(frame_records(result.model_scores(model)))
     if all(is_missing(r.get("cost_spent")) for r in rows):
         return None
     wanted = ["avg_cost", "cost_rows"]

@@ -3,6 +3,7 @@ metrics (items, failures, excluded pairs…) and the IRF inputs it lacks."""
 
 from __future__ import annotations
 
+from avv_core.frame_rows import frame_records
 from avv_core.measures import is_missing
 from avv_scoring.metrics.registry import count_metrics
 from avv_scoring.report.escape import markdown_table
@@ -21,7 +22,7 @@ def _cell(value: object, column: Column) -> str:
 
 
 def model_counts(result: ScoreResult, model: str) -> Table:
-    rows = result.model_scores(model).to_dict("records")
+    rows = frame_records(result.model_scores(model))
     headers = ("Vendor", *(c.header for c in COUNT_LAYOUT), "Missing IRF inputs")
     body = tuple(
         (str(row["vendor"]), *(_cell(row.get(c.column), c) for c in COUNT_LAYOUT),

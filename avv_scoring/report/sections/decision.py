@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from avv_core.frame_rows import frame_records
 from avv_scoring.decision import FAIL, INCONCLUSIVE, PASS
 from avv_scoring.report.escape import html_text, markdown_text
 from avv_scoring.report.format import Palette
@@ -48,7 +49,7 @@ def decision_block(result: ScoreResult) -> DecisionBlock | None:
         return None
     broken = {(b.model, b.vendor): b for b in broken_vendors(result)}
     lines = []
-    for row in result.scores.to_dict("records"):
+    for row in frame_records(result.scores):
         key = (str(row["model"]), str(row["vendor"]))
         decision = result.decision(*key)
         reason = decision.reason() if decision is not None else str(row.get("verdict_reasons") or "")

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from avv_core.frame_rows import frame_records
 from avv_core.records import ANOMALIES, ERROR_KINDS
 from avv_scoring.report.escape import html_text
 from avv_scoring.report.format import Palette, figure, html_table, metric_cell, note, png
@@ -43,7 +44,7 @@ def model_errors(result: ScoreResult, model: str) -> ModelErrors | None:
         return None
     records = of_model(result.records, model)
     records = records[[c for c in ("vendor", "error_kind", "anomalies") if c in records.columns]]  # those read
-    scores = result.model_scores(model).to_dict("records")
+    scores = frame_records(result.model_scores(model))
     vendors = tuple(str(r["vendor"]) for r in scores)
     vendor_col = records["vendor"].astype(str)
     counts = [_kind_counts(records[vendor_col == vendor]) for vendor in vendors]

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from avv_core.frame_rows import frame_records
 from avv_scoring.metrics.billing import flagged
 from avv_scoring.metrics.registry import group_metrics
 from avv_scoring.report.escape import html_text, markdown_table
@@ -53,7 +54,7 @@ def _billing_cell(row: Mapping[str, Any], tolerance: float) -> str:
 
 
 def model_field(result: ScoreResult, model: str) -> ModelField | None:
-    rows = result.model_scores(model).to_dict("records")
+    rows = frame_records(result.model_scores(model))
     if not rows:
         return None
     layout, tolerance = _layout(), result.billing.of(model)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from avv_core.frame_rows import frame_records
 from avv_core.measures import is_missing
 from avv_scoring.metrics.identity import DIFFERS, MIN_PROMPTS, SAME, UNTESTED
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
@@ -78,7 +79,7 @@ def model_identity(result: ScoreResult, model: str) -> ModelIdentity | None:
     """None when the scores carry no identity column (a stress-only result)."""
     if not result.scored or "identity" not in result.scores.columns:
         return None
-    rows = tuple(result.model_scores(model).to_dict("records"))
+    rows = tuple(frame_records(result.model_scores(model)))
     vendors = [r for r in rows if not r.get("is_baseline")]
     base = next((r for r in rows if r.get("is_baseline")), None)
     if not vendors or base is None:

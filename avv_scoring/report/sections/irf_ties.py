@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from avv_core.frame_rows import frame_records
 from avv_core.measures import is_missing
 from avv_scoring.report.format import fmt, vendor_label
 from avv_scoring.report.section import Table, table_section
@@ -25,7 +26,7 @@ def _ranks(values: Sequence[float]) -> list[str]:
 
 
 def model_irf_ties(result: ScoreResult, model: str) -> Table | None:
-    rows = result.model_scores(model).to_dict("records")
+    rows = frame_records(result.model_scores(model))
     if not rows or all(is_missing(r.get("irf_statistical")) for r in rows):
         return None
     published = [float(r["irf"]) for r in rows]

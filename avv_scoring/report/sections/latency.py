@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from avv_core.frame_rows import frame_records
 from avv_scoring.load import OK_COL, is_success
 from avv_scoring.report.escape import html_text
 from avv_scoring.report.format import (
@@ -52,7 +53,7 @@ def model_latency(result: ScoreResult, model: str) -> ModelLatency | None:
         rows = records[vendor_col == vendor]
         ok = rows[is_success(rows)]
         samples[vendor] = (numbers(ok["ttft_ms"]), numbers(ok["tps"]))
-    return ModelLatency(samples, tuple(result.model_scores(model).to_dict("records")))
+    return ModelLatency(samples, tuple(frame_records(result.model_scores(model))))
 
 
 def _ecdf(ax: Any, values: np.ndarray, label: str, colour: Any) -> None:

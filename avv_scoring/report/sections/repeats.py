@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from avv_core.frame_rows import frame_records
 from avv_core.measures import is_missing
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.registry import per_repeat_metrics
@@ -38,7 +39,7 @@ class ModelRepeats:
 def model_repeats(result: ScoreResult, model: str) -> ModelRepeats | None:
     if not result.scored or result.by_repeat is None or result.by_repeat.empty:
         return None
-    return ModelRepeats(of_model(result.by_repeat, model), tuple(result.model_scores(model).to_dict("records")))
+    return ModelRepeats(of_model(result.by_repeat, model), tuple(frame_records(result.model_scores(model))))
 
 
 def _spread(row: Mapping[str, Any], m: Metric) -> str:

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import pandas as pd
 
+from avv_core.frame_rows import frame_records
 from avv_core.measures import is_missing
 from avv_scoring.decision import FAIL, INCONCLUSIVE, PASS
 from avv_scoring.metrics.declaration import Limit
@@ -74,7 +75,7 @@ def _states(result: ScoreResult, row: Row) -> dict[str, str]:
 
 
 def model_scores(result: ScoreResult, model: str) -> ModelScores:
-    rows = tuple(result.model_scores(model).to_dict("records"))
+    rows = tuple(frame_records(result.model_scores(model)))
     layout = table_layout(rows)
     differing = of_model(result.disagreements, model).get("vendor", pd.Series(dtype=object)).value_counts()
     return ModelScores(

@@ -9,6 +9,7 @@ capacity table.
 
 from __future__ import annotations
 
+from avv_core.frame_rows import frame_records
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
 from avv_scoring.report.format import Palette, figure, headers_of, html_table, note, png, rows_of, terminal_table
 from avv_scoring.report.section import Section
@@ -23,11 +24,11 @@ def stress(result: ScoreResult) -> StressResult | None:
 
 
 def _capacity(result: StressResult) -> tuple[list[str], list[list[str]]]:
-    return headers_of(CAPACITY_TABLE), rows_of(CAPACITY_TABLE, result.capacity.to_dict("records"))
+    return headers_of(CAPACITY_TABLE), rows_of(CAPACITY_TABLE, frame_records(result.capacity))
 
 
 def _levels(result: StressResult) -> tuple[list[str], list[list[str]]]:
-    return headers_of(LEVEL_TABLE), rows_of(LEVEL_TABLE, result.levels.to_dict("records"))
+    return headers_of(LEVEL_TABLE), rows_of(LEVEL_TABLE, frame_records(result.levels))
 
 
 def markdown(result: StressResult) -> list[str]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from avv_core.frame_rows import frame_records
 from avv_core.measures import is_missing
 from avv_scoring.metrics.breakdown import KINDS
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
@@ -89,7 +90,7 @@ def _disagreements_md(part: ModelTools) -> list[str]:
     )
     headers = ["Vendor", "Sample", "Repeat", "Kind", "Against", "Baseline", "Vendor's answer", "Expected"]
     body = []
-    for r in table.head(REPORT_DISAGREEMENTS).to_dict("records"):
+    for r in frame_records(table.head(REPORT_DISAGREEMENTS)):
         vendor_side = r["vendor_calls"] or (f"as text: {r['vendor_content']}" if r["vendor_content"] else "no call")
         base_side = r["baseline_calls"] or "no call"
         body.append([

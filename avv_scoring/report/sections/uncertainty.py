@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from avv_core.frame_rows import frame_records
 from avv_core.measures import is_missing
 from avv_scoring.metrics.registry import metric
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
@@ -143,7 +144,7 @@ class ModelStatistics:
 
 def model_statistics(result: ScoreResult, model: str) -> ModelStatistics | None:
     """None when the scores have no interval columns (no model-level metrics ran)."""
-    rows = tuple(result.model_scores(model).to_dict("records"))
+    rows = tuple(frame_records(result.model_scores(model)))
     if not rows or "mcnemar_p" not in rows[0]:
         return None
     return ModelStatistics(rows, _settings_line(result, _units(result, model)), _verdict_note(result))
