@@ -15,11 +15,16 @@ the shard with the least work so far); a file not measured yet counts as the med
 then the failures of every shard and the wall time. The exit status is the first non-zero status of a shard
 (pytest's: 1 tests failed, 2 interrupted, …), else 0. ``--update-durations`` writes the measured file durations
 back (after a full, passing run). Arguments not known here go to every pytest process (``-m "not e2e"``, ``-x``).
+
+Before the first phase the project's modules are compiled once (:func:`compile_project`): with
+``PYTHONDONTWRITEBYTECODE`` set, as on this project's machines, every Locust, simulator and ``avv-score`` process
+the suite starts (several hundred) would otherwise compile our ~220 modules from source again.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import statistics
@@ -39,6 +44,14 @@ def default_jobs() -> int:
     """One more process than CPUs: most of the suite waits (sockets, simulated vendors, Locust's one-second ticks),
     and a third process fills those gaps on 2 cores; four ran only 8 % faster and made load-sensitive tests flaky."""
     return (os.cpu_count() or 1) + 1
+
+
+def compile_project() -> None:
+    """Write the .pyc of every module of ours. ``compileall`` writes them whatever ``PYTHONDONTWRITEBYTECODE``
+    says, and imports read them (the variable only stops imports from writing): ~0.6 CPU-s less per Locust
+    process. A read-only checkout keeps today's behaviour (nothing written, nothing fails)."""
+    for folder in ("avv_core", "avv_harness", "avv_scoring", "avv_sim", "bench", "locustfiles", "tests"):
+        compileall.compile_dir(ROOT / folder, quiet=2, workers=0)
 
 
 def test_files(selected: list[str]) -> list[str]:
@@ -124,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no such test file: {', '.join(missing)}")
     work = Path(tempfile.mkdtemp(prefix="avv-shards-"))
     started = time.monotonic()
+    compile_project()
     phases = [(deal(files, durations, args.jobs), passthrough)]
     if "-m" not in passthrough:
         timed = [f for f in files if "pytest.mark.timing" in (ROOT / f).read_text(encoding="utf-8")]
