@@ -438,9 +438,11 @@ class RunLifecycle:
         if run.result is None or not getattr(run.result, "scored", False):  # else the score tables' warnings say it
             for down in run.manifest.extra.get("vendor_down") or []:
                 self.console.line(vendor_down_line(down, run.run_dir))
+        down = _in_config_order([d["vendor"] for d in run.manifest.extra.get("vendor_down") or []],
+                                run.manifest.vendors)
         self.console.line(summary_line(run.manifest, run.run_dir, completed, run.stop_reason,
                                        self.options.max_total_tokens, run.scoring_problem, run.budget.caps_text(),
-                                       [d["vendor"] for d in run.manifest.extra.get("vendor_down") or []]))
+                                       down))
         self.console.decision(decision_lines(run.result, run.run_dir, self.options.no_score),
                               report_paths(run.result, run.run_dir))
         self.run_hook.fire(run=run, phase="end")
@@ -467,3 +469,9 @@ class RunLifecycle:
     def _stop_simulator(self) -> None:
         if self.sim is not None:
             self.sim.stop()
+
+
+def _in_config_order(names: list[str], vendors: list[dict[str, Any]]) -> list[str]:
+    """Vendor names in the config's order (the breaker trips them in whatever order their items end)."""
+    order = {v.get("name"): i for i, v in enumerate(vendors)}
+    return sorted(names, key=lambda name: order.get(name, len(order)))
