@@ -2,14 +2,16 @@
 only :mod:`avv_core` (no HTTP client, no Locust): writing a run as K2VV files needs the harness to rebuild its
 requests, so ``export_run`` is :func:`avv_harness.export_run`.
 
-Layers: :mod:`.load` (input) → :mod:`.metrics` (the registry, every metric declared once with its additive
-form and interval; the modules that declare them, found without a list; pure tool-call comparison in
-:mod:`.metrics.correctness`; per-tool table and disagreements in :mod:`.metrics.breakdown`) and :mod:`.stats`
-(the bootstrap over the registry's forms, noise floor and tests, IRF; the model-level columns are
-:mod:`.metrics.model_level`) → :mod:`.verdict` → :mod:`.stress` (stress-mode tables) → :mod:`.score` (records →
-a frozen :class:`ScoreResult`) → :mod:`.report` (csv/json/md/html outputs from sections declared once; every text a
-person opens escaped by the rules of :mod:`.report.escape`) → :mod:`.entrypoints` (score and write) →
-:mod:`.cli`. Rule throughout: a vendor's failure never improves its score. See docs/scoring.md.
+Folders and top-level modules, lowest first (:data:`LAYERS`; a module imports only from its own folder and the
+ones before it, and ``bench/import_graph.py`` fails on an upward import): :mod:`.stats` (pure statistics over
+arrays: intervals, tests, sequential tests, the identity test) → :mod:`.load` (input: records.csv, run.json, the
+samples) → :mod:`.metrics` (the registry, every metric declared once with its additive form and interval, the modules
+that declare them, the bootstrap and noise floor over those forms, IRF) → :mod:`.conformance` (the conformance
+suite's checks) → :mod:`.verdict` / :mod:`.decision` (a verdict per vendor) → :mod:`.stress` (stress-mode tables) →
+:mod:`.score` (records → a frozen :class:`ScoreResult`) → :mod:`.report` (csv/json/md/html outputs from sections
+declared once; every text a person opens escaped by the rules of :mod:`.report.escape`) → :mod:`.entrypoints`
+(score and write) → :mod:`.history` → :mod:`.cli`. Rule throughout: a vendor's failure never improves its score.
+See docs/scoring.md.
 """
 
 from __future__ import annotations
@@ -50,6 +52,13 @@ from avv_scoring.stats.sequential import (
 from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.stress import StressResult, stress_tables
 from avv_scoring.verdict import Thresholds
+
+#: The folders and top-level modules of this package, lowest first (read by bench/import_graph.py).
+LAYERS = (
+    "stats", "load", "baseline_results", "metrics", "conformance", "arg_normalise", "verdict", "presets",
+    "decision", "settle", "stress", "score", "run_outcome", "live_scores", "report", "irf_command", "entrypoints",
+    "history", "cli", "testing",
+)
 
 __all__ = [
     "BaselineResults",

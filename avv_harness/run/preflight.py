@@ -46,6 +46,7 @@ from avv_harness.wire.execute import (
     build_request,
     endpoint_url,
 )
+from avv_harness.wire.formats import FORMATS
 from avv_harness.wire.stream import stream_chat
 
 _FAULTS: Mapping[str, Fault] = {f.key: f for f in FAULTS}
@@ -177,7 +178,7 @@ def check_vendor(session: requests.Session, name: str, vendor: Vendor, url: str,
     started = time.monotonic()
     att = stream_chat(session, endpoint, json.dumps(request_body, ensure_ascii=False).encode("utf-8"), headers,
                       min(10.0, read_timeout), read_timeout, request_s, ctx.max_event_bytes,
-                      vendor.dialect.format.reader(vendor.dialect))
+                      FORMATS[vendor.dialect.endpoint].reader(vendor.dialect))
     seconds = time.monotonic() - started
     record = attempt_record(att, vendor.include_usage, sample.tools)
     cost = vendor.price.record_cost(record) if vendor.price is not None else None
