@@ -200,8 +200,8 @@ def cpu_share(prompts: int, repeats: int, vendors: int, shift: float) -> None:
     """CPU of the identity columns against the whole score_frame on one synthetic run."""
     from avv_scoring.load import rows_where
     from avv_scoring.metrics.identity import identity
+    from avv_scoring.metrics.uncertainty import ModelTable
     from avv_scoring.score import score_frame
-    from avv_scoring.stats.uncertainty import ModelTable
     from avv_scoring.testing import call, records_frame
 
     shown = prompts_of(0, prompts)

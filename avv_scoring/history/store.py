@@ -27,8 +27,8 @@ from avv_scoring.entrypoints import score_inputs
 from avv_scoring.load import OK_COL, resolve_inputs
 from avv_scoring.metrics.calls import SIG_CALLS, SIG_TOOLS, TC_INVALID, TC_N, TC_UNCHECKABLE, TOOL_CALLS
 from avv_scoring.metrics.registry import METRICS
+from avv_scoring.metrics.uncertainty import StatsSettings
 from avv_scoring.score import ScoreResult
-from avv_scoring.stats.uncertainty import StatsSettings
 
 #: Rows written per executemany batch (memory stays flat at 1 M items).
 BATCH = 50_000
