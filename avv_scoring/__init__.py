@@ -41,7 +41,7 @@ from avv_scoring.report.sections.decision import decision_lines
 from avv_scoring.report.terminal import render_tables
 from avv_scoring.run_outcome import BrokenVendor, broken_vendors, decision_exit_status
 from avv_scoring.score import SCORE_COLUMNS, ScoreResult, score_frame
-from avv_scoring.settle import item_parts, records_frame, settle_bounds
+from avv_scoring.settle_bounds import item_parts, records_frame, settle_bounds
 from avv_scoring.stats.sequential import (
     BoundTest,
     RatioBound,
@@ -56,7 +56,7 @@ from avv_scoring.verdict import Thresholds
 #: The folders and top-level modules of this package, lowest first (read by bench/import_graph.py).
 LAYERS = (
     "stats", "probes", "load", "baseline_results", "metrics", "conformance", "arg_normalise", "verdict",
-    "statistical_verdict", "presets", "decision", "settle", "stress", "score", "run_outcome", "live_scores",
+    "statistical_verdict", "presets", "decision", "settle_bounds", "stress", "score", "run_outcome", "live_scores",
     "report", "irf_command", "entrypoints", "history", "cli", "testing",
 )
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import avv_sim.schema_args as schema_args
 from avv_core.canonical import canonical_json, canonical_key
+from avv_sim.decision_key import conversation
 from avv_sim.draws import unit
-from avv_sim.identity import conversation
 
 GOLD_KEYS = ("expected_tool_call", "expected_calls", "tool_names")
 OMIT = object()  # "leave this argument out"
@@ -44,7 +44,7 @@ class GoldEntry:
 
 def gold_key(body: Mapping[str, Any]) -> str:
     """sha256 of the canonical ``{"messages", "tools"}`` of a body, its messages reduced to what a chat
-    template renders (:func:`avv_sim.identity.conversation`; K2VV's ``_input`` role read as ``system``, as
+    template renders (:func:`avv_sim.decision_key.conversation`; K2VV's ``_input`` role read as ``system``, as
     the harness sends it). So a request transformed by an adapter (ids renumbered, reasoning injected) and a
     raw-completions prompt parsed back find the same gold as the sample line."""
     messages = body.get("messages")

@@ -40,8 +40,8 @@ import benchlib  # noqa: E402
 
 from avv_scoring.stats.identity import Answers, answer_lengths, encode_text, two_sample_test  # noqa: E402
 from avv_sim import behaviour  # noqa: E402
-from avv_sim.calls import reference_calls  # noqa: E402
-from avv_sim.identity import decision_key  # noqa: E402
+from avv_sim.chosen_calls import reference_calls  # noqa: E402
+from avv_sim.decision_key import decision_key  # noqa: E402
 from avv_sim.profiles import Profile, make_profile  # noqa: E402
 from avv_sim.request import Tool  # noqa: E402
 from avv_sim.writing_systems import WORDS  # noqa: E402

@@ -8,7 +8,7 @@ type; :mod:`avv_harness.locust.distribution`) and its lifecycle (``ctl.lifecycle
 :class:`~avv_harness.run.lifecycle.RunLifecycle`: the samples, the simulator process and the runs —
 :class:`~avv_harness.run.state.RunState`: run folder, ledger, record writer, manifest, stress policy — begun and
 ended as named steps in a visible order, :meth:`RunLifecycle.end_run`). What the shape returns at each tick is
-:func:`avv_harness.run.load.next_load`.
+:func:`avv_harness.run.load_shape.next_load`.
 
 Headless, a process makes one run: it begins at ``init`` and ends at ``quitting``. With the web UI, the
 inputs are checked (and the simulator started) at ``init``; each START begins a new run folder (the shape's
@@ -45,7 +45,7 @@ from avv_harness.run.intake import RecordIntake
 from avv_harness.run.lag_monitor import LagMonitor, quiet_gc_for_load
 from avv_harness.run.ledger import Ledger
 from avv_harness.run.lifecycle import RunLifecycle
-from avv_harness.run.load import LoadDecision, next_load
+from avv_harness.run.load_shape import LoadDecision, next_load
 from avv_harness.run.node_identity import NodeIdentity
 from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.run.preflight import Preflight, run_preflight, targets_of
@@ -410,5 +410,5 @@ class RunController:
     # ------------------------------------------------------------------------------------ the load
 
     def next_load(self, run_time_s: float) -> LoadDecision:
-        """What the shape returns at ``run_time_s`` (:func:`avv_harness.run.load.next_load`)."""
+        """What the shape returns at ``run_time_s`` (:func:`avv_harness.run.load_shape.next_load`)."""
         return next_load(self.lifecycle, run_time_s, self.env.user_classes)

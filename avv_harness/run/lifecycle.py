@@ -48,7 +48,7 @@ from avv_harness.run.folder import (
 from avv_harness.run.options import RunOptions
 from avv_harness.run.progress import EtaEstimator, VendorProgress, progress_line
 from avv_harness.run.role import Role
-from avv_harness.run.settle import SettlePolicy, hand_out_order
+from avv_harness.run.settle_policy import SettlePolicy, hand_out_order
 from avv_harness.run.state import EXIT_OK, STORE_STOPS, RunState
 from avv_harness.wire.execute import check_requests, unsendable
 
@@ -255,7 +255,7 @@ class RunLifecycle:
             self.console.line(f"avv-locust: warning: pre-flight{hard}: {check.line()}")
 
     def _settle_policy(self, run: RunState, options: RunOptions, samples: SampleSet) -> None:
-        """--avv-settle: the run's settle policy (see :mod:`avv_harness.run.settle`); on resume, the vendors
+        """--avv-settle: the run's settle policy (see :mod:`avv_harness.run.settle_policy`); on resume, the vendors
         settled before stay settled and their items are skipped again."""
         settings = options.settle
         assert settings is not None

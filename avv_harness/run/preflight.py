@@ -4,7 +4,7 @@ wrong port, a URL without ``/v1``, a refused key or an unknown model is found in
 by a whole run of failures.
 
 ``--avv-preflight``: ``strict`` (the default) refuses the run before any load, exit status 2, when a vendor's answer
-is a hard fault (:data:`avv_harness.run.faults.HARD_FAULTS`: connect refused, DNS, TLS, 401 / 403, 404, unknown
+is a hard fault (:data:`avv_harness.run.hard_faults.HARD_FAULTS`: connect refused, DNS, TLS, 401 / 403, 404, unknown
 model), with one line per refused vendor naming it, the URL called (redacted) and what to check, the vendor's own
 message quoted (redacted: no key is ever shown); ``warn`` runs anyway and prints the same lines as warnings; ``off``
 sends nothing. What is not a hard fault (a 429, a 5xx, a timeout, a 400, an answer that was not streamed) is printed
@@ -38,7 +38,7 @@ from avv_core.samples import Sample, SampleSet
 from avv_harness.inputs.config import Vendor
 from avv_harness.inputs.secrets import redact_url
 from avv_harness.run.budget import Spend
-from avv_harness.run.faults import FAULTS, Fault, classify
+from avv_harness.run.hard_faults import FAULTS, Fault, classify
 from avv_harness.wire.execute import (
     ExecContext,
     attempt_record,
