@@ -18,13 +18,12 @@ package, and the integration tests check the two agree.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import avv_sim.schema_args as schema_args
-from avv_core.canonical import canonical_json, canonical_key
+from avv_core.canonical import canonical_key, canonical_sha256
 from avv_sim.decision_key import conversation
 from avv_sim.draws import unit
 
@@ -52,7 +51,7 @@ def gold_key(body: Mapping[str, Any]) -> str:
         messages = [{**m, "role": "system"} if isinstance(m, dict) and m.get("role") == "_input" else m
                     for m in messages]
     shown = {"messages": conversation(messages), "tools": body.get("tools") or None}
-    return hashlib.sha256(canonical_json(shown).encode("utf-8")).hexdigest()
+    return canonical_sha256(shown)
 
 
 def gold_entry(obj: Any) -> GoldEntry | None:
