@@ -21,6 +21,9 @@ from avv_core.canonical import UNPARSED, parse_json_text
 from avv_core.errors import InputError
 
 CHAT, COMPLETIONS, MESSAGES, RESPONSES = "chat", "completions", "messages", "responses"
+#: The wire formats a vendor may speak (a vendor config's ``endpoint`` values), in the order they are listed; chat
+#: first, the default. Each is one module of :mod:`avv_harness.wire.formats`, which checks it has one per name.
+ENDPOINTS: tuple[str, ...] = (CHAT, COMPLETIONS, MESSAGES, RESPONSES)
 #: ``max_tokens`` sent to the Messages API (which requires it) when the request has none: a documented default,
 #: overridden by ``--avv-max-tokens`` or a vendor's ``extra_body``.
 DEFAULT_MESSAGES_MAX_TOKENS = 4096

@@ -1,7 +1,8 @@
 """Canonical tool-call arguments (pure core, no I/O): the one definition shared by the harness (agent tasks match
 a call's arguments against recorded tool results), scoring (:mod:`avv_scoring.metrics.correctness` re-exports it)
 and the simulator (its request hashes and its gold values). :func:`canonical_json` is the text form without
-value normalisation (what a hash of a body is taken over).
+value normalisation, and :func:`canonical_sha256` the one hash of a JSON value taken over it (a sample body, a
+simulator request's decision view, a node identity's settings).
 
 A call's ``arguments`` string is parsed as JSON and compared as a value: object key order is ignored, numbers
 compare by value (``1 == 1.0``, ``-0.0 == 0``), ``true`` is not ``1``, strings compare exactly after JSON decoding
@@ -14,9 +15,10 @@ caught): every way ``json`` can refuse a text counts as "does not parse", not on
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -61,10 +63,15 @@ def canonical(value: Any) -> Any:
     return value
 
 
-def canonical_json(value: Any) -> str:
+def canonical_json(value: Any, default: Callable[[Any], Any] | None = None) -> str:
     """``value`` as canonical JSON text: object keys sorted, no whitespace, non-ASCII kept; values as they are
-    (``1.0`` stays ``1.0``; :func:`canonical_key` normalises them first)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    (``1.0`` stays ``1.0``; :func:`canonical_key` normalises them first). ``default`` as :func:`json.dumps`'s."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=default)
+
+
+def canonical_sha256(value: Any, default: Callable[[Any], Any] | None = None) -> str:
+    """The SHA-256 (hex) of ``value``'s :func:`canonical_json` text in UTF-8."""
+    return hashlib.sha256(canonical_json(value, default).encode("utf-8")).hexdigest()
 
 
 def canonical_key(value: Any) -> str:

@@ -32,13 +32,13 @@ with the other gold labels (:attr:`Gold.agent`).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from avv_core.agent_task import AGENT_KEY, AgentTask, agent_of, parse_agent
+from avv_core.canonical import canonical_sha256
 from avv_core.errors import InputError
 from avv_core.json_input import parse_json
 from avv_core.language import sample_language_check
@@ -113,8 +113,7 @@ class Sample:
 
 
 def body_hash(body: dict[str, Any]) -> str:
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return canonical_sha256(body)
 
 
 @dataclass

@@ -247,6 +247,17 @@ def render_layer_rules_table() -> str:
     return "\n".join(rows)
 
 
+def render_folder_order() -> str:
+    """Each package's folders and top-level modules, lowest first (``LAYERS`` in its ``__init__.py``)."""
+    graph = _import_graph()
+    rows = ["| package | folders and top-level modules, lowest first |", "|---|---|"]
+    for package in graph.PACKAGES:
+        order = graph.layers(package)
+        if order:
+            rows.append(f"| `{package}` | {' → '.join(f'`{name}`' for name in order)} |")
+    return "\n".join(rows)
+
+
 def render_module_map() -> str:
     """Every module of the four packages, folder by folder, with the first sentence of its docstring."""
     graph = _import_graph()
@@ -291,7 +302,8 @@ PAGES: dict[str, dict[str, Callable[[], str]]] = {
     "docs/reference/exit-status.md": {"exit-statuses": _exit_statuses},
     "docs/reference/prometheus.md": {"prom-metrics": _prom_metrics},
     "docs/simulator.md": SIMULATOR_BLOCKS,
-    "docs/explanation/architecture.md": {"layer-rules": render_layer_rules_table, "module-map": render_module_map},
+    "docs/explanation/architecture.md": {"layer-rules": render_layer_rules_table, "folder-order": render_folder_order,
+                                         "module-map": render_module_map},
     "docs/reference/stream-ends.md": {"stream-ends": render_stream_ends_table},
     "docs/how-to/conformance.md": {"conformance-checks": render_check_table},
 }

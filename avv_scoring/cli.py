@@ -52,19 +52,19 @@ from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults
 from avv_scoring.entrypoints import ScoreRequest, score, stress_only
 from avv_scoring.irf_command import add_irf_metrics_option, main_irf, read_irf_table  # noqa: F401 (re-exported)
 from avv_scoring.metrics.billing import BillingTolerance, parse_tolerances
+from avv_scoring.metrics.irf import IRF_TIES
 from avv_scoring.metrics.registry import render_metric_table
-from avv_scoring.presets import PRESETS, resolve_thresholds, thresholds_yaml
-from avv_scoring.report.escape import terminal_text
-from avv_scoring.report.terminal import render_tables
-from avv_scoring.run_outcome import broken_vendors
-from avv_scoring.score import ScoreResult
-from avv_scoring.stats.irf import IRF_TIES
-from avv_scoring.stats.uncertainty import (
+from avv_scoring.metrics.uncertainty import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     StatsSettings,
     non_negative_int,
 )
+from avv_scoring.presets import PRESETS, resolve_thresholds, thresholds_yaml
+from avv_scoring.report.escape import terminal_text
+from avv_scoring.report.terminal import render_tables
+from avv_scoring.run_outcome import broken_vendors
+from avv_scoring.score import ScoreResult
 from avv_scoring.stress import stress_tables
 from avv_scoring.verdict import DEFAULT_PRESET, Thresholds
 

@@ -22,7 +22,7 @@ for a buyer; the formulas are in :mod:`avv_scoring.stats.intervals`.
 
 **Modes** (``--verdict``): ``interval`` (the above; default); ``point`` — the peers' rule, every bound on its point
 value, PASS or FAIL (K2VV and MiniMax tables reproduce); ``statistical`` — the bounds on agreement with the
-baseline are replaced by the noise-floor tests (:mod:`avv_scoring.stats.statistical_verdict`), the others judged as
+baseline are replaced by the noise-floor tests (:mod:`avv_scoring.statistical_verdict`), the others judged as
 in ``interval``.
 """
 
@@ -41,8 +41,8 @@ from avv_core.measures import is_missing
 from avv_scoring.metrics.declaration import Metric, fmt
 from avv_scoring.metrics.registry import METRICS, function_of, is_metric, metric
 from avv_scoring.metrics.vendor_table import FeatureFrames
+from avv_scoring.statistical_verdict import statistical_reasons
 from avv_scoring.stats.intervals import Proportion, defect_upper, dice, jaccard, more_samples, newcombe, z_two_sided
-from avv_scoring.stats.statistical_verdict import statistical_reasons
 from avv_scoring.verdict import Thresholds
 
 #: ``--avv-settle``: a defect check with none seen counts as met once its upper bound (3/n at 95 %) is below this,

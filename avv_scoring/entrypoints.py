@@ -19,12 +19,12 @@ from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults,
 from avv_scoring.decision import Decisions, settled_decision
 from avv_scoring.load import RunInput, load_tools, read_inputs, resolve_inputs
 from avv_scoring.metrics.billing import BillingTolerance, check_tolerance
+from avv_scoring.metrics.irf import MetricsSpec
 from avv_scoring.metrics.normalisers import ArgNormalisation
+from avv_scoring.metrics.uncertainty import StatsSettings
 from avv_scoring.report.outputs import write_outputs
 from avv_scoring.run_outcome import decision_exit_status
 from avv_scoring.score import REPEAT_COLUMNS, SCORE_COLUMNS, BaselineSpec, ScoreResult, decision_columns, score_frame
-from avv_scoring.stats.irf import MetricsSpec
-from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.stress import STRESS_MODE, stress_tables
 from avv_scoring.verdict import Thresholds
 

@@ -1,5 +1,5 @@
 """``avv-score irf TABLE.csv`` and the ``--irf-metrics`` option (scoring layer, top: parses arguments, reads a
-metrics table, calls :mod:`avv_scoring.stats.irf`). Moved out of :mod:`avv_scoring.cli` unchanged."""
+metrics table, calls :mod:`avv_scoring.metrics.irf`). Moved out of :mod:`avv_scoring.cli` unchanged."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pandas as pd
 
 from avv_core.command_line import command_parser
 from avv_core.errors import InputError
+from avv_scoring.metrics.irf import irf_scores, irf_table_columns, resolve_irf_metrics
 from avv_scoring.report.escape import neutralise_frame, restore_frame
-from avv_scoring.stats.irf import irf_scores, irf_table_columns, resolve_irf_metrics
 
 PROG = "avv-score"
 

@@ -21,10 +21,10 @@ import pandas as pd
 
 from avv_core.record_file import coerce_frame
 from avv_core.records import COLUMN_NAMES, to_csv_row
-from avv_scoring.conformance.probes import Probe
 from avv_scoring.load import FILE_ORDER_COL, ROW_ORDER_COL, SOURCE_COL, GoldBySample, ToolsBySample, dedupe_latest
+from avv_scoring.metrics.uncertainty import StatsSettings
+from avv_scoring.probes import Probe
 from avv_scoring.score import ScoreResult, score_frame
-from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.verdict import Thresholds
 
 

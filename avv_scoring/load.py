@@ -22,7 +22,7 @@ from avv_core.manifest import RunManifest, read_manifest
 from avv_core.record_file import read_records_checked
 from avv_core.records import STATUS_SUCCESS
 from avv_core.samples import Gold, SampleSet, file_sha256, load_samples
-from avv_scoring.conformance.probes import Probe, probes_of
+from avv_scoring.probes import Probe, probes_of
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ import pandas as pd
 from avv_core.client_load import LoadGroup, process_name, summarise_load
 from avv_core.errors import InputError
 from avv_core.frame_rows import frame_records
-from avv_scoring.conformance.probes import Probe
 from avv_scoring.conformance.suite import CONFORMANCE_COLUMNS, conformance_table
 from avv_scoring.decision import Decisions, Evidence, VendorDecision, decide, vendor_evidence
 from avv_scoring.load import (
@@ -35,14 +34,15 @@ from avv_scoring.metrics.billing import BillingTolerance, flagged
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
 from avv_scoring.metrics.declaration import Metric, RegistryError
 from avv_scoring.metrics.headline import annotate_tool_calls
+from avv_scoring.metrics.irf import MetricsSpec, default_irf_metrics, irf_scores, resolve_irf_metrics
 from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.metrics.registry import METRICS, model_functions
 from avv_scoring.metrics.trajectories import summarise as summarise_trajectories
 from avv_scoring.metrics.trajectories import trajectory_disagreements
+from avv_scoring.metrics.uncertainty import ModelTable, StatsSettings, VendorSums, vendor_sums
 from avv_scoring.metrics.vendor_table import REPEAT_METRICS, FeatureFrames, repeat_summary, vendor_tables
-from avv_scoring.stats.irf import MetricsSpec, default_irf_metrics, irf_scores, resolve_irf_metrics
-from avv_scoring.stats.statistical_verdict import verdict_thresholds
-from avv_scoring.stats.uncertainty import ModelTable, StatsSettings, VendorSums, vendor_sums
+from avv_scoring.probes import Probe
+from avv_scoring.statistical_verdict import verdict_thresholds
 from avv_scoring.stress import StressResult
 from avv_scoring.verdict import CONFORMANCE_ONLY, SET_MARK, Thresholds, judged_thresholds
 
@@ -133,7 +133,7 @@ class ScoreResult:
         default_factory=lambda: pd.DataFrame(columns=list(DISAGREEMENT_COLUMNS)))
     #: The records scored (one row per item after de-duplication, tool calls annotated): the report's figures.
     records: pd.DataFrame | None = None
-    #: How intervals, tests and the verdict mode were computed (:mod:`avv_scoring.stats.uncertainty`).
+    #: How intervals, tests and the verdict mode were computed (:mod:`avv_scoring.metrics.uncertainty`).
     stats: StatsSettings = field(default_factory=StatsSettings)
     #: Rows of the inputs left out because a cell held a number no record can hold, each named by file, line,
     #: item and cell (:func:`avv_core.record_file.read_records_checked`); the rest was scored.
@@ -271,7 +271,7 @@ def score_frame(
     ``gold_by_sample`` maps sample id → its :class:`~avv_core.samples.Gold` labels (None or missing ids:
     gold metrics missing). ``irf_metrics`` = the IRF input columns (default: the registry's ``irf=True``
     metrics). ``stats`` = bootstrap resamples, seed and verdict mode
-    (:class:`~avv_scoring.stats.uncertainty.StatsSettings`; default: 1000 resamples, seed 17, threshold verdicts).
+    (:class:`~avv_scoring.metrics.uncertainty.StatsSettings`; default: 1000 resamples, seed 17, threshold verdicts).
     ``arg_normalise`` = the argument normalisers (:mod:`avv_scoring.metrics.normalisers`; default: all of them).
     ``sample_sets`` = sample id → its ``_sample_set`` mark: a bound tuned to a sample set is judged only when every
     scored sample of the model carries that mark; a bound on a metric the samples cannot produce is not judged

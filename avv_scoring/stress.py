@@ -27,8 +27,8 @@ Per vendor: ``capacity`` = the highest level that meets the SLO; ``first_429_lev
 rate_429 > 1 %; ``peak_tokens_per_s`` = max tokens_per_s; ``stopped_after_level`` from run.json.
 
 :func:`level_table`, :func:`capacity_table` and :func:`settings_from_run_json` are pure; :func:`stress_tables` reads
-a run folder, :func:`write_stress_files` writes. How every output shows the two tables is declared here once
-(:data:`CAPACITY_TABLE`, :data:`LEVEL_TABLE`); the report's stress section is :mod:`avv_scoring.report.sections.stress`.
+a run folder. How every output shows the two tables is declared once in the report's stress section
+(:mod:`avv_scoring.report.sections.stress`); :func:`avv_scoring.report.outputs.write_stress_files` writes the files.
 """
 
 from __future__ import annotations
@@ -47,8 +47,6 @@ from avv_core.manifest import read_manifest
 from avv_core.measures import meets_slo, percentile
 from avv_core.records import ERROR_KINDS
 from avv_scoring.load import RECORDS_NAME, RUN_JSON_NAME, is_success, read_one
-from avv_scoring.report.escape import neutralise_frame
-from avv_scoring.report.format import Column, plain_figure_text
 
 STRESS_MODE = "stress"
 STRESS_CSV = "stress.csv"
@@ -64,21 +62,6 @@ STRESS_COLUMNS: list[str] = [
     *[f"rate_{k}" for k in ERROR_KINDS if k != "http_429"], "meets_slo",
 ]
 CAPACITY_COLUMNS: list[str] = ["vendor", "capacity", "first_429_level", "peak_tokens_per_s", "stopped_after_level"]
-
-#: The capacity table every output shows (report.md, report.html, the terminal): header, column, format.
-CAPACITY_TABLE: tuple[Column, ...] = (
-    Column("Vendor", "vendor", "text"), Column("Capacity", "capacity", "int"),
-    Column("First 429 level", "first_429_level", "int"), Column("Peak tokens/s", "peak_tokens_per_s", "num"),
-    Column("Stopped after level", "stopped_after_level", "int"),
-)
-#: The per-level table every output shows (report.md, report.html, the web UI's Stress levels tab): header, column,
-#: format. A registered metric (success_rate, ttft_p95_ms) prints in its registry format (format None).
-LEVEL_TABLE: tuple[Column, ...] = (
-    Column("Vendor", "vendor", "text"), Column("Level", "level", "int"), Column("Requests", "requests", "int"),
-    Column("Success", "success_rate"), Column("429 share", "rate_429", "rate"), Column("TTFT p95 (ms)", "ttft_p95_ms"),
-    Column("Latency p95 (ms)", "latency_p95_ms", "num"), Column("Tokens/s", "tokens_per_s", "num"),
-    Column("SLO met", "meets_slo", "yes_no"),
-)
 
 #: Keys of run.json's "stress" object (all others are rejected).
 STRESS_KEYS = ("levels", "step_s", "slo_ttft_p95_ms", "slo_error_rate", "level_durations_s", "stopped_after")
@@ -308,49 +291,8 @@ def stress_tables(run_dir: str | os.PathLike[str]) -> StressResult | None:
     return stress_result(records, settings, folder, notes)
 
 
-def plot(levels: pd.DataFrame, column: str, ylabel: str, path: str, slo: float | None = None) -> None:
-    """One line per vendor of ``column`` over the levels (log2 x axis), saved as PNG at ``path``."""
-    from matplotlib.figure import Figure  # no pyplot: no global figure state, no backend switch
-    from matplotlib.ticker import ScalarFormatter
-
-    with plain_figure_text():
-        fig = Figure(figsize=(7, 4.2), dpi=110)
-        ax = fig.subplots()
-        for vendor, group in levels.groupby("vendor", sort=True):
-            ax.plot(group["level"], group[column], marker="o", label=vendor)
-        if slo is not None:
-            ax.axhline(slo, color="grey", linestyle="--", linewidth=1, label="SLO")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted(levels["level"].unique()))
-        ax.get_xaxis().set_major_formatter(ScalarFormatter())
-        ax.set_xlabel("concurrency (users per vendor)")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, alpha=0.3)
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(path)
-
-
-def write_stress_files(result: StressResult, out_dir: str | os.PathLike[str]) -> dict[str, str]:
-    """Write stress.csv, capacity.csv and (when there are levels) the two PNGs; return name → path."""
-    folder = os.fspath(out_dir)
-    os.makedirs(folder, exist_ok=True)
-    paths = {name: os.path.join(folder, name) for name in (STRESS_CSV, CAPACITY_CSV)}
-    # text cells neutralised against formula injection (avv_scoring.report.escape, OWASP's rule)
-    neutralise_frame(result.levels).to_csv(paths[STRESS_CSV], index=False, float_format="%.3f")
-    neutralise_frame(result.capacity).to_csv(paths[CAPACITY_CSV], index=False, float_format="%.3f")
-    if len(result.levels):
-        paths[TTFT_PLOT] = os.path.join(folder, TTFT_PLOT)
-        paths[TOKENS_PLOT] = os.path.join(folder, TOKENS_PLOT)
-        plot(result.levels, "ttft_p95_ms", "TTFT p95 (ms)", paths[TTFT_PLOT], result.settings.slo_ttft_p95_ms)
-        plot(result.levels, "tokens_per_s", "aggregate output tokens/s", paths[TOKENS_PLOT])
-    return paths
-
-
 __all__ = [
     "CAPACITY_COLUMNS",
-    "CAPACITY_TABLE",
-    "LEVEL_TABLE",
     "STRESS_COLUMNS",
     "StressResult",
     "StressSettings",
@@ -359,5 +301,4 @@ __all__ = [
     "settings_from_run_json",
     "stress_result",
     "stress_tables",
-    "write_stress_files",
 ]

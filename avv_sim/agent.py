@@ -25,7 +25,7 @@ one, else words). ``steps_to_finish`` null = the number of the task's ``tool_res
 - where the reference answers, ``extra_steps_rate``: call a tool picked by hash instead (``extra``);
 
 then ``flip_rate`` may turn a call into an answer or an answer into a call, and the call deviations of
-:mod:`avv_sim.calls` apply to the calls as to any other response. Every decision is in the truth log (``agent``).
+:mod:`avv_sim.chosen_calls` apply to the calls as to any other response. Every decision is in the truth log (``agent``).
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import avv_sim.schema_args as schema_args
-from avv_sim.calls import PlannedCall
+from avv_sim.chosen_calls import PlannedCall
+from avv_sim.decision_key import content_text, conversation
 from avv_sim.draws import chance, unit
 from avv_sim.gold import gold_key
-from avv_sim.identity import content_text, conversation
 from avv_sim.profiles import Profile
 from avv_sim.request import Tool
 

@@ -15,13 +15,13 @@ recomputed from (profile, request body, attempt) alone. Derivations (see docs/si
 - which tools, parallel calls, argument values, filler text: decision key only (with gold, see gold.py: the
   gold labels of the request's messages and tools);
 - faults, broken arguments, reasoning-only, language drift, jitter, quirks and the tool-call deviations of
-  calls.py (wrong tool, wrong value, dropped parallel call, call as text, truncated call): (seed, decision key,
+  chosen_calls.py (wrong tool, wrong value, dropped parallel call, call as text, truncated call): (seed, decision key,
   attempt, knob);
 - the script of the content: the prompt's (:mod:`.writing_systems`), another one on a language drift;
 - agent tasks (:mod:`.agent`): whether to call or answer, and which call, from the message history (the
   reference) and (seed, decision key, attempt, knob) draws (give up, loop, extra step); flips apply on top.
 
-The decision key (:mod:`avv_sim.identity`) is the request hash of the body with its history reduced to what
+The decision key (:mod:`avv_sim.decision_key`) is the request hash of the body with its history reduced to what
 a chat template renders, so a raw-completions prompt meets the same decisions as its chat request.
 """
 
@@ -34,7 +34,7 @@ from typing import Any
 
 import avv_sim.schema_args as schema_args
 from avv_sim.agent import AgentStep
-from avv_sim.calls import PlannedCall
+from avv_sim.chosen_calls import PlannedCall
 from avv_sim.draws import chance, unit
 from avv_sim.gold import GoldEntry
 from avv_sim.profiles import FAULT_RATE_KNOBS, Profile

@@ -24,8 +24,8 @@ from typing import Any
 import avv_sim.dialects as dialects
 from avv_core.api_formats import CHAT, COMPLETIONS, MESSAGES, RESPONSES, from_messages, from_responses
 from avv_sim.agent import AgentBook
+from avv_sim.decision_key import decision_key
 from avv_sim.gold import GoldEntry, gold_key
-from avv_sim.identity import decision_key
 from avv_sim.messages_wire import MessagesWire
 from avv_sim.plan import Plan, make_plan
 from avv_sim.profiles import Profile

@@ -18,15 +18,14 @@ package, and the integration tests check the two agree.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import avv_sim.schema_args as schema_args
-from avv_core.canonical import canonical_json, canonical_key
+from avv_core.canonical import canonical_key, canonical_sha256
+from avv_sim.decision_key import conversation
 from avv_sim.draws import unit
-from avv_sim.identity import conversation
 
 GOLD_KEYS = ("expected_tool_call", "expected_calls", "tool_names")
 OMIT = object()  # "leave this argument out"
@@ -44,7 +43,7 @@ class GoldEntry:
 
 def gold_key(body: Mapping[str, Any]) -> str:
     """sha256 of the canonical ``{"messages", "tools"}`` of a body, its messages reduced to what a chat
-    template renders (:func:`avv_sim.identity.conversation`; K2VV's ``_input`` role read as ``system``, as
+    template renders (:func:`avv_sim.decision_key.conversation`; K2VV's ``_input`` role read as ``system``, as
     the harness sends it). So a request transformed by an adapter (ids renumbered, reasoning injected) and a
     raw-completions prompt parsed back find the same gold as the sample line."""
     messages = body.get("messages")
@@ -52,7 +51,7 @@ def gold_key(body: Mapping[str, Any]) -> str:
         messages = [{**m, "role": "system"} if isinstance(m, dict) and m.get("role") == "_input" else m
                     for m in messages]
     shown = {"messages": conversation(messages), "tools": body.get("tools") or None}
-    return hashlib.sha256(canonical_json(shown).encode("utf-8")).hexdigest()
+    return canonical_sha256(shown)
 
 
 def gold_entry(obj: Any) -> GoldEntry | None:

@@ -1,5 +1,5 @@
 """One response, decided up front (simulator, pure): :func:`make_plan` puts the decisions of
-:mod:`avv_sim.behaviour`, :mod:`avv_sim.calls` and :mod:`avv_sim.agent` together into a :class:`Plan` — what
+:mod:`avv_sim.behaviour`, :mod:`avv_sim.chosen_calls` and :mod:`avv_sim.agent` together into a :class:`Plan` — what
 the server sends for a request, token by token. One small function per decision; each is a draw over the
 decision key (see behaviour.py for the derivations).
 """
@@ -29,9 +29,9 @@ from avv_sim.behaviour import (
     quirks_drawn,
     reasoning_only_drawn,
 )
-from avv_sim.calls import PlannedCall, call_form, deviate, gold_calls, reference_calls, text_content, vary
+from avv_sim.chosen_calls import PlannedCall, call_form, deviate, gold_calls, reference_calls, text_content, vary
+from avv_sim.decision_key import decision_key
 from avv_sim.gold import GoldEntry
-from avv_sim.identity import decision_key
 from avv_sim.profiles import Profile
 from avv_sim.quirks import SURFACE_OF, Quirk, ResponseShape
 from avv_sim.request import (
@@ -125,7 +125,7 @@ class RequestView:
 
 @dataclass(frozen=True)
 class CallPlan:
-    """The calls of a calling response, after this profile's deviations (:mod:`avv_sim.calls`)."""
+    """The calls of a calling response, after this profile's deviations (:mod:`avv_sim.chosen_calls`)."""
 
     planned: list[PlannedCall] = field(default_factory=list)
     dropped: int = 0  # drop_parallel_rate

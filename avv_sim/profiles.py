@@ -91,7 +91,7 @@ class Profile:
                                 truth="tool_calls[].broken")
     parallel_rate: float = knob(0.2, "fraction of calling bodies with ≥ 2 tools (and `parallel_tool_calls` not "
                                 "false) that call two tools (`index` 0 and 1)", check="rate", truth="tool_calls")
-    # tool-call correctness (see avv_sim/calls.py)
+    # tool-call correctness (see avv_sim/chosen_calls.py)
     follow_gold: bool = knob(True, "the reference follows the samples' gold labels where a request has them "
                              "(`--gold FILE`; the harness passes its sample file to the simulator it starts): "
                              "`expected_tool_call` decides whether it calls, `expected_calls` which calls with which "

@@ -8,7 +8,7 @@ an assistant turn with calls is ``<|im_start|>assistant`` + optional ``\\n`` + c
 ``\\n<tool_response>\\n…\\n</tool_response>`` blocks; the prompt ends with ``<|im_start|>assistant\\n``.
 
 What the template does not render (tool-call ids, ``tool_call_id``, reasoning fields) cannot come back;
-:mod:`avv_sim.identity` leaves exactly those out of the decision key. Text that itself contains the
+:mod:`avv_sim.decision_key` leaves exactly those out of the decision key. Text that itself contains the
 template's markers is not told apart from them. A prompt in another format parses to no turns (the
 caller then treats the whole prompt as one user message).
 """

@@ -34,7 +34,7 @@ from avv_core.manifest import read_manifest  # noqa: E402
 from avv_scoring.entrypoints import score_inputs  # noqa: E402
 from avv_scoring.history import TrendOptions, add_result, compute_trend, connect  # noqa: E402
 from avv_scoring.history.regression import RESAMPLES  # noqa: E402
-from avv_scoring.stats.uncertainty import StatsSettings  # noqa: E402
+from avv_scoring.metrics.uncertainty import StatsSettings  # noqa: E402
 
 
 def copy_run(conn: sqlite3.Connection, source: str, run_id: str, day: int) -> None:

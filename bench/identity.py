@@ -40,8 +40,8 @@ import benchlib  # noqa: E402
 
 from avv_scoring.stats.identity import Answers, answer_lengths, encode_text, two_sample_test  # noqa: E402
 from avv_sim import behaviour  # noqa: E402
-from avv_sim.calls import reference_calls  # noqa: E402
-from avv_sim.identity import decision_key  # noqa: E402
+from avv_sim.chosen_calls import reference_calls  # noqa: E402
+from avv_sim.decision_key import decision_key  # noqa: E402
 from avv_sim.profiles import Profile, make_profile  # noqa: E402
 from avv_sim.request import Tool  # noqa: E402
 from avv_sim.writing_systems import WORDS  # noqa: E402
@@ -200,8 +200,8 @@ def cpu_share(prompts: int, repeats: int, vendors: int, shift: float) -> None:
     """CPU of the identity columns against the whole score_frame on one synthetic run."""
     from avv_scoring.load import rows_where
     from avv_scoring.metrics.identity import identity
+    from avv_scoring.metrics.uncertainty import ModelTable
     from avv_scoring.score import score_frame
-    from avv_scoring.stats.uncertainty import ModelTable
     from avv_scoring.testing import call, records_frame
 
     shown = prompts_of(0, prompts)

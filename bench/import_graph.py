@@ -3,8 +3,15 @@
     python bench/import_graph.py            # the violations (exit 1 when there are any), then the counts
 
 Rules: avv_core imports nothing else of ours; avv_scoring imports only avv_core (and itself); avv_sim imports
-only avv_core; no module imports a private name (``_x``) from another module; no import cycle between modules.
-Imports inside functions count too (they are how cycles hide).
+only avv_core; no module imports a private name (``_x``) from another module; no import cycle between modules;
+and inside a package, no upward import between its folders (issue 36). Imports inside functions count too (they
+are how cycles hide).
+
+**Folder order.** A package with folders declares its order once, as ``LAYERS`` at the top of its
+``__init__.py`` (read here without importing it): its folders and top-level modules, lowest first. A module may
+import from its own folder and from the entries before it, never from one after it; an entry missing from
+``LAYERS`` is a violation too (a new folder is placed when it is made). The package's ``__init__`` is above all
+of them (it re-exports) and nothing inside the package imports it.
 """
 
 from __future__ import annotations
@@ -22,6 +29,38 @@ ALLOWED = {
     "avv_sim": {"avv_core", "avv_sim"},
     "avv_harness": {"avv_core", "avv_scoring", "avv_harness", "avv_sim"},
 }
+
+
+def layers(package: str) -> tuple[str, ...] | None:
+    """``LAYERS`` of ``package``'s ``__init__.py`` (lowest first), or None when it declares none."""
+    tree = ast.parse((ROOT / package / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "LAYERS" for t in targets) and node.value is not None:
+                return tuple(ast.literal_eval(node.value))
+    return None
+
+
+def unit(module: str) -> str:
+    """The folder or top-level module ``module`` belongs to inside its package (``__init__`` for the package)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def upward(importer: str, target: str, order: tuple[str, ...]) -> str | None:
+    """Why ``importer`` may not import ``target`` (same package) under ``order``, or None when it may."""
+    here, there = unit(importer), unit(target)
+    if here == there or here == "__init__":
+        return None
+    if there == "__init__":
+        return f"imports its own package: {importer.split('.')[0]}/__init__.py is above every folder"
+    for name in (here, there):
+        if name not in order:
+            return f"{name} is not placed in {importer.split('.')[0]}.LAYERS"
+    if order.index(there) > order.index(here):
+        return f"upward import: {here} is below {there} in {importer.split('.')[0]}.LAYERS"
+    return None
 
 
 def modules() -> dict[str, Path]:
@@ -58,6 +97,7 @@ def imports(path: Path, known: dict[str, Path]) -> list[tuple[str, list[str], in
 
 def main() -> int:
     known = modules()
+    orders = {package: layers(package) for package in PACKAGES}
     graph: dict[str, set[str]] = defaultdict(set)
     problems = []
     cross = 0
@@ -69,6 +109,10 @@ def main() -> int:
             if target.split(".")[0] not in ALLOWED[top]:
                 problems.append(f"{where}: {name} imports {target} (a {top} module may import only "
                                 f"{', '.join(sorted(ALLOWED[top]))})")
+            order = orders[top]
+            if order is not None and target.split(".")[0] == top:
+                if (why := upward(name, owner(target, known), order)) is not None:
+                    problems.append(f"{where}: {name} imports {target} ({why})")
             private = [n for n in names if n.startswith("_")]
             if private and target != name:
                 problems.append(f"{where}: private name(s) {', '.join(private)} imported from {target}")
@@ -77,10 +121,21 @@ def main() -> int:
     cycles = find_cycles(graph)
     for cycle in cycles:
         problems.append("import cycle: " + " → ".join(cycle))
-    print("\n".join(problems) if problems else "no layering violation, no private import across modules, no cycle")
+    print("\n".join(problems) if problems else "no layering violation, no upward import between folders, "
+                                                "no private import across modules, no cycle")
+    for package, order in orders.items():
+        if order is not None:
+            print(f"{package} folders, lowest first: {' → '.join(order)}")
     edges = sum(len(v) for v in graph.values())
     print(f"{len(known)} modules, {edges} imports of our modules, {cross} across packages")
     return 1 if problems else 0
+
+
+def owner(target: str, known: dict[str, Path]) -> str:
+    """The module an imported name lives in (``pkg.mod.Name`` → ``pkg.mod``)."""
+    while target not in known and "." in target:
+        target = target.rpartition(".")[0]
+    return target
 
 
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:

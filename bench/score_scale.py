@@ -13,8 +13,8 @@ and CPU seconds of both, their ratios (best of ``--rounds``), and the peak RSS. 
 another checkout's avv-score on the same run, alternating with this one (on a shared machine compare only
 figures of one run: the machine's load moves them all). Then the bootstrap's own time (``--bootstrap N``
 resamples, default 1000, as avv-score runs it): the records read, de-duplicated and annotated as ``avv-score``
-does, then per model the reduction to per-sample sums (:func:`avv_scoring.stats.uncertainty.unit_sums`) and the
-resampling (:func:`avv_scoring.stats.uncertainty.bootstrap`: intervals, noise tests, IRF ranks), each timed.
+does, then per model the reduction to per-sample sums (:func:`avv_scoring.metrics.uncertainty.unit_sums`) and the
+resampling (:func:`avv_scoring.metrics.uncertainty.bootstrap`: intervals, noise tests, IRF ranks), each timed.
 """
 
 from __future__ import annotations
@@ -152,9 +152,9 @@ def time_bootstrap(run: Path, resamples: int) -> None:
     """Print the bootstrap's own time on a run folder (run in a child process by :func:`main`)."""
     from avv_scoring.load import dedupe_latest, load_tools, read_inputs, resolve_inputs
     from avv_scoring.metrics.headline import annotate_tool_calls
+    from avv_scoring.metrics.irf import resolve_irf_metrics
+    from avv_scoring.metrics.uncertainty import ModelTable, StatsSettings, bootstrap, unit_sums
     from avv_scoring.score import resolve_baselines
-    from avv_scoring.stats.irf import resolve_irf_metrics
-    from avv_scoring.stats.uncertainty import ModelTable, StatsSettings, bootstrap, unit_sums
 
     inputs = resolve_inputs([str(run)])
     records = dedupe_latest(read_inputs(inputs))

@@ -11,6 +11,7 @@ from typing import Any
 from locust.env import Environment
 from locust.event import Events
 
+from avv_harness.locust.distribution import role_for
 from avv_harness.locust.plugin import RunShape, user_classes
 from avv_harness.run.controller import RunController, install
 from avv_harness.run.options import preparse_options
@@ -45,7 +46,8 @@ def make_env(args: list[str], runner: str = "local", adapter: ScriptedAdapter | 
     else:
         env.create_worker_runner("127.0.0.1", master_port)
     adapter = adapter or ScriptedAdapter(lambda request: stream_reply("hello there"))
-    ctl = install(env, session_factory=client_session if real_http else fake_session_factory(adapter))
+    session_factory = client_session if real_http else fake_session_factory(adapter)
+    ctl = install(env, role_for=role_for, session_factory=session_factory)
     return env, ctl
 
 

@@ -13,8 +13,8 @@ import pandas as pd
 
 from avv_core.manifest import RunManifest
 from avv_scoring.metrics.headline import annotate_tool_calls
+from avv_scoring.metrics.uncertainty import StatsSettings
 from avv_scoring.score import ScoreResult, score_frame
-from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.testing import records_frame
 from tests.sim_records import sim_rows, tools_by_sample
 

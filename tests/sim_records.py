@@ -5,7 +5,7 @@ response the simulator would send, plus the truth the simulator would log (refer
 self-flips, decision).
 
 The in-process records are used by the statistics tests, which need many seeded score tables quickly. The calls
-carry schema-valid arguments drawn by the simulator (``avv_sim.calls.reference_calls``), so faithful profiles
+carry schema-valid arguments drawn by the simulator (``avv_sim.chosen_calls.reference_calls``), so faithful profiles
 agree exactly.
 """
 
@@ -23,8 +23,8 @@ import avv_sim
 from avv_harness.run.preflight import is_preflight_tag
 from avv_scoring.testing import call, records_frame
 from avv_sim import behaviour, read_truth_log
-from avv_sim.calls import PlannedCall, reference_calls
-from avv_sim.identity import decision_key
+from avv_sim.chosen_calls import PlannedCall, reference_calls
+from avv_sim.decision_key import decision_key
 from avv_sim.profiles import Profile, make_profile
 from avv_sim.writing_systems import WORDS
 from tests.builders import chat_body

@@ -28,7 +28,7 @@ from avv_core.api_outcomes import (
 from avv_core.records import usage_counts
 from avv_core.samples import load_samples
 from avv_harness.dialects.transforms import ADAPTERS, apply_transforms
-from avv_sim.identity import decision_key
+from avv_sim.decision_key import decision_key
 from tests.locust_runs import ROOT
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",

@@ -22,7 +22,10 @@ def _import_graph():
 
 def test_no_layering_violation_no_private_import_across_modules_no_cycle(capsys):
     assert _import_graph().main() == 0, capsys.readouterr().out
-    assert "no layering violation, no private import across modules, no cycle" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "no layering violation, no upward import between folders, no private import across modules, no cycle" in out
+    assert "avv_harness folders, lowest first: dialects → inputs → wire → run → locust" in out
+    assert "avv_scoring folders, lowest first: stats → probes → load → baseline_results → metrics" in out
 
 
 def test_the_checker_sees_what_it_is_meant_to_refuse():
@@ -31,6 +34,31 @@ def test_the_checker_sees_what_it_is_meant_to_refuse():
     assert graph.find_cycles({"a": {"b"}, "b": set()}) == []
     assert graph.ALLOWED["avv_core"] == {"avv_core"}
     assert "avv_harness" not in graph.ALLOWED["avv_scoring"] | graph.ALLOWED["avv_sim"]
+
+
+def test_the_folder_order_refuses_an_upward_import_naming_file_and_line(tmp_path, monkeypatch, capsys):
+    graph = _import_graph()
+    harness = graph.layers("avv_harness")
+    assert harness.index("wire") < harness.index("run") < harness.index("locust")
+    assert graph.upward("avv_harness.locust.plugin", "avv_harness.run.options", harness) is None  # downward
+    assert graph.upward("avv_harness.run.options", "avv_harness.run.state", harness) is None  # same folder
+    assert "upward import: wire is below run" in graph.upward("avv_harness.wire.sse", "avv_harness.run.options",
+                                                               harness)
+    assert "not placed" in graph.upward("avv_harness.newfolder.x", "avv_harness.wire.sse", harness)
+    # a synthetic tree: a wire module that imports the run layer is reported with its file and line
+    for package in graph.PACKAGES:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "avv_harness" / "__init__.py").write_text('LAYERS = ("wire", "run")\n')
+    for folder in ("wire", "run"):
+        (tmp_path / "avv_harness" / folder).mkdir()
+        (tmp_path / "avv_harness" / folder / "__init__.py").write_text("")
+    (tmp_path / "avv_harness" / "run" / "options.py").write_text("LIMIT = 1\n")
+    (tmp_path / "avv_harness" / "wire" / "sse.py").write_text('"""x"""\n\nfrom avv_harness.run.options import LIMIT\n')
+    monkeypatch.setattr(graph, "ROOT", tmp_path)
+    assert graph.main() == 1
+    assert ("avv_harness/wire/sse.py:3: avv_harness.wire.sse imports avv_harness.run.options "
+            "(upward import: wire is below run in avv_harness.LAYERS)") in capsys.readouterr().out
 
 
 @pytest.mark.integration

@@ -13,8 +13,8 @@ import pytest
 from avv_scoring import score_frame
 from avv_scoring.decision import FAIL, PASS, vendor_evidence
 from avv_scoring.metrics.headline import annotate_tool_calls
+from avv_scoring.metrics.uncertainty import StatsSettings
 from avv_scoring.metrics.vendor_table import FeatureFrames
-from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.testing import call, records_frame
 from tests.sim_records import TOOLS, sim_records
 

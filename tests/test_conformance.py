@@ -14,8 +14,8 @@ import pytest
 from avv_core.samples import load_samples
 from avv_harness.run.options import DEFAULT_SAMPLES
 from avv_scoring.conformance.checks import BY_NAME, CHECKS, FAIL, NOT_APPLICABLE, PASS, render_check_table
-from avv_scoring.conformance.probes import PROBE_KEY, Probe, fixed_requests, probes_of
 from avv_scoring.conformance.suite import build_probes, conformance_table, failures_by_vendor, write_probe_file
+from avv_scoring.probes import PROBE_KEY, Probe, fixed_requests, probes_of
 from avv_scoring.score import score_frame
 from tests.sim_records import probe_records
 

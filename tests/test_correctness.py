@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from datetime import date
 
 import pytest
 
+from avv_core.canonical import canonical_sha256
 from avv_scoring.metrics.correctness import (
     UNPARSED,
     Call,
@@ -56,6 +59,16 @@ def test_canonically_equal(a, b):
 ])
 def test_canonically_different(a, b):
     assert c("f", a).key != c("f", b).key
+
+
+def test_the_one_canonical_hash_is_sha256_of_sorted_compact_utf8_json():
+    # the bytes every hash of a JSON value was taken over before there was one function (sample bodies, the
+    # simulator's decision key and gold, node identities): keys sorted, no whitespace, non-ASCII kept
+    value = {"b": "é 日本", "a": [1, 2.0, None, {"z": True, "y": {}}]}
+    text = '{"a":[1,2.0,null,{"y":{},"z":true}],"b":"é 日本"}'
+    assert canonical_sha256(value) == hashlib.sha256(text.encode("utf-8")).hexdigest()
+    assert canonical_sha256({"d": date(2024, 1, 2)}, default=str) == \
+        hashlib.sha256(b'{"d":"2024-01-02"}').hexdigest()
 
 
 def test_unparseable_arguments_compare_by_raw_text():

@@ -25,9 +25,9 @@ from avv_scoring.decision import (
     settled_decision,
 )
 from avv_scoring.metrics.registry import METRICS
+from avv_scoring.metrics.uncertainty import StatsSettings
 from avv_scoring.run_outcome import broken_vendors, decision_exit_status
 from avv_scoring.stats.intervals import Proportion, defect_upper, dice, jaccard, newcombe, trials_to_decide, wilson
-from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.testing import call, records_frame
 from avv_scoring.verdict import Thresholds
 from tests.builders import write_jsonl, write_run

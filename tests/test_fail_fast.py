@@ -20,7 +20,7 @@ from avv_core.suggest import did_you_mean
 from avv_harness.inputs.config import Vendor, parse_config
 from avv_harness.inputs.secrets import Redactor
 from avv_harness.run.breaker import VENDOR_DOWN, CircuitBreaker
-from avv_harness.run.faults import FAULTS, HARD_FAULTS, classify, render_fault_table
+from avv_harness.run.hard_faults import FAULTS, HARD_FAULTS, classify, render_fault_table
 from avv_harness.run.ledger import Ledger
 from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.run.preflight import PREFLIGHT_MAX_TOKENS, Preflight, Target, preflight_sample, run_preflight

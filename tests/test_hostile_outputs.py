@@ -36,9 +36,9 @@ from avv_scoring.cli import main as avv_score
 from avv_scoring.cli import read_irf_table
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS
 from avv_scoring.report.html import render_html
-from avv_scoring.report.outputs import scores_csv_text, write_outputs
+from avv_scoring.report.outputs import scores_csv_text, write_outputs, write_stress_files
 from avv_scoring.report.trajectory import render_trajectory
-from avv_scoring.stress import stress_tables, write_stress_files
+from avv_scoring.stress import stress_tables
 from avv_scoring.testing import call, records_frame
 from tests.builders import vendors_config, write_inputs, write_yaml
 from tests.glue import make_env
@@ -213,7 +213,7 @@ def test_avv_score_irf_restores_what_it_reads_and_neutralises_what_it_prints(hos
 
 def test_stress_and_capacity_csv_are_neutralised(tmp_path, monkeypatch):
     """stress.csv and capacity.csv carry vendor names: neutralised too (before: written as given)."""
-    monkeypatch.setattr("avv_scoring.stress.plot", lambda *args, **kwargs: None)  # no figures needed here
+    monkeypatch.setattr("avv_scoring.report.outputs.plot", lambda *args, **kwargs: None)  # no figures needed here
     evil = "=cmd|' /C calc'!A0"
     run = write_stress_run(tmp_path / "run", rows=_ok("fast", 1, 4, 100.0) + _ok(evil, 1, 3, 100.0)
                            + _failed(evil, 1, 1))

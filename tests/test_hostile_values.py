@@ -40,7 +40,7 @@ from avv_harness.run.state import RunState
 from avv_harness.wire.execute import check_requests
 from avv_scoring import score_paths, terminal_text
 from avv_scoring.metrics.schema import check_call
-from avv_scoring.stats.uncertainty import StatsSettings
+from avv_scoring.metrics.uncertainty import StatsSettings
 from tests.builders import fake_vendors, vendors_config, write_inputs, write_jsonl, write_run, write_yaml
 from tests.fake_vendor import ScriptedAdapter, stream_reply
 from tests.glue import make_env, options, run_to_end

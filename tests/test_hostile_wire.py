@@ -20,10 +20,10 @@ from avv_core.errors import InputError
 from avv_core.items import ItemKey, WorkItem
 from avv_core.samples import Sample
 from avv_harness.inputs.config import Vendor
-from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES, RunOptions, preparse_options
+from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.wire.execute import ExecContext, RetryPolicy, attempt_record
 from avv_harness.wire.run_item import run_item_safely
-from avv_harness.wire.sse import MalformedStream, SSEParser
+from avv_harness.wire.sse import DEFAULT_MAX_EVENT_BYTES, MalformedStream, SSEParser
 from avv_harness.wire.stream import stream_chat
 from tests.fake_vendor import DONE, ScriptedAdapter
 from tests.wire_clients import client_session

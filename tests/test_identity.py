@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from avv_scoring.metrics.identity import MIN_PROMPTS
+from avv_scoring.metrics.uncertainty import StatsSettings
 from avv_scoring.report.format import palette_for
 from avv_scoring.report.markdown import render_markdown
 from avv_scoring.report.section import html_sections
@@ -35,7 +36,6 @@ from avv_scoring.stats.identity import (
     permutation_sd,
     two_sample_test,
 )
-from avv_scoring.stats.uncertainty import StatsSettings
 from tests.sim_records import sim_records, tools_by_sample
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

@@ -23,11 +23,11 @@ from avv_harness.inputs.config import Vendor
 from avv_harness.wire.execute import build_body
 from avv_scoring.baseline_results import BaselineResults, baseline_record, read_results
 from avv_scoring.entrypoints import score_paths
+from avv_scoring.metrics.uncertainty import StatsSettings
 from avv_scoring.metrics.verifiers import QSR_MAX_ATTEMPTS, multi_call_similarity, query_success_rate
 from avv_scoring.presets import PRESETS, load_thresholds, preset, resolve_thresholds, thresholds_yaml
 from avv_scoring.report.k2vv import compare, k2vv_hash, summarize
 from avv_scoring.score import score_frame
-from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.testing import call, record, records_frame
 from avv_scoring.verdict import Thresholds, verdict
 from tests.builders import write_yaml

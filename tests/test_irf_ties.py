@@ -1,4 +1,4 @@
-"""IRF with statistical ties (``--irf-ties statistical``; avv_scoring/stats/irf.py): the rank rule on plain data, and
+"""IRF with statistical ties (``--irf-ties statistical``; avv_scoring/metrics/irf.py): the rank rule on plain data, and
 the audit case on constructed records — a vendor with F1 ≈ 0.74 and 37.5 % reasoning-only answers ranks first by
 the published IRF only because it wins tokens, TTFT and TPS by 0.5 %, inside the noise; with statistical ties it
 does not."""
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from avv_scoring import score_frame
+from avv_scoring.metrics.irf import IRF_K, statistical_irf, statistical_ranks, tied_by_bootstrap
+from avv_scoring.metrics.uncertainty import StatsSettings
 from avv_scoring.report.markdown import render_markdown
-from avv_scoring.stats.irf import IRF_K, statistical_irf, statistical_ranks, tied_by_bootstrap
-from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.testing import call, records_frame
 
 TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {

@@ -15,14 +15,14 @@ from avv_scoring import score_frame
 from avv_scoring.cli import main
 from avv_scoring.load import gold_from_sample_set, sample_sets_of, tools_from_sample_set
 from avv_scoring.metrics.declaration import fmt
+from avv_scoring.metrics.uncertainty import StatsSettings
 from avv_scoring.presets import PRESETS, preset, resolve_thresholds, thresholds_yaml
-from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.testing import call, records_frame
 from avv_scoring.verdict import Thresholds, judged_thresholds
 from avv_sim.behaviour import decide
-from avv_sim.calls import reference_calls
+from avv_sim.chosen_calls import reference_calls
+from avv_sim.decision_key import decision_key
 from avv_sim.gold import gold_key
-from avv_sim.identity import decision_key
 from avv_sim.profiles import load_profiles
 from avv_sim.sample_file import load_gold
 

@@ -22,8 +22,9 @@ from avv_scoring.report.section import (
     terminal_sections,
 )
 from avv_scoring.report.sections import stress as stress_section
+from avv_scoring.report.sections.stress import LEVEL_TABLE
 from avv_scoring.score import score_frame
-from avv_scoring.stress import LEVEL_TABLE, StressSettings, stress_result
+from avv_scoring.stress import StressSettings, stress_result
 from avv_scoring.testing import record, records_frame
 
 

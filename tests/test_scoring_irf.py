@@ -10,7 +10,7 @@ import pytest
 
 from avv_scoring import irf_scores
 from avv_scoring.cli import main
-from avv_scoring.stats.irf import IRF_TABLE_COLUMNS
+from avv_scoring.metrics.irf import IRF_TABLE_COLUMNS
 
 SEED = Path(__file__).parents[2] / "shared" / "seeds" / "000_71645598ff568167.txt"
 # The published tables' column order (differs from the irf input table's).

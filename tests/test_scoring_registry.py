@@ -15,11 +15,11 @@ from avv_scoring.metrics import headline as M
 from avv_scoring.metrics import registry
 from avv_scoring.metrics import vendor_table as VT
 from avv_scoring.metrics.declaration import Metric, RegistryError
+from avv_scoring.metrics.irf import IRF_METRICS, IRF_TABLE_COLUMNS, irf_scores, resolve_irf_metrics
 from avv_scoring.metrics.registry import FUNCTIONS, MODEL_FUNCTIONS, Registry, produces, render_metric_table
 from avv_scoring.report.sections.counts import COUNT_LAYOUT
 from avv_scoring.report.sections.scores import TABLE_LAYOUT
 from avv_scoring.score import IDENTITY_COLUMNS, REPEAT_COLUMNS
-from avv_scoring.stats.irf import IRF_METRICS, IRF_TABLE_COLUMNS, irf_scores, resolve_irf_metrics
 from avv_scoring.testing import call, records_frame
 from avv_scoring.verdict import verdict
 
@@ -322,7 +322,7 @@ def test_reading_the_registry_while_the_metric_modules_load_raises(monkeypatch):
 
 def test_each_form_resamples_every_sum_its_resampled_columns_read():
     """A resample passes 0 for the sums a form does not resample: the resampled columns must not read them."""
-    from avv_scoring.stats.uncertainty import resampled_metrics
+    from avv_scoring.metrics.uncertainty import resampled_metrics
 
     rows, base = _frames()
     for column in (m.column for m in resampled_metrics()):

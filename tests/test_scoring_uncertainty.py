@@ -19,17 +19,17 @@ from avv_scoring.metrics.declaration import Metric, RegistryError
 from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.model_level import uncertainty
 from avv_scoring.metrics.registry import MODEL_FUNCTIONS, Registry
-from avv_scoring.metrics.vendor_table import FeatureFrames
-from avv_scoring.report.markdown import render_markdown
-from avv_scoring.score import SCORE_COLUMNS, score_frame
-from avv_scoring.stats import tests as stats
-from avv_scoring.stats.uncertainty import (
+from avv_scoring.metrics.uncertainty import (
     CI_METRICS,
     ModelTable,
     StatsSettings,
     resampled_metrics,
     unit_sums,
 )
+from avv_scoring.metrics.vendor_table import FeatureFrames
+from avv_scoring.report.markdown import render_markdown
+from avv_scoring.score import SCORE_COLUMNS, score_frame
+from avv_scoring.stats import tests as stats
 from avv_scoring.testing import call, record, records_frame
 from tests.sim_records import body, sim_records, sim_rows, tools_by_sample
 

@@ -14,7 +14,7 @@ from avv_core.errors import InputError
 from avv_core.items import ItemKey, VendorId
 from avv_harness.run.ledger import Ledger
 from avv_harness.run.options import RunOptions, preparse_options
-from avv_harness.run.settle import SETTLED, hand_out_order
+from avv_harness.run.settle_policy import SETTLED, hand_out_order
 from avv_scoring import item_parts, records_frame, settle_bounds
 from avv_scoring.metrics.registry import METRICS
 from avv_scoring.report.sections.settle import settle as settle_section

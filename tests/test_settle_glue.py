@@ -13,7 +13,7 @@ import pytest
 from avv_core.items import ItemKey, VendorId
 from avv_core.record_file import read_records
 from avv_harness.run.controller import EXIT_OK
-from avv_harness.run.settle import SETTLED, hand_out_order
+from avv_harness.run.settle_policy import SETTLED, hand_out_order
 from avv_scoring import score_paths
 from tests.builders import numbered_samples, write_inputs
 from tests.fake_vendor import ScriptedAdapter, item_of, stream_reply

@@ -8,7 +8,7 @@ import json
 import re
 
 from avv_sim.agent import AgentBook, progress, tool_turns
-from avv_sim.identity import decision_key
+from avv_sim.decision_key import decision_key
 from avv_sim.plan import make_plan
 from avv_sim.profiles import make_profile
 from avv_sim.sample_file import load_gold

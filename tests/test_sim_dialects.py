@@ -18,8 +18,8 @@ from avv_harness.dialects.dialect import TEMPLATES_DIR
 from avv_harness.dialects.transforms import ADAPTERS, apply_transforms
 from avv_harness.wire.formats.completions import completion_body
 from avv_sim import request_hash
+from avv_sim.decision_key import decision_key
 from avv_sim.dialects import QuirkRejection, as_completion, check_reasoning_content, completion_view, text_calls
-from avv_sim.identity import decision_key
 from avv_sim.plan import make_plan
 from avv_sim.profiles import ProfileError, make_profile
 from avv_sim.prompt import parse_prompt

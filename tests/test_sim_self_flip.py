@@ -7,7 +7,7 @@ import pytest
 
 from avv_core.items import ItemKey
 from avv_sim import behaviour
-from avv_sim.identity import decision_key
+from avv_sim.decision_key import decision_key
 from avv_sim.item_tag import parse_item_tag, repeat_of
 from avv_sim.plan import make_plan
 from avv_sim.profiles import ProfileError, make_profile

@@ -436,7 +436,7 @@ def test_self_flips_follow_the_item_tags_repeat(sim) -> None:
     same decision; without a tag the body's arrival count stands in for the repeat."""
     from avv_core.items import ItemKey
     from avv_sim import behaviour
-    from avv_sim.identity import decision_key
+    from avv_sim.decision_key import decision_key
 
     with requests.Session() as s:
         for i in range(12):

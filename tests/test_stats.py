@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from avv_scoring.metrics.irf import metric_ranks
 from avv_scoring.stats import tests as stats
-from avv_scoring.stats.irf import metric_ranks
 
 
 def weights(units: int, resamples: int, seed: int) -> np.ndarray:

@@ -22,8 +22,8 @@ from avv_core.tool_formats import (
 )
 from avv_harness.dialects.chat_template import load_chat_template
 from avv_harness.dialects.dialect import TEMPLATES_DIR
+from avv_sim.decision_key import decision_key
 from avv_sim.dialects import _as_text, as_completion, text_calls
-from avv_sim.identity import decision_key
 from avv_sim.plan import make_plan
 from avv_sim.profiles import ProfileError, make_profile
 from avv_sim.tokens import token_counts

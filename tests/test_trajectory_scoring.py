@@ -15,11 +15,11 @@ from avv_core.samples import Gold
 from avv_harness.locust.web_ui import AGENT_COLUMNS, vendor_columns
 from avv_scoring.load import dedupe_latest
 from avv_scoring.metrics.trajectories import TJ_END, first_steps
+from avv_scoring.metrics.uncertainty import StatsSettings
 from avv_scoring.report.html import render_html
 from avv_scoring.report.markdown import render_markdown
 from avv_scoring.report.terminal import render_tables
 from avv_scoring.score import score_frame
-from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.testing import call, record, records_frame
 from avv_scoring.verdict import Thresholds
 

@@ -102,7 +102,7 @@ def test_the_formats_are_the_modules_and_the_config_allows_exactly_them():
     assert formats.ENDPOINTS == dialect_module.ENDPOINTS == tuple(formats.FORMATS)
     assert formats.find_formats() == formats.FORMATS  # found again, the same declarations
     assert {f.path for f in formats.FORMATS.values()} == {"chat/completions", "completions", "messages", "responses"}
-    assert Dialect(endpoint="messages").format is formats.FORMATS["messages"] and Dialect().format.name == "chat"
+    assert Dialect().endpoint == formats.ENDPOINTS[0] == "chat"  # the default is listed first
 
 
 def test_endpoint_is_a_vendor_and_a_model_key(tmp_path):

@@ -7,7 +7,8 @@ Keys (per vendor; ``adapter``, ``transforms`` and ``endpoint`` also per model, n
 
 - ``adapter``: ``generic`` (default) | ``kimi`` | ``none`` | ``auto`` (picked by model id).
 - ``transforms``: names run after the adapter's own (see :mod:`avv_harness.dialects.transforms`).
-- ``endpoint``: one of the wire formats of :mod:`avv_harness.wire.formats` (``chat``, the default;
+- ``endpoint``: one of the wire formats (:data:`avv_core.api_formats.ENDPOINTS`, each a module of
+  :mod:`avv_harness.wire.formats`; ``chat``, the default;
   ``completions`` — raw mode: the prompt is rendered here with ``chat_template`` and sent to
   ``/v1/completions``; ``tool_parser`` (a format of :mod:`avv_core.tool_formats`) reads the calls back from the
   text; ``messages``; ``responses``).
@@ -27,12 +28,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
-from avv_core.api_formats import CHAT, COMPLETIONS
+from avv_core.api_formats import CHAT, COMPLETIONS, ENDPOINTS
 from avv_core.tool_formats import TOOL_PARSERS
 from avv_harness.dialects.transforms import ADAPTERS, AUTO, TRANSFORMS, pick_adapter
-from avv_harness.wire.formats import FORMATS, WireFormat
 
-ENDPOINTS: tuple[str, ...] = tuple(FORMATS)  # the wire formats' names (avv_harness.wire.formats)
 VENDOR_DIALECT_KEYS = frozenset({"adapter", "transforms", "endpoint", "chat_template", "tool_parser"})
 MODEL_DIALECT_KEYS = frozenset({"adapter", "transforms", "endpoint"})
 SUBSTITUTED_KEYS = ("url", "api_key", "headers", "extra_body")  # where ${VAR} is replaced
@@ -57,11 +56,6 @@ class Dialect:
     @property
     def raw(self) -> bool:
         return self.endpoint == COMPLETIONS
-
-    @property
-    def format(self) -> WireFormat:
-        """The wire format requests are sent and read in."""
-        return FORMATS[self.endpoint]
 
     @property
     def is_default(self) -> bool:

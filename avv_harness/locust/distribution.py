@@ -69,12 +69,11 @@ from avv_harness.locust.item_protocol import (
     RECORDS,
     REFUSED,
     WANT,
-    ItemHost,
     LocalRole,
-    Role,
 )
 from avv_harness.locust.master_role import MAX_BAD_RECORDS, REFUSED_WORKER, MasterRole
 from avv_harness.locust.worker_role import ASK_LOST_S, SEND_INTERVAL_S, WorkerRole
+from avv_harness.run.role import ItemHost, Role
 
 __all__ = [
     "ACCEPTED", "ASK_LOST_S", "GIVE_BACK", "HELLO", "IDENTIFY", "ITEMS", "LOST", "MAX_BAD_RECORDS",

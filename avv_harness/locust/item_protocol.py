@@ -1,5 +1,6 @@
-"""The item protocol's shared parts (Locust layer): its message names and limits, :class:`ItemHost` (what a role
-asks of the controller), :class:`Role` (what every role answers) and :class:`LocalRole` (a plain local run).
+"""The item protocol's shared parts (Locust layer): its message names and limits and :class:`LocalRole` (a plain
+local run). The interfaces, :class:`~avv_harness.run.role.ItemHost` (what a role asks of the controller) and
+:class:`~avv_harness.run.role.Role` (what every role answers), belong to the run layer that calls them.
 The master's and the worker's sides are in :mod:`avv_harness.locust.master_role` and
 :mod:`avv_harness.locust.worker_role`; the protocol as a whole is described in
 :mod:`avv_harness.locust.distribution`.
@@ -9,11 +10,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, ClassVar, Protocol
+from typing import Any
 
-from avv_core.items import ItemKey, VendorId, WorkItem
+from avv_core.items import WorkItem
 from avv_core.records import Record
-from avv_harness.run.node_identity import NodeIdentity
+from avv_harness.run.role import Role
 
 log = logging.getLogger("avv")
 
@@ -41,77 +42,6 @@ def guarded(handler: Callable[[Any, Any], None]) -> Callable[..., None]:
                       getattr(msg, "node_id", "?"), type(exc).__name__, exc)
 
     return run
-
-
-class ItemHost(Protocol):
-    """What a role asks of the controller that holds it (:class:`avv_harness.run.controller.RunController`):
-    the current run's items and records, this process's identity, and how workers run items."""
-
-    def vendor_id(self, class_name: str) -> VendorId: ...
-
-    def class_name(self, vendor_id: VendorId) -> str: ...
-
-    def take_items(self, vendor: VendorId, taker: str, limit: int = 1) -> list[WorkItem]: ...
-
-    def release_item(self, key: ItemKey, taker: str | None = None) -> bool: ...
-
-    def holder(self, key: ItemKey) -> str | None: ...
-
-    def vendor_closed(self, vendor: VendorId) -> bool: ...
-
-    def store(self, key: ItemKey, records: list[Record]) -> bool: ...
-
-    def store_from(self, taker: str, key: ItemKey, records: list[Record]) -> tuple[str, str]: ...
-
-    def refuse_record(self, worker: str, key: ItemKey | None, reason: str, detail: str,
-                      taker: str | None = None) -> None: ...
-
-    def note_refused_worker(self, worker: str, reason: str) -> None: ...
-
-    def takers(self) -> set[str]: ...
-
-    def requeue_taker(self, taker: str, why: str = "is gone") -> int: ...
-
-    def identity(self) -> NodeIdentity: ...
-
-    def worker_context(self) -> dict[str, Any]: ...
-
-    def apply_worker_context(self, context: dict[str, Any]) -> None: ...
-
-
-class Role:
-    """A process's part in the item protocol, and what the controller and the run lifecycle ask of it."""
-
-    name: ClassVar[str]  # "local", "master" or "worker" (run.json's locust.role)
-    runs_users: ClassVar[bool]  # its process runs Locust users (and watches its own event-loop lag)
-    holds_ledger: ClassVar[bool]  # the ledger, the run folder and the records are in its process
-
-    def __init__(self, host: ItemHost, runner: Any):
-        self.host = host
-        self.runner = runner
-
-    def attach(self) -> None:
-        """Register this role's messages and listeners on the runner."""
-
-    def next_item(self, class_name: str) -> WorkItem | None:
-        raise NotImplementedError
-
-    def give_back(self, item: WorkItem) -> None:
-        raise NotImplementedError
-
-    def submit(self, item: WorkItem, records: list[Record]) -> None:
-        raise NotImplementedError
-
-    def closed(self, class_name: str) -> bool:
-        """``--avv-settle``: this vendor gets no more items in this run, so its users may stop."""
-        return False
-
-    def expected_workers(self) -> int | None:
-        """How many workers the run waits for (``--expect-workers``), for run.json; None when it has none."""
-        return None
-
-    def close(self) -> None:
-        """At the process's finish: stop what this role runs in the background."""
 
 
 class LocalRole(Role):

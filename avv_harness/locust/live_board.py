@@ -67,8 +67,8 @@ class LiveBoard:
 
     def __init__(self, ctl: Any, *, interval_s: float = SCORE_INTERVAL_S, threaded: bool = True,
                  max_rows: int | None = None):
-        from avv_scoring.conformance.probes import probes_of
         from avv_scoring.load import gold_from_sample_set, tools_from_sample_set
+        from avv_scoring.probes import probes_of
 
         self.ctl = ctl
         self.interval_s = interval_s
@@ -254,7 +254,7 @@ def _score(records: Any, new: list[list[str]], tools: Any, run_dir: str, stress:
     """(scores, stress levels, rows scored, note) of the records so far, decided by the run's ``decision`` options
     (:class:`~avv_harness.run.options.DecisionSettings`); runs in a worker thread."""
     from avv_scoring.live_scores import prepare, score_live
-    from avv_scoring.stats.uncertainty import StatsSettings
+    from avv_scoring.metrics.uncertainty import StatsSettings
     from avv_scoring.stress import settings_from_run_json, stress_result
 
     frame = records.frame(new)

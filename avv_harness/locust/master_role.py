@@ -29,12 +29,12 @@ from avv_harness.locust.item_protocol import (
     RECORDS,
     REFUSED,
     WANT,
-    ItemHost,
     LocalRole,
     guarded,
 )
 from avv_harness.locust.record_messages import MALFORMED, MalformedRecord, parse_key, parse_record_message
 from avv_harness.run.node_identity import NodeIdentity, differences, quote_peer
+from avv_harness.run.role import ItemHost
 
 log = logging.getLogger("avv")
 

@@ -25,6 +25,7 @@ from locust.exception import StopUser
 from avv_core.errors import InputError
 from avv_harness.inputs.config import SIM_PLACEHOLDER, Vendor, load_config
 from avv_harness.inputs.secrets import redact_url
+from avv_harness.locust.distribution import role_for
 from avv_harness.locust.output import LocustOutput, install_log_filter
 from avv_harness.run import options as avv_options
 from avv_harness.run.controller import EXIT_INPUT, controller_of, install
@@ -48,7 +49,7 @@ def _on_init(environment: Any, **_: Any) -> None:
         return  # another locustfile
     _cache_locust_default_args()
     try:
-        ctl = install(environment)
+        ctl = install(environment, role_for=role_for)
         attach_locust_output(ctl, LocustOutput(environment))
         if ctl.role.holds_ledger:  # a local or master process: it ends the runs
             _stop_on_signals(ctl.lifecycle)

@@ -116,15 +116,17 @@ def verdict_cell(verdict: Any, reasons: Any) -> str:
 
 
 def level_structure() -> list[dict[str, str]]:
-    """The Stress levels tab's columns: the report's per-level table (:data:`avv_scoring.stress.LEVEL_TABLE`)."""
-    from avv_scoring.stress import LEVEL_TABLE
+    """The Stress levels tab's columns: the report's per-level table (the stress section's
+    :data:`~avv_scoring.report.sections.stress.LEVEL_TABLE`)."""
+    from avv_scoring.report.sections.stress import LEVEL_TABLE
 
     return [{"key": c.column, "title": c.header} for c in LEVEL_TABLE]
 
 
 def level_rows(snapshot: dict[str, Any]) -> list[dict[str, str]]:
-    """The Stress levels tab's rows: the report's per-level table (:data:`avv_scoring.stress.LEVEL_TABLE`)."""
-    from avv_scoring.stress import LEVEL_TABLE
+    """The Stress levels tab's rows: the report's per-level table (the stress section's
+    :data:`~avv_scoring.report.sections.stress.LEVEL_TABLE`)."""
+    from avv_scoring.report.sections.stress import LEVEL_TABLE
 
     return [{**{c.column: c.cell(row) for c in LEVEL_TABLE}, "name": f"{row.get('vendor')}@{row.get('level')}"}
             for row in snapshot["levels"][:MAX_ROWS]]

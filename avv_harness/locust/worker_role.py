@@ -31,10 +31,9 @@ from avv_harness.locust.item_protocol import (
     RECORDS,
     REFUSED,
     WANT,
-    ItemHost,
-    Role,
     guarded,
 )
+from avv_harness.run.role import ItemHost, Role
 from avv_harness.run.state import EXIT_INPUT
 
 log = logging.getLogger("avv")

@@ -1,5 +1,5 @@
 """The circuit breaker (run-controller layer, pure: no I/O, no Locust): a vendor whose last K items, in the order
-their records arrived, all ended with the same hard fault (:mod:`avv_harness.run.faults`: connection refused, DNS,
+their records arrived, all ended with the same hard fault (:mod:`avv_harness.run.hard_faults`: connection refused, DNS,
 TLS, 401 / 403, 404, unknown model) is stopped, so a dead vendor costs K items instead of its share of the run.
 
 The ledger side (the local process or the master, which stores every record) shows each stored item to
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from avv_core.items import VendorId
-from avv_harness.run.faults import hard_fault
+from avv_harness.run.hard_faults import hard_fault
 
 #: The ledger's reason for the items a tripped breaker skips (``skipped: vendor_down``).
 VENDOR_DOWN = "vendor_down"

@@ -1,6 +1,6 @@
 """The run controller: all of a process's avv state, kept on Locust's ``Environment`` as ``environment.avv``.
 
-``install(environment)`` builds it in Locust's ``init`` event (tests call it on their own environment);
+``install(environment, role_for=...)`` builds it in Locust's ``init`` event (tests call it on their own environment);
 ``controller_of(environment)`` is the only way to reach it. The controller reads the inputs, runs items for
 its users and, on the ledger side, hands items out and takes records in. It composes two objects and asks them
 instead of testing which process it is: its role (``ctl.role``: local, master or worker, picked from the runner
@@ -8,7 +8,7 @@ type; :mod:`avv_harness.locust.distribution`) and its lifecycle (``ctl.lifecycle
 :class:`~avv_harness.run.lifecycle.RunLifecycle`: the samples, the simulator process and the runs —
 :class:`~avv_harness.run.state.RunState`: run folder, ledger, record writer, manifest, stress policy — begun and
 ended as named steps in a visible order, :meth:`RunLifecycle.end_run`). What the shape returns at each tick is
-:func:`avv_harness.run.load.next_load`.
+:func:`avv_harness.run.load_shape.next_load`.
 
 Headless, a process makes one run: it begins at ``init`` and ends at ``quitting``. With the web UI, the
 inputs are checked (and the simulator started) at ``init``; each START begins a new run folder (the shape's
@@ -39,18 +39,18 @@ from avv_core.records import Record
 from avv_core.samples import Sample, SampleSet
 from avv_harness.inputs.config import Vendor, load_config
 from avv_harness.inputs.secrets import Redactor, environment_with_dotenv, install_log_redaction
-from avv_harness.locust.distribution import Role, role_for
 from avv_harness.run.budget import WorstCases
 from avv_harness.run.folder import exec_context
 from avv_harness.run.intake import RecordIntake
 from avv_harness.run.lag_monitor import LagMonitor, quiet_gc_for_load
 from avv_harness.run.ledger import Ledger
 from avv_harness.run.lifecycle import RunLifecycle
-from avv_harness.run.load import LoadDecision, next_load
+from avv_harness.run.load_shape import LoadDecision, next_load
 from avv_harness.run.node_identity import NodeIdentity
 from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.run.preflight import Preflight, run_preflight, targets_of
 from avv_harness.run.record_event import EVENT_NAME, RecordsCsv
+from avv_harness.run.role import Role, RoleFactory
 from avv_harness.run.state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_SCORING, EXIT_WRITE, RunState
 from avv_harness.wire.execute import ExecContext
 from avv_harness.wire.lean import LeanAdapter
@@ -79,11 +79,12 @@ def default_session(client: str = "lean") -> requests.Session:
     return session
 
 
-def install(environment: Any, *, session_factory: SessionFactory | None = None) -> RunController:
-    """Build the controller for this environment and its runner, and attach it (listeners, messages)."""
+def install(environment: Any, *, role_for: RoleFactory, session_factory: SessionFactory | None = None) -> RunController:
+    """Build the controller for this environment and its runner, and attach it (listeners, messages). ``role_for``
+    picks the process's role from the runner (:func:`avv_harness.locust.distribution.role_for`)."""
     if getattr(environment, "avv", None) is not None:
         raise RuntimeError("avv is already installed on this environment")
-    ctl = RunController.for_environment(environment, session_factory=session_factory)
+    ctl = RunController.for_environment(environment, role_for=role_for, session_factory=session_factory)
     environment.avv = ctl
     ctl.attach()
     return ctl
@@ -101,7 +102,7 @@ class RunController:
     how runs begin and end) and asks them; the current run's parts are read through it (``run``, ``ledger``,
     ``run_dir``, ``manifest``)."""
 
-    def __init__(self, environment: Any, options: RunOptions, vendors: dict[str, Vendor], *,
+    def __init__(self, environment: Any, options: RunOptions, vendors: dict[str, Vendor], *, role_for: RoleFactory,
                  session_factory: SessionFactory | None = None, config_identity: str = "",
                  secrets: list[str] | None = None):
         self.env = environment
@@ -193,7 +194,8 @@ class RunController:
     # ---------------------------------------------------------------------------------- construction
 
     @classmethod
-    def for_environment(cls, environment: Any, *, session_factory: SessionFactory | None = None) -> RunController:
+    def for_environment(cls, environment: Any, *, role_for: RoleFactory,
+                        session_factory: SessionFactory | None = None) -> RunController:
         """Options from ``environment.parsed_options``; vendors for ``environment.user_classes`` (each
         carries ``avv_vendor_id``); keys from the environment and ``.env``. InputError on bad input."""
         options = RunOptions.from_parsed(environment.parsed_options or preparse_options([]))
@@ -209,7 +211,7 @@ class RunController:
         if options.max_cost and unpriced:
             raise InputError(f"--avv-max-cost needs a price for every vendor (price: in {options.config}); "
                              f"none for: {', '.join(unpriced)}")
-        return cls(environment, options, vendors, session_factory=session_factory,
+        return cls(environment, options, vendors, role_for=role_for, session_factory=session_factory,
                    config_identity=config.identity(), secrets=config.secrets() + options.overrides.secrets())
 
     def attach(self) -> None:
@@ -408,5 +410,5 @@ class RunController:
     # ------------------------------------------------------------------------------------ the load
 
     def next_load(self, run_time_s: float) -> LoadDecision:
-        """What the shape returns at ``run_time_s`` (:func:`avv_harness.run.load.next_load`)."""
+        """What the shape returns at ``run_time_s`` (:func:`avv_harness.run.load_shape.next_load`)."""
         return next_load(self.lifecycle, run_time_s, self.env.user_classes)

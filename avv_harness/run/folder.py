@@ -28,7 +28,7 @@ from avv_harness.run.budget import Budget
 from avv_harness.run.ledger import Ledger
 from avv_harness.run.options import DecisionSettings, RunOptions
 from avv_harness.run.resume import ResumePoint, check_resumable, resume_point, sample_ids_hash
-from avv_harness.run.settle import hand_out_order, new_seed
+from avv_harness.run.settle_policy import hand_out_order, new_seed
 from avv_harness.run.state import RunState
 from avv_harness.run.stress_policy import StressPolicy
 from avv_harness.wire.execute import ExecContext, RetryPolicy

@@ -7,7 +7,7 @@ at ``init``; the shape's first tick after START begins a run (:meth:`RunLifecycl
 ``test_stop`` ends it (:meth:`RunLifecycle.end_run`: records closed, manifest written, run scored) and
 ``quitting`` ends a run still open, then stops the simulator. The lifecycle owns the runs (the current one and
 the earlier ones of the process), the samples, the simulator and the process's stop state; it asks the
-process's role (:class:`~avv_harness.locust.distribution.Role`) what its part is, never which role it is.
+process's role (:class:`~avv_harness.run.role.Role`) what its part is, never which role it is.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from avv_core.samples import SampleSet, load_samples
 from avv_core.stop_signals import Interrupted, interrupt_on_signals
 from avv_harness.inputs.config import Vendor
 from avv_harness.inputs.secrets import Redactor
-from avv_harness.locust.distribution import Role
 from avv_harness.run.console import Console, decision_lines, report_paths, start_line
 from avv_harness.run.folder import (
     append_to_history,
@@ -48,7 +47,8 @@ from avv_harness.run.folder import (
 )
 from avv_harness.run.options import RunOptions
 from avv_harness.run.progress import EtaEstimator, VendorProgress, progress_line
-from avv_harness.run.settle import SettlePolicy, hand_out_order
+from avv_harness.run.role import Role
+from avv_harness.run.settle_policy import SettlePolicy, hand_out_order
 from avv_harness.run.state import EXIT_OK, STORE_STOPS, RunState
 from avv_harness.wire.execute import check_requests, unsendable
 
@@ -255,7 +255,7 @@ class RunLifecycle:
             self.console.line(f"avv-locust: warning: pre-flight{hard}: {check.line()}")
 
     def _settle_policy(self, run: RunState, options: RunOptions, samples: SampleSet) -> None:
-        """--avv-settle: the run's settle policy (see :mod:`avv_harness.run.settle`); on resume, the vendors
+        """--avv-settle: the run's settle policy (see :mod:`avv_harness.run.settle_policy`); on resume, the vendors
         settled before stay settled and their items are skipped again."""
         settings = options.settle
         assert settings is not None

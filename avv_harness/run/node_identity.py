@@ -25,35 +25,25 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
+from avv_core.canonical import canonical_sha256
 from avv_core.records import COLUMNS
+from avv_core.version import DISTRIBUTION, project_version
 from avv_harness.inputs.config import Vendor
 from avv_harness.inputs.secrets import redact_url
 
 #: The item protocol's number: raise it whenever a message's shape or meaning changes.
 PROTOCOL = 4  # 3: avv_items echoes the ask's n; 4: asks carry an id avv_items echoes, avv_lost
-PACKAGE = "avv-locust"
+PACKAGE = DISTRIBUTION
 #: How much of a shown value a refusal message quotes.
 SHOWN_CHARS = 120
 #: How many differing settings a refusal message lists before "and N more".
 LISTED_DIFFERENCES = 6
 
 
-def harness_version() -> str:
-    """The installed avv-locust version; ``unknown`` when the package metadata is missing (a bare checkout
-    on PYTHONPATH): two such processes then compare equal on it, and the protocol number and record schema
-    still tell them apart."""
-    try:
-        return metadata.version(PACKAGE)
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return canonical_sha256(value, default=str)
 
 
 def records_schema_digest() -> str:
@@ -61,7 +51,7 @@ def records_schema_digest() -> str:
 
 
 def version_part() -> dict[str, Any]:
-    return {PACKAGE: harness_version(), "protocol": PROTOCOL, "records": records_schema_digest()}
+    return {PACKAGE: project_version(), "protocol": PROTOCOL, "records": records_schema_digest()}
 
 
 def _template_digest(path: str | None) -> str | None:

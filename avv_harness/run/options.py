@@ -16,15 +16,13 @@ from typing import Any
 from avv_core.decision_options import DEFAULT_CONFIDENCE, VERDICT_MODES, parse_confidence, parse_verdict_mode
 from avv_core.errors import InputError
 from avv_harness.dialects.overrides import Overrides, parse_overrides
+from avv_harness.wire.sse import DEFAULT_MAX_EVENT_BYTES
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 DEFAULT_CONFIG = DATA_DIR / "demo.yaml"
 DEFAULT_SAMPLES = DATA_DIR / "demo.jsonl"
 DEFAULT_SIM_CONFIG = DATA_DIR / "sim.yaml"
 DEFAULT_LADDER_CAP = 32
-# Largest SSE event (or line) read from a vendor. Big tool-call arguments arrive split over many events
-# (a few KiB each); one event of 4 MiB is already far beyond any real chunk and costs 10–25 ms to parse.
-DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 MIN_MAX_EVENT_BYTES = 1024
 # Rows the live view keeps to score a run so far (bench/README.md "master_ingest.py": its re-scoring runs in a
 # thread that shares the GIL with the master's event loop; at 2,000 records/s the send → row p99 passed 1 s

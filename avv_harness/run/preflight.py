@@ -4,7 +4,7 @@ wrong port, a URL without ``/v1``, a refused key or an unknown model is found in
 by a whole run of failures.
 
 ``--avv-preflight``: ``strict`` (the default) refuses the run before any load, exit status 2, when a vendor's answer
-is a hard fault (:data:`avv_harness.run.faults.HARD_FAULTS`: connect refused, DNS, TLS, 401 / 403, 404, unknown
+is a hard fault (:data:`avv_harness.run.hard_faults.HARD_FAULTS`: connect refused, DNS, TLS, 401 / 403, 404, unknown
 model), with one line per refused vendor naming it, the URL called (redacted) and what to check, the vendor's own
 message quoted (redacted: no key is ever shown); ``warn`` runs anyway and prints the same lines as warnings; ``off``
 sends nothing. What is not a hard fault (a 429, a 5xx, a timeout, a 400, an answer that was not streamed) is printed
@@ -38,7 +38,7 @@ from avv_core.samples import Sample, SampleSet
 from avv_harness.inputs.config import Vendor
 from avv_harness.inputs.secrets import redact_url
 from avv_harness.run.budget import Spend
-from avv_harness.run.faults import FAULTS, Fault, classify
+from avv_harness.run.hard_faults import FAULTS, Fault, classify
 from avv_harness.wire.execute import (
     ExecContext,
     attempt_record,
@@ -46,6 +46,7 @@ from avv_harness.wire.execute import (
     build_request,
     endpoint_url,
 )
+from avv_harness.wire.formats import FORMATS
 from avv_harness.wire.stream import stream_chat
 
 _FAULTS: Mapping[str, Fault] = {f.key: f for f in FAULTS}
@@ -177,7 +178,7 @@ def check_vendor(session: requests.Session, name: str, vendor: Vendor, url: str,
     started = time.monotonic()
     att = stream_chat(session, endpoint, json.dumps(request_body, ensure_ascii=False).encode("utf-8"), headers,
                       min(10.0, read_timeout), read_timeout, request_s, ctx.max_event_bytes,
-                      vendor.dialect.format.reader(vendor.dialect))
+                      FORMATS[vendor.dialect.endpoint].reader(vendor.dialect))
     seconds = time.monotonic() - started
     record = attempt_record(att, vendor.include_usage, sample.tools)
     cost = vendor.price.record_cost(record) if vendor.price is not None else None

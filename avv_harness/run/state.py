@@ -25,7 +25,7 @@ from avv_core.records import STATUS_SUCCESS, Record
 from avv_harness.run.breaker import CircuitBreaker
 from avv_harness.run.budget import Budget, Spend
 from avv_harness.run.ledger import Ledger
-from avv_harness.run.settle import SettlePolicy
+from avv_harness.run.settle_policy import SettlePolicy
 from avv_harness.run.stress_policy import StressPolicy
 from avv_harness.wire.execute import ExecContext
 

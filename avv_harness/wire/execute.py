@@ -37,10 +37,11 @@ from avv_harness.dialects.overrides import Overrides, deep_merge
 from avv_harness.dialects.transforms import apply_transforms
 from avv_harness.inputs.config import Vendor
 from avv_harness.inputs.secrets import redact_url
-from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES
 from avv_harness.wire.attempt import Attempt
 from avv_harness.wire.faults import RETRYABLE
+from avv_harness.wire.formats import FORMATS
 from avv_harness.wire.headers import basic_auth, merge_headers
+from avv_harness.wire.sse import DEFAULT_MAX_EVENT_BYTES
 from avv_harness.wire.stream import stream_chat
 
 __all__ = ["RETRYABLE", "ExecContext", "ItemOutcome", "RetryPolicy", "attempt_record", "build_body", "build_headers",
@@ -84,7 +85,7 @@ def build_body(sample: Sample, vendor: Vendor, overrides: Overrides | None = Non
 def build_request(sample: Sample, vendor: Vendor, overrides: Overrides | None = None) -> tuple[str, dict[str, Any]]:
     """(endpoint path, body): the chat body in the vendor's wire format (as is, its ``/v1/completions`` form, or
     converted to Messages / Responses). :class:`~avv_core.api_formats.ConversionError` when it cannot be."""
-    wire = vendor.dialect.format
+    wire = FORMATS[vendor.dialect.endpoint]
     return wire.path, wire.body(build_body(sample, vendor, overrides), vendor.dialect)
 
 
@@ -102,7 +103,7 @@ def build_headers(vendor: Vendor, item_tag: str, attempt: int,
     case-insensitively): the client's and the format's defaults (``anthropic-version``), the key as the format
     sends it, the URL's ``user:password@`` as Basic auth, the vendor's ``headers``, ``--avv-header``; the item
     tags last (config cannot name them)."""
-    wire = vendor.dialect.format
+    wire = FORMATS[vendor.dialect.endpoint]
     url_auth = basic_auth(vendor.url)
     return merge_headers(
         CLIENT_HEADERS, wire.default_headers(),
@@ -119,7 +120,7 @@ def unsendable(samples: SampleSet, vendors: Iterable[Vendor], overrides: Overrid
     no ``stop``, the Messages API no ``response_format``), where a verify run refuses them (:func:`check_requests`)."""
     out: dict[VendorId, dict[str, str]] = {}
     for vendor in vendors:
-        wire = vendor.dialect.format
+        wire = FORMATS[vendor.dialect.endpoint]
         for sample in samples.samples:
             why = also(sample.body, wire.name) if also is not None else None
             if why is None and wire.converts:
@@ -143,7 +144,7 @@ def check_requests(samples: SampleSet, vendors: Iterable[Vendor], overrides: Ove
     problems: list[str] = []
     seen: set[str] = set()
     for vendor in vendors:
-        wire = vendor.dialect.format
+        wire = FORMATS[vendor.dialect.endpoint]
         if not wire.converts:
             continue
         shape = json.dumps([wire.name, vendor.dialect.transforms, vendor.extra_body, vendor.include_usage],
@@ -357,7 +358,7 @@ def execute_item(
     ``request`` = the (path, body) :func:`build_request` made for it, when the caller built it already."""
     rng = rng or random.Random()
     policy = ctx.policy
-    wire = vendor.dialect.format
+    wire = FORMATS[vendor.dialect.endpoint]
     path, request_body = request if request is not None else build_request(item.sample, vendor, ctx.overrides)
     body = json.dumps(request_body, ensure_ascii=False).encode("utf-8")
     endpoint = endpoint_url(url, path)

@@ -5,7 +5,10 @@ process (issue 22; ``bench/sse_parser.py`` measures it against sseclient-py).
 
 from __future__ import annotations
 
-from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES
+# Largest SSE event (or line) read from a vendor (``--avv-max-event-bytes``). Big tool-call arguments arrive split
+# over many events (a few KiB each); one event of 4 MiB is already far beyond any real chunk and costs 10–25 ms to
+# parse.
+DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 
 class MalformedStream(Exception):

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import requests
 
-from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES
 from avv_harness.wire import lean
 from avv_harness.wire.attempt import Attempt, EventReader
 from avv_harness.wire.formats.chat import ChunkReader
 from avv_harness.wire.headers import merge_headers, with_url_auth
 from avv_harness.wire.machine import Limits, run_attempt
 from avv_harness.wire.requests_transport import RequestsTransport, environment_settings
+from avv_harness.wire.sse import DEFAULT_MAX_EVENT_BYTES
 from avv_harness.wire.transport import Transport
 
 USER_AGENT = {"User-Agent": f"avv-locust/0.1 python-requests/{requests.__version__}"}

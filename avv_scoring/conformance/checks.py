@@ -1,5 +1,5 @@
 """The conformance checks, each declared once (scoring layer, conformance; pure): its name, what it checks, why it
-matters, how Messages and Responses vendors get it, which probes it sends (:mod:`.probes`) and how it judges what
+matters, how Messages and Responses vendors get it, which probes it sends (:mod:`..probes`) and how it judges what
 came back. docs/how-to/conformance.md lists them (:func:`render_check_table`), conformance.csv and the report show
 their results (:mod:`.suite`).
 
@@ -30,11 +30,11 @@ import numpy as np
 from avv_core.bounded_schema import build_validator, is_valid
 from avv_core.canonical import canonical_key
 from avv_core.measures import is_missing
-from avv_scoring.conformance.probes import Base, Probe, probe
 from avv_scoring.metrics.billing import flagged
+from avv_scoring.metrics.conformance import FAIL, NOT_APPLICABLE, PASS
 from avv_scoring.metrics.schema import parse_tool_calls
+from avv_scoring.probes import Base, Probe, probe
 
-PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "not_applicable"
 RESULTS: tuple[str, ...] = (PASS, FAIL, NOT_APPLICABLE)
 #: max_tokens of the max_tokens probes: far below any answer of the fixed story, and cutting any tool call.
 MAX_TOKENS = 16

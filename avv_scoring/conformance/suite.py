@@ -19,7 +19,7 @@ from avv_core.api_formats import COMPLETIONS, MESSAGES, RESPONSES, ConversionErr
 from avv_core.frame_rows import frame_records
 from avv_core.samples import Sample, SampleSet, load_samples
 from avv_scoring.conformance.checks import CHECKS, FAIL, Answer, Judged
-from avv_scoring.conformance.probes import Probe, fixed_requests, probes_of, sample_bases
+from avv_scoring.probes import Probe, fixed_requests, probes_of, sample_bases
 
 #: conformance.csv's columns, in order.
 CONFORMANCE_COLUMNS: tuple[str, ...] = ("model", "vendor", "check", "result", "evidence")
@@ -84,7 +84,7 @@ def conformance_table(records: pd.DataFrame, probes: Mapping[str, Probe], baseli
                       tolerance: Callable[[str], float]) -> pd.DataFrame:
     """One row per (model, vendor, check) of every vendor with a probe's record (:data:`CONFORMANCE_COLUMNS`), the
     vendors in their first-seen order, the checks in declaration order. ``records``: de-duplicated record rows;
-    ``probes``: sample id → probe (:func:`~avv_scoring.conformance.probes.probes_of`); ``tolerance(model)``: the
+    ``probes``: sample id → probe (:func:`~avv_scoring.probes.probes_of`); ``tolerance(model)``: the
     largest relative difference from the baseline's token counts."""
     if records.empty or not probes:
         return pd.DataFrame(columns=list(CONFORMANCE_COLUMNS))

@@ -33,7 +33,7 @@ from avv_scoring.history.regression import RESAMPLES, SEED
 from avv_scoring.history.render import render_terminal, summary_line, write_trend
 from avv_scoring.history.store import add_run_folders
 from avv_scoring.history.trend import TrendOptions, compute_trend, default_metrics, load_runs
-from avv_scoring.stats.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, StatsSettings, non_negative_int
+from avv_scoring.metrics.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, StatsSettings, non_negative_int
 
 PROG = "avv-score"
 #: Exit status of ``avv-score trend --fail-on-regression`` when a vendor's latest run has a flagged regression.

@@ -15,7 +15,6 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -24,12 +23,13 @@ import pandas as pd
 from avv_core.errors import InputError
 from avv_core.frame_rows import frame_records
 from avv_core.manifest import RunManifest
+from avv_core.version import project_version
 from avv_scoring.entrypoints import score_inputs
 from avv_scoring.load import OK_COL, resolve_inputs
 from avv_scoring.metrics.calls import SIG_CALLS, SIG_TOOLS, TC_INVALID, TC_N, TC_UNCHECKABLE, TOOL_CALLS
 from avv_scoring.metrics.registry import METRICS
+from avv_scoring.metrics.uncertainty import StatsSettings
 from avv_scoring.score import ScoreResult
-from avv_scoring.stats.uncertainty import StatsSettings
 
 #: Rows written per executemany batch (memory stays flat at 1 M items).
 BATCH = 50_000
@@ -43,13 +43,6 @@ class Added:
     added: bool  # False: the run id was already in the history (nothing written)
     items: int  # item rows written
     source: str
-
-
-def harness_version() -> str:
-    try:
-        return metadata.version("avv-locust")
-    except metadata.PackageNotFoundError:  # a source checkout that was not installed
-        return "unknown"
 
 
 def _sha256(value: Any) -> str:
@@ -176,7 +169,7 @@ def add_result(conn: sqlite3.Connection, result: ScoreResult, manifest: RunManif
             (run_id, m.started_at or None, m.ended_at, datetime.now(timezone.utc).isoformat(timespec="seconds"),
              m.mode, int(bool(m.completed)) if manifest is not None else None, m.stop_reason,
              m.config_identity or None, _sha256(m.vendors) if m.vendors else None, samples.get("sha256"),
-             samples.get("ids_sha256"), samples.get("count"), harness_version(), result.thresholds.name,
+             samples.get("ids_sha256"), samples.get("count"), project_version(), result.thresholds.name,
              result.stats.verdict, result.stats.resamples, result.stats.seed, len(items), source))
         vendor_rows = []
         for row in frame_records(result.scores):
@@ -214,5 +207,5 @@ def add_run_folders(conn: sqlite3.Connection, paths: Sequence[str], stats: Stats
     return [add_run_folder(conn, path, stats, **score_options) for path in paths]
 
 
-__all__ = ["Added", "add_result", "add_run_folder", "add_run_folders", "has_run", "harness_version", "item_frame",
+__all__ = ["Added", "add_result", "add_run_folder", "add_run_folders", "has_run", "item_frame",
            "metric_rows", "run_id_of", "signature"]

@@ -8,7 +8,7 @@ Most metrics are formulas over sums of per-item features: success rate = Σ succ
 - each repeat's value: ``combine(Σ over the repeat's rows)`` — one ``groupby(repeat).sum()``
   (:mod:`.vendor_table`);
 - each bootstrap resample's value: ``combine(Σ_units weight × Σ over the unit's rows)`` — one matrix product
-  for every resample and vendor at once (:mod:`avv_scoring.stats.uncertainty`).
+  for every resample and vendor at once (:mod:`avv_scoring.metrics.uncertainty`).
 
 So ``combine`` is written once for all three: it takes a mapping sum name → a number (a pandas Series of sums)
 or an array (one value per resample and vendor) and returns the columns; the helpers below (:func:`rate`,

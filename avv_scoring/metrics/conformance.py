@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from avv_scoring.conformance.checks import FAIL, PASS
 from avv_scoring.metrics.additive import NAN, Columns
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.registry import produces
+
+#: A check's result for a vendor (conformance.csv's ``result``): declared here, below the checks
+#: (:mod:`avv_scoring.conformance.checks`) that give them, because this metric counts them.
+PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "not_applicable"
 
 
 @produces(

@@ -14,7 +14,7 @@ test. Definitions (docs/scoring.md, "Is it the same model?"):
   equality.
 - **identity_self_p**, the noise floor: the baseline against itself, each prompt's answers split by time
   (``started_at``, then repeat) into an earlier and a later half — what the noise floor of the agreement metrics
-  does with pairs of repeats (:mod:`avv_scoring.stats.noise_floor`).
+  does with pairs of repeats (:mod:`avv_scoring.metrics.noise_floor`).
 
 The result is informative: no verdict bound reads it (a text column has none).
 """
@@ -33,6 +33,7 @@ from avv_scoring.metrics.additive import NAN, Columns
 from avv_scoring.metrics.calls import CALLED, CALLS, SIG_CALLS, SIG_TOOLS
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.registry import produces
+from avv_scoring.metrics.uncertainty import ModelTable
 from avv_scoring.stats.identity import (
     MIN_ANSWERS,
     PAD,
@@ -45,7 +46,6 @@ from avv_scoring.stats.identity import (
     testable_prompts,
     two_sample_test,
 )
-from avv_scoring.stats.uncertainty import ModelTable
 
 #: Prompts with two answers from each side the test needs (fewer: ``untested``).
 MIN_PROMPTS = 10

@@ -1,6 +1,6 @@
 """The model-level metrics of "Is the difference real?" (scoring layer, pure): one function, :func:`uncertainty`,
-called once per model with every vendor's rows (:class:`~avv_scoring.stats.uncertainty.ModelTable`), fills the
-columns declared here; the resampling and the tests are :mod:`avv_scoring.stats.uncertainty` and
+called once per model with every vendor's rows (:class:`~avv_scoring.metrics.uncertainty.ModelTable`), fills the
+columns declared here; the resampling and the tests are :mod:`avv_scoring.metrics.uncertainty` and
 :mod:`avv_scoring.stats.tests`. Definitions (docs/scoring.md, "Is the difference real?"):
 
 - **Intervals** ``<m>_ci_low`` / ``<m>_ci_high`` (95 %, the verdict's confidence) for every metric declared with
@@ -26,7 +26,7 @@ columns declared here; the resampling and the tests are :mod:`avv_scoring.stats.
   power), ``<m>_samples_2pt`` = samples a 2-point gap would need, for F1 and schema accuracy.
 - **Rank stability**: IRF on every resample; ``p_rank_first`` and ``rank_shares`` (``rank:share;…``).
 - **IRF with statistical ties** (``--irf-ties statistical``): ``irf_statistical``, IRF over ranks where vendors whose
-  paired 95 % interval of the difference contains 0 share their rank (:mod:`avv_scoring.stats.irf`), and
+  paired 95 % interval of the difference contains 0 share their rank (:mod:`avv_scoring.metrics.irf`), and
   ``irf_tied_with``; missing with the published IRF alone (the default) or without resamples.
 """
 
@@ -40,9 +40,18 @@ import numpy as np
 
 from avv_scoring.metrics.additive import NAN, Columns
 from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.irf import statistical_irf
 from avv_scoring.metrics.registry import interval_metrics, intervals_of, metric, produces_derived
+from avv_scoring.metrics.uncertainty import (
+    GAP,
+    NOISE_TESTS,
+    POWER_METRICS,
+    ModelTable,
+    bootstrap,
+    mcnemar_net,
+    unit_sums,
+)
 from avv_scoring.stats.intervals import Proportion, dice
-from avv_scoring.stats.irf import statistical_irf
 from avv_scoring.stats.tests import (
     bootstrap_p_greater,
     detectable_gap,
@@ -53,15 +62,6 @@ from avv_scoring.stats.tests import (
     samples_for_gap,
     sign_test_p,
     standard_error,
-)
-from avv_scoring.stats.uncertainty import (
-    GAP,
-    NOISE_TESTS,
-    POWER_METRICS,
-    ModelTable,
-    bootstrap,
-    mcnemar_net,
-    unit_sums,
 )
 
 #: Where the interval columns start in the column order (``order`` 810 + their position).

@@ -5,7 +5,7 @@ A metric function is decorated with :func:`produces`, which registers it and eve
 show it, formula); its additive form, when it has one (:mod:`.additive`), is declared with it. Everything else is
 derived from :data:`METRICS`: ``SCORE_COLUMNS`` and ``REPEAT_COLUMNS`` (:mod:`avv_scoring.score`),
 ``REPEAT_METRICS`` (:mod:`.vendor_table`), ``IRF_METRICS`` and ``IRF_TABLE_COLUMNS``
-(:mod:`avv_scoring.stats.irf`), the bootstrap intervals and what is resampled (:mod:`avv_scoring.stats.uncertainty`,
+(:mod:`avv_scoring.metrics.irf`), the bootstrap intervals and what is resampled (:mod:`avv_scoring.metrics.uncertainty`,
 :mod:`.model_level`), the default :class:`~avv_scoring.verdict.Thresholds`, the report's tables and groups and
 the docs metric table (:func:`render_metric_table`).
 
@@ -44,7 +44,7 @@ Inputs = Literal["rows", "rows+baseline", "model"]
 #: Parameter name that marks a function as needing the baseline vendor's rows.
 BASELINE_PARAM = "baseline_rows"
 #: First-parameter name that marks a model-level function: called once per model with every vendor's rows
-#: (an :class:`avv_scoring.stats.uncertainty.ModelTable`), it returns ``{vendor: {column: value}}`` — for metrics
+#: (an :class:`avv_scoring.metrics.uncertainty.ModelTable`), it returns ``{vendor: {column: value}}`` — for metrics
 #: that need all vendors or settings at once (bootstrap intervals, tests, rank stability).
 MODEL_PARAM = "model_table"
 

@@ -45,7 +45,7 @@ def vendor_metrics(
 class FeatureFrames:
     """The per-item features (and percentile values) of the additive forms over one vendor's rows and its
     baseline's, each computed once: forms that share a features function read the same frame, and the bootstrap
-    (:func:`avv_scoring.stats.uncertainty.vendor_sums`) reads the frames the point values were computed from."""
+    (:func:`avv_scoring.metrics.uncertainty.vendor_sums`) reads the frames the point values were computed from."""
 
     def __init__(self, rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> None:
         self.rows, self.baseline_rows = rows, baseline_rows

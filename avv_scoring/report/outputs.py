@@ -1,7 +1,8 @@
 """The output files (scoring layer, report; only :mod:`avv_scoring.cli`, the entry points and the harness call it):
 scores.csv, scores_by_repeat.csv, scores.json, disagreements.csv, report.md (:mod:`.markdown`), report.html
-(:mod:`.html`) and the stress files (:mod:`avv_scoring.stress`). Every file is written whole or not at all
-(:func:`write_text`); every CSV a person opens has its text cells neutralised (:mod:`.escape`).
+(:mod:`.html`) and the stress files (:func:`write_stress_files`, the tables of :mod:`avv_scoring.stress`). Every file
+is written whole or not at all (:func:`write_text`); every CSV a person opens has its text cells neutralised
+(:mod:`.escape`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from avv_core.measures import is_missing
 from avv_scoring.conformance.suite import CONFORMANCE_COLUMNS
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS
 from avv_scoring.report.escape import neutralise_frame
+from avv_scoring.report.format import plain_figure_text
 from avv_scoring.report.html import render_html
 from avv_scoring.report.markdown import render_markdown
 from avv_scoring.report.sections.stress import render_stress_terminal
 from avv_scoring.score import REPEAT_COLUMNS, SCORE_COLUMNS, ScoreResult
-from avv_scoring.stress import stress_tables, write_stress_files
+from avv_scoring.stress import CAPACITY_CSV, STRESS_CSV, TOKENS_PLOT, TTFT_PLOT, StressResult, stress_tables
 
 REPORT_MD, REPORT_HTML = "report.md", "report.html"
 #: The conformance checks of a conformance run: one row per (model, vendor, check).
@@ -159,3 +161,42 @@ def write_stress_outputs(run_dir: str | os.PathLike[str]) -> str:
         raise InputError(f"{os.fspath(run_dir)}: not a stress run (run.json mode is not 'stress')")
     write_stress_files(result, run_dir)
     return render_stress_terminal(result)
+
+
+def plot(levels: pd.DataFrame, column: str, ylabel: str, path: str, slo: float | None = None) -> None:
+    """One line per vendor of ``column`` over the levels (log2 x axis), saved as PNG at ``path``."""
+    from matplotlib.figure import Figure  # no pyplot: no global figure state, no backend switch
+    from matplotlib.ticker import ScalarFormatter
+
+    with plain_figure_text():
+        fig = Figure(figsize=(7, 4.2), dpi=110)
+        ax = fig.subplots()
+        for vendor, group in levels.groupby("vendor", sort=True):
+            ax.plot(group["level"], group[column], marker="o", label=vendor)
+        if slo is not None:
+            ax.axhline(slo, color="grey", linestyle="--", linewidth=1, label="SLO")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(levels["level"].unique()))
+        ax.get_xaxis().set_major_formatter(ScalarFormatter())
+        ax.set_xlabel("concurrency (users per vendor)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(path)
+
+
+def write_stress_files(result: StressResult, out_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """Write stress.csv, capacity.csv and (when there are levels) the two PNGs; return name → path."""
+    folder = os.fspath(out_dir)
+    os.makedirs(folder, exist_ok=True)
+    paths = {name: os.path.join(folder, name) for name in (STRESS_CSV, CAPACITY_CSV)}
+    # text cells neutralised against formula injection (avv_scoring.report.escape, OWASP's rule)
+    neutralise_frame(result.levels).to_csv(paths[STRESS_CSV], index=False, float_format="%.3f")
+    neutralise_frame(result.capacity).to_csv(paths[CAPACITY_CSV], index=False, float_format="%.3f")
+    if len(result.levels):
+        paths[TTFT_PLOT] = os.path.join(folder, TTFT_PLOT)
+        paths[TOKENS_PLOT] = os.path.join(folder, TOKENS_PLOT)
+        plot(result.levels, "ttft_p95_ms", "TTFT p95 (ms)", paths[TTFT_PLOT], result.settings.slo_ttft_p95_ms)
+        plot(result.levels, "tokens_per_s", "aggregate output tokens/s", paths[TOKENS_PLOT])
+    return paths

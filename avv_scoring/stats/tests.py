@@ -1,6 +1,6 @@
 """Statistics for "is the difference real?" (scoring layer, pure numpy + stdlib, no pandas, no I/O).
 
-Everything here takes arrays and returns numbers; :mod:`.uncertainty` turns records into the arrays.
+Everything here takes arrays and returns numbers; :mod:`avv_scoring.metrics.uncertainty` turns records into the arrays.
 
 **Bootstrap over units.** A *unit* is a sample id: every record of one sample (all its repeats, every vendor)
 stays together, so the repeats of a prompt — which tend to agree with each other — are never counted as
@@ -290,7 +290,7 @@ def samples_for_gap(n_units: int, se: float, gap: float, alpha: float = 0.05, po
 
 def average_ranks(values: np.ndarray, higher_is_better: bool) -> np.ndarray:
     """Ranks per row (1 = best) of a ``(rows, vendors)`` array, ties sharing their average rank, missing values
-    unranked (NaN) — :func:`avv_scoring.stats.irf.metric_ranks` for every row at once::
+    unranked (NaN) — :func:`avv_scoring.metrics.irf.metric_ranks` for every row at once::
 
         rank_v = 1 + #{u present : u better than v} + ½ · #{u ≠ v present : u equal to v}
     """

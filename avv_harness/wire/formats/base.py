@@ -63,7 +63,6 @@ class WireFormat:
 
     name: str = ""  # the ``endpoint`` value that selects it
     path: str = ""  # after the vendor's base URL (``…/v1``)
-    order: int = 100  # place in the list of formats (the README, error messages); chat first
     summary: str = ""  # one line for the README's ``endpoint`` row
     converts: bool = False  # the body is converted from the chat body by avv_core.api_formats (checked at start-up)
     ends: tuple[StreamEnd, ...] = ()  # the documented ends of its stream (chat's: [DONE] and finish_reason)

@@ -120,7 +120,6 @@ class ChunkReader(EventReader):
 class ChatFormat(WireFormat):
     name = CHAT
     path = "chat/completions"
-    order = 0
     summary = "OpenAI chat completions, `POST {url}/chat/completions` (the default)"
 
     def reader(self, dialect: DialectView) -> EventReader:

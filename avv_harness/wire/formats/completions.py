@@ -62,7 +62,6 @@ class CompletionReader(ChunkReader):
 class CompletionsFormat(WireFormat):
     name = COMPLETIONS
     path = "completions"
-    order = 10
     summary = ("raw completions, `POST {url}/completions` with the prompt rendered here "
                "(raw mode)")
 

@@ -224,7 +224,6 @@ ENDS = ends_by_key(ENDS_DECLARED)
 class MessagesFormat(WireFormat):
     name = MESSAGES
     path = "messages"
-    order = 20
     summary = "Anthropic Messages, `POST {url}/messages`: the request converted (below)"
     converts = True
     ends = ENDS_DECLARED

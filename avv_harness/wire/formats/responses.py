@@ -264,7 +264,6 @@ _PART_EVENTS = {"output_text": "response.output_text.delta", "summary_text": "re
 class ResponsesFormat(WireFormat):
     name = RESPONSES
     path = "responses"
-    order = 30
     summary = "OpenAI Responses, `POST {url}/responses`: the request converted (below)"
     converts = True
     ends = ENDS_DECLARED

@@ -1,6 +1,6 @@
 """IRF with statistical ties (report section; ``avv-score --irf-ties statistical``): per model, when the IRF over
 statistically tied ranks orders or scores the vendors otherwise than the published IRF, both side by side with each
-vendor's rank by either and the vendors it is tied with per metric (definition: :mod:`avv_scoring.stats.irf`).
+vendor's rank by either and the vendors it is tied with per metric (definition: :mod:`avv_scoring.metrics.irf`).
 Nothing is shown when both agree. Not on the terminal: its score table already shows both IRFs (the ties first)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Stress: capacity per vendor (report section; stress runs only): the SLO and the ladder, the capacity table and
-the per-level table, both declared once in :mod:`avv_scoring.stress` (:data:`~avv_scoring.stress.CAPACITY_TABLE`,
-:data:`~avv_scoring.stress.LEVEL_TABLE`: columns, headers, formats; the web UI's Stress levels tab shows the same).
+the per-level table, both declared once here (:data:`CAPACITY_TABLE`, :data:`LEVEL_TABLE`: columns, headers,
+formats; the web UI's Stress levels tab shows the same); the tables themselves are :mod:`avv_scoring.stress`.
 
 report.md: both tables, links to the two plots (stress_ttft_p95.png, stress_tokens_per_s.png) and the notes.
 report.html: both tables and a figure (TTFT p95, 429 share and output tokens/s against the level). Terminal: the
@@ -11,12 +11,37 @@ from __future__ import annotations
 
 from avv_core.frame_rows import frame_records
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
-from avv_scoring.report.format import Palette, figure, headers_of, html_table, note, png, rows_of, terminal_table
+from avv_scoring.report.format import (
+    Column,
+    Palette,
+    figure,
+    headers_of,
+    html_table,
+    note,
+    png,
+    rows_of,
+    terminal_table,
+)
 from avv_scoring.report.section import Section
 from avv_scoring.score import ScoreResult
-from avv_scoring.stress import CAPACITY_TABLE, LEVEL_TABLE, TOKENS_PLOT, TTFT_PLOT, StressResult
+from avv_scoring.stress import TOKENS_PLOT, TTFT_PLOT, StressResult
 
 TITLE = "Stress: capacity per vendor"
+
+#: The capacity table every output shows (report.md, report.html, the terminal): header, column, format.
+CAPACITY_TABLE: tuple[Column, ...] = (
+    Column("Vendor", "vendor", "text"), Column("Capacity", "capacity", "int"),
+    Column("First 429 level", "first_429_level", "int"), Column("Peak tokens/s", "peak_tokens_per_s", "num"),
+    Column("Stopped after level", "stopped_after_level", "int"),
+)
+#: The per-level table every output shows (report.md, report.html, the web UI's Stress levels tab): header, column,
+#: format. A registered metric (success_rate, ttft_p95_ms) prints in its registry format (format None).
+LEVEL_TABLE: tuple[Column, ...] = (
+    Column("Vendor", "vendor", "text"), Column("Level", "level", "int"), Column("Requests", "requests", "int"),
+    Column("Success", "success_rate"), Column("429 share", "rate_429", "rate"), Column("TTFT p95 (ms)", "ttft_p95_ms"),
+    Column("Latency p95 (ms)", "latency_p95_ms", "num"), Column("Tokens/s", "tokens_per_s", "num"),
+    Column("SLO met", "meets_slo", "yes_no"),
+)
 
 
 def stress(result: ScoreResult) -> StressResult | None:

@@ -1,5 +1,5 @@
-"""Is the difference real? (report section): per model, from the columns of :mod:`avv_scoring.stats.uncertainty`, the
-95 % intervals of :data:`~avv_scoring.stats.uncertainty.CI_METRICS` ("0.93 [0.90, 0.96]"), each vendor's agreement
+"""Is the difference real? (report section): per model, from the columns of :mod:`avv_scoring.metrics.uncertainty`, the
+95 % intervals of :data:`~avv_scoring.metrics.uncertainty.CI_METRICS` ("0.93 [0.90, 0.96]"), each vendor's agreement
 next to the baseline's agreement with itself ("F1 0.93 (baseline vs itself 0.95)") with McNemar's p and the
 noise-floor p-values, IRF rank stability, and the sample size (the smallest F1 / schema-accuracy gap the run detects
 at 80 % power, and the samples a 2-point gap needs).
@@ -17,11 +17,11 @@ from typing import Any
 from avv_core.frame_rows import frame_records
 from avv_core.measures import is_missing
 from avv_scoring.metrics.registry import metric
+from avv_scoring.metrics.uncertainty import CI_METRICS, GAP, POWER_METRICS
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
 from avv_scoring.report.format import MISSING, Palette, figure, fmt, html_table, metric_cell, png
 from avv_scoring.report.section import ModelSection, Parts, of_model
 from avv_scoring.score import ScoreResult
-from avv_scoring.stats.uncertainty import CI_METRICS, GAP, POWER_METRICS
 
 Row = Mapping[str, Any]
 Rows = tuple[Row, ...]

@@ -1,6 +1,6 @@
 """Is the difference real? The bootstrap behind the intervals, tests against the baseline's noise floor, rank
 stability and the statistical verdict, per model (scoring layer, pure over pandas/numpy; the math is in
-:mod:`.tests`, the columns in :mod:`avv_scoring.metrics.model_level`).
+:mod:`avv_scoring.stats.tests`, the columns in :mod:`avv_scoring.metrics.model_level`).
 
 Definitions (docs/scoring.md, "Is the difference real?"):
 
@@ -15,13 +15,13 @@ Definitions (docs/scoring.md, "Is the difference real?"):
   weight 1 it is the metric itself. Every resample of every vendor is one matrix product.
 - **Noise floor** ``baseline_self_*``: the baseline against itself, repeat i vs repeat j over all pairs i < j of
   one sample's successful repeats (trigger F1 and agreement; tool and argument match over pairs where both
-  repeats called a tool): :data:`~avv_scoring.stats.noise_floor.SELF_SUMS`, per unit.
+  repeats called a tool): :data:`~avv_scoring.metrics.noise_floor.SELF_SUMS`, per unit.
 - **Noise tests** (:data:`NOISE_TESTS`): the vendor's disagreement rate with the baseline against the baseline's
   disagreement with itself, on the same resamples (:func:`avv_scoring.stats.tests.bootstrap_p_greater`).
 - **Rank stability**: IRF on every resample (the IRF inputs' resampled values; an input that is not resampled
   keeps its observed value).
 
-The statistical verdict that reads the noise tests is :mod:`.statistical_verdict`.
+The statistical verdict that reads the noise tests is :mod:`avv_scoring.statistical_verdict`.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ from avv_core.decision_options import OLD_VERDICT_MODES as _OLD_VERDICT_MODES
 from avv_core.decision_options import VERDICT_MODES as _VERDICT_MODES
 from avv_scoring.metrics.additive import Additive, Amount, Sums
 from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.irf import IRF_K, IRF_TIES
+from avv_scoring.metrics.noise_floor import SELF_SUM_INPUTS, SELF_SUMS, self_sums
 from avv_scoring.metrics.registry import MetricFunction, function_of, interval_metrics, irf_inputs
 from avv_scoring.metrics.vendor_table import FeatureFrames
 from avv_scoring.stats.intervals import Proportion
-from avv_scoring.stats.irf import IRF_K, IRF_TIES
-from avv_scoring.stats.noise_floor import SELF_SUM_INPUTS, SELF_SUMS, self_sums
 from avv_scoring.stats.tests import (
     average_ranks,
     per_unit_sums,
@@ -118,7 +118,7 @@ class ModelTable:
     #: here is summed from ``records``.
     vendor_sums: Mapping[str, VendorSums] = field(default_factory=dict)
     #: Vendor → metric → the proportion a metric with a ratio form is, per sample id (its interval is Wilson's on
-    #: effective trials: :mod:`.intervals`); a metric missing here gets the percentile bootstrap interval.
+    #: effective trials: :mod:`..stats.intervals`); a metric missing here gets the percentile bootstrap interval.
     proportions: Mapping[str, Mapping[str, Proportion]] = field(default_factory=dict)
     #: The model's conformance results (conformance.csv's rows: vendor, check, result, evidence); empty without a
     #: conformance run.
@@ -369,7 +369,7 @@ def _irf_draws(drawn: Mapping[str, np.ndarray], fixed: Mapping[str, np.ndarray],
 
 def bootstrap(sums: UnitSums, settings: StatsSettings, irf_metrics: Mapping[str, bool] | None = None,
               fixed: Mapping[str, np.ndarray] | None = None) -> Draws:
-    """Every resampled value of one model, computed ``CHUNK`` resamples at a time (see :mod:`.tests`): the
+    """Every resampled value of one model, computed ``CHUNK`` resamples at a time (see :mod:`..stats.tests`): the
     intervals' metrics, the IRF inputs that are resampled, the noise tests and IRF.
 
     ``fixed`` = observed values (over vendors) of IRF inputs that are not resampled."""

@@ -14,12 +14,11 @@ fields has exactly the request hash's draws as before.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from avv_core.canonical import canonical_json
+from avv_core.canonical import canonical_sha256
 
 KEY_EXCLUDED = ("model", "stream", "stream_options", "prompt", "messages")
 
@@ -76,4 +75,4 @@ def decision_key(body: Mapping[str, Any]) -> str:
     if not view.get("tools"):
         view.pop("tools", None)
     view["messages"] = conversation(body.get("messages"))
-    return hashlib.sha256(canonical_json(view).encode("utf-8")).hexdigest()
+    return canonical_sha256(view)

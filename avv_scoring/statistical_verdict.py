@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from avv_scoring.metrics.registry import baseline_columns
+from avv_scoring.metrics.uncertainty import StatsSettings
 from avv_scoring.stats.tests import holm
-from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.verdict import FAIL, PASS, Thresholds, verdict
 
 NAN = float("nan")

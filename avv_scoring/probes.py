@@ -1,6 +1,6 @@
-"""The conformance suite's probes (scoring layer, conformance; pure but for reading the shipped requests): each probe
-is one request, a sample line with its ``_probe`` metadata, so a conformance run sends it through the same wire
-client, records, ledger, budget and resume as any sample.
+"""The conformance suite's probes (scoring layer, below :mod:`.load`, which reads them from a run's samples; pure but
+for reading the shipped requests): each probe is one request, a sample line with its ``_probe`` metadata, so a
+conformance run sends it through the same wire client, records, ledger, budget and resume as any sample.
 
 Probes come from two sources:
 
@@ -10,11 +10,11 @@ Probes come from two sources:
 - the run's own **samples with tools** (the first :data:`SOURCE_SAMPLES` single-request samples that have tools): the
   same checks on the buyer's requests.
 
-Each check (:mod:`.checks`) says which probes it needs from the bases (:mod:`.suite` builds them). A probe's body is
-the base request with the check's parameters and ``temperature: 0``; its metadata keeps the base's gold labels (the
-simulator follows them, and they say what the model does under ``auto``) and ``_probe``: ``{"check", "base"}`` plus
-``"variant"`` where a check sends a base twice (``streamed`` / ``whole`` for stream parity, the parameter for the
-out-of-range probes).
+Each check (:mod:`.conformance.checks`) says which probes it needs from the bases (:mod:`.conformance.suite` builds
+them). A probe's body is the base request with the check's parameters and ``temperature: 0``; its metadata keeps the
+base's gold labels (the simulator follows them, and they say what the model does under ``auto``) and ``_probe``:
+``{"check", "base"}`` plus ``"variant"`` where a check sends a base twice (``streamed`` / ``whole`` for stream
+parity, the parameter for the out-of-range probes).
 """
 
 from __future__ import annotations
