@@ -68,15 +68,16 @@ FIELDS: tuple[Field, ...] = (
     Field("`stop` (a string or a list)", "`stop_sequences` (a list)", "input error (the Responses API has none)"),
     Field("`temperature`, `top_p`", "as is", "as is"),
     Field("`reasoning_effort`", "as is (set `thinking` through `extra_body`)", "`reasoning: {effort}`"),
-    Field("`response_format`, `logprobs`, `top_logprobs`, `logit_bias`, `seed`, `frequency_penalty`, "
-          "`presence_penalty`", "input error", "input error (`text.format` is not converted)"),
+    Field("`response_format` (`json_object`, `json_schema`)", "input error", "`text.format` (`{type: "
+          "json_object}`, `{type: json_schema, name, schema, strict}`)"),
+    Field("`logprobs`, `top_logprobs`, `logit_bias`, `seed`, `frequency_penalty`, `presence_penalty`",
+          "input error", "input error"),
     Field("`stream_options`", "dropped (usage always streams)", "dropped (usage always streams)"),
     Field("any other key (a vendor's `extra_body`: `thinking`, `metadata`, `top_k`, …)", "as is", "as is"),
 )
 
 #: chat fields with no counterpart in the other formats: refused rather than silently dropped
-_REFUSED = ("response_format", "logprobs", "top_logprobs", "logit_bias", "seed", "frequency_penalty",
-            "presence_penalty")
+_REFUSED = ("logprobs", "top_logprobs", "logit_bias", "seed", "frequency_penalty", "presence_penalty")
 _MAX_TOKENS_KEYS = ("max_tokens", "max_completion_tokens")
 _DROPPED = ("stream_options",)
 
@@ -176,7 +177,7 @@ def _named_choice(choice: Any) -> str | None:
 def to_messages(chat: Mapping[str, Any], default_max_tokens: int = DEFAULT_MESSAGES_MAX_TOKENS) -> dict[str, Any]:
     """The Anthropic Messages request for a chat-completions request (see :data:`FIELDS`)."""
     api = "Messages"
-    _refuse(chat, api)
+    _refuse(chat, api, also=("response_format",))
     system, turns = _system_and_turns(chat.get("messages"), api)
     out: dict[str, Any] = {}
     for key, value in chat.items():
@@ -335,11 +336,14 @@ def to_responses(chat: Mapping[str, Any]) -> dict[str, Any]:
     system, turns = _system_and_turns(chat.get("messages"), api)
     out: dict[str, Any] = {}
     for key, value in chat.items():
-        if key in ("messages", "tools", "tool_choice", "reasoning_effort", *_MAX_TOKENS_KEYS, *_DROPPED):
+        if key in ("messages", "tools", "tool_choice", "reasoning_effort", "response_format", *_MAX_TOKENS_KEYS,
+                   *_DROPPED):
             continue
         out[key] = value
     if system:
         out["instructions"] = "\n\n".join(system)
+    if chat.get("response_format") is not None:
+        out["text"] = {**(chat.get("text") or {}), "format": _text_format(chat["response_format"])}
     items: list[dict[str, Any]] = []
     for i, message in turns:
         where, role = f"messages[{i}]", message.get("role")
@@ -381,6 +385,31 @@ def to_responses(chat: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _text_format(response_format: Any) -> dict[str, Any]:
+    """A chat ``response_format`` as the Responses API's ``text.format``."""
+    kind = response_format.get("type") if isinstance(response_format, Mapping) else None
+    if kind in ("text", "json_object"):
+        return {"type": kind}
+    spec = response_format.get("json_schema") if kind == "json_schema" else None
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("schema"), Mapping):
+        raise ConversionError(f"response_format: {response_format!r} cannot be sent to the Responses API "
+                              "(text, json_object, or json_schema with a schema object)")
+    return {"type": "json_schema", "name": spec.get("name") or "response",
+            **{k: spec[k] for k in ("schema", "strict", "description") if k in spec}}
+
+
+def _response_format(text_format: Any) -> dict[str, Any] | None:
+    """A Responses ``text.format`` as chat's ``response_format`` (:func:`_text_format`'s inverse)."""
+    kind = text_format.get("type") if isinstance(text_format, Mapping) else None
+    if kind in ("text", "json_object"):
+        return {"type": kind}
+    if kind == "json_schema":
+        return {"type": "json_schema", "json_schema": {k: text_format[k] for k in
+                                                       ("name", "schema", "strict", "description")
+                                                       if k in text_format}}
+    return None
+
+
 def from_responses(body: Mapping[str, Any]) -> dict[str, Any]:
     """The chat-completions request a Responses request was converted from (:func:`to_responses`'s inverse, for
     the simulator)."""
@@ -415,7 +444,7 @@ def from_responses(body: Mapping[str, Any]) -> dict[str, Any]:
             messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")})
     out: dict[str, Any] = {k: v for k, v in body.items()
                            if k not in ("instructions", "input", "tools", "tool_choice", "max_output_tokens",
-                                        "reasoning")}
+                                        "reasoning", "text")}
     out["messages"] = messages
     if body.get("tools"):
         out["tools"] = [{"type": "function", "function": {k: t[k] for k in ("name", "description", "parameters",
@@ -431,4 +460,8 @@ def from_responses(body: Mapping[str, Any]) -> dict[str, Any]:
     reasoning = body.get("reasoning")
     if isinstance(reasoning, Mapping) and reasoning.get("effort") is not None:
         out["reasoning_effort"] = reasoning["effort"]
+    text = body.get("text")
+    response_format = _response_format(text.get("format")) if isinstance(text, Mapping) else None
+    if response_format is not None:
+        out["response_format"] = response_format
     return out

@@ -177,12 +177,13 @@ def _walk(schema: Any, spec: Any, resolver: Any, found: dict[str, list[str]]) ->
             _walk(value, spec, resolver, found)
 
 
-def build_validator(schema: Any) -> Any:
-    """A validator for ``schema`` that reaches no network and bounds its regex searches (module docstring).
+def build_validator(schema: Any, default: Any = Draft202012Validator) -> Any:
+    """A validator for ``schema`` that reaches no network and bounds its regex searches (module docstring), of the
+    draft its ``$schema`` names, else of ``default`` (Draft 2020-12; OpenRouter's error classes use Draft 7).
 
     Raises ``jsonschema.SchemaError`` for a schema its metaschema refuses, :class:`UnusableSchema` for one
     that cannot be checked safely, and TypeError or similar for a value that is not a schema at all."""
-    cls = validator_for(schema, default=Draft202012Validator)
+    cls = validator_for(schema, default=default)
     cls.check_schema(schema)
     validator = _bounded_class(cls)(schema, registry=OFFLINE_REGISTRY)
     found: dict[str, list[str]] = {"patterns": [], "keywords": []}

@@ -1,10 +1,10 @@
 """Exit statuses of every avv command, declared once (``avv-locust``, ``locust -f …``, ``avv-score``).
 
 Each status is one :class:`ExitStatus` member with the sentence a person reads in the docs and in ``--help``;
-the README / docs table is rendered from :data:`EXIT_STATUSES`. When several apply to one run, the most serious
-wins, in :data:`PRECEDENCE` order (a bad input outranks a failed write, which outranks a run stopped early, and
-so on down to a verdict). Statuses 130 and 143 (Ctrl-C / SIGTERM while scoring) are 128 + the signal, as a
-shell reports it, and are not listed here.
+the docs table (docs/reference/exit-status.md) is rendered from :data:`EXIT_STATUSES`. When several apply to one
+run, the most serious wins, in :data:`PRECEDENCE` order (a bad input outranks a failed write, which outranks a run
+stopped early, and so on down to a verdict). Statuses 130 and 143 (Ctrl-C / SIGTERM while scoring) are 128 + the
+signal, as a shell reports it, and are not listed here.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ EXIT_STATUSES: tuple[ExitStatusDoc, ...] = (
                   "failed, rows left out, or the history could not be written); `avv-score RUN` scores again",
                   "avv-locust, avv-score"),
     ExitStatusDoc(ExitStatus.REGRESSION, "`--fail-on-regression`: a vendor's latest run has a flagged regression "
-                  "or its verdict went from PASS to FAIL", "avv-score history trend"),
+                  "or its verdict became FAIL (from PASS or INCONCLUSIVE)", "avv-score history trend"),
     ExitStatusDoc(ExitStatus.VENDOR_BROKEN, "a vendor is a broken setup, not a verdict: every one of its items "
                   "failed, or the circuit breaker stopped it (its items are `skipped: vendor_down`, a resume sends "
                   "them); the closing line names the vendor and why", "avv-locust, avv-score"),

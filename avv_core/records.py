@@ -5,7 +5,7 @@ with :func:`to_csv_row`; ``avv_scoring`` reads them back with :func:`avv_core.re
 (that module holds the file's writer and readers). It imports neither Locust nor gevent, so the scoring side
 stays a plain pandas program.
 
-Definitions (also in the README):
+Definitions (also in docs/reference/records.md):
 
 - ``t0`` = just before the request is handed to the HTTP client (final attempt).
 - ``ttfb_ms`` = response headers received − t0.
@@ -71,6 +71,9 @@ COLUMNS: tuple[Column, ...] = (
            "whatever the format."),
     Column("transforms", "str", "`;`-joined request transforms applied to the sample body, in order (the "
            "vendor's adapter and `transforms`)."),
+    Column("temperature", "float", "The `temperature` the request carried (the sample's, or `--avv-temperature`, "
+           "after the vendor's transforms and `--avv-extra-body`); empty when it set none (the vendor's default). The "
+           "identity test reads it: at 0 the repeats are not samples.", low=0),
     Column("level", "int", "Stress mode: the concurrency level the request started in; empty in verify mode.", low=0),
     Column("worker", "str", "Host and process that ran the item (`host:pid`)."),
     Column("started_at", "str", "UTC wall-clock time of the first attempt's t0 (ISO 8601)."),
@@ -102,11 +105,11 @@ COLUMNS: tuple[Column, ...] = (
            "empty when not reported or not believed (negative, fractional, above prompt_tokens).", low=0,
            high=MAX_TOKENS),
     Column("cost", "float", "What the request cost in its vendor's price currency: ((prompt_tokens − cached_tokens) "
-           "× input + cached_tokens × cached_input + completion_tokens × output) / 10⁶ (README \"Prices\"); empty "
-           "when the vendor has no `price` or the row has no usage.", 9, low=0),
+           "× input + cached_tokens × cached_input + completion_tokens × output) / 10⁶ (docs: Prices, cost and "
+           "budgets); empty when the vendor has no `price` or the row has no usage.", 9, low=0),
     Column("tps", "float", "(completion_tokens − 1) / (decode_ms / 1000); empty when undefined or buffered.", low=0),
     Column("finish_reason", "str", "Last non-null finish_reason seen; Messages and Responses stop reasons mapped onto "
-           "chat's (`stop`, `tool_calls`, `length`, …; README \"Wire formats\")."),
+           "chat's (`stop`, `tool_calls`, `length`, …; docs: Wire formats)."),
     Column("stop_reason", "str", "The vendor's own word for how the answer ended: chat and raw completions' raw "
            "`finish_reason`, Messages' `stop_reason` (`end_turn`, `tool_use`, `max_tokens` …), Responses' status "
            "(`completed`, `incomplete:max_output_tokens`, `failed`)."),

@@ -21,6 +21,9 @@ Gold labels (optional, never sent; :class:`Gold`):
 here: a sample's language check (:attr:`Sample.language_check`, see :mod:`.language`) must be computable
 before any request is sent.
 
+``_stream: false`` (metadata, never sent) sends the line without streaming: its answer is one JSON body (the
+conformance suite's stream-parity probes; :attr:`Sample.streamed`).
+
 ``agent`` (an object; never sent) makes the line an agent task followed over several steps, validated here with
 file and line (:mod:`avv_core.agent_task`; the loop is :mod:`avv_harness.wire.agent_loop`). Its gold for the end travels
 with the other gold labels (:attr:`Gold.agent`).
@@ -40,6 +43,8 @@ from avv_core.errors import InputError
 from avv_core.json_input import parse_json
 from avv_core.language import sample_language_check
 
+#: Metadata key: ``false`` sends the sample without streaming (:attr:`Sample.streamed`).
+STREAM_KEY = "_stream"
 METADATA_KEYS = frozenset({"data_index", "expected_tool_call", "expected_calls", "tool_names", "check_type",
                            "scenario_check", "expected_language", AGENT_KEY})
 
@@ -79,6 +84,11 @@ class Sample:
     @property
     def tools(self) -> list[dict[str, Any]]:
         return list(self.body.get("tools") or [])
+
+    @property
+    def streamed(self) -> bool:
+        """Sent with ``stream: true`` (every sample but one whose metadata says ``_stream: false``)."""
+        return self.metadata.get(STREAM_KEY) is not False
 
     @cached_property
     def gold(self) -> Gold:

@@ -13,13 +13,18 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from avv_core.version import version_text
+
 PACKAGED_LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--version" in args or "-V" in args:  # the project's version first, then Locust's (Locust's own prints only its)
+        print(version_text("avv-locust"))
+        return
     from avv_harness.locust import plugin as locust_plugin  # noqa: F401  (registers the --avv-* options)
 
-    args = list(sys.argv[1:] if argv is None else argv)
     if not any(a in ("-f", "--locustfile") or a.startswith("--locustfile=") for a in args):
         args = ["-f", str(PACKAGED_LOCUSTFILE), *args]
     sys.argv = ["locust", *args]

@@ -19,11 +19,13 @@ from typing import Any
 
 import pandas as pd
 
+from avv_core.command_line import command_parser
 from avv_core.errors import InputError
 from avv_core.samples import Sample
 from avv_harness.inputs.config import Vendor
 from avv_harness.wire.execute import build_body
 from avv_scoring.cli import PROG, baseline_arg
+from avv_scoring.entrypoints import ScoreRequest
 from avv_scoring.load import RunInput, read_inputs, resolve_inputs, run_sample_set
 from avv_scoring.metrics.trajectories import first_steps
 from avv_scoring.report.escape import terminal_text
@@ -149,13 +151,14 @@ def _attempts(record: Mapping[str, Any]) -> int:
 
 
 def export_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"{PROG} export",
-        description="Write a run folder as K2-Vendor-Verifier / MiniMax-Provider-Verifier files: per vendor "
+    p = command_parser(
+        f"{PROG} export",
+        "Write a run folder as K2-Vendor-Verifier / MiniMax-Provider-Verifier files: per vendor "
         "<vendor>_results.jsonl, <vendor>_summary.json and <vendor>_compare.json (against the baseline).",
     )
     p.add_argument("run", metavar="RUN", help="a run folder (records.csv and run.json)")
-    p.add_argument("--format", required=True, choices=[FORMAT], help="the file format (k2vv: K2VV and MiniMax)")
+    p.add_argument("--format", default=FORMAT, choices=[FORMAT],
+                   help=f"the file format (default {FORMAT}, the only one: K2VV's, which MiniMax reads too)")
     p.add_argument("--out", metavar="DIR", help="output folder (default RUN/k2vv)")
     p.add_argument("--samples", metavar="FILE", help="sample JSONL (default: from run.json)")
     p.add_argument("--baseline", action="append", default=[], metavar="NAME|MODEL=VENDOR",
@@ -167,7 +170,8 @@ def export_parser() -> argparse.ArgumentParser:
 def main_export(argv: Sequence[str]) -> int:
     """``avv-score export``: write the files, list them, print the warnings."""
     args = export_parser().parse_args(argv)
-    result = export_run(args.run, out_dir=args.out, samples=args.samples, baseline=baseline_arg(args.baseline))
+    request = ScoreRequest((args.run,), baseline=baseline_arg(args.baseline), samples=args.samples, out_dir=args.out)
+    result = export_run(request.inputs[0], out_dir=request.out_dir, samples=request.samples, baseline=request.baseline)
     for warning in result.warnings:
         sys.stderr.write(f"{PROG}: warning: {terminal_text(warning)}\n")
     if not args.quiet:

@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from avv_core.command_line import command_parser
 from avv_core.errors import InputError
 from avv_core.samples import load_samples
 from avv_harness.inputs.bfcl import convert, write_lines
@@ -19,7 +20,7 @@ PROG = "avv-samples"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Make avv sample files (JSONL request bodies with gold).")
+    p = command_parser(PROG, "Make avv sample files (JSONL request bodies with gold).")
     sub = p.add_subparsers(dest="command", required=True)
     bfcl = sub.add_parser("from-bfcl", help="convert Berkeley Function Calling Leaderboard v4 questions",
                           description="Convert BFCL v4 questions (and their possible answers) into request bodies "

@@ -15,7 +15,7 @@ person opens escaped by the rules of :mod:`.report.escape`) → :mod:`.entrypoin
 from __future__ import annotations
 
 from avv_scoring.baseline_results import BaselineResults
-from avv_scoring.entrypoints import score_paths, stress_only
+from avv_scoring.entrypoints import ScoreRequest, score, score_paths, stress_only
 from avv_scoring.load import load_records
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.registry import METRICS, metric, render_metric_table
@@ -33,7 +33,9 @@ from avv_scoring.report.escape import (
 )
 from avv_scoring.report.markdown import render_markdown
 from avv_scoring.report.outputs import write_stress_outputs
+from avv_scoring.report.sections.decision import decision_lines
 from avv_scoring.report.terminal import render_tables
+from avv_scoring.run_outcome import BrokenVendor, broken_vendors, decision_exit_status
 from avv_scoring.score import SCORE_COLUMNS, ScoreResult, score_frame
 from avv_scoring.settle import item_parts, records_frame, settle_bounds
 from avv_scoring.stats.irf import add_irf, irf_scores
@@ -82,6 +84,12 @@ __all__ = [
     "restore_cell",
     "restore_frame",
     "score_frame",
+    "BrokenVendor",
+    "ScoreRequest",
+    "broken_vendors",
+    "decision_exit_status",
+    "decision_lines",
+    "score",
     "score_paths",
     "settle_bounds",
     "settle_verdict",

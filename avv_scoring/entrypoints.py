@@ -8,49 +8,82 @@ import gc
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
 
 from avv_core.errors import InputError
+from avv_core.exit_status import ExitStatus, most_serious
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults, add_baseline_results
+from avv_scoring.decision import Decisions, settled_decision
 from avv_scoring.load import RunInput, load_tools, read_inputs, resolve_inputs
+from avv_scoring.metrics.billing import BillingTolerance, check_tolerance
 from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.report.outputs import write_outputs
-from avv_scoring.score import REPEAT_COLUMNS, SCORE_COLUMNS, BaselineSpec, ScoreResult, score_frame
+from avv_scoring.run_outcome import decision_exit_status
+from avv_scoring.score import REPEAT_COLUMNS, SCORE_COLUMNS, BaselineSpec, ScoreResult, decision_columns, score_frame
 from avv_scoring.stats.irf import MetricsSpec
 from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.stress import STRESS_MODE, stress_tables
 from avv_scoring.verdict import Thresholds
 
 
-def score_paths(
-    paths: Iterable[str | os.PathLike[str]],
-    baseline: BaselineSpec = None,
-    samples: str | os.PathLike[str] | None = None,
-    out_dir: str | os.PathLike[str] | None = None,
-    thresholds: Thresholds | None = None,
-    write: bool = True,
-    irf_metrics: MetricsSpec = None,
-    baseline_results: Sequence[BaselineResults] | None = None,
-    baseline_name: str | None = None,
-    stats: StatsSettings | None = None,
-    html: bool = True,
-    arg_normalise: ArgNormalisation | None = None,
-) -> ScoreResult:
-    """Load run folders / records.csv files, score them (:func:`score_inputs`: the baseline, samples, baseline
-    results and stress tables) and (``write=True``) write scores.csv, scores_by_repeat.csv, scores.json,
+@dataclass(frozen=True)
+class ScoreRequest:
+    """Everything one scoring is asked to do: what to read, how to judge, what to write, how strict its exit status
+    is. ``avv-score`` builds it from its options (:func:`avv_scoring.cli.score_request`), the harness from its
+    ``--avv-*`` options at the end of a run, ``avv-score export`` for its run; :func:`score` carries it out."""
+
+    inputs: tuple[str, ...]  # run folders and/or records.csv files
+    baseline: BaselineSpec = None  # --baseline: a vendor name, or model → vendor ({"*": name} = any model)
+    samples: str | None = None  # --samples: the sample file (default: each run.json's)
+    out_dir: str | None = None  # --out (default: the run folder when one was given, else ./scores)
+    thresholds: Thresholds | None = None  # --thresholds and the single-bound flags (None: the avv preset)
+    write: bool = True  # write the outputs (scores.csv, scores.json, report.md, …)
+    html: bool = True  # also report.html
+    irf_metrics: MetricsSpec = None  # --irf-metrics (None: the registry's IRF inputs)
+    baseline_results: tuple[BaselineResults, ...] = ()  # --baseline-results files (K2VV / MiniMax)
+    baseline_name: str | None = None  # --baseline-name of those rows
+    stats: StatsSettings = field(default_factory=StatsSettings)  # --bootstrap, --seed, --verdict, --confidence, ties
+    arg_normalise: ArgNormalisation | None = None  # --arg-normalise (None: every normaliser)
+    billing: BillingTolerance | None = None  # --prompt-tokens-tolerance (None: run.json's, else the default)
+    strict: bool = False  # --strict: exit 7 when a vendor FAILs, 8 when one is INCONCLUSIVE
+    allow_inconclusive: bool = False  # --allow-inconclusive: with --strict, INCONCLUSIVE exits 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", tuple(os.fspath(p) for p in self.inputs))
+        object.__setattr__(self, "baseline_results", tuple(self.baseline_results or ()))
+        for name in ("samples", "out_dir"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, os.fspath(value))
+
+    def exit_status(self, result: ScoreResult) -> int:
+        """The status this scoring asks for (:func:`avv_scoring.run_outcome.decision_exit_status`; 4 when rows
+        were left out), the most serious first."""
+        statuses = [decision_exit_status(result, self.strict, self.allow_inconclusive)]
+        if result.excluded_rows:
+            statuses.append(ExitStatus.SCORING)
+        return most_serious(statuses)
+
+
+def score(request: ScoreRequest) -> ScoreResult:
+    """Load the request's run folders / records.csv files, score them (:func:`score_inputs`: the baseline, samples,
+    baseline results and stress tables) and (``write``) write scores.csv, scores_by_repeat.csv, scores.json,
     disagreements.csv, report.md and (``html``) report.html into ``out_dir`` (default: the run folder when one was
     given, else ``./scores``); for a stress run also stress.csv, capacity.csv and the two plots.
     Raises :class:`avv_core.errors.InputError` on bad input."""
-    names = [os.fspath(p) for p in paths]
-    result = score_inputs(names, baseline, samples, thresholds, irf_metrics, baseline_results, baseline_name, stats,
-                          arg_normalise)
-    if write:
-        target = os.fspath(out_dir) if out_dir is not None else default_out_dir(names)
-        result = replace(result, outputs=write_outputs(result, target, html=html))
+    result = _score_inputs(request)
+    if request.write:
+        target = request.out_dir if request.out_dir is not None else default_out_dir(list(request.inputs))
+        result = replace(result, outputs=write_outputs(result, target, html=request.html))
     return result
+
+
+def score_paths(paths: Iterable[str | os.PathLike[str]], **options: Any) -> ScoreResult:
+    """:func:`score` of ``ScoreRequest(paths, **options)`` (the fields of :class:`ScoreRequest`)."""
+    return score(ScoreRequest(tuple(os.fspath(p) for p in paths), **options))
 
 
 def stress_only(
@@ -91,20 +124,15 @@ def collect_rarely() -> Iterator[None]:
         gc.set_threshold(*previous)
 
 
+def score_inputs(paths: Iterable[str | os.PathLike[str]], **options: Any) -> ScoreResult:
+    """Load run folders / records.csv files and score them, writing nothing (:func:`score` writes too):
+    ``ScoreRequest(paths, **options)`` without its output fields."""
+    return _score_inputs(ScoreRequest(tuple(os.fspath(p) for p in paths), write=False, **options))
+
+
 @collect_rarely()
-def score_inputs(
-    paths: Iterable[str | os.PathLike[str]],
-    baseline: BaselineSpec = None,
-    samples: str | os.PathLike[str] | None = None,
-    thresholds: Thresholds | None = None,
-    irf_metrics: MetricsSpec = None,
-    baseline_results: Sequence[BaselineResults] | None = None,
-    baseline_name: str | None = None,
-    stats: StatsSettings | None = None,
-    arg_normalise: ArgNormalisation | None = None,
-) -> ScoreResult:
-    """Load run folders / records.csv files and score them (:func:`avv_scoring.score.score_frame`; :func:`score_paths`
-    also writes the outputs).
+def _score_inputs(request: ScoreRequest) -> ScoreResult:
+    """Score the request's inputs (:func:`avv_scoring.score.score_frame`).
 
     ``baseline_results`` (:class:`avv_scoring.baseline_results.BaselineResults`, ``--baseline-results``) adds
     K2VV / MiniMax results files as the baseline vendor ``baseline_name`` (default ``official``) of their model;
@@ -112,30 +140,38 @@ def score_inputs(
 
     Tools come from ``samples`` when given, else from the sample file recorded in each run.json
     (sha256-checked). When exactly one run folder is scored and its run.json says ``"mode": "stress"``,
-    ``result.stress`` holds its stress tables. Raises :class:`avv_core.errors.InputError` on bad input.
+    ``result.stress`` holds its stress tables. A conformance run's probe file gives the probes (conformance.csv).
+    ``billing``: the prompt-token tolerance (``--prompt-tokens-tolerance``); a model without one there takes the
+    vendor config's ``prompt_tokens_tolerance`` recorded in run.json, else the default. A vendor settled early by
+    ``--avv-settle`` keeps the verdict the sequential test gave it (:func:`avv_scoring.decision.settled_decision`).
+    Raises :class:`avv_core.errors.InputError` on bad input.
     """
-    names = [os.fspath(p) for p in paths]
+    names = list(request.inputs)
+    baseline, samples = request.baseline, request.samples
     inputs = resolve_inputs(names)
     excluded: list[str] = []
     records = read_inputs(inputs, excluded)
     tool_source = load_tools(inputs, samples)
     import_notes: list[str] = []
-    if baseline_results:
+    if request.baseline_results:
         if baseline is not None:
             raise InputError("--baseline and --baseline-results both name the baseline; give one of them")
         records, baseline, import_notes = add_baseline_results(
-            records, inputs, baseline_results, baseline_name or DEFAULT_BASELINE_NAME, samples
+            records, inputs, request.baseline_results, request.baseline_name or DEFAULT_BASELINE_NAME, samples
         )
-        result_inputs = [*(i.csv_path for i in inputs), *(b.path for b in baseline_results)]
+        result_inputs = [*(i.csv_path for i in inputs), *(b.path for b in request.baseline_results)]
     else:
         result_inputs = [i.csv_path for i in inputs]
     result = score_frame(
-        records, tool_source.tools_by_sample, baseline=baseline, thresholds=thresholds, irf_metrics=irf_metrics,
-        gold_by_sample=tool_source.gold_by_sample, stats=stats, arg_normalise=arg_normalise,
-        sample_sets=tool_source.sample_sets,
+        records, tool_source.tools_by_sample, baseline=baseline, thresholds=request.thresholds,
+        irf_metrics=request.irf_metrics, gold_by_sample=tool_source.gold_by_sample, stats=request.stats,
+        arg_normalise=request.arg_normalise, sample_sets=tool_source.sample_sets,
+        probes=tool_source.probes,
+        billing=(request.billing if request.billing is not None else BillingTolerance()).merged(_tolerances_of(inputs)),
     )
     stress_dir = _single_stress_run(inputs)
-    return replace(
+    settle = _settle_of(inputs)
+    return with_settled(replace(
         result,
         warnings=(*tool_source.warnings, *_input_notes(inputs), *import_notes, *_excluded_notes(excluded),
                   *result.warnings),
@@ -143,9 +179,31 @@ def score_inputs(
         inputs=tuple(result_inputs),
         sample_files=tuple(tool_source.sample_files),
         stress=stress_tables(stress_dir) if stress_dir is not None else None,
-        settle=_settle_of(inputs),
+        settle=settle,
         currencies=_currencies_of(inputs),
-    )
+        vendor_down=_vendor_down_of(inputs),
+    ))
+
+
+def with_settled(result: ScoreResult) -> ScoreResult:
+    """``result`` with each vendor settled early by ``--avv-settle`` (run.json ``settle``) given the verdict of the
+    sequential test (:func:`avv_scoring.decision.settled_decision`), and the summary columns redone."""
+    entries: dict[str, Any] = {}
+    for settle in result.settle.values():
+        for name, entry in (settle.get("vendors") or {}).items():
+            if isinstance(entry, dict) and entry.get("verdict") in ("pass", "fail"):
+                entries[str(name)] = entry
+    if not entries or result.scores.empty:
+        return result
+    decisions = dict(result.decisions.by_vendor)
+    for (model, vendor), decision in decisions.items():
+        if vendor in entries:
+            decisions[(model, vendor)] = settled_decision(decision, entries[vendor])
+    scores = result.scores.copy()
+    keys = list(zip(scores["model"].astype(str), scores["vendor"].astype(str), strict=True))
+    for column, values in decision_columns(decisions, keys).items():
+        scores[column] = values
+    return replace(result, scores=scores, decisions=Decisions(decisions))
 
 
 def _currencies_of(inputs: Sequence[RunInput]) -> tuple[str, ...]:
@@ -159,6 +217,18 @@ def _currencies_of(inputs: Sequence[RunInput]) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def _tolerances_of(inputs: Sequence[RunInput]) -> dict[str, float]:
+    """Model → the ``prompt_tokens_tolerance`` its vendors were configured with (run.json's vendors)."""
+    found: dict[str, float] = {}
+    for item in inputs:
+        for vendor in item.manifest.vendors if item.manifest is not None else ():
+            value = vendor.get("prompt_tokens_tolerance") if isinstance(vendor, dict) else None
+            if value is not None:
+                found[str(vendor.get("model"))] = check_tolerance(value, f"{item.run_json_path}: "
+                                                                         "prompt_tokens_tolerance")
+    return found
+
+
 def _settle_of(inputs: Sequence[RunInput]) -> dict[str, Any]:
     """run.json's ``settle`` of each input made with ``--avv-settle`` (report section "Settled early")."""
     out: dict[str, Any] = {}
@@ -166,6 +236,17 @@ def _settle_of(inputs: Sequence[RunInput]) -> dict[str, Any]:
         settle = item.manifest.extra.get("settle") if item.manifest is not None else None
         if isinstance(settle, dict) and isinstance(settle.get("vendors"), dict):
             out[item.run_dir or item.csv_path] = settle
+    return out
+
+
+def _vendor_down_of(inputs: Sequence[RunInput]) -> dict[str, Any]:
+    """run.json's ``vendor_down`` of each input where the circuit breaker stopped a vendor (report section "Vendors
+    stopped")."""
+    out: dict[str, Any] = {}
+    for item in inputs:
+        down = item.manifest.extra.get("vendor_down") if item.manifest is not None else None
+        if isinstance(down, list) and down:
+            out[item.run_dir or item.csv_path] = [d for d in down if isinstance(d, dict)]
     return out
 
 
@@ -228,5 +309,5 @@ def _input_notes(inputs: Sequence[RunInput]) -> list[str]:
     return notes
 
 
-__all__ = ["EXCLUDED_SHOWN", "SCORING_GC_THRESHOLD", "collect_rarely", "default_out_dir", "score_inputs",
-           "score_paths", "stress_only", "stress_only_result"]
+__all__ = ["EXCLUDED_SHOWN", "SCORING_GC_THRESHOLD", "ScoreRequest", "collect_rarely", "default_out_dir", "score",
+           "score_inputs", "score_paths", "stress_only", "stress_only_result", "with_settled"]

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from avv_core.command_line import command_parser
 from avv_core.errors import InputError
 from avv_scoring.report.escape import neutralise_frame, restore_frame
 from avv_scoring.stats.irf import irf_scores, irf_table_columns, resolve_irf_metrics
@@ -38,9 +39,9 @@ def add_irf_metrics_option(p: argparse.ArgumentParser) -> None:
 
 
 def irf_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"{PROG} irf",
-        description="Add an 'irf' column to a per-vendor metrics table (CSV with columns "
+    p = command_parser(
+        f"{PROG} irf",
+        "Add an 'irf' column to a per-vendor metrics table (CSV with columns "
         f"{', '.join(irf_table_columns())}, or model, vendor and the --irf-metrics columns; an empty cell = "
         "missing) and print it as CSV.",
     )

@@ -21,8 +21,11 @@ import pandas as pd
 
 from avv_core.record_file import coerce_frame
 from avv_core.records import COLUMN_NAMES, to_csv_row
+from avv_scoring.conformance.probes import Probe
 from avv_scoring.load import FILE_ORDER_COL, ROW_ORDER_COL, SOURCE_COL, GoldBySample, ToolsBySample, dedupe_latest
 from avv_scoring.score import ScoreResult, score_frame
+from avv_scoring.stats.uncertainty import StatsSettings
+from avv_scoring.verdict import Thresholds
 
 
 class LiveRecords:
@@ -74,10 +77,14 @@ def prepare(frame: pd.DataFrame, source: str = "") -> pd.DataFrame:
 
 
 def score_live(frame: pd.DataFrame, tools_by_sample: ToolsBySample | None, source: str = "",
-               gold_by_sample: GoldBySample | None = None) -> ScoreResult:
+               gold_by_sample: GoldBySample | None = None, probes: Mapping[str, Probe] | None = None,
+               thresholds: Thresholds | None = None, stats: StatsSettings | None = None) -> ScoreResult:
     """Score the records so far as ``avv-score RUN_DIR`` would (InputError as :func:`score_frame`, e.g. while
-    the baseline vendor has no record yet); ``gold_by_sample`` = the samples' gold labels and agent tasks."""
-    result = score_frame(prepare(frame, source), tools_by_sample, gold_by_sample=gold_by_sample)
+    the baseline vendor has no record yet); ``gold_by_sample`` = the samples' gold labels and agent tasks;
+    ``probes`` = a conformance run's probes; ``thresholds`` and ``stats`` = the run's ``--avv-thresholds``,
+    ``--avv-verdict`` and ``--avv-confidence`` (the decision so far follows the run's own rule)."""
+    result = score_frame(prepare(frame, source), tools_by_sample, gold_by_sample=gold_by_sample, probes=probes,
+                         thresholds=thresholds, stats=stats)
     return replace(result, inputs=(source,) if source else ())
 
 

@@ -22,6 +22,7 @@ from avv_core.manifest import RunManifest, read_manifest
 from avv_core.record_file import read_records_checked
 from avv_core.records import STATUS_SUCCESS
 from avv_core.samples import Gold, SampleSet, file_sha256, load_samples
+from avv_scoring.conformance.probes import Probe, probes_of
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,8 @@ class ToolSource:
     gold_by_sample: dict[str, Gold] = field(default_factory=dict)  # labelled samples and agent tasks only
     #: sample id → the sample set it is marked as (metadata ``_sample_set``, e.g. ``minimax``); marked samples only
     sample_sets: dict[str, str] = field(default_factory=dict)
+    #: sample id → its conformance probe (a conformance run's probe file); probes only
+    probes: dict[str, Probe] = field(default_factory=dict)
 
 
 def resolve_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[RunInput]:
@@ -327,11 +330,12 @@ def load_tools(inputs: Sequence[RunInput], samples: str | os.PathLike[str] | Non
                     f"{path}: sha256 differs from the sample file recorded in {run.run_json_path}"
                 )
         return ToolSource(tools_from_sample_set(sample_set), [path], warnings, gold_from_sample_set(sample_set),
-                          sample_sets_of(sample_set))
+                          sample_sets_of(sample_set), probes_of(sample_set.samples))
 
     tools: dict[str, list[dict[str, Any]]] = {}
     gold: dict[str, Gold] = {}
     marks: dict[str, str] = {}
+    probes: dict[str, Probe] = {}
     loaded: dict[str, str] = {}  # path -> sha256
     for run in inputs:
         recorded, _ = _samples_info(run)
@@ -344,7 +348,8 @@ def load_tools(inputs: Sequence[RunInput], samples: str | os.PathLike[str] | Non
         tools.update(tools_from_sample_set(sample_set))
         gold.update(gold_from_sample_set(sample_set))
         marks.update(sample_sets_of(sample_set))
-    return ToolSource(tools, list(loaded), warnings, gold, marks)
+        probes.update(probes_of(sample_set.samples))
+    return ToolSource(tools, list(loaded), warnings, gold, marks, probes)
 
 
 #: Helper column holding :func:`is_success` once computed (added by the call annotation).

@@ -15,6 +15,7 @@
       base: minimax             # optional preset to start from (default: none = no bound)
       thresholds:
         f1: {min: 0.95}                          # one bound
+        schema_accuracy: {margin: 0.02}          # non-inferiority: at most 0.02 below the baseline's
         finish_tool_calls_rate: {min: 0.7, max: 0.9}   # a band
         finish_tool_calls_rate: {min: 0.775, max: 0.825, sample_set: minimax}  # judged on marked samples only
         avg_ttft_ms: {max: 800}
@@ -34,6 +35,7 @@ from typing import Any
 import yaml
 
 from avv_core.errors import InputError
+from avv_core.suggest import did_you_mean
 from avv_core.yaml_io import load_yaml, loads_yaml
 from avv_scoring.metrics.declaration import KINDS
 from avv_scoring.metrics.registry import is_metric
@@ -70,7 +72,8 @@ def thresholds_from_data(data: Any, where: str, default_name: str) -> Thresholds
         raise InputError(f"{where}: expected a mapping with a 'thresholds' key")
     unknown = sorted(set(map(str, data)) - _TOP_KEYS)
     if unknown:
-        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)} (expected name, base, thresholds)")
+        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)}{did_you_mean(unknown[0], _TOP_KEYS)} "
+                         "(expected name, base, thresholds)")
     base_name = data.get("base", "none")
     if base_name not in PRESETS:
         raise InputError(f"{where}: field 'base': {base_name!r} is not a preset ({', '.join(PRESETS)})")
@@ -79,18 +82,28 @@ def thresholds_from_data(data: Any, where: str, default_name: str) -> Thresholds
         raise InputError(f"{where}: field 'thresholds' must map metric columns to {{min: x, max: y}}")
     bounds: dict[str, Any] = {}
     sets: dict[str, str] = {}
+    margins: dict[str, float] = {}
     for column, spec in raw.items():
         field = f"{where}: thresholds.{column}"
         if not isinstance(column, str) or not is_metric(column):
-            raise InputError(f"{field}: not a metric column ('avv-score metrics' lists them)")
+            from avv_scoring.metrics.registry import METRICS  # the registry loads on first use
+
+            raise InputError(f"{field}: not a metric column{did_you_mean(str(column), (m.column for m in METRICS))} "
+                             "('avv-score metrics' lists them)")
         if spec is None:
             bounds[column] = None
             continue
         if not isinstance(spec, Mapping) or not spec:
-            raise InputError(f"{field}: expected {{min: x}}, {{max: y}} or {{min: x, max: y}}, got {spec!r}")
-        kinds = sorted(set(map(str, spec)) - set(KINDS) - {"sample_set"})
+            raise InputError(f"{field}: expected {{min: x}}, {{max: y}}, {{min: x, max: y}} or {{margin: d}}, "
+                             f"got {spec!r}")
+        kinds = sorted(set(map(str, spec)) - set(KINDS) - {"sample_set", "margin"})
         if kinds:
-            raise InputError(f"{field}: unknown bound(s) {', '.join(kinds)} (min, max, sample_set)")
+            raise InputError(f"{field}: unknown bound(s) {', '.join(kinds)} (min, max, margin, sample_set)")
+        if "margin" in spec:
+            margins[column] = _number(f"{field}.margin", spec["margin"])
+            if not any(kind in spec for kind in KINDS):
+                bounds[column] = None  # the margin replaces the base's bounds on this metric
+                continue
         if "sample_set" in spec:
             if not isinstance(spec["sample_set"], str) or not spec["sample_set"].strip():
                 raise InputError(f"{field}.sample_set: must be a sample set name (a string)")
@@ -108,6 +121,14 @@ def thresholds_from_data(data: Any, where: str, default_name: str) -> Thresholds
             out = out.for_sample_set(column, base.sample_set_of(column))
     for column, sample_set in sets.items():
         out = out.for_sample_set(column, sample_set)
+    for column, margin in base.margins():
+        if column not in bounds:
+            out = out.with_margin(column, margin)
+    for column, margin in margins.items():
+        try:
+            out = out.with_margin(column, margin)
+        except ValueError as exc:
+            raise InputError(f"{where}: thresholds.{column}.margin: {exc}") from None
     name = data.get("name", default_name)
     if not isinstance(name, str) or not name.strip():
         raise InputError(f"{where}: field 'name' must be a non-empty string")

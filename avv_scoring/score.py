@@ -17,6 +17,9 @@ import pandas as pd
 
 from avv_core.client_load import LoadGroup, process_name, summarise_load
 from avv_core.errors import InputError
+from avv_scoring.conformance.probes import Probe
+from avv_scoring.conformance.suite import CONFORMANCE_COLUMNS, conformance_table
+from avv_scoring.decision import Decisions, Evidence, VendorDecision, decide, vendor_evidence
 from avv_scoring.load import (
     COMPARABLE_COL,
     REQUIRED_COLUMNS,
@@ -27,8 +30,9 @@ from avv_scoring.load import (
     is_success,
     rows_where,
 )
+from avv_scoring.metrics.billing import BillingTolerance, flagged
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
-from avv_scoring.metrics.declaration import RegistryError
+from avv_scoring.metrics.declaration import Metric, RegistryError
 from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.metrics.registry import METRICS, model_functions
@@ -36,10 +40,10 @@ from avv_scoring.metrics.trajectories import summarise as summarise_trajectories
 from avv_scoring.metrics.trajectories import trajectory_disagreements
 from avv_scoring.metrics.vendor_table import REPEAT_METRICS, FeatureFrames, repeat_summary, vendor_tables
 from avv_scoring.stats.irf import MetricsSpec, default_irf_metrics, irf_scores, resolve_irf_metrics
-from avv_scoring.stats.statistical_verdict import judge, verdict_thresholds
+from avv_scoring.stats.statistical_verdict import verdict_thresholds
 from avv_scoring.stats.uncertainty import ModelTable, StatsSettings, VendorSums, vendor_sums
 from avv_scoring.stress import StressResult
-from avv_scoring.verdict import SET_MARK, Thresholds, judged_thresholds
+from avv_scoring.verdict import CONFORMANCE_ONLY, SET_MARK, Thresholds, judged_thresholds
 
 #: Columns that say whose row it is and how it was judged (not metrics).
 IDENTITY_COLUMNS: tuple[str, ...] = (
@@ -51,13 +55,33 @@ IDENTITY_COLUMNS: tuple[str, ...] = (
     "irf",
     "verdict",
     "verdict_reasons",
+    "verdict_bounds",
+    "samples_to_decide",
 )
-#: Columns of scores.csv, in order: identity, every registered metric (registry order; the six default IRF
-#: inputs first, with the same names as in the ``irf`` table), then ``n_repeats`` and ``<m>_mean`` /
-#: ``<m>_std`` for each per-repeat metric.
+
+
+def metric_columns_in_order(metrics: Sequence[Metric]) -> tuple[str, ...]:
+    """The metric columns of ``metrics`` in their (registry) order, each ``interval=True`` metric followed at once by
+    its ``<m>_ci_low`` and ``<m>_ci_high`` (the interval columns are declared with orders of their own, which
+    interleaved them with other metrics: ``tps_ci_low, loop_rate, tps_ci_high``)."""
+    bounds = {m.column: (f"{m.column}_ci_low", f"{m.column}_ci_high") for m in metrics if m.interval}
+    declared = {m.column for m in metrics}
+    placed = {column for pair in bounds.values() for column in pair if column in declared}
+    out: list[str] = []
+    for m in metrics:
+        if m.column in placed:
+            continue
+        out.append(m.column)
+        out += [column for column in bounds.get(m.column, ()) if column in declared]
+    return tuple(out)
+
+
+#: Columns of scores.csv, in order: identity, every registered metric (registry order, each metric's 95 % interval
+#: columns right after it; the six default IRF inputs first, with the same names as in the ``irf`` table), then
+#: ``n_repeats`` and ``<m>_mean`` / ``<m>_std`` for each per-repeat metric.
 SCORE_COLUMNS: tuple[str, ...] = (
     *IDENTITY_COLUMNS,
-    *(m.column for m in METRICS),
+    *metric_columns_in_order(METRICS),
     "n_repeats",
     *(f"{m}_{stat}" for m in REPEAT_METRICS for stat in ("mean", "std")),
 )
@@ -119,8 +143,19 @@ class ScoreResult:
     not_judged: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: Runs made with ``--avv-settle``: input → run.json's ``settle`` (seed, rule, each vendor's outcome).
     settle: Mapping[str, Any] = field(default_factory=dict)
+    #: Vendors the circuit breaker stopped: input → run.json's ``vendor_down`` (each vendor, its hard fault, the items
+    #: it skipped; report section "Vendors stopped").
+    vendor_down: Mapping[str, Any] = field(default_factory=dict)
     #: The vendors' price currencies in the inputs' run.json (``price.currency``), sorted: the Cost section's unit.
     currencies: tuple[str, ...] = ()
+    #: The conformance checks of a conformance run's probes: one row per (model, vendor, check),
+    #: :data:`~avv_scoring.conformance.suite.CONFORMANCE_COLUMNS` (conformance.csv); empty without one.
+    conformance: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(CONFORMANCE_COLUMNS)))
+    #: The tolerance of the prompt-token ratio per model (billing honesty, conformance's token checks).
+    billing: BillingTolerance = field(default_factory=BillingTolerance)
+    #: Each vendor's decision: its bounds judged, with intervals (:mod:`avv_scoring.decision`); the ``verdict``,
+    #: ``verdict_reasons``, ``verdict_bounds`` and ``samples_to_decide`` columns of ``scores`` are its summary.
+    decisions: Decisions = field(default_factory=Decisions)
 
     @property
     def models(self) -> list[str]:
@@ -131,8 +166,12 @@ class ScoreResult:
 
     @property
     def passed(self) -> bool:
-        """True when every vendor passed its verdict."""
-        return bool((self.scores["verdict"] == "pass").all())
+        """True when every vendor PASSes its verdict."""
+        return bool((self.scores["verdict"] == "PASS").all())
+
+    def decision(self, model: str, vendor: str) -> VendorDecision | None:
+        """The decision of one vendor (None: not scored)."""
+        return self.decisions.of(model, vendor)
 
 
 def _normalise_baseline(baseline: BaselineSpec) -> dict[str, str]:
@@ -219,6 +258,8 @@ def score_frame(
     stats: StatsSettings | None = None,
     arg_normalise: ArgNormalisation | None = None,
     sample_sets: Mapping[str, str] | None = None,
+    probes: Mapping[str, Probe] | None = None,
+    billing: BillingTolerance | None = None,
 ) -> ScoreResult:
     """Score a records table: one row per (model, vendor) with every metric, IRF and verdict, the per-tool
     breakdown and the disagreements.
@@ -234,8 +275,14 @@ def score_frame(
     ``sample_sets`` = sample id → its ``_sample_set`` mark: a bound tuned to a sample set is judged only when every
     scored sample of the model carries that mark; a bound on a metric the samples cannot produce is not judged
     (:func:`avv_scoring.verdict.judged_thresholds`).
+    ``probes`` = sample id → its conformance probe (:mod:`avv_scoring.conformance`): the probes' rows give
+    ``ScoreResult.conformance`` and ``conformance_failures``, and are left out of every other metric when rows of
+    other samples are scored with them (a conformance run scored alone: its probes are all there is, and only
+    ``conformance_failures`` is judged). ``billing`` = the prompt-token tolerance per model (flagged ratios are
+    warnings; conformance's token checks).
     """
     stats = stats if stats is not None else StatsSettings()
+    billing = billing if billing is not None else BillingTolerance()
     arg_normalise = arg_normalise if arg_normalise is not None else ArgNormalisation()
     thresholds = verdict_thresholds(thresholds if thresholds is not None else Thresholds(), stats)
     irf_inputs = resolve_irf_metrics(irf_metrics)
@@ -264,6 +311,11 @@ def score_frame(
                 f"checkable: {', '.join(unknown[:5])}{' …' if len(unknown) > 5 else ''}"
             )
     baselines = resolve_baselines(records, baseline)
+    conformance = conformance_table(records, probes or {}, baselines, billing.of)
+    probe_rows = records["sample_id"].astype(str).isin(set(probes or ())).to_numpy(dtype=bool)
+    conformance_only = bool(probe_rows.all()) and not conformance.empty
+    if probe_rows.any() and not probe_rows.all():  # the probes are no replay of the samples
+        records = records.loc[~probe_rows]
     records = annotate_tool_calls(records, tools_by_sample, gold_by_sample, arg_normalise)
     records = summarise_trajectories(records)  # one row per item: an agent task's first step + its summary
     model_col = records["model"].astype(str)
@@ -277,6 +329,7 @@ def score_frame(
     groups = records.groupby([model_col, vendor_col], sort=False).groups
     base_of: dict[str, pd.DataFrame] = {}  # each model's baseline rows, selected once
     sums_of: dict[str, dict[str, VendorSums]] = {}  # model → vendor → its sums per sample id
+    evidence_of: dict[tuple[str, str], dict[str, Evidence]] = {}  # what the decision's intervals rest on
     for (model, vendor), index in groups.items():
         vendor_rows = records.loc[index]
         base_name = baselines[model]
@@ -287,6 +340,7 @@ def score_frame(
         frames = FeatureFrames(vendor_rows, base_rows)
         metrics, by_rep = vendor_tables(vendor_rows, base_rows, frames)
         sums_of.setdefault(model, {})[vendor] = vendor_sums(frames)  # the bootstrap's, from the same features
+        evidence_of[(model, vendor)] = vendor_evidence(frames)
         metrics.update(repeat_summary(by_rep))
         run_ids = (
             vendor_rows["run_id"].astype("object").dropna().unique().tolist()
@@ -318,14 +372,28 @@ def score_frame(
             )
         del vendor_rows, frames  # this vendor's copy and features go before the next vendor's are made (peak RSS)
 
-    _add_model_metrics(rows, records, baselines, stats, irf_inputs, sums_of)
+    _add_model_metrics(rows, records, baselines, stats, irf_inputs, sums_of, evidence_of, conformance)
+    warnings += billing_warnings(rows, billing)
     scores = pd.DataFrame(rows)
     scores["irf"] = irf_scores(scores, list(irf_inputs))
-    judged = {model: judged_thresholds(thresholds, sample_holds(rows_where(records, model_col == model), gold_by_sample,
-                                                                 sample_sets)) for model in baselines}
-    outcomes = [judge(row, judged[row["model"]][0], stats) for row in scores.to_dict("records")]
-    scores["verdict"] = [v for v, _ in outcomes]
-    scores["verdict_reasons"] = ["; ".join(r) for _, r in outcomes]
+    conformance_models = set(conformance["model"].astype(str))
+    judged = {model: judged_thresholds(thresholds, sample_holds(
+        rows_where(records, model_col == model), gold_by_sample, sample_sets)
+        | ({"conformance"} if model in conformance_models else set())
+        | ({CONFORMANCE_ONLY} if conformance_only else set())) for model in baselines}
+    by_key = {(row["model"], row["vendor"]): row for row in scores.to_dict("records")}
+
+    def baseline_of(model: str, vendor: str) -> tuple[Mapping[str, Any], Mapping[str, Evidence]] | None:
+        """The model's baseline row and evidence, for margins (None: this vendor is the baseline)."""
+        base = baselines[model]
+        return None if vendor == base or (model, base) not in by_key else (by_key[(model, base)],
+                                                                          evidence_of[(model, base)])
+
+    decisions = {key: decide(row, evidence_of[key], judged[key[0]][0], stats.verdict, stats.level, stats.alpha,
+                             baseline_of(*key)) for key, row in by_key.items()}
+    summary = decision_columns(decisions, zip(scores["model"], scores["vendor"], strict=True))
+    for column, values in summary.items():
+        scores[column] = values
     model_order = {m: i for i, m in enumerate(dict.fromkeys(scores["model"]))}
     # --irf-ties statistical orders the vendors by the IRF with statistical ties (then the published IRF)
     by = ["_m", "irf_statistical", "irf", "vendor"] if stats.irf_ties == "statistical" else ["_m", "irf", "vendor"]
@@ -342,7 +410,24 @@ def score_frame(
                        per_tool=_in_score_order(tool_rows, PER_TOOL_COLUMNS, scores),
                        disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores), records=records,
                        arg_normalise=arg_normalise,
-                       not_judged={m: tuple(skipped) for m, (_, skipped) in judged.items() if skipped})
+                       not_judged={m: tuple(skipped) for m, (_, skipped) in judged.items() if skipped},
+                       conformance=conformance, billing=billing, decisions=Decisions(decisions))
+
+
+def decision_columns(decisions: Mapping[tuple[str, str], VendorDecision],
+                     keys: Any) -> dict[str, list[Any]]:
+    """The scores columns that summarise each decision, for the (model, vendor) ``keys`` in row order: ``verdict``
+    (PASS / FAIL / INCONCLUSIVE), ``verdict_reasons`` (``; ``-joined, in each metric's format), ``verdict_bounds``
+    (every bound's state) and ``samples_to_decide`` (INCONCLUSIVE: about how many more samples would decide it)."""
+    out: dict[str, list[Any]] = {"verdict": [], "verdict_reasons": [], "verdict_bounds": [], "samples_to_decide": []}
+    for key in keys:
+        found = decisions[key]
+        out["verdict"].append(found.verdict)
+        out["verdict_reasons"].append("; ".join(([found.settled] if found.settled else []) + found.reasons()))
+        out["verdict_bounds"].append(found.states())
+        more = found.more
+        out["samples_to_decide"].append(float(more) if more is not None else np.nan)
+    return out
 
 
 def sample_holds(rows: pd.DataFrame, gold_by_sample: GoldBySample | None,
@@ -392,18 +477,37 @@ def comparable_items(records: pd.DataFrame, model_col: pd.Series, vendor_col: pd
 
 def _add_model_metrics(rows: list[dict[str, Any]], records: pd.DataFrame, baselines: Mapping[str, str],
                        stats: StatsSettings, irf_inputs: Mapping[str, bool],
-                       sums_of: Mapping[str, Mapping[str, VendorSums]]) -> None:
+                       sums_of: Mapping[str, Mapping[str, VendorSums]],
+                       evidence_of: Mapping[tuple[str, str], Mapping[str, Evidence]],
+                       conformance: pd.DataFrame) -> None:
     """Add the columns of the model-level functions (registry ``model_table``) to each vendor's row."""
     model_col = records["model"].astype(str)
     for model in dict.fromkeys(row["model"] for row in rows):
         mine = [row for row in rows if row["model"] == model]
         table = ModelTable(model, baselines[model], rows_where(records, model_col == model),
                            {row["vendor"]: row for row in mine},
-                           stats, dict(irf_inputs), sums_of.get(model, {}))
+                           stats, dict(irf_inputs), sums_of.get(model, {}),
+                           {row["vendor"]: {c: e.proportion for c, e in evidence_of[(model, row["vendor"])].items()}
+                            for row in mine},
+                           conformance[conformance["model"].astype(str) == model])
         for function in model_functions():
             columns = function.for_model(table)
             for row in mine:
                 row.update(columns[row["vendor"]])
+
+
+def billing_warnings(rows: Sequence[Mapping[str, Any]], billing: BillingTolerance) -> list[str]:
+    """A warning for each vendor whose median prompt-token ratio to the baseline is past its model's tolerance
+    (:mod:`avv_scoring.metrics.billing`)."""
+    out = []
+    for row in rows:
+        ratio, tolerance = row.get("prompt_tokens_ratio"), billing.of(str(row["model"]))
+        if not row.get("is_baseline") and flagged(ratio, tolerance):
+            out.append(f"{row['model']}/{row['vendor']}: reports {ratio:.3g}× the baseline's prompt_tokens on the same "
+                       f"items (median over {row.get('prompt_tokens_pairs')}; IQR "
+                       f"{row.get('prompt_tokens_ratio_iqr', float('nan')):.3g}), past the ±{tolerance:.0%} tolerance "
+                       "of billing honesty")
+    return out
 
 
 def _in_score_order(rows: list[dict[str, Any]], columns: Sequence[str], scores: pd.DataFrame) -> pd.DataFrame:
@@ -445,6 +549,7 @@ __all__ = [
     "SCORE_COLUMNS",
     "REPEAT_COLUMNS",
     "ScoreResult",
+    "decision_columns",
     "resolve_baselines",
     "score_frame",
 ]

@@ -18,25 +18,33 @@ import pandas as pd
 
 from avv_core.record_file import coerce_frame
 from avv_core.records import COLUMN_NAMES, to_csv_row
+from avv_scoring.decision import DEFECT_TOLERANCE
 from avv_scoring.metrics.declaration import Ratio
 from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.registry import function_of, metric
 from avv_scoring.stats.sequential import RatioBound
-from avv_scoring.verdict import Thresholds
+from avv_scoring.verdict import Thresholds, margin_text
 
 
 def settle_bounds(thresholds: Thresholds | None = None) -> tuple[list[RatioBound], list[str]]:
-    """The bounds in force (default: the registry's, as the harness scores) that can be settled, and the text
-    of those that cannot (no ratio form: they keep a PASS open until the end; a FAIL can still settle)."""
+    """The bounds in force (``--avv-thresholds``; default: the registry's) that can be settled, and the text of
+    those that cannot (no ratio form: they keep a PASS open until the end; a FAIL can still settle). A defect check
+    (``Metric.defect``, bound ``≤ 0``) carries :data:`~avv_scoring.decision.DEFECT_TOLERANCE`: it is met once its
+    upper bound is below it, so a clean vendor can settle."""
     thresholds = thresholds if thresholds is not None else Thresholds()
     tested: list[RatioBound] = []
     untested: list[str] = []
     for column, kind, limit in thresholds.checks():
+        if metric(column).needs == "conformance":  # judged on a conformance run only, never in a verify run
+            continue
         ratio = metric(column).ratio
         if ratio is None:
             untested.append(f"{column} {'≥' if kind == 'min' else '≤'} {limit:g}")
         else:
-            tested.append(RatioBound(column, "min" if kind == "min" else "max", limit, ratio.item_max, ratio.item_max))
+            defect = bool(metric(column).defect) and kind == "max" and limit <= 0
+            tested.append(RatioBound(column, "min" if kind == "min" else "max", limit, ratio.item_max, ratio.item_max,
+                                     tolerance=DEFECT_TOLERANCE if defect else None))
+    untested += [margin_text(column, margin) for column, margin in thresholds.margins()]  # against the baseline
     return tested, untested
 
 
@@ -46,13 +54,6 @@ def records_frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     frame = coerce_frame(pd.DataFrame(rows, columns=list(COLUMN_NAMES)))
     frame["repeat"] = frame["repeat"].fillna(1)
     return frame.reset_index(drop=True)
-
-
-def _terms(features: pd.DataFrame, terms: Sequence[tuple[str, float]]) -> np.ndarray:
-    total = np.zeros(len(features))
-    for name, weight in terms:
-        total += weight * features[name].to_numpy(dtype=float)
-    return total
 
 
 def item_parts(column: str, rows: pd.DataFrame, baseline_rows: pd.DataFrame,
@@ -73,7 +74,7 @@ def item_parts(column: str, rows: pd.DataFrame, baseline_rows: pd.DataFrame,
     else:
         features = form.features(rows)
     features = features.reindex(rows.index).fillna(0)
-    a, b = _terms(features, ratio.numerator), _terms(features, ratio.denominator)
+    a, b = ratio.parts(features)
     scale = np.where(b > ratio.item_max, ratio.item_max / np.maximum(b, 1e-12), 1.0)
     return a * scale, b * scale
 

@@ -15,7 +15,9 @@ model's verdicts, naming each (``ScoreResult.not_judged``, report.md), instead o
 - a bound on a metric the scored samples cannot produce (the registry's ``needs``: language following without a
   sample that has a language check, gold accuracy without gold labels, agent metrics without agent tasks);
 - a bound tied to a sample set (``sample_set``: MiniMax's Finish-ToolCalls-Rate band is tuned to MiniMax's own
-  samples) when the scored samples are not all marked as that set (sample metadata ``_sample_set``).
+  samples) when the scored samples are not all marked as that set (sample metadata ``_sample_set``);
+- in a conformance run scored alone, every bound but the conformance checks' (``conformance_failures``): its probes
+  are no replay of the samples. Without a conformance run, ``conformance_failures`` is dropped without a word.
 """
 
 from __future__ import annotations
@@ -100,16 +102,18 @@ class Thresholds(Mapping[str, Bounds]):
     copies. An unknown column, or a band whose min exceeds its max, raises ValueError.
     """
 
-    __slots__ = ("_bounds", "_name", "_sets")
+    __slots__ = ("_bounds", "_margins", "_name", "_sets")
     _bounds: dict[str, Bounds]  # column → its bounds, in registry order
     _name: str  # the preset or file they came from
     _sets: dict[str, str]  # column → the sample set its bounds are for (judged only on that set)
+    _margins: dict[str, float]  # column → δ of a non-inferiority bound against the baseline (:meth:`with_margin`)
 
     def __init__(self, bounds: Mapping[str, Any] | None = None, /, **limits: float | None) -> None:
         merged = self._apply({c: {k: v} for c, (k, v) in default_thresholds().items()}, bounds or {}, limits)
         object.__setattr__(self, "_bounds", merged)
         object.__setattr__(self, "_name", DEFAULT_PRESET)
         object.__setattr__(self, "_sets", {})
+        object.__setattr__(self, "_margins", {})
 
     # construction ----------------------------------------------------------------------------------
 
@@ -130,8 +134,9 @@ class Thresholds(Mapping[str, Bounds]):
         return self._derive({}, {f"{kind}_{column}": limit})
 
     def without(self, column: str) -> Thresholds:
-        """A copy where ``column`` has no bound."""
-        return self._derive({column: None}, {})
+        """A copy where ``column`` has no bound (nor margin)."""
+        out = self._derive({column: None}, {})
+        return out.without_margin(column) if column in self._margins else out
 
     def for_sample_set(self, column: str, sample_set: str | None) -> Thresholds:
         """A copy whose bounds on ``column`` are judged only on samples marked as ``sample_set`` (metadata
@@ -142,6 +147,34 @@ class Thresholds(Mapping[str, Bounds]):
             sets[column] = str(sample_set)
         object.__setattr__(out, "_sets", sets)
         return out
+
+    def with_margin(self, column: str, margin: float | None) -> Thresholds:
+        """A copy with a **non-inferiority** bound on ``column`` against the baseline: the vendor's value may be at
+        most ``margin`` worse than the baseline's (higher is better: vendor ≥ baseline − δ; lower: ≤ baseline + δ);
+        None removes it. Only a metric of the vendor's own behaviour that is a proportion (a ratio form, not a
+        comparison with the baseline) takes one: ValueError otherwise (docs/explanation/decision.md)."""
+        _known(column)
+        m = metric(column)
+        if margin is not None:
+            if m.ratio is None or m.better == "none" or column in baseline_comparisons():
+                raise ValueError(f"thresholds: {column!r} cannot take a margin against the baseline (a margin needs a "
+                                 "rate of the vendor's own behaviour, such as success_rate or schema_accuracy)")
+            if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= float(margin) < 1:
+                raise ValueError(f"thresholds: {column!r}: a margin is a number from 0 to 1, got {margin!r}")
+        out = self._derive({}, {})
+        margins = {c: d for c, d in self._margins.items() if c != column}
+        if margin is not None:
+            margins[column] = float(margin)
+        position = order_index()
+        object.__setattr__(out, "_margins", dict(sorted(margins.items(), key=lambda cd: position[cd[0]])))
+        return out
+
+    def margins(self) -> list[tuple[str, float]]:
+        """``(metric, δ)`` of every non-inferiority bound, in registry order."""
+        return list(self._margins.items())
+
+    def without_margin(self, column: str) -> Thresholds:
+        return self.with_margin(column, None)
 
     def sample_set_of(self, column: str) -> str | None:
         """The sample set ``column``'s bounds are for, or None (any samples)."""
@@ -158,6 +191,7 @@ class Thresholds(Mapping[str, Bounds]):
         current: dict[str, dict[str, float]] = {c: dict(b) for c, b in self._bounds.items()}
         object.__setattr__(out, "_bounds", self._apply(current, changes, limits))
         object.__setattr__(out, "_name", self._name)
+        object.__setattr__(out, "_margins", dict(getattr(self, "_margins", {})))
         touched = set(changes) | {_split_keyword(name)[1] for name in limits}  # an explicit bound holds on any set
         object.__setattr__(out, "_sets", {c: s for c, s in self._sets.items() if c in out._bounds and c not in touched})
         return out
@@ -204,18 +238,19 @@ class Thresholds(Mapping[str, Bounds]):
         raise AttributeError("Thresholds is frozen; use with_bound() / without() / named()")
 
     def __hash__(self) -> int:
-        return hash((tuple(self._bounds.items()), tuple(sorted(self._sets.items()))))
+        return hash((tuple(self._bounds.items()), tuple(sorted(self._sets.items())), tuple(self._margins.items())))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Thresholds):
-            return self._bounds == other._bounds and self._sets == other._sets
+            return self._bounds == other._bounds and self._sets == other._sets and self._margins == other._margins
         return super().__eq__(other)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (dict(self._bounds), self._name, dict(self._sets)))
+        return (_rebuild, (dict(self._bounds), self._name, dict(self._sets), dict(self._margins)))
 
     def __repr__(self) -> str:
-        return f"Thresholds({self._bounds!r}, name={self._name!r})"
+        margins = f", margins={self._margins!r}" if self._margins else ""
+        return f"Thresholds({self._bounds!r}, name={self._name!r}{margins})"
 
     def __getattr__(self, name: str) -> float | None:
         """``thresholds.min_success_rate`` → the limit when success_rate has a min bound, else None."""
@@ -249,29 +284,50 @@ class Thresholds(Mapping[str, Bounds]):
 
     def to_yaml_data(self) -> dict[str, Any]:
         """The YAML form read by :func:`avv_scoring.presets.load_thresholds` (no base: every bound listed)."""
-        return {
-            "name": self._name,
-            "thresholds": {column: {**dict(bounds), **({"sample_set": self._sets[column]} if column in self._sets
-                                                       else {})}
-                           for column, bounds in self._bounds.items()},
-        }
+        data: dict[str, dict[str, Any]] = {}
+        for column, bounds in self._bounds.items():
+            data[column] = {**dict(bounds), **({"sample_set": self._sets[column]} if column in self._sets else {})}
+        for column, margin in self._margins.items():
+            data.setdefault(column, {})["margin"] = margin
+        return {"name": self._name, "thresholds": data}
 
     def text(self) -> str:
         """One line for reports: ``f1 ≥ 0.8, 0.775 ≤ finish_tool_calls_rate ≤ 0.825, …`` (``none`` when empty)."""
-        return ", ".join(bounds_text(c, b) + (f" (on sample set {self._sets[c]})" if c in self._sets else "")
-                         for c, b in self._bounds.items()) or "none"
+        parts = [bounds_text(c, b) + (f" (on sample set {self._sets[c]})" if c in self._sets else "")
+                 for c, b in self._bounds.items()]
+        parts += [margin_text(c, d) for c, d in self._margins.items()]
+        return ", ".join(parts) or "none"
 
 
-def _rebuild(bounds: dict[str, Bounds], name: str, sets: dict[str, str] | None = None) -> Thresholds:
+def margin_text(column: str, margin: float) -> str:
+    """``schema_accuracy ≥ baseline − 0.02`` (a lower-is-better metric: ``≤ baseline + δ``)."""
+    higher = metric(column).better == "higher"
+    return f"{column} {'≥' if higher else '≤'} baseline {'−' if higher else '+'} {margin:g}"
+
+
+def baseline_comparisons() -> frozenset[str]:
+    """Metrics that already compare a vendor with the baseline (F1, tool_match…): no margin on them."""
+    from avv_scoring.metrics.registry import baseline_columns
+
+    return frozenset(baseline_columns())
+
+
+def _rebuild(bounds: dict[str, Bounds], name: str, sets: dict[str, str] | None = None,
+             margins: dict[str, float] | None = None) -> Thresholds:
     out = Thresholds.from_mapping({c: list(b) for c, b in bounds.items()}, defaults=False).named(name)
     for column, sample_set in (sets or {}).items():
         out = out.for_sample_set(column, sample_set)
+    for column, margin in (margins or {}).items():
+        out = out.with_margin(column, margin)
     return out
 
 
 #: The marks of what a sample set holds (:func:`judged_thresholds`): the registry's ``needs`` keys, and
 #: ``set:<name>`` when every scored sample is marked ``_sample_set: <name>``.
 SET_MARK = "set:"
+#: The mark of a conformance run scored alone: its probes are no replay of the samples, so only the bounds on the
+#: conformance metrics (``needs="conformance"``) are judged.
+CONFORMANCE_ONLY = "conformance-only"
 
 
 def judged_thresholds(thresholds: Thresholds, holds: frozenset[str] | set[str]) -> tuple[Thresholds, list[str]]:
@@ -279,9 +335,19 @@ def judged_thresholds(thresholds: Thresholds, holds: frozenset[str] | set[str]) 
     ``"column (why)"``. ``holds`` = what the scored samples hold: registry ``needs`` keys (``language``, ``gold``,
     ``gold_calls``, ``agent``) and ``set:<name>`` when every scored sample is marked as sample set ``name``."""
     out, skipped = thresholds, []
+    for column, _ in thresholds.margins():
+        needs = metric(column).needs
+        if needs and needs not in holds:
+            out = out.without_margin(column)
+            skipped.append(f"{column} (margin; {NEEDS[needs]})")
     for column in list(thresholds):
         needs, sample_set = metric(column).needs, thresholds.sample_set_of(column)
-        if needs and needs not in holds:
+        if needs == "conformance" and needs not in holds:  # a verify run: nothing to say about it
+            out = out.without(column)
+            continue
+        if CONFORMANCE_ONLY in holds and needs != "conformance":
+            why = "a conformance run: its probes are no replay of the samples; only the conformance checks are judged"
+        elif needs and needs not in holds:
             why = NEEDS[needs]
         elif sample_set is not None and SET_MARK + sample_set not in holds:
             why = (f"its bound is tuned to the {sample_set!r} sample set and the samples are not all marked "

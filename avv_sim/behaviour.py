@@ -9,6 +9,9 @@ recomputed from (profile, request body, attempt) alone. Derivations (see docs/si
 - self-flip (sampling noise, ``self_flip_rate``): (decision key, seed, repeat, "self_flip") — the repeat comes from
   the ``X-AVV-Item`` tag (:mod:`.item_tag`), so a retry of an item meets the same decision and another repeat
   may not;
+- the answer's words (:func:`answer_words`): the most likely words by decision key; the shift
+  (``answer_shift_rate``) and the sampled words (``sampling_rate``, not at ``temperature`` 0) by (decision key,
+  seed, repeat) — so twins (one profile, two seeds) answer a body from one distribution, independently;
 - which tools, parallel calls, argument values, filler text: decision key only (with gold, see gold.py: the
   gold labels of the request's messages and tools);
 - faults, broken arguments, reasoning-only, language drift, jitter, quirks and the tool-call deviations of
@@ -24,6 +27,7 @@ a chat template renders, so a raw-completions prompt meets the same decisions as
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +40,7 @@ from avv_sim.gold import GoldEntry
 from avv_sim.profiles import FAULT_RATE_KNOBS, Profile
 from avv_sim.quirks import Quirk
 from avv_sim.request import Tool, parse_tool_choice, request_tools
-from avv_sim.tokens import ToolCall, split_fragments, tool_call_id
+from avv_sim.tokens import ToolCall, filler_words, split_fragments, tool_call_id
 
 #: The faults of the four fault knobs (profiles.FAULT_RATE_KNOBS, in that order): the truth log's ``fault``.
 FAULT_ORDER = ("error_status", "rate_limit", "truncate", "stream_error")
@@ -177,6 +181,35 @@ def quirks_drawn(profile: Profile, h: str, attempt: int) -> bool:
     return profile.quirk_rate >= 1.0 or chance(profile.quirk_rate, *draw_parts(profile, h, attempt, "quirks"))
 
 
+@dataclass(frozen=True)
+class AnswerWords:
+    """The content words of an answer and how they were drawn."""
+
+    words: list[str]
+    sampled: int  # words drawn by sampling_rate (0 when greedy)
+    shifted: bool  # written around the other most likely sequence (answer_shift_rate)
+
+
+def answer_words(profile: Profile, h: str, n: int, words: tuple[str, ...], repeat: int, greedy: bool) -> AnswerWords:
+    """The ``n`` content words of an answer: the body's most likely words (the same for every profile: the
+    filler of the decision key), or on an ``answer_shift_rate`` draw per (key, seed, repeat) another most likely
+    sequence; then, unless ``greedy`` (the request's ``temperature`` is 0), each word replaced with probability
+    ``sampling_rate`` by one drawn uniformly from ``words`` (one generator per (key, seed, repeat)). With both knobs
+    at 0 the words are exactly the filler the simulator always wrote."""
+    shifted = chance(profile.answer_shift_rate, h, profile.seed, repeat, "answer_shift")
+    likely = filler_words(h, "content:shifted" if shifted else "content", n, words)
+    if greedy or profile.sampling_rate <= 0.0:
+        return AnswerWords(likely, 0, shifted)
+    rng = random.Random(f"{h}:{profile.seed}:{repeat}:sampling")
+    out: list[str] = []
+    sampled = 0
+    for word in likely:
+        drawn = rng.random() < profile.sampling_rate
+        out.append(rng.choice(words) if drawn else word)
+        sampled += drawn
+    return AnswerWords(out, sampled, shifted)
+
+
 # ------------------------------------------------------------------------------------------ tool calls
 
 
@@ -197,7 +230,8 @@ def build_tool_calls(profile: Profile, planned: Sequence[PlannedCall], h: str, a
             text, broken = schema_args.break_arguments(args, tool.schema, wanted)
         else:
             text = schema_args.dumps_arguments(args)
-        call = ToolCall(index, tool_call_id(h, index), tool.name, text, broken, wrong_tool=plan.wrong_tool,
+        call_id = tool_call_id(h, 0 if profile.repeat_tool_call_ids else index)  # repeat_tool_call_ids: one id
+        call = ToolCall(index, call_id, tool.name, text, broken, wrong_tool=plan.wrong_tool,
                         changed=plan.changed)
         call.fragments = split_fragments(text)
         out.append(call)

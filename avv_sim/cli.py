@@ -10,14 +10,14 @@ import asyncio
 import ssl
 import sys
 
+from avv_core.command_line import command_parser
 from avv_sim.profiles import Profile, ProfileError, apply_sets, load_profiles, make_profile, parse_set, split_set
 from avv_sim.sample_file import GoldError, load_gold
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="avv-sim",
-        description="Simulated OpenAI-compatible chat-completions vendors, one per /<profile>/v1 prefix.",
+    p = command_parser(
+        "avv-sim", "Simulated OpenAI-compatible chat-completions vendors, one per /<profile>/v1 prefix.",
     )
     p.add_argument("--config", help="YAML file with a top-level 'profiles' mapping (name -> knobs)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

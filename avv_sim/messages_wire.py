@@ -28,7 +28,8 @@ class MessagesWire(EventWire):
 
     def __init__(self, plan: Plan, created: int, completion_id: str, usage: bool = True):
         super().__init__(plan, created, "msg_" + completion_id.rpartition("-")[2], usage)
-        self.start_usage, self.final_usage = messages_usage(plan.prompt_tokens, plan.completion_tokens)
+        self.start_usage, self.final_usage = messages_usage(plan.usage_prompt_tokens,
+                                                            plan.usage_completion_tokens)
         self.signature = base64.b64encode(hashlib.sha256(self.completion_id.encode()).digest()).decode()
 
     @staticmethod

@@ -4,7 +4,7 @@ shows its effect — then YAML loading and validation.
 
 Everything else about a knob is derived from its declaration: :data:`KNOBS`, the range checks (rates within
 [0, 1], …), the knobs that share one draw (:data:`FAULT_RATE_KNOBS`, :data:`CALL_FORM_KNOBS`), and the knob table
-of the README and docs/simulator.md (:func:`render_knob_table`). Adding a knob = its declaration here, its effect
+of docs/simulator.md (:func:`render_knob_table`). Adding a knob = its declaration here, its effect
 (the draw in behaviour.py / plan.py, the truth field it names in truth.py) and its test.
 
 A profile is one simulated vendor. Every knob has a default, so ``{}`` is a valid (faithful, 200 ms
@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from avv_core.errors import InputError
 from avv_core.reasoning import RESPONSE_FIELD_NAMES
+from avv_core.suggest import did_you_mean
 from avv_core.tool_formats import TOOL_PARSERS
 from avv_core.yaml_io import load_yaml, loads_yaml
 from avv_sim.quirks import QUIRKS
@@ -131,8 +132,8 @@ class Profile:
                                 "(`[{\"type\": \"reasoning.text\", \"text\": …, \"index\": 0}]`); also the message "
                                 "field of JSON bodies", choices=REASONING_FIELDS)
     # calls written as text
-    tool_parser: str | None = knob(None, "the text tool-call format (`avv_core/tool_formats.py`; README, "
-                                   "Raw-completions mode) calls are written in where they go out as text: under "
+    tool_parser: str | None = knob(None, "the text tool-call format (`avv_core/tool_formats.py`; docs: "
+                                   "Text tool-call formats) calls are written in where they go out as text: under "
                                    "`broken_template` (none: `json_fenced`) and on `/v1/completions` (none: "
                                    "`hermes`)", choices=TOOL_PARSERS, truth="text_tool_calls")
     # language
@@ -140,6 +141,16 @@ class Profile:
                                       "script than the prompt's: Cyrillic, or Latin for a Cyrillic prompt (the "
                                       "content is otherwise in the prompt's script)", check="rate",
                                       truth="language_drift")
+    # the answer distribution (the identity test: docs/scoring.md, "Is it the same model?")
+    sampling_rate: float = knob(0.0, "fraction of content words drawn per (body, `seed`, repeat) from the script's "
+                                "words instead of the body's most likely word: the repeats of a body answer "
+                                "differently, like sampling at a temperature above 0 (a request with `temperature` 0 "
+                                "is answered greedily); profiles with the same rate answer from one distribution",
+                                check="rate", truth="sampled_words")
+    answer_shift_rate: float = knob(0.0, "fraction of content answers (per body, `seed`, repeat) written around "
+                                    "another most likely word sequence: the answer distribution moved by that share "
+                                    "away from a profile without it (the identity test's known shift)", check="rate",
+                                    truth="answer_shifted")
     # faults
     error_rate: float = knob(0.0, "fraction of requests answered with `error_status` and an OpenAI error body, "
                              "before any stream byte", check="rate", truth="fault", shares_draw="fault")
@@ -182,6 +193,32 @@ class Profile:
     stall_after_tokens: int | None = knob(None, "after this many tokens, stop sending for `stall_ms`",
                                           check="non_negative")
     stall_ms: float = knob(0.0, "length of that stall", check="non_negative")
+    # conformance: whether the request's parameters are honoured (docs/how-to/conformance.md); by default every one
+    # is: `tool_choice`, `parallel_tool_calls: false`, `max_tokens`, `stop` (the content ends before the first stop
+    # string), `response_format` (`json_object`: a JSON object as content; `json_schema`: a value valid for the
+    # schema), and `temperature` outside 0–2 or `top_p` outside 0–1 answered HTTP 400
+    ignore_tool_choice: bool = knob(False, "`tool_choice` ignored: the response is planned as with `auto` (a "
+                                    "`required`, named or `none` choice changes nothing)", truth="ignored")
+    ignore_parallel_tool_calls: bool = knob(False, "`parallel_tool_calls: false` ignored: two calls may still go "
+                                            "out (by default at most one does)", truth="ignored")
+    ignore_max_tokens: bool = knob(False, "`max_tokens` / `max_completion_tokens` ignored: the answer is not cut, "
+                                   "its finish is not `length`", truth="ignored")
+    ignore_stop: bool = knob(False, "`stop` sequences ignored: the content goes on past them", truth="ignored")
+    ignore_response_format: bool = knob(False, "`response_format` ignored: the content is filler words, not JSON",
+                                        truth="ignored")
+    clamp_out_of_range: bool = knob(False, "`temperature` outside 0–2 and `top_p` outside 0–1 accepted silently "
+                                    "(clamped) instead of HTTP 400", truth="ignored")
+    prompt_tokens_factor: float = knob(1.0, "usage reports `prompt_tokens` × this (rounded; the true count is "
+                                       "truth `prompt_tokens`): a vendor that bills more prompt tokens than the "
+                                       "model reads", check="positive", truth="usage_prompt_tokens")
+    completion_tokens_factor: float = knob(1.0, "usage reports `completion_tokens` × this (rounded; the tokens "
+                                           "sent are truth `completion_tokens`)", check="positive",
+                                           truth="usage_completion_tokens")
+    stream_other_calls: bool = knob(False, "a non-streamed answer's first call gets one argument value changed "
+                                    "(schema-valid): the JSON body holds other calls than the same request streamed",
+                                    truth="other_calls")
+    repeat_tool_call_ids: bool = knob(False, "every tool call of a response carries the first call's id",
+                                      truth="tool_calls[].id")
     # what the truth log shows of each request
     log_request: bool = knob(False, "add `request: {\"body\", \"headers\"}` (what it received; never "
                              "`Authorization` or `x-api-key`) to each truth-log line — for tests that check what "
@@ -299,7 +336,8 @@ def make_profile(name: str, knobs: Mapping[str, Any] | None = None) -> Profile:
     values: dict[str, Any] = {}
     for knob, value in knobs.items():
         if knob not in KNOBS:
-            raise _err(name, str(knob), f"unknown knob; known knobs: {', '.join(KNOBS)}")
+            raise _err(name, str(knob), f"unknown knob{did_you_mean(str(knob), KNOBS)}; known knobs: "
+                       f"{', '.join(KNOBS)}")
         values[knob] = _coerce(name, knob, value)
     profile = Profile(name=name, **values)
     _check_ranges(profile)
@@ -423,7 +461,7 @@ def _type(k: Knob) -> str:
 
 
 def render_knob_table() -> str:
-    """The knob table of the README and docs/simulator.md (``python -m avv_harness.docs``)."""
+    """The knob table of docs/simulator.md (``python -m avv_harness.docs``)."""
     rows = ["| knob | type | default | meaning | truth log |", "|---|---|---|---|---|"]
     for k in KNOBS.values():
         truth = f"`{k.truth}`" if k.truth else ""

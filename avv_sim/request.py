@@ -90,3 +90,52 @@ def prompt_tokens_of(body: Mapping[str, Any]) -> int:
     if body.get("tools") is not None:
         shown["tools"] = body.get("tools")
     return max(1, math.ceil(len(canonical_json(shown)) / 4))
+
+
+#: Sampling parameters and the range a request may give them (else HTTP 400, unless the profile clamps them):
+#: OpenAI's chat-completions ranges.
+SAMPLING_RANGES: dict[str, tuple[float, float]] = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0)}
+
+
+def out_of_range(body: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The sampling parameters of ``body`` outside :data:`SAMPLING_RANGES` (a number outside it, or not a number),
+    as (name, value)."""
+    out = []
+    for name, (low, high) in SAMPLING_RANGES.items():
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            out.append((name, value))
+    return out
+
+
+def stop_sequences(body: Mapping[str, Any]) -> list[str]:
+    """The request's ``stop``: a string or a list of strings (empty strings dropped); anything else is a 400."""
+    stop = body.get("stop")
+    if stop is None:
+        return []
+    items = [stop] if isinstance(stop, str) else stop
+    if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
+        raise RequestError("'stop' must be a string or an array of strings", "stop")
+    return [s for s in items if s]
+
+
+def response_format_of(body: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None] | None:
+    """The request's ``response_format``: None (text), ``("json_object", None)`` or ``("json_schema", schema)``;
+    a malformed one is a 400."""
+    fmt = body.get("response_format")
+    if fmt is None:
+        return None
+    kind = fmt.get("type") if isinstance(fmt, Mapping) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return "json_object", None
+    if kind == "json_schema":
+        spec = fmt.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, Mapping) else None
+        if not isinstance(schema, Mapping):
+            raise RequestError("response_format.json_schema.schema must be an object", "response_format")
+        return "json_schema", schema
+    raise RequestError(f"invalid response_format {fmt!r}", "response_format")

@@ -52,7 +52,8 @@ class ResponsesWire(EventWire):
                 "call_id": self.call_id(block), "name": self.call_name(block)}
 
     def usage_object(self) -> dict[str, Any]:
-        return responses_usage(self.plan.prompt_tokens, self.plan.completion_tokens, self.reasoning_tokens())
+        return responses_usage(self.plan.usage_prompt_tokens, self.plan.usage_completion_tokens,
+                               self.reasoning_tokens())
 
     def final(self) -> dict[str, Any]:
         """The finished response: status, output items, usage (None with ``omit_usage``)."""

@@ -5,6 +5,7 @@ words. Every token costs one unit of ``completion_tokens`` and of decode time.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import re
@@ -72,8 +73,15 @@ def split_fragments(text: str) -> list[str]:
 
 
 def filler_words(h: str, purpose: str, n: int, words: tuple[str, ...]) -> list[str]:
+    """``n`` words drawn from ``words`` by (``h``, ``purpose``): the same list for the same arguments."""
+    return list(_filler(h, purpose, n, words))
+
+
+@functools.lru_cache(maxsize=4096)
+def _filler(h: str, purpose: str, n: int, words: tuple[str, ...]) -> tuple[str, ...]:
+    # cached: the repeats of a body (and every profile) write the same most likely words (behaviour.answer_words)
     rng = random.Random(f"{h}:{purpose}")
-    return [rng.choice(words) for _ in range(n)]
+    return tuple(rng.choice(words) for _ in range(n))
 
 
 def word_tokens(kind: str, words: list[str]) -> list[Token]:

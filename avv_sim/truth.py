@@ -92,6 +92,21 @@ class TruthRecord:
                                        "token-less responses)")
     t_last_byte: float | None = _doc("when the final bytes were handed to the socket (or the connection was "
                                      "closed)")
+    usage_prompt_tokens: int = _doc("the `prompt_tokens` usage reports: `prompt_tokens` × `prompt_tokens_factor`, "
+                                    "rounded (whether or not usage was sent)", 0)
+    usage_completion_tokens: int = _doc("the `completion_tokens` usage reports: the tokens planned × "
+                                        "`completion_tokens_factor`, rounded (whether or not usage was sent)", 0)
+    ignored: list[str] = field(default_factory=list, metadata={"doc": (
+        "request parameters present but not honoured, by the `ignore_*` knobs and `clamp_out_of_range`: "
+        "`tool_choice`, `parallel_tool_calls`, `max_tokens` (or `max_completion_tokens`), `stop`, "
+        "`response_format`, `temperature`, `top_p`")})
+    other_calls: bool = _doc("a non-streamed answer whose first call had one argument value changed "
+                             "(`stream_other_calls`; `tool_calls` shows it as sent): the same request streamed "
+                             "sends the unchanged call", False)
+    sampled_words: int = _doc("content words drawn by `sampling_rate` instead of the body's most likely word (0 at "
+                              "`temperature` 0 and for answers without filler words)", 0)
+    answer_shifted: bool = _doc("the content was written around the other most likely word sequence "
+                                "(`answer_shift_rate`)", False)
     request: dict[str, Any] | None = _doc("only with `log_request`: `{\"body\": …, \"headers\": {…}}` as received, "
                                           "without `Authorization` and `x-api-key` (the key is absent otherwise)")
 
@@ -161,7 +176,10 @@ def build_truth(ex: Exchange) -> TruthRecord:
             "dropped_calls": plan.dropped_calls, "text_calls": plan.text_calls, "fault": plan.fault,
             "reasoning_only": plan.reasoning_only, "prompt_script": plan.prompt_script,
             "content_script": plan.content_script, "language_drift": plan.language_drift,
+            "sampled_words": plan.sampled_words, "answer_shifted": plan.answer_shifted,
             "prompt_tokens": plan.prompt_tokens, "quirks": list(plan.quirks),
+            "usage_prompt_tokens": plan.usage_prompt_tokens, "usage_completion_tokens": plan.usage_completion_tokens,
+            "ignored": list(plan.ignored), "other_calls": plan.other_calls,
             "tool_calls": sent_tool_calls(plan, ex.chunks_sent) if plan.tool_calls else [],
         }
     if ex.refused is not None:

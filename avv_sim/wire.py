@@ -185,7 +185,7 @@ class Wire:
         return reason
 
     def usage(self) -> dict[str, Any]:
-        p, c = self.plan.prompt_tokens, self.plan.completion_tokens
+        p, c = self.plan.usage_prompt_tokens, self.plan.usage_completion_tokens
         usage: dict[str, Any] = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
         reasoning = token_counts(self.plan.chunks)["reasoning"]
         if reasoning:

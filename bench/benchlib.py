@@ -123,8 +123,10 @@ def request_seconds(ttft_ms: float, tokens_per_s: float, output_tokens: int) -> 
 
 def locust_command(work: Path, samples: Path, repeats: int, extra: list[str] | None = None,
                    client: str = "lean") -> list[str]:
-    """Headless Locust on our locustfile with the vendor/sim configs written in ``work``."""
+    """Headless Locust on our locustfile with the vendor/sim configs written in ``work``; no pre-flight request,
+    so the simulator's truth log holds exactly the items measured."""
     return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", *(extra or []), "--avv-client", client,
+            "--avv-preflight", "off",
             "--avv-config", str(work / "vendors.yaml"), "--avv-sim-config", str(work / "sim.yaml"),
             "--avv-samples", str(samples), "--avv-repeats", str(repeats), "--avv-out", str(work / "out"),
             "--avv-run-id", RUN_ID, "--avv-no-score", "--avv-retries", "0"]

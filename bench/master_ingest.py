@@ -140,6 +140,11 @@ def run_rate(args: argparse.Namespace, rate: float, work: Path) -> dict[str, Any
                   "--avv-samples", str(samples), "--avv-repeats", str(repeats), "--avv-out", str(work / "out"),
                   "--avv-run-id", "run", "--avv-no-score", "--avv-retries", "0",
                   "--avv-start-jitter-s", str(args.answer_s)]
+    # the vendors' URL is a closed port (the workers' users answer in-process): no pre-flight request can answer,
+    # so it is off (code from before --avv-preflight has none)
+    options = (Path(args.code) if args.code else bl.ROOT) / "avv_harness/run/options.py"
+    if options.is_file() and "avv-preflight" in options.read_text(encoding="utf-8", errors="replace"):
+        master_cmd += ["--avv-preflight", "off"]
     if not args.no_live_board:
         master_cmd += ["--avv-metrics-port", str(_free_port()), "--web-host", "127.0.0.1"]
         if args.live_rows is not None:

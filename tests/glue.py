@@ -23,8 +23,12 @@ class Shape(RunShape):
 
 
 def options(work: Path, config: Path, samples: Path, *extra: str) -> list[str]:
+    """A headless run's options for in-process tests: no start jitter, fast back-off, no scoring, and no pre-flight
+    request (the tests' scripted vendors count and script every request an item makes; tests/test_preflight.py
+    checks the pre-flight itself: ``--avv-preflight strict`` later in ``extra`` wins)."""
     return ["--headless", "--avv-config", str(config), "--avv-samples", str(samples), "--avv-out",
-            str(work / "out"), "--avv-start-jitter-s", "0", "--avv-backoff-s", "0.01", "--avv-no-score", *extra]
+            str(work / "out"), "--avv-start-jitter-s", "0", "--avv-backoff-s", "0.01", "--avv-no-score",
+            "--avv-preflight", "off", *extra]
 
 
 def make_env(args: list[str], runner: str = "local", adapter: ScriptedAdapter | None = None,

@@ -13,7 +13,7 @@ from avv_core.items import truth_tag  # noqa: F401  (re-exported for the tests)
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILE = ROOT / "locustfiles" / "vendors.py"
-DEMO_SAMPLES = ROOT / "samples" / "demo.jsonl"
+DEMO_SAMPLES = ROOT / "samples" / "demo-conversations.jsonl"  # the 32 hand-written conversations (the demo: 400)
 
 
 def locust_cmd(*args: str) -> list[str]:

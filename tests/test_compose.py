@@ -21,8 +21,9 @@ pytestmark = pytest.mark.e2e
 def compose_config() -> dict:
     if shutil.which("docker-compose") is None:
         pytest.skip("docker-compose is not installed (.ci/run installs Debian's package)")
+    # the 32 hand-written conversations, as the other process tests run (the 400-sample demo takes minutes)
     proc = subprocess.run(["docker-compose", "-f", "docker-compose.yml", "config"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, env=clean_env())
+                          text=True, timeout=60, env=clean_env(AVV_SAMPLES="samples/demo-conversations.jsonl"))
     assert proc.returncode == 0, proc.stderr
     return yaml.safe_load(proc.stdout)
 
@@ -72,7 +73,8 @@ def test_compose_commands_run_as_processes(tmp_path):
         sim.wait(timeout=10)
     (run_dir,) = list((tmp_path / "results").iterdir())
     frame = read_records(run_dir / "records.csv")
-    assert len(frame) == 3 * 32 and frame["worker"].nunique() == 2
+    vendors = sum(len(model["vendors"]) for model in yaml.safe_load((ROOT / "configs/demo.yaml").read_text()).values())
+    assert len(frame) == vendors * 32 and frame["worker"].nunique() == 2
 
 
 def test_the_image_has_an_unprivileged_numeric_user_that_owns_results_only():

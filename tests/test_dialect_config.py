@@ -77,8 +77,8 @@ def test_bad_dialect_keys_name_file_and_key(tmp_path, patch, needle):
 def test_bad_model_level_keys(tmp_path):
     with pytest.raises(InputError, match=r"m.adapter: must be one of"):
         load(tmp_path, [vendor("a")], adapter="x")
-    with pytest.raises(InputError, match=r"m.chat_template: unknown key \(a model has adapter, endpoint, transforms, "
-                       r"vendors\)"):
+    with pytest.raises(InputError, match=r"m.chat_template: unknown key \(a model has adapter, endpoint, "
+                       r"prompt_tokens_tolerance, transforms, vendors\)"):
         load(tmp_path, [vendor("a")], chat_template="x.jinja")
     with pytest.raises(InputError, match=r"m.endpoint: must be one of chat, completions, messages, responses"):
         load(tmp_path, [vendor("a")], endpoint="grpc")

@@ -33,8 +33,8 @@ def setup(work: Path, concurrency: int = 2, **profile_overrides) -> list[str]:
     write_yaml(work / "sim.yaml", {"profiles": profiles})
     per_vendor = {name: {"concurrency": concurrency} for name in PROFILES}
     write_yaml(work / "vendors.yaml", sim_vendors("m", list(PROFILES), "ref", **per_vendor))
-    return ["--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-out", "out", "--avv-no-score",
-            "--avv-backoff-s", "0.05"]
+    return ["--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-samples", str(DEMO_SAMPLES),
+            "--avv-out", "out", "--avv-no-score", "--avv-backoff-s", "0.05"]
 
 
 def item_table(run_dir: Path):

@@ -7,6 +7,7 @@ import socket
 
 import pytest
 
+from avv_core.exit_status import ExitStatus
 from avv_core.record_file import read_records
 from tests.builders import vendors_config, write_yaml
 from tests.locust_runs import DEMO_SAMPLES, only_run_dir, run_locust, truth_tag
@@ -92,13 +93,18 @@ def fault_run(tmp_path_factory):
     try:
         proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
                            "--avv-samples", "samples.jsonl", "--avv-out", "out", "--avv-retries", "1",
-                           "--avv-backoff-s", "0.05", "--avv-retry-after-cap-s", "2"], cwd=work, timeout=240)
+                           "--avv-backoff-s", "0.05", "--avv-retry-after-cap-s", "2",
+                           # every fault on every item: no pre-flight refusal, no circuit breaker (their own tests:
+                           # test_fail_fast*.py); Locust's tables for test_locust_failures_list_the_faults
+                           "--avv-preflight", "off", "--avv-breaker", "0", "--only-summary"], cwd=work, timeout=240)
     finally:
         script.stop()
         listener.close()
         for filler in fillers:
             filler.close()
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    # vendors whose every item failed are broken setups, not verdicts: exit 6, each named (issue 34)
+    assert proc.returncode == ExitStatus.VENDOR_BROKEN, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "avv-locust: vendor refused (m) is a broken setup, not a verdict" in proc.stdout
     run_dir = only_run_dir(work / "out")
     frame = read_records(run_dir / "records.csv")
     rows = [{k: (None if v is None or v != v else v) for k, v in r.items()}
@@ -164,4 +170,4 @@ def test_huge_and_parallel_tool_calls_are_whole(fault_run):
 
 def test_locust_failures_list_the_faults(fault_run):
     out = fault_run["proc"].stdout + fault_run["proc"].stderr
-    assert "SSE e500" in out and "http_5xx" in out
+    assert "attempt e500" in out and "http_5xx" in out

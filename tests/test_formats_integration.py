@@ -22,7 +22,7 @@ from avv_harness.inputs.config import Vendor
 from avv_harness.wire.execute import ExecContext, RetryPolicy, execute_item
 from avv_scoring import score_paths
 from tests.builders import write_yaml
-from tests.locust_runs import ROOT, only_run_dir, run_locust
+from tests.locust_runs import DEMO_SAMPLES, ROOT, only_run_dir, run_locust
 from tests.sim_records import truth_by_tag, truth_of
 
 pytestmark = pytest.mark.integration
@@ -32,8 +32,9 @@ CONFIG = ROOT / "configs" / "formats-demo.yaml"
 
 
 def _run(work: Path, *extra: str) -> Path:
-    proc = run_locust(["--headless", "--avv-config", str(CONFIG), "--avv-out", "out", "--avv-retries", "0", *extra],
-                      cwd=work)
+    samples = () if "--avv-samples" in extra else ("--avv-samples", str(DEMO_SAMPLES))
+    proc = run_locust(["--headless", "--avv-config", str(CONFIG), *samples, "--avv-out", "out", "--avv-retries", "0",
+                       *extra], cwd=work)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return only_run_dir(work / "out")
 
@@ -63,6 +64,7 @@ def test_each_format_records_what_the_simulator_sent(demo):
         assert _calls(row) == [(c["name"], json.loads(c["arguments"])) for c in truth["tool_calls"]]
 
 
+@pytest.mark.timing  # milliseconds of measured time: run alone (tests/shards.py)
 def test_the_three_formats_agree_item_by_item(demo):
     ttft_gaps, tps_gaps = [], []
     for item, vendors in demo["by_item"].items():

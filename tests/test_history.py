@@ -169,7 +169,7 @@ def test_trend_outputs_show_every_run_and_the_flagged_changes(history):
         {(5, "slow", "ttft_p50_ms")}
     text = render_terminal(trend)
     assert text.count("s0-r") >= 4 * 6 and "▼ ttft_p50_ms +" in text and "Flagged changes" in text
-    assert "flagged change(s); no regression in the latest run" in text
+    assert "; no regression in the latest run" in text and "flagged change(s)" in text
     md = render_markdown(trend)
     assert "## m / official (baseline)" in md and "| 5 | s0-r5 | 2026-01-05 |" in md
     assert "p &lt; 0.001 (over the vendor" in md
@@ -177,8 +177,9 @@ def test_trend_outputs_show_every_run_and_the_flagged_changes(history):
 
 
 def readme_queries() -> dict[str, str]:
-    """The ```sql blocks of the README's history section, by their first line's ``-- name`` comment."""
-    text = (ROOT / "README.md").read_text()
+    """The ```sql blocks of the run-history how-to (docs/how-to/run-history.md), by their first line's ``-- name``
+    comment."""
+    text = (ROOT / "docs" / "how-to" / "run-history.md").read_text()
     blocks = re.findall(r"```sql\n(.*?)```", text, flags=re.S)
     return {b.splitlines()[0].removeprefix("-- ").strip(): b for b in blocks if b.startswith("-- ")}
 
@@ -229,9 +230,49 @@ def test_readme_nightly_conf_sets_the_budget_and_the_history(tmp_path):
     import avv_harness.locust.plugin  # noqa: F401  (registers the --avv-* options)
     from avv_harness.run.options import RunOptions, preparse_options
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "tutorials" / "nightly-ci.md").read_text()
     (block,) = re.findall(r"```ini\n(# /srv/avv/nightly.conf.*?)```", text, flags=re.S)
     conf = tmp_path / "nightly.conf"
     conf.write_text(block)
     options = RunOptions.from_parsed(preparse_options(["--config", str(conf)]))
     assert options.history == "history.sqlite" and options.max_total_tokens == 2_000_000 and options.repeats == 2
+
+
+# ------------------------------------------------------------------------------------------ verdict changes
+
+
+def test_a_verdict_that_becomes_fail_is_reported_and_gated_on(tmp_path, capsys):
+    """PASS (an older run's lower-case "pass"), PASS, then FAIL: trend reports the verdict change with its reasons,
+    and --fail-on-regression exits 5 on it even with no flagged metric change."""
+    from dataclasses import replace
+
+    db = tmp_path / "h.sqlite"
+    conn = connect(db)
+    for run, said in ((1, "pass"), (2, "PASS"), (3, "FAIL")):
+        result, manifest = hr.scored_run(6, run, samples=30, resamples=0)
+        scores = result.scores.copy()
+        steady = scores["vendor"] == "steady"
+        scores.loc[steady, "verdict"] = said
+        scores.loc[steady, "verdict_reasons"] = "f1 0.7200 [0.6400, 0.7900] < 0.8" if said == "FAIL" else ""
+        add_result(conn, replace(result, scores=scores), manifest)
+    trend = compute_trend(conn, TrendOptions(vendor="steady", metrics=("f1",)))
+    conn.close()
+    changes = trend.verdict_changes()
+    assert changes[["run_index", "before", "after", "regression"]].values.tolist() == [[3, "PASS", "FAIL", True]]
+    assert len(trend.latest_verdict_regressions()) == 1 and trend.flagged().empty
+    text = render_terminal(trend)
+    assert "Verdict changes" in text and "PASS → FAIL" in text and "f1 0.7200 [0.6400, 0.7900] < 0.8" in text
+    assert "REGRESSION in the latest run: steady verdict PASS → FAIL" in text
+    assert "## Verdict changes" in render_markdown(trend) and "## Near-misses" in render_markdown(trend)
+    assert score_main(["trend", "--db", str(db), "--out", str(tmp_path), "--no-html", "-q"]) == 0
+    assert score_main(["trend", "--db", str(db), "--out", str(tmp_path), "--no-html", "-q",
+                       "--fail-on-regression"]) == 5
+    assert "verdict PASS → FAIL" in capsys.readouterr().err
+
+
+def test_trend_html_marks_changed_only_on_the_metrics_of_the_changed_test():
+    from avv_scoring.history.regression import TESTS, tests_of
+
+    assert tests_of("ttft_p50_ms") == ("ttft_p50_ms",) and tests_of("f1") == ("trigger_agreement",)
+    assert tests_of("success_rate") == ("success_rate",) and tests_of("schema_accuracy") == ("schema_valid_rate",)
+    assert all(set(t.metrics) <= {m.column for m in METRICS} for t in TESTS)  # every mark lands on a metric

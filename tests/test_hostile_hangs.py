@@ -387,6 +387,7 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.timing  # a signal sent 0.3 s into a step of a few seconds: run alone (tests/shards.py)
 def test_sigterm_during_the_scoring_stops_it_and_says_how_to_score_later(tmp_path):
     """Before: the harness's signal handler was a gevent one, which runs only when the hub gets control, so a
     signal during the end-of-run scoring (pandas and schema checks in one greenlet) was at best

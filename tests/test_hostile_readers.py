@@ -19,7 +19,7 @@ from avv_core.items import ItemKey, WorkItem
 from avv_core.records import ANOMALIES
 from avv_core.samples import Sample
 from avv_harness.dialects.dialect import Dialect
-from avv_harness.docs import STREAM_ENDS_BLOCKS, block
+from avv_harness.docs import PAGES, block
 from avv_harness.inputs.config import Vendor
 from avv_harness.wire.execute import RETRYABLE, ExecContext, RetryPolicy
 from avv_harness.wire.formats import FORMATS
@@ -287,7 +287,7 @@ def test_model_context_window_exceeded_is_a_length_cut(server):
 
 def test_the_stream_ends_page_is_rendered_from_the_declarations():
     page = (ROOT / "docs" / "reference" / "stream-ends.md").read_text(encoding="utf-8")
-    assert block(page, "stream-ends") == STREAM_ENDS_BLOCKS["stream-ends"](), \
+    assert block(page, "stream-ends") == PAGES["docs/reference/stream-ends.md"]["stream-ends"](), \
         "out of date: python -m avv_harness.docs docs/reference/stream-ends.md"
 
 

@@ -229,7 +229,7 @@ def test_a_run_whose_scoring_fails_says_so_in_its_exit_status_and_closing_line(t
     def broken(*args, **kwargs):
         raise ValueError("cannot safely cast non-equivalent float64 to int64")
 
-    monkeypatch.setattr(avv_scoring, "score_paths", broken)
+    monkeypatch.setattr(avv_scoring, "score", broken)
     config, samples = write_inputs(tmp_path, ["ref", "alt"], n_samples=2)
     args = [a for a in options(tmp_path, config, samples) if a != "--avv-no-score"] + ["--avv-no-html"]
     env, ctl = make_env(args)
@@ -268,7 +268,7 @@ def test_the_web_ui_does_not_call_scores_final_when_the_runs_own_scoring_failed(
     from tests.test_web_ui import start_ui, ui_args, wait_until
 
     monkeypatch.setattr(sys, "argv", ["locust"])
-    monkeypatch.setattr(avv_scoring, "score_paths", lambda *a, **k: (_ for _ in ()).throw(ValueError("broken")))
+    monkeypatch.setattr(avv_scoring, "score", lambda *a, **k: (_ for _ in ()).throw(ValueError("broken")))
     config, samples = write_inputs(tmp_path, ["ref", "alt"], n_samples=2)
     env, ctl = make_env(ui_args(tmp_path, config, samples, "--avv-no-html"))
     client = start_ui(env, ctl)

@@ -283,6 +283,7 @@ def vendors():
 
 
 @pytest.mark.integration
+@pytest.mark.timing  # milliseconds of measured time: run alone (tests/shards.py)
 def test_a_hostile_vendor_cannot_stall_a_well_behaved_one_in_the_same_process(vendors):
     """Three hostile vendors stream at the same time as a well-behaved one, all read by this process's
     gevent loop over real sockets: one sends a single 20 MB event, one a body that never has a newline,

@@ -27,7 +27,8 @@ def prepare(work: Path, profiles: dict | None = None, vendors: dict | None = Non
     profiles = profiles or {"a": FAST, "b": FAST}
     write_yaml(work / "sim.yaml", {"profiles": profiles})
     write_yaml(work / "vendors.yaml", vendors or sim_vendors("m", list(profiles), next(iter(profiles))))
-    return ["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-out", "out"]
+    return ["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-samples",
+            str(DEMO_SAMPLES), "--avv-out", "out"]
 
 
 # ------------------------------------------------------------------------------------- bad input
@@ -170,7 +171,10 @@ def test_keys_never_leak(tmp_path, echo_server):
         locust_cmd(*[a for a in args if a != "--headless"], "--autostart", "--autoquit", "4", "--web-port",
                    str(web_port), "--web-host", "127.0.0.1", "--csv", "stats", "--html", "report.html",
                    "--logfile", "locust.log", "--avv-retries", "1", "--avv-backoff-s", "0.05",
-                   "--avv-samples", str(DEMO_SAMPLES), "--avv-header", f"X-Api-Token:{override_header}"),
+                   "--avv-samples", str(DEMO_SAMPLES), "--avv-header", f"X-Api-Token:{override_header}",
+                   # d, e and f stay broken for every item (their messages are what is checked): the pre-flight
+                   # only warns (its lines are checked for secrets too), and no breaker stops them
+                   "--avv-preflight", "warn", "--avv-breaker", "0"),
         cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pages = []
     deadline = time.monotonic() + 60

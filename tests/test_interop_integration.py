@@ -14,11 +14,11 @@ from avv_core.language import MINIMAX_NO_CYRILLIC
 from avv_core.record_file import read_records
 from avv_harness.exports import export_run
 from avv_harness.run.controller import EXIT_OK
-from avv_harness.run.options import DATA_DIR
 from avv_scoring.baseline_results import BaselineResults, read_results
 from avv_scoring.entrypoints import score_paths
 from tests.builders import write_inputs, write_yaml
 from tests.glue import make_env, options, run_to_end
+from tests.locust_runs import DEMO_SAMPLES
 from tests.sim_records import truth_by_tag
 
 pytestmark = pytest.mark.integration
@@ -90,7 +90,7 @@ def test_round_trip_export_then_baseline_results_gives_the_same_f1_and_schema_ac
         "drifty": {**FAST, "tool_call_rate": 0.6, "flip_rate": 0.25, "bad_args_rate": 0.2, "parallel_rate": 0.5,
                    "error_rate": 0.1, "seed": 7},
     }
-    lines = [json.loads(line) for line in (DATA_DIR / "demo.jsonl").read_text().splitlines() if line.strip()]
+    lines = [json.loads(line) for line in DEMO_SAMPLES.read_text().splitlines() if line.strip()]
     run_dir = _run(tmp_path, profiles, lines)
     direct = score_paths([run_dir], write=False).scores.set_index("vendor")
     export = export_run(run_dir, out_dir=tmp_path / "k2vv")

@@ -98,7 +98,7 @@ def test_the_audit_case(audit):
     assert "tps:" in a["irf_tied_with"] and "avg_tokens:" in a["irf_tied_with"] and "f1:" not in a["irf_tied_with"]
     assert audit.scores["vendor"].tolist()[-1] == "audit"  # the tables follow the statistical IRF
     md = render_markdown(audit)
-    assert "IRF with statistical ties (--irf-ties statistical)" in md
+    assert "IRF with statistical ties (the default ranking)" in md
     assert "| Vendor | IRF | Rank | IRF (statistical ties) | Rank (statistical ties) | Tied with |" in md
 
 

@@ -174,6 +174,9 @@ def test_job_variant_commands_run_as_processes(tmp_path):
     inputs.mkdir()
     for name, text in objs[("ConfigMap", "avv-inputs")]["data"].items():
         (inputs / name).write_text(text)
+    # the 32 hand-written conversations, as the other process tests run (the 400-sample demo takes minutes)
+    (inputs / "samples.jsonl").write_text((ROOT / "samples/demo-conversations.jsonl").read_text())
+    vendors = sum(len(model["vendors"]) for model in yaml.safe_load((inputs / "config.yaml").read_text()).values())
     master_cmd, worker_cmd, sim_cmd, parallelism = job_commands(objs)
     sim_port, master_port, metrics_port = free_port(), free_port(), free_port()
 
@@ -200,7 +203,7 @@ def test_job_variant_commands_run_as_processes(tmp_path):
         sim.wait(timeout=10)
     (run_dir,) = list((tmp_path / "results").iterdir())
     frame = read_records(run_dir / "records.csv")
-    assert len(frame) == 3 * 32 and frame["worker"].nunique() == parallelism
+    assert len(frame) == vendors * 32 and frame["worker"].nunique() == parallelism
 
 
 def test_nightly_cronjob_appends_to_the_history_on_the_results_volume(tmp_path):
@@ -330,6 +333,8 @@ def test_the_nightly_command_runs_with_the_code_and_home_read_only(tmp_path):
         folder.mkdir()
     for name, text in objs[("ConfigMap", "avv-inputs")]["data"].items():
         (inputs / name).write_text(text)
+    # the 32 hand-written conversations, as the other process tests run (the 400-sample demo takes minutes)
+    (inputs / "samples.jsonl").write_text((ROOT / "samples/demo-conversations.jsonl").read_text())
     mapping = {"/results": str(results), "/results/history.sqlite": str(results / "history.sqlite")}
     command = [mapping.get(a, str(inputs / a.removeprefix("/inputs/")) if a.startswith("/inputs/") else a)
                for a in run["command"]]

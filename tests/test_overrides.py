@@ -5,23 +5,27 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 
 import gevent
 import pytest
+import requests
 
 from avv_core.errors import InputError
+from avv_core.items import ItemKey, WorkItem
 from avv_core.record_file import read_records
 from avv_core.samples import Sample
+from avv_harness.dialects.dialect import Dialect
 from avv_harness.dialects.overrides import Overrides, parse_overrides
 from avv_harness.inputs.config import Vendor
 from avv_harness.inputs.secrets import Redactor
 from avv_harness.run.controller import EXIT_OK
 from avv_harness.run.options import RunOptions, preparse_options
-from avv_harness.wire.execute import ExecContext, RetryPolicy, build_body, build_headers
+from avv_harness.wire.execute import ExecContext, RetryPolicy, build_body, build_headers, execute_item
 from tests.builders import write_inputs
-from tests.fake_vendor import ScriptedAdapter, stream_reply
+from tests.fake_vendor import ScriptedAdapter, messages_reply, stream_reply
 from tests.glue import make_env, options, run_to_end
 from tests.locust_runs import ROOT
 
@@ -60,6 +64,28 @@ def test_overrides_win_over_sample_and_vendor():
     assert (body["temperature"], body["max_tokens"], body["top_p"]) == (0.0, 9, 0.7)
     headers = build_headers(vendor, "tag", 1, o)
     assert headers["X-A"] == "global" and headers["X-V"] == "v"
+
+
+@pytest.mark.parametrize(("endpoint", "reply"), [("chat", stream_reply("hi")),
+                                                  ("messages", messages_reply())])
+@pytest.mark.parametrize(("sample_temperature", "override", "recorded"), [
+    (0.7, None, 0.7), (0.7, 0.0, 0.0), (None, None, None), (None, 1.2, 1.2)])
+def test_the_record_holds_the_temperature_the_request_carried(endpoint, reply, sample_temperature, override,
+                                                               recorded):
+    """records.csv's ``temperature`` is what went on the wire (the identity test reads it): the sample's, or the
+    override's; empty when the request set none, whatever the wire format."""
+    adapter = ScriptedAdapter(lambda r: reply)
+    session = requests.Session()
+    session.mount("http://vendor.test/", adapter)
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 16,
+            **({"temperature": sample_temperature} if sample_temperature is not None else {})}
+    vendor = Vendor("m", "v", "id", "http://vendor.test/v1", dialect=Dialect(endpoint=endpoint))
+    ctx = ExecContext("run", "w", RetryPolicy(retries=0), overrides=Overrides(temperature=override))
+    outcome = execute_item(session, vendor, vendor.url, WorkItem(ItemKey("m", "v", "1", 1), Sample("1", 1, body)), ctx,
+                           rng=random.Random(1))
+    sent = json.loads(adapter.requests[0].body)
+    assert sent.get("temperature") == recorded
+    assert outcome.record["temperature"] == recorded and outcome.record["status"] == "success"
 
 
 def test_exec_context_carries_overrides_to_workers():

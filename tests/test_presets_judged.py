@@ -14,7 +14,9 @@ from avv_core.samples import load_samples
 from avv_scoring import score_frame
 from avv_scoring.cli import main
 from avv_scoring.load import gold_from_sample_set, sample_sets_of, tools_from_sample_set
+from avv_scoring.metrics.declaration import fmt
 from avv_scoring.presets import PRESETS, preset, resolve_thresholds, thresholds_yaml
+from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.testing import call, records_frame
 from avv_scoring.verdict import Thresholds, judged_thresholds
 from avv_sim.behaviour import decide
@@ -25,7 +27,7 @@ from avv_sim.profiles import load_profiles
 from avv_sim.sample_file import load_gold
 
 ROOT = Path(__file__).resolve().parent.parent
-DEMO = ROOT / "samples" / "demo.jsonl"
+DEMO = ROOT / "samples" / "demo-conversations.jsonl"  # the 32 conversations the demo begins with
 SAMPLES = load_samples(str(DEMO))
 TOOLS = tools_from_sample_set(SAMPLES)
 GOLD = gold_from_sample_set(SAMPLES)
@@ -68,6 +70,16 @@ def _broken(r):  # a call whose arguments are cut off: schema (response) accurac
     return {**r, "tool_calls": [call(r["tool_calls"][0]["name"], '{"cut')]}
 
 
+def _cut(r):  # a call cut off by the token limit: a proven defect
+    return {**r, "finish_reason": "length", "tool_calls": [call(r["tool_calls"][0]["name"], '{"cut')]}
+
+
+def _as_text(r):  # the call written into the content: a proven defect
+    name = r["tool_calls"][0]["name"]
+    return {**r, "finish_reason": "stop", "tool_calls": [],
+            "content": '```json\n{"name": "' + name + '", "arguments": {}}\n```'}
+
+
 def _reasoning_only(r):
     return {**r, "content": "", "reasoning_chars": 80}
 
@@ -84,6 +96,9 @@ BELOW = {
     "schema_accuracy": _changed(CALLING[:1], _broken),
     "schema_response_accuracy": _changed(CALLING[:1], _broken),
     "reasoning_only_rate": _changed(ANSWERING[:1], _reasoning_only),
+    "tool_call_as_text_rate": _changed(CALLING[:1], _as_text),
+    "tool_call_truncated_rate": _changed(CALLING[:1], _cut),
+    "invalid_json_call_rate": _changed(CALLING[:1], _broken),
     "finish_tool_calls_rate": _changed(CALLING[:3], _no_call),
     "language_following_rate": _changed(ANSWERING, _wrong_language),
 }
@@ -98,8 +113,9 @@ def _score(vendors: dict[str, list[dict]], thresholds: Thresholds, language: boo
     for name, vendor_rows in vendors.items():
         rows += [{**lang(r), "vendor": name} for r in vendor_rows]
     sets = {s.sample_id: mark for s in SAMPLES.samples} if mark else {}
+    # the presets' bounds as the peers apply them (point values): what these tests check is which bounds are judged
     return score_frame(records_frame(rows), TOOLS, thresholds=thresholds, gold_by_sample=GOLD, sample_sets=sets,
-                       irf_metrics=None)
+                       irf_metrics=None, stats=StatsSettings(resamples=0, verdict="point"))
 
 
 def _verdicts(result):
@@ -113,10 +129,10 @@ def test_baseline_passes_its_preset_and_a_vendor_below_each_bound_fails(name):
     vendors = {f"below_{column}": BELOW[column] for column in judged}
     result = _score(vendors, thresholds, language=True)
     verdicts = _verdicts(result)
-    assert verdicts["reference"]["verdict"] == "pass", verdicts["reference"]
+    assert verdicts["reference"]["verdict"] == "PASS", verdicts["reference"]
     for column in judged:
         got = verdicts[f"below_{column}"]
-        assert got["verdict"] == "fail" and column in got["verdict_reasons"], (column, got)
+        assert got["verdict"] == "FAIL" and column in got["verdict_reasons"], (column, got)
     # the demo samples are not MiniMax's: its band is reported without a verdict
     assert [s.split(" ")[0] for s in skipped] == (["finish_tool_calls_rate"] if name == "minimax" else [])
     assert result.not_judged.get("m", ()) == tuple(skipped)
@@ -127,7 +143,7 @@ def test_minimax_on_the_demo_as_it_ships():
     per response; the band is reported without a verdict."""
     result = _score({"broken": BELOW["schema_response_accuracy"]}, preset("minimax"))
     verdicts = _verdicts(result)
-    assert verdicts["reference"]["verdict"] == "pass"
+    assert verdicts["reference"]["verdict"] == "PASS"
     assert verdicts["broken"]["verdict_reasons"].startswith("schema_response_accuracy ")
     assert "schema_accuracy" not in verdicts["broken"]["verdict_reasons"].replace("schema_response_accuracy", "")
     skipped = result.not_judged["m"]
@@ -141,12 +157,12 @@ def test_the_band_is_judged_on_samples_marked_as_minimax_or_with_an_explicit_ban
     ftr = _score({}, Thresholds.none()).scores.set_index("vendor").loc["reference", "finish_tool_calls_rate"]
     marked = _score({"few_calls": BELOW["finish_tool_calls_rate"]}, preset("minimax"), mark="minimax")
     reasons = _verdicts(marked)["reference"]["verdict_reasons"]
-    assert f"finish_tool_calls_rate {ftr:.6g} < 0.775" in reasons  # the demo is not tuned to MiniMax's band
+    assert f"finish_tool_calls_rate {fmt(ftr, 'rate')} < 0.775" in reasons  # the demo is not tuned to MiniMax's band
     assert "finish_tool_calls_rate" not in " ".join(marked.not_judged.get("m", ()))
     band = preset("minimax").without("finish_tool_calls_rate").with_bound("finish_tool_calls_rate", "min", ftr - 0.02)
     band = band.with_bound("finish_tool_calls_rate", "max", ftr + 0.02)
     explicit = _verdicts(_score({"few_calls": BELOW["finish_tool_calls_rate"]}, band))
-    assert explicit["reference"]["verdict"] == "pass"
+    assert explicit["reference"]["verdict"] == "PASS"
     assert "finish_tool_calls_rate" in explicit["few_calls"]["verdict_reasons"]
 
 
@@ -154,7 +170,7 @@ def test_metric_the_samples_cannot_produce_is_not_judged_but_a_vendor_missing_it
     thresholds = Thresholds.none().with_bound("gold_args_accuracy", "min", 0.9).with_bound("task_completion_rate",
                                                                                            "min", 0.5)
     result = _score({}, thresholds)
-    assert _verdicts(result)["reference"]["verdict"] == "pass"
+    assert _verdicts(result)["reference"]["verdict"] == "PASS"
     assert [s.split(" ")[0] for s in result.not_judged["m"]] == ["gold_args_accuracy", "task_completion_rate"]
     failing = _score({"silent": _changed(list(range(len(REFERENCE))), _failed)},
                      Thresholds.none().with_bound("gold_trigger_accuracy", "min", 0.9))

@@ -61,7 +61,7 @@ def test_what_the_simulator_writes_the_wire_client_reads(field):
 def test_the_declaration_is_the_list_everywhere():
     assert SIM_REASONING_FIELDS == RESPONSE_FIELD_NAMES and CANONICAL_FIELD in RESPONSE_FIELD_NAMES
     assert set(RESPONSE_FIELD_NAMES) < set(FIELD_NAMES)
-    assert render_reasoning_table() in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert render_reasoning_table() in (ROOT / "docs" / "reference" / "wire-formats.md").read_text(encoding="utf-8")
     turn = {"role": "assistant", "content": "a", **{name: f"t-{name}" for name in FIELD_NAMES}}
     assert apply_transforms({"messages": [turn]}, ["strip_reasoning_content"])["messages"] == [
         {"role": "assistant", "content": "a"}]

@@ -13,7 +13,14 @@ from avv_scoring import render_markdown, render_tables
 from avv_scoring.metrics.registry import metric
 from avv_scoring.report.format import Column, fmt, html_table, metric_cell, terminal_table
 from avv_scoring.report.html import render_html
-from avv_scoring.report.section import ModelSection, Section, find_sections, html_sections, sections
+from avv_scoring.report.section import (
+    ModelSection,
+    Section,
+    find_sections,
+    html_sections,
+    sections,
+    terminal_sections,
+)
 from avv_scoring.report.sections import stress as stress_section
 from avv_scoring.score import score_frame
 from avv_scoring.stress import LEVEL_TABLE, StressSettings, stress_result
@@ -32,11 +39,14 @@ def test_every_section_is_declared_once_in_its_module_and_found_in_order():
     assert len({s.key for s in found}) == len(found) and all(s.title for s in found)
     assert [s.order for s in found] == sorted(s.order for s in found)
     keys = [s.key for s in found]
-    assert keys[:2] == ["scores", "uncertainty"] and keys[-4:] == ["warnings", "settle", "client_load", "stress"]
+    assert keys[:4] == ["decision", "scores", "conformance", "uncertainty"]
+    assert keys[-5:] == ["warnings", "vendor_down", "settle", "client_load", "stress"]
     assert keys.index("agent") < keys.index("tools")  # report.md: the agent table before the per-tool table
     html_keys = [s.key for s in html_sections()]
     assert html_keys.index("tools") < html_keys.index("agent")  # report.html: as it was published
-    assert all(isinstance(s, ModelSection) for s in found if s.order < 900)
+    assert all(isinstance(s, ModelSection) for s in found if 1 < s.order < 900)
+    assert isinstance(found[0], Section) and found[0].leads  # the decision opens report.md, ends the terminal
+    assert [s.key for s in terminal_sections()][-1] == "decision"
     assert all(isinstance(s, Section) for s in found if s.order >= 900)
 
 
@@ -73,9 +83,11 @@ def test_report_html_titles_and_links_come_from_the_declarations():
 def test_every_output_renders_its_sections_and_escapes_names():
     result = result_of_two_vendors()
     md, terminal = render_markdown(result), render_tables(result)
-    assert md.index("## m") < md.index("Verdicts:") < md.index("Counts (excluded and missing):")
+    assert md.index("## Decision") < md.index("## m") < md.index("Counts (excluded and missing):")
     assert "&lt;b&gt;v&lt;/b&gt;" in md and "<b>v</b>" in terminal
     assert terminal.startswith("m  (baseline: base)") and terminal.endswith("\n") and "\n\n\n" not in terminal
+    assert terminal.rstrip("\n").splitlines()[-3].startswith("Decision (95 % confidence, thresholds avv)")
+    assert "Decision (" not in render_tables(result, decision=False)
 
 
 def test_fmt_and_columns_print_a_metric_in_its_registry_format():

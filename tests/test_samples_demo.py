@@ -1,4 +1,5 @@
-"""Fast checks of the bundled demo sample set (samples/demo.jsonl)."""
+"""Fast checks of the bundled sample sets: the 32 hand-written conversations (samples/demo-conversations.jsonl) and
+the embedded demo built from them (avv_harness/data/demo.jsonl, samples/make_demo.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from avv_core.samples import Sample, load_samples
 from avv_harness.inputs.config import Vendor
 from avv_harness.wire.execute import build_body
 
-DEMO_PATH = Path(__file__).resolve().parent.parent / "samples" / "demo.jsonl"
+DEMO_PATH = Path(__file__).resolve().parent.parent / "samples" / "demo-conversations.jsonl"
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 MAX_LINE_BYTES = 6 * 1024
 MAX_FILE_BYTES = 150 * 1024
@@ -158,3 +159,39 @@ def test_languages_mixed(samples):
     user_text = " ".join(m["content"] for s in samples for m in s.body["messages"] if m["role"] == "user")
     assert re.search(r"[\u4e00-\u9fff]", user_text), "expected a Chinese user turn"
     assert "vuelos" in user_text, "expected a Spanish user turn"
+
+
+# ------------------------------------------------------------------------------------- the embedded demo (400)
+
+EMBEDDED = Path(__file__).resolve().parent.parent / "avv_harness" / "data" / "demo.jsonl"
+
+
+def _make_demo():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_demo", DEMO_PATH.parent / "make_demo.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_embedded_demo_is_what_make_demo_writes_and_begins_with_the_conversations():
+    text = EMBEDDED.read_text(encoding="utf-8")
+    assert text == "".join(_make_demo().lines())  # python samples/make_demo.py regenerates it
+    assert text.startswith(DEMO_PATH.read_text(encoding="utf-8"))
+    assert (DEMO_PATH.parent / "demo.jsonl").resolve() == EMBEDDED.resolve()  # samples/demo.jsonl links to it
+
+
+def test_the_embedded_demo_has_400_valid_samples_with_gold():
+    demo = load_samples(EMBEDDED).samples
+    assert [s.sample_id for s in demo] == [str(n) for n in range(1, 401)]
+    assert all(isinstance(s.metadata.get("expected_tool_call"), bool) for s in demo)
+    calls = sum(s.metadata["expected_tool_call"] for s in demo)
+    assert 0.6 < calls / len(demo) < 0.75  # about the reference's tool_call_rate
+    for s in demo[32:]:
+        for tool in s.tools:
+            Draft202012Validator.check_schema(tool["function"]["parameters"])
+        if not s.tools:
+            assert "tool_choice" not in s.body
+        assert len(json.dumps(s.body)) < 1500  # short: the demo stays well under a minute

@@ -10,8 +10,9 @@ import sys
 import pandas as pd
 import pytest
 
+from avv_core.exit_status import ExitStatus
 from tests.builders import sim_vendors, write_yaml
-from tests.locust_runs import only_run_dir, run_locust
+from tests.locust_runs import DEMO_SAMPLES, only_run_dir, run_locust
 from tests.sim_records import truth_by_tag
 
 pytestmark = pytest.mark.integration
@@ -66,8 +67,9 @@ def test_scores_equal_truth(tmp_path):
     write_yaml(tmp_path / "sim.yaml", {"profiles": PROFILES})
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", list(PROFILES), "official"))
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
-                       "--avv-repeats", "2", "--avv-out", "out", "--avv-retries", "0"], cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+                       "--avv-samples", str(DEMO_SAMPLES), "--avv-repeats", "2", "--avv-out", "out",
+                       "--avv-retries", "0"], cwd=tmp_path)
+    assert proc.returncode == ExitStatus.VENDOR_BROKEN, proc.stderr[-3000:]  # "broken" fails every item: exit 6
     run_dir = only_run_dir(tmp_path / "out")
     expected = expected_from_truth(truth_by_tag(run_dir / "sim_truth.jsonl"))
     scores = pd.read_csv(run_dir / "scores.csv").set_index("vendor")
@@ -84,6 +86,7 @@ def test_scores_equal_truth(tmp_path):
     again = tmp_path / "again"
     cli = subprocess.run([sys.executable, "-m", "avv_scoring.cli", str(run_dir), "--out", str(again)],
                          capture_output=True, text=True, timeout=120)
-    assert cli.returncode == 0, cli.stderr
+    assert cli.returncode == ExitStatus.VENDOR_BROKEN, cli.stderr  # "broken" is named as a broken setup
+    assert "vendor broken (m) is a broken setup" in cli.stderr
     rescored = pd.read_csv(again / "scores.csv").set_index("vendor")
     pd.testing.assert_series_equal(rescored["irf"], scores["irf"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -118,8 +119,9 @@ def test_score_run_folder_writes_outputs(tmp_path, samples):
     assert float(row["success_rate"]) == 0.75
     assert float(row["attempt_success_rate"]) == pytest.approx(3 / 6)
     assert float(row["schema_accuracy"]) == pytest.approx(2 / 3)  # sample 2's city is not a string
-    assert row["verdict"] == "fail"
-    assert row["verdict_reasons"] == "success_rate 0.75 < 0.99; schema_accuracy 0.666667 < 0.98"
+    assert row["verdict"] == "FAIL"
+    assert row["verdict_reasons"] == ("success_rate 0.7500 [0.2561, 0.9632] < 0.99; "
+                                      "schema_accuracy 0.6667 [0.1594, 0.9547] < 0.98")  # each interval below its bound
     assert table.set_index("vendor").loc["official", "is_baseline"] == "true"
 
     data = json.loads((run / "scores.json").read_text())
@@ -129,10 +131,11 @@ def test_score_run_folder_writes_outputs(tmp_path, samples):
     assert vendors["cheap"]["success_rate_std"] is None  # NaN → null
 
     report = (run / "report.md").read_text()
-    assert "| Vendor | IRF | Success Rate | F1 | TPS | Schema Accuracy | TTFT (ms) | Avg Token |" in report
-    assert "cheap: FAIL (success_rate 0.75 < 0.99" in report
+    assert "| Vendor | IRF (ties) | IRF | Success Rate | F1 | TPS | Schema Accuracy | TTFT (ms) | Avg Token |" in report
+    assert "- cheap: **FAIL** — success_rate 0.7500 [0.2561, 0.9632] &lt; 0.99" in report  # the decision opens it
+    assert report.index("## Decision") < report.index("| Vendor |")
     text = render_tables(result)
-    assert "official (baseline)" in text and "cheap: FAIL" in text
+    assert "official (baseline)" in text and re.search(r"\n  cheap +FAIL +success_rate 0.7500 ", text)
 
 
 @pytest.mark.integration  # scores a run and draws its figures: seconds
@@ -196,10 +199,11 @@ def test_baseline_resolution(tmp_path, samples):
 def test_cli_scores_and_reports_bad_input_with_status_2(tmp_path, samples, capsys):
     run = write_run(tmp_path / "run1", baseline_rows() + vendor_rows(), samples)
     out = tmp_path / "scores"
-    assert main([str(run), "--out", str(out), "--min-success", "0.5", "--min-schema", "off"]) == 0
+    assert main([str(run), "--out", str(out), "--min-success", "0.5", "--min-schema", "off", "--verdict",
+                 "point"]) == 0
     printed = capsys.readouterr().out
-    assert "cheap: PASS" in printed and (out / "report.md").is_file()
-    assert main([str(run), "--out", str(out), "--strict", "-q"]) == 1  # default thresholds: cheap fails
+    assert re.search(r"\n  cheap +PASS ", printed) and (out / "report.md").is_file()
+    assert main([str(run), "--out", str(out), "--strict", "-q"]) == 7  # default thresholds: cheap FAILs (before: 1)
 
     assert main([str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err

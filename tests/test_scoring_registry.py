@@ -58,7 +58,8 @@ def test_vendor_metrics_has_every_per_vendor_column_and_the_model_functions_the_
     model_columns = {c for f in MODEL_FUNCTIONS for c in f.columns}
     assert set(VT.vendor_metrics(rows, base)) == {m.column for m in METRICS} - model_columns
     assert sum(len(f.columns) for f in (*FUNCTIONS, *MODEL_FUNCTIONS)) == len(METRICS)
-    assert {f.name: f.inputs for f in MODEL_FUNCTIONS} == {"uncertainty": "model"}
+    assert {f.name: f.inputs for f in MODEL_FUNCTIONS} == {"uncertainty": "model", "conformance_failures": "model",
+                                                          "identity": "model"}
     assert {f.name: f.inputs for f in FUNCTIONS}["trigger_f1"] == "rows+baseline"
     assert {f.name: f.inputs for f in FUNCTIONS}["schema_accuracy"] == "rows"
 
@@ -114,18 +115,27 @@ def test_a_function_returning_undeclared_columns_is_caught():
 
 def test_score_and_repeat_columns_come_from_the_registry():
     repeat = [m.column for m in METRICS if m.per_repeat]
+    metric_columns = SCORE_COLUMNS[len(IDENTITY_COLUMNS):len(IDENTITY_COLUMNS) + len(METRICS)]
     assert SCORE_COLUMNS == (
         *IDENTITY_COLUMNS,
-        *(m.column for m in METRICS),
+        *metric_columns,
         "n_repeats",
         *(f"{c}_{s}" for c in repeat for s in ("mean", "std")),
     )
+    assert sorted(metric_columns) == sorted(m.column for m in METRICS)  # every metric once
+    bounds = {f"{m.column}_ci_{end}" for m in METRICS if m.interval for end in ("low", "high")}
+    # registry order, each interval right after its metric (before: tps_ci_low, loop_rate, tps_ci_high)
+    assert [c for c in metric_columns if c not in bounds] == [m.column for m in METRICS if m.column not in bounds]
+    for m in METRICS:
+        if m.interval:
+            at = metric_columns.index(m.column)
+            assert metric_columns[at + 1:at + 3] == (f"{m.column}_ci_low", f"{m.column}_ci_high"), m.column
     assert VT.REPEAT_METRICS == tuple(repeat)
     assert REPEAT_COLUMNS == ("model", "vendor", "repeat", *repeat)
     # the six IRF inputs come first, with today's names, order and directions
-    assert SCORE_COLUMNS[len(IDENTITY_COLUMNS):][:6] == (
+    assert [c for c in metric_columns if c not in bounds][:6] == [
         "success_rate", "f1", "schema_accuracy", "avg_tokens", "avg_ttft_ms", "tps"
-    )
+    ]
 
 
 def test_irf_inputs_come_from_the_registry():
@@ -177,13 +187,19 @@ def test_default_thresholds_come_from_the_registry():
     expected = [(m.column, *m.threshold) for m in METRICS if m.threshold]
     assert Thresholds().checks() == expected
     assert expected == [("success_rate", "min", 0.99), ("f1", "min", 0.8), ("schema_accuracy", "min", 0.98),
-                        ("reasoning_only_rate", "max", 0.0)]
+                        ("reasoning_only_rate", "max", 0.0), ("tool_call_as_text_rate", "max", 0.0),
+                        ("tool_call_truncated_rate", "max", 0.0), ("conformance_failures", "max", 0.0),
+                        ("invalid_json_call_rate", "max", 0.0)]
+    defects = [m.column for m in METRICS if m.defect]  # every zero bound of the defaults on records is a defect check
+    assert defects == [c for c, kind, limit in expected if kind == "max" and limit == 0 and c != "conformance_failures"]
 
 
 def test_thresholds_overrides():
     t = Thresholds(min_success_rate=0.9, min_f1=None)
     assert dict(t) == {"success_rate": (("min", 0.9),), "schema_accuracy": (("min", 0.98),),
-                       "reasoning_only_rate": (("max", 0.0),)}
+                       "reasoning_only_rate": (("max", 0.0),), "tool_call_as_text_rate": (("max", 0.0),),
+                       "tool_call_truncated_rate": (("max", 0.0),), "invalid_json_call_rate": (("max", 0.0),),
+                       "conformance_failures": (("max", 0.0),)}
     assert t.min_success_rate == 0.9 and t.min_f1 is None and t.max_success_rate is None
     assert Thresholds(**t.to_dict()) == t
     # any registered metric, one line; None removes a bound

@@ -14,10 +14,12 @@ import pytest
 
 from avv_core.records import encode_rows, header_line
 from avv_scoring.cli import main
+from avv_scoring.decision import vendor_evidence
 from avv_scoring.metrics.declaration import Metric, RegistryError
 from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.model_level import uncertainty
 from avv_scoring.metrics.registry import MODEL_FUNCTIONS, Registry
+from avv_scoring.metrics.vendor_table import FeatureFrames
 from avv_scoring.report.markdown import render_markdown
 from avv_scoring.score import SCORE_COLUMNS, score_frame
 from avv_scoring.stats import tests as stats
@@ -39,8 +41,12 @@ def statistics(frame: pd.DataFrame, baseline: str, settings: StatsSettings | Non
     """The registered model-level function on one model's records, as score_frame calls it (without the
     per-vendor metrics, so a seed sweep stays fast; test_the_shortcut_equals_score_frame checks it)."""
     frame = annotate_tool_calls(frame, None)
-    vendors = list(dict.fromkeys(frame["vendor"].astype(str)))
-    table = ModelTable("m", baseline, frame, {v: {} for v in vendors}, settings or StatsSettings())
+    vendor_col = frame["vendor"].astype(str)
+    vendors = list(dict.fromkeys(vendor_col))
+    base = frame[vendor_col == baseline]
+    shares = {v: {c: e.proportion for c, e in vendor_evidence(FeatureFrames(frame[vendor_col == v], base)).items()}
+              for v in vendors}  # a proportion's interval is Wilson's, as score_frame gives it
+    table = ModelTable("m", baseline, frame, {v: {} for v in vendors}, settings or StatsSettings(), proportions=shares)
     return uncertainty(table)
 
 
@@ -122,8 +128,9 @@ def test_seeded_reruns_reproduce_and_zero_resamples_leave_intervals_missing():
     assert all(pd.Series(a[v]).equals(pd.Series(b[v])) for v in a)
     assert not pd.Series(a["v"]).equals(pd.Series(c["v"]))
     none = statistics(frame, "ref", StatsSettings(resamples=0))["v"]
-    assert math.isnan(none["f1_ci_low"]) and math.isnan(none["noise_p"]) and none["rank_shares"] == ""
+    assert math.isnan(none["tps_ci_low"]) and math.isnan(none["noise_p"]) and none["rank_shares"] == ""
     assert none["mcnemar_p"] == a["v"]["mcnemar_p"]  # the exact test needs no resampling
+    assert none["f1_ci_low"] == a["v"]["f1_ci_low"]  # nor does a proportion's Wilson interval
 
 
 def test_the_shortcut_equals_score_frame():
@@ -262,16 +269,21 @@ def test_statistical_verdict_fails_only_what_the_noise_floor_cannot_explain():
     settings = StatsSettings(verdict="statistical")
     stat = score_frame(frame, tools_by_sample(150), stats=settings)
     scores = stat.scores.set_index("vendor")
-    assert plain.loc["twin", "f1"] < 0.8 and plain.loc["twin", "verdict"] == "fail"  # the fixed bound cannot tell
-    assert scores.loc["twin", "verdict"] == "pass" and scores.loc["ref", "verdict"] == "pass"
-    assert scores.loc["flip", "verdict"] == "fail" and "trigger disagreement" in scores.loc["flip", "verdict_reasons"]
+    # the fixed bound cannot tell: the twin's F1 is below it, and its interval says no more than INCONCLUSIVE
+    assert plain.loc["twin", "f1"] < 0.8 and plain.loc["twin", "verdict"] in ("INCONCLUSIVE", "FAIL")
+    # the noise floor explains the twin: nothing FAILs it (150 samples cannot yet show success_rate ≥ 0.99, so
+    # neither it nor the baseline PASSes: INCONCLUSIVE, with "more samples" on the rate bounds only)
+    for vendor in ("twin", "ref"):
+        assert scores.loc[vendor, "verdict"] == "INCONCLUSIVE" and "f1" not in scores.loc[vendor, "verdict_reasons"]
+    assert scores.loc["flip", "verdict"] == "FAIL" and "trigger disagreement" in scores.loc["flip", "verdict_reasons"]
     assert "f1" not in dict(stat.thresholds) and "success_rate" in dict(stat.thresholds)
     assert "statistical verdict" in stat.thresholds.name
     report = render_markdown(stat)
     assert "Verdict mode: statistical" in report and "noise_p" in report
     one, _ = sim_records({"ref": noisy, "twin": {**noisy, "seed": 2}}, "ref", 30, 1)
     single = score_frame(one, tools_by_sample(30), stats=settings).scores.set_index("vendor")
-    assert single.loc["twin", "verdict"] == "fail" and "noise_p missing" in single.loc["twin", "verdict_reasons"]
+    assert single.loc["twin", "verdict"] == "INCONCLUSIVE"
+    assert "noise_p missing" in single.loc["twin", "verdict_reasons"]
 
 
 def test_rank_stability_names_a_clear_winner():
@@ -309,7 +321,7 @@ def test_model_functions_are_checked_like_vendor_functions():
         function.for_model(None)
     with pytest.raises(RegistryError, match="model-level"):
         function(None, None)
-    assert [f.name for f in MODEL_FUNCTIONS] == ["uncertainty"]
+    assert sorted(f.name for f in MODEL_FUNCTIONS) == ["conformance_failures", "identity", "uncertainty"]
 
 
 @pytest.mark.integration  # scores a run and draws its figures: seconds
@@ -325,7 +337,7 @@ def test_cli_bootstrap_seed_and_verdict(tmp_path, capsys):
     data = json.loads((tmp_path / "a" / "scores.json").read_text())
     assert data["statistics"] == {**StatsSettings().to_dict(), "resamples": 200, "seed": 3, "verdict": "statistical"}
     vendor = next(v for v in data["models"][0]["vendors"] if v["vendor"] == "v")
-    assert vendor["verdict"] == "fail" and "noise_p" in vendor["verdict_reasons"]
+    assert vendor["verdict"] == "FAIL" and "noise_p" in vendor["verdict_reasons"]
     with pytest.raises(SystemExit) as exc:
         main([str(tmp_path / "records.csv"), "--bootstrap", "-1"])
     assert exc.value.code == 2

@@ -93,7 +93,9 @@ def test_vendor_verdict_fail_on_any_pass_on_all():
 
 def test_default_bounds_have_ratio_forms():
     tested, untested = settle_bounds()
-    assert {b.column for b in tested} == {"success_rate", "f1", "schema_accuracy", "reasoning_only_rate"}
+    defects = {"reasoning_only_rate", "tool_call_as_text_rate", "tool_call_truncated_rate", "invalid_json_call_rate"}
+    assert {b.column for b in tested} == {"success_rate", "f1", "schema_accuracy", *defects}
+    assert {b.column for b in tested if b.tolerance is not None} == {m.column for m in METRICS if m.defect}
     assert untested == [] and all(m.fmt == "rate" for m in METRICS if m.ratio is not None)
 
 

@@ -11,6 +11,8 @@ from avv_sim import behaviour, request_hash
 from avv_sim.plan import make_plan
 from avv_sim.profiles import make_profile
 from avv_sim.request import RequestError
+from avv_sim.tokens import filler_words
+from avv_sim.writing_systems import WORDS as SCRIPT_WORDS
 from tests.builders import chat_body
 
 TOOLS = [
@@ -197,3 +199,76 @@ def test_prompt_tokens_estimate() -> None:
     b = body(2)
     shown = json.dumps({"messages": b["messages"], "tools": b["tools"]}, sort_keys=True, separators=(",", ":"))
     assert make_plan(make_profile("p"), b, 1).prompt_tokens == -(-len(shown) // 4)
+
+
+WORDS = SCRIPT_WORDS["Latin"]
+
+
+def _content(plan) -> str:
+    return "".join(t.text for t in plan.tokens if t.kind == "content")
+
+
+def _answer(i: int, **extra) -> dict:
+    return chat_body(f"tell me about {i}", **extra)  # no tools: every response is a content answer
+
+
+def test_default_answers_are_the_bodys_most_likely_words_on_every_repeat() -> None:
+    """With ``sampling_rate`` and ``answer_shift_rate`` at 0 the content is the filler it always was."""
+    profile = make_profile("p", {"output_tokens": 12})
+    for i in range(5):
+        plans = [make_plan(profile, _answer(i), 1, repeat=r) for r in (1, 2, 3)]
+        assert len({_content(p) for p in plans}) == 1
+        assert all(p.sampled_words == 0 and not p.answer_shifted for p in plans)
+        words = behaviour.answer_words(profile, plans[0].request_hash, 12, ("a", "b", "c"), 7, False).words
+        assert words == filler_words(plans[0].request_hash, "content", 12, ("a", "b", "c"))
+
+
+def test_sampling_rate_varies_the_words_per_repeat_and_temperature_0_is_greedy() -> None:
+    profile = make_profile("p", {"output_tokens": 20, "sampling_rate": 0.3})
+    sampled = total = 0
+    for i in range(60):
+        plans = [make_plan(profile, _answer(i), 1, repeat=r) for r in range(1, 6)]
+        sampled += sum(p.sampled_words for p in plans)
+        total += 20 * len(plans)
+        assert len({_content(p) for p in plans}) > 1  # five repeats of 20 words at 0.3: never all alike
+        again = make_plan(profile, _answer(i), 2, repeat=3)  # a retry of repeat 3 meets the same words
+        assert _content(again) == _content(plans[2])
+        greedy = [make_plan(profile, _answer(i, temperature=0), 1, repeat=r) for r in (1, 2, 3)]
+        assert len({_content(p) for p in greedy}) == 1 and all(p.sampled_words == 0 for p in greedy)
+    assert 0.26 < sampled / total < 0.34
+
+
+def test_twins_answer_from_one_distribution_with_their_own_draws() -> None:
+    """Two seeds of one profile: different answers, the same share of each position's most likely word."""
+    a = make_profile("a", {"output_tokens": 10, "sampling_rate": 0.5, "seed": 1})
+    b = make_profile("b", {"output_tokens": 10, "sampling_rate": 0.5, "seed": 2})
+    kept = {"a": 0, "b": 0}
+    differ = 0
+    for i in range(200):
+        h = make_plan(a, _answer(i), 1).request_hash
+        likely = filler_words(h, "content", 10, WORDS)
+        wa = behaviour.answer_words(a, h, 10, WORDS, 1, False).words
+        wb = behaviour.answer_words(b, h, 10, WORDS, 1, False).words
+        differ += wa != wb
+        kept["a"] += sum(x == y for x, y in zip(wa, likely, strict=True))
+        kept["b"] += sum(x == y for x, y in zip(wb, likely, strict=True))
+    assert differ > 190
+    for name in kept:  # 0.5 kept + 0.5 × 1/68 drawn back: ≈ 0.507 of 2000 words
+        assert 0.46 < kept[name] / 2000 < 0.56, name
+
+
+def test_answer_shift_rate_draws_the_other_words_on_its_share_of_answers() -> None:
+    profile = make_profile("p", {"output_tokens": 8, "answer_shift_rate": 0.25})
+    plain = make_profile("q", {"output_tokens": 8})
+    shifted = 0
+    for i in range(100):
+        for r in (1, 2, 3, 4):
+            plan = make_plan(profile, _answer(i), 1, repeat=r)
+            base = make_plan(plain, _answer(i), 1, repeat=r)
+            shifted += plan.answer_shifted
+            assert (_content(plan) != _content(base)) == plan.answer_shifted
+            words = filler_words(plan.request_hash, "content:shifted" if plan.answer_shifted else "content",
+                                           8, WORDS)
+            assert _content(plan) == " ".join(words)
+    assert 0.20 < shifted / 400 < 0.30
+

@@ -37,7 +37,7 @@ from tests.builders import chat_body
 from tests.locust_runs import ROOT
 from tests.sim_records import truth_by_tag
 
-DEMO = ROOT / "samples" / "demo.jsonl"
+DEMO = ROOT / "samples" / "demo-conversations.jsonl"
 AGENT_DEMO = ROOT / "samples" / "agent-demo.jsonl"
 WIRE = {"model": "m", "stream": True, "stream_options": {"include_usage": True}}
 CONVERT = {CHAT: lambda body: body, MESSAGES: to_messages, RESPONSES: to_responses}

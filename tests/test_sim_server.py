@@ -365,6 +365,12 @@ def test_truth_log_fields_and_attempts(sim) -> None:
         "t_arrival",
         "t_first_token",
         "t_last_byte",
+        "usage_prompt_tokens",
+        "usage_completion_tokens",
+        "ignored",
+        "other_calls",
+        "sampled_words",
+        "answer_shifted",
     }
     assert rec["profile"] == "always" and rec["request_hash"] == request_hash(body) and rec["attempt"] == 1
     assert rec["stream"] and rec["has_tools"] and rec["reference_decision"] and rec["decision"]

@@ -87,6 +87,7 @@ def body(i: int, tools: bool = False) -> dict:
     return chat_body(f"timing {i}", TOOLS if tools else None, stream=True, include_usage=True)
 
 
+@pytest.mark.timing  # milliseconds of measured time: run alone (tests/shards.py)
 def test_ttft_and_tokens_per_second_match_knobs(sim, session) -> None:
     ttfts, tps = [], []
     for i in range(3):
@@ -106,6 +107,7 @@ def test_ttft_and_tokens_per_second_match_knobs(sim, session) -> None:
     assert statistics.median(decode_err) <= 3 and max(decode_err) <= 10, decode_err
 
 
+@pytest.mark.timing  # milliseconds of measured time: run alone (tests/shards.py)
 def test_tool_call_stream_is_paced_the_same_way(sim, session) -> None:
     ttfts, rates = [], []
     for i in range(3):
@@ -118,6 +120,7 @@ def test_tool_call_stream_is_paced_the_same_way(sim, session) -> None:
     assert abs(statistics.median(rates) - 200) <= 6, rates
 
 
+@pytest.mark.timing  # milliseconds of measured time: run alone (tests/shards.py)
 def test_ttft_jitter_stays_within_bounds(sim) -> None:
     for i in range(6):
         timed_stream(sim, "jitter", body(i), f"jitter-{i}")
@@ -166,6 +169,7 @@ def test_max_concurrency_rejects_exactly_the_excess(sim) -> None:
     assert timed_stream(sim, "limited", body(200), "lim-after")["status"] == 200
 
 
+@pytest.mark.timing  # milliseconds of measured time: run alone (tests/shards.py)
 def test_max_concurrency_queue_delays_exactly_the_excess(sim) -> None:
     results = _burst(sim, "queued", 7, "q")
     assert all(r["status"] == 200 for r in results)

@@ -20,7 +20,8 @@ LINE_KEYS = (
     "dropped_calls", "tool_calls", "text_tool_calls", "text_calls", "fault", "http_status", "finish_reason",
     "reasoning_only", "prompt_script", "content_script", "language_drift", "usage_sent", "prompt_tokens",
     "completion_tokens", "content_tokens", "reasoning_tokens", "queued_ms", "quirks", "client_disconnected",
-    "t_arrival", "t_first_token", "t_last_byte",
+    "t_arrival", "t_first_token", "t_last_byte", "usage_prompt_tokens", "usage_completion_tokens", "ignored",
+    "other_calls", "sampled_words", "answer_shifted",
 )
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
@@ -42,7 +43,9 @@ def test_a_request_without_a_plan() -> None:
                     "gold": False, "dropped_calls": 0, "tool_calls": [], "text_tool_calls": [], "text_calls": [],
                     "reasoning_only": False, "language_drift": False, "usage_sent": False, "prompt_tokens": 0,
                     "completion_tokens": 0, "content_tokens": 0, "reasoning_tokens": 0, "queued_ms": 0.0,
-                    "quirks": [], "client_disconnected": False, "t_arrival": 2.0}
+                    "quirks": [], "client_disconnected": False, "t_arrival": 2.0, "usage_prompt_tokens": 0,
+                    "usage_completion_tokens": 0, "ignored": [], "other_calls": False, "sampled_words": 0,
+                    "answer_shifted": False}
     rejection = RequestError("no")
     rejection.fault = "require_reasoning_content"  # type: ignore[attr-defined]
     rejected = build_truth(Exchange("p", "chat", None, 0.0, rejection=rejection))
@@ -90,13 +93,14 @@ def test_every_knob_is_declared_with_its_meaning_check_and_truth_key() -> None:
     assert set(RATE_KNOBS) == {
         "tool_call_rate", "flip_rate", "self_flip_rate", "bad_args_rate", "parallel_rate", "wrong_tool_rate",
         "wrong_value_rate", "drop_parallel_rate", "tool_as_text_rate", "truncate_call_rate", "extra_steps_rate",
-        "give_up_on_error_rate", "loop_rate", "reasoning_only_rate", "language_drift_rate", "error_rate",
+        "give_up_on_error_rate", "loop_rate", "reasoning_only_rate", "language_drift_rate", "sampling_rate",
+        "answer_shift_rate", "error_rate",
         "rate_limit_rate", "truncate_rate", "stream_error_rate", "quirk_rate"}
     assert {k.name for k in KNOBS.values() if k.check == "non_negative"} == {
         "ttft_ms", "ttft_jitter_ms", "output_tokens", "reasoning_tokens", "seed", "header_delay_ms", "stall_ms",
         "retry_after_s", "stall_after_tokens", "steps_to_finish"}
     assert {k.name for k in KNOBS.values() if k.check == "positive"} == {
-        "tokens_per_s", "tokens_per_chunk", "max_concurrency"}
+        "tokens_per_s", "tokens_per_chunk", "max_concurrency", "prompt_tokens_factor", "completion_tokens_factor"}
     assert FAULT_RATE_KNOBS == ("error_rate", "rate_limit_rate", "truncate_rate", "stream_error_rate")
     assert CALL_FORM_KNOBS == ("tool_as_text_rate", "truncate_call_rate")
 

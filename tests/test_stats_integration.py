@@ -14,7 +14,7 @@ import pytest
 from avv_scoring.metrics.correctness import canonical_key
 from avv_scoring.stats import tests as stats
 from tests.builders import sim_vendors, write_yaml
-from tests.locust_runs import only_run_dir, run_locust
+from tests.locust_runs import DEMO_SAMPLES, only_run_dir, run_locust
 from tests.sim_records import truth_by_tag
 
 pytestmark = pytest.mark.integration
@@ -36,7 +36,8 @@ def test_noise_floor_and_mcnemar_equal_the_truth_log(tmp_path):
     write_yaml(tmp_path / "sim.yaml", {"profiles": PROFILES})
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", list(PROFILES), "official"))
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
-                       "--avv-repeats", "3", "--avv-out", "out", "--avv-retries", "0"], cwd=tmp_path)
+                       "--avv-samples", str(DEMO_SAMPLES), "--avv-repeats", "3", "--avv-out", "out",
+                       "--avv-retries", "0"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_dir = only_run_dir(tmp_path / "out")
     truth = truth_by_tag(run_dir / "sim_truth.jsonl")

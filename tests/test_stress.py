@@ -14,7 +14,7 @@ from avv_harness.run.stress_policy import StressPolicy
 from avv_scoring.stress import StressSettings, capacity_table, level_table
 from tests.builders import vendors_config, write_yaml
 from tests.e2e_ports import free_port
-from tests.locust_runs import clean_env, locust_cmd, only_run_dir, run_locust
+from tests.locust_runs import DEMO_SAMPLES, clean_env, locust_cmd, only_run_dir, run_locust
 
 SHAPE = {"ttft_ms": 150, "tokens_per_s": 80, "output_tokens": 8, "tokens_per_chunk": 4}
 PROFILES = {
@@ -22,7 +22,8 @@ PROFILES = {
     "limited": {**SHAPE, "max_concurrency": 8, "over_limit": "429", "retry_after_s": 0.2},
     "queued": {**SHAPE, "max_concurrency": 8, "over_limit": "queue"},
 }
-ARGS = ["--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-mode", "stress",
+ARGS = ["--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-samples", str(DEMO_SAMPLES),
+        "--avv-mode", "stress",
         "--avv-stress-levels", "1,2,4,8,16", "--avv-stress-step-s", "2", "--avv-slo-ttft-p95-ms", "350",
         "--avv-out", "out", "--avv-no-score"]
 EXPECTED = {"open": (16, None), "limited": (8, 16), "queued": (8, None)}

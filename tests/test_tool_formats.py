@@ -46,7 +46,7 @@ def test_the_registry_is_the_list_of_formats_everywhere():
     assert TOOL_PARSERS == tuple(FORMATS) and all(FORMATS[name].name == name for name in FORMATS)
     labels = [f.label for f in FORMATS.values()]
     assert len(set(labels)) == len(labels) and set(labels) < set(PATTERNS)
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "reference" / "wire-formats.md").read_text(encoding="utf-8")
     assert render_format_table() in readme
     for name in TOOL_PARSERS:
         assert make_profile("p", {"tool_parser": name}).tool_parser == name

@@ -19,6 +19,7 @@ from avv_scoring.report.html import render_html
 from avv_scoring.report.markdown import render_markdown
 from avv_scoring.report.terminal import render_tables
 from avv_scoring.score import score_frame
+from avv_scoring.stats.uncertainty import StatsSettings
 from avv_scoring.testing import call, record, records_frame
 from avv_scoring.verdict import Thresholds
 
@@ -152,11 +153,10 @@ def test_runs_without_agent_tasks_have_no_trajectory_metrics_and_no_agent_tables
 
 
 def test_a_threshold_on_task_completion_fails_the_vendor():
-    thresholds = Thresholds(min_success_rate=None, min_f1=None, min_schema_accuracy=None,
-                            max_reasoning_only_rate=None, min_task_completion_rate=0.9)
+    thresholds = Thresholds.none().with_bound("task_completion_rate", "min", 0.9)
     result = score_frame(records_frame(baseline_rows() + vendor_rows()), TOOLS_BY_SAMPLE, thresholds=thresholds,
-                         gold_by_sample=GOLD)
-    assert row_of(result, "b")["verdict"] == "pass" and row_of(result, "v")["verdict"] == "fail"
+                         gold_by_sample=GOLD, stats=StatsSettings(verdict="point"))  # a handful of tasks: point rule
+    assert row_of(result, "b")["verdict"] == "PASS" and row_of(result, "v")["verdict"] == "FAIL"
     assert "task_completion_rate" in row_of(result, "v")["verdict_reasons"]
 
 

@@ -99,6 +99,11 @@ def locust_argv(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["locust"])
 
 
+def rows_now(client) -> dict[str, dict[str, str]]:
+    """The Vendors tab's rows by vendor label."""
+    return {r["name"]: r for r in tab_rows(client)}
+
+
 def tab_rows(client) -> list[dict]:
     stats = client.get("/stats/requests").get_json()
     return next(t["data"] for t in stats["extended_stats"] if t["key"] == VENDORS_KEY)
@@ -158,9 +163,11 @@ def test_local_ui_mode_live_scores_equal_avv_score_and_each_start_is_a_new_run(t
         assert_equals_avv_score(end, tmp_path / "end")
         by_vendor = {v["vendor"]: v for v in end["vendors"]}
         assert (by_vendor["c"]["items_done"], by_vendor["c"]["items_total"], by_vendor["c"]["failed"]) == (80, 80, 16)
-        assert by_vendor["b"]["scores"]["verdict"] == "fail" and by_vendor["a"]["scores"]["verdict"] == "pass"
+        assert by_vendor["b"]["scores"]["verdict"] == "FAIL"  # the decision so far, by the run's rule
+        assert by_vendor["a"]["scores"]["verdict"] == "INCONCLUSIVE"  # 80 clean items do not show ≥ 0.99 at 95 %
+        assert rows_now(client)["b"]["verdict"] == f"FAIL: {by_vendor['b']['scores']['verdict_reasons']}"
         # the tab shows the same numbers, formatted like the report
-        rows = {r["name"]: r for r in tab_rows(client)}
+        rows = rows_now(client)
         for key, _, kind in vendor_columns(False, False)[3:-3]:
             assert rows["b"][key] == fmt(by_vendor["b"]["scores"].get(key), kind)
         assert rows["c"]["items"] == "80 / 80" and rows["c"]["failed"] == "16"

@@ -30,7 +30,9 @@ FAST = {"ttft_ms": 20, "tokens_per_s": 400, "output_tokens": 8, "tool_call_rate"
 VENDORS = ["ref", "alt", "bad"]
 
 
-def http(url: str, data: dict | None = None, timeout: float = 10.0) -> tuple[int, bytes]:
+def http(url: str, data: dict | None = None, timeout: float = 60.0) -> tuple[int, bytes]:
+    """One request; the 60 s allow for a UI process that starts a run (its pre-flight) or scores one (in a
+    thread that holds the GIL) on a machine the parallel test phase keeps busy."""
     body = urllib.parse.urlencode(data).encode() if data is not None else None
     try:
         with urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=timeout) as resp:

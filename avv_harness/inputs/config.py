@@ -15,7 +15,8 @@ upper-cased with non-alphanumerics as ``_``); last, ``OPENAI_API_KEY`` for a ven
 one on loopback, on ``{sim}`` or with ``require_key: false``, and never instead of an unset ``api_key_env``). A ``.env``
 file in the working directory is loaded first (it never overrides variables already set). A vendor on a loopback
 URL or on the embedded simulator (``{sim}`` in its URL) may have no key; any other vendor without a key is an error
-unless it sets ``require_key: false``.
+unless it sets ``require_key: false``. A vendor that names ``api_key_env`` needs that variable set, whatever its URL
+(loopback and ``{sim}`` too), unless it sets ``require_key: false``.
 
 Messages never show a secret: not a key, not a value put in by ``${VAR}`` (they name the key and the variable,
 and show the value as written in the file), not a secret header. Model names and vendor names must not hold
@@ -35,8 +36,10 @@ from urllib.parse import urlsplit
 
 from avv_core.errors import InputError
 from avv_core.pricing import Price
+from avv_core.suggest import did_you_mean
 from avv_core.yaml_io import load_yaml
 from avv_harness.dialects import dialect as dia
+from avv_harness.inputs.config_fields import MODEL_FIELDS, VENDOR_FIELDS
 from avv_harness.inputs.field_checks import (
     SIM_PLACEHOLDER,
     Problems,
@@ -58,14 +61,8 @@ from avv_harness.inputs.secrets import (
     url_secrets,
 )
 
-VENDOR_KEYS = frozenset(
-    {
-        "name", "model_id", "url", "api_key", "api_key_env", "provider", "is_baseline", "validator",
-        "extra_body", "headers", "concurrency", "timeout_s", "max_request_s", "include_usage", "require_key",
-        "price",
-    }
-) | dia.VENDOR_DIALECT_KEYS
-MODEL_KEYS = frozenset({"vendors"}) | dia.MODEL_DIALECT_KEYS
+VENDOR_KEYS = frozenset(field.key for field in VENDOR_FIELDS)  # declared once, with the docs: config_fields.py
+MODEL_KEYS = frozenset(field.key for field in MODEL_FIELDS) | frozenset(f.key for f in VENDOR_FIELDS if f.per_model)
 LOOPBACK_HOSTS = ("localhost", "::1")
 #: Most vendors in one run (after --avv-model). Locust's runner.stop_users rebuilds its class table for every user
 #: of every class it stops: with one User class per vendor that is cubic in the vendors. Measured in-process (local
@@ -93,6 +90,7 @@ class Vendor:
     dialect: dia.Dialect = field(default_factory=dia.Dialect)  # adapter, transforms, endpoint, template, parser
     substituted: tuple[str, ...] = field(default=(), repr=False)  # values put in by ${VAR}: secrets
     price: Price | None = None  # per million tokens (None: no cost column, no cost budget)
+    prompt_tokens_tolerance: float | None = None  # its model's billing tolerance (None: scoring's default)
 
     @property
     def uses_simulator(self) -> bool:
@@ -115,6 +113,8 @@ class Vendor:
             "concurrency": self.concurrency, "timeout_s": self.timeout_s, "max_request_s": self.max_request_s,
             "include_usage": self.include_usage, **self.dialect.describe(),
             **({"price": self.price.to_dict()} if self.price is not None else {}),
+            **({"prompt_tokens_tolerance": self.prompt_tokens_tolerance}
+               if self.prompt_tokens_tolerance is not None else {}),
         }
 
 
@@ -201,7 +201,8 @@ def _parse_vendor(problems: Problems, model: str, index: int, raw: Any, env: dic
         problems.add(f"{where}.name", "missing")
         name = f"vendor{index}"
     for key in sorted(set(raw) - VENDOR_KEYS):
-        problems.add(f"{where}.{printable_name(str(key))}", f"unknown key (known: {', '.join(sorted(VENDOR_KEYS))})")
+        problems.add(f"{where}.{printable_name(str(key))}", f"unknown key{did_you_mean(str(key), VENDOR_KEYS)} "
+                     f"(known: {', '.join(sorted(VENDOR_KEYS))})")
     # ${VAR} is replaced when the run starts; naming the User classes (check_keys=False) keeps the placeholders
     written = raw
     substitution = dia.substitute(raw, env, problems, where) if check_keys else None
@@ -231,7 +232,10 @@ def _parse_vendor(problems: Problems, model: str, index: int, raw: Any, env: dic
     require_key = typed(problems, where, raw, "require_key", bool, not _is_local(url))
     api_key, source = resolve_key(raw, name, env, fallback=require_key) if check_keys else (None, "none")
     api_key = check_key(problems, where, api_key, source)
-    if check_keys and require_key and not api_key:
+    # A vendor that names api_key_env wants that key, whatever its URL (a loopback or {sim} one too): an unset
+    # variable is an error unless the vendor says it needs no key (require_key: false)
+    named_unset = bool(raw.get("api_key_env")) and raw.get("require_key") is not False
+    if check_keys and (require_key or named_unset) and not api_key:
         hint = f"api_key_env {raw['api_key_env']!r} is not set" if raw.get("api_key_env") else (
             f"set api_key, api_key_env, the environment variable {name!r} or OPENAI_API_KEY (a .env file works)"
         )
@@ -248,6 +252,16 @@ def _parse_vendor(problems: Problems, model: str, index: int, raw: Any, env: dic
         substituted=tuple(substitution.secrets) if substitution else (),
         price=parse_price(problems, where, raw.get("price")),
     )
+
+
+def _tolerance(problems: Problems, where: str, value: Any) -> float | None:
+    """A model's ``prompt_tokens_tolerance``: a number from 0 to 1 (0.05 = ±5 %), or absent."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        problems.add(f"{where}.prompt_tokens_tolerance", f"must be a number from 0 to 1 (0.05 = ±5 %), got {value!r}")
+        return None
+    return float(value)
 
 
 def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_keys: bool = True) -> VendorConfig:
@@ -269,15 +283,18 @@ def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_
             continue
         for key in sorted(set(section) - MODEL_KEYS):
             problems.add(f"{shown}.{printable_name(str(key))}",
-                         f"unknown key (a model has {', '.join(sorted(MODEL_KEYS))})")
+                         f"unknown key{did_you_mean(str(key), MODEL_KEYS)} (a model has "
+                         f"{', '.join(sorted(MODEL_KEYS))})")
         defaults = dia.model_defaults(problems, shown, section)
         listed = section.get("vendors")
         if not isinstance(listed, list) or not listed:
             problems.add(f"{shown}.vendors", "missing or empty")
             continue
-        parsed = [_parse_vendor(problems, str(model), i, raw, env, check_keys, defaults,
-                                os.path.dirname(os.path.abspath(path))) for i, raw in enumerate(listed)]
-        parsed = [v for v in parsed if v is not None]
+        found = [_parse_vendor(problems, str(model), i, raw, env, check_keys, defaults,
+                               os.path.dirname(os.path.abspath(path))) for i, raw in enumerate(listed)]
+        tolerance = _tolerance(problems, shown, section.get("prompt_tokens_tolerance"))
+        parsed = [v if tolerance is None else dataclasses.replace(v, prompt_tokens_tolerance=tolerance)
+                  for v in found if v is not None]
         names = [v.name for v in parsed]
         for dup in sorted({n for n in names if names.count(n) > 1}):
             problems.add(f"{shown}.vendors", f"vendor name {dup!r} appears twice")

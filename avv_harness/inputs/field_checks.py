@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from avv_core.errors import InputError
 from avv_core.http_headers import refused_header
 from avv_core.pricing import DEFAULT_CURRENCY, MAX_PRICE, Price
+from avv_core.suggest import did_you_mean
 from avv_harness.dialects import dialect as dia
 from avv_harness.inputs.secrets import redact_url, secret_header
 
@@ -135,7 +136,8 @@ def parse_price(problems: Problems, where: str, raw: Any) -> Price | None:
         return None
     ok = True
     for key in sorted(set(map(str, raw)) - set(PRICE_KEYS)):
-        problems.add(f"{where}.{printable_name(key)}", f"unknown key (known: {', '.join(PRICE_KEYS)})")
+        problems.add(f"{where}.{printable_name(key)}",
+                     f"unknown key{did_you_mean(key, PRICE_KEYS)} (known: {', '.join(PRICE_KEYS)})")
         ok = False
     amounts: dict[str, float] = {}
     for key in ("input", "output", "cached_input"):

@@ -66,6 +66,7 @@ class LiveBoard:
 
     def __init__(self, ctl: Any, *, interval_s: float = SCORE_INTERVAL_S, threaded: bool = True,
                  max_rows: int | None = None):
+        from avv_scoring.conformance.probes import probes_of
         from avv_scoring.load import gold_from_sample_set, tools_from_sample_set
 
         self.ctl = ctl
@@ -75,6 +76,7 @@ class LiveBoard:
         self.rows = 0  # rows of the current run (held or not)
         self.tools = tools_from_sample_set(ctl.samples) if ctl.samples is not None else None
         self.gold = gold_from_sample_set(ctl.samples) if ctl.samples is not None else None
+        self.probes = probes_of(ctl.samples.samples) if ctl.samples is not None else None  # a conformance run's
         self.run: Any = None
         self.result: Any = None  # ScoreResult of the records so far (None: not scored yet, or not scorable)
         self.levels: Any = None  # stress: the per-level table of the records so far (DataFrame)
@@ -176,11 +178,9 @@ class LiveBoard:
         run, records, new = self.run, self._records, self._records.take_new()
         stress = self.ctl.stress_summary() if run.stress is not None else None
         try:
-            if self.threaded:
-                out = gevent.get_hub().threadpool.apply(_score, (records, new, self.tools, str(run.run_dir), stress,
-                                                                 self.gold))
-            else:
-                out = _score(records, new, self.tools, str(run.run_dir), stress, self.gold)
+            args = (records, new, self.tools, str(run.run_dir), stress, self.gold, self.probes,
+                    self.ctl.options.decision)
+            out = gevent.get_hub().threadpool.apply(_score, args) if self.threaded else _score(*args)
         finally:
             self._busy = False
             self._last_cost = time.monotonic() - now
@@ -221,10 +221,12 @@ class LiveBoard:
             vid = self.ctl.vendor_id(class_name)
             counts = self._counts.get(vid, VendorCounts())
             stopped = run.stress.stopped_after.get(class_name) if run.stress is not None else None
+            down = run.vendors_down.get(vid)
             out["vendors"].append({
                 "model": vid.model, "vendor": vid.vendor, "is_baseline": bool(self.ctl.vendors[class_name].is_baseline),
                 "items_done": counts.done, "items_total": run.vendor_totals.get(vid) if run.stress is None else None,
                 "failed": counts.failed, "anomalies": counts.anomalies, "stopped_after_level": stopped,
+                "vendor_down": dict(down) if down is not None else None,  # the circuit breaker stopped it: why
                 "scores": self._score_row(vid),
             })
         if self.levels is not None:
@@ -247,17 +249,21 @@ def _note_after_scoring(run: Any) -> str:
 
 
 def _score(records: Any, new: list[list[str]], tools: Any, run_dir: str, stress: dict[str, Any] | None,
-           gold: Any = None) -> tuple[Any, Any, int, str]:
-    """(scores, stress levels, rows scored, note) of the records so far; runs in a worker thread."""
+           gold: Any = None, probes: Any = None, decision: Any = None) -> tuple[Any, Any, int, str]:
+    """(scores, stress levels, rows scored, note) of the records so far, decided by the run's ``decision`` options
+    (:class:`~avv_harness.run.options.DecisionSettings`); runs in a worker thread."""
     from avv_scoring.live_scores import prepare, score_live
+    from avv_scoring.stats.uncertainty import StatsSettings
     from avv_scoring.stress import settings_from_run_json, stress_result
 
     frame = records.frame(new)
     if frame.empty:
         return None, None, 0, "waiting for the first records"
     note = ""
+    thresholds = decision.thresholds_object() if decision is not None else None
+    stats = StatsSettings(verdict=decision.verdict, level=decision.confidence) if decision is not None else None
     try:
-        result = score_live(frame, tools, f"{run_dir}/records.csv", gold)
+        result = score_live(frame, tools, f"{run_dir}/records.csv", gold, probes, thresholds, stats)
     except InputError as exc:  # e.g. the baseline has no record yet
         result, note = None, f"not scored yet: {exc}"
     levels = None

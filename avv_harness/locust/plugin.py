@@ -25,12 +25,16 @@ from locust.exception import StopUser
 from avv_core.errors import InputError
 from avv_harness.inputs.config import SIM_PLACEHOLDER, Vendor, load_config
 from avv_harness.inputs.secrets import redact_url
+from avv_harness.locust.output import LocustOutput, install_log_filter
 from avv_harness.run import options as avv_options
 from avv_harness.run.controller import EXIT_INPUT, controller_of, install
 from avv_harness.run.lifecycle import RunLifecycle
 from avv_harness.wire.attempt import Attempt
 
 log = logging.getLogger("avv")
+
+
+install_log_filter()  # Locust's INFO lines only when asked for (avv_harness.locust.output); before its first line
 
 
 @events.init_command_line_parser.add_listener
@@ -45,6 +49,7 @@ def _on_init(environment: Any, **_: Any) -> None:
     _cache_locust_default_args()
     try:
         ctl = install(environment)
+        attach_locust_output(ctl, LocustOutput(environment))
         if ctl.role.holds_ledger:  # a local or master process: it ends the runs
             _stop_on_signals(ctl.lifecycle)
             if getattr(environment, "web_ui", None) is not None:  # a master or local process with the web UI
@@ -60,6 +65,14 @@ def _on_init(environment: Any, **_: Any) -> None:
         log.exception("avv-locust: cannot start the run")
         sys.stderr.write(f"avv-locust: error: cannot start the run: {exc}\n")
         sys.exit(1)
+
+
+def attach_locust_output(ctl: Any, output: LocustOutput) -> None:
+    """What the run's lifecycle asks of Locust's output: failed attempts for the progress line, Locust's final tables
+    before the decision block, and nothing of Locust's after it (:mod:`avv_harness.locust.output`)."""
+    ctl.lifecycle.failed_attempts = output.failed_attempts
+    ctl.lifecycle.before_report = output.print_summary
+    ctl.lifecycle.after_finish = output.after_finish
 
 
 def _fail_input(error: InputError) -> None:
@@ -121,11 +134,13 @@ class VendorUser(User):
 
 
 def _request_events(environment: Any, name: str, att: Attempt, redact: Any) -> None:
-    """Locust stats: the whole request (response time = end-to-end latency) and TTFT as its own entry."""
+    """Locust stats, per attempt (retries are attempts of their own, so Locust's ``# fails`` counts failed attempts;
+    avv's items failed are what is left after the retries): the whole request as an ``attempt`` entry (response time
+    = end-to-end latency) and TTFT as its own entry."""
     latency = ((att.t_end or att.t0) - att.t0) * 1000.0
     exception = None if att.ok else Exception(redact(f"{att.error_kind}: {att.error_detail}"))
     environment.events.request.fire(
-        request_type="SSE", name=name, response_time=latency, response_length=att.bytes_read,
+        request_type=ATTEMPT_REQUEST_TYPE, name=name, response_time=latency, response_length=att.bytes_read,
         exception=exception, context={}, response=None,
     )
     if att.t_first_token is not None:
@@ -134,6 +149,9 @@ def _request_events(environment: Any, name: str, att: Attempt, redact: Any) -> N
             response_length=0, exception=None, context={}, response=None,
         )
 
+
+#: Locust's request type of one attempt of an item (its stats tables and web UI show it in the Type column).
+ATTEMPT_REQUEST_TYPE = "attempt"
 
 #: Prefix of the locustfile globals that hold the User classes. Locust collects every User class among a
 #: locustfile's globals (``vars(module)``, whatever the key), so the classes must be globals; under their bare

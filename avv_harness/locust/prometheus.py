@@ -2,7 +2,7 @@
 ``--avv-metrics-port``, a plain metrics server for headless runs (on ``--avv-metrics-host``, loopback by default).
 
 Every metric is declared once in :data:`PROM_METRICS` (name, type, labels, help, where its value comes from); the
-README table (``python -m avv_harness.docs README.md``) and the exposition are both derived from it. Values are
+docs table (``python -m avv_harness.docs``) and the exposition are both derived from it. Values are
 the live board's (:class:`avv_harness.locust.live_board.LiveBoard`): the gauges read its snapshot when scraped,
 so a scrape shows exactly what the Vendors tab and ``/avv/live.json`` show; the histograms (TTFT, TPS) and the
 anomaly counter are fed by the same ``avv_record`` hook as the board. Each :class:`MetricsExporter` has its own
@@ -24,6 +24,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from avv_core.client_load import process_name
+from avv_core.decision_options import VERDICTS
 from avv_core.items import VendorId
 from avv_core.measures import is_missing, percentile
 from avv_core.records import STATUS_SUCCESS
@@ -48,7 +49,7 @@ class PromMetric:
     name: str  # the exposed name (a counter's ends in _total)
     kind: Kind  # gauge | counter | histogram
     labels: tuple[str, ...]  # label names
-    help: str  # the HELP line and the README's meaning
+    help: str  # the HELP line and the docs' meaning
     read: Callable[[dict[str, Any]], Any] | None = None  # per-vendor gauges: value from the snapshot entry
     buckets: tuple[float, ...] = ()  # histograms: upper bounds
 
@@ -72,12 +73,17 @@ PROM_METRICS: tuple[PromMetric, ...] = (
                "schema so far (`schema_accuracy`).", _score("schema_accuracy")),
     PromMetric("avv_tool_match", "gauge", VENDOR_LABELS, "Share of paired calls naming the baseline's tool so far "
                "(`tool_match`).", _score("tool_match")),
+    PromMetric("avv_verdict", "gauge", (*VENDOR_LABELS, "verdict"), "The decision so far, as a state set: 1 for the "
+               "vendor's verdict (`PASS`, `FAIL` or `INCONCLUSIVE`, at the run's confidence and thresholds), 0 for "
+               "the other two (absent until scored)."),
+    PromMetric("avv_samples_to_decide", "gauge", VENDOR_LABELS, "INCONCLUSIVE so far: about how many more samples "
+               "would decide the verdict (`samples_to_decide`; absent otherwise).", _score("samples_to_decide")),
     PromMetric("avv_ttft_seconds", "histogram", VENDOR_LABELS, "TTFT of successful requests, seconds (records "
                "stored by this process since it started).", buckets=TTFT_BUCKETS),
     PromMetric("avv_tps", "histogram", VENDOR_LABELS, "Output tokens per second of successful requests (`tps`).",
                buckets=TPS_BUCKETS),
     PromMetric("avv_anomalies_total", "counter", (*VENDOR_LABELS, "kind"), "Anomaly flags on stored records, by "
-               "kind (the README's anomaly table)."),
+               "kind (the anomaly table of records.csv)."),
     PromMetric("avv_client_lag_p99_ms", "gauge", ("process",), "Event-loop lag p99 of each Locust process that "
                f"runs users (`client_lag_ms` of its last {LAG_WINDOW:,} records), ms: above 5 the process is "
                "client-bound."),
@@ -91,7 +97,7 @@ BY_NAME = {m.name: m for m in PROM_METRICS}
 
 
 def render_prom_table() -> str:
-    """The README table of the metrics (Markdown, no trailing newline)."""
+    """The docs table of the metrics (Markdown, no trailing newline)."""
     rows = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
     for m in PROM_METRICS:
         labels = ", ".join(f"`{label}`" for label in m.labels)
@@ -117,6 +123,10 @@ class _SnapshotCollector(Collector):
                     value = m.read(entry)
                     if not is_missing(value):
                         families[m.name].add_metric(labels, float(value))
+            verdict = entry["scores"].get("verdict")
+            if verdict in VERDICTS:
+                for state in VERDICTS:
+                    families["avv_verdict"].add_metric([*labels, state], 1.0 if state == verdict else 0.0)
         for process, lags in sorted(ex.lags.items()):
             p99 = percentile(lags, 99)
             if not is_missing(p99):

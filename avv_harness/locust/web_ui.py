@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, abort, jsonify, make_response, request, send_file
 
+from avv_core.measures import is_missing
 from avv_harness.locust.live_board import MAX_ROWS, LiveBoard
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def vendor_columns(stress: bool, several_models: bool, agent: bool = False) -> l
     columns.append(("items", "Requests" if stress else "Items done / total", "text"))
     if stress:
         columns.append(("level", "Level", "text"))
-    columns.append(("failed", "Failed", "int"))
+    columns.append(("failed", "Items failed", "int"))
     shown: list[tuple[str, str, CellFormat]] = [(m.column, m.header, m.fmt) for m in table_metrics()]
     keys = {c for c, _, _ in shown}
     extra = ("tool_match", "ttft_p50_ms", "ttft_p95_ms", *(AGENT_COLUMNS if agent else ()))
@@ -87,20 +88,31 @@ def vendor_rows(snapshot: dict[str, Any], columns: list[tuple[str, str, CellForm
         total = v["items_total"]
         level = snapshot.get("level")
         verdict = scores.get("verdict")
+        down = v.get("vendor_down")
+        stopped = (f" · stopped: vendor_down ({down.get('what')}; {down.get('skipped')} items skipped)"
+                   if down else "")
         cells = {
             "name": label, "model": v["model"],
-            "items": f"{v['items_done']} / {total}" if total is not None else str(v["items_done"]),
+            "items": (f"{v['items_done']} / {total}" if total is not None else str(v["items_done"])) + stopped,
             "level": (f"stopped after {v['stopped_after_level']}" if v.get("stopped_after_level") is not None
                       else "" if level is None else str(level)),
             "failed": fmt(v["failed"], "int"), "anomalies": fmt(v["anomalies"], "int"),
-            "verdict": ("PASS" if verdict == "pass" else f"FAIL: {scores.get('verdict_reasons')}" if verdict
-                        else "n/a"),
+            "verdict": verdict_cell(verdict, scores.get("verdict_reasons")),
         }
         for key, _, kind in columns:
             if key not in cells:
                 cells[key] = fmt(scores.get(key), kind)
         rows.append(cells)
     return rows
+
+
+def verdict_cell(verdict: Any, reasons: Any) -> str:
+    """The Vendors tab's verdict: ``PASS``, ``FAIL: why`` or ``INCONCLUSIVE: why (about N more samples …)`` — the
+    scores' ``verdict`` and ``verdict_reasons``, as report.md says them; ``n/a`` before the first scoring."""
+    if not verdict or is_missing(verdict):
+        return "n/a"
+    why = "" if reasons is None or is_missing(reasons) else str(reasons)
+    return f"{verdict}: {why}" if why else str(verdict)
 
 
 def level_structure() -> list[dict[str, str]]:

@@ -163,6 +163,11 @@ class Budget:
         """An item given back unrecorded (its user stopped, its worker was lost): nothing charged."""
         self.reserved.pop(key, None)
 
+    def charge(self, spend: Spend) -> None:
+        """Spending that belongs to no item (the pre-flight requests, :mod:`avv_harness.run.preflight`): counted as
+        spent, so the caps hold for it too."""
+        self.spent = self.spent + spend
+
     def settle(self, key: ItemKey, records: Sequence[Mapping[str, Any]]) -> Spend:
         """Replace the item's reservation by what its records spent (:func:`charged`); returns that."""
         reservation = self.reserved.pop(key, Spend())

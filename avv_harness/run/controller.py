@@ -19,6 +19,7 @@ simulator.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -48,6 +49,7 @@ from avv_harness.run.lifecycle import RunLifecycle
 from avv_harness.run.load import LoadDecision, next_load
 from avv_harness.run.node_identity import NodeIdentity
 from avv_harness.run.options import RunOptions, preparse_options
+from avv_harness.run.preflight import Preflight, run_preflight, targets_of
 from avv_harness.run.record_event import EVENT_NAME, RecordsCsv
 from avv_harness.run.state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_SCORING, EXIT_WRITE, RunState
 from avv_harness.wire.execute import ExecContext
@@ -118,6 +120,7 @@ class RunController:
             redact=self.redact, ui_mode=not getattr(environment.parsed_options, "headless", False),
             progress_interval_s=PROGRESS_INTERVAL_S, sim_url=os.environ.get("AVV_SIM_URL", "").rstrip("/") or None,
             before_finish=self._stop_lag)
+        self.lifecycle.check_vendors = self.preflight
         self._sample_index: tuple[SampleSet, dict[str, Sample]] | None = None  # samples.by_id(), built once
         self.live: Any = None  # the web UI's live board (avv_harness.locust.live_board), when there is a web UI
         self.metrics: Any = None  # the Prometheus exporter (avv_harness.locust.prometheus), when asked or a web UI
@@ -259,6 +262,13 @@ class RunController:
     def vendor_url(self, class_name: str) -> str:
         return self.vendors[class_name].resolved_url(self.sim_url)
 
+    def preflight(self, run_id: str) -> Preflight:
+        """One request per vendor, at once, before any load (:mod:`avv_harness.run.preflight`), through the users'
+        own HTTP client (``session_factory``) and this run's execution context."""
+        ctx = dataclasses.replace(self.exec, run_id=run_id)
+        return run_preflight(targets_of(self.vendors, self.vendor_url), self.lifecycle.samples, ctx,
+                             self.options.preflight, self.session_factory, self.redact)
+
     def next_item(self, class_name: str) -> WorkItem | None:
         return self.role.next_item(class_name)
 
@@ -270,9 +280,14 @@ class RunController:
         return self.role.closed(class_name)
 
     def vendor_closed(self, vendor: VendorId) -> bool:
-        """On the ledger side: the settle policy closed ``vendor`` and none of its items is pending or in flight."""
+        """On the ledger side: ``vendor`` gets no more items (the settle policy settled it, or the circuit breaker
+        stopped it) and none of its items is pending or in flight, so its users may stop."""
         run = self.run
-        return run is not None and run.settle is not None and vendor in run.settle.users_stop(run.ledger)
+        if run is None:
+            return False
+        if run.settle is not None and vendor in run.settle.users_stop(run.ledger):
+            return True
+        return vendor in run.vendors_down and not run.ledger.busy(vendor)
 
     def run_item(self, session: requests.Session, class_name: str, item: WorkItem,
                  on_attempt: Callable[[Any], None] | None = None) -> list[Record]:

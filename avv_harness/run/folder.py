@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -18,13 +19,14 @@ from typing import Any
 import locust
 
 from avv_core.errors import InputError
-from avv_core.items import VendorId
+from avv_core.items import ItemKey, VendorId
 from avv_core.manifest import RECORDS_CSV, RunManifest, utc_now
 from avv_core.record_file import RecordWriteError, RecordWriter, upgrade_columns
 from avv_core.samples import SampleSet
+from avv_harness.run.breaker import CircuitBreaker
 from avv_harness.run.budget import Budget
 from avv_harness.run.ledger import Ledger
-from avv_harness.run.options import RunOptions
+from avv_harness.run.options import DecisionSettings, RunOptions
 from avv_harness.run.resume import ResumePoint, check_resumable, resume_point, sample_ids_hash
 from avv_harness.run.settle import hand_out_order, new_seed
 from avv_harness.run.state import RunState
@@ -109,9 +111,11 @@ def exec_context(options: RunOptions, run_id: str, worker_id: str) -> ExecContex
 
 
 def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendor_ids: list[VendorId],
-            class_names: tuple[str, ...], worker_id: str) -> RunState:
+            class_names: tuple[str, ...], worker_id: str,
+            not_sent: Mapping[VendorId, Mapping[str, str]] | None = None) -> RunState:
     """Open the run folder (:func:`open_run_folder`) and build the run's ledger (stress mode: round robin and
-    the ladder's policy) and execution context. InputError as :func:`open_run_folder`."""
+    the ladder's policy) and execution context; ``not_sent``: per vendor the samples it is not sent (a conformance
+    run's probes its wire format cannot carry), left out of its items. InputError as :func:`open_run_folder`."""
     opened = open_run_folder(options, samples, config_identity)
     sample_ids = [s.sample_id for s in samples.samples]
     settle_seed = None
@@ -124,12 +128,15 @@ def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendo
         stress = StressPolicy(options.stress, class_names)
         ledger = Ledger.round_robin(vendor_ids, sample_ids)
     else:
-        ledger = Ledger.for_items(vendor_ids, sample_ids, options.repeats, set(opened.before.done))
+        left_out = {ItemKey.of(v, sid, rep) for v, sids in (not_sent or {}).items() for sid in sids
+                    for rep in range(1, options.repeats + 1)}
+        ledger = Ledger.for_items(vendor_ids, sample_ids, options.repeats, set(opened.before.done) | left_out)
     exec_ctx = exec_context(options, opened.run_id, worker_id)
     run = RunState(opened.run_id, opened.run_dir, opened.writer, ledger, exec_ctx, stress=stress,
                    vendor_totals={v: len(q) for v, q in ledger.pending.items()},
                    items_done_before=0 if stress else len(opened.before.done),
-                   budget=Budget(options.max_total_tokens, options.max_cost))
+                   budget=Budget(options.max_total_tokens, options.max_cost),
+                   breaker=CircuitBreaker(options.breaker_items))
     run.manifest.started_at = opened.started_at
     if settle_seed is not None:
         run.manifest.extra["settle"] = {"seed": settle_seed}
@@ -167,11 +174,14 @@ def fill_manifest(manifest: RunManifest, *, run: RunState, options: RunOptions, 
         m.budget["max_cost"] = options.max_cost
 
 
-def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True) -> tuple[Any, str | None]:
-    """Score the run folder, print the tables and where report.md and report.html are (stress runs with
-    --avv-no-score: the stress outputs only). Returns (the ScoreResult or None, the problem: why the scores are
-    missing or leave rows out, else None). Never raises an Exception: the records are safe on disk and
-    ``avv-score RUN`` can score them later (a stop signal, a KeyboardInterrupt, passes)."""
+def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True,
+              decision: DecisionSettings | None = None) -> tuple[Any, str | None]:
+    """Score the run folder as ``avv-score`` would with the run's ``--avv-thresholds`` / ``--avv-verdict`` /
+    ``--avv-confidence`` (``decision``; default: the avv preset at 95 %) and print the tables (stress runs with
+    --avv-no-score: the stress outputs only). The decision block and where report.md and report.html are is the
+    caller's to print, last (:func:`avv_harness.run.console.decision_lines`). Returns (the ScoreResult or None, the
+    problem: why the scores are missing or leave rows out, else None). Never raises an Exception: the records are
+    safe on disk and ``avv-score RUN`` can score them later (a stop signal, a KeyboardInterrupt, passes)."""
     if no_score and not stress:
         return None, None
     try:
@@ -182,17 +192,26 @@ def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True)
         if no_score:  # stress.csv, capacity.csv, plots and the report's stress section
             result = avv_scoring.stress_only(run_dir)
         else:
-            result = avv_scoring.score_paths([run_dir], out_dir=run_dir, html=html)
-        # the client-bound advice is printed once, by the caller, after the tables (even unscored)
-        print("\n" + avv_scoring.render_tables(result, client_advice=False), flush=True)
-        print(f"scores: {run_dir / 'report.md'}", flush=True)
-        if "report.html" in result.outputs:
-            print(f"report: {result.outputs['report.html']}", flush=True)
+            settings = decision if decision is not None else DecisionSettings()
+            result = avv_scoring.score(settings.score_request(run_dir, html))
+        # the client-bound advice is printed once, by the caller, after the tables (even unscored); the decision
+        # block and the paths of report.md and report.html come last (avv_harness.run.console)
+        print("\n" + avv_scoring.render_tables(result, client_advice=False, decision=False), flush=True)
         left_out = result.excluded_rows
         return result, (f"{len(left_out)} row(s) left out of the scores (named in report.md)" if left_out else None)
     except Exception as exc:
         log.error("scoring failed (%s); re-run: avv-score %s", exc, run_dir)
         return None, f"scoring failed ({type(exc).__name__}: {str(exc)[:200]})"
+
+
+def decision_status(result: Any, decision: DecisionSettings) -> int:
+    """The exit status the scored run's decision asks for (:func:`avv_scoring.decision_exit_status`: 6 a vendor is
+    a broken setup, 7 / 8 with --avv-strict); 0 when the run was not scored."""
+    if result is None or not getattr(result, "scored", False):
+        return 0
+    import avv_scoring
+
+    return int(avv_scoring.decision_exit_status(result, decision.strict, decision.allow_inconclusive))
 
 
 def append_to_history(history: str, run_dir: Path, manifest: RunManifest, result: Any) -> str | None:
@@ -213,14 +232,24 @@ def append_to_history(history: str, run_dir: Path, manifest: RunManifest, result
         return f"not added to the history {history} ({type(exc).__name__}: {str(exc)[:200]})"
 
 
+def vendor_down_line(down: dict[str, Any], run_dir: Path) -> str:
+    """A vendor the circuit breaker stopped (run.json ``vendor_down``), as one line."""
+    example = f' ("{str(down.get("example"))[:200]}")' if down.get("example") else ""
+    return (f"avv-locust: {down.get('vendor')} ({down.get('model')}) was stopped by the circuit breaker: its last "
+            f"{down.get('after_items')} items ended with {down.get('what')}{example}; {down.get('skipped')} items "
+            f"skipped (vendor_down) — check {down.get('check')}; --avv-resume {run_dir} sends them once it is fixed")
+
+
 def summary_line(manifest: RunManifest, run_dir: Path, completed: bool, stop_reason: str | None,
-                 max_total_tokens: int, scoring_problem: str | None = None, budget_text: str = "") -> str:
+                 max_total_tokens: int, scoring_problem: str | None = None, budget_text: str = "",
+                 vendors_down: list[str] | None = None) -> str:
     """The closing line: how many records records.csv holds (after a resume: also how many this session wrote),
-    where, whether (and how) to resume, and whether the scores are whole."""
+    where, whether (and how) to resume, whether the scores are whole, and the vendors the circuit breaker stopped."""
+    down = f"; stopped by the circuit breaker: {', '.join(vendors_down)}" if vendors_down else ""
     if completed and scoring_problem:
-        state = f"run complete, but {scoring_problem}: score it with avv-score {run_dir}"
+        state = f"run complete{down}, but {scoring_problem}: score it with avv-score {run_dir}"
     elif completed:
-        state = "run complete"
+        state = f"run complete{down}"
     elif stop_reason == "budget":
         state = f"stopped by the budget ({budget_text})" if budget_text else \
             f"stopped by the token budget ({manifest.tokens_used} ≥ {max_total_tokens} tokens)"

@@ -19,6 +19,8 @@ from typing import Any
 
 from avv_core.items import ItemKey, VendorId
 from avv_core.records import Record
+from avv_harness.inputs.secrets import redact_url
+from avv_harness.run.breaker import VENDOR_DOWN, Trip
 from avv_harness.run.ledger import ACCEPT, DUPLICATE
 from avv_harness.run.state import RunState
 
@@ -150,6 +152,9 @@ class RecordIntake:
         if run.account(key, records, lambda r: self.ctl.class_name(VendorId(r["model"], r["vendor"]))):
             caps = run.budget.caps_text()
             self.ctl.lifecycle.stop_run("budget", f"budget reached ({caps}): no new items are started")
+        trip = run.breaker.observe(key.vendor_id, records)
+        if trip is not None:
+            self._stop_vendor(run, trip)
         if run.settle is not None and run.settle.observe(records):  # --avv-settle: a look
             lines = run.settle.step(run.ledger)
             for line in lines:
@@ -166,3 +171,15 @@ class RecordIntake:
         log.error("the records of %s could not be stored (%s): the item is not recorded", key, why)
         self.ctl.lifecycle.stop_run("store_failed", f"cannot store the records of {key} ({why}); no new items are "
                                     "started")
+
+    def _stop_vendor(self, run: RunState, trip: Trip) -> None:
+        """The circuit breaker tripped (:mod:`avv_harness.run.breaker`): the vendor's pending items are skipped
+        (``vendor_down``; those in flight finish and are recorded), run.json says why, and its users stop once
+        nothing of it is in flight (:meth:`~avv_harness.run.controller.RunController.vendor_closed`)."""
+        vendor = self.ctl.vendors[self.ctl.class_name(trip.vendor)]
+        skipped = run.ledger.skip_pending(trip.vendor, VENDOR_DOWN)
+        run.vendors_down[trip.vendor] = trip.to_manifest(skipped, redact_url(vendor.url))
+        log.warning("%s stopped by the circuit breaker: its last %d items ended with %s (%s); %d items skipped "
+                    "(vendor_down: --avv-resume %s sends them once it is fixed); check %s", trip.vendor.vendor,
+                    trip.items, trip.what, trip.example[:200], skipped, run.run_dir, trip.check)
+        self.ctl.lifecycle.save_manifest()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from locust.event import EventHook
 
 from avv_core.client_load import client_bound_advice, client_load
 from avv_core.errors import InputError
+from avv_core.exit_status import most_serious
 from avv_core.items import VendorId
 from avv_core.manifest import RECORDS_CSV
 from avv_core.samples import SampleSet, load_samples
@@ -32,22 +34,26 @@ from avv_core.stop_signals import Interrupted, interrupt_on_signals
 from avv_harness.inputs.config import Vendor
 from avv_harness.inputs.secrets import Redactor
 from avv_harness.locust.distribution import Role
+from avv_harness.run.console import Console, decision_lines, report_paths, start_line
 from avv_harness.run.folder import (
     append_to_history,
     check_out_folder,
+    decision_status,
     fill_manifest,
     new_run,
     score_run,
     summary_line,
     ui_run_options,
+    vendor_down_line,
 )
 from avv_harness.run.options import RunOptions
-from avv_harness.run.progress import progress_line
+from avv_harness.run.progress import EtaEstimator, VendorProgress, progress_line
 from avv_harness.run.settle import SettlePolicy, hand_out_order
 from avv_harness.run.state import EXIT_OK, STORE_STOPS, RunState
-from avv_harness.wire.execute import check_requests
+from avv_harness.wire.execute import check_requests, unsendable
 
 if TYPE_CHECKING:
+    from avv_harness.run.preflight import Preflight
     from avv_sim import SimProcess
 
 log = logging.getLogger("avv")
@@ -68,7 +74,8 @@ class RunLifecycle:
 
     def __init__(self, options: RunOptions, vendors: dict[str, Vendor], role: Role, *, config_identity: str,
                  worker_id: str, redact: Redactor, ui_mode: bool, progress_interval_s: float,
-                 sim_url: str | None, before_finish: Callable[[], None] | None = None):
+                 sim_url: str | None, before_finish: Callable[[], None] | None = None,
+                 console: Console | None = None):
         self.options = options
         self.vendors = vendors  # User class name → vendor (keys resolved)
         self.role = role
@@ -79,6 +86,7 @@ class RunLifecycle:
         self.progress_interval_s = progress_interval_s  # seconds between progress lines (headless); 0: none
         self.before_finish = before_finish  # stops what the controller runs (its lag monitor) at finish
         self.samples: SampleSet | None = None  # read once, on the ledger side; stays None on workers
+        self.not_sent: dict[VendorId, dict[str, str]] = {}  # conformance: probes a vendor's wire format cannot carry
         self.run: RunState | None = None  # the current (or last) run
         self.runs: list[RunState] = []  # every run of this process, oldest first
         self.sim: SimProcess | None = None  # the simulator this process started
@@ -91,6 +99,13 @@ class RunLifecycle:
         self.rearm_signals: Callable[[], None] | None = None  # the plugin's gevent signal handlers, set again
         self.run_hook = EventHook()  # fired with run=RunState, phase="begin" | "end"
         self._progress: gevent.Greenlet | None = None
+        self.console = console or Console()  # the run's terminal output (start line, progress, decision block)
+        # set by the controller (they need Locust's runner or the users' HTTP sessions):
+        self.check_vendors: Callable[[str], Preflight] | None = None  # the pre-flight check (run id → its answers)
+        self.failed_attempts: Callable[[], int | None] = lambda: None  # attempts failed so far, retries included
+        self.before_report: Callable[[], None] = lambda: None  # Locust's final tables, when asked for
+        self.after_finish: Callable[[], None] = lambda: None  # after the run's last line: Locust prints nothing more
+        self.preflight: Preflight | None = None  # the web UI's pre-flight (at start-up), for its first run's run.json
 
     def attach(self, events: Any) -> None:
         """On the ledger side: end the process's part at ``quitting``; then, headless, begin the run; with the web
@@ -108,12 +123,26 @@ class RunLifecycle:
 
     def _load_samples(self) -> SampleSet:
         """The sample file, read once (InputError on bad input, and for a sample that cannot be sent in a
-        vendor's wire format: :func:`~avv_harness.wire.execute.check_requests`)."""
+        vendor's wire format: :func:`~avv_harness.wire.execute.check_requests`). A conformance run's samples are the
+        suite's probes, built from the sample file and written next to the run folders
+        (:func:`avv_scoring.conformance.suite.write_probe_file`); a probe a vendor's wire format cannot carry is not
+        sent to it (:attr:`not_sent`)."""
         if self.samples is None:
             samples = load_samples(self.options.samples, skip_bad_lines=self.options.skip_bad_lines)
             if samples.skipped_lines:
                 print(f"avv-locust: warning: {skipped_lines_warning(samples)}", flush=True)
-            check_requests(samples, self.vendors.values(), self.options.overrides)
+            if self.options.is_conformance:
+                from avv_scoring.conformance.suite import not_sent_reason, write_probe_file
+
+                try:
+                    samples = write_probe_file(samples, self.options.out)
+                except OSError as exc:
+                    raise InputError(f"{self.options.out}: cannot write the conformance probes "
+                                     f"({exc.strerror or exc})") from None
+                self.not_sent = unsendable(samples, self.vendors.values(), self.options.overrides, not_sent_reason)
+                log.info("conformance suite: %d probes in %s", len(samples.samples), samples.path)
+            else:
+                check_requests(samples, self.vendors.values(), self.options.overrides)
             self.samples = samples
         return self.samples
 
@@ -125,15 +154,23 @@ class RunLifecycle:
         if self._needs_simulator():
             self.sim_truth_log = str(Path(self.options.out) / f"sim_truth-{os.getpid()}.jsonl")
             self._start_simulator(self.sim_truth_log)
+        if self.check_vendors is not None and self.options.preflight != "off":
+            self.preflight = self.check_vendors("")
+            self._report_preflight(self.preflight)
+            if self.preflight.refused:
+                self._stop_simulator()
+                raise InputError(self.preflight.refusal())
 
     def _start_simulator(self, truth_log: str) -> None:
         from avv_sim import start_simulator
 
-        # the simulator reads the samples' gold labels from the file itself: no vendor is ever sent them
-        self.sim = start_simulator(self.options.sim_config, truth_log=truth_log, gold=self.options.samples,
+        # the simulator reads the samples' gold labels from the file itself (a conformance run's: the probe file): no
+        # vendor is ever sent them
+        gold = self.samples.path if self.samples is not None else self.options.samples
+        self.sim = start_simulator(self.options.sim_config, truth_log=truth_log, gold=gold,
                                    sets=self.options.sim_sets)
         self.sim_url = self.sim.url
-        log.info("started the simulated vendors at %s", self.sim_url)
+        log.debug("started the simulated vendors at %s", self.sim_url)
 
     def _needs_simulator(self) -> bool:
         return self.sim is None and not self.sim_url and any(v.uses_simulator for v in self.vendors.values())
@@ -148,7 +185,7 @@ class RunLifecycle:
                              "have no per-item ratio form); run without it")
         run = new_run(options, samples, self.config_identity,
                       [VendorId(v.model, v.name) for v in self.vendors.values()], tuple(self.vendors),
-                      self.worker_id)
+                      self.worker_id, self.not_sent)
         if options.settle is not None:
             self._settle_policy(run, options, samples)
         if self._needs_simulator():
@@ -157,18 +194,65 @@ class RunLifecycle:
                       config_identity=self.config_identity, vendors=[v.redacted() for v in self.vendors.values()],
                       role=self.role.name, workers=self.role.expected_workers(), sim_url=self.sim_url,
                       redact=self.redact, sim_truth_log=self.sim_truth_log)
+        if self.not_sent:  # conformance: what was not sent to whom, and why (the report says it too)
+            run.manifest.extra["not_sent"] = {f"{vid.model}/{vid.vendor}": dict(why)
+                                              for vid, why in self.not_sent.items()}
         for earlier in self.runs:  # keep what a download needs (the folder), not the scored frames
             earlier.result = None
         self.run = run
         self.runs.append(run)
         self.save_manifest()
         items = "the stress ladder" if options.is_stress else f"{run.ledger.total} items"
-        log.info("avv run %s: %s for %d vendors; records → %s", run.run_id, items, len(self.vendors),
-                 run.run_dir / RECORDS_CSV)
+        log.debug("avv run %s: %s for %d vendors; records → %s", run.run_id, items, len(self.vendors),
+                  run.run_dir / RECORDS_CSV)
+        if not self.ui_mode:
+            self.console.end_progress_before_logs()
+            self.console.line(self._start_line(run, options, samples))
+        self._preflight(run, options)
         self.run_hook.fire(run=run, phase="begin")
         if not self.ui_mode and self.progress_interval_s > 0:
             self._progress = gevent.spawn(self._print_progress, run)
         return run
+
+    def _start_line(self, run: RunState, options: RunOptions, samples: SampleSet) -> str:
+        stress = None
+        if options.stress is not None:
+            levels = ",".join(map(str, options.stress.levels))
+            stress = f"stress ladder {levels} users per vendor, {options.stress.step_s:g} s each"
+        return start_line([(v.model, v.name, v.is_baseline) for v in self.vendors.values()], len(samples.samples),
+                          options.repeats, run.ledger.total, str(run.run_dir), resumed=bool(options.resume),
+                          stress=stress)
+
+    def _preflight(self, run: RunState, options: RunOptions) -> None:
+        """The pre-flight check (:mod:`avv_harness.run.preflight`), before any load: headless at each run's start;
+        with the web UI once, when the process starts (:meth:`prepare_ui`), written to its first run. Its tokens and
+        cost go to the budget and run.json; refused vendors end the run here (InputError: exit status 2)."""
+        result = self.preflight
+        if result is None and not self.ui_mode and self.check_vendors is not None and options.preflight != "off":
+            result = self.check_vendors(run.run_id)
+            self._report_preflight(result)
+        self.preflight = None  # a web UI's: only its first run got it
+        if result is None:
+            return
+        run.budget.charge(result.spent)  # run.json: budget.charged includes it; tokens_used stays the records'
+        run.manifest.extra["preflight"] = result.to_manifest()
+        if result.refused:
+            run.stop_reason = "preflight"
+            run.finished = True
+            run.close(False)
+            self.save_manifest()
+            self._stop_simulator()
+            raise InputError(result.refusal())
+        self.save_manifest()
+        if run.budget.exhausted:
+            self.stop_run("budget", f"budget reached by the pre-flight requests ({run.budget.caps_text()})")
+
+    def _report_preflight(self, result: Preflight) -> None:
+        if not result.refused:
+            self.console.line(result.summary())
+        for check in result.warnings:
+            hard = " (a hard fault; --avv-preflight warn runs anyway)" if check.hard else ""
+            self.console.line(f"avv-locust: warning: pre-flight{hard}: {check.line()}")
 
     def _settle_policy(self, run: RunState, options: RunOptions, samples: SampleSet) -> None:
         """--avv-settle: the run's settle policy (see :mod:`avv_harness.run.settle`); on resume, the vendors
@@ -182,7 +266,7 @@ class RunLifecycle:
             baselines={vid.model: vid for vid, v in ids.items() if v.is_baseline},
             order=hand_out_order([s.sample_id for s in samples.samples], seed), repeats=options.repeats,
             samples=samples, totals=run.vendor_totals, alpha=settings.alpha, every=settings.every, seed=seed,
-            resumed=bool(options.resume))
+            resumed=bool(options.resume), thresholds=options.decision.thresholds_object())
         run.settle.mark_resumed((run.settle_before or {}).get("vendors") or {})
         for vendor, count in run.settle.apply(run.ledger).items():
             log.info("--avv-settle: %s was settled in an earlier session: %d items skipped", vendor.vendor, count)
@@ -229,13 +313,35 @@ class RunLifecycle:
         return summary
 
     def _print_progress(self, run: RunState) -> None:
+        """The progress line (:mod:`avv_harness.run.progress`): every second in place on a terminal, every
+        ``progress_interval_s`` as a plain line in a log."""
+        eta = EtaEstimator()
+        interval = min(1.0, self.progress_interval_s) if self.console.terminal else self.progress_interval_s
+        last_line = 0.0
         while not run.finished:
-            gevent.sleep(self.progress_interval_s)
-            if not run.finished:
-                level = run.stress.level if run.stress is not None else None
-                print(progress_line(run.items_done, run.ledger.total, len(self.vendors), run.items_failed,
-                                    time.monotonic() - run.started_monotonic, level, run.stress is not None),
-                      flush=True)
+            gevent.sleep(min(1.0, interval))
+            now = time.monotonic()
+            eta.observe(now, dict(run.vendor_done))
+            if run.finished or now - last_line < interval - 0.01:
+                continue
+            last_line = now
+            self.console.progress(self.progress_text(run, eta))
+
+    def progress_text(self, run: RunState, eta: EtaEstimator | None = None) -> str:
+        """The run's progress line now (:func:`~avv_harness.run.progress.progress_line`)."""
+        level = run.stress.level if run.stress is not None else None
+        per_vendor, left = [], {}
+        in_flight = Counter(key.vendor_id for key in run.ledger.in_flight)
+        for vendor in self.vendors.values():
+            vid = VendorId(vendor.model, vendor.name)
+            down = " stopped" if vid in run.vendors_down else ""
+            per_vendor.append(VendorProgress(f"{vendor.name}{down}", run.vendor_done[vid],
+                                             run.vendor_totals.get(vid, 0)))
+            left[vid] = len(run.ledger.pending.get(vid, ())) + in_flight[vid]
+        return progress_line(run.items_done, run.ledger.total, len(self.vendors), sum(run.vendor_failed.values()),
+                             time.monotonic() - run.started_monotonic, level, run.stress is not None,
+                             per_vendor=tuple(per_vendor), failed_attempts=self.failed_attempts(),
+                             eta=eta.eta(left) if eta is not None else None, width=self.console.width())
 
     # ------------------------------------------------------------------------------------ the end
 
@@ -285,6 +391,7 @@ class RunLifecycle:
             self.end_run(stop_simulator=True)
         self._stop_simulator()
         self.exit_code = self.run.exit_code if self.run is not None and self.run.exit_code is not None else EXIT_OK
+        self.after_finish()  # the decision block was the last line: Locust's own tables and INFO lines stay out
         return self.exit_code
 
     def end_run(self, stop_simulator: bool = False) -> int | None:
@@ -298,6 +405,7 @@ class RunLifecycle:
         run.finished = True
         if self._progress is not None:
             self._progress.kill(block=False)
+            self.console.end_progress(self.progress_text(run))
         if run.stress is not None and not run.stress.done:
             run.stress.stop_now(run.last_run_time_s)
         completed = run.completed
@@ -309,25 +417,32 @@ class RunLifecycle:
         if stop_simulator:
             self._stop_simulator()
         interrupted = None
+        self.before_report()  # Locust's final tables, when asked for: before the scores and the decision
         if run.manifest.records_written and run.stop_reason != "disk":
             try:  # the records are complete on disk: a signal now stops the scoring, not the saving
                 with interrupt_on_signals(after=self.rearm_signals):
                     run.result, run.scoring_problem = score_run(
                         run.run_dir, no_score=self.options.no_score, stress=run.stress is not None,
-                        html=not self.options.no_html)
+                        html=not self.options.no_html, decision=self.options.decision)
             except Interrupted as exc:
                 interrupted = exc
         self._append_history(run, interrupted is not None)
-        run.exit_code = run.exit_status()
+        run.exit_code = most_serious([run.exit_status(), decision_status(run.result, self.options.decision)])
         if interrupted is not None:  # as a shell reports a process ended by the signal
             run.exit_code = interrupted.exit_status
         for line in client_bound_advice(run.manifest.extra["client_load"]):  # once per run (scoring leaves it out)
-            print(f"avv-locust: warning: {line}", flush=True)
+            self.console.line(f"avv-locust: warning: {line}")
         if interrupted is not None:
-            print(f"\navv-locust: scoring stopped by {interrupted.name}; the records and run.json are complete: "
-                  f"score them with avv-score {run.run_dir}", flush=True)
-        print(summary_line(run.manifest, run.run_dir, completed, run.stop_reason, self.options.max_total_tokens,
-                           run.scoring_problem, run.budget.caps_text()), flush=True)
+            self.console.line(f"\navv-locust: scoring stopped by {interrupted.name}; the records and run.json are "
+                              f"complete: score them with avv-score {run.run_dir}")
+        if run.result is None or not getattr(run.result, "scored", False):  # else the score tables' warnings say it
+            for down in run.manifest.extra.get("vendor_down") or []:
+                self.console.line(vendor_down_line(down, run.run_dir))
+        self.console.line(summary_line(run.manifest, run.run_dir, completed, run.stop_reason,
+                                       self.options.max_total_tokens, run.scoring_problem, run.budget.caps_text(),
+                                       [d["vendor"] for d in run.manifest.extra.get("vendor_down") or []]))
+        self.console.decision(decision_lines(run.result, run.run_dir, self.options.no_score),
+                              report_paths(run.result, run.run_dir))
         self.run_hook.fire(run=run, phase="end")
         return run.exit_code
 

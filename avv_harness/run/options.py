@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from avv_core.decision_options import DEFAULT_CONFIDENCE, VERDICT_MODES, parse_confidence, parse_verdict_mode
 from avv_core.errors import InputError
 from avv_harness.dialects.overrides import Overrides, parse_overrides
 
@@ -32,6 +33,16 @@ DEFAULT_LIVE_ROWS = 20_000
 #: Where --avv-metrics-port listens unless --avv-metrics-host says otherwise: loopback, since the endpoint has
 #: no authentication (a container that Prometheus scrapes sets 0.0.0.0 and a NetworkPolicy).
 DEFAULT_METRICS_HOST = "127.0.0.1"
+#: --avv-mode values: replay the samples and score them (verify), ramp the load (stress), or send the conformance
+#: suite's probes and check what each vendor honours (conformance: docs/how-to/conformance.md).
+MODES = ("verify", "stress", "conformance")
+#: ``--avv-preflight``: off (no request), warn (print what it found), strict (refuse the run on a hard fault).
+PREFLIGHT_MODES = ("strict", "warn", "off")
+DEFAULT_PREFLIGHT = "strict"
+#: ``--avv-breaker``: items in a row ending with the same hard fault that stop a vendor (docs/how-to/broken-vendors.md:
+#: enough that one bad moment does not stop a vendor — with retries each item is up to 4 attempts — few enough that a
+#: dead vendor costs seconds, not its share of the run).
+DEFAULT_BREAKER_ITEMS = 5
 #: Largest --avv-concurrency: users per vendor in one process (a Locust process runs a few hundred streams well;
 #: more belongs on workers, and the value is a typo long before it is a plan).
 MAX_CONCURRENCY = 1000
@@ -53,8 +64,28 @@ class _EnvGroup:
             return self._group.add_argument(*names, **kwargs)
 
 
+#: The prefix of every option of ours on Locust's parser.
+OPTION_PREFIX = "--avv-"
+
+
+def no_abbreviations_of_ours(parser: Any) -> None:
+    """Locust's parser (configargparse, an :class:`argparse.ArgumentParser` built with ``allow_abbrev`` on, which Locust
+    does not let a plugin change) takes a prefix of an option for the option: ``--avv-sample x`` silently set
+    ``--avv-samples``. Abbreviations are looked up in the parser's ``_get_option_tuples``; this parser's own drops
+    every match that is one of ours, so a prefix of our options is an unknown argument, which Locust's parser answers
+    with "Did you mean '--avv-samples'?". Locust's own options keep their abbreviations, as Locust documents them."""
+    lookup = parser._get_option_tuples
+
+    def without_ours(option_string: str) -> list[Any]:
+        return [match for match in lookup(option_string) if not str(match[1]).startswith(OPTION_PREFIX)]
+
+    parser._get_option_tuples = without_ours
+
+
 def add_arguments(parser: Any) -> None:
-    """Register every ``--avv-*`` option on Locust's (or a plain argparse) parser."""
+    """Register every ``--avv-*`` option on Locust's (or a plain argparse) parser, and turn off abbreviations of them
+    (:func:`no_abbreviations_of_ours`)."""
+    no_abbreviations_of_ours(parser)
     group = _EnvGroup(parser.add_argument_group(
         "avv-locust", "Vendor verification options (also from locust.conf / LOCUST_AVV_*)"
     ))
@@ -83,7 +114,7 @@ def add_arguments(parser: Any) -> None:
         help="A simulator knob for this run on top of --avv-sim-config (repeatable; PROFILE: sets it for one "
         "profile, e.g. to degrade one vendor; run.json and the truth log show it).")
     add("--avv-history", default="", metavar="PATH",
-        help="Append the finished, scored run to this history database (SQLite; avv-score trend reads it).")
+        help="Append the finished, scored run to this history database (SQLite; avv-score history trend reads it).")
     add("--avv-skip-bad-lines", action="store_true", default=False, help="Skip malformed sample lines.")
     add("--avv-resume", default="", help="Run folder to resume: runs only its missing, failed or changed items.")
     add("--avv-max-total-tokens", type=int, default=0,
@@ -102,16 +133,32 @@ def add_arguments(parser: Any) -> None:
     add("--avv-no-score", action="store_true", default=False, help="Do not score the run at the end.")
     add("--avv-no-html", action="store_true", default=False,
         help="Score the run but do not write report.html (its figures take ~2 s per run).")
-    add("--avv-mode", default="verify", choices=["verify", "stress"], help="verify (default) or stress.")
+    add("--avv-mode", default="verify", choices=list(MODES),
+        help="verify (default), stress, or conformance: the conformance suite's probes, built from the samples with "
+        "tools and the project's fixed requests (docs/how-to/conformance.md).")
     add("--avv-stress-levels", default="", help="Concurrency ladder, e.g. 1,2,4,8 (default doubling to 32).")
     add("--avv-stress-step-s", type=float, default=30.0, help="Seconds each level is held.")
     add("--avv-slo-ttft-p95-ms", type=float, default=5000.0, help="SLO: TTFT p95 at most this.")
     add("--avv-slo-error-rate", type=float, default=0.01, help="SLO: share of failed requests at most this.")
+    add("--avv-thresholds", default=DEFAULT_THRESHOLDS, metavar="PRESET|FILE.yaml",
+        help="Verdict thresholds of the end-of-run scoring and of --avv-settle: a preset (avv, k2vv, k2vv-thinking, "
+        "minimax, none) or a thresholds YAML file, as avv-score --thresholds (default avv).")
+    add("--avv-verdict", default="interval", metavar="|".join(VERDICT_MODES),
+        help="How bounds are judged, as avv-score --verdict: interval (default; PASS / FAIL / INCONCLUSIVE at "
+        "--avv-confidence), point (the peers' point-estimate rule) or statistical.")
+    add("--avv-confidence", default="0.95", metavar="P",
+        help="Confidence of the verdicts and intervals (default 0.95; 95 also works); --avv-settle's error rate is "
+        "1 − P unless --avv-settle-alpha is given.")
+    add("--avv-strict", action="store_true", default=False,
+        help="Exit with status 7 when a vendor FAILs its verdict, 8 when one is INCONCLUSIVE (a vendor whose every "
+        "item failed exits 6 with or without it).")
+    add("--avv-allow-inconclusive", action="store_true", default=False,
+        help="With --avv-strict: an INCONCLUSIVE vendor does not change the exit status.")
     add("--avv-settle", action="store_true", default=False,
-        help="Stop sending a vendor's items once its verdict is settled by an anytime-valid test (items handed out "
-        "in a seeded random order; docs/scoring.md).")
-    add("--avv-settle-alpha", type=float, default=0.05,
-        help="--avv-settle: error rate per vendor, split over its bounds (default 0.05; > 0, ≤ 0.5).")
+        help="Stop sending a vendor's items once its verdict is decided (the sequential form of the verdict: an "
+        "anytime-valid test of each bound; items handed out in a seeded random order; docs/scoring.md).")
+    add("--avv-settle-alpha", type=float, default=None,
+        help="--avv-settle: error rate per vendor, split over its bounds (default 1 − --avv-confidence; > 0, ≤ 0.5).")
     add("--avv-settle-every", type=int, default=20, help="--avv-settle: records between looks (default 20; ≥ 1).")
     add("--avv-settle-seed", type=int, default=0,
         help="--avv-settle: seed of the hand-out order (default 0: a new random seed, written to run.json).")
@@ -134,6 +181,14 @@ def add_arguments(parser: Any) -> None:
         "default none: other web sites get no CORS headers and their POSTs are refused; docs/how-to/security.md).")
     add("--avv-header", action="append", default=None, metavar="NAME:VALUE",
         help="Header added to every request (repeatable; in locust.conf: avv-header = [A:1, B:2]).")
+    add("--avv-preflight", default=DEFAULT_PREFLIGHT, choices=PREFLIGHT_MODES,
+        help="Before any load, one small request per vendor (at once, at most ~20 s): strict (default) refuses the "
+        "run, exit status 2, when a vendor cannot answer (connect, DNS, TLS, 401/403, 404, unknown model), naming "
+        "the vendor, the URL called and what to check; warn only prints what it found; off sends nothing.")
+    add("--avv-breaker", type=int, default=DEFAULT_BREAKER_ITEMS, metavar="K",
+        help=f"Circuit breaker: stop a vendor whose last K items (default {DEFAULT_BREAKER_ITEMS}) all ended with the "
+        "same hard fault (connection refused, DNS, TLS, 401/403, 404, unknown model); its other items are skipped "
+        "(vendor_down: a resume sends them) and the exit status is 6. 0: off.")
 
 
 def preparse_options(args: list[str] | None = None) -> Any:
@@ -210,6 +265,64 @@ class StressSettings:
     slo_error_rate: float  # … and the failed share ≤ this
 
 
+#: --avv-thresholds' default: the registry's bounds (avv_scoring is not imported for it).
+DEFAULT_THRESHOLDS = "avv"
+
+
+@dataclass(frozen=True)
+class DecisionSettings:
+    """How the end-of-run scoring (and --avv-settle) decides, and how strict the exit status is."""
+
+    thresholds: str = DEFAULT_THRESHOLDS  # --avv-thresholds: a preset name or a YAML file
+    verdict: str = "interval"  # interval | point | statistical
+    confidence: float = DEFAULT_CONFIDENCE  # the verdicts' and intervals' confidence
+    strict: bool = False  # --avv-strict: exit 7 on a FAIL, 8 on an INCONCLUSIVE
+    allow_inconclusive: bool = False  # with --avv-strict, INCONCLUSIVE exits 0
+    resolved: Any = None  # the Thresholds of a non-default --avv-thresholds (read and checked when options are)
+
+    def score_request(self, run_dir: Path, html: bool) -> Any:
+        """The :class:`avv_scoring.ScoreRequest` of the run's end: its folder, scored as ``avv-score`` would with
+        these options."""
+        import avv_scoring
+
+        return avv_scoring.ScoreRequest(
+            (str(run_dir),), out_dir=str(run_dir), html=html, thresholds=self.thresholds_object(),
+            stats=avv_scoring.StatsSettings(verdict=self.verdict, level=self.confidence), strict=self.strict,
+            allow_inconclusive=self.allow_inconclusive)
+
+    def thresholds_object(self) -> Any:
+        """The Thresholds in force (imports avv_scoring)."""
+        if self.resolved is not None:
+            return self.resolved
+        from avv_scoring.presets import resolve_thresholds
+
+        return resolve_thresholds(self.thresholds)
+
+
+def decision_settings(parsed: Any) -> DecisionSettings:
+    """--avv-thresholds / --avv-verdict / --avv-confidence / --avv-strict / --avv-allow-inconclusive, checked: a bad
+    value (an unknown preset, an unreadable thresholds file, a confidence outside 50–100 %) is an InputError."""
+    spec = str(getattr(parsed, "avv_thresholds", None) or DEFAULT_THRESHOLDS)
+    try:
+        verdict = parse_verdict_mode(str(getattr(parsed, "avv_verdict", None) or "interval"))
+    except ValueError as exc:
+        raise InputError(f"--avv-verdict: {exc}") from None
+    try:
+        level = parse_confidence(getattr(parsed, "avv_confidence", None) or DEFAULT_CONFIDENCE)
+    except ValueError as exc:
+        raise InputError(f"--avv-confidence: {exc}") from None
+    resolved = None
+    if spec != DEFAULT_THRESHOLDS:
+        from avv_scoring.presets import resolve_thresholds
+
+        try:
+            resolved = resolve_thresholds(spec)
+        except InputError as exc:
+            raise InputError(f"--avv-thresholds: {exc}") from None
+    return DecisionSettings(spec, verdict, level, bool(getattr(parsed, "avv_strict", False)),
+                            bool(getattr(parsed, "avv_allow_inconclusive", False)), resolved)
+
+
 @dataclass(frozen=True)
 class SettleSettings:
     alpha: float  # error rate per vendor, split over its bounds
@@ -246,9 +359,10 @@ class RunOptions:
     start_jitter_s: float  # random delay before each user's first request
     no_score: bool  # skip scoring at the end
     no_html: bool  # score, but without report.html
-    mode: str  # verify | stress
+    mode: str  # verify | stress | conformance
     stress: StressSettings | None  # set in stress mode
     settle: SettleSettings | None  # --avv-settle
+    decision: DecisionSettings  # --avv-thresholds, --avv-verdict, --avv-confidence, --avv-strict
     run_time_s: float | None  # Locust's -t/--run-time (honoured by the run's shape)
     metrics_port: int  # Prometheus metrics server port (0 = none)
     metrics_host: str  # interface the metrics server listens on
@@ -256,10 +370,16 @@ class RunOptions:
     live_rows: int  # rows the live board keeps to score (0 = no limit)
     overrides: Overrides  # --avv-temperature / --avv-max-tokens / --avv-extra-body / --avv-header
     raw: dict[str, Any]  # every avv_* option as parsed, for run.json
+    preflight: str = DEFAULT_PREFLIGHT  # strict | warn | off: the check of every vendor before the load
+    breaker_items: int = DEFAULT_BREAKER_ITEMS  # items in a row with one hard fault that stop a vendor (0: off)
 
     @property
     def is_stress(self) -> bool:
         return self.mode == "stress"
+
+    @property
+    def is_conformance(self) -> bool:
+        return self.mode == "conformance"
 
     @classmethod
     def from_parsed(cls, parsed: Any) -> RunOptions:
@@ -283,15 +403,29 @@ class RunOptions:
                 slo_ttft_p95_ms=number("avv_slo_ttft_p95_ms", 0, strict=True),
                 slo_error_rate=number("avv_slo_error_rate", 0, maximum=1),
             )
+        decision = decision_settings(parsed)
         settle = None
         if getattr(parsed, "avv_settle", False):
-            if parsed.avv_mode == "stress":
-                raise InputError("--avv-settle: only in verify mode (a stress run has no verdict to settle)")
+            if parsed.avv_mode != "verify":
+                raise InputError(f"--avv-settle: only in verify mode (a {parsed.avv_mode} run has no verdict bound "
+                                 "to settle)")
+            if decision.verdict != "interval":
+                raise InputError("--avv-settle is the sequential form of --avv-verdict interval: it cannot be "
+                                 f"combined with --avv-verdict {decision.verdict}")
+            if getattr(parsed, "avv_settle_alpha", None) is None:
+                parsed.avv_settle_alpha = round(1.0 - decision.confidence, 12)
             settle = SettleSettings(
                 alpha=number("avv_settle_alpha", 0, strict=True, maximum=0.5),
                 every=int(number("avv_settle_every", 1)),
                 seed=int(number("avv_settle_seed", 0)) or None,
             )
+        if parsed.avv_mode == "conformance":
+            if int(number("avv_repeats", 1)) != 1:
+                raise InputError("--avv-repeats: a conformance run sends each probe once (leave it at 1)")
+            for flag in ("avv_temperature", "avv_max_tokens"):
+                if getattr(parsed, flag, None) is not None:
+                    raise InputError(f"--{flag.replace('_', '-')}: a conformance run sends each probe's own "
+                                     "parameters (its probes set temperature and max_tokens)")
         run_time = getattr(parsed, "run_time", None)
         timeout = number("avv_timeout", 0)
         return cls(
@@ -323,6 +457,7 @@ class RunOptions:
             mode=str(parsed.avv_mode),
             stress=stress,
             settle=settle,
+            decision=decision,
             run_time_s=float(run_time) if run_time else None,
             metrics_port=int(number("avv_metrics_port", 0, maximum=65535)) if hasattr(parsed, "avv_metrics_port")
             else 0,
@@ -333,4 +468,15 @@ class RunOptions:
             overrides=parse_overrides(getattr(parsed, "avv_temperature", None), getattr(parsed, "avv_max_tokens", None),
                                       getattr(parsed, "avv_extra_body", ""), getattr(parsed, "avv_header", None)),
             raw={k: v for k, v in sorted(vars(parsed).items()) if k.startswith("avv_")},
+            preflight=_preflight_mode(getattr(parsed, "avv_preflight", None)),
+            breaker_items=int(number("avv_breaker", 0)) if getattr(parsed, "avv_breaker", None) is not None
+            else DEFAULT_BREAKER_ITEMS,
         )
+
+
+def _preflight_mode(value: Any) -> str:
+    if value is None:
+        return DEFAULT_PREFLIGHT
+    if value not in PREFLIGHT_MODES:
+        raise InputError(f"--avv-preflight: one of {', '.join(PREFLIGHT_MODES)}, got {value!r}")
+    return str(value)

@@ -7,8 +7,9 @@
   baseline's first n. Without it the file's order is kept (outputs unchanged).
 - **Looks.** Every ``every`` records stored, each vendor not yet settled is tested on the longest prefix of the
   hand-out order whose items are recorded for it *and* for its model's baseline (so the data looked at never
-  depends on which answers came back first). Each bound in force with a ratio form is tested
-  (:mod:`avv_scoring.stats.sequential`) at the vendor's error rate split over its bounds.
+  depends on which answers came back first). Each bound in force (``--avv-thresholds``) with a ratio form is tested
+  (:mod:`avv_scoring.stats.sequential`) at the vendor's error rate split over its bounds; a defect check is met
+  once none was seen in enough responses (its upper bound below the documented tolerance).
 - **Settled.** A vendor is settled FAIL once a bound is broken, PASS once every bound has passed. Its pending
   items are skipped (the ledger marks them ``skipped: settled``); its users stop (the shape leaves its class
   out). The baseline is never settled on its own: once every other vendor of its model is settled, its pending
@@ -82,7 +83,7 @@ class SettlePolicy:
 
     def __init__(self, *, vendors: Mapping[VendorId, str], baselines: Mapping[str, VendorId], order: list[str],
                  repeats: int, samples: SampleSet, totals: Mapping[VendorId, int], alpha: float, every: int,
-                 seed: int, resumed: bool = False):
+                 seed: int, resumed: bool = False, thresholds: Any = None):
         self.vendors = dict(vendors)  # vendor → its name
         self.baselines = dict(baselines)  # model → its baseline vendor
         self.positions = [(sid, rep) for rep in range(1, repeats + 1) for sid in order]
@@ -92,7 +93,7 @@ class SettlePolicy:
         self.alpha, self.every, self.seed = alpha, every, seed
         self.resumed = resumed  # a resumed session settles no further
         self.scoring = _scoring()
-        self.bounds, self.untested = self.scoring.settle_bounds()
+        self.bounds, self.untested = self.scoring.settle_bounds(thresholds)  # --avv-thresholds (None: avv)
         self.alpha_bound = self.scoring.split_alpha(alpha, len(self.bounds))
         self.rows: dict[VendorId, dict[tuple[str, int], Record]] = {v: {} for v in self.vendors}
         self.reach: dict[VendorId, int] = {v: 0 for v in self.vendors}  # prefix of positions recorded

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from avv_core.exit_status import ExitStatus, most_serious
 from avv_core.items import ItemKey, VendorId
 from avv_core.manifest import RunManifest, utc_now
 from avv_core.record_file import RecordWriteError, RecordWriter
 from avv_core.records import STATUS_SUCCESS, Record
+from avv_harness.run.breaker import CircuitBreaker
 from avv_harness.run.budget import Budget, Spend
 from avv_harness.run.ledger import Ledger
 from avv_harness.run.settle import SettlePolicy
@@ -58,6 +60,10 @@ class RunState:
     budget: Budget = field(default_factory=Budget)  # the token and cost caps: spent and reserved
     settle: SettlePolicy | None = None  # --avv-settle: which vendors' verdicts are settled
     settle_before: dict[str, Any] = field(default_factory=dict)  # --avv-settle on resume: run.json's earlier settle
+    breaker: CircuitBreaker = field(default_factory=lambda: CircuitBreaker(0))  # stops a vendor that cannot answer
+    vendors_down: dict[VendorId, dict[str, Any]] = field(default_factory=dict)  # vendors it stopped (run.json)
+    vendor_done: Counter[VendorId] = field(default_factory=Counter)  # items recorded per vendor this session
+    vendor_failed: Counter[VendorId] = field(default_factory=Counter)  # of them, items whose last row failed
 
     @property
     def items_done(self) -> int:
@@ -106,6 +112,9 @@ class RunState:
         """Count an item's records (failures, client errors, tokens; the stress policy's observations) and settle
         its reservation (:meth:`Budget.settle`). True when this item used up a budget (``manifest.budget``)."""
         m = self.manifest
+        self.vendor_done[key.vendor_id] += 1
+        if records and records[-1].get("status") != STATUS_SUCCESS:
+            self.vendor_failed[key.vendor_id] += 1
         for record in records:
             self.load_rows.append({k: record.get(k) for k in ("worker", "vendor", "client_lag_ms", "client_cpu_pct")})
             if record.get("status") != STATUS_SUCCESS:
@@ -137,6 +146,9 @@ class RunState:
             self.manifest.budget.update(self.budget.summary())
         if self.settle is not None:
             self.manifest.extra["settle"] = self.settle.to_manifest()
+        if self.vendors_down:
+            self.manifest.extra["vendor_down"] = [{"model": v.model, "vendor": v.vendor, **down}
+                                                  for v, down in self.vendors_down.items()]
         if stress_summary is not None:
             self.manifest.stress = stress_summary
         self.manifest.write(self.run_dir)
@@ -148,8 +160,12 @@ class RunState:
         m.ended_at, m.completed, m.stop_reason = utc_now(), completed, self.stop_reason
 
     def exit_status(self) -> int:
-        """3 records not written; 1 stopped early (resumable); 4 every item recorded but the scores are missing or
-        partial (``avv-score RUN`` scores the records later); 0 complete and scored."""
+        """3 records not written; 1 stopped early (resumable); 6 the circuit breaker stopped a vendor; 4 every item
+        recorded but the scores are missing or partial (``avv-score RUN`` scores the records later); 0 complete and
+        scored. Several: the most serious (:func:`avv_core.exit_status.most_serious`)."""
+        return most_serious((self._status(), ExitStatus.VENDOR_BROKEN if self.vendors_down else ExitStatus.OK))
+
+    def _status(self) -> int:
         if self.stop_reason in STORE_STOPS:
             return EXIT_WRITE
         if not self.completed:

@@ -62,6 +62,7 @@ class Attempt:
     first_token_read: int | None = None  # which read carried the first / last token event
     last_token_read: int | None = None
     stale_conn_retries: int = 0  # sends repeated at once because a pooled connection had gone stale
+    streamed: bool = True  # False: the answer was one JSON body (a non-streamed request): no decode phase, no TPS
 
     @property
     def ok(self) -> bool:
@@ -137,6 +138,7 @@ class EventReader:
     runs once after the stream (whatever its outcome). :meth:`error_kind` classifies an error event."""
 
     unit = "chunk"  # what an event is called in a ``bad_sse`` message
+    whole_body = False  # True: the request was not streamed, a JSON body is its answer (:class:`WholeBody`)
 
     def event(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
         raise NotImplementedError
@@ -257,3 +259,60 @@ def apply_events(att: Attempt, events: list[SSEEvent], now: float, reader: Event
             return False
         att.t_end = now
     return True
+
+
+# ----------------------------------------------------------------------------- a non-streamed answer
+
+
+class WholeBody(EventReader):
+    """How a non-streamed answer is read (the request said ``stream: false``): its JSON body turned into the events
+    the format would have streamed (``events``: the format's :meth:`~avv_harness.wire.formats.base.WireFormat.
+    response_events`) and read by the format's own reader (``inner``), so one reader decides what a streamed and a
+    non-streamed answer hold. A vendor that streams anyway is read as a stream."""
+
+    whole_body = True
+
+    def __init__(self, inner: EventReader, events: Any):
+        self.inner = inner
+        self.events = events  # the parsed body → [event object, …]
+        self.unit = inner.unit
+
+    def event(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+        self.inner.event(att, obj, now)
+
+    def end(self, att: Attempt) -> None:
+        self.inner.end(att)
+
+    def error_kind(self, error: Any) -> str:
+        return self.inner.error_kind(error)
+
+
+def read_whole_body(att: Attempt, body: bytes, reader: WholeBody, now: float, max_bytes: int) -> None:
+    """An HTTP 200 JSON body answering a non-streamed request (its first ``max_bytes`` + 1 bytes: ``body``), read into
+    the attempt through ``reader``; the body is the whole answer (no ``no_done`` anomaly). What cannot be read is
+    ``bad_sse``, as for a stream."""
+    att.t_end = now
+    att.bytes_read += len(body)
+    att.reads += 1
+    att.streamed = False
+    if len(body) > max_bytes:
+        bad_data(att, f"JSON body larger than {max_bytes} bytes", now)
+        return
+    try:
+        obj = _JSON.decode(body.decode("utf-8"))
+    except (ValueError, RecursionError, UnicodeDecodeError) as exc:
+        bad_data(att, f"HTTP 200 whose body is not JSON ({type(exc).__name__}): {body[:120]!r}", now)
+        return
+    if not isinstance(obj, dict):
+        bad_data(att, f"HTTP 200 whose JSON body is {json_kind(obj)}, not an object", now)
+        return
+    if obj.get("error"):  # an error object with status 200
+        apply_events(att, [(b"", body)], now, reader)
+        return
+    try:
+        events = reader.events(obj)
+    except MalformedStream as exc:
+        bad_data(att, f"malformed JSON body: {exc}", now)
+        return
+    if apply_events(att, [(b"", json.dumps(e).encode("utf-8")) for e in events], now, reader):
+        att.saw_done = True

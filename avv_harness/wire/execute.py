@@ -15,6 +15,7 @@ error before any request).
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -28,13 +29,14 @@ import requests
 from avv_core.api_formats import ConversionError
 from avv_core.canonical import parses_as_json
 from avv_core.errors import InputError
-from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER, WorkItem
+from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER, VendorId, WorkItem
 from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, cached_tokens, usage_counts
 from avv_core.samples import Sample, SampleSet
 from avv_core.tool_formats import find_text_calls, request_tool_names
 from avv_harness.dialects.overrides import Overrides, deep_merge
 from avv_harness.dialects.transforms import apply_transforms
 from avv_harness.inputs.config import Vendor
+from avv_harness.inputs.secrets import redact_url
 from avv_harness.run.options import DEFAULT_MAX_EVENT_BYTES
 from avv_harness.wire.attempt import Attempt
 from avv_harness.wire.faults import RETRYABLE
@@ -62,12 +64,13 @@ class RetryPolicy:
 
 def build_body(sample: Sample, vendor: Vendor, overrides: Overrides | None = None) -> dict[str, Any]:
     """The chat request body: sample body after the vendor's transforms, ``model`` = vendor model_id,
-    ``stream: true``, usage requested unless the vendor disables it, provider pinning, vendor ``extra_body``
-    merged (deeply), then the global overrides. The sample itself is never changed."""
+    ``stream: true`` (``false`` for a sample marked ``_stream: false``: then no ``stream_options``), usage requested
+    unless the vendor disables it, provider pinning, vendor ``extra_body`` merged (deeply), then the global
+    overrides. The sample itself is never changed."""
     body: dict[str, Any] = apply_transforms(sample.body, vendor.dialect.transforms)
     body["model"] = vendor.model_id
-    body["stream"] = True
-    if vendor.include_usage:
+    body["stream"] = sample.streamed
+    if vendor.include_usage and sample.streamed:
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     else:
         body.pop("stream_options", None)
@@ -107,6 +110,26 @@ def build_headers(vendor: Vendor, item_tag: str, attempt: int,
         {"Authorization": url_auth} if url_auth else {},
         vendor.headers, dict(overrides.headers if overrides is not None else ()),
         {ITEM_HEADER: item_tag, ATTEMPT_HEADER: str(attempt)})
+
+
+def unsendable(samples: SampleSet, vendors: Iterable[Vendor], overrides: Overrides | None = None,
+               also: Callable[[dict[str, Any], str], str | None] | None = None) -> dict[VendorId, dict[str, str]]:
+    """Vendor → {sample id: why} for the samples its wire format cannot carry (the conversion's error, or what
+    ``also(sample body, endpoint)`` says): a conformance run does not send them to that vendor (the Responses API has
+    no ``stop``, the Messages API no ``response_format``), where a verify run refuses them (:func:`check_requests`)."""
+    out: dict[VendorId, dict[str, str]] = {}
+    for vendor in vendors:
+        wire = vendor.dialect.format
+        for sample in samples.samples:
+            why = also(sample.body, wire.name) if also is not None else None
+            if why is None and wire.converts:
+                try:
+                    build_request(sample, vendor, overrides)
+                except ConversionError as exc:
+                    why = f"not sent ({wire.name}: {exc})"
+            if why is not None:
+                out.setdefault(VendorId(vendor.model, vendor.name), {})[sample.sample_id] = why
+    return out
 
 
 #: How many requests that cannot be converted :func:`check_requests` lists before it stops looking.
@@ -150,6 +173,17 @@ def endpoint_url(base_url: str, path: str = "chat/completions") -> str:
     return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + path))
 
 
+#: Statuses whose message names the URL called: the path is what is wrong (a base URL without ``/v1``, a typo).
+PATH_STATUSES = frozenset({404, 405})
+
+
+def name_the_url(att: Attempt, endpoint: str) -> None:
+    """A 404 / 405 says nothing a person can act on (``HTTP 404: 404: Not Found``) without the URL that was called:
+    add it, redacted (:func:`~avv_harness.inputs.secrets.redact_url`: no key in a query string)."""
+    if att.error_kind == "http_4xx" and att.http_status in PATH_STATUSES:
+        att.error_detail = f"{att.error_detail} (POST {redact_url(endpoint)})"
+
+
 def _ms(start: float | None, end: float | None) -> float | None:
     if start is None or end is None:
         return None
@@ -165,7 +199,7 @@ BUFFERED_MAX_TPS = 10_000.0
 
 
 def is_buffered(att: Attempt, completion_tokens: int | None, decode_ms: float | None) -> bool:
-    if not att.ok or att.token_events < 2:
+    if not att.ok or att.token_events < 2 or not att.streamed:  # a JSON body was never meant to stream
         return False
     if att.token_events >= BUFFERED_MIN_EVENTS and att.first_token_read == att.last_token_read:
         return True
@@ -201,7 +235,7 @@ def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = 
     decode_ms = _ms(att.t_first_token, att.t_last_token)
     buffered = is_buffered(att, completion, decode_ms)
     tps = None
-    if completion is not None and completion >= 2 and decode_ms and not buffered:
+    if completion is not None and completion >= 2 and decode_ms and not buffered and att.streamed:
         tps = (completion - 1) / (decode_ms / 1000.0)
     calls = [att.tool_calls[i].as_dict() for i in sorted(att.tool_calls)]
     anomalies = []
@@ -285,6 +319,14 @@ class ExecContext:
                    max_event_bytes=int(data.get("max_event_bytes", DEFAULT_MAX_EVENT_BYTES)))
 
 
+def request_temperature(body: Any) -> float | None:
+    """The ``temperature`` a request body carries, when it is a number ≥ 0 (else None: the record cell stays empty)."""
+    value = body.get("temperature") if isinstance(body, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
 def item_identity(item: WorkItem, ctx: ExecContext, started_at: str, vendor: Vendor | None = None) -> dict[str, Any]:
     key = item.key
     out = {
@@ -326,8 +368,10 @@ def execute_item(
     attempts: list[Attempt] = []
     for number in range(1, policy.retries + 2):
         headers = build_headers(vendor, item.key.tag(ctx.run_id, number, step), number, ctx.overrides)
+        reader = wire.reader(vendor.dialect) if item.sample.streamed else wire.whole_reader(vendor.dialect)
         att = stream_chat(session, endpoint, body, headers, connect_timeout, read_timeout, max_request_s,
-                          ctx.max_event_bytes, wire.reader(vendor.dialect))
+                          ctx.max_event_bytes, reader)
+        name_the_url(att, endpoint)
         attempts.append(att)
         if on_attempt is not None:
             on_attempt(att)
@@ -338,6 +382,7 @@ def execute_item(
     record = Record({
         **item_identity(item, ctx, started_at, vendor),
         "step": step,
+        "temperature": request_temperature(request_body),
         "is_baseline": vendor.is_baseline,
         "attempts": len(attempts),
         **attempt_record(final, vendor.include_usage, item.sample.tools, wire.completion_limit(request_body)),

@@ -28,6 +28,7 @@ from avv_harness.wire.outcome import (
     YIELD_AFTER_S,
     YIELD_S,
     DoneLinger,
+    body_limit,
     broken,
     finish,
     non_sse_body,
@@ -92,8 +93,9 @@ def run_attempt(transport: Transport, limits: Limits, reader: EventReader, url: 
             return att.fail(status_kind(head.status), f"HTTP {head.status}: {error_message(payload)}")
         content_type = (head.headers.get("content-type") or "").lower()
         if "text/event-stream" not in content_type:
-            non_sse_body(att, read_short_body(transport, head, MAX_ERROR_BODY + 1), content_type)
-            return att
+            limit = body_limit(reader, limits.max_event_bytes)
+            non_sse_body(att, read_short_body(transport, head, limit), content_type, reader, limits.max_event_bytes)
+            return finish(att, reader) if reader.whole_body else att
         decode = content_decoder(coding_of(head.headers), max(MAX_DECODED_READ, limits.max_event_bytes))
         clean_end = consume_events(att, transport, timer, limits.max_event_bytes, reader, decode)
         att.t_end = time.monotonic()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from avv_harness.inputs.secrets import redact_url
-from avv_harness.wire.attempt import Attempt, EventReader
+from avv_harness.wire.attempt import MAX_ERROR_BODY, Attempt, EventReader, WholeBody, read_whole_body
 
 YIELD_AFTER_S = 0.0005  # the longest the reading loop runs without letting the process's other users in
 YIELD_S = 1e-6  # how it lets them in: a sleep that ends in the gevent loop's next turn
@@ -46,8 +46,20 @@ def status_kind(status: int) -> str:
     return "http_4xx"
 
 
-def non_sse_body(att: Attempt, body: bytes, content_type: str) -> None:
-    """HTTP 200 whose body (its first bytes: ``body``) is not an SSE stream: ``bad_sse`` saying what it is."""
+def body_limit(reader: EventReader, max_event_bytes: int) -> int:
+    """How much of an HTTP 200 body that is not an SSE stream is read: a non-streamed answer whole (up to the event
+    limit, and one byte more to tell a larger one), else the first bytes, to say what it is."""
+    return max_event_bytes + 1 if reader.whole_body else MAX_ERROR_BODY + 1
+
+
+def non_sse_body(att: Attempt, body: bytes, content_type: str, reader: EventReader | None = None,
+                 max_event_bytes: int = 0) -> None:
+    """HTTP 200 whose body (its first :func:`body_limit` bytes: ``body``) is not an SSE stream: a non-streamed
+    request's answer (``reader`` a :class:`~avv_harness.wire.attempt.WholeBody`) read whole, else ``bad_sse`` saying
+    what it is."""
+    if isinstance(reader, WholeBody):
+        read_whole_body(att, body, reader, time.monotonic(), max_event_bytes)
+        return
     att.t_end = time.monotonic()
     att.bytes_read += len(body)
     if not body:

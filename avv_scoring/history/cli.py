@@ -1,13 +1,17 @@
-"""``avv-score history add`` and ``avv-score trend`` (scoring layer, top: parses arguments and calls
-:mod:`.store`, :mod:`.trend` and :mod:`.render`; :mod:`avv_scoring.cli` dispatches to them).
+"""``avv-score history add|trend|show`` (scoring layer, top: parses arguments and calls :mod:`.store`, :mod:`.trend`
+and :mod:`.render`; :mod:`avv_scoring.cli` dispatches to :func:`main_history`).
 
     avv-score history add RUN... --db PATH [--bootstrap N] [--seed S] [--lock-timeout S]
-    avv-score trend --db PATH [--model M] [--vendor V] [--metric A,B ...] [--since DATE] [--out DIR] [--no-html]
-                    [--fail-on-regression] [--lock-timeout S] [-q]
+    avv-score history trend --db PATH [--model M] [--vendor V] [--metric A,B ...] [--since DATE] [--out DIR]
+                            [--no-html] [--fail-on-regression] [--lock-timeout S] [-q]
+    avv-score history show --db PATH [--since DATE]
+
+``avv-score trend`` is the earlier spelling of ``history trend`` (kept for one release).
 
 Exit status: 0 done; 2 bad input (a run folder, an option, or the database: not a history, locked by another
 process longer than ``--lock-timeout``, read-only, disk full, corrupted — the message says which and what to do);
-5 ``--fail-on-regression`` and a vendor's latest run has a regression (:data:`EXIT_REGRESSION`).
+5 ``--fail-on-regression`` and a vendor's latest run has a flagged regression or its verdict became FAIL
+(:data:`EXIT_REGRESSION`).
 """
 
 from __future__ import annotations
@@ -17,18 +21,22 @@ import os
 import sys
 from collections.abc import Sequence
 from datetime import date
+from typing import Any
 
+from avv_core.command_line import command_parser
 from avv_core.errors import InputError
+from avv_core.exit_status import ExitStatus
+from avv_core.suggest import did_you_mean
 from avv_scoring.history.db import BUSY_TIMEOUT_S, open_history
 from avv_scoring.history.regression import RESAMPLES, SEED
-from avv_scoring.history.render import render_terminal, write_trend
+from avv_scoring.history.render import render_terminal, summary_line, write_trend
 from avv_scoring.history.store import add_run_folders
-from avv_scoring.history.trend import TrendOptions, compute_trend, default_metrics
+from avv_scoring.history.trend import TrendOptions, compute_trend, default_metrics, load_runs
 from avv_scoring.stats.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, StatsSettings, non_negative_int
 
 PROG = "avv-score"
 #: Exit status of ``avv-score trend --fail-on-regression`` when a vendor's latest run has a flagged regression.
-EXIT_REGRESSION = 5
+EXIT_REGRESSION = int(ExitStatus.REGRESSION)
 
 
 
@@ -56,12 +64,29 @@ def _day(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
+#: ``avv-score history ACTION``: action → (its one line for --help, its entry point); filled below.
+ACTIONS: dict[str, tuple[str, Any]] = {}
+
+
 def main_history(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog=f"{PROG} history", description="Add run folders to a history database "
-                                "(SQLite, created when missing): each is scored as 'avv-score RUN' scores it and its "
-                                "metrics, verdicts and per-item outcomes are stored. A run already in the history "
-                                "(same run id) adds nothing.")
-    p.add_argument("action", choices=["add"])
+    """``avv-score history ACTION ...``: :data:`ACTIONS` (``--help`` lists them)."""
+    if argv and argv[0] in ACTIONS:
+        return int(ACTIONS[argv[0]][1](argv[1:]))
+    width = max(map(len, ACTIONS))
+    p = command_parser(f"{PROG} history", "The run history: a SQLite file of scored runs (docs/history.md).",
+                       epilog="actions:\n" + "".join(f"  {name:<{width}}  {line}\n"
+                                                     for name, (line, _) in ACTIONS.items()),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", metavar="ACTION", help="|".join(ACTIONS))
+    args, _ = p.parse_known_args(argv)
+    raise InputError(f"history {args.action}: not an action ({', '.join(ACTIONS)})"
+                     f"{did_you_mean(args.action, ACTIONS)}")
+
+
+def main_history_add(argv: Sequence[str]) -> int:
+    p = command_parser(f"{PROG} history add", "Add run folders to a history database (SQLite, created when "
+                       "missing): each is scored as 'avv-score RUN' scores it and its metrics, verdicts and per-item "
+                       "outcomes are stored. A run already in the history (same run id) adds nothing.")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folder(s) (or records.csv)")
     p.add_argument("--db", required=True, metavar="PATH", help="the history database file")
     p.add_argument("--bootstrap", type=non_negative_int, default=DEFAULT_RESAMPLES, metavar="N",
@@ -84,11 +109,10 @@ def _metrics(text: str) -> list[str]:
 
 
 def main_trend(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog=f"{PROG} trend", description="Each vendor's metrics over the runs of a "
-                                "history, and the changes between a run and the vendor's previous comparable run "
-                                "(paired by sample: McNemar on trigger and tool-match flips, a paired bootstrap on "
-                                "rates and TTFT / TPS medians; flagged when significant and large enough). Prints "
-                                "the tables and writes trend.md and trend.html.")
+    p = command_parser(f"{PROG} history trend", "Each vendor's metrics over the runs of a history, and the changes "
+                       "between a run and the vendor's previous comparable run (paired by sample: McNemar on trigger "
+                       "and tool-match flips, a paired bootstrap on rates and TTFT / TPS medians; flagged when "
+                       "significant and large enough). Prints the tables and writes trend.md and trend.html.")
     p.add_argument("--db", required=True, metavar="PATH", help="the history database file")
     p.add_argument("--model", help="only this model")
     p.add_argument("--vendor", help="only this vendor")
@@ -101,7 +125,8 @@ def main_trend(argv: Sequence[str]) -> int:
                    help=f"resamples of the between-run bootstrap tests (default {RESAMPLES})")
     p.add_argument("--seed", type=non_negative_int, default=SEED, metavar="S", help=f"(default {SEED})")
     p.add_argument("--fail-on-regression", action="store_true",
-                   help=f"exit with status {EXIT_REGRESSION} when a vendor's latest run has a flagged regression")
+                   help=f"exit with status {EXIT_REGRESSION} when a vendor's latest run has a flagged regression or "
+                   "its verdict became FAIL (from PASS or INCONCLUSIVE)")
     _lock_timeout(p)
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the tables")
     args = p.parse_args(argv)
@@ -117,10 +142,39 @@ def main_trend(argv: Sequence[str]) -> int:
     if not args.quiet:
         sys.stdout.write(render_terminal(trend))
         print(f"wrote {', '.join(outputs)} to {args.out}")
-    if args.fail_on_regression and not trend.latest_regressions().empty:
-        print(f"{PROG}: --fail-on-regression: a regression in the latest run", file=sys.stderr)
+    if args.fail_on_regression and not (trend.latest_regressions().empty and trend.latest_verdict_regressions().empty):
+        print(f"{PROG}: --fail-on-regression: a regression in the latest run ({summary_line(trend)})", file=sys.stderr)
         return EXIT_REGRESSION
     return 0
 
 
-__all__ = ["EXIT_REGRESSION", "main_history", "main_trend"]
+def main_show(argv: Sequence[str]) -> int:
+    """``avv-score history show``: one line per run the history holds, oldest first, with its vendors' verdicts."""
+    p = command_parser(f"{PROG} history show", "List the runs a history database holds, oldest first: run id, start, "
+                       "mode, items scored and each vendor's verdict.")
+    p.add_argument("--db", required=True, metavar="PATH", help="the history database file")
+    p.add_argument("--since", type=_day, metavar="DATE", help="only runs started on or after DATE (YYYY-MM-DD)")
+    args = p.parse_args(argv)
+    with open_history(args.db, create=False) as conn:
+        runs = load_runs(conn, args.since)
+        verdicts: dict[str, list[str]] = {}
+        for run_id, model, vendor, verdict in conn.execute(
+                "SELECT run_id, model, vendor, verdict FROM vendors ORDER BY run_id, model, vendor"):
+            verdicts.setdefault(run_id, []).append(f"{model}/{vendor} {str(verdict or 'n/a').upper()}")
+    if runs.empty:
+        print(f"{args.db}: no runs" + (f" since {args.since}" if args.since else ""))
+        return 0
+    for run in runs.to_dict("records"):
+        print(f"#{run['run_index']} {run['run_id']}  {run['started_at'] or '?'}  {run['mode'] or '?'}  "
+              f"{run['records'] if run['records'] is not None else '?'} items  "
+              f"{', '.join(verdicts.get(run['run_id'], [])) or 'no vendors'}")
+    return 0
+
+
+ACTIONS.update({
+    "add": ("add scored run folders to the history (--db PATH)", main_history_add),
+    "trend": ("each vendor's metrics over the runs, and the changes between runs", main_trend),
+    "show": ("list the runs the history holds, with their vendors' verdicts", main_show),
+})
+
+__all__ = ["ACTIONS", "EXIT_REGRESSION", "main_history", "main_history_add", "main_show", "main_trend"]

@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from avv_scoring.history.regression import ALPHA, TESTS
+from avv_core.decision_options import FAIL, INCONCLUSIVE, PASS
+from avv_scoring.history.regression import ALPHA, NEAR_MISS, TESTS, tests_of
 from avv_scoring.history.trend import Trend
 from avv_scoring.metrics.registry import metric
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
@@ -32,12 +33,13 @@ from avv_scoring.report.format import (
 )
 from avv_scoring.report.html import CSS
 
-#: Verdict → marker colour of trend.html (the report's pass / fail colours).
-VERDICT_COLOURS = {"pass": "#137333", "fail": "#a50e0e"}
+#: Verdict → marker colour of trend.html (the report's PASS / FAIL / INCONCLUSIVE colours).
+VERDICT_COLOURS = {PASS: "#137333", FAIL: "#a50e0e", INCONCLUSIVE: "#e37400"}
 OTHER_VERDICT = "#9aa0a6"
 ARROWS = {"regression": "▼", "improvement": "▲"}
 CHANGE_HEADERS = ["model", "vendor", "run", "previous run", "compared on", "test", "n", "before", "after",
                   "change", "p (Holm)", "flag"]
+VERDICT_HEADERS = ["model", "vendor", "run", "previous run", "verdict", "why"]
 
 
 def _number(value: Any, kind: CellFormat) -> str:
@@ -90,28 +92,43 @@ def _p(value: float) -> str:
     return f"{value:.2g}" if value > 0 else "< 1e-15"  # a Wald p below the float's resolution
 
 
-def change_rows(trend: Trend) -> list[list[str]]:
+def change_rows(trend: Trend, changes: pd.DataFrame | None = None) -> list[list[str]]:
+    """The rows of the flagged changes (or of ``changes``: the near-misses)."""
+    chosen = trend.flagged() if changes is None else changes
     return [[str(c["model"]), str(c["vendor"]), f"{c['run_index']} {c['run_id']}", str(c["previous_run_id"]),
              str(c["compared_on"]), str(c["test"]), str(c["n"]), f"{c['before']:.4g}", f"{c['after']:.4g}",
-             _effect(c), _p(c["p_holm"]), str(c["direction"])] for c in trend.flagged().to_dict("records")]
+             _effect(c), _p(c["p_holm"]), str(c["direction"])] for c in chosen.to_dict("records")]
+
+
+def verdict_rows(trend: Trend) -> list[list[str]]:
+    """The verdict changes: ``PASS → FAIL`` and why, per run."""
+    return [[str(c["model"]), str(c["vendor"]), f"{c['run_index']} {c['run_id']}", str(c["previous_run_id"]),
+             f"{c['before']} → {c['after']}", str(c["reasons"]) or "-"]
+            for c in trend.verdict_changes().to_dict("records")]
 
 
 def summary_line(trend: Trend) -> str:
     latest = trend.latest_regressions()
-    flagged = trend.flagged()
+    became_fail = trend.latest_verdict_regressions()
+    flagged, near = trend.flagged(), trend.near_misses()
     runs = len(trend.runs)
-    if latest.empty:
-        return f"{runs} run(s), {len(flagged)} flagged change(s); no regression in the latest run"
-    names = ", ".join(f"{r['vendor']} {r['test']}" for r in latest.to_dict("records"))
-    return f"{runs} run(s), {len(flagged)} flagged change(s); REGRESSION in the latest run: {names}"
+    head = (f"{runs} run(s), {len(flagged)} flagged change(s), {len(trend.verdict_changes())} verdict change(s), "
+            f"{len(near)} near-miss(es)")
+    if latest.empty and became_fail.empty:
+        return f"{head}; no regression in the latest run"
+    names = [f"{r['vendor']} {r['test']}" for r in latest.to_dict("records")]
+    names += [f"{r['vendor']} verdict {r['before']} → {r['after']}" for r in became_fail.to_dict("records")]
+    return f"{head}; REGRESSION in the latest run: {', '.join(names)}"
 
 
 def rule_text() -> str:
     mins = "; ".join(f"{t.key} ≥ {t.min_effect:g}" + (" of the earlier median" if t.kind == "median" else "")
                      + (f" and {t.min_abs:g} ms" if t.min_abs else "") for t in TESTS)
     return (f"A change is flagged when its Holm-adjusted p < {ALPHA:g} (over the vendor's tests of one comparison) "
-            f"and it is at least the minimum effect ({mins}); each run is compared with the vendor's previous run of "
-            f"the same sample set, else on the sample ids both hold (docs/history.md).")
+            f"and it is at least the minimum effect ({mins}); as large but with {ALPHA:g} ≤ p < {NEAR_MISS:g} it is a "
+            "near-miss (reported, not gated on). Each run is compared with the vendor's previous run of the same "
+            "sample set, else on the sample ids both hold; a verdict change is a run whose verdict (PASS / FAIL / "
+            "INCONCLUSIVE) differs from that run's (docs/history.md).")
 
 
 def render_terminal(trend: Trend) -> str:
@@ -120,6 +137,11 @@ def render_terminal(trend: Trend) -> str:
         lines += [title, *terminal_table(headers, body, left=(1, 2, 3, len(headers) - 1)), ""]
     if len(trend.flagged()):
         lines += ["Flagged changes", *terminal_table(CHANGE_HEADERS, change_rows(trend), left=range(6)), ""]
+    if len(trend.verdict_changes()):
+        lines += ["Verdict changes", *terminal_table(VERDICT_HEADERS, verdict_rows(trend), left=range(6)), ""]
+    if len(trend.near_misses()):
+        lines += [f"Near-misses (large, {ALPHA:g} ≤ p < {NEAR_MISS:g}: not flagged)",
+                  *terminal_table(CHANGE_HEADERS, change_rows(trend, trend.near_misses()), left=range(6)), ""]
     lines.append(summary_line(trend))
     return "\n".join(lines) + "\n"
 
@@ -130,6 +152,11 @@ def render_markdown(trend: Trend) -> str:
         parts += [f"## {markdown_text(title)}", "", markdown_table(headers, body), ""]
     parts += ["## Flagged changes", ""]
     parts += [markdown_table(CHANGE_HEADERS, change_rows(trend)) if len(trend.flagged()) else "None.", ""]
+    parts += ["## Verdict changes", ""]
+    parts += [markdown_table(VERDICT_HEADERS, verdict_rows(trend)) if len(trend.verdict_changes()) else "None.", ""]
+    parts += ["## Near-misses", ""]
+    near = trend.near_misses()
+    parts += [markdown_table(CHANGE_HEADERS, change_rows(trend, near)) if len(near) else "None.", ""]
     return "\n".join(parts)
 
 
@@ -154,7 +181,8 @@ def _metric_figure(trend: Trend, column: str, palette: dict[str, Any]) -> str:
                         capsize=3, linewidth=1)
         markers = [VERDICT_COLOURS.get(str(v), OTHER_VERDICT) for v in part["verdict"]]
         ax.scatter(x, y, c=markers, edgecolors=[colour] * len(x), linewidths=1.5, s=42, zorder=3)
-        mine = flagged[(flagged["model"] == model) & (flagged["vendor"] == vendor)]
+        mine = flagged[(flagged["model"] == model) & (flagged["vendor"] == vendor)
+                       & flagged["test"].isin(tests_of(column))]  # only the tests that speak for this metric
         for run_index in sorted(set(mine["run_index"])):
             at = part[part["run_index"] == run_index]["value"]
             if len(at) and not pd.isna(at.iloc[0]):
@@ -167,8 +195,9 @@ def _metric_figure(trend: Trend, column: str, palette: dict[str, Any]) -> str:
         ax.set_xticks(trend.runs["run_index"].tolist())
     if len(rows):
         ax.legend(fontsize=8, loc="best")
-    return png(fig, f"{m.header} per run", "value and 95 % interval per run; marker fill: green pass, red fail, "
-               "grey no verdict; 'changed': a flagged change against the previous comparable run")
+    return png(fig, f"{m.header} per run", "value and 95 % interval per run; marker fill: green PASS, red FAIL, "
+               "amber INCONCLUSIVE, grey no verdict; 'changed': a flagged change of this metric against the previous "
+               "comparable run")
 
 
 def render_html(trend: Trend) -> str:
@@ -182,6 +211,10 @@ def render_html(trend: Trend) -> str:
     tables = "".join(f"<h3>{html_text(title)}</h3>{html_table(headers, body, left=4)}"
                      for title, headers, body in vendor_tables(trend, interval=True))
     changes = html_table(CHANGE_HEADERS, change_rows(trend), left=6) if len(trend.flagged()) else "<p>None.</p>"
+    verdicts = (html_table(VERDICT_HEADERS, verdict_rows(trend), left=6) if len(trend.verdict_changes())
+                else "<p>None.</p>")
+    near = (html_table(CHANGE_HEADERS, change_rows(trend, trend.near_misses()), left=6) if len(trend.near_misses())
+            else "<p>None.</p>")
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
             "<meta name=viewport content=\"width=device-width, initial-scale=1\">"
@@ -189,6 +222,8 @@ def render_html(trend: Trend) -> str:
             f"<p class=meta>{html_text(summary_line(trend))}<br>{html_text(rule_text())}</p>{figures}"
             f'<section id="runs"><h2>Runs</h2>{tables}</section>'
             f'<section id="changes"><h2>Flagged changes</h2>{changes}</section>'
+            f'<section id="verdicts"><h2>Verdict changes</h2>{verdicts}</section>'
+            f'<section id="near-misses"><h2>Near-misses</h2>{near}</section>'
             f"<p class=meta>Written by avv-score at {stamp} UTC; self-contained, no network.</p>"
             "</main></body></html>\n")
 
@@ -208,4 +243,4 @@ def write_trend(trend: Trend, out_dir: str | os.PathLike[str], html: bool = True
 
 
 __all__ = ["change_rows", "render_html", "render_markdown", "render_terminal", "summary_line", "vendor_tables",
-           "write_trend"]
+           "verdict_rows", "write_trend"]

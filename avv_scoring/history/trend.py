@@ -4,8 +4,10 @@
 Runs are ordered by ``started_at`` (then run id). For every run of a vendor, its **previous comparable run** is
 the latest earlier run of that vendor with the same sample-set hash (``samples_sha256``); when there is none, the
 latest earlier run of that vendor, compared on the sample ids both hold (the change rows say how many). The
-paired tests are :func:`avv_scoring.history.regression.compare`. The regressions that ``--fail-on-regression``
-gates on are those of each vendor's latest run.
+paired tests are :func:`avv_scoring.history.regression.compare`; a large change whose p falls just short is a
+near-miss. A run whose verdict (PASS / FAIL / INCONCLUSIVE, the rule of :mod:`avv_scoring.decision`, stored with
+the run) differs from its previous comparable run's is a verdict change. What ``--fail-on-regression`` gates on:
+each vendor's latest run's flagged regressions, and its verdict becoming FAIL.
 """
 
 from __future__ import annotations
@@ -17,13 +19,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from avv_core.decision_options import FAIL
 from avv_core.errors import InputError
+from avv_scoring.decision import verdict_of
 from avv_scoring.history.regression import ALPHA, RESAMPLES, SEED, compare, outcomes
 from avv_scoring.metrics.registry import interval_metrics, is_metric
 
 ITEM_COLUMNS = ["vendor", "sample_id", "repeat", "success", "called", "tools_sig", "schema_valid", "ttft_ms", "tps"]
 CHANGE_COLUMNS = ["model", "vendor", "run_id", "run_index", "previous_run_id", "compared_on", "common_samples",
-                  "test", "n", "before", "after", "effect", "relative", "p", "p_holm", "flagged", "direction"]
+                  "test", "n", "before", "after", "effect", "relative", "p", "p_holm", "flagged", "direction",
+                  "near_miss"]
+VERDICT_CHANGE_COLUMNS = ["model", "vendor", "run_id", "run_index", "previous_run_id", "before", "after",
+                          "reasons", "regression"]
 
 
 def default_metrics() -> tuple[str, ...]:
@@ -59,6 +66,24 @@ class Trend:
 
     def flagged(self) -> pd.DataFrame:
         return self.changes[self.changes["flagged"].astype(bool)] if len(self.changes) else self.changes
+
+    def near_misses(self) -> pd.DataFrame:
+        """Large changes whose p fell just short of the flag (:data:`~.regression.NEAR_MISS`), with their p."""
+        return self.changes[self.changes["near_miss"].astype(bool)] if len(self.changes) else self.changes
+
+    def verdict_changes(self) -> pd.DataFrame:
+        """Every run whose verdict differs from the vendor's previous comparable run's (:data:`VERDICT_CHANGE_COLUMNS`;
+        ``regression``: it became FAIL)."""
+        return verdict_changes(self.series, self.changes)
+
+    def latest_verdict_regressions(self) -> pd.DataFrame:
+        """The verdict changes to FAIL of each vendor's latest run (``--fail-on-regression`` gates on them too)."""
+        changes = self.verdict_changes()
+        if changes.empty:
+            return changes
+        last = self.series.groupby(["model", "vendor"])["run_index"].max().rename("last").reset_index()
+        rows = changes.merge(last, on=["model", "vendor"])
+        return rows[(rows["run_index"] == rows["last"]) & rows["regression"].astype(bool)].drop(columns="last")
 
     def latest_regressions(self) -> pd.DataFrame:
         """The regressions of each vendor's latest run (what ``--fail-on-regression`` gates on)."""
@@ -98,9 +123,10 @@ def load_series(conn: sqlite3.Connection, runs: pd.DataFrame, options: TrendOpti
     where, params = _where(options)
     marks = ",".join("?" * len(options.metrics))
     query = (f"SELECT m.run_id, m.model, m.vendor, m.metric, m.value, m.text, m.ci_low, m.ci_high, v.verdict, "
-             f"v.is_baseline FROM metrics m JOIN vendors v ON v.run_id = m.run_id AND v.model = m.model AND "
-             f"v.vendor = m.vendor WHERE m.metric IN ({marks}){where}")
+             f"v.verdict_reasons, v.is_baseline FROM metrics m JOIN vendors v ON v.run_id = m.run_id AND "
+             f"v.model = m.model AND v.vendor = m.vendor WHERE m.metric IN ({marks}){where}")
     series = pd.read_sql_query(query, conn, params=[*options.metrics, *params])
+    series["verdict"] = series["verdict"].map(verdict_of)  # runs scored before the three-way rule: pass / fail
     series = series.merge(runs[["run_id", "run_index", "started_at"]], on="run_id")
     return series.sort_values(["model", "vendor", "run_index"], kind="stable").reset_index(drop=True)
 
@@ -165,6 +191,32 @@ def compute_changes(conn: sqlite3.Connection, runs: pd.DataFrame, series: pd.Dat
     return pd.DataFrame(rows, columns=CHANGE_COLUMNS)
 
 
+def verdict_changes(series: pd.DataFrame, changes: pd.DataFrame) -> pd.DataFrame:
+    """Per vendor, each run whose verdict (PASS / FAIL / INCONCLUSIVE; older runs' ``pass`` / ``fail`` read as
+    such) differs from its previous comparable run's — the run :func:`compute_changes` compared it with, else the
+    vendor's previous run in the window."""
+    if series.empty:
+        return pd.DataFrame(columns=VERDICT_CHANGE_COLUMNS)
+    runs = series.drop_duplicates(["model", "vendor", "run_index"]).sort_values(["model", "vendor", "run_index"])
+    previous = {(c["model"], c["vendor"], c["run_id"]): c["previous_run_id"]
+                for c in changes[["model", "vendor", "run_id", "previous_run_id"]].to_dict("records")}
+    rows: list[dict[str, object]] = []
+    for (model, vendor), part in runs.groupby(["model", "vendor"], sort=False):
+        said = {r["run_id"]: (verdict_of(r["verdict"]), r) for r in part.to_dict("records")}
+        order = list(part["run_id"])
+        for i, run_id in enumerate(order):
+            before_id = previous.get((model, vendor, run_id)) or (order[i - 1] if i else None)
+            if before_id is None or before_id not in said:
+                continue
+            before, after = said[before_id][0], said[run_id][0]
+            if before and after and before != after:
+                row = said[run_id][1]
+                rows.append({"model": model, "vendor": vendor, "run_id": run_id, "run_index": row["run_index"],
+                             "previous_run_id": before_id, "before": before, "after": after,
+                             "reasons": str(row.get("verdict_reasons") or ""), "regression": after == FAIL})
+    return pd.DataFrame(rows, columns=VERDICT_CHANGE_COLUMNS)
+
+
 def compute_trend(conn: sqlite3.Connection, options: TrendOptions | None = None) -> Trend:
     """Each vendor's metrics over the runs of the history, and the between-run changes."""
     options = options or TrendOptions()
@@ -175,5 +227,5 @@ def compute_trend(conn: sqlite3.Connection, options: TrendOptions | None = None)
     return Trend(runs, series, changes, tuple(options.metrics), options)
 
 
-__all__ = ["CHANGE_COLUMNS", "Trend", "TrendOptions", "compute_changes", "compute_trend", "default_metrics",
-           "load_items", "load_runs", "load_series"]
+__all__ = ["CHANGE_COLUMNS", "VERDICT_CHANGE_COLUMNS", "Trend", "TrendOptions", "compute_changes", "compute_trend",
+           "default_metrics", "load_items", "load_runs", "load_series", "verdict_changes"]

@@ -25,7 +25,7 @@ from avv_core.tool_formats import find_text_calls, request_tool_names
 from avv_scoring.load import OK_COL, is_success
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.correctness import CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
-from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.declaration import Metric, Ratio
 from avv_scoring.metrics.gold_f1 import gold_args_f1
 from avv_scoring.metrics.normalisers import ArgNormalisation, CallNormaliser
 from avv_scoring.metrics.registry import produces
@@ -50,6 +50,7 @@ SIG_TOOLS = "_sig_tools"  # sorted called names: equal signatures = tool match
 SIG_CALLS = "_sig_calls"  # sorted (name, canonical normalised arguments): equal signatures = args match
 NCALLS = "_ncalls"  # list[Call]: the calls with their arguments normalised (metrics/normalisers.py); CALLS as sent
 NGOLD = "_ngold"  # the sample's expected calls, normalised (tuple[ExpectedCall]), None without expected_calls
+SCHEMAS = "_schemas"  # the request's tools: name → (schema key, parameters) (CallChecker.schemas), None when unknown
 #: The columns :func:`_annotate_cell` fills, in the order of its tuple.
 CELL_COLUMNS = (CALLS, VERDICTS, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR, SIG_TOOLS, SIG_CALLS, NCALLS)
 
@@ -112,6 +113,7 @@ def annotate_calls(
             cols[c][i] = entry[k]
         cols[TC_N][i] = len(entry[1])
     cols[NAMES], cols[GOLD], cols[NGOLD] = names_of[sid_codes], gold_of[sid_codes], ngold_of[sid_codes]
+    cols[SCHEMAS] = _objects(schemas_of)[sid_codes] if n else _objects([])
     has_names = np.array([bool(names) for names in names_of] + [False], dtype=bool)[sid_codes]
     no_calls = np.array([not e[0] for e in entries] + [True], dtype=bool)[combo_codes]
     no_calls[per_row] = [not cols[CALLS][i] for i in per_row]
@@ -119,7 +121,7 @@ def annotate_calls(
     out = rows.copy(deep=False)  # new columns only: the record columns are shared, never written
     out[OK_COL] = ok_mask
     for name in (TC_N, TC_VALID, TC_INVALID, TC_UNCHECKABLE, TC_PARSE_ERROR, CALLS, VERDICTS, NAMES, AS_TEXT, GOLD,
-                 SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD):
+                 SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD, SCHEMAS):
         values = cols[name]
         out[name] = pd.Series(values, index=rows.index, dtype="object") if name in OBJECT_COLUMNS \
             else pd.Series(values.tolist(), index=rows.index)
@@ -128,7 +130,7 @@ def annotate_calls(
     return out
 
 
-OBJECT_COLUMNS = frozenset((CALLS, VERDICTS, NAMES, GOLD, SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD))
+OBJECT_COLUMNS = frozenset((CALLS, VERDICTS, NAMES, GOLD, SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD, SCHEMAS))
 
 
 def _intern(table: dict[Any, Any], value: Any) -> Any:
@@ -270,10 +272,10 @@ def _memo_args_f1() -> Callable[[Sequence[Any], Sequence[Any]], float]:
 
 @produces(
     Metric("tool_match", "Tool Match", "rate", "higher", order=600, group="correctness", interval=True,
-           interval_order=5,
+           interval_order=5, ratio=Ratio((("tool_eq", 1.0),), (("pairs", 1.0),)),
            doc="call pairs whose multisets of called names are equal / call_pairs; missing with no pair"),
     Metric("args_match", "Args Match", "rate", "higher", order=610, group="correctness", interval=True,
-           interval_order=6,
+           interval_order=6, ratio=Ratio((("args_eq", 1.0),), (("pairs", 1.0),)),
            doc="call pairs whose calls are equal as (name, canonical arguments) multisets / call_pairs "
                "(values normalised by --arg-normalise, default on)"),
     Metric("args_f1", "Args F1", "rate", "higher", order=620, group="correctness",

@@ -32,7 +32,8 @@ def _numbers(rows: pd.DataFrame, column: str) -> pd.Series:
     Metric("client_lag_p50_ms", "Client lag p50 (ms)", "num", "lower", order=705,
            doc="median client_lag_ms over the vendor's rows: the client's own delay inside TTFT (upper bound)"),
     Metric("client_lag_p99_ms", "Client lag p99 (ms)", "num", "lower", order=715,
-           doc="99th percentile of client_lag_ms; above 5 ms the process was client-bound (README: Client load)"),
+           doc="99th percentile of client_lag_ms; above 5 ms the process was client-bound (docs: How the harness "
+               "measures time)"),
 )
 def client_lag(rows: pd.DataFrame) -> Columns:
     """``client_lag_p50_ms``, ``client_lag_p99_ms`` = percentiles (linear interpolation) of ``client_lag_ms``

@@ -23,6 +23,34 @@ BETTER: tuple[str, ...] = get_args(Better)
 KINDS: tuple[str, ...] = get_args(Kind)
 
 _COLUMN_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+#: What a missing value prints as.
+MISSING = "n/a"
+
+
+def fmt(value: Any, kind: str) -> str:
+    """A value as every output prints it, by its format (a metric's :data:`Fmt`, or ``yes_no`` for a flag): rates
+    with 4 decimals (0 and 1 as ``0`` / ``1``), IRF with 4 decimals, integers in full, other numbers with 4
+    significant digits (≥ 1000 in full), flags as yes / no; text as is; missing (None, NaN) as ``n/a``. Declared
+    here, with the formats, so that a verdict's reasons print a metric as its tables do."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    if kind == "text":
+        return str(value)
+    if kind == "yes_no":
+        return "yes" if value else "no"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isnan(v):
+        return MISSING
+    if kind == "irf":
+        return f"{v:.4f}"
+    if kind == "rate":
+        return f"{v:.0f}" if v in (0, 1) else f"{v:.4f}"
+    if kind == "int" or abs(v) >= 1000:
+        return f"{v:.0f}"
+    return f"{v:.4g}"
 
 
 #: What a sample set must hold for a metric to exist (``Metric.needs``) → how the report says it is absent. A bound on
@@ -32,6 +60,7 @@ NEEDS: dict[str, str] = {
     "gold": "no scored sample has a gold label: expected_tool_call",
     "gold_calls": "no scored sample has gold calls: expected_calls",
     "agent": "no scored sample is an agent task",
+    "conformance": "no conformance run was scored (avv-locust --avv-mode conformance)",
 }
 
 
@@ -51,6 +80,29 @@ class Ratio:
     numerator: Terms  # e.g. (("tp", 2.0),)
     denominator: Terms  # e.g. (("tp", 2.0), ("fp", 1.0), ("fn", 1.0)); each item's numerator ≤ its denominator
     item_max: float = 1.0  # largest denominator of one item; a larger item is weighted down to it
+    #: The metric is the Dice coefficient 2x / (x + n) of a proportion x / n, written as 2x / (2x + (n − x)) —
+    #: F1 = 2·TP / (2·TP + FP + FN) of TP / (TP + FP + FN): its interval is that proportion's, mapped (a proportion's
+    #: interval does not collapse at 1; :mod:`avv_scoring.stats.intervals`).
+    dice: bool = False
+
+    def parts(self, features: Any) -> tuple[Any, Any]:
+        """Per item of ``features`` (the additive form's per-item frame): the numerator and the denominator, as
+        float arrays."""
+        return _terms(features, self.numerator), _terms(features, self.denominator)
+
+    def share_parts(self, features: Any) -> tuple[Any, Any]:
+        """Per item: the hits and trials of the proportion the metric is (its numerator and denominator, or for a
+        Dice form the Jaccard share's TP and TP + FP + FN)."""
+        a, b = self.parts(features)
+        return (a / 2.0, b - a / 2.0) if self.dice else (a, b)
+
+
+def _terms(features: Any, terms: Terms) -> Any:
+    """``Σ weight · features[name]`` per item (terms are never empty: checked by :class:`Metric`)."""
+    total: Any = 0.0
+    for name, weight in terms:
+        total = total + weight * features[name].to_numpy(dtype=float)
+    return total
 
 
 @dataclass(frozen=True)
@@ -74,6 +126,10 @@ class Metric:
     interval_order: int | None = None  # position among the intervals when it differs from ``order``
     needs: str = ""  # what the sample set must hold for the metric to exist (a key of NEEDS); "" = nothing
     ratio: Ratio | None = None  # Σa / Σb over its additive form's items: a bound on it can be settled early
+    #: A defect check: what one occurrence proves ("call written as text"). The metric is a rate whose ratio form
+    #: counts occurrences per item; its bound ``≤ 0`` FAILs on one occurrence, naming the sample, and never rests on
+    #: an interval (docs/explanation/decision.md). Other sessions add defect checks by declaring this.
+    defect: str = ""
 
     def __post_init__(self) -> None:
         where = f"metric {self.column!r}"
@@ -94,6 +150,9 @@ class Metric:
         if self.ratio is not None and (self.fmt != "rate" or not self.ratio.numerator or not self.ratio.denominator
                                        or self.ratio.item_max <= 0):
             raise RegistryError(f"{where}: a ratio form needs a rate, terms on both sides and item_max > 0")
+        if self.defect and (self.ratio is None or self.better != "lower"):
+            raise RegistryError(f"{where}: a defect check is a rate (lower is better) with a ratio form counting "
+                                "occurrences per item")
         if "\n" in self.doc:
             raise RegistryError(f"{where}: doc is one line (the full formula belongs in the docstring)")
 

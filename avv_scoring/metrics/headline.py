@@ -133,7 +133,7 @@ def error_breakdown(rows: pd.DataFrame) -> dict[str, Any]:
 @produces(
     Metric("f1", "F1", "rate", "higher", irf=True, threshold=("min", 0.80), table=True, per_repeat=True,
            order=20, table_order=2, interval=True, interval_order=2,
-           ratio=Ratio((("tp", 2.0),), (("tp", 2.0), ("fp", 1.0), ("fn", 1.0)), item_max=2.0),
+           ratio=Ratio((("tp", 2.0),), (("tp", 2.0), ("fp", 1.0), ("fn", 1.0)), item_max=2.0, dice=True),
            doc="2·TP / (2·TP + FP + FN) over the F1 pairs (joined on sample_id, repeat); missing with no pairs"),
     Metric("precision", "Precision", "rate", "higher", order=200, doc="TP / (TP + FP); missing when TP + FP = 0"),
     Metric("recall", "Recall", "rate", "higher", order=210, doc="TP / (TP + FN); missing when TP + FN = 0"),
@@ -427,6 +427,7 @@ def finish_tool_calls_rate(sums: Sums) -> Columns:
            doc="successful responses with reasoning, blank content and no tool call"),
     Metric("reasoning_only_rate", "Reasoning-only Rate", "rate", "lower", threshold=("max", 0.0), per_repeat=True,
            order=530, ratio=Ratio((("reasoning_only", 1.0),), (("successes", 1.0),)),
+           defect="a reasoning-only answer (reasoning, then no content and no tool call)",
            doc="reasoning_only / successful responses (MiniMax); missing with no successful response"),
 )
 @additive(_reasoning_only_features)

@@ -3,8 +3,12 @@ called once per model with every vendor's rows (:class:`~avv_scoring.stats.uncer
 columns declared here; the resampling and the tests are :mod:`avv_scoring.stats.uncertainty` and
 :mod:`avv_scoring.stats.tests`. Definitions (docs/scoring.md, "Is the difference real?"):
 
-- **Intervals** ``<m>_ci_low`` / ``<m>_ci_high`` (95 %, percentile bootstrap, ``resamples`` resamples, seeded) for
-  every metric declared with ``interval=True``: the columns follow from those declarations
+- **Intervals** ``<m>_ci_low`` / ``<m>_ci_high`` (95 %, the verdict's confidence) for every metric declared with
+  ``interval=True``: a metric with a ratio form (a proportion: success rate, F1 through its Jaccard share, trigger
+  agreement, schema accuracy, tool and args match) gets the Wilson score interval on its effective trials over
+  sample ids (:mod:`avv_scoring.stats.intervals`: it never collapses to [1, 1]), the others the percentile bootstrap
+  (``resamples`` resamples, seeded, resampling sample ids). The verdict reads the same intervals
+  (:mod:`avv_scoring.decision`). The columns follow from those declarations
   (:meth:`~avv_scoring.metrics.registry.Registry.produces_derived`), so a new metric with an interval is one
   declaration in its own module.
 - **Noise floor** ``baseline_self_*``: the baseline against itself over all pairs of one sample's successful
@@ -36,7 +40,8 @@ import numpy as np
 
 from avv_scoring.metrics.additive import NAN, Columns
 from avv_scoring.metrics.declaration import Metric
-from avv_scoring.metrics.registry import interval_metrics, intervals_of, produces_derived
+from avv_scoring.metrics.registry import interval_metrics, intervals_of, metric, produces_derived
+from avv_scoring.stats.intervals import Proportion, dice
 from avv_scoring.stats.irf import statistical_irf
 from avv_scoring.stats.tests import (
     bootstrap_p_greater,
@@ -70,7 +75,9 @@ def declarations(metrics: Sequence[Metric]) -> tuple[Metric, ...]:
     order = INTERVAL_ORDER
     for base in intervals_of(metrics):
         for end, word in (("low", "lower"), ("high", "upper")):
-            doc = f"{word} end of the 95 % bootstrap interval of {base.column} (resampling sample ids)"
+            how = ("Wilson score interval on effective trials over sample ids" if base.ratio is not None
+                   else "bootstrap interval (resampling sample ids)")
+            doc = f"{word} end of the 95 % {how} of {base.column}"
             out.append(Metric(f"{base.column}_ci_{end}", f"{base.header} CI {end}", base.fmt, "none", order=order,
                               doc=doc))
             order += 1
@@ -150,6 +157,15 @@ def _self_columns(totals: Mapping[str, float]) -> Columns:
     }
 
 
+def proportion_interval(share: Proportion, level: float, is_dice: bool) -> tuple[float, float]:
+    """The interval of a metric that is a proportion (or, ``is_dice``, the Dice coefficient of one: F1); missing
+    with no trial."""
+    if share.n <= 0:
+        return NAN, NAN
+    low, high = share.interval(level)
+    return (dice(low), dice(high)) if is_dice else (low, high)
+
+
 def _shares_text(shares: np.ndarray) -> str:
     return ";".join(f"{k + 1}:{share:.4f}" for k, share in enumerate(shares) if share > 0)
 
@@ -172,7 +188,12 @@ def uncertainty(model_table: ModelTable) -> dict[str, Columns]:
         totals = sums.totals(j)
         row: Columns = {}
         for column in intervals:
-            low, high = percentile_interval(draws.metrics[column][:, j], settings.level) if draws else (NAN, NAN)
+            share = table.proportions.get(vendor, {}).get(column)
+            if share is not None:  # a proportion: Wilson's interval on effective trials (never collapses at 0 or 1)
+                form = metric(column).ratio
+                low, high = proportion_interval(share, settings.level, form is not None and form.dice)
+            else:
+                low, high = percentile_interval(draws.metrics[column][:, j], settings.level) if draws else (NAN, NAN)
             row[f"{column}_ci_low"], row[f"{column}_ci_high"] = low, high
         row.update(_self_columns(totals.self_sums))
         more, fewer = int((net[:, j] > 0).sum()), int((net[:, j] < 0).sum())
@@ -212,4 +233,4 @@ def _add_statistical_irf(out: dict[str, Columns], vendors: Sequence[str], fixed:
         out[vendor].update(irf_statistical=float(irf[j]), irf_tied_with=";".join(ties))
 
 
-__all__ = ["declarations", "uncertainty"]
+__all__ = ["declarations", "proportion_interval", "uncertainty"]

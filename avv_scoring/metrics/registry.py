@@ -7,7 +7,7 @@ derived from :data:`METRICS`: ``SCORE_COLUMNS`` and ``REPEAT_COLUMNS`` (:mod:`av
 ``REPEAT_METRICS`` (:mod:`.vendor_table`), ``IRF_METRICS`` and ``IRF_TABLE_COLUMNS``
 (:mod:`avv_scoring.stats.irf`), the bootstrap intervals and what is resampled (:mod:`avv_scoring.stats.uncertainty`,
 :mod:`.model_level`), the default :class:`~avv_scoring.verdict.Thresholds`, the report's tables and groups and
-the README metric table (:func:`render_metric_table`).
+the docs metric table (:func:`render_metric_table`).
 
 Registering a column twice, ``irf=True`` with ``better="none"``, or ``interval=True`` on a column no additive
 form or percentile computes raises :class:`RegistryError` at import.
@@ -360,8 +360,8 @@ def limit_text(limit: Limit) -> str:
 
 
 def render_metric_table(metrics: tuple[Metric, ...] | None = None) -> str:
-    """The README metric table (Markdown, no trailing newline): column, header, better, IRF input, default
-    threshold, formula; one row per registered metric, in order."""
+    """The docs metric table (docs/reference/metrics.md; Markdown, no trailing newline): column, header, better, IRF
+    input, default threshold, formula; one row per registered metric, in order."""
     rows = ["| Column | Header | Better | IRF input | Default threshold | Formula |", "|---|---|---|---|---|---|"]
     for m in metrics if metrics is not None else _load().metrics():
         cells = [

@@ -21,34 +21,22 @@ import numpy as np
 import pandas as pd
 
 from avv_core.measures import is_missing
-from avv_scoring.metrics.declaration import Fmt
+from avv_scoring.metrics.declaration import MISSING, Fmt
+from avv_scoring.metrics.declaration import fmt as format_value
 from avv_scoring.metrics.registry import metric
 from avv_scoring.report.escape import html_text, terminal_text
 
-#: What a missing value prints as.
-MISSING = "n/a"
 #: How a cell prints: a registry format (:data:`~avv_scoring.metrics.registry.Fmt`) or ``yes_no`` (a flag).
 CellFormat = Fmt | Literal["yes_no"]
 
 
 def fmt(value: Any, kind: CellFormat) -> str:
-    """A cell as every output prints it: rates with 4 decimals (0 and 1 as ``0`` / ``1``), IRF with 4 decimals,
-    integers in full, other numbers with 4 significant digits (≥ 1000 in full), flags as yes / no; text as is;
-    missing as ``n/a``."""
+    """A cell as every output prints it (:func:`avv_scoring.metrics.declaration.fmt`, where the formats are
+    declared): rates with 4 decimals (0 and 1 as ``0`` / ``1``), IRF with 4 decimals, integers in full, other numbers
+    with 4 significant digits (≥ 1000 in full), flags as yes / no; text as is; missing as ``n/a``."""
     if is_missing(value):
         return MISSING
-    if kind == "text":
-        return str(value)
-    if kind == "yes_no":
-        return "yes" if value else "no"
-    v = float(value)
-    if kind == "irf":
-        return f"{v:.4f}"
-    if kind == "rate":
-        return f"{v:.0f}" if v in (0, 1) else f"{v:.4f}"
-    if kind == "int" or abs(v) >= 1000:
-        return f"{v:.0f}"
-    return f"{v:.4g}"
+    return format_value(value, kind)
 
 
 def metric_cell(row: Mapping[str, Any], column: str) -> str:

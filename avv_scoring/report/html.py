@@ -31,8 +31,9 @@ h1{font-size:1.7em;margin:.2em 0 .4em}h2{font-size:1.3em;margin:1.6em 0 .5em;bor
 padding-bottom:.2em}h3{font-size:1.08em;margin:1.2em 0 .4em}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.9em}th,td{border:1px solid #dadce0;padding:4px 8px;
 text-align:right;white-space:nowrap}th{background:#f1f3f4}td.l,th.l{text-align:left}tr.limits th{background:#fff;
-font-weight:normal;color:#5f6368;font-size:.85em}td.bad{background:#fce8e6;color:#a50e0e}
+font-weight:normal;color:#5f6368;font-size:.85em}td.bad{background:#fce8e6;color:#a50e0e}td.undecided{background:#fef7e0;color:#8a5300}
 .pass{background:#e6f4ea;color:#137333;font-weight:600}.fail{background:#fce8e6;color:#a50e0e;font-weight:600}
+.open{background:#fef7e0;color:#8a5300;font-weight:600}.reasons-wide{white-space:normal;max-width:760px}
 .reasons{font-size:.85em;color:#5f6368;white-space:normal;max-width:260px}
 figure{margin:.6em 0 1.2em}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:.85em;color:#5f6368}nav a{margin-right:1em}code{background:#f1f3f4;padding:0 3px}

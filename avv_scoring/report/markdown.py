@@ -1,5 +1,6 @@
-"""report.md (scoring layer, report): the header, one chapter per model holding every model section's part in
-order, then every whole-result section under its ``## <title>`` heading (:mod:`.section`), joined by blank lines.
+"""report.md (scoring layer, report): the header, the decision (a section that ``leads``), one chapter per model
+holding every model section's part in order, then every other whole-result section under its ``## <title>``
+heading (:mod:`.section`), joined by blank lines.
 
 Text from configs, samples and vendors is escaped by :mod:`.escape`'s Markdown rules.
 """
@@ -57,11 +58,12 @@ def chapters(result: ScoreResult) -> list[str]:
     return blocks
 
 
-def whole_result_sections(result: ScoreResult) -> list[str]:
-    """Each whole-result section under its heading (left out when it has nothing to show)."""
+def whole_result_sections(result: ScoreResult, leading: bool = False) -> list[str]:
+    """Each whole-result section under its heading (left out when it has nothing to show): those that lead the
+    report (``leading``: the decision) or the others."""
     blocks: list[str] = []
     for section in sections():
-        if isinstance(section, Section) and section.markdown is not None:
+        if isinstance(section, Section) and section.markdown is not None and section.leads == leading:
             content = section.content(result)
             body = section.markdown(content) if content is not None else []
             if body:
@@ -70,8 +72,10 @@ def whole_result_sections(result: ScoreResult) -> list[str]:
 
 
 def render_markdown(result: ScoreResult) -> str:
-    """report.md: the header, the model chapters, the whole-result sections (warnings, client load, stress)."""
-    return "\n\n".join(header(result) + chapters(result) + whole_result_sections(result)) + "\n"
+    """report.md: the header, the decision, the model chapters, the whole-result sections (warnings, client load,
+    stress)."""
+    return "\n\n".join(header(result) + whole_result_sections(result, leading=True) + chapters(result)
+                       + whole_result_sections(result)) + "\n"
 
 
 __all__ = ["header", "irf_text", "render_markdown"]

@@ -15,6 +15,7 @@ import pandas as pd
 
 from avv_core.errors import InputError
 from avv_core.measures import is_missing
+from avv_scoring.conformance.suite import CONFORMANCE_COLUMNS
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS
 from avv_scoring.report.escape import neutralise_frame
 from avv_scoring.report.html import render_html
@@ -24,6 +25,8 @@ from avv_scoring.score import REPEAT_COLUMNS, SCORE_COLUMNS, ScoreResult
 from avv_scoring.stress import stress_tables, write_stress_files
 
 REPORT_MD, REPORT_HTML = "report.md", "report.html"
+#: The conformance checks of a conformance run: one row per (model, vendor, check).
+CONFORMANCE_CSV = "conformance.csv"
 
 
 def _jsonable(value: Any) -> Any:
@@ -82,7 +85,10 @@ def result_dict(result: ScoreResult) -> dict[str, Any]:
             for model in result.models
         ],
         "by_repeat": _records(result.by_repeat.reindex(columns=list(REPEAT_COLUMNS))),
+        "prompt_tokens_tolerance": {"default": result.billing.default, "per_model": dict(result.billing.per_model)},
     }
+    if not result.conformance.empty:
+        data["conformance"] = _records(result.conformance.reindex(columns=list(CONFORMANCE_COLUMNS)))
     if result.stress is not None:
         settings = result.stress.settings
         data["stress"] = {
@@ -108,8 +114,8 @@ def _csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 def write_outputs(result: ScoreResult, out_dir: str | os.PathLike[str], html: bool = True) -> dict[str, str]:
     """Write scores.csv, scores_by_repeat.csv, scores.json, disagreements.csv (when scores were computed),
-    report.md, report.html (unless ``html`` is False) and, when ``result.stress`` is set, stress.csv, capacity.csv
-    and the two plots; return name → path."""
+    conformance.csv (when a conformance run was scored), report.md, report.html (unless ``html`` is False) and, when
+    ``result.stress`` is set, stress.csv, capacity.csv and the two plots; return name → path."""
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     names = (("scores.csv", "scores_by_repeat.csv", "scores.json", "disagreements.csv", REPORT_MD) if result.scored
@@ -123,6 +129,10 @@ def write_outputs(result: ScoreResult, out_dir: str | os.PathLike[str], html: bo
             paths["disagreements.csv"], index=False)
         write_text(paths["scores.json"], json.dumps(result_dict(result), indent=2, ensure_ascii=False,
                                                     allow_nan=False) + "\n")
+    if result.scored and not result.conformance.empty:
+        paths[CONFORMANCE_CSV] = os.path.join(out_dir, CONFORMANCE_CSV)
+        _csv_frame(result.conformance.reindex(columns=list(CONFORMANCE_COLUMNS))).to_csv(paths[CONFORMANCE_CSV],
+                                                                                          index=False)
     if result.stress is not None:
         paths.update(write_stress_files(result.stress, out_dir))
     write_text(paths[REPORT_MD], render_markdown(result))

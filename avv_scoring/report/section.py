@@ -51,6 +51,8 @@ class Section(Generic[C]):
     html: Callable[[C, Palette], str | None] | None = None  # the body of its <section> (None: left out)
     terminal: Callable[[C], list[str]] | None = None  # lines (see :mod:`.terminal` for blank lines)
     html_order: int | None = None  # place in report.html when it differs from ``order``
+    terminal_order: int | None = None  # place on the terminal when it differs from ``order`` (the decision: last)
+    leads: bool = False  # report.md shows it before the model chapters (the decision opens the report)
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,15 @@ def html_sections() -> tuple[AnySection, ...]:
     return tuple(sorted(sections(), key=lambda s: (s.order if s.html_order is None else s.html_order, s.key)))
 
 
+def terminal_sections() -> tuple[AnySection, ...]:
+    """The sections in the terminal's order (a :class:`Section`'s ``terminal_order`` where given, else ``order``)."""
+    def place(s: AnySection) -> tuple[int, str]:
+        order = s.terminal_order if isinstance(s, Section) and s.terminal_order is not None else s.order
+        return order, s.key
+
+    return tuple(sorted(sections(), key=place))
+
+
 def of_model(frame: Any, model: str) -> pd.DataFrame:
     """The rows of ``model`` in a table the result carries (``per_tool``, ``disagreements``, ``records``…): all its
     rows when it has no ``model`` column, none when it is not a table."""
@@ -122,10 +133,11 @@ class Table:
 
 
 def table_section(key: str, title: str, order: int, table: Callable[[ScoreResult, str], Table | None],
-                  intro: str = "") -> ModelSection[Table]:
+                  intro: str = "", on_terminal: bool = True) -> ModelSection[Table]:
     """A section that shows one table per model (``table`` returns None for a model without one): in report.md
-    ``<intro or title>:`` and the table, in report.html the table under each model's name, on the terminal each
-    model's table under ``<model>  <title>``."""
+    ``<intro or title>:`` and the table, in report.html the table under each model's name, on the terminal (unless
+    ``on_terminal`` is False: the terminal ends with the decision, and keeps only what it needs) each model's table
+    under ``<model>  <title>``."""
 
     def md(part: Table) -> list[str]:
         return [f"{intro or title}:", markdown_table(part.headers, part.rows)]
@@ -139,8 +151,8 @@ def table_section(key: str, title: str, order: int, table: Callable[[ScoreResult
         return [line for model, part in parts
                 for line in [f"{model}  {title.lower()}", *terminal_table(part.headers, part.rows), ""]]
 
-    return ModelSection(key, title, order, table, md, html, terminal)
+    return ModelSection(key, title, order, table, md, html, terminal if on_terminal else None)
 
 
 __all__ = ["SECTIONS_PACKAGE", "ModelSection", "Parts", "Section", "Table", "find_sections", "html_sections",
-           "of_model", "sections", "table_section"]
+           "of_model", "sections", "table_section", "terminal_sections"]

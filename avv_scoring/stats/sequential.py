@@ -27,8 +27,12 @@ settled *passed* once its pass-side capital has reached ``1/α``, *broken* once 
 ``1 / max K`` is an anytime-valid p-value: the error rate the decision spent.
 
 **Zero tolerance.** A bound at the edge of a rate's range (reasoning-only rate ≤ 0) is broken by a single item
-against it — the whole set's metric can no longer meet it, so that FAIL is exact and spends no error — and is
-never passed before the end (no sample shows that the rest has no such item).
+against it — the whole set's metric can no longer meet it, so that FAIL is exact and spends no error. It is never
+passed before the end (no sample shows that the rest has no such item) — unless it is a *defect check* with a
+tolerance: then it is passed once none was seen in n trials and the exact upper bound ``1 − α^(1/n)`` (≈ 3/n at
+α = 0.05) is below the tolerance, i.e. once ``n ≥ ln α / ln(1 − tolerance)``. That n does not depend on the data, so
+stopping there is a fixed-sample test: a vendor whose rate is at least the tolerance shows no occurrence in n
+trials with probability ≤ (1 − tolerance)^n ≤ α.
 
 **Interval.** The values ``c`` not rejected on either side form a confidence sequence for the metric
 (test inversion on a grid of ``c``); each end holds with probability ≥ 1 − α at every time at once.
@@ -64,6 +68,7 @@ class RatioBound:
     a_max: float = 1.0  # largest numerator part of one item
     b_max: float = 1.0  # largest denominator part of one item
     a_within_b: bool = True  # each item's a ≤ b (a rate: the numerator counts part of the denominator)
+    tolerance: float | None = None  # a defect check (limit 0): passed once none seen and its upper bound < this
 
     @property
     def z_range(self) -> tuple[float, float]:
@@ -124,8 +129,9 @@ def check_bound(a: np.ndarray, b: np.ndarray, bound: RatioBound, alpha: float, l
     if zero_tolerance(bound):  # one item against it decides the whole set's verdict: exact, no error spent
         against = np.flatnonzero(scores(a, b, bound.limit) > 0 if bound.kind == "max"
                                  else scores(a, b, bound.limit) < 0)
-        return (BoundTest(bound, n, BROKEN, 0.0, int(against[0]) + 1) if against.size
-                else BoundTest(bound, n, None, 1.0, None))
+        if against.size:
+            return BoundTest(bound, n, BROKEN, 0.0, int(against[0]) + 1)
+        return _clean_enough(np.asarray(b, dtype=float), bound, alpha, n, looks)
     log_up, log_down = log_capitals(scores(a, b, bound.limit), lo, hi)
     above, below = (log_up, log_down) if bound.kind == "min" else (log_down, log_up)
     threshold = np.log(1.0 / alpha)
@@ -139,6 +145,27 @@ def check_bound(a: np.ndarray, b: np.ndarray, bound: RatioBound, alpha: float, l
                     continue
             return BoundTest(bound, n, state, float(np.exp(-path.max())), first)
     return BoundTest(bound, n, None, 1.0, None)
+
+
+def defect_trials(alpha: float, tolerance: float) -> int:
+    """Trials with no occurrence after which a defect check is passed: the least n with (1 − tolerance)^n ≤ α,
+    i.e. the exact upper bound 1 − α^(1/n) ≤ tolerance (299 at α = 0.05, tolerance 1 %)."""
+    return int(np.ceil(np.log(alpha) / np.log1p(-tolerance)))
+
+
+def _clean_enough(b: np.ndarray, bound: RatioBound, alpha: float, n: int, looks: np.ndarray | None) -> BoundTest:
+    """A zero-tolerance bound with no item against it: passed when it is a defect check whose trials so far reach
+    :func:`defect_trials` (at the first look after that), else open."""
+    if bound.tolerance is None or bound.kind != "max":
+        return BoundTest(bound, n, None, 1.0, None)
+    need = defect_trials(alpha, bound.tolerance)
+    reached = np.flatnonzero(np.cumsum(b) >= need)
+    if not reached.size:
+        return BoundTest(bound, n, None, 1.0, None)
+    first = int(reached[0]) + 1
+    if looks is not None and not any(int(k) >= first for k in looks):
+        return BoundTest(bound, n, None, 1.0, None)
+    return BoundTest(bound, n, PASSED, float((1.0 - bound.tolerance) ** float(b.sum())), first)
 
 
 def zero_tolerance(bound: RatioBound) -> bool:
@@ -183,4 +210,4 @@ def split_alpha(alpha: float, bounds: int) -> float:
 
 
 __all__ = ["BROKEN", "CAP", "PASSED", "BoundTest", "RatioBound", "bets", "confidence_interval", "log_capitals",
-           "scores", "settle_verdict", "split_alpha", "check_bound", "zero_tolerance"]
+           "scores", "settle_verdict", "split_alpha", "check_bound", "defect_trials", "zero_tolerance"]

@@ -34,10 +34,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from avv_core.decision_options import DEFAULT_CONFIDENCE
+from avv_core.decision_options import OLD_VERDICT_MODES as _OLD_VERDICT_MODES
+from avv_core.decision_options import VERDICT_MODES as _VERDICT_MODES
 from avv_scoring.metrics.additive import Additive, Amount, Sums
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.registry import MetricFunction, function_of, interval_metrics, irf_inputs
 from avv_scoring.metrics.vendor_table import FeatureFrames
+from avv_scoring.stats.intervals import Proportion
 from avv_scoring.stats.irf import IRF_K, IRF_TIES
 from avv_scoring.stats.noise_floor import SELF_SUM_INPUTS, SELF_SUMS, self_sums
 from avv_scoring.stats.tests import (
@@ -62,7 +66,9 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is negative")
     return value
-VERDICT_MODES = ("threshold", "statistical")
+#: ``--verdict`` (:mod:`avv_core.decision_options`; what each mode means: :mod:`avv_scoring.decision`).
+VERDICT_MODES = _VERDICT_MODES
+OLD_VERDICT_MODES = _OLD_VERDICT_MODES
 #: The gap the sample-size columns are for (2 points of a rate).
 GAP = 0.02
 
@@ -73,11 +79,11 @@ class StatsSettings:
 
     resamples: int = DEFAULT_RESAMPLES  # bootstrap resamples; 0 = no intervals, noise tests or rank stability
     seed: int = DEFAULT_SEED  # numpy.random.default_rng(seed): the same seed gives the same intervals
-    level: float = 0.95  # interval coverage
+    level: float = DEFAULT_CONFIDENCE  # interval coverage = the verdict's confidence (--confidence)
     alpha: float = 0.05  # test level of the statistical verdict
     power: float = 0.80  # power of the detectable gap
-    verdict: str = "threshold"  # "threshold" (fixed bounds) or "statistical" (agreement against the noise floor)
-    irf_ties: str = "published"  # "published" (AVV's IRF) or "statistical" (also irf_statistical: stats/irf.py)
+    verdict: str = "interval"  # interval (three-way), point (peers' rule) or statistical (noise-floor tests)
+    irf_ties: str = "statistical"  # "statistical" (irf_statistical orders the vendors) or "published" (AVV's IRF)
 
     def __post_init__(self) -> None:
         if isinstance(self.resamples, bool) or not isinstance(self.resamples, int) or self.resamples < 0:
@@ -87,6 +93,8 @@ class StatsSettings:
         for name in ("level", "alpha", "power"):
             if not 0.0 < getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must lie strictly between 0 and 1, got {getattr(self, name)!r}")
+        if self.verdict in OLD_VERDICT_MODES:
+            object.__setattr__(self, "verdict", OLD_VERDICT_MODES[self.verdict])
         if self.verdict not in VERDICT_MODES:
             raise ValueError(f"verdict must be one of {', '.join(VERDICT_MODES)}, got {self.verdict!r}")
         if self.irf_ties not in IRF_TIES:
@@ -109,6 +117,12 @@ class ModelTable:
     #: Vendor → its sums per sample id, computed with its point values (:func:`vendor_sums`); a vendor missing
     #: here is summed from ``records``.
     vendor_sums: Mapping[str, VendorSums] = field(default_factory=dict)
+    #: Vendor → metric → the proportion a metric with a ratio form is, per sample id (its interval is Wilson's on
+    #: effective trials: :mod:`.intervals`); a metric missing here gets the percentile bootstrap interval.
+    proportions: Mapping[str, Mapping[str, Proportion]] = field(default_factory=dict)
+    #: The model's conformance results (conformance.csv's rows: vendor, check, result, evidence); empty without a
+    #: conformance run.
+    conformance: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 # ------------------------------------------------------------------------------------------- what is resampled
@@ -399,6 +413,7 @@ __all__ = [
     "StatsSettings",
     "Totals",
     "UnitSums",
+    "OLD_VERDICT_MODES",
     "VERDICT_MODES",
     "VendorSums",
     "bootstrap",

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from avv_harness.wire.attempt import Attempt, EventReader, StreamFailure, json_kind
+from avv_harness.wire.attempt import Attempt, EventReader, StreamFailure, WholeBody, json_kind
 from avv_harness.wire.sse import MalformedStream
 
 
@@ -90,6 +90,17 @@ class WireFormat:
         that are whole numbers); None when it sets none."""
         limits = [body[k] for k in self.limit_keys if type(body.get(k)) is int]
         return min(limits) if limits else None
+
+    def response_events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The events a non-streamed answer's JSON body stands for, as the stream would have sent them (chat and raw
+        completions: the body is one chunk, its ``message`` read as the delta). :class:`MalformedStream` for a field
+        of the wrong type."""
+        return [body]
+
+    def whole_reader(self, dialect: DialectView) -> EventReader:
+        """A reader for one attempt of a non-streamed request: its JSON body read as :meth:`response_events` by
+        :meth:`reader` (:class:`~avv_harness.wire.attempt.WholeBody`)."""
+        return WholeBody(self.reader(dialect), self.response_events)
 
 
 # ----------------------------------------------------------------------------- reading fields of an event

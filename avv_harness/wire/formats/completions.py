@@ -64,7 +64,7 @@ class CompletionsFormat(WireFormat):
     path = "completions"
     order = 10
     summary = ("raw completions, `POST {url}/completions` with the prompt rendered here "
-               "([raw mode](#raw-completions-mode))")
+               "(raw mode)")
 
     def body(self, chat_body: dict[str, Any], dialect: DialectView) -> dict[str, Any]:
         return completion_body(chat_body, dialect.template)

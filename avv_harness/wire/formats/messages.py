@@ -231,7 +231,7 @@ class MessagesFormat(WireFormat):
     limit_keys = ("max_tokens",)
 
     def body(self, chat_body: dict[str, Any], dialect: DialectView) -> dict[str, Any]:
-        return {**to_messages(chat_body), "stream": True}
+        return {**to_messages(chat_body), "stream": chat_body.get("stream", True) is not False}
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"x-api-key": api_key}
@@ -241,6 +241,29 @@ class MessagesFormat(WireFormat):
 
     def reader(self, dialect: DialectView) -> EventReader:
         return MessagesReader()
+
+    def response_events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """A Message as its stream: ``message_start`` (its usage), one ``content_block_start`` per block holding the
+        whole block (a tool_use ``input`` that is not an object: an ``input_json_delta`` of its text),
+        ``message_delta`` (stop reason, usage) and ``message_stop``."""
+        usage = obj_field(body, "usage", "message")
+        content = body.get("content") or []
+        if not isinstance(content, list):
+            raise MalformedStream("message.content is not a list")
+        events: list[dict[str, Any]] = [{"type": "message_start", "message": {"usage": usage}}]
+        for index, block in enumerate(content):
+            if not isinstance(block, dict):
+                raise MalformedStream(f"message.content[{index}] is not an object")
+            whole = block.get("input")
+            if block.get("type") == "tool_use" and whole is not None and not isinstance(whole, dict):
+                events += [{"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}},
+                           {"type": "content_block_delta", "index": index, "delta": {
+                               "type": "input_json_delta",
+                               "partial_json": whole if isinstance(whole, str) else json.dumps(whole)}}]
+            else:
+                events.append({"type": "content_block_start", "index": index, "content_block": block})
+        return [*events, {"type": "message_delta", "delta": {"stop_reason": body.get("stop_reason")}, "usage": usage},
+                {"type": "message_stop"}]
 
 
 FORMAT = MessagesFormat()

@@ -256,6 +256,11 @@ ENDS_DECLARED: tuple[StreamEnd, ...] = (
 ENDS = ends_by_key(ENDS_DECLARED)
 
 
+#: a content part's type → the delta event that streams it (:meth:`ResponsesFormat.response_events`)
+_PART_EVENTS = {"output_text": "response.output_text.delta", "summary_text": "response.reasoning_summary_text.delta",
+                "reasoning_text": "response.reasoning_text.delta"}
+
+
 class ResponsesFormat(WireFormat):
     name = RESPONSES
     path = "responses"
@@ -266,10 +271,37 @@ class ResponsesFormat(WireFormat):
     limit_keys = ("max_output_tokens",)
 
     def body(self, chat_body: dict[str, Any], dialect: DialectView) -> dict[str, Any]:
-        return {**to_responses(chat_body), "stream": True}
+        return {**to_responses(chat_body), "stream": chat_body.get("stream", True) is not False}
 
     def reader(self, dialect: DialectView) -> EventReader:
         return ResponsesReader()
+
+    def response_events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """A Response as its stream: per output item, a function call's ``response.output_item.added`` (the whole
+        item), a message's ``response.output_text.delta`` per text part, a reasoning item's summary and text deltas;
+        then ``response.completed`` / ``response.incomplete`` / ``response.failed`` by its status."""
+        output = body.get("output") or []
+        if not isinstance(output, list):
+            raise MalformedStream("response.output is not a list")
+        events: list[dict[str, Any]] = []
+        for index, item in enumerate(output):
+            if not isinstance(item, dict):
+                raise MalformedStream(f"response.output[{index}] is not an object")
+            kind = item.get("type")
+            if kind == "function_call":
+                events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+            elif kind in ("message", "reasoning"):
+                parts = [*(item.get("summary") or []), *(item.get("content") or [])]
+                for part in parts:
+                    if not isinstance(part, dict) or not isinstance(part.get("text"), str):
+                        continue
+                    event = _PART_EVENTS.get(str(part.get("type")))
+                    if event is not None:
+                        events.append({"type": event, "output_index": index, "delta": part["text"]})
+        status = body.get("status")
+        ending = {"incomplete": "response.incomplete", "failed": "response.failed"}.get(str(status),
+                                                                                       "response.completed")
+        return [*events, {"type": ending, "response": body}]
 
 
 FORMAT = ResponsesFormat()

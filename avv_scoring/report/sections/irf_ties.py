@@ -1,7 +1,7 @@
 """IRF with statistical ties (report section; ``avv-score --irf-ties statistical``): per model, when the IRF over
 statistically tied ranks orders or scores the vendors otherwise than the published IRF, both side by side with each
 vendor's rank by either and the vendors it is tied with per metric (definition: :mod:`avv_scoring.stats.irf`).
-Nothing is shown with the published IRF alone (the default), or when both agree."""
+Nothing is shown when both agree. Not on the terminal: its score table already shows both IRFs (the ties first)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from avv_scoring.report.format import fmt, vendor_label
 from avv_scoring.report.section import Table, table_section
 from avv_scoring.score import ScoreResult
 
-INTRO = ("IRF with statistical ties (--irf-ties statistical): on each IRF input, vendors whose 95 % bootstrap "
+INTRO = ("IRF with statistical ties (the default ranking): on each IRF input, vendors whose 95 % bootstrap "
          "interval of the difference contains 0 share their (average) rank; the published IRF ranks every "
          "difference, however small. Both are shown because they differ")
 
@@ -39,4 +39,4 @@ def model_irf_ties(result: ScoreResult, model: str) -> Table | None:
                        for r, rp, rs in zip(rows, by_published, by_statistical, strict=True)))
 
 
-SECTION = table_section("irf_ties", "IRF with statistical ties", 25, model_irf_ties, intro=INTRO)
+SECTION = table_section("irf_ties", "IRF with statistical ties", 25, model_irf_ties, intro=INTRO, on_terminal=False)

@@ -1,9 +1,11 @@
-"""Scores and verdicts (report section): per model the headline table in the published layout (Vendor | IRF | the
-registry's ``table=True`` metrics, sorted by IRF), each vendor's verdict, and its spread over repeats.
+"""Scores and verdicts (report section): per model the headline table (Vendor | IRF with statistical ties, the
+default ranking, when computed | the published IRF | the registry's ``table=True`` metrics, in ranking order), what
+was not judged, and each vendor's spread over repeats. The verdicts themselves open the report (section
+``decision``); here the HTML table shows them in colour.
 
-report.md: the table, the verdicts, the repeats (mean ± std). report.html: the table with the verdict in colour, each
-metric's threshold under its header and every cell that breaks it marked; figure: IRF per vendor, coloured by
-verdict. Terminal: the table, the verdicts with what was left out, the vendors' disagreement counts.
+report.md: the table, the repeats (mean ± std). report.html: the table with the verdict in colour, each metric's
+threshold under its header, every cell whose bound FAILs marked (an INCONCLUSIVE one shaded); figure: IRF per
+vendor, coloured by verdict. Terminal: the table, what was left out, the vendors' disagreement counts.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from typing import Any, cast
 import pandas as pd
 
 from avv_core.measures import is_missing
+from avv_scoring.decision import FAIL, INCONCLUSIVE, PASS
 from avv_scoring.metrics.declaration import Limit
 from avv_scoring.metrics.registry import limit_text, table_metrics
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
 from avv_scoring.report.format import MISSING, Column, Palette, figure, fmt, png, terminal_table, vendor_label
 from avv_scoring.report.section import ModelSection, Parts, of_model
+from avv_scoring.report.sections.decision import VERDICT_CLASS
 from avv_scoring.score import ScoreResult
 
 #: The headline table (the published layout): Vendor and IRF, then the registry's ``table=True`` metrics.
@@ -28,7 +32,10 @@ TABLE_LAYOUT: tuple[Column, ...] = (
     Column("IRF", "irf", "irf"),
     *(Column(m.header, m.column, m.fmt) for m in table_metrics()),
 )
-PASS_COLOUR, FAIL_COLOUR = "#1e8e3e", "#d93025"
+#: Shown first when the vendors are ranked with statistical ties (the default): the IRF that orders them.
+TIES_COLUMN = Column("IRF (ties)", "irf_statistical", "irf")
+PASS_COLOUR, FAIL_COLOUR, OPEN_COLOUR = "#1e8e3e", "#d93025", "#e37400"
+VERDICT_COLOURS = {PASS: PASS_COLOUR, FAIL: FAIL_COLOUR, INCONCLUSIVE: OPEN_COLOUR}
 
 Row = Mapping[str, Any]
 
@@ -38,38 +45,54 @@ class ModelScores:
     """One model's part: its score rows (by IRF) and what each output shows of them."""
 
     baseline: str  # the baseline vendor's name
-    rows: tuple[Row, ...]  # the score rows, by IRF
-    cells: tuple[tuple[str, ...], ...]  # per row: its vendor label, then the TABLE_LAYOUT[1:] cells
+    rows: tuple[Row, ...]  # the score rows, in ranking order
+    layout: tuple[Column, ...]  # the table's columns (TABLE_LAYOUT, with TIES_COLUMN second when computed)
+    cells: tuple[tuple[str, ...], ...]  # per row: its vendor label, then the layout[1:] cells
     missing_inputs: tuple[tuple[str, ...], ...]  # per row: the IRF inputs it lacks
     limits: Mapping[str, Limit]  # metric column → its verdict limit
     disagreements: tuple[tuple[str, int], ...]  # (vendor, items that differ from the baseline or gold), most first
     not_judged: tuple[str, ...] = ()  # bounds left out of this model's verdicts, each "column (why)"
+    states: tuple[Mapping[str, str], ...] = ()  # per row: metric column → its worst bound state (the decision)
+
+
+def table_layout(rows: tuple[Row, ...]) -> tuple[Column, ...]:
+    """:data:`TABLE_LAYOUT`, with the IRF over statistical ties first when the rows have it (the default)."""
+    if any(not is_missing(row.get(TIES_COLUMN.column)) for row in rows):
+        return (TABLE_LAYOUT[0], TIES_COLUMN, *TABLE_LAYOUT[1:])
+    return TABLE_LAYOUT
+
+
+def _states(result: ScoreResult, row: Row) -> dict[str, str]:
+    """Metric column → the state of its bound (a band's worse end) in ``row``'s decision."""
+    decision = result.decision(str(row["model"]), str(row["vendor"]))
+    out: dict[str, str] = {}
+    rank = {PASS: 0, INCONCLUSIVE: 1, FAIL: 2}
+    for bound in decision.bounds if decision is not None else ():
+        if rank[bound.state] >= rank.get(out.get(bound.column, PASS), 0):
+            out[bound.column] = bound.state
+    return out
 
 
 def model_scores(result: ScoreResult, model: str) -> ModelScores:
     rows = tuple(result.model_scores(model).to_dict("records"))
+    layout = table_layout(rows)
     differing = of_model(result.disagreements, model).get("vendor", pd.Series(dtype=object)).value_counts()
     return ModelScores(
         baseline=str(result.baselines.get(model, MISSING)),
         rows=rows,
-        cells=tuple((vendor_label(row), *(c.cell(row) for c in TABLE_LAYOUT[1:])) for row in rows),
+        layout=layout,
+        cells=tuple((vendor_label(row), *(c.cell(row) for c in layout[1:])) for row in rows),
         missing_inputs=tuple(tuple(m for m in result.irf_metrics if is_missing(row.get(m))) for row in rows),
         limits={column: cast(Limit, (kind, bound)) for column, kind, bound in result.thresholds.checks()},
         disagreements=tuple((str(vendor), int(n)) for vendor, n in differing.items()),
         not_judged=tuple(result.not_judged.get(model, ())),
+        states=tuple(_states(result, row) for row in rows),
     )
 
 
 def not_judged_line(part: ModelScores) -> str | None:
     """``Not judged (reported without a verdict): …`` when the model's verdicts left bounds out."""
     return ("Not judged (reported without a verdict): " + "; ".join(part.not_judged)) if part.not_judged else None
-
-
-def verdict_line(row: Row, name: Callable[[Any], str] = str) -> str:
-    """``vendor: PASS`` or ``vendor: FAIL (reasons)``; ``name`` escapes the vendor for its output."""
-    if row["verdict"] == "pass":
-        return f"{name(row['vendor'])}: PASS"
-    return f"{name(row['vendor'])}: FAIL ({row['verdict_reasons']})"
 
 
 def repeat_line(row: Row, name: Callable[[Any], str] = str) -> str | None:
@@ -87,28 +110,21 @@ def repeat_line(row: Row, name: Callable[[Any], str] = str) -> str | None:
 
 
 def markdown(part: ModelScores) -> list[str]:
-    blocks = [markdown_table([c.header for c in TABLE_LAYOUT], part.cells),
-              "Verdicts:", "\n".join(f"- {verdict_line(row, markdown_text)}" for row in part.rows)]
+    blocks = [markdown_table([c.header for c in part.layout], part.cells)]
     skipped = not_judged_line(part)
     blocks += [markdown_text(skipped)] if skipped else []
     repeats = [line for line in (repeat_line(row, markdown_text) for row in part.rows) if line]
     return blocks + (["Repeats:", "\n".join(f"- {line}" for line in repeats)] if repeats else [])
 
 
-def _breaks(value: Any, limit: Limit | None) -> bool:
-    if limit is None:
-        return False
-    if is_missing(value):
-        return True
-    kind, bound = limit
-    return float(value) < bound if kind == "min" else float(value) > bound
+CELL_CLASS = {FAIL: " class=bad", INCONCLUSIVE: " class=undecided"}
 
 
 def html(parts: Parts[ModelScores], palette: Palette) -> str:
-    columns = TABLE_LAYOUT[1:]  # IRF, then the registry's table metrics
     blocks: list[str] = []
     fig, axes = figure(1, len(parts), height=max(2.2, 0.55 * max(len(part.rows) for _, part in parts) + 1))
     for index, (model, part) in enumerate(parts):
+        columns = part.layout[1:]  # the IRFs, then the registry's table metrics
         limits = part.limits
         head = ('<tr><th class="l">Vendor</th><th class="l">Verdict</th>'
                 + "".join(f"<th>{html_text(c.header)}</th>" for c in columns) + "</tr>")
@@ -116,11 +132,13 @@ def html(parts: Parts[ModelScores], palette: Palette) -> str:
                      + "".join(f"<th>{html_text(limit_text(limits[c.column])) if c.column in limits else ''}</th>"
                                for c in columns) + "</tr>")
         body = []
-        for row, (label, *cells) in zip(part.rows, part.cells, strict=True):
-            ok = row["verdict"] == "pass"
-            verdict = (f'<td class="l {"pass" if ok else "fail"}">{"PASS" if ok else "FAIL"}'
-                       + ("" if ok else f'<div class="reasons">{html_text(row["verdict_reasons"])}</div>') + "</td>")
-            tds = "".join(f'<td{" class=bad" if _breaks(row.get(c.column), limits.get(c.column)) else ""}>'
+        for row, states, (label, *cells) in zip(part.rows, part.states or ({},) * len(part.rows), part.cells,
+                                                strict=True):
+            said = str(row["verdict"])
+            verdict = (f'<td class="l {VERDICT_CLASS.get(said, "")}">{html_text(said)}'
+                       + ("" if said == PASS else f'<div class="reasons">{html_text(row["verdict_reasons"])}</div>')
+                       + "</td>")
+            tds = "".join(f'<td{CELL_CLASS.get(states.get(c.column, ""), "")}>'
                           f"{html_text(cell)}</td>" for c, cell in zip(columns, cells, strict=True))
             body.append(f'<tr><td class="l">{html_text(label)}</td>{verdict}{tds}</tr>')
         blocks.append(f"<h3>{html_text(model)} <span class=meta>(baseline: {html_text(part.baseline)})</span></h3>"
@@ -130,12 +148,13 @@ def html(parts: Parts[ModelScores], palette: Palette) -> str:
         ax = axes[0][index]
         rows = part.rows[::-1]
         ax.barh([str(r["vendor"]) for r in rows], [0.0 if is_missing(r.get("irf")) else float(r["irf"]) for r in rows],
-                color=[PASS_COLOUR if r["verdict"] == "pass" else FAIL_COLOUR for r in rows])
-        ax.set_title(f"{model}: IRF (green = pass, red = fail)", fontsize=10)
+                color=[VERDICT_COLOURS.get(str(r["verdict"]), OPEN_COLOUR) for r in rows])
+        ax.set_title(f"{model}: IRF (green PASS, red FAIL, amber INCONCLUSIVE)", fontsize=10)
         ax.set_xlabel("IRF (higher is better)")
         ax.grid(True, axis="x", alpha=0.3)
-    intro = ("<p class=meta>Sorted by IRF within each model. A marked cell breaks its threshold (a missing value "
-             "breaks it too); the verdict lists every broken threshold.</p>")
+    intro = ("<p class=meta>Ranked by IRF with statistical ties within each model (the published IRF next to it). A "
+             "red cell's bound FAILs at the decision's confidence (a missing value FAILs too), an amber one is "
+             "undecided; the verdict lists why.</p>")
     return intro + "".join(blocks) + png(fig, "IRF per vendor")
 
 
@@ -143,14 +162,15 @@ def terminal(parts: Parts[ModelScores]) -> list[str]:
     out: list[str] = []
     for model, part in parts:
         out.append(f"{model}  (baseline: {part.baseline})")
-        out += terminal_table([c.header for c in TABLE_LAYOUT], part.cells)
+        out += terminal_table([c.header for c in part.layout], part.cells)
         for row, missing in zip(part.rows, part.missing_inputs, strict=True):
             extra = []
             if row.get("f1_excluded"):
                 extra.append(f"{row['f1_excluded']} F1 pair(s) excluded")
             if missing:
                 extra.append("missing: " + ", ".join(missing))
-            out.append("  " + verdict_line(row) + (f"  [{'; '.join(extra)}]" if extra else ""))
+            if extra:
+                out.append(f"  {row['vendor']}: {'; '.join(extra)}")
         skipped = not_judged_line(part)
         if skipped:
             out.append("  " + skipped)

@@ -48,11 +48,12 @@ def pvalue(p: Any) -> str:
 def _settings_line(result: ScoreResult, units: int) -> str:
     s = result.stats
     if not s.resamples:
-        return ("No bootstrap (--bootstrap 0): intervals, noise tests, rank stability and detectable gaps are "
-                "missing.")
-    return (f"Bootstrap over {units} sample ids (each keeps all its repeats, every vendor resampled together), "
-            f"{s.resamples} resamples, seed {s.seed}; {s.level * 100:g} % percentile intervals. Definitions: "
-            "docs/scoring.md (\"Is the difference real?\").")
+        return ("No bootstrap (--bootstrap 0): the rates' Wilson intervals are shown; the other intervals, noise "
+                "tests, rank stability and detectable gaps are missing.")
+    return (f"{s.level * 100:g} % intervals over {units} sample ids (each keeps all its repeats): for rates and F1 the "
+            f"Wilson score interval on effective trials (the verdict's), for the others the percentile bootstrap "
+            f"({s.resamples} resamples, seed {s.seed}, every vendor resampled together). Definitions: "
+            "docs/scoring.md (\"Is the difference real?\", \"Verdicts\").")
 
 
 def _units(result: ScoreResult, model: str) -> int:

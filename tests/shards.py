@@ -1,0 +1,153 @@
+"""Run the whole suite as several pytest processes at once: ``python -m tests.shards [--jobs N] [PYTEST ARGS]``.
+
+Why not pytest-xdist: Locust monkey-patches the standard library with gevent when it is imported, and an xdist
+worker's execnet threads then block forever (``LoopExit``; locustio/locust#3202, pytest-dev/pytest-xdist#1069).
+Most of the suite waits on sockets, simulated vendors and Locust's one-second ticks, so plain processes overlap
+well on 2 cores.
+
+Two phases. First every test not marked ``timing`` runs in ``--jobs`` processes at once; then the ``timing`` tests
+(they assert measured time to the millisecond, which another process's load would blur) run in one process with
+the machine to themselves. Given ``-m``, the runner runs that selection in the first phase only.
+
+The test files are dealt out by their last measured duration (``tests/durations.json``, longest first, each to
+the shard with the least work so far); a file not measured yet counts as the median. Each shard is one ordinary
+``python -m pytest`` process with its own ``--basetemp`` and JUnit XML; its output is printed whole when it ends,
+then the failures of every shard and the wall time. The exit status is the first non-zero status of a shard
+(pytest's: 1 tests failed, 2 interrupted, …), else 0. ``--update-durations`` writes the measured file durations
+back (after a full, passing run). Arguments not known here go to every pytest process (``-m "not e2e"``, ``-x``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+DURATIONS = TESTS / "durations.json"
+
+
+def default_jobs() -> int:
+    """One more process than CPUs: most of the suite waits (sockets, simulated vendors, Locust's one-second ticks),
+    and a third process fills those gaps on 2 cores; four ran only 8 % faster and made load-sensitive tests flaky."""
+    return (os.cpu_count() or 1) + 1
+
+
+def test_files(selected: list[str]) -> list[str]:
+    """The test files to deal out, relative to the repository (the positional paths given, else every file)."""
+    if selected:
+        return selected
+    return sorted(str(p.relative_to(ROOT)) for p in TESTS.glob("test_*.py"))
+
+
+def deal(files: list[str], durations: dict[str, float], jobs: int) -> list[list[str]]:
+    """Longest-processing-time first: each file to the shard with the least expected seconds so far."""
+    typical = statistics.median(durations.values()) if durations else 1.0
+    shards: list[list[str]] = [[] for _ in range(max(1, min(jobs, len(files))))]
+    load = [0.0] * len(shards)
+    for path in sorted(files, key=lambda f: (-durations.get(f, typical), f)):
+        i = load.index(min(load))
+        shards[i].append(path)
+        load[i] += durations.get(path, typical)
+    return [sorted(s) for s in shards if s]
+
+
+def file_seconds(junit: Path) -> dict[str, float]:
+    """Seconds per test file from one shard's JUnit XML (setup, call and teardown of its tests)."""
+    out: dict[str, float] = {}
+    if not junit.exists():
+        return out
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        module = case.get("classname", "").split(".")
+        if len(module) >= 2 and module[0] == "tests":
+            path = f"tests/{module[1]}.py"
+            out[path] = out.get(path, 0.0) + float(case.get("time") or 0)
+    return out
+
+
+def failures(junit: Path) -> list[str]:
+    """The node ids of the failed or erroring tests in one shard's JUnit XML."""
+    if not junit.exists():
+        return []
+    return [f"{case.get('classname')}::{case.get('name')}" for case in ET.parse(junit).getroot().iter("testcase")
+            if case.find("failure") is not None or case.find("error") is not None]
+
+
+def run_phase(work: Path, phase: int, shards: list[list[str]], options: list[str],
+              started: float) -> tuple[int, list[str], dict[str, float]]:
+    """Run one phase's shards at once; print each shard's output whole as it ends. Returns (the first non-zero
+    exit status other than 5, else 0; the failed node ids; seconds per file)."""
+    running = []
+    for i, files in enumerate(shards):
+        name = f"phase{phase}-shard{i}"
+        junit, log = work / f"{name}.xml", work / f"{name}.log"
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--basetemp", str(work / f"tmp-{name}"),
+               "--junitxml", str(junit), *options, *files]
+        with log.open("wb") as out:
+            running.append((i, files, junit, log, subprocess.Popen(cmd, cwd=ROOT, stdout=out,
+                                                                   stderr=subprocess.STDOUT)))
+    status, failed, measured = 0, [], {}  # type: tuple[int, list[str], dict[str, float]]
+    for i, files, junit, log, proc in running:
+        code = proc.wait()
+        sys.stdout.write(f"\n---- phase {phase}, shard {i + 1}/{len(shards)} ({len(files)} files) exit {code} after "
+                         f"{time.monotonic() - started:.0f} s\n")
+        sys.stdout.write(log.read_text(encoding="utf-8", errors="replace"))
+        sys.stdout.flush()
+        failed += failures(junit)
+        measured.update(file_seconds(junit))
+        if code not in (0, 5) and status == 0:
+            status = code
+    return status, failed, measured
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.shards", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
+    parser.add_argument("--jobs", type=int, default=default_jobs(), help="pytest processes at once (default: "
+                        "CPUs + 1)")
+    parser.add_argument("--update-durations", action="store_true", help="write tests/durations.json from this run")
+    args, rest = parser.parse_known_args(argv)
+    paths = [a for a in rest if a.startswith("tests/") and a.endswith(".py")]
+    passthrough = [a for a in rest if a not in paths]
+    durations = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    files = test_files(paths)
+    missing = [f for f in files if not (ROOT / f).is_file()]
+    if missing:
+        parser.error(f"no such test file: {', '.join(missing)}")
+    work = Path(tempfile.mkdtemp(prefix="avv-shards-"))
+    started = time.monotonic()
+    phases = [(deal(files, durations, args.jobs), passthrough)]
+    if "-m" not in passthrough:
+        timed = [f for f in files if "pytest.mark.timing" in (ROOT / f).read_text(encoding="utf-8")]
+        phases = [(deal(files, durations, args.jobs), [*passthrough, "-m", "not timing"])]
+        if timed:
+            phases.append(([timed], [*passthrough, "-m", "timing"]))
+    status, failed, measured = 0, [], {}  # type: tuple[int, list[str], dict[str, float]]
+    for phase, (shards, options) in enumerate(phases, 1):
+        print(f"tests.shards: phase {phase}/{len(phases)} ({' '.join(options[-2:]) if '-m' in options else 'all'}): "
+              f"{sum(map(len, shards))} files in {len(shards)} pytest processes; logs in {work}", flush=True)
+        code, names, seconds = run_phase(work, phase, shards, options, started)
+        failed += names
+        for path, secs in seconds.items():
+            measured[path] = measured.get(path, 0.0) + secs
+        if code not in (0, 5) and status == 0:  # 5: no test collected (a -m that selects none in a shard)
+            status = code
+    wall = time.monotonic() - started
+    print(f"\ntests.shards: {len(phases)} phase(s), up to {args.jobs} processes, {wall:.0f} s wall; "
+          + (f"{len(failed)} failed:\n  " + "\n  ".join(failed) if failed else "no test failed"))
+    if args.update_durations:
+        DURATIONS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(measured.items())}, indent=0) + "\n")
+        print(f"tests.shards: wrote {DURATIONS.relative_to(ROOT)} ({len(measured)} files)")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
