@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ssl
 import sys
 
 from avv_core.command_line import command_parser
 from avv_sim.profiles import Profile, ProfileError, apply_sets, load_profiles, make_profile, parse_set, split_set
 from avv_sim.sample_file import GoldError, load_gold
+from avv_sim.tls import server_context
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,13 +61,6 @@ def resolve_profiles(args: argparse.Namespace) -> dict[str, Profile]:
     return apply_sets(profiles, scoped) if scoped else profiles
 
 
-def tls_context(cert: str, key: str) -> ssl.SSLContext:
-    """A server context for ``--tls-cert`` / ``--tls-key`` (an unreadable file is an OSError: exit 1)."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    return context
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -89,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         asyncio.run(serve(profiles, host=args.host, port=args.port, truth_log=args.truth_log, gold=gold,
                           agents=book.agents if book is not None else None,
-                          tls=tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None))
+                          tls=server_context(args.tls_cert, args.tls_key) if args.tls_cert else None))
     except OSError as exc:
         print(f"avv-sim: error: {exc}", file=sys.stderr)
         return 1

@@ -24,6 +24,7 @@ import yaml
 
 from avv_core.items import truth_tag
 from avv_core.measures import is_missing, percentile
+from avv_sim.tls import make_certificate  # noqa: F401  (the benches' self-signed certificate)
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILE = ROOT / "locustfiles" / "vendors.py"
@@ -133,17 +134,6 @@ def locust_command(work: Path, samples: Path, repeats: int, extra: list[str] | N
 
 
 # ------------------------------------------------------------------------------------------------ TLS
-
-
-def make_certificate(folder: Path, host: str = "127.0.0.1") -> tuple[Path, Path]:
-    """A self-signed certificate for ``host`` (an IP address) and its key, made now with the ``openssl`` command
-    (bench-only: no Python dependency). The client trusts it through ``REQUESTS_CA_BUNDLE`` = the certificate."""
-    folder.mkdir(parents=True, exist_ok=True)
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                    "-days", "2", "-subj", f"/CN={host}", "-addext", f"subjectAltName=IP:{host}",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
-    return cert, key
 
 
 def tls_env(cert: Path, key: Path) -> dict[str, str]:

@@ -252,7 +252,9 @@ class Conn:
     def sendall(self, data: bytes) -> None:
         tls = self.tls
         if tls is not None:
-            tls.write(data)
+            view = memoryview(data)
+            while view:  # the output buffer grows as needed: a write takes it all, but the API allows less
+                view = view[tls.write(view):]
             self._flush()
         else:
             self._send(data)
@@ -268,10 +270,10 @@ class Conn:
 
     def quiet(self) -> bool:
         """Nothing to read and not closed: the connection can carry a request (urllib3's ``wait_for_read(sock,
-        0)``). A byte or an EOF waiting on an idle connection is no answer to the next request (with TLS: nor
-        decrypted bytes, nor ciphertext not yet decrypted)."""
-        if self.tls is not None and (self.tls.pending() or (self.incoming is not None and self.incoming.pending)):
-            return False
+        0)``). A byte or an EOF waiting on an idle connection is no answer to the next request; with TLS, neither
+        are decrypted bytes (:meth:`_tls_quiet`)."""
+        if self.tls is not None:
+            return self._tls_quiet(self.tls)
         try:
             self.raw.recv(1, socket.MSG_PEEK)
         except BlockingIOError:
@@ -279,6 +281,32 @@ class Conn:
         except OSError:
             return False
         return False  # a byte, or b"" (the server closed it)
+
+    def _tls_quiet(self, tls: ssl.SSLObject) -> bool:
+        """TLS: what arrived while idle is taken in and OpenSSL reads it. Records that carry no data (a session
+        ticket, a key update: TLS 1.3 may send them at any time) leave the connection usable; a data byte, a close
+        (``close_notify`` or EOF) or a broken record do not (the connection is dropped, so reading them is safe)."""
+        incoming = self.incoming
+        assert incoming is not None
+        while True:
+            try:
+                data = self.raw.recv(READ_BLOCK)
+            except BlockingIOError:
+                break
+            except OSError:
+                return False
+            if not data:
+                return False
+            incoming.write(data)
+        if not incoming.pending and not tls.pending():
+            return True
+        try:
+            tls.read(1)
+        except ssl.SSLWantReadError:  # control records only, unless part of a record is left (a byte on its way)
+            return not incoming.pending
+        except ssl.SSLError:
+            return False
+        return False  # a data byte
 
     def close(self) -> None:
         self._readable.close()
