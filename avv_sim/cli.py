@@ -12,6 +12,7 @@ import sys
 from avv_core.command_line import command_parser
 from avv_sim.profiles import Profile, ProfileError, apply_sets, load_profiles, make_profile, parse_set, split_set
 from avv_sim.sample_file import GoldError, load_gold
+from avv_sim.tls import server_context
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sample JSONL whose gold labels (expected_tool_call, expected_calls, tool_names) the "
                    "reference follows, found by each request's messages and tools; its agent tasks (lines with "
                    "'agent') are followed step by step")
+    p.add_argument("--tls-cert", metavar="PEM",
+                   help="serve HTTPS with this certificate chain (the benchmarks' TLS server; needs --tls-key)")
+    p.add_argument("--tls-key", metavar="PEM", help="the private key of --tls-cert")
     p.add_argument("--profile", help="define (or, with --config, override) the profile NAME from --set flags")
     p.add_argument(
         "--set",
@@ -70,11 +74,15 @@ def main(argv: list[str] | None = None) -> int:
     if book is not None and book.skipped:
         print(f"avv-sim: note: {args.gold}: {len(book.skipped)} line(s) without usable gold skipped "
               f"({'; '.join(book.skipped[:3])})", file=sys.stderr)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        print("avv-sim: error: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
     from avv_sim.server import serve  # aiohttp is imported only once the config is known to be good
 
     try:
         asyncio.run(serve(profiles, host=args.host, port=args.port, truth_log=args.truth_log, gold=gold,
-                          agents=book.agents if book is not None else None))
+                          agents=book.agents if book is not None else None,
+                          tls=server_context(args.tls_cert, args.tls_key) if args.tls_cert else None))
     except OSError as exc:
         print(f"avv-sim: error: {exc}", file=sys.stderr)
         return 1

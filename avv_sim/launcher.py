@@ -27,7 +27,7 @@ import yaml
 
 from avv_sim.profiles import Profile, load_profiles
 
-READY_RE = re.compile(r"avv-sim listening on (http://(\S+?):(\d+)) \(profiles: (.*)\)")
+READY_RE = re.compile(r"avv-sim listening on (https?://(\S+?):(\d+)) \(profiles: (.*)\)")
 _STDERR_KEEP = 64 * 1024
 
 
@@ -158,12 +158,15 @@ def start_simulator(
     host: str = "127.0.0.1",
     gold: str | os.PathLike[str] | None = None,
     sets: Sequence[str] = (),
+    tls: tuple[str, str] | None = None,
 ) -> SimProcess:
     """Start ``python -m avv_sim`` and return once it prints its ready line.
 
     Give either ``config_path`` (a YAML file) or ``profiles`` ({name: knobs dict or Profile}). ``gold`` = a
     sample file whose gold labels the reference follows (``--gold``). ``sets`` = ``[PROFILE:]KNOB=VALUE`` items
-    applied on top of the profiles (``--set``: e.g. one vendor degraded for one run).
+    applied on top of the profiles (``--set``: e.g. one vendor degraded for one run). ``tls`` = (certificate, key)
+    PEM files: serve HTTPS (``--tls-cert``); without it, ``AVV_SIM_TLS_CERT`` and ``AVV_SIM_TLS_KEY`` from the
+    environment do the same, so a benchmark can give a Locust run a TLS simulator (``bench/measure.py --tls``).
     Raises :class:`SimulatorError` (with the child's stderr) if it exits or is not ready in ``timeout`` s.
     """
     tmpdir = None
@@ -190,6 +193,10 @@ def start_simulator(
         cmd += ["--gold", os.fspath(gold)]
     for item in sets:
         cmd += ["--set", item]
+    if tls is None and os.environ.get("AVV_SIM_TLS_CERT") and os.environ.get("AVV_SIM_TLS_KEY"):
+        tls = (os.environ["AVV_SIM_TLS_CERT"], os.environ["AVV_SIM_TLS_KEY"])
+    if tls is not None:
+        cmd += ["--tls-cert", os.fspath(tls[0]), "--tls-key", os.fspath(tls[1])]
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import signal
+import ssl
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -397,8 +398,8 @@ def _completion_id(plan: Plan) -> str:
 # ------------------------------------------------------------------------------------------------ serve
 
 
-def ready_line(host: str, port: int, names: list[str]) -> str:
-    return f"avv-sim listening on http://{host}:{port} (profiles: {', '.join(names)})"
+def ready_line(host: str, port: int, names: list[str], scheme: str = "http") -> str:
+    return f"avv-sim listening on {scheme}://{host}:{port} (profiles: {', '.join(names)})"
 
 
 async def serve(
@@ -411,8 +412,10 @@ async def serve(
     stop: asyncio.Event | None = None,
     gold: Mapping[str, GoldEntry] | None = None,
     agents: AgentBook | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
-    """Run until ``stop`` is set (or SIGTERM/SIGINT); announce readiness on stdout."""
+    """Run until ``stop`` is set (or SIGTERM/SIGINT); announce readiness on stdout. ``tls``: serve HTTPS with it
+    (``--tls-cert``; the benchmarks' TLS server)."""
     truth = TruthLog(truth_log)
     sim = Simulator(profiles, truth, gold, agents)
     runner = web.AppRunner(sim.app(), access_log=None, handle_signals=False, shutdown_timeout=0.25)
@@ -425,13 +428,13 @@ async def serve(
         except (NotImplementedError, RuntimeError):  # not the main thread, or Windows
             pass
     try:
-        site = web.TCPSite(runner, host, port, backlog=2048, reuse_address=True)
+        site = web.TCPSite(runner, host, port, backlog=2048, reuse_address=True, ssl_context=tls)
         await site.start()
         bound = runner.addresses[0][1]
         if on_ready is not None:
             on_ready(host, bound)
         else:
-            sys.stdout.write(ready_line(host, bound, list(profiles)) + "\n")
+            sys.stdout.write(ready_line(host, bound, list(profiles), "https" if tls else "http") + "\n")
             sys.stdout.flush()
         await stop.wait()
     finally:

@@ -24,6 +24,7 @@ import yaml
 
 from avv_core.items import truth_tag
 from avv_core.measures import is_missing, percentile
+from avv_sim.tls import make_certificate  # noqa: F401  (the benches' self-signed certificate)
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILE = ROOT / "locustfiles" / "vendors.py"
@@ -130,6 +131,46 @@ def locust_command(work: Path, samples: Path, repeats: int, extra: list[str] | N
             "--avv-config", str(work / "vendors.yaml"), "--avv-sim-config", str(work / "sim.yaml"),
             "--avv-samples", str(samples), "--avv-repeats", str(repeats), "--avv-out", str(work / "out"),
             "--avv-run-id", RUN_ID, "--avv-no-score", "--avv-retries", "0"]
+
+
+# ------------------------------------------------------------------------------------------------ TLS
+
+
+def tls_env(cert: Path, key: Path) -> dict[str, str]:
+    """The environment that makes a Locust run start its simulator over TLS and trust its certificate."""
+    return {"AVV_SIM_TLS_CERT": str(cert), "AVV_SIM_TLS_KEY": str(key), "REQUESTS_CA_BUNDLE": str(cert)}
+
+
+# ------------------------------------------------------------------------------- the floor: json.loads
+
+
+def sse_data_lines(body: bytes) -> list[bytes]:
+    """The JSON data lines of an SSE body (``[DONE]`` left out)."""
+    lines = [line[5:].strip() for line in body.splitlines() if line.startswith(b"data:")]
+    return [line for line in lines if line and line != b"[DONE]"]
+
+
+def fetch_events(url: str, body: bytes, verify: Any = True) -> list[bytes]:
+    """One answer's data lines, read whole with requests (the floor's events: what the client decodes)."""
+    import requests
+
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    return sse_data_lines(requests.post(url, data=body, headers=headers, timeout=30, verify=verify).content)
+
+
+def json_loads_us(events: list[bytes], min_cpu_s: float = 0.2) -> float:
+    """CPU µs of one ``json.loads`` of an event, averaged over ``events`` (decoded from bytes, as the client
+    receives them) repeated for at least ``min_cpu_s`` of CPU: the physical floor of reading one event."""
+    loads = json.loads
+    n = 0
+    start = time.process_time()
+    while True:
+        for data in events:
+            loads(data)
+        n += len(events)
+        spent = time.process_time() - start
+        if spent >= min_cpu_s:
+            return 1e6 * spent / n
 
 
 def command_line() -> str:

@@ -30,13 +30,14 @@ def test_measure_tiny_levels_print_a_numeric_table(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("$ ") and "measure.py --levels 1,4" in lines[0]
-    header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["level", "requests", "failed"])
-    rows = [lines[header + 2].split(), lines[header + 3].split()]
+    rows = table_rows(lines)
     for level, row in zip(("1", "4"), rows, strict=True):
-        assert row[0] == level and len(row) == 18, row
-        assert all(re.fullmatch(NUMBER, cell) for cell in row), row
-        assert row[2] == "0"  # no failed requests
+        assert row[:2] == [level, "plain"] and len(row) == 21, row
+        assert all(re.fullmatch(NUMBER, cell) for cell in row[2:-1]), row
+        assert row[-1] in ("1.00", "-"), row  # × plain of a plain row ("-" when its CPU fell between samples)
+        assert row[3] == "0"  # no failed requests
     data = json.loads(out.read_text())
+    assert 0 < data["json_loads_us"] < 1000
     for result in data["levels"]:
         assert result["requests"] == result["joined"] == 2 * result["level"]
         assert abs(result["ttft_err_p50_ms"]) < 20
@@ -44,6 +45,37 @@ def test_measure_tiny_levels_print_a_numeric_table(tmp_path: Path) -> None:
         assert result["events_per_s"] > 0 and result["locust_cpu_pct"] >= 0
         # every record carries the client's own lag estimate; at 1–4 streams it bounds the true error
         assert result["lag_p50_ms"] is not None and result["lag_covers_pct"] >= 50
+
+
+def table_rows(lines: list[str]) -> list[list[str]]:
+    """The rows of measure.py's table (after its header and rule)."""
+    header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["level", "transport", "requests"])
+    rows = []
+    for line in lines[header + 2:]:
+        if not line.strip() or not line.split()[0].isdigit():
+            break
+        rows.append(line.split())
+    return rows
+
+
+def test_measure_over_tls_prints_plain_and_tls_side_by_side(tmp_path: Path) -> None:
+    """``--transports plain,tls``: the same level over plain TCP and over HTTPS (a certificate made at run time),
+    every request measured against the truth in both, the TLS row against the plain one."""
+    out = tmp_path / "result.json"
+    cmd = [sys.executable, str(BENCH / "measure.py"), "--levels", "2", "--transports", "plain,tls", "--ttft-ms", "40",
+           "--tokens-per-s", "100", "--output-tokens", "8", "--per-user", "2", "--out", str(tmp_path),
+           "--json", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env=bl.clean_env())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "REQUESTS_CA_BUNDLE=" in proc.stdout  # the TLS run's command line shows how it trusts the certificate
+    rows = table_rows(proc.stdout.splitlines())
+    assert [row[:2] for row in rows] == [["2", "plain"], ["2", "tls"]], rows
+    data = json.loads(out.read_text())
+    plain, tls = data["levels"]
+    assert tls["requests"] == tls["joined"] == plain["requests"] == 4 and tls["failed"] == 0
+    assert abs(tls["ttft_err_p50_ms"]) < 20 and tls["x_json_loads"] >= 0
+    run = json.loads((bl.run_dir(Path(tls["work"])) / "run.json").read_text())
+    assert run["simulator"]["url"].startswith("https://")
 
 
 def test_formulas_on_a_hand_made_run() -> None:
@@ -87,3 +119,17 @@ def test_master_ingest_tiny_rate_records_every_item(tmp_path: Path) -> None:
     assert result["send_to_row_p50_ms"] < 1000
     (run_dir,) = [p for p in (tmp_path.glob("ingest-*/rate-100/out/run"))]
     assert len(pd.read_csv(run_dir / "records.csv")) == result["rows"]
+
+
+def test_wire_cpu_tiny_run_prints_plain_and_tls_per_client(tmp_path: Path) -> None:
+    """bench/wire_cpu.py, two streams: both clients over plain TCP and TLS, each row a figure and its ratios."""
+    out = tmp_path / "wire.json"
+    cmd = [sys.executable, str(BENCH / "wire_cpu.py"), "--instant", "--streams", "2", "--per-stream", "2",
+           "--rounds", "2", "--json", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env=bl.clean_env())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    configs = [(r["client"], r["transport"]) for r in data["results"]]
+    assert configs == [("lean", "plain"), ("requests", "plain"), ("lean", "tls"), ("requests", "tls")]
+    assert all(len(r["us_per_event"]) == 2 and r["median_us_per_event"] > 0 for r in data["results"])
+    assert len(data["json_loads_us"]) == 2 and all(us > 0 for us in data["json_loads_us"])

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import os
 import random
+import ssl
 from dataclasses import dataclass, field
 
 import pytest
+import requests
 
 from avv_harness.wire.stream import stream_chat
 from tests.wire_clients import client_session
@@ -105,11 +107,12 @@ def sequences(rng: random.Random, count: int) -> list[Sequence]:
 
 
 class Vendor:
-    """The keep-alive server's answers: each request by its X-Tag, as the current sequence's plan says."""
+    """The keep-alive server's answers: each request by its X-Tag, as the current sequence's plan says. ``tls``:
+    over HTTPS with this server context (tests/test_lean_tls.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.items: dict[str, Item] = {}
-        self.server = KeepAliveServer(self.answer)
+        self.server = KeepAliveServer(self.answer, tls)
 
     def answer(self, head: bytes, connection: int, number: int) -> list[Step]:
         item = self.items.get(header_value(head, "X-Tag") or "")
@@ -128,13 +131,17 @@ class Vendor:
 
 @pytest.mark.integration  # 2,500 requests over real sockets: seconds of work
 def test_no_record_ever_holds_another_responses_bytes():
+    assert each_record_holds_its_own_bytes(Vendor(), client_session(), SEQUENCES) > SEQUENCES
+
+
+def each_record_holds_its_own_bytes(vendor: Vendor, session: requests.Session, count: int) -> int:
+    """Play ``count`` random sequences (seed :data:`SEED`) on ``session`` against ``vendor`` and check every
+    record; how many items read their own whole answer (most are whole: more than ``count``). Stops the server."""
     rng = random.Random(SEED)
-    vendor = Vendor()
     url = vendor.server.url() + "/chat/completions"
     tags_seen = 0
-    session = client_session()
     try:
-        for number, seq in enumerate(sequences(rng, SEQUENCES)):
+        for number, seq in enumerate(sequences(rng, count)):
             session.close()  # each sequence starts with an empty pool (the session stays usable)
             for item in seq.items:
                 vendor.items[item.tag] = item
@@ -153,4 +160,4 @@ def test_no_record_ever_holds_another_responses_bytes():
     finally:
         session.close()
         vendor.server.stop()
-    assert tags_seen > SEQUENCES  # most items were whole, and each read its own answer
+    return tags_seen

@@ -5,10 +5,8 @@ test_hostile_wire.py once per client."""
 
 from __future__ import annotations
 
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 
 import gevent
@@ -20,6 +18,7 @@ from avv_harness.wire.execute import attempt_record
 from avv_harness.wire.http11 import Dechunker, Incomplete, Unparseable, read_head
 from avv_harness.wire.lean import LeanAdapter, handles
 from avv_harness.wire.stream import stream_chat
+from avv_sim.tls import can_make_certificate, make_certificate, server_context
 from tests.wire_server import ScriptServer, chunk, headers, sse
 
 ROLE = sse(chunk({"role": "assistant", "content": ""}))
@@ -157,15 +156,10 @@ def test_a_chunked_stream_leaves_its_connection_for_the_next_request():
 
 @pytest.fixture(scope="module")
 def tls_server(tmp_path_factory):
-    if shutil.which("openssl") is None:
+    if not can_make_certificate():
         pytest.skip("no openssl to make a certificate")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
+    cert, key = make_certificate(tmp_path_factory.mktemp("tls"))
+    context = server_context(cert, key)
     response = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
                 + b"".join(ANSWER))
     listener = socket.socket()

@@ -189,3 +189,14 @@ def test_a_blocking_stall_in_the_client_shows_in_client_lag(tmp_path):
     load = ctl.manifest.extra["client_load"]
     (worker,) = load
     assert load[worker]["vendors"]["b"]["lag_p50_ms"] >= 240 and load[worker]["client_bound"] is True
+
+
+def test_idle_users_ask_for_items_at_a_bounded_rate_and_few_of_them_as_before():
+    """A user with no item waits before asking again (the run's tail, a vendor held in step under a budget): a few
+    idle users wait 0.25 s each as before; a thousand ask ~400 times a second together, not 4,000."""
+    from avv_harness.locust.plugin import IDLE_ASKS_PER_S, IDLE_WAIT_MAX_S, idle_wait_s
+
+    assert [idle_wait_s(n) for n in (1, 2, 50, 100)] == [0.25] * 4
+    for idle in (200, 500, 800):
+        assert idle / idle_wait_s(idle) == pytest.approx(IDLE_ASKS_PER_S)
+    assert idle_wait_s(5000) == IDLE_WAIT_MAX_S

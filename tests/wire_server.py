@@ -18,6 +18,7 @@ import json
 import pickle
 import socket
 import socketserver
+import ssl
 import subprocess
 import sys
 import threading
@@ -139,8 +140,9 @@ class KeepAliveServer:
     says ``"close"``). :meth:`while_idle` writes to every connection waiting for its next request, at once: the
     bytes are in the client's socket before the caller goes on (the test process's threads are greenlets)."""
 
-    def __init__(self, answer: Any) -> None:
-        self.answer = answer
+    def __init__(self, answer: Any, tls: ssl.SSLContext | None = None) -> None:
+        """``tls``: serve HTTPS with this server context (the handshake in each connection's thread)."""
+        self.answer, self.tls = answer, tls
         self.connections = 0  # accepted so far
         self.heads: list[bytes] = []  # every request head, in order
         self._idle: dict[int, socket.socket] = {}
@@ -151,7 +153,7 @@ class KeepAliveServer:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def url(self, name: str = "v1") -> str:
-        return f"http://127.0.0.1:{self.port}/{name}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/{name}"
 
     def _accept(self) -> None:
         while True:
@@ -165,6 +167,12 @@ class KeepAliveServer:
 
     def _serve(self, sock: socket.socket, number: int) -> None:
         data, served = b"", 0
+        if self.tls is not None:
+            try:
+                sock = self.tls.wrap_socket(sock, server_side=True)
+            except OSError:  # the client refused the certificate, or went away
+                sock.close()
+                return
         with sock:
             while True:
                 self._idle[number] = sock

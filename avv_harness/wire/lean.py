@@ -12,8 +12,10 @@ urllib3's ``wait_for_read(sock, 0)``) and dropped if it has either; bytes after 
 ``Content-Length`` or the last chunk) close it, so one item's bytes never reach another item. A reused connection
 that fails before any response byte, or answers ``408`` (the server's idle timeout fired as the request came in),
 is resent once on a fresh one (``stale_conn_retries``). Redirects are not followed (a 3xx is ``http_4xx``). TLS
-verifies against requests' CA bundle (or ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``). A URL that a proxy from the
-environment serves, or a client certificate, goes through requests (:func:`handles`).
+(issue 39) is read as plain TCP is, OpenSSL decrypting over memory buffers (:class:`Conn`); it verifies against
+requests' CA bundle (or ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``, or not at all when the session's ``verify`` is
+False), with one context per CA setting in the process and TLS sessions resumed across connections. A URL that a
+proxy from the environment serves, or a client certificate, goes through requests (:func:`handles`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import _socket
 import ipaddress
 import os
-import select
 import socket
 import ssl
 import time
@@ -29,7 +30,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import gevent
-import gevent.monkey
 import requests
 from requests.utils import requote_uri, select_proxy
 
@@ -42,8 +42,6 @@ from avv_harness.wire.transport import STALE_STATUS, AttemptTimer, ClientRefused
 
 MAX_IDLE_PER_HOST = 4  # idle connections kept per (scheme, host, port), as the requests client's pool
 STALE = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
-#: The real poll (a zero-timeout check never blocks; select() would fail past 1,024 file descriptors).
-_poll = gevent.monkey.get_original("select", "poll") if hasattr(select, "poll") else None
 
 
 class LeanAdapter(StrictAdapter):
@@ -54,7 +52,6 @@ class LeanAdapter(StrictAdapter):
         super().__init__(**kwargs)
         self.idle: dict[tuple[str, str, int], list[Conn]] = {}
         self.targets: dict[str, Target] = {}
-        self.tls: dict[str, ssl.SSLContext] = {}
 
     def close(self) -> None:
         for conns in self.idle.values():
@@ -102,11 +99,21 @@ def handles(adapter: Any, url: str, settings: dict[str, Any]) -> bool:
     return url.startswith(("http://", "https://"))
 
 
-def tls_context(adapter: LeanAdapter, verify: Any) -> ssl.SSLContext:
-    """One context per CA setting: requests' bundle (certifi) when ``verify`` is True, the file or folder it
+#: TLS contexts of this process, one per CA setting (``str(verify)``): loading a CA bundle costs milliseconds of CPU
+#: and memory per context, so a thousand users share one, and a session saved from one connection can resume on
+#: another (OpenSSL accepts a session only in the context that made it).
+_CONTEXTS: dict[str, ssl.SSLContext] = {}
+#: The latest resumable TLS session per (context, host, port): a new connection resumes it (no certificate chain
+#: sent and verified again), as browsers and SDKs with a shared context do.
+_SESSIONS: dict[tuple[int, str, int], ssl.SSLSession] = {}
+
+
+def tls_context(verify: Any) -> ssl.SSLContext:
+    """The context for a CA setting: requests' bundle (certifi) when ``verify`` is True, the file or folder it
     names, or no verification when False (as requests does)."""
     key = str(verify)
-    if key not in adapter.tls:
+    context = _CONTEXTS.get(key)
+    if context is None:
         if verify is False:
             context = ssl.create_default_context()
             context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
@@ -114,85 +121,201 @@ def tls_context(adapter: LeanAdapter, verify: Any) -> ssl.SSLContext:
             path = requests.certs.where() if verify is True else str(verify)
             context = (ssl.create_default_context(capath=path) if os.path.isdir(path)
                        else ssl.create_default_context(cafile=path))
-        adapter.tls[key] = context
-    return adapter.tls[key]
+        context.set_alpn_protocols(["http/1.1"])
+        _CONTEXTS[key] = context
+    return context
 
 
 class Conn:
-    """One connection. Plain TCP is read on the raw non-blocking socket, and after a read that drained it the next
-    one first waits for readability on the connection's own watcher: a recv that would only fail with EAGAIN (a
-    syscall and a Python exception per event, as gevent's socket does before it waits) is not made. TLS reads go
-    through gevent's SSL socket (decrypted bytes may be pending while the socket itself is not readable)."""
+    """One connection, read on its raw non-blocking socket. After a read that drained the socket the next one first
+    waits for readability on the connection's own watcher: a recv that would only fail with EAGAIN (a syscall and a
+    Python exception per event, as gevent's socket does before it waits) is not made.
 
-    __slots__ = ("sock", "raw", "drained", "_hub", "_readable", "_writable")
+    TLS (:meth:`start_tls`) is OpenSSL over memory BIOs on the same socket: one ``recv`` takes whatever ciphertext
+    has arrived, and every record it completes is decrypted in the same call and handed out as one block, so a
+    read costs what it costs on plain TCP plus the decryption (gevent's SSL socket: a read per record, a Python
+    exception when it runs dry, its own wait and timeout machinery per call)."""
 
-    def __init__(self, sock: socket.socket, tls: bool):
-        self.sock: socket.socket | None = sock if tls else None
-        self.raw: Any = None
+    __slots__ = ("raw", "tls", "incoming", "outgoing", "drained", "saved", "_hub", "_readable", "_writable")
+
+    def __init__(self, sock: socket.socket, tls: bool = False):
+        """``sock``: a connected socket (taken over: it is detached). ``tls``: TLS will be started on it
+        (:meth:`start_tls`: its input and output buffers are made here); without it the bytes are plain."""
+        self.raw: Any = _socket.socket(fileno=sock.detach())
+        self.raw.setblocking(False)
+        self.tls: ssl.SSLObject | None = None
+        self.incoming: ssl.MemoryBIO | None = ssl.MemoryBIO() if tls else None
+        self.outgoing: ssl.MemoryBIO | None = ssl.MemoryBIO() if tls else None
         self.drained = True  # nothing is waiting to be read (a request was just sent)
-        if not tls:
-            self.raw = _socket.socket(fileno=sock.detach())
-            self.raw.setblocking(False)
-            self._hub = gevent.get_hub()
-            self._readable = self._hub.loop.io(self.raw.fileno(), 1)
-            self._writable = self._hub.loop.io(self.raw.fileno(), 2)
+        self.saved = False  # its TLS session was kept for other connections (save_session)
+        self._hub = gevent.get_hub()
+        self._readable = self._hub.loop.io(self.raw.fileno(), 1)
+        self._writable = self._hub.loop.io(self.raw.fileno(), 2)
 
-    def recv(self, size: int, /) -> bytes:
-        if self.sock is not None:
-            return self.sock.recv(size)
+    def start_tls(self, context: ssl.SSLContext, host: str, key: tuple[int, str, int]) -> None:
+        """The TLS handshake (certificate and host name verified as ``context`` says), resuming the session saved
+        under ``key`` when there is one. Bounded by the caller (the connect timeout)."""
+        assert self.incoming is not None and self.outgoing is not None, "Conn(sock, tls=True) starts TLS"
+        session = _SESSIONS.get(key)
+        try:
+            tls = context.wrap_bio(self.incoming, self.outgoing, server_hostname=host, session=session)
+        except ValueError:  # a session OpenSSL will not resume here
+            tls = context.wrap_bio(self.incoming, self.outgoing, server_hostname=host)
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._flush()
+                if not self._fill():
+                    raise ConnectionResetError("the server closed the connection during the TLS handshake") from None
+        self._flush()
+        self.tls = tls
+
+    def save_session(self, key: tuple[int, str, int]) -> None:
+        """Keep this connection's TLS session for the next connection to the same place, once per connection and
+        only when it did not resume the one kept (reading a session copies it with its certificates: ~1 ms).
+        TLS 1.3 sends the resumable session after the handshake, so it is taken once a response was read."""
+        tls = self.tls
+        if tls is None or self.saved:
+            return
+        self.saved = True
+        if tls.session_reused and key in _SESSIONS:
+            return
+        session = tls.session
+        if session is not None and (session.has_ticket or tls.version() != "TLSv1.3"):
+            _SESSIONS[key] = session
+
+    def _fill(self) -> bool:
+        """Wait for ciphertext and move what has arrived into the TLS input; False at the server's EOF."""
         while True:
             if self.drained:
                 self._hub.wait(self._readable)
             try:
-                data: bytes = self.raw.recv(size)
+                data: bytes = self.raw.recv(READ_BLOCK)
             except BlockingIOError:
                 self.drained = True
                 continue
-            self.drained = len(data) < size
-            return data
+            self.drained = len(data) < READ_BLOCK
+            if not data:
+                return False
+            assert self.incoming is not None
+            self.incoming.write(data)
+            return True
+
+    def _flush(self) -> None:
+        assert self.outgoing is not None
+        data = self.outgoing.read()
+        if data:
+            self._send(data)
+
+    def recv(self, size: int, /) -> bytes:
+        tls = self.tls
+        if tls is None:
+            while True:
+                if self.drained:
+                    self._hub.wait(self._readable)
+                try:
+                    data: bytes = self.raw.recv(size)
+                except BlockingIOError:
+                    self.drained = True
+                    continue
+                self.drained = len(data) < size
+                return data
+        incoming = self.incoming
+        assert incoming is not None
+        while True:
+            if incoming.pending or tls.pending():
+                try:
+                    data = tls.read(size)
+                except ssl.SSLWantReadError:  # part of a record: wait for the rest
+                    data = b""
+                except (ssl.SSLZeroReturnError, ssl.SSLEOFError):  # closed (cleanly or not): the framing decides
+                    return b""
+                if data:
+                    if not incoming.pending:
+                        return data
+                    parts, size_left = [data], size - len(data)
+                    while incoming.pending and size_left > 0:  # every record that arrived, in one block
+                        try:
+                            more = tls.read(size_left)
+                        except ssl.SSLError:  # the next record is incomplete (or bad: the next call raises it)
+                            break
+                        if not more:
+                            break
+                        parts.append(more)
+                        size_left -= len(more)
+                    return b"".join(parts)
+            if not self._fill():
+                return b""
 
     def sendall(self, data: bytes) -> None:
-        if self.sock is not None:
-            self.sock.sendall(data)
-            return
+        tls = self.tls
+        if tls is not None:
+            view = memoryview(data)
+            while view:  # the output buffer grows as needed: a write takes it all, but the API allows less
+                view = view[tls.write(view):]
+            self._flush()
+        else:
+            self._send(data)
+        self.drained = True
+
+    def _send(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
             try:
                 view = view[self.raw.send(view):]
             except BlockingIOError:
                 self._hub.wait(self._writable)
-        self.drained = True
 
     def quiet(self) -> bool:
         """Nothing to read and not closed: the connection can carry a request (urllib3's ``wait_for_read(sock,
-        0)``). A byte or an EOF waiting on an idle connection is no answer to the next request."""
-        if self.sock is None:
+        0)``). A byte or an EOF waiting on an idle connection is no answer to the next request; with TLS, neither
+        are decrypted bytes (:meth:`_tls_quiet`)."""
+        if self.tls is not None:
+            return self._tls_quiet(self.tls)
+        try:
+            self.raw.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        return False  # a byte, or b"" (the server closed it)
+
+    def _tls_quiet(self, tls: ssl.SSLObject) -> bool:
+        """TLS: what arrived while idle is taken in and OpenSSL reads it. Records that carry no data (a session
+        ticket, a key update: TLS 1.3 may send them at any time) leave the connection usable; a data byte, a close
+        (``close_notify`` or EOF) or a broken record do not (the connection is dropped, so reading them is safe)."""
+        incoming = self.incoming
+        assert incoming is not None
+        while True:
             try:
-                self.raw.recv(1, socket.MSG_PEEK)
+                data = self.raw.recv(READ_BLOCK)
             except BlockingIOError:
-                return True
+                break
             except OSError:
                 return False
-            return False  # a byte, or b"" (the server closed it)
-        pending = getattr(self.sock, "pending", None)  # TLS: decrypted bytes waiting in the SSL object
-        if pending is not None and pending():
-            return False
-        if _poll is None:
+            if not data:
+                return False
+            incoming.write(data)
+        if not incoming.pending and not tls.pending():
             return True
-        poller = _poll()
-        poller.register(self.sock.fileno(), select.POLLIN)
-        return not poller.poll(0)
+        try:
+            tls.read(1)
+        except ssl.SSLWantReadError:  # control records only, unless part of a record is left (a byte on its way)
+            return not incoming.pending
+        except ssl.SSLError:
+            return False
+        return False  # a data byte
 
     def close(self) -> None:
-        if self.sock is not None:
-            self.sock.close()
-            return
         self._readable.close()
         self._writable.close()
         self.raw.close()
 
 
-def connect(adapter: LeanAdapter, target: Target, timeout: float, verify: Any) -> Conn:
+def connect(target: Target, timeout: float, verify: Any) -> Conn:
+    """A new connection to ``target`` (TLS for https, its handshake included), within ``timeout`` seconds."""
     if target.family is None:
         sock = socket.create_connection((target.host, target.port), timeout)
     else:
@@ -202,16 +325,25 @@ def connect(adapter: LeanAdapter, target: Target, timeout: float, verify: Any) -
         if target.family is not None:
             sock.connect((target.host, target.port))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        tls = target.scheme == "https"
-        if tls:
-            sock = tls_context(adapter, verify).wrap_socket(sock, server_hostname=target.host)
-        sock.settimeout(None)  # the reads are bounded by the attempt's timer (transport.AttemptTimer)
-        return Conn(sock, tls)
     except BaseException:
         sock.close()
         raise
+    tls = target.scheme == "https"
+    conn = Conn(sock, tls)
+    if not tls:
+        return conn
+    try:
+        context = tls_context(verify)
+        with gevent.Timeout(timeout, TimeoutError(f"no TLS handshake within {timeout:g}s")):
+            conn.start_tls(context, target.host, session_key(context, target))
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
+def session_key(context: ssl.SSLContext, target: Target) -> tuple[int, str, int]:
+    return id(context), target.host, target.port
 
 
 #: Header (name, value) pairs already checked (requests' ``check_header_validity``): a regex match per header and
@@ -312,7 +444,7 @@ class LeanTransport:
 
     def _connect(self) -> Conn:
         try:
-            return connect(self.adapter, self.target, self.connect_s, self.verify)
+            return connect(self.target, self.connect_s, self.verify)
         except TimeoutError as exc:  # the connect timeout (the socket's own, only while connecting)
             raise ConnectTimedOut(f"ConnectTimeout: {short_error(exc)}") from None
         except OSError as exc:  # refused, DNS, TLS
@@ -377,6 +509,8 @@ class LeanTransport:
         head = self.head
         if (reuse and self.clean and not self.rest and head is not None and head.keep_alive
                 and len(idle) < MAX_IDLE_PER_HOST):
+            if conn.tls is not None:
+                conn.save_session(session_key(tls_context(self.verify), self.target))
             idle.append(conn)
         else:
             conn.close()

@@ -1,0 +1,182 @@
+"""TLS at the cost of plain TCP (issue 39): the lean client reads HTTPS as it reads plain TCP (OpenSSL over memory
+buffers on its own raw socket, avv_harness/wire/lean.py), against the simulator serving HTTPS with a self-signed
+certificate made at run time (``avv-sim --tls-cert/--tls-key``, avv_sim/tls.py). Certificate verification as
+requests does it: an unknown CA or a host name the certificate does not name fails the connection (``connect``,
+never a vendor answer), the CA given by ``REQUESTS_CA_BUNDLE`` or the session's ``verify`` is trusted, ``verify``
+False trusts anything. What the client reads over TLS is what it reads over plain TCP (attempt by attempt, and a
+Locust run's records.csv), TLS sessions are resumed across connections, and the connection-reuse property test
+(tests/test_connection_reuse.py) holds over TLS too."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import requests
+
+from avv_core.record_file import read_records
+from avv_harness.run.controller import default_session
+from avv_harness.wire import lean
+from avv_harness.wire.execute import attempt_record
+from avv_harness.wire.stream import stream_chat
+from avv_sim import start_simulator
+from avv_sim.tls import can_make_certificate, make_certificate, server_context
+from tests.builders import sim_vendors, write_yaml
+from tests.locust_runs import DEMO_SAMPLES, clean_env, only_run_dir, run_locust
+from tests.sim_records import truth_lines
+from tests.test_connection_reuse import Vendor, each_record_holds_its_own_bytes
+from tests.wire_clients import client_session, current
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("wire_client"),
+              pytest.mark.skipif(not can_make_certificate(), reason="no openssl to make a certificate"),
+              pytest.mark.filterwarnings("ignore:Unverified HTTPS request")]  # urllib3's, with verify False
+
+PROFILE = {"ttft_ms": 5, "tokens_per_s": 200, "output_tokens": 12, "tool_call_rate": 0.5, "seed": 3}
+HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+#: Record fields that are times or depend on the process (everything else must be equal, plain or TLS).
+TIMING = {"t0_monotonic", "ttfb_ms", "ttft_ms", "latency_ms", "decode_ms", "wall_ms", "tps", "started_at", "worker",
+          "client_lag_ms", "client_cpu_pct"}
+#: The one anomaly judged on times: a client descheduled for a whole answer on a loaded machine reads it at once.
+TIMED_ANOMALY = "buffered_stream"
+
+
+def untimed_anomalies(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    return ";".join(a for a in value.split(";") if a != TIMED_ANOMALY) or None
+
+
+def untimed(record: dict[str, Any]) -> dict[str, Any]:
+    """A record without its times: what must be equal whether read over plain TCP or TLS."""
+    out = {k: v for k, v in record.items() if k not in TIMING}
+    out["anomalies"] = untimed_anomalies(out.get("anomalies"))
+    return out
+
+
+def body(n: int) -> bytes:
+    return json.dumps({"model": "m", "messages": [{"role": "user", "content": f"say something #{n}"}],
+                       "stream": True, "stream_options": {"include_usage": True}}).encode()
+
+
+@pytest.fixture(autouse=True)
+def no_ca_from_the_environment(monkeypatch):
+    """requests lets ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` override a session's ``verify`` (both clients do
+    as it does): the tests set the CA themselves."""
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    return make_certificate(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def sims(certificate, tmp_path_factory):
+    """The same profile served over plain TCP and over HTTPS (two simulators, each with its truth log)."""
+    folder = tmp_path_factory.mktemp("sims")
+    with start_simulator(profiles={"p": PROFILE}, truth_log=folder / "plain.jsonl") as plain, \
+            start_simulator(profiles={"p": PROFILE}, truth_log=folder / "tls.jsonl", tls=certificate) as tls:
+        assert plain.url.startswith("http://") and tls.url.startswith("https://")
+        yield {"plain": plain, "tls": tls}
+
+
+def url_of(sim) -> str:
+    return sim.base_url("p") + "/chat/completions"
+
+
+def send(session: requests.Session, url: str, n: int = 0):
+    return stream_chat(session, url, body(n), HEADERS, 5.0, 10.0)
+
+
+def test_an_unknown_ca_fails_the_connection_and_sends_nothing(sims):
+    before = len(truth_lines(sims["tls"].truth_log))
+    with client_session() as session:
+        att = send(session, url_of(sims["tls"]))
+    assert att.error_kind == "connect" and "CERTIFICATE_VERIFY_FAILED" in att.error_detail, att.error_detail
+    assert att.http_status is None and not att.content
+    assert len(truth_lines(sims["tls"].truth_log)) == before  # no request reached the vendor
+
+
+def test_a_host_name_the_certificate_does_not_name_fails(sims, certificate):
+    """The certificate names IP 127.0.0.1 only: ``localhost`` is another name, even with its CA trusted."""
+    with client_session() as session:
+        session.verify = str(certificate[0])
+        att = send(session, url_of(sims["tls"]).replace("127.0.0.1", "localhost"))
+    assert att.error_kind == "connect" and "CERTIFICATE_VERIFY_FAILED" in att.error_detail, att.error_detail
+
+
+@pytest.mark.parametrize("how", ["environment", "session", "no verification"])
+def test_the_configured_ca_or_no_verification_is_trusted(sims, certificate, monkeypatch, how):
+    with client_session() as session:
+        if how == "environment":
+            monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(certificate[0]))
+        else:
+            session.verify = str(certificate[0]) if how == "session" else False
+        att = send(session, url_of(sims["tls"]))
+    assert att.ok and att.saw_done and att.content, (att.error_kind, att.error_detail)
+
+
+def test_what_is_read_over_tls_is_what_is_read_over_plain_tcp(sims, certificate):
+    """Attempt by attempt (the same requests to the same profile), on three kept-alive streams per transport."""
+    records = {}
+    for transport, sim in sims.items():
+        with client_session() as session:
+            session.verify = str(certificate[0])
+            records[transport] = [attempt_record(send(session, url_of(sim), n), True) for n in range(12)]
+    for plain, tls in zip(records["plain"], records["tls"], strict=True):
+        assert plain["status"] == "success", plain
+        assert untimed(tls) == untimed(plain)
+
+
+def test_a_kept_connection_carries_the_next_request_and_a_new_one_resumes_the_tls_session(sims, certificate):
+    if current["client"] != "lean":
+        pytest.skip("the lean client's own connections (requests keeps urllib3's)")
+    url = url_of(sims["tls"])
+    with default_session("lean") as first:
+        first.verify = str(certificate[0])
+        assert send(first, url, 1).ok
+        adapter = first.get_adapter(url)
+        assert isinstance(adapter, lean.LeanAdapter)
+        (conn,) = [c for conns in adapter.idle.values() for c in conns]
+        assert send(first, url, 2).ok
+        assert [c for conns in adapter.idle.values() for c in conns] == [conn]  # the same connection, reused
+    with default_session("lean") as second:  # a new session: a new connection, the kept TLS session resumed
+        second.verify = str(certificate[0])
+        assert send(second, url, 3).ok
+        (other,) = [c for conns in second.get_adapter(url).idle.values() for c in conns]
+    assert other is not conn and other.tls is not None and other.tls.session_reused
+
+
+def test_no_record_ever_holds_another_responses_bytes_over_tls(certificate):
+    """tests/test_connection_reuse.py over HTTPS: stray bytes, responses and closes on an idle TLS connection
+    (decrypted, or still ciphertext) never reach the next item."""
+    session = client_session()
+    session.verify = str(certificate[0])
+    assert each_record_holds_its_own_bytes(Vendor(server_context(*certificate)), session, 300) > 300
+
+
+def test_a_locust_run_over_tls_records_what_a_plain_run_records(certificate, tmp_path):
+    """The embedded simulator serving HTTPS (``AVV_SIM_TLS_CERT``/``_KEY``, as bench/measure.py --tls starts it),
+    its certificate trusted through ``REQUESTS_CA_BUNDLE``: records.csv equals the plain run's but for times."""
+    write_yaml(tmp_path / "sim.yaml", {"profiles": {"p": PROFILE}})
+    write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", ["p"], "p", p={"concurrency": 4}))
+    tls_env = {"AVV_SIM_TLS_CERT": str(certificate[0]), "AVV_SIM_TLS_KEY": str(certificate[1]),
+               "REQUESTS_CA_BUNDLE": str(certificate[0])}
+    frames = {}
+    for transport, extra in (("plain", {}), ("tls", tls_env)):
+        proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
+                           "--avv-samples", str(DEMO_SAMPLES), "--avv-out", transport, "--avv-run-id", "r",
+                           "--avv-retries", "0", "--avv-no-score"], cwd=tmp_path,
+                          env=clean_env(LOCUST_AVV_CLIENT=current["client"], **extra))
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        run_dir = only_run_dir(tmp_path / transport)
+        assert json.loads((run_dir / "run.json").read_text())["simulator"]["url"].startswith(
+            "https://" if transport == "tls" else "http://")
+        records = read_records(run_dir / "records.csv")
+        records = records.drop(columns=sorted(TIMING & set(records.columns)))
+        records["anomalies"] = records["anomalies"].map(untimed_anomalies).astype(records["anomalies"].dtype)
+        frames[transport] = records.sort_values(["sample_id", "repeat"]).reset_index(drop=True)
+    assert (frames["plain"]["status"] == "success").all()
+    assert frames["tls"].equals(frames["plain"]), frames["tls"].compare(frames["plain"])
