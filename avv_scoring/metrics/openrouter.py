@@ -53,9 +53,17 @@ def _validator(key: str, schema: Any) -> Any:
     return _VALIDATORS[key]
 
 
-def call_class(name: str, args: Any, parsed: bool, schemas: Mapping[str, tuple[str, Any]] | None) -> str | None:
+#: Draft 7 outcomes by (schema key, arguments as sent): the vendors of a run send many of the same calls, each
+#: validated once. A cache (it holds no run state), emptied when it holds :data:`_OUTCOMES_KEPT` of them.
+_OUTCOMES: dict[tuple[str, str], str | None] = {}
+_OUTCOMES_KEPT = 500_000
+
+
+def call_class(name: str, args: Any, parsed: bool, schemas: Mapping[str, tuple[str, Any]] | None,
+               raw: str | None = None) -> str | None:
     """The class of one call (module docstring): one of :data:`CLASSES`, :data:`LEFT_OUT`, or None (valid).
-    ``schemas``: the request's tools, name → (schema key, parameters); None when unknown."""
+    ``schemas``: the request's tools, name → (schema key, parameters); None when unknown. ``raw``: the arguments as
+    sent (``args`` parsed), when known: the outcome is remembered per (schema, raw)."""
     if not parsed:
         return INVALID_JSON
     if schemas is None:
@@ -69,10 +77,17 @@ def call_class(name: str, args: Any, parsed: bool, schemas: Mapping[str, tuple[s
     validator = _validator(key, parameters)
     if validator is None:
         return LEFT_OUT
+    if raw is not None and (key, raw) in _OUTCOMES:
+        return _OUTCOMES[(key, raw)]
     try:
-        return None if is_valid(validator, args) else SCHEMA_MISMATCH
+        outcome = None if is_valid(validator, args) else SCHEMA_MISMATCH
     except Exception:  # arguments nested deeper than the validator follows: they do not fit
-        return SCHEMA_MISMATCH
+        outcome = SCHEMA_MISMATCH
+    if raw is not None:
+        if len(_OUTCOMES) >= _OUTCOMES_KEPT:
+            _OUTCOMES.clear()
+        _OUTCOMES[(key, raw)] = outcome
+    return outcome
 
 
 def _features(rows: pd.DataFrame) -> pd.DataFrame:
@@ -114,7 +129,8 @@ def _row_classes(row_calls: Any, parse_error: bool, schemas: Any, toolset: int,
         for call in row_calls:
             key = (toolset, call.name, call.raw)
             if key not in memo:
-                memo[key] = call_class(call.name, call.args, call.parsed, schemas)
+                memo[key] = call_class(call.name, call.args, call.parsed, schemas,
+                                       call.raw if isinstance(call.raw, str) else None)
             found.append(memo[key])
     counted = [c for c in found if c != LEFT_OUT]
     return [*(counted.count(name) for name in CLASSES), len(counted), int(bool(counted)),
