@@ -289,99 +289,146 @@ def score_frame(
     irf_inputs = resolve_irf_metrics(irf_metrics)
     _check_frame(records)
     records = dedupe_latest(records)
-    warnings: list[str] = []
     if records.empty:
-        warnings.append("no records to score")
-        return ScoreResult(
-            pd.DataFrame(columns=list(SCORE_COLUMNS)),
-            pd.DataFrame(columns=list(REPEAT_COLUMNS)),
-            {},
-            thresholds,
-            tuple(warnings),
-            irf_metrics=irf_inputs,
-            stats=stats,
-            arg_normalise=arg_normalise,
-        )
-    if tools_by_sample is None:
-        warnings.append("no request tool definitions: schema accuracy not computed (pass --samples FILE)")
-    else:
-        unknown = sorted(distinct_text(records["sample_id"]) - set(tools_by_sample))
-        if unknown:
-            warnings.append(
-                f"{len(unknown)} sample id(s) not in the sample file, their tool calls are not "
-                f"checkable: {', '.join(unknown[:5])}{' …' if len(unknown) > 5 else ''}"
-            )
+        return ScoreResult(pd.DataFrame(columns=list(SCORE_COLUMNS)), pd.DataFrame(columns=list(REPEAT_COLUMNS)), {},
+                           thresholds, ("no records to score",), irf_metrics=irf_inputs, stats=stats,
+                           arg_normalise=arg_normalise)
+    warnings = _sample_file_warnings(records, tools_by_sample)
     baselines = resolve_baselines(records, baseline)
     conformance = conformance_table(records, probes or {}, baselines, billing.of)
+    records, conformance_only = _without_probes(records, probes, conformance)
+    records = _annotated(records, tools_by_sample, gold_by_sample, arg_normalise)
+    vendors = _score_vendors(records, baselines)
+    warnings += vendors.warnings
+    _add_model_metrics(vendors.rows, records, baselines, stats, irf_inputs, vendors.sums_of, vendors.evidence_of,
+                       conformance)
+    warnings += billing_warnings(vendors.rows, billing)
+    scores = pd.DataFrame(vendors.rows)
+    scores["irf"] = irf_scores(scores, list(irf_inputs))
+    judged = _judged_bounds(records, baselines, thresholds, gold_by_sample, sample_sets, conformance,
+                            conformance_only)
+    decisions = _decisions(scores, vendors.evidence_of, baselines, judged, stats)
+    for column, values in decision_columns(decisions, zip(scores["model"], scores["vendor"], strict=True)).items():
+        scores[column] = values
+    scores = _in_irf_order(scores, stats.irf_ties).reindex(columns=list(SCORE_COLUMNS))
+    by_repeat = pd.concat(vendors.repeat_frames, ignore_index=True).reindex(columns=list(REPEAT_COLUMNS))
+    return ScoreResult(scores, by_repeat, baselines, thresholds, tuple(warnings), irf_metrics=irf_inputs, stats=stats,
+                       client_load=_client_load(records),
+                       per_tool=_in_score_order(vendors.tool_rows, PER_TOOL_COLUMNS, scores),
+                       disagreements=_in_score_order(vendors.differing, DISAGREEMENT_COLUMNS, scores),
+                       records=records, arg_normalise=arg_normalise,
+                       not_judged={m: tuple(skipped) for m, (_, skipped) in judged.items() if skipped},
+                       conformance=conformance, billing=billing, decisions=Decisions(decisions))
+
+
+def _sample_file_warnings(records: pd.DataFrame, tools_by_sample: ToolsBySample | None) -> list[str]:
+    """What the reader must know about the sample file: none given (no schema accuracy), or sample ids of the
+    records it does not hold (their calls are not checkable)."""
+    if tools_by_sample is None:
+        return ["no request tool definitions: schema accuracy not computed (pass --samples FILE)"]
+    unknown = sorted(distinct_text(records["sample_id"]) - set(tools_by_sample))
+    if not unknown:
+        return []
+    return [f"{len(unknown)} sample id(s) not in the sample file, their tool calls are not "
+            f"checkable: {', '.join(unknown[:5])}{' …' if len(unknown) > 5 else ''}"]
+
+
+def _without_probes(records: pd.DataFrame, probes: Mapping[str, Probe] | None,
+                    conformance: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+    """The records every metric but conformance scores, and whether the run is conformance only: the probes' rows
+    are left out when rows of other samples are scored with them (the probes are no replay of the samples); a run
+    of probes alone keeps them."""
     probe_rows = records["sample_id"].astype(str).isin(set(probes or ())).to_numpy(dtype=bool)
     conformance_only = bool(probe_rows.all()) and not conformance.empty
-    if probe_rows.any() and not probe_rows.all():  # the probes are no replay of the samples
+    if probe_rows.any() and not probe_rows.all():
         records = records.loc[~probe_rows]
-    records = annotate_tool_calls(records, tools_by_sample, gold_by_sample, arg_normalise)
-    records = summarise_trajectories(records)  # one row per item: an agent task's first step + its summary
-    model_col = records["model"].astype(str)
-    vendor_col = records["vendor"].astype(str)
-    records[COMPARABLE_COL] = comparable_items(records, model_col, vendor_col)
+    return records, conformance_only
 
-    rows: list[dict[str, Any]] = []
-    repeat_frames: list[pd.DataFrame] = []
-    tool_rows: list[dict[str, Any]] = []
-    differing: list[dict[str, Any]] = []
-    groups = records.groupby([model_col, vendor_col], sort=False).groups
+
+def _annotated(records: pd.DataFrame, tools_by_sample: ToolsBySample | None, gold_by_sample: GoldBySample | None,
+               arg_normalise: ArgNormalisation) -> pd.DataFrame:
+    """The records every metric reads: tool calls annotated, one row per item (an agent task's first step with its
+    summary), and the comparable-item mark of cost and speed."""
+    records = annotate_tool_calls(records, tools_by_sample, gold_by_sample, arg_normalise)
+    records = summarise_trajectories(records)
+    records[COMPARABLE_COL] = comparable_items(records, records["model"].astype(str), records["vendor"].astype(str))
+    return records
+
+
+@dataclass
+class VendorScores:
+    """What :func:`_score_vendors` computed, vendor by vendor in first-seen order."""
+
+    #: One dict per (model, vendor): identity, every per-vendor metric, repeat summaries.
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    #: Per vendor, its per-repeat table (with its model and vendor).
+    repeat_frames: list[pd.DataFrame] = field(default_factory=list)
+    #: The per-tool breakdown rows and the items that differ from the baseline or gold.
+    tool_rows: list[dict[str, Any]] = field(default_factory=list)
+    differing: list[dict[str, Any]] = field(default_factory=list)
+    #: Model → vendor → its sums per sample id (the bootstrap's, from the same features as the point values).
+    sums_of: dict[str, dict[str, VendorSums]] = field(default_factory=dict)
+    #: What each decision's intervals rest on.
+    evidence_of: dict[tuple[str, str], dict[str, Evidence]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _score_vendors(records: pd.DataFrame, baselines: Mapping[str, str]) -> VendorScores:
+    """Every per-vendor metric, table and breakdown, one (model, vendor) at a time against its model's baseline."""
+    out = VendorScores()
+    groups = records.groupby([records["model"].astype(str), records["vendor"].astype(str)], sort=False).groups
     base_of: dict[str, pd.DataFrame] = {}  # each model's baseline rows, selected once
-    sums_of: dict[str, dict[str, VendorSums]] = {}  # model → vendor → its sums per sample id
-    evidence_of: dict[tuple[str, str], dict[str, Evidence]] = {}  # what the decision's intervals rest on
     for (model, vendor), index in groups.items():
-        vendor_rows = records.loc[index]
         base_name = baselines[model]
         if model not in base_of:
             base_of[model] = records.loc[groups[(model, base_name)]] if (model, base_name) in groups \
                 else records.iloc[0:0]
-        base_rows = base_of[model]
-        frames = FeatureFrames(vendor_rows, base_rows)
-        metrics, by_rep = vendor_tables(vendor_rows, base_rows, frames)
-        sums_of.setdefault(model, {})[vendor] = vendor_sums(frames)  # the bootstrap's, from the same features
-        evidence_of[(model, vendor)] = vendor_evidence(frames)
-        metrics.update(repeat_summary(by_rep))
-        run_ids = (
-            vendor_rows["run_id"].astype("object").dropna().unique().tolist()
-            if "run_id" in vendor_rows.columns
-            else []
-        )
-        rows.append(
-            {
-                "model": model,
-                "vendor": vendor,
-                "is_baseline": vendor == base_name,
-                "baseline": base_name,
-                "run_ids": ";".join(map(str, run_ids)),
-                **metrics,
-            }
-        )
-        repeat_frames.append(by_rep.assign(model=model, vendor=vendor))
-        tool_rows += [{"model": model, "vendor": vendor, **r} for r in per_tool(vendor_rows, base_rows)]
-        differing += disagreements(model, vendor, vendor_rows, base_rows, vendor == base_name)
-        differing += trajectory_disagreements(model, vendor, vendor_rows, base_rows, vendor == base_name)
-        if metrics["f1_unmatched"] and vendor != base_name:
-            warnings.append(
-                f"{model}/{vendor}: {metrics['f1_unmatched']} item(s) have no baseline item with the "
-                "same (sample_id, repeat); left out of F1"
-            )
-        if vendor == base_name and metrics["successes"] == 0:
-            warnings.append(
-                f"{model}: the baseline {vendor} has no successful item; F1 is missing for every vendor"
-            )
-        del vendor_rows, frames  # this vendor's copy and features go before the next vendor's are made (peak RSS)
+        # one vendor's rows and features at a time: they go before the next vendor's are made (peak RSS)
+        _score_vendor(out, model, vendor, records.loc[index], base_name, base_of[model])
+    return out
 
-    _add_model_metrics(rows, records, baselines, stats, irf_inputs, sums_of, evidence_of, conformance)
-    warnings += billing_warnings(rows, billing)
-    scores = pd.DataFrame(rows)
-    scores["irf"] = irf_scores(scores, list(irf_inputs))
+
+def _score_vendor(out: VendorScores, model: str, vendor: str, vendor_rows: pd.DataFrame, base_name: str,
+                  base_rows: pd.DataFrame) -> None:
+    """One vendor's metrics, per-repeat table, sums, evidence, breakdowns and warnings, added to ``out``."""
+    frames = FeatureFrames(vendor_rows, base_rows)
+    metrics, by_rep = vendor_tables(vendor_rows, base_rows, frames)
+    out.sums_of.setdefault(model, {})[vendor] = vendor_sums(frames)
+    out.evidence_of[(model, vendor)] = vendor_evidence(frames)
+    metrics.update(repeat_summary(by_rep))
+    run_ids = (vendor_rows["run_id"].astype("object").dropna().unique().tolist()
+               if "run_id" in vendor_rows.columns else [])
+    is_base = vendor == base_name
+    out.rows.append({"model": model, "vendor": vendor, "is_baseline": is_base, "baseline": base_name,
+                     "run_ids": ";".join(map(str, run_ids)), **metrics})
+    out.repeat_frames.append(by_rep.assign(model=model, vendor=vendor))
+    out.tool_rows += [{"model": model, "vendor": vendor, **r} for r in per_tool(vendor_rows, base_rows)]
+    out.differing += disagreements(model, vendor, vendor_rows, base_rows, is_base)
+    out.differing += trajectory_disagreements(model, vendor, vendor_rows, base_rows, is_base)
+    if metrics["f1_unmatched"] and not is_base:
+        out.warnings.append(f"{model}/{vendor}: {metrics['f1_unmatched']} item(s) have no baseline item with the "
+                            "same (sample_id, repeat); left out of F1")
+    if is_base and metrics["successes"] == 0:
+        out.warnings.append(f"{model}: the baseline {vendor} has no successful item; F1 is missing for every vendor")
+
+
+def _judged_bounds(records: pd.DataFrame, baselines: Mapping[str, str], thresholds: Thresholds,
+                   gold_by_sample: GoldBySample | None, sample_sets: Mapping[str, str] | None,
+                   conformance: pd.DataFrame, conformance_only: bool) -> dict[str, tuple[Thresholds, list[str]]]:
+    """Per model: the bounds its verdicts judge and those they skip (:func:`.verdict.judged_thresholds`), from what
+    its samples hold."""
+    model_col = records["model"].astype(str)
     conformance_models = set(conformance["model"].astype(str))
-    judged = {model: judged_thresholds(thresholds, sample_holds(
+    return {model: judged_thresholds(thresholds, sample_holds(
         rows_where(records, model_col == model), gold_by_sample, sample_sets)
         | ({"conformance"} if model in conformance_models else set())
         | ({CONFORMANCE_ONLY} if conformance_only else set())) for model in baselines}
+
+
+def _decisions(scores: pd.DataFrame, evidence_of: Mapping[tuple[str, str], Mapping[str, Evidence]],
+               baselines: Mapping[str, str], judged: Mapping[str, tuple[Thresholds, Any]],
+               stats: StatsSettings) -> dict[tuple[str, str], VendorDecision]:
+    """Each vendor's decision on its model's judged bounds (margins against the baseline's row and evidence)."""
     by_key = {(row["model"], row["vendor"]): row for row in frame_records(scores)}
 
     def baseline_of(model: str, vendor: str) -> tuple[Mapping[str, Any], Mapping[str, Evidence]] | None:
@@ -390,29 +437,21 @@ def score_frame(
         return None if vendor == base or (model, base) not in by_key else (by_key[(model, base)],
                                                                           evidence_of[(model, base)])
 
-    decisions = {key: decide(row, evidence_of[key], judged[key[0]][0], stats.verdict, stats.level, stats.alpha,
-                             baseline_of(*key)) for key, row in by_key.items()}
-    summary = decision_columns(decisions, zip(scores["model"], scores["vendor"], strict=True))
-    for column, values in summary.items():
-        scores[column] = values
+    return {key: decide(row, evidence_of[key], judged[key[0]][0], stats.verdict, stats.level, stats.alpha,
+                        baseline_of(*key)) for key, row in by_key.items()}
+
+
+def _in_irf_order(scores: pd.DataFrame, irf_ties: str) -> pd.DataFrame:
+    """``scores`` by model (first-seen order), then IRF (best first; ``--irf-ties statistical``: the IRF with
+    statistical ties first, then the published IRF), then vendor."""
     model_order = {m: i for i, m in enumerate(dict.fromkeys(scores["model"]))}
-    # --irf-ties statistical orders the vendors by the IRF with statistical ties (then the published IRF)
-    by = ["_m", "irf_statistical", "irf", "vendor"] if stats.irf_ties == "statistical" else ["_m", "irf", "vendor"]
-    scores = (
+    by = ["_m", "irf_statistical", "irf", "vendor"] if irf_ties == "statistical" else ["_m", "irf", "vendor"]
+    return (
         scores.assign(_m=scores["model"].map(model_order))
         .sort_values(by, ascending=[True] + [False] * (len(by) - 2) + [True], kind="stable", na_position="last")
         .drop(columns="_m")
         .reset_index(drop=True)
     )
-    scores = scores.reindex(columns=list(SCORE_COLUMNS))
-    by_repeat = pd.concat(repeat_frames, ignore_index=True).reindex(columns=list(REPEAT_COLUMNS))
-    return ScoreResult(scores, by_repeat, baselines, thresholds, tuple(warnings), irf_metrics=irf_inputs, stats=stats,
-                       client_load=_client_load(records),
-                       per_tool=_in_score_order(tool_rows, PER_TOOL_COLUMNS, scores),
-                       disagreements=_in_score_order(differing, DISAGREEMENT_COLUMNS, scores), records=records,
-                       arg_normalise=arg_normalise,
-                       not_judged={m: tuple(skipped) for m, (_, skipped) in judged.items() if skipped},
-                       conformance=conformance, billing=billing, decisions=Decisions(decisions))
 
 
 def decision_columns(decisions: Mapping[tuple[str, str], VendorDecision],

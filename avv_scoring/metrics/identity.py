@@ -41,6 +41,7 @@ from avv_scoring.stats.identity import (
     alike_share,
     answer_codes,
     answer_lengths,
+    distinct_row_codes,
     encode_text,
     halves,
     testable_prompts,
@@ -75,6 +76,10 @@ DECLARATIONS: tuple[Metric, ...] = (
 )
 
 
+#: The columns :func:`answers_of` and :func:`_time_order` read.
+_READ = ("sample_id", "repeat", "started_at", "content", "finish_reason", CALLED, CALLS, SIG_TOOLS, SIG_CALLS)
+
+
 def _codes(values: pd.Series) -> np.ndarray:
     """One integer per distinct value (a missing value included), for object cells such as call signatures."""
     try:
@@ -107,7 +112,11 @@ def answers_of(rows: pd.DataFrame) -> Answers:
         if len(rows) else np.zeros((0, 4), np.int64)
     prompt, _ = pd.factorize(rows["sample_id"].astype("string").fillna(""))
     lengths = answer_lengths(content.str.len().to_numpy(dtype=np.float64), _argument_chars(rows))
-    return Answers(prompt.astype(np.int64), encode_text(content.tolist()), labels, lengths)
+    # each distinct content encoded once (answers repeat: calls without content, cached answers)
+    content_code, contents = pd.factorize(content.to_numpy(dtype=object))
+    encoded = encode_text(list(contents))
+    text_code = distinct_row_codes(encoded)  # contents alike in their first characters: one code
+    return Answers(prompt.astype(np.int64), encoded[content_code], labels, lengths, text_code[content_code])
 
 
 def _temperatures(rows: pd.DataFrame) -> np.ndarray:
@@ -161,14 +170,16 @@ def identity(model_table: ModelTable) -> dict[str, Columns]:
     ok = is_success(rows).to_numpy(dtype=bool)
     temperature = _temperatures(rows)
     kept = np.flatnonzero(ok & ~(temperature == 0))  # an empty temperature is the vendor's default: kept
-    answers = answers_of(rows.iloc[kept])
+    # the columns the answers and their time order are read from: a copy of these, not of every column
+    kept_rows = rows[[c for c in _READ if c in rows.columns]].iloc[kept]
+    answers = answers_of(kept_rows)
     vendor_of = rows["vendor"].astype(str).to_numpy()
     prompt_of, _ = pd.factorize(rows["sample_id"].astype("string").fillna(""))
     alpha, seed = table.settings.alpha, table.settings.seed
     base = vendor_of[kept] == table.baseline
     written = answers.text[:, 0] != PAD  # answers with content: calls with fixed arguments are alike at any temperature
     codes = answer_codes(answers)
-    self_p = _baseline_halves(answers, base, _time_order(rows.iloc[kept]), seed)
+    self_p = _baseline_halves(answers, base, _time_order(kept_rows), seed)
     out: dict[str, Columns] = {}
     for vendor in vendors:
         mine = vendor_of[kept] == vendor

@@ -31,6 +31,7 @@ from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.calls import CALLS, SCHEMAS, TC_PARSE_ERROR
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.registry import produces
+from avv_scoring.metrics.row_codes import first_rows, row_codes
 
 INVALID_JSON, UNKNOWN_TOOL, SCHEMA_MISMATCH = "invalid_json", "unknown_tool", "schema_mismatch"
 #: The classes, in the order they are checked.
@@ -52,9 +53,17 @@ def _validator(key: str, schema: Any) -> Any:
     return _VALIDATORS[key]
 
 
-def call_class(name: str, args: Any, parsed: bool, schemas: Mapping[str, tuple[str, Any]] | None) -> str | None:
+#: Draft 7 outcomes by (schema key, arguments as sent): the vendors of a run send many of the same calls, each
+#: validated once. A cache (it holds no run state), emptied when it holds :data:`_OUTCOMES_KEPT` of them.
+_OUTCOMES: dict[tuple[str, str], str | None] = {}
+_OUTCOMES_KEPT = 500_000
+
+
+def call_class(name: str, args: Any, parsed: bool, schemas: Mapping[str, tuple[str, Any]] | None,
+               raw: str | None = None) -> str | None:
     """The class of one call (module docstring): one of :data:`CLASSES`, :data:`LEFT_OUT`, or None (valid).
-    ``schemas``: the request's tools, name → (schema key, parameters); None when unknown."""
+    ``schemas``: the request's tools, name → (schema key, parameters); None when unknown. ``raw``: the arguments as
+    sent (``args`` parsed), when known: the outcome is remembered per (schema, raw)."""
     if not parsed:
         return INVALID_JSON
     if schemas is None:
@@ -68,10 +77,17 @@ def call_class(name: str, args: Any, parsed: bool, schemas: Mapping[str, tuple[s
     validator = _validator(key, parameters)
     if validator is None:
         return LEFT_OUT
+    if raw is not None and (key, raw) in _OUTCOMES:
+        return _OUTCOMES[(key, raw)]
     try:
-        return None if is_valid(validator, args) else SCHEMA_MISMATCH
+        outcome = None if is_valid(validator, args) else SCHEMA_MISMATCH
     except Exception:  # arguments nested deeper than the validator follows: they do not fit
-        return SCHEMA_MISMATCH
+        outcome = SCHEMA_MISMATCH
+    if raw is not None:
+        if len(_OUTCOMES) >= _OUTCOMES_KEPT:
+            _OUTCOMES.clear()
+        _OUTCOMES[(key, raw)] = outcome
+    return outcome
 
 
 def _features(rows: pd.DataFrame) -> pd.DataFrame:
@@ -80,25 +96,45 @@ def _features(rows: pd.DataFrame) -> pd.DataFrame:
     schemas = rows[SCHEMAS].to_numpy(dtype=object)
     parse_error = rows[TC_PARSE_ERROR].to_numpy(dtype=bool)
     out = np.zeros((len(rows), len(CLASSES) + 3), dtype=np.int64)  # classes, counted calls, requests, failed
-    memo: dict[tuple[int, str, str], str | None] = {}
-    for i in np.flatnonzero(ok):
-        row_calls = calls[i] or []
-        if parse_error[i]:
-            found: list[str | None] = [INVALID_JSON] * max(1, len(row_calls))
-        else:
-            found = []
-            for call in row_calls:
-                key = (id(schemas[i]), call.name, call.raw)
-                if key not in memo:
-                    memo[key] = call_class(call.name, call.args, call.parsed, schemas[i])
-                found.append(memo[key])
-        counted = [c for c in found if c != LEFT_OUT]
-        for j, name in enumerate(CLASSES):
-            out[i, j] = counted.count(name)
-        out[i, len(CLASSES)] = len(counted)
-        out[i, len(CLASSES) + 1] = int(bool(counted))
-        out[i, len(CLASSES) + 2] = int(any(c is not None for c in counted))
+    at = np.flatnonzero(ok)
+    if len(at):
+        # annotate_calls hands every row with the same (tool set, cell) the same calls list: rows with the same list,
+        # tool set and parse flag have the same classes, so each distinct one is classified once
+        schema_codes = row_codes(np.fromiter(map(id, schemas[at]), dtype=np.int64, count=len(at)))
+        toolsets: dict[Any, int] = {}
+        toolset = np.array([toolsets.setdefault(_toolset_key(schemas[at[i]]), len(toolsets))
+                            for i in first_rows(schema_codes)], dtype=np.int64)[schema_codes]
+        combos = row_codes(np.fromiter(map(id, calls[at]), dtype=np.int64, count=len(at)), toolset, parse_error[at])
+        memo: dict[tuple[int, str, str], str | None] = {}
+        classes = np.array([_row_classes(calls[at[i]], bool(parse_error[at[i]]), schemas[at[i]], toolset[i], memo)
+                            for i in first_rows(combos)], dtype=np.int64).reshape(-1, out.shape[1])
+        out[at] = classes[combos]
     return pd.DataFrame(out, index=rows.index, columns=[*CLASSES, "calls", "requests", "failed_requests"])
+
+
+def _toolset_key(schemas: Mapping[str, tuple[str, Any]] | None) -> Any:
+    """Equal for requests whose tools have the same names and schema keys (the classes of a call depend on no more)."""
+    return None if schemas is None else tuple(sorted((name, entry[0]) for name, entry in schemas.items()))
+
+
+def _row_classes(row_calls: Any, parse_error: bool, schemas: Any, toolset: int,
+                 memo: dict[tuple[int, str, str], str | None]) -> list[int]:
+    """One successful row's features: the count of each class, its counted calls, whether it is a counted request
+    and whether it failed."""
+    row_calls = row_calls or []
+    if parse_error:
+        found: list[str | None] = [INVALID_JSON] * max(1, len(row_calls))
+    else:
+        found = []
+        for call in row_calls:
+            key = (toolset, call.name, call.raw)
+            if key not in memo:
+                memo[key] = call_class(call.name, call.args, call.parsed, schemas,
+                                       call.raw if isinstance(call.raw, str) else None)
+            found.append(memo[key])
+    counted = [c for c in found if c != LEFT_OUT]
+    return [*(counted.count(name) for name in CLASSES), len(counted), int(bool(counted)),
+            int(any(c is not None for c in counted))]
 
 
 @produces(

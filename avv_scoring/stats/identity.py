@@ -83,11 +83,14 @@ class Answers:
     text: np.ndarray  # (A, TEXT_CHARS) uint16: the first UTF-16 code units (characters), padded with PAD
     labels: np.ndarray  # (A, len(LABEL_PARTS)) int64: one code per label part (equal codes = equal parts)
     log_length: np.ndarray  # (A,) float64: ln(1 + characters of the content and the calls' arguments)
+    #: (A,) int64: equal codes exactly for equal ``text`` rows (the kernel compares each pair of distinct texts
+    #: once); None: worked out from ``text`` when needed (:func:`text_codes`).
+    text_code: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.prompt)
         if self.text.shape != (n, TEXT_CHARS) or self.labels.shape != (n, len(LABEL_PARTS)) \
-                or self.log_length.shape != (n,):
+                or self.log_length.shape != (n,) or (self.text_code is not None and self.text_code.shape != (n,)):
             raise ValueError("Answers: every array needs one row per answer")
 
     def __len__(self) -> int:
@@ -95,7 +98,29 @@ class Answers:
 
     def take(self, index: np.ndarray) -> Answers:
         """The answers at ``index`` (an integer or boolean index)."""
-        return Answers(self.prompt[index], self.text[index], self.labels[index], self.log_length[index])
+        return Answers(self.prompt[index], self.text[index], self.labels[index], self.log_length[index],
+                       None if self.text_code is None else self.text_code[index])
+
+    def text_codes(self) -> np.ndarray:
+        """(A,) int64: ``text_code``, or one code per distinct ``text`` row (first appearance first) without it."""
+        return self.text_code if self.text_code is not None else distinct_row_codes(self.text)
+
+
+def distinct_row_codes(array: np.ndarray) -> np.ndarray:
+    """(A,) int64: one code per distinct row of a 2-d array, in order of first appearance."""
+    if not len(array):
+        return np.zeros(0, dtype=np.int64)
+    rows = np.ascontiguousarray(array).view(np.uint8).reshape(len(array), -1)
+    return pd.factorize(pd.Series([row.tobytes() for row in rows], dtype=object))[0].astype(np.int64)
+
+
+def _combined_codes(*columns: np.ndarray) -> np.ndarray:
+    """(A,) int64: one code per distinct combination of the columns' values, in order of first appearance."""
+    codes, _ = pd.factorize(columns[0])
+    for values in columns[1:]:
+        more, uniques = pd.factorize(values)
+        codes, _ = pd.factorize(codes.astype(np.int64) * len(uniques) + more)  # < A²: one integer per pair
+    return codes.astype(np.int64)
 
 
 def encode_text(texts: Sequence[str], chars: int = TEXT_CHARS) -> np.ndarray:
@@ -103,7 +128,7 @@ def encode_text(texts: Sequence[str], chars: int = TEXT_CHARS) -> np.ndarray:
     outside the Basic Multilingual Plane (an emoji) taking two — padded with :data:`PAD`."""
     if not len(texts):
         return np.zeros((0, chars), dtype=np.uint16)
-    pad = chr(PAD)
+    pad = chr(PAD)  # each text is encoded on its own: equal texts give equal rows, wherever they are
     joined = "".join(text[:chars].ljust(chars, pad) for text in texts).encode("utf-16-le")
     if len(joined) == 2 * chars * len(texts):  # every character one code unit: one encode for all of them
         return np.frombuffer(joined, dtype=np.uint16).reshape(len(texts), chars).copy()
@@ -176,18 +201,36 @@ def kernel(answers: Answers, slots: np.ndarray) -> np.ndarray:
     exact in float32 (c ≤ :data:`_FLOAT32_SLOTS`), so two labellings with the same sums tie exactly."""
     prompts, width = slots.shape
     out = np.zeros((prompts, width, width), dtype=np.float32)
+    codes = answers.text_codes()
+    texts = answers.text[_first_rows(codes)]  # the text of each code
     step = max(1, _CHUNK_CELLS // max(1, width * width * TEXT_CHARS))
     for lo in range(0, prompts, step):
         at = slots[lo:lo + step]
-        text = answers.text[at]  # (c, N, L)
         labels = answers.labels[at].astype(np.int32)  # (c, N, C): codes below 2³¹ (one per answer at most)
         length = answers.log_length[at]  # (c, N)
-        total = (text[:, :, None, :] == text[:, None, :, :]).sum(axis=-1, dtype=np.uint8) / TEXT_CHARS
+        total = _same_characters(codes[at], texts) / TEXT_CHARS
         total += (labels[:, :, None, :] == labels[:, None, :, :]).sum(axis=-1, dtype=np.uint8)
         total += np.exp(-np.abs(length[:, :, None] - length[:, None, :]))
         out[lo:lo + step] = np.round(total * (_QUANTUM / len(PARTS))) / _QUANTUM
     out[:, np.arange(width), np.arange(width)] = 0.0
     return out
+
+
+def _first_rows(codes: np.ndarray) -> np.ndarray:
+    """Per code 0 … max, the position of its first row."""
+    firsts = np.full(int(codes.max(initial=-1)) + 1, -1, dtype=np.int64)
+    firsts[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # the last write per code is its first row
+    return firsts
+
+
+def _same_characters(codes: np.ndarray, texts: np.ndarray) -> np.ndarray:
+    """(c, N, N) uint8: the positions holding the same character in each pair of the answers with text ``codes``
+    (c, N) — counted once per distinct pair of texts (answers repeat: a cached answer, calls without content)."""
+    low = np.minimum(codes[:, :, None], codes[:, None, :])
+    high = np.maximum(codes[:, :, None], codes[:, None, :])
+    pairs, pair_of = np.unique(low * len(texts) + high, return_inverse=True)
+    same = (texts[pairs // len(texts)] == texts[pairs % len(texts)]).sum(axis=-1, dtype=np.uint8)
+    return same[pair_of.reshape(low.shape)]
 
 
 @functools.lru_cache(maxsize=64)
@@ -329,11 +372,8 @@ def answer_codes(answers: Answers) -> np.ndarray:
     text units, labels and length as bytes, factorized)."""
     if not len(answers):
         return np.zeros(0, dtype=np.int64)
-    parts = np.concatenate([answers.text.view(np.uint8).reshape(len(answers), -1),
-                            answers.labels.astype(np.int64).view(np.uint8).reshape(len(answers), -1),
-                            np.round(answers.log_length * 1e6).astype(np.int64).view(np.uint8)
-                            .reshape(len(answers), 8)], axis=1)
-    return pd.factorize(pd.Series([row.tobytes() for row in parts], dtype=object))[0].astype(np.int64)
+    return _combined_codes(answers.text_codes(), *answers.labels.astype(np.int64).T,
+                           np.round(answers.log_length * 1e6).astype(np.int64))
 
 
 def alike_share(prompt: np.ndarray, codes: np.ndarray) -> tuple[float, int]:
@@ -353,5 +393,5 @@ def alike_share(prompt: np.ndarray, codes: np.ndarray) -> tuple[float, int]:
 
 
 __all__ = ["LABEL_PARTS", "MIN_ANSWERS", "PAD", "PARTS", "PERMUTATIONS", "STOP_AFTER", "TEXT_CHARS", "Answers",
-           "Outcome", "alike_share", "answer_codes", "answer_lengths", "encode_text", "halves", "kernel",
-           "permutation_sd", "side_counts", "testable_prompts", "two_sample_test"]
+           "Outcome", "alike_share", "answer_codes", "answer_lengths", "distinct_row_codes", "encode_text", "halves",
+           "kernel", "permutation_sd", "side_counts", "testable_prompts", "two_sample_test"]
