@@ -151,7 +151,7 @@ class _LimitedCodeGenerator(CodeGenerator):
         super().visit_Template(node, frame)
 
 
-def _budget_filter(method: str, value: nodes.Expr) -> nodes.Filter:
+def _budget_filter(method: str, value: nodes.Node) -> nodes.Filter:
     """``value | __avv_<method>`` as a tree node: the rendering's ``_Budget.<method>(value)``."""
     return nodes.Filter(value, f"__avv_{method}", [], [], None, None)
 
@@ -362,8 +362,8 @@ def _templates_of(config: dict[str, Any], path: Path) -> dict[str, str]:
     if isinstance(value, str) and value.strip():
         return {"default": value}
     if isinstance(value, list):
-        named = {t.get("name"): t.get("template") for t in value if isinstance(t, dict)}
-        named = {str(k): v for k, v in named.items() if k and isinstance(v, str)}
+        pairs = {t.get("name"): t.get("template") for t in value if isinstance(t, dict)}
+        named = {str(k): v for k, v in pairs.items() if k and isinstance(v, str)}
         if named:
             return named
     raise InputError(f"{path}: has no chat_template")

@@ -174,7 +174,7 @@ def convert(folder: str, categories: Sequence[str], per_category: int | None = N
     out = Conversion()
     for category in categories:
         questions = [obj for _, obj in _read_jsonl(os.path.join(folder, f"BFCL_v4_{category}.json"))]
-        answers: dict[str, list[Any]] | None = None
+        answers: dict[str, list[Any] | None] | None = None
         if category not in NO_CALL_CATEGORIES | ANY_CALL_CATEGORIES:
             path = os.path.join(folder, "possible_answer", f"BFCL_v4_{category}.json")
             if not os.path.isfile(path):

@@ -302,8 +302,8 @@ def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_
         if not baselines:
             problems.add(f"{shown}.vendors", "no vendor has is_baseline: true (exactly one is needed)")
         elif len(baselines) > 1:
-            names = ", ".join(map(printable_name, baselines))
-            problems.add(f"{shown}.vendors", f"several baselines ({names}); exactly one is needed")
+            listed = ", ".join(map(printable_name, baselines))
+            problems.add(f"{shown}.vendors", f"several baselines ({listed}); exactly one is needed")
         vendors.extend(parsed)
     currencies = {v.price.currency: v for v in reversed(vendors) if v.price is not None}
     if len(currencies) > 1:  # costs are summed and compared across vendors: one currency

@@ -223,6 +223,7 @@ class RunShape(locust.LoadTestShape):
     use_common_options = True  # we read --run-time ourselves (Locust ignores it for shapes)
 
     def tick(self) -> tuple | None:
+        assert self.runner is not None  # Locust sets the shape's runner before its first tick
         return controller_of(self.runner.environment).next_load(self.get_run_time()).as_tick()
 
 

@@ -166,7 +166,7 @@ def install_web_ui(environment: Any, ctl: Any, *, interval_s: float | None = Non
 
     guard_web_ui(app, ctl.options.cors_origins)  # undoes Locust's CORS(app) for every origin not allow-listed
 
-    board = LiveBoard(ctl, **({"interval_s": interval_s} if interval_s is not None else {}))
+    board = LiveBoard(ctl) if interval_s is None else LiveBoard(ctl, interval_s=interval_s)
     ctl.live = board
     exporter = exporter_for(ctl)
     stress = ctl.options.is_stress
