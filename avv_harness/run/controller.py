@@ -52,7 +52,7 @@ from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.run.preflight import Preflight, run_preflight, targets_of
 from avv_harness.run.record_event import EVENT_NAME, RecordsCsv
 from avv_harness.run.state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_SCORING, EXIT_WRITE, RunState
-from avv_harness.wire.execute import ExecContext
+from avv_harness.wire.execute import ExecContext, ItemRun
 from avv_harness.wire.lean import LeanAdapter
 from avv_harness.wire.requests_transport import StrictAdapter
 from avv_harness.wire.run_item import run_item_safely
@@ -294,8 +294,8 @@ class RunController:
         """Run one item and return its records (redacted): one row, or one per step of an agent task
         (:mod:`avv_harness.wire.run_item`). Never raises for the item's own failures; only ``GreenletExit`` (the
         user is stopped) propagates, and then the caller gives the item back."""
-        records = run_item_safely(session, self.vendors[class_name], self.vendor_url(class_name), item, self.exec,
-                                  sleep=gevent.sleep, on_attempt=on_attempt)
+        records = run_item_safely(ItemRun(session, self.vendors[class_name], self.vendor_url(class_name), item,
+                                          self.exec, sleep=gevent.sleep, on_attempt=on_attempt))
         for record in records:
             self._stamp_client_load(record)
         return [self.redact.record(r) for r in records]

@@ -43,8 +43,8 @@ from avv_harness.wire.faults import RETRYABLE
 from avv_harness.wire.headers import basic_auth, merge_headers
 from avv_harness.wire.stream import stream_chat
 
-__all__ = ["RETRYABLE", "ExecContext", "ItemOutcome", "RetryPolicy", "attempt_record", "build_body", "build_headers",
-           "build_request", "check_requests", "endpoint_url", "execute_item", "item_identity"]
+__all__ = ["RETRYABLE", "ExecContext", "ItemOutcome", "ItemRun", "RetryPolicy", "attempt_record", "build_body",
+           "build_headers", "build_request", "check_requests", "endpoint_url", "execute_item", "item_identity"]
 
 
 @dataclass(frozen=True)
@@ -339,23 +339,32 @@ def item_identity(item: WorkItem, ctx: ExecContext, started_at: str, vendor: Ven
     return out
 
 
-def execute_item(
-    session: requests.Session,
-    vendor: Vendor,
-    url: str,
-    item: WorkItem,
-    ctx: ExecContext,
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-    on_attempt: Callable[[Attempt], None] | None = None,
-    rng: random.Random | None = None,
-    step: int | None = None,
-    request: tuple[str, dict[str, Any]] | None = None,
-) -> ItemOutcome:
+@dataclass(frozen=True)
+class ItemRun:
+    """An item to run: the item, the vendor it goes to (its config and resolved ``url``), the user's HTTP
+    ``session``, how this process runs items (``ctx``), and the injected ``sleep`` (between retries), ``rng``
+    (their jitter; None: a fresh one per request) and ``on_attempt`` (each attempt as it ends). The three wire
+    paths take it: :func:`execute_item` (one request), :func:`avv_harness.wire.agent_loop.run_trajectory` (an
+    agent task) and :func:`avv_harness.wire.run_item.run_item_safely` (either, with no exception escaping)."""
+
+    session: requests.Session
+    vendor: Vendor
+    url: str
+    item: WorkItem
+    ctx: ExecContext
+    sleep: Callable[[float], None] = time.sleep
+    on_attempt: Callable[[Attempt], None] | None = None
+    rng: random.Random | None = None
+
+
+def execute_item(run: ItemRun, *, step: int | None = None,
+                 request: tuple[str, dict[str, Any]] | None = None) -> ItemOutcome:
     """Run one item to completion (retries inside) and return its record. ``step`` = the agent step this request
     is (:mod:`avv_harness.wire.agent_loop`): it is part of the ``X-AVV-Item`` tag and the record's ``step``;
     ``request`` = the (path, body) :func:`build_request` made for it, when the caller built it already."""
-    rng = rng or random.Random()
+    session, vendor, url, item, ctx = run.session, run.vendor, run.url, run.item, run.ctx
+    sleep, on_attempt = run.sleep, run.on_attempt
+    rng = run.rng or random.Random()
     policy = ctx.policy
     wire = vendor.dialect.format
     path, request_body = request if request is not None else build_request(item.sample, vendor, ctx.overrides)
