@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
+
+from locust.env import Environment
+from locust.rpc.protocol import Message
+from locust.runners import Runner
 
 from avv_core.items import ItemKey, VendorId, WorkItem
+from avv_core.json_types import JSONObject
 from avv_core.records import Record
+from avv_harness.run.intake import RecordIntake
 from avv_harness.run.node_identity import NodeIdentity
 
 log = logging.getLogger("avv")
@@ -29,11 +35,11 @@ MAX_ITEMS_PER_MESSAGE = 200
 MAX_ASKS_PER_LOST = 1000
 
 
-def guarded(handler: Callable[[Any, Any], None]) -> Callable[..., None]:
+def guarded(handler: Callable[[Environment, Message], None]) -> Callable[..., None]:
     """A message handler that logs what it cannot read instead of raising (Locust would log a traceback and
     the message's effect would be lost)."""
 
-    def run(environment: Any, msg: Any, **_: Any) -> None:
+    def run(environment: Environment, msg: Message, **_: object) -> None:
         try:
             handler(environment, msg)
         except Exception as exc:
@@ -59,14 +65,11 @@ class ItemHost(Protocol):
 
     def vendor_closed(self, vendor: VendorId) -> bool: ...
 
-    def store(self, key: ItemKey, records: list[Record]) -> bool: ...
-
-    def store_from(self, taker: str, key: ItemKey, records: list[Record]) -> tuple[str, str]: ...
-
-    def refuse_record(self, worker: str, key: ItemKey | None, reason: str, detail: str,
-                      taker: str | None = None) -> None: ...
-
-    def note_refused_worker(self, worker: str, reason: str) -> None: ...
+    @property
+    def intake(self) -> RecordIntake:
+        """Records in: the rows of an item of this process (``store``) or of a worker (``store_from``), refused
+        records and workers (``refuse_record``, ``note_refused_worker``)."""
+        ...
 
     def takers(self) -> set[str]: ...
 
@@ -74,9 +77,9 @@ class ItemHost(Protocol):
 
     def identity(self) -> NodeIdentity: ...
 
-    def worker_context(self) -> dict[str, Any]: ...
+    def worker_context(self) -> JSONObject: ...
 
-    def apply_worker_context(self, context: dict[str, Any]) -> None: ...
+    def apply_worker_context(self, context: JSONObject) -> None: ...
 
 
 class Role:
@@ -86,7 +89,7 @@ class Role:
     runs_users: ClassVar[bool]  # its process runs Locust users (and watches its own event-loop lag)
     holds_ledger: ClassVar[bool]  # the ledger, the run folder and the records are in its process
 
-    def __init__(self, host: ItemHost, runner: Any):
+    def __init__(self, host: ItemHost, runner: Runner | None):
         self.host = host
         self.runner = runner
 
@@ -129,7 +132,7 @@ class LocalRole(Role):
         self.host.release_item(item.key)
 
     def submit(self, item: WorkItem, records: list[Record]) -> None:
-        self.host.store(item.key, records)
+        self.host.intake.store(item.key, records)
 
     def closed(self, class_name: str) -> bool:
         return self.host.vendor_closed(self.host.vendor_id(class_name))

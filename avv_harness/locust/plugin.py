@@ -20,14 +20,15 @@ import gevent
 import greenlet
 import locust
 from locust import User, constant, events, task
+from locust.env import Environment
 from locust.exception import StopUser
 
 from avv_core.errors import InputError
 from avv_harness.inputs.config import SIM_PLACEHOLDER, Vendor, load_config
-from avv_harness.inputs.secrets import redact_url
+from avv_harness.inputs.secrets import Redactor, redact_url
 from avv_harness.locust.output import LocustOutput, install_log_filter
 from avv_harness.run import options as avv_options
-from avv_harness.run.controller import EXIT_INPUT, controller_of, install
+from avv_harness.run.controller import EXIT_INPUT, RunController, controller_of, install
 from avv_harness.run.lifecycle import RunLifecycle
 from avv_harness.wire.attempt import Attempt
 
@@ -43,7 +44,7 @@ def add_arguments(parser: Any) -> None:
 
 
 @events.init.add_listener
-def _on_init(environment: Any, **_: Any) -> None:
+def _on_init(environment: Environment, **_: object) -> None:
     if not any(getattr(cls, "avv_vendor_id", None) for cls in environment.user_classes):
         return  # another locustfile
     _cache_locust_default_args()
@@ -67,7 +68,7 @@ def _on_init(environment: Any, **_: Any) -> None:
         sys.exit(1)
 
 
-def attach_locust_output(ctl: Any, output: LocustOutput) -> None:
+def attach_locust_output(ctl: RunController, output: LocustOutput) -> None:
     """What the run's lifecycle asks of Locust's output: failed attempts for the progress line, Locust's final tables
     before the decision block, and nothing of Locust's after it (:mod:`avv_harness.locust.output`)."""
     ctl.lifecycle.failed_attempts = output.failed_attempts
@@ -118,9 +119,9 @@ class VendorUser(User):
     def run_item(self) -> None:
         ctl = controller_of(self.environment)
         name = type(self).__name__
-        item = ctl.next_item(name)
+        item = ctl.role.next_item(name)
         if item is None:
-            if ctl.vendor_done(name):  # --avv-settle: its verdict is settled, nothing of it is left
+            if ctl.role.closed(name):  # --avv-settle: its verdict is settled, nothing of it is left
                 raise StopUser()
             gevent.sleep(0.25)
             return
@@ -128,12 +129,12 @@ class VendorUser(User):
             records = ctl.run_item(self.session, name, item, lambda att: _request_events(self.environment, name,
                                                                                            att, ctl.redact))
         except BaseException:  # the user is stopped (GreenletExit): the item goes back, unrecorded
-            ctl.give_back(item)
+            ctl.role.give_back(item)
             raise
-        ctl.submit(item, records)
+        ctl.role.submit(item, records)
 
 
-def _request_events(environment: Any, name: str, att: Attempt, redact: Any) -> None:
+def _request_events(environment: Environment, name: str, att: Attempt, redact: Redactor) -> None:
     """Locust stats, per attempt (retries are attempts of their own, so Locust's ``# fails`` counts failed attempts;
     avv's items failed are what is left after the retries): the whole request as an ``attempt`` entry (response time
     = end-to-end latency) and TTFT as its own entry."""
