@@ -29,9 +29,9 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from avv_core.api_formats import ConversionError
+from avv_core.json_types import JSONObject
 from avv_core.records import Record
 from avv_core.samples import Sample
 from avv_harness.wire.attempt import Attempt
@@ -40,7 +40,7 @@ from avv_harness.wire.execute import ItemRun, build_request, execute_item
 log = logging.getLogger("avv")
 
 
-def assistant_turn(final: Attempt, calls: list[dict[str, str]], step: int) -> dict[str, Any]:
+def assistant_turn(final: Attempt, calls: list[dict[str, str]], step: int) -> JSONObject:
     """The assistant message of a reply with tool calls, as the next request carries it."""
     content = "".join(final.content)
     return {"role": "assistant", "content": content or None, "tool_calls": [
