@@ -203,6 +203,11 @@ class RunController:
             raise TypeError(f"the view kept for {kind.__name__} is a {type(found).__name__}")
         return found
 
+    def kept_view(self, kind: type[V]) -> V | None:
+        """The view of ``kind`` made so far (:meth:`view`), None when there is none."""
+        found = self._views.get(kind)
+        return found if isinstance(found, kind) else None
+
     # ---------------------------------------------------------------------------------- construction
 
     @classmethod
