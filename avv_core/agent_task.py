@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from avv_core.bounded_schema import PatternTimeout, search
 from avv_core.canonical import UNPARSED, parse_arguments, partial_match
 from avv_core.errors import InputError
+from avv_core.json_types import JSONMapping, JSONObject
 
 AGENT_KEY = "agent"
 DEFAULT_MAX_STEPS = 10
@@ -49,7 +50,7 @@ class ToolResult:
     """One recorded tool result: the call it answers (name, partial arguments) and what it returns."""
 
     name: str  # the tool's name as in the request's tools
-    arguments: dict[str, Any]  # partial match on canonical values ({} = any call of the tool)
+    arguments: JSONObject  # partial match on canonical values ({} = any call of the tool)
     content: str  # the tool message's content
 
 
@@ -69,7 +70,7 @@ class ToolAnswer:
     index: int | None  # the matched entry of ``tool_results`` (None: default or injected)
     content: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JSONObject:
         return {"tool_call_id": self.tool_call_id, "name": self.name, "source": self.source, "index": self.index,
                 "content": self.content}
 
@@ -82,7 +83,7 @@ class AgentTask:
     tool_results: tuple[ToolResult, ...] = ()
     default_result: str = DEFAULT_RESULT
     inject_error: InjectedError | None = None
-    final_calls: tuple[dict[str, Any], ...] | None = None  # {name, arguments} with acceptable values
+    final_calls: tuple[JSONObject, ...] | None = None  # {name, arguments} with acceptable values
     final_text_pattern: str | None = None
 
     @property
@@ -103,7 +104,7 @@ class AgentTask:
         used.add(index)
         return index, self.tool_results[index].content
 
-    def answers(self, step: int, calls: Sequence[Mapping[str, Any]], used: set[int] | None = None
+    def answers(self, step: int, calls: Sequence[JSONMapping], used: set[int] | None = None
                 ) -> list[ToolAnswer]:
         """The tool answers to the calls (``{id, name, arguments}``) a response made at ``step`` (1-based);
         ``used`` = the entries already used in this trajectory (updated)."""
@@ -140,7 +141,7 @@ def _int(value: Any, where: str, low: int, high: int) -> int:
     return value
 
 
-def _calls(value: Any, where: str, names: set[str] | None) -> tuple[dict[str, Any], ...]:
+def _calls(value: Any, where: str, names: set[str] | None) -> tuple[JSONObject, ...]:
     if not isinstance(value, list) or not value:
         raise InputError(f"{where} must be a non-empty list of {{name, arguments}}")
     for i, call in enumerate(value):
@@ -214,7 +215,7 @@ def parse_agent(obj: Any, tools: Sequence[Any] | None, where: str) -> AgentTask:
     return AgentTask(max_steps, tuple(results), default, injected, final_calls, pattern)
 
 
-def agent_of(metadata: Mapping[str, Any], tools: Sequence[Any] | None = None) -> AgentTask | None:
+def agent_of(metadata: JSONMapping, tools: Sequence[Any] | None = None) -> AgentTask | None:
     """The task of a sample's metadata (validated when the line was read), or None for a single request."""
     obj = metadata.get(AGENT_KEY)
     return None if obj is None else parse_agent(obj, tools, "sample")

@@ -19,6 +19,7 @@ from typing import Any
 
 from avv_core.canonical import UNPARSED, parse_json_text
 from avv_core.errors import InputError
+from avv_core.json_types import JSONMapping, JSONObject
 
 CHAT, COMPLETIONS, MESSAGES, RESPONSES = "chat", "completions", "messages", "responses"
 #: The wire formats a vendor may speak (a vendor config's ``endpoint`` values), in the order they are listed; chat
@@ -103,11 +104,11 @@ def _text(content: Any, where: str, api: str) -> str:
     raise ConversionError(f"{where}.content: {type(content).__name__} is not text")
 
 
-def _system_and_turns(messages: Any, api: str) -> tuple[list[str], list[tuple[int, Mapping[str, Any]]]]:
+def _system_and_turns(messages: Any, api: str) -> tuple[list[str], list[tuple[int, JSONMapping]]]:
     if not isinstance(messages, list):
         raise ConversionError(f"messages: {type(messages).__name__}, not a list")
     system: list[str] = []
-    turns: list[tuple[int, Mapping[str, Any]]] = []
+    turns: list[tuple[int, JSONMapping]] = []
     for i, message in enumerate(messages):
         if not isinstance(message, Mapping):
             raise ConversionError(f"messages[{i}]: {type(message).__name__}, not an object")
@@ -121,7 +122,7 @@ def _system_and_turns(messages: Any, api: str) -> tuple[list[str], list[tuple[in
     return system, turns
 
 
-def _arguments(raw: Any, where: str) -> dict[str, Any]:
+def _arguments(raw: Any, where: str) -> JSONObject:
     if isinstance(raw, Mapping):
         return dict(raw)
     value = parse_json_text(raw) if isinstance(raw, str) and raw.strip() else {}
@@ -132,7 +133,7 @@ def _arguments(raw: Any, where: str) -> dict[str, Any]:
     return value
 
 
-def _calls(message: Mapping[str, Any], where: str) -> list[tuple[str, str, Any]]:
+def _calls(message: JSONMapping, where: str) -> list[tuple[str, str, Any]]:
     """(id, name, arguments as written) of an assistant message's tool calls."""
     out = []
     listed = message.get("tool_calls") or []
@@ -146,14 +147,14 @@ def _calls(message: Mapping[str, Any], where: str) -> list[tuple[str, str, Any]]
     return out
 
 
-def _refuse(body: Mapping[str, Any], api: str, also: tuple[str, ...] = ()) -> None:
+def _refuse(body: JSONMapping, api: str, also: tuple[str, ...] = ()) -> None:
     for key in (*_REFUSED, *also):
         if body.get(key) is not None:
             raise ConversionError(f"{key}: has no counterpart in the {api} API (remove it with a transform, or use "
                                   "endpoint: chat)")
 
 
-def _tools(tools: Any, api: str) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+def _tools(tools: Any, api: str) -> list[tuple[JSONMapping, JSONMapping]]:
     """(tool entry, its function) of a chat ``tools`` list."""
     out = []
     if not isinstance(tools or [], list):
@@ -177,19 +178,19 @@ def _named_choice(choice: Any) -> str | None:
 # ------------------------------------------------------------------------------------------- Messages
 
 
-def to_messages(chat: Mapping[str, Any], default_max_tokens: int = DEFAULT_MESSAGES_MAX_TOKENS) -> dict[str, Any]:
+def to_messages(chat: JSONMapping, default_max_tokens: int = DEFAULT_MESSAGES_MAX_TOKENS) -> JSONObject:
     """The Anthropic Messages request for a chat-completions request (see :data:`FIELDS`)."""
     api = "Messages"
     _refuse(chat, api, also=("response_format",))
     system, turns = _system_and_turns(chat.get("messages"), api)
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for key, value in chat.items():
         if key in ("messages", "tools", "tool_choice", "parallel_tool_calls", "stop", *_MAX_TOKENS_KEYS, *_DROPPED):
             continue
         out[key] = value
     if system:
         out["system"] = "\n\n".join(system)
-    messages: list[dict[str, Any]] = []
+    messages: list[JSONObject] = []
     for i, message in turns:
         where, role = f"messages[{i}]", message.get("role")
         if role == "user":
@@ -202,7 +203,7 @@ def to_messages(chat: Mapping[str, Any], default_max_tokens: int = DEFAULT_MESSA
             if not calls:
                 messages.append({"role": "assistant", "content": text})
                 continue
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+            blocks: list[JSONObject] = [{"type": "text", "text": text}] if text else []
             blocks += [{"type": "tool_use", "id": cid, "name": name, "input": _arguments(args, f"{where}.tool_calls")}
                        for cid, name, args in calls]
             messages.append({"role": "assistant", "content": blocks})
@@ -245,12 +246,12 @@ def _stop_sequences(stop: Any, api: str) -> list[str]:
     raise ConversionError(f"stop: must be a string or a list of strings to be sent to the {api} API, got {shown}")
 
 
-def _messages_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
+def _messages_choice(choice: Any, parallel: Any) -> JSONObject | None:
     if choice is None and parallel is not False:
         return None
     name = _named_choice(choice)
     if name is not None:
-        out: dict[str, Any] = {"type": "tool", "name": name}
+        out: JSONObject = {"type": "tool", "name": name}
     elif choice in (None, "auto"):
         out = {"type": "auto"}
     elif choice == "required":
@@ -264,12 +265,12 @@ def _messages_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
     return out
 
 
-def from_messages(body: Mapping[str, Any]) -> dict[str, Any]:
+def from_messages(body: JSONMapping) -> JSONObject:
     """The chat-completions request a Messages request was converted from (:func:`to_messages`'s inverse, for the
     simulator). Not lossless where :data:`FIELDS` drops or defaults something (a default ``max_tokens``, a tool
     without parameters, a single ``stop`` string)."""
-    out: dict[str, Any] = {}
-    messages: list[dict[str, Any]] = []
+    out: JSONObject = {}
+    messages: list[JSONObject] = []
     system = body.get("system")
     if isinstance(system, list):
         system = "".join(b.get("text", "") for b in system if isinstance(b, Mapping))
@@ -298,7 +299,7 @@ def from_messages(body: Mapping[str, Any]) -> dict[str, Any]:
             calls = [{"id": b.get("id"), "type": "function", "function": {
                 "name": b.get("name"), "arguments": json.dumps(b.get("input") or {}, ensure_ascii=False)}}
                 for b in content or [] if isinstance(b, Mapping) and b.get("type") == "tool_use"]
-            assistant: dict[str, Any] = {"role": "assistant", "content": text or None}
+            assistant: JSONObject = {"role": "assistant", "content": text or None}
             if calls:
                 assistant["tool_calls"] = calls
             messages.append(assistant)
@@ -332,12 +333,12 @@ def _block_text(content: Any) -> str:
 # ------------------------------------------------------------------------------------------ Responses
 
 
-def to_responses(chat: Mapping[str, Any]) -> dict[str, Any]:
+def to_responses(chat: JSONMapping) -> JSONObject:
     """The OpenAI Responses request for a chat-completions request (see :data:`FIELDS`)."""
     api = "Responses"
     _refuse(chat, api, also=("stop",))
     system, turns = _system_and_turns(chat.get("messages"), api)
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for key, value in chat.items():
         if key in ("messages", "tools", "tool_choice", "reasoning_effort", "response_format", *_MAX_TOKENS_KEYS,
                    *_DROPPED):
@@ -347,7 +348,7 @@ def to_responses(chat: Mapping[str, Any]) -> dict[str, Any]:
         out["instructions"] = "\n\n".join(system)
     if chat.get("response_format") is not None:
         out["text"] = {**(chat.get("text") or {}), "format": _text_format(chat["response_format"])}
-    items: list[dict[str, Any]] = []
+    items: list[JSONObject] = []
     for i, message in turns:
         where, role = f"messages[{i}]", message.get("role")
         if role == "user":
@@ -388,7 +389,7 @@ def to_responses(chat: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _text_format(response_format: Any) -> dict[str, Any]:
+def _text_format(response_format: Any) -> JSONObject:
     """A chat ``response_format`` as the Responses API's ``text.format``."""
     kind = response_format.get("type") if isinstance(response_format, Mapping) else None
     if kind in ("text", "json_object"):
@@ -401,7 +402,7 @@ def _text_format(response_format: Any) -> dict[str, Any]:
             **{k: spec[k] for k in ("schema", "strict", "description") if k in spec}}
 
 
-def _response_format(text_format: Any) -> dict[str, Any] | None:
+def _response_format(text_format: Any) -> JSONObject | None:
     """A Responses ``text.format`` as chat's ``response_format`` (:func:`_text_format`'s inverse)."""
     kind = text_format.get("type") if isinstance(text_format, Mapping) else None
     if kind in ("text", "json_object"):
@@ -413,10 +414,10 @@ def _response_format(text_format: Any) -> dict[str, Any] | None:
     return None
 
 
-def from_responses(body: Mapping[str, Any]) -> dict[str, Any]:
+def from_responses(body: JSONMapping) -> JSONObject:
     """The chat-completions request a Responses request was converted from (:func:`to_responses`'s inverse, for
     the simulator)."""
-    messages: list[dict[str, Any]] = []
+    messages: list[JSONObject] = []
     if body.get("instructions"):
         messages.append({"role": "system", "content": body["instructions"]})
     items = body.get("input")
@@ -445,7 +446,7 @@ def from_responses(body: Mapping[str, Any]) -> dict[str, Any]:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif kind == "function_call_output":
             messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")})
-    out: dict[str, Any] = {k: v for k, v in body.items()
+    out: JSONObject = {k: v for k, v in body.items()
                            if k not in ("instructions", "input", "tools", "tool_choice", "max_output_tokens",
                                         "reasoning", "text")}
     out["messages"] = messages

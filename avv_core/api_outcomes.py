@@ -11,8 +11,8 @@ the ``*_stop_reason`` / ``*_status`` / ``*_usage`` functions are the simulator's
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.records import PROMPT_PARTS
 
 # ------------------------------------------------------------------------------------------- Messages
@@ -37,7 +37,7 @@ def messages_stop_reason(finish_reason: str | None) -> str | None:
 _MESSAGES_INPUT = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
-def usage_from_messages(start: Mapping[str, Any] | None, delta: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def usage_from_messages(start: JSONMapping | None, delta: JSONMapping | None) -> JSONObject | None:
     """Chat usage from a Messages stream: ``message_start``'s ``usage`` (input tokens, cache creation and reads) and
     ``message_delta``'s (output tokens so far; the last one counts). None when neither arrived.
 
@@ -50,7 +50,7 @@ def usage_from_messages(start: Mapping[str, Any] | None, delta: Mapping[str, Any
     merged = {**(start or {}), **{k: v for k, v in (delta or {}).items() if v is not None}}
     parts = {k: merged[k] for k in _MESSAGES_INPUT if merged.get(k) is not None}
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in parts.values())
-    usage: dict[str, Any] = {"prompt_tokens": sum(parts.values()) if parts and numbers else None,
+    usage: JSONObject = {"prompt_tokens": sum(parts.values()) if parts and numbers else None,
                              "completion_tokens": merged.get("output_tokens")}
     if parts:
         usage[PROMPT_PARTS] = parts
@@ -88,7 +88,7 @@ def responses_status(finish_reason: str | None) -> tuple[str, str | None]:
     return "completed", None
 
 
-def usage_from_responses(usage: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def usage_from_responses(usage: JSONMapping | None) -> JSONObject | None:
     """Chat usage from ``response.completed``'s ``usage`` (``input_tokens``, ``output_tokens``, ``total_tokens``)."""
     if not usage:
         return None
@@ -101,7 +101,7 @@ def usage_from_responses(usage: Mapping[str, Any] | None) -> dict[str, Any] | No
     return {k: v for k, v in out.items() if v is not None}
 
 
-def responses_usage(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int = 0) -> dict[str, Any]:
+def responses_usage(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int = 0) -> JSONObject:
     """The simulator's inverse: ``response.completed``'s ``usage``."""
     return {"input_tokens": prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
             "output_tokens": completion_tokens, "output_tokens_details": {"reasoning_tokens": reasoning_tokens},

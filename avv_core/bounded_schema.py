@@ -32,6 +32,8 @@ from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource, Unresolvable
 from referencing.jsonschema import DRAFT202012, specification_with
 
+from avv_core.json_types import JSONObject
+
 #: Time for all the regex searches of one validation (seconds); a search still running then fails the value.
 REGEX_BUDGET_S = 0.1
 
@@ -142,7 +144,7 @@ def _bounded_class(cls: type) -> type:
     """``cls`` with the regex keywords bounded (one class per draft)."""
     bounded = _BOUNDED.get(cls)
     if bounded is None:
-        keywords: dict[str, Any] = {"pattern": _pattern, "patternProperties": _pattern_properties}
+        keywords: JSONObject = {"pattern": _pattern, "patternProperties": _pattern_properties}
         if "additionalProperties" in cls.VALIDATORS:  # type: ignore[attr-defined]
             keywords["additionalProperties"] = _bounded_additional_properties(
                 cls.VALIDATORS["additionalProperties"])  # type: ignore[attr-defined]

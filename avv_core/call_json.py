@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from avv_core.canonical import JSON_ERRORS, UNPARSED, parse_json_text
+from avv_core.json_types import JSONObject
 
 #: JSON decodes tried per content at most (each is linear; adversarial content could otherwise ask for one per
 #: character): the detector runs on the worker for every response and must stay in milliseconds.
@@ -69,7 +70,7 @@ def calls_in(value: Any) -> Iterator[tuple[str, Any]]:
         yield from calls_in(value["tool_calls"])
         return
     inner = value.get("function")
-    fn: dict[str, Any] = inner if isinstance(inner, dict) else value
+    fn: JSONObject = inner if isinstance(inner, dict) else value
     name = fn.get("name")
     if isinstance(name, str) and ("arguments" in fn or "parameters" in fn):
         yield name, maybe_json(fn["arguments"] if "arguments" in fn else fn["parameters"])

@@ -21,6 +21,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from avv_core.json_types import JSONMapping
+
 
 class _Unparsed:
     """Marker for arguments that are not JSON."""
@@ -87,7 +89,7 @@ def parse_arguments(raw: Any) -> Any:
     return parse_json_text(raw)
 
 
-def partial_match(args: Any, wanted: Mapping[str, Any]) -> bool:
+def partial_match(args: Any, wanted: JSONMapping) -> bool:
     """Every key of ``wanted`` is in ``args`` (a parsed object) with a canonically equal value; other keys of
     ``args`` do not matter. Arguments that are not an object (or did not parse) never match a non-empty
     ``wanted``; an empty ``wanted`` matches any arguments."""

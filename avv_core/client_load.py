@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.measures import is_missing, percentile
 
 LAG_P99_BOUND_MS = 5.0
@@ -24,8 +25,8 @@ CPU_BOUND_PCT = 85.0
 CPU_OWN_LOAD_PCT = 50.0
 
 
-def client_load(rows: Iterable[Mapping[str, Any]] | None = None, *, columns: Mapping[str, Sequence[Any]] | None
-                = None) -> dict[str, Any]:
+def client_load(rows: Iterable[JSONMapping] | None = None, *, columns: Mapping[str, Sequence[Any]] | None
+                = None) -> JSONObject:
     """Per process (``worker``) and vendor: lag p50 / p99 over records, the process CPU (mean and max of the
     samples the records carry), and whether the process was client-bound. Pure: used by the harness (for
     run.json and the terminal) and by scoring (the report), so both say the same. Give ``rows`` (dicts) or
@@ -62,9 +63,9 @@ def process_name(worker: Any) -> str:
     return "?" if is_missing(worker) or worker == "" else str(worker)
 
 
-def summarise_load(groups: Mapping[str, LoadGroup]) -> dict[str, Any]:
+def summarise_load(groups: Mapping[str, LoadGroup]) -> JSONObject:
     """:func:`client_load`'s table from samples already grouped by process (see :class:`LoadGroup`)."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for worker, entry in sorted(groups.items()):
         lags = {v: np.asarray(values, dtype=float) for v, values in entry.lags.items() if len(values)}
         cpu = np.asarray(entry.cpu, dtype=float)
@@ -84,7 +85,7 @@ def summarise_load(groups: Mapping[str, LoadGroup]) -> dict[str, Any]:
     return out
 
 
-def client_bound_cause(entry: Mapping[str, Any]) -> str | None:
+def client_bound_cause(entry: JSONMapping) -> str | None:
     """Which condition made a process client-bound (one :func:`client_load` entry), or None when it was not:
 
     - ``own_load``: lag p99 > :data:`LAG_P99_BOUND_MS` and its own CPU reached :data:`CPU_OWN_LOAD_PCT` or more —
@@ -103,7 +104,7 @@ def client_bound_cause(entry: Mapping[str, Any]) -> str | None:
     return "cpu" if cpu is not None and cpu > CPU_BOUND_PCT else None
 
 
-def client_bound_advice(load: Mapping[str, Any]) -> list[str]:
+def client_bound_advice(load: JSONMapping) -> list[str]:
     """One line per client-bound process: which condition fired (:func:`client_bound_cause`), what it means for
     its TTFT / TPS, and what to do."""
     lines = []

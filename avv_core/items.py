@@ -6,11 +6,11 @@ Pure: no Locust, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
 
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.measures import is_missing
 from avv_core.samples import Sample
 
@@ -37,7 +37,7 @@ class ItemKey(NamedTuple):
     repeat: int
 
     @classmethod
-    def from_record(cls, row: Mapping[str, Any]) -> ItemKey:
+    def from_record(cls, row: JSONMapping) -> ItemKey:
         """The key of a record row (a dict or a typed CSV row)."""
         return cls(str(row["model"]), str(row["vendor"]), str(row["sample_id"]), int(row["repeat"]))
 
@@ -76,7 +76,7 @@ class ItemKey(NamedTuple):
         return int(unquote(parts[6])) if len(parts) == 7 else None
 
 
-def truth_tag(record: Mapping[str, Any]) -> str:
+def truth_tag(record: JSONMapping) -> str:
     """The tag the final attempt of a record was sent with (the simulator's ``client_tag``)."""
     raw_step: Any = record.get("step")
     step = None if is_missing(raw_step) else int(raw_step)  # NaN / <NA> from a frame: a single-request item
@@ -90,9 +90,9 @@ class WorkItem:
     key: ItemKey
     sample: Sample
     level: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JSONObject = field(default_factory=dict)
 
-    def to_message(self) -> dict[str, Any]:
+    def to_message(self) -> JSONObject:
         """A msgpack-able dict for Locust's custom messages (master → worker)."""
         return {
             "key": list(self.key), "sample_id": self.sample.sample_id, "line": self.sample.line,
@@ -100,7 +100,7 @@ class WorkItem:
         }
 
     @classmethod
-    def from_message(cls, data: Mapping[str, Any]) -> WorkItem:
+    def from_message(cls, data: JSONMapping) -> WorkItem:
         model, vendor, sample_id, repeat = data["key"]
         sample = Sample(sample_id=str(data["sample_id"]), line=int(data.get("line") or 0), body=data["body"],
                         metadata=dict(data.get("metadata") or {}))

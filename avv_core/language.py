@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from avv_core.json_types import JSONMapping
+
 #: The share of letters that must be in the expected script(s).
 SCRIPT_SHARE_MIN = 0.5
 
@@ -221,7 +223,7 @@ def last_user_text(messages: Iterable[Any]) -> str:
     return text
 
 
-def sample_language_check(metadata: Mapping[str, Any], body: Mapping[str, Any]) -> str | None:
+def sample_language_check(metadata: JSONMapping, body: JSONMapping) -> str | None:
     """The canonical language-check spec of a sample, or None when it asks for none.
 
     - ``expected_language`` set → that spec;

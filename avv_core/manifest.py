@@ -12,10 +12,10 @@ import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
 
 from avv_core.errors import InputError
 from avv_core.json_input import parse_json
+from avv_core.json_types import JSONObject
 
 RUN_JSON = "run.json"
 RECORDS_CSV = "records.csv"
@@ -31,11 +31,11 @@ class RunManifest:
     mode: str = "verify"  # verify | stress
     config_path: str = ""  # absolute path of the vendor config
     config_identity: str = ""  # hash of (model, vendor, url) of every vendor: resume refuses another config
-    vendors: list[dict[str, Any]] = field(default_factory=list)  # the config, keys redacted
-    samples: dict[str, Any] = field(default_factory=dict)  # path, sha256, count, ids_sha256, skipped_lines
-    options: dict[str, Any] = field(default_factory=dict)  # every --avv-* option as used
-    locust: dict[str, Any] = field(default_factory=dict)  # version, role, workers
-    simulator: dict[str, Any] | None = None  # {"url": …} when {sim} vendors ran
+    vendors: list[JSONObject] = field(default_factory=list)  # the config, keys redacted
+    samples: JSONObject = field(default_factory=dict)  # path, sha256, count, ids_sha256, skipped_lines
+    options: JSONObject = field(default_factory=dict)  # every --avv-* option as used
+    locust: JSONObject = field(default_factory=dict)  # version, role, workers
+    simulator: JSONObject | None = None  # {"url": …} when {sim} vendors ran
     started_at: str = ""
     ended_at: str | None = None
     items_total: int = 0
@@ -51,17 +51,17 @@ class RunManifest:
     workers_refused: dict[str, str] = field(default_factory=dict)  # "host:pid (node id)" → what differed
     items_failed_client: int = 0  # items whose attempt raised inside the client (error_kind client_error)
     tokens_used: int = 0
-    budget: dict[str, Any] = field(default_factory=lambda: {"max_total_tokens": None, "exhausted": False})
+    budget: JSONObject = field(default_factory=lambda: {"max_total_tokens": None, "exhausted": False})
     stop_reason: str | None = None  # why the run ended early: budget, run_time, interrupted, disk, …
     completed: bool = False
-    stress: dict[str, Any] | None = None  # levels, step_s, slo, level_durations_s, stopped_after
-    extra: dict[str, Any] = field(default_factory=dict)  # later additions (adapters picked, lag, …)
+    stress: JSONObject | None = None  # levels, step_s, slo, level_durations_s, stopped_after
+    extra: JSONObject = field(default_factory=dict)  # later additions (adapters picked, lag, …)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunManifest:
+    def from_dict(cls, data: JSONObject) -> RunManifest:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 

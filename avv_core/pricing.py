@@ -12,10 +12,9 @@ no price, or no believed prompt / completion count → no cost (missing, never 0
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.records import MAX_TOKENS
 
 PER_TOKENS = 1_000_000
@@ -45,7 +44,7 @@ class Price:
         return ((prompt_tokens - cached) * self.input + cached * self.cached_input
                 + completion_tokens * self.output) / PER_TOKENS
 
-    def record_cost(self, record: Mapping[str, Any]) -> float | None:
+    def record_cost(self, record: JSONMapping) -> float | None:
         """The cost of a records.csv row from its usage columns."""
         return self.cost(record.get("prompt_tokens"), record.get("completion_tokens"), record.get("cached_tokens"))
 
@@ -54,7 +53,7 @@ class Price:
         them, if the cache is the dearer one)."""
         return (prompt_tokens * max(self.input, self.cached_input) + completion_tokens * self.output) / PER_TOKENS
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"input": self.input, "output": self.output, "cached_input": self.cached_input,
                 "currency": self.currency}
 

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from avv_core.json_types import JSONObject
+
 
 def reasoning_text(value: Any) -> str | None:
     """The text of a reasoning field's value: a string as is, a list of parts (``{"type": "reasoning.text",
@@ -50,7 +52,7 @@ class ReasoningField:
         """The reasoning text of this field's value (see :func:`reasoning_text`); None when there is none."""
         return reasoning_text(value)
 
-    def write(self, text: str) -> str | list[dict[str, Any]]:
+    def write(self, text: str) -> str | list[JSONObject]:
         """The field's value carrying ``text`` (what the simulator sends)."""
         if self.as_parts:
             return [{"type": "reasoning.text", "text": text, "index": 0}]

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from avv_core.errors import InputError
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.records import COLUMN_KINDS, COLUMN_NAMES, bounds, encode_cells, encode_rows, header_line, out_of_range
 
 log = logging.getLogger(__name__)
@@ -65,13 +66,13 @@ class RecordWriter:
             raise RecordWriteError(exc.errno, f"cannot write {self.path}: {exc.strerror}") from None
         self._size = before + written
 
-    def write_many(self, records: list[Mapping[str, Any]]) -> None:
+    def write_many(self, records: list[JSONMapping]) -> None:
         """Append the rows of one item in one write (all of them or, on failure, none)."""
         if records:
             self._append(encode_rows(records))
             self.rows_written += len(records)
 
-    def write(self, record: Mapping[str, Any]) -> None:
+    def write(self, record: JSONMapping) -> None:
         self.write_many([record])
 
     def close(self) -> None:
@@ -111,7 +112,7 @@ def _parse(kind: str, text: str) -> Any:
     return text
 
 
-def parse_row(row: Mapping[str, str]) -> dict[str, Any]:
+def parse_row(row: Mapping[str, str]) -> JSONObject:
     """Typed values for one CSV row; empty cells become None."""
     return {name: _parse(COLUMN_KINDS.get(name, "str"), value or "") for name, value in row.items()}
 
@@ -343,7 +344,7 @@ def _separators_outside_quotes(data: bytes) -> int:
     return count
 
 
-def _typed_columns(header: list[str]) -> tuple[dict[str, Any], dict[str, list[str]]]:
+def _typed_columns(header: list[str]) -> tuple[JSONObject, dict[str, list[str]]]:
     """read_csv's dtype and na_values for a header: numbers typed, text as pandas' string dtype, everything else
     text, the last column text too (see :func:`read_records`); an empty cell is missing in every column the schema
     knows (as :func:`coerce_frame` makes it: masking ``""`` afterwards cost ~0.5 s per 1 M rows), text in the
@@ -413,7 +414,7 @@ def _flags(series):
     return pd.Series(pd.arrays.BooleanArray(truth[codes], missing[codes]), index=series.index)
 
 
-def iter_csv_rows(path: str | os.PathLike[str]) -> Iterable[dict[str, Any]]:
+def iter_csv_rows(path: str | os.PathLike[str]) -> Iterable[JSONObject]:
     """Typed dict per row without pandas (used by resume)."""
     header, rows = read_rows(path)
     for row in rows:

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from avv_core.json_types import JSONMapping
 from avv_core.reasoning import EVENT_FIELDS, RESPONSE_FIELD_NAMES, THINK_FIELD
 
 #: The most tokens one request may report for each of prompt, completion and total: a usage value outside
@@ -240,7 +241,7 @@ class Record(dict):
 
     __slots__ = ()
 
-    def __init__(self, fields: Mapping[str, Any] | None = None, /, **more: Any):
+    def __init__(self, fields: JSONMapping | None = None, /, **more: Any):
         super().__init__(fields or {}, **more)
         for name, value in self.items():
             check_value(name, value)
@@ -275,7 +276,7 @@ def _format(kind: str, value: Any, digits: int = 3) -> str:
     return _text(str(value))
 
 
-def to_csv_row(record: Mapping[str, Any]) -> list[str]:
+def to_csv_row(record: JSONMapping) -> list[str]:
     """Order and format a record as a CSV row; unknown keys are an error, missing ones empty."""
     unknown = set(record) - set(COLUMN_NAMES)
     if unknown:
@@ -298,12 +299,12 @@ def encode_cells(cells: Iterable[str]) -> str:
     return ",".join(map(_cell, cells)) + "\n"
 
 
-def encode_rows(records: Iterable[Mapping[str, Any]]) -> bytes:
+def encode_rows(records: Iterable[JSONMapping]) -> bytes:
     """Records as complete CSV lines (bytes), ready for a single append."""
     return "".join(encode_cells(to_csv_row(record)) for record in records).encode("utf-8")
 
 
-def encode_row(record: Mapping[str, Any]) -> bytes:
+def encode_row(record: JSONMapping) -> bytes:
     return encode_rows([record])
 
 
@@ -344,7 +345,7 @@ TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens", "total_tokens")
 PROMPT_PARTS = "prompt_tokens_parts"
 
 
-def cached_tokens(usage: Mapping[str, Any] | None, prompt_tokens: int | None) -> int | None:
+def cached_tokens(usage: JSONMapping | None, prompt_tokens: int | None) -> int | None:
     """``usage.prompt_tokens_details.cached_tokens`` (the wire formats map theirs onto it) when believable: a whole
     number from 0 to ``prompt_tokens``; else None (the cost then prices every prompt token at the input price)."""
     details = usage.get("prompt_tokens_details") if usage else None
@@ -365,7 +366,7 @@ def _count_problem(key: str, value: Any) -> str | None:
     return out_of_range(key, float(value))
 
 
-def usage_counts(usage: Mapping[str, Any] | None) -> tuple[dict[str, int | None], str | None]:
+def usage_counts(usage: JSONMapping | None) -> tuple[dict[str, int | None], str | None]:
     """The token columns of a response's usage object, and why they are not believed (None: they are).
 
     Each count must be absent / null, or a whole number in [0, MAX_TOKENS] (``12.0`` is 12; a bool, a string or

@@ -35,12 +35,12 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
 from avv_core.agent_task import AGENT_KEY, AgentTask, agent_of, parse_agent
 from avv_core.canonical import canonical_sha256
 from avv_core.errors import InputError
 from avv_core.json_input import parse_json
+from avv_core.json_types import JSONObject
 from avv_core.language import sample_language_check
 
 #: Metadata key: ``false`` sends the sample without streaming (:attr:`Sample.streamed`).
@@ -54,7 +54,7 @@ class Gold:
     """A sample's gold labels (see the module docstring); every field optional."""
 
     expected_tool_call: bool | None = None  # should the turn call a tool at all
-    expected_calls: tuple[dict[str, Any], ...] | None = None  # {name, arguments} with possible answers
+    expected_calls: tuple[JSONObject, ...] | None = None  # {name, arguments} with possible answers
     tool_names: dict[str, str] = field(default_factory=dict)  # wire name → original name
     agent: AgentTask | None = None  # an agent task: its gold end (final_calls, final_text_pattern) and injection
 
@@ -78,11 +78,11 @@ class Gold:
 class Sample:
     sample_id: str
     line: int
-    body: dict[str, Any]
-    metadata: dict[str, Any] = field(default_factory=dict)
+    body: JSONObject
+    metadata: JSONObject = field(default_factory=dict)
 
     @property
-    def tools(self) -> list[dict[str, Any]]:
+    def tools(self) -> list[JSONObject]:
         return list(self.body.get("tools") or [])
 
     @property
@@ -112,7 +112,7 @@ class Sample:
         return sample_language_check(self.metadata, self.body)
 
 
-def body_hash(body: dict[str, Any]) -> str:
+def body_hash(body: JSONObject) -> str:
     return canonical_sha256(body)
 
 
@@ -131,7 +131,7 @@ def _is_metadata_key(key: str) -> bool:
     return key in METADATA_KEYS or key.startswith("_")
 
 
-def gold_of(metadata: dict[str, Any], agent: AgentTask | None = None) -> Gold:
+def gold_of(metadata: JSONObject, agent: AgentTask | None = None) -> Gold:
     """:class:`Gold` from a sample's metadata (assumed valid: see :func:`check_gold`) and its agent task."""
     calls = metadata.get("expected_calls")
     expected = metadata.get("expected_tool_call")
@@ -140,7 +140,7 @@ def gold_of(metadata: dict[str, Any], agent: AgentTask | None = None) -> Gold:
     return Gold(expected, tuple(calls) if calls else None, dict(metadata.get("tool_names") or {}), agent)
 
 
-def check_gold(obj: dict[str, Any], where: str) -> None:
+def check_gold(obj: JSONObject, where: str) -> None:
     """Raise InputError (``where`` = "file:line") unless the gold keys of a sample line are well-formed."""
     expected = obj.get("expected_tool_call")
     if expected is not None and not isinstance(expected, bool):

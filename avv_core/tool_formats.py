@@ -36,6 +36,7 @@ from avv_core.call_json import (
     maybe_json,
 )
 from avv_core.canonical import UNPARSED, parse_json_text
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.reasoning import split_reasoning, starts_with_reasoning
 
 __all__ = ["CALL_SEPARATOR", "FORMATS", "MAX_CALLS", "MAX_DECODES", "MAX_SCAN_CHARS", "PATTERNS", "TOOL_PARSERS",
@@ -352,7 +353,7 @@ class TextCall:
     arguments: Any
     pattern: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JSONObject:
         return {"name": self.name, "arguments": self.arguments, "pattern": self.pattern}
 
 
@@ -364,7 +365,7 @@ def request_tool_names(tools: Iterable[Any] | None) -> frozenset[str]:
         if not isinstance(tool, Mapping):
             continue
         inner = tool.get("function")
-        fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
+        fn: JSONMapping = inner if isinstance(inner, Mapping) else tool
         if isinstance(fn.get("name"), str):
             names.add(fn["name"])
     return frozenset(names)

@@ -22,6 +22,7 @@ import pandas as pd
 from avv_core.command_line import command_parser
 from avv_core.errors import InputError
 from avv_core.frame_rows import frame_records
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.samples import Sample
 from avv_harness.inputs.config import Vendor
 from avv_harness.wire.execute import build_body
@@ -36,7 +37,7 @@ from avv_scoring.score import BaselineSpec, resolve_baselines
 EXPORT_DIR = "k2vv"
 
 
-def vendor_from_manifest(entry: Mapping[str, Any]) -> Vendor:
+def vendor_from_manifest(entry: JSONMapping) -> Vendor:
     """The vendor as run.json records it (keys redacted): enough for :func:`build_body` (model id, usage,
     provider pinning, extra_body)."""
     return Vendor(
@@ -50,7 +51,7 @@ def vendor_from_manifest(entry: Mapping[str, Any]) -> Vendor:
 class ExportResult:
     out_dir: str
     files: list[str] = field(default_factory=list)
-    summaries: dict[str, dict[str, Any]] = field(default_factory=dict)  # file → summary
+    summaries: dict[str, JSONObject] = field(default_factory=dict)  # file → summary
     warnings: list[str] = field(default_factory=list)
 
 
@@ -122,9 +123,9 @@ def export_run(run: str | os.PathLike[str], out_dir: str | os.PathLike[str] | No
 
 
 def _export_rows(part: pd.DataFrame, model: str, by_id: Mapping[str, Sample], vendors: Mapping[tuple[str, str], Vendor],
-                 warnings: list[str]) -> dict[str, tuple[list[dict[str, Any]], int]]:
+                 warnings: list[str]) -> dict[str, tuple[list[JSONObject], int]]:
     """vendor → (its results rows sorted by data_index, Σ attempts)."""
-    out: dict[str, tuple[list[dict[str, Any]], int]] = {}
+    out: dict[str, tuple[list[JSONObject], int]] = {}
     for vendor, rows in part.groupby(part["vendor"].astype(str), sort=False):
         if (model, vendor) not in vendors:
             raise InputError(f"run.json: no vendor {model}/{vendor} in field 'vendors' (the records name it)")
@@ -143,7 +144,7 @@ def _export_rows(part: pd.DataFrame, model: str, by_id: Mapping[str, Sample], ve
     return out
 
 
-def _attempts(record: Mapping[str, Any]) -> int:
+def _attempts(record: JSONMapping) -> int:
     value = record.get("attempts")
     return 1 if value is None or pd.isna(value) or not int(value) else int(value)
 

@@ -19,6 +19,7 @@ import pandas as pd
 
 from avv_core.errors import InputError
 from avv_core.json_input import parse_json
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.language import last_user_text
 from avv_core.record_file import coerce_frame
 from avv_core.records import COLUMN_NAMES, STATUS_FAILED, STATUS_SUCCESS, Record, to_csv_row, usage_counts
@@ -28,7 +29,7 @@ from avv_scoring.load import FILE_ORDER_COL, ROW_ORDER_COL, SOURCE_COL, RunInput
 DEFAULT_BASELINE_NAME = "official"
 
 
-def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def read_results(path: str | os.PathLike[str]) -> list[JSONObject]:
     """A K2VV / MiniMax results.jsonl: one JSON object per line with an integer ``data_index`` and a ``status``.
     Blank lines are skipped; anything else is an InputError naming the file and line."""
     path = os.fspath(path)
@@ -59,7 +60,7 @@ def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def _message(row: Mapping[str, Any]) -> tuple[Mapping[str, Any], Any]:
+def _message(row: JSONMapping) -> tuple[JSONMapping, Any]:
     """(choices[0].message, choices[0].finish_reason) of a row's response, or ({}, None)."""
     choices = (row.get("response") or {}).get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
@@ -67,20 +68,20 @@ def _message(row: Mapping[str, Any]) -> tuple[Mapping[str, Any], Any]:
     return (choices[0].get("message") or {}), choices[0].get("finish_reason")
 
 
-def _calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _calls(message: JSONMapping) -> list[JSONObject]:
     out = []
     for tc in message.get("tool_calls") or []:
         if not isinstance(tc, Mapping):
             continue
         function = tc.get("function")
-        fn: Mapping[str, Any] = function if isinstance(function, Mapping) else {}
+        fn: JSONMapping = function if isinstance(function, Mapping) else {}
         args = fn.get("arguments")
         out.append({"id": str(tc.get("id") or ""), "name": fn.get("name"),
                     "arguments": args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)})
     return out
 
 
-def baseline_record(row: Mapping[str, Any], model: str, vendor: str, sample_id: str, repeat: int, run_id: str,
+def baseline_record(row: JSONMapping, model: str, vendor: str, sample_id: str, repeat: int, run_id: str,
                     expected_language: str | None) -> Record:
     """One results row as a record of the baseline vendor. A row whose ``status`` is not ``success`` is a
     failed record (``imported_failure``): it counts as a failure everywhere, never as an answer."""
@@ -191,7 +192,7 @@ def add_baseline_results(records: pd.DataFrame, inputs: Sequence[RunInput], spec
     return merged, {model: name for model in files}, warnings
 
 
-def _user_text_differs(row: Mapping[str, Any], prompt: str | None) -> bool:
+def _user_text_differs(row: JSONMapping, prompt: str | None) -> bool:
     request = row.get("request")
     if prompt is None or not isinstance(request, Mapping) or not isinstance(request.get("messages"), list):
         return False  # nothing to compare (a row without its request)

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from avv_core.decision_options import DEFAULT_CONFIDENCE, FAIL, INCONCLUSIVE, PASS, VERDICT_MODES, VERDICTS
+from avv_core.json_types import JSONMapping
 from avv_core.measures import is_missing
 from avv_scoring.metrics.declaration import Metric, fmt
 from avv_scoring.metrics.registry import METRICS, function_of, is_metric, metric
@@ -235,7 +236,7 @@ def _side(low: float, high: float, kind: str, limit: float) -> str:
     return PASS if high <= limit else FAIL if low > limit else INCONCLUSIVE
 
 
-def judge_bound(column: str, kind: str, limit: float, row: Mapping[str, Any], evidence: Mapping[str, Evidence],
+def judge_bound(column: str, kind: str, limit: float, row: JSONMapping, evidence: Mapping[str, Evidence],
                 mode: str = "interval", level: float = DEFAULT_CONFIDENCE) -> BoundDecision:
     """One bound of one vendor (module docstring): ``row`` = its scores (point values, ``<m>_ci_low`` /
     ``_ci_high``), ``evidence`` = :func:`vendor_evidence` of its rows."""
@@ -280,8 +281,8 @@ def judge_bound(column: str, kind: str, limit: float, row: Mapping[str, Any], ev
     return BoundDecision(column, kind, limit, PASS if holds else FAIL, POINT, value, level=level)
 
 
-def judge_margin(column: str, margin: float, row: Mapping[str, Any], evidence: Mapping[str, Evidence],
-                 baseline: tuple[Mapping[str, Any], Mapping[str, Evidence]] | None, mode: str = "interval",
+def judge_margin(column: str, margin: float, row: JSONMapping, evidence: Mapping[str, Evidence],
+                 baseline: tuple[JSONMapping, Mapping[str, Evidence]] | None, mode: str = "interval",
                  level: float = DEFAULT_CONFIDENCE) -> BoundDecision:
     """A non-inferiority bound: the vendor at most ``margin`` worse than the baseline on ``column`` (a proportion of
     its own behaviour). The difference vendor − baseline gets Newcombe's interval from the two Wilson intervals;
@@ -394,9 +395,9 @@ def combine(states: Sequence[str]) -> str:
     return PASS if all(s == PASS for s in states) else INCONCLUSIVE
 
 
-def decide(row: Mapping[str, Any], evidence: Mapping[str, Evidence], thresholds: Thresholds, mode: str = "interval",
+def decide(row: JSONMapping, evidence: Mapping[str, Evidence], thresholds: Thresholds, mode: str = "interval",
            level: float = DEFAULT_CONFIDENCE, alpha: float = 0.05,
-           baseline: tuple[Mapping[str, Any], Mapping[str, Evidence]] | None = None) -> VendorDecision:
+           baseline: tuple[JSONMapping, Mapping[str, Evidence]] | None = None) -> VendorDecision:
     """One vendor's verdict under ``thresholds`` (already the bounds judged for its model, agreement bounds removed
     in ``statistical`` mode): each bound (:func:`judge_bound`), each margin against the baseline
     (:func:`judge_margin`; ``baseline`` = its row and evidence, None when this vendor is the baseline), then the
@@ -415,7 +416,7 @@ def decide(row: Mapping[str, Any], evidence: Mapping[str, Evidence], thresholds:
     return VendorDecision(combine(states), bounds, tuple(failing), tuple(undecided), level=level)
 
 
-def settled_decision(decision: VendorDecision, entry: Mapping[str, Any]) -> VendorDecision:
+def settled_decision(decision: VendorDecision, entry: JSONMapping) -> VendorDecision:
     """A vendor settled early by ``--avv-settle`` keeps the verdict of the sequential test (run.json's
     ``settle.vendors.<name>``, the only test still valid after stopping early): each bound it tested takes the
     test's state and its confidence sequence at that point; a defect check, and a bound it did not test, keep their

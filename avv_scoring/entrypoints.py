@@ -15,6 +15,7 @@ import pandas as pd
 
 from avv_core.errors import InputError
 from avv_core.exit_status import ExitStatus, most_serious
+from avv_core.json_types import JSONObject
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults, add_baseline_results
 from avv_scoring.decision import Decisions, settled_decision
 from avv_scoring.load import RunInput, load_tools, read_inputs, resolve_inputs
@@ -188,7 +189,7 @@ def _score_inputs(request: ScoreRequest) -> ScoreResult:
 def with_settled(result: ScoreResult) -> ScoreResult:
     """``result`` with each vendor settled early by ``--avv-settle`` (run.json ``settle``) given the verdict of the
     sequential test (:func:`avv_scoring.decision.settled_decision`), and the summary columns redone."""
-    entries: dict[str, Any] = {}
+    entries: JSONObject = {}
     for settle in result.settle.values():
         for name, entry in (settle.get("vendors") or {}).items():
             if isinstance(entry, dict) and entry.get("verdict") in ("pass", "fail"):
@@ -229,9 +230,9 @@ def _tolerances_of(inputs: Sequence[RunInput]) -> dict[str, float]:
     return found
 
 
-def _settle_of(inputs: Sequence[RunInput]) -> dict[str, Any]:
+def _settle_of(inputs: Sequence[RunInput]) -> JSONObject:
     """run.json's ``settle`` of each input made with ``--avv-settle`` (report section "Settled early")."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for item in inputs:
         settle = item.manifest.extra.get("settle") if item.manifest is not None else None
         if isinstance(settle, dict) and isinstance(settle.get("vendors"), dict):
@@ -239,10 +240,10 @@ def _settle_of(inputs: Sequence[RunInput]) -> dict[str, Any]:
     return out
 
 
-def _vendor_down_of(inputs: Sequence[RunInput]) -> dict[str, Any]:
+def _vendor_down_of(inputs: Sequence[RunInput]) -> JSONObject:
     """run.json's ``vendor_down`` of each input where the circuit breaker stopped a vendor (report section "Vendors
     stopped")."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for item in inputs:
         down = item.manifest.extra.get("vendor_down") if item.manifest is not None else None
         if isinstance(down, list) and down:

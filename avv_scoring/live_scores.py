@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 import pandas as pd
 
+from avv_core.json_types import JSONMapping
 from avv_core.record_file import coerce_frame
 from avv_core.records import COLUMN_NAMES, to_csv_row
 from avv_scoring.load import FILE_ORDER_COL, ROW_ORDER_COL, SOURCE_COL, GoldBySample, ToolsBySample, dedupe_latest
@@ -45,7 +45,7 @@ class LiveRecords:
             self._new.append(list(row))
             self.count += 1
 
-    def add(self, records: Iterable[Mapping[str, Any]]) -> None:
+    def add(self, records: Iterable[JSONMapping]) -> None:
         """Add records (dicts of typed values), as the writer would write them."""
         self.add_rows(to_csv_row(record) for record in records)
 

@@ -35,6 +35,7 @@ from typing import Any
 import yaml
 
 from avv_core.errors import InputError
+from avv_core.json_types import JSONObject
 from avv_core.suggest import did_you_mean
 from avv_core.yaml_io import load_yaml, loads_yaml
 from avv_scoring.metrics.declaration import KINDS
@@ -80,7 +81,7 @@ def thresholds_from_data(data: Any, where: str, default_name: str) -> Thresholds
     raw = data.get("thresholds") or {}
     if not isinstance(raw, Mapping):
         raise InputError(f"{where}: field 'thresholds' must map metric columns to {{min: x, max: y}}")
-    bounds: dict[str, Any] = {}
+    bounds: JSONObject = {}
     sets: dict[str, str] = {}
     margins: dict[str, float] = {}
     for column, spec in raw.items():

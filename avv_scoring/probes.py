@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.samples import STREAM_KEY, Sample
 
 #: Metadata key of a probe line: ``{"check", "base", "variant"?}``.
@@ -44,8 +45,8 @@ class Base:
     """A request the probes are built from: a fixed request or a sample of the run."""
 
     name: str  # the fixed request's name, or ``sample:<sample id>``
-    body: Mapping[str, Any]  # the request (no metadata)
-    gold: Mapping[str, Any] = field(default_factory=dict)  # its gold labels (copied to every probe)
+    body: JSONMapping  # the request (no metadata)
+    gold: JSONMapping = field(default_factory=dict)  # its gold labels (copied to every probe)
     fixed: bool = False  # a fixed request (else a sample of the run)
 
     @property
@@ -68,17 +69,17 @@ class Probe:
     sample_id: str
     check: str
     base: str
-    body: Mapping[str, Any]
+    body: JSONMapping
     variant: str = ""
-    gold: Mapping[str, Any] = field(default_factory=dict)
+    gold: JSONMapping = field(default_factory=dict)
     streamed: bool = True
 
-    def line(self) -> dict[str, Any]:
+    def line(self) -> JSONObject:
         """The probe as a sample-file line."""
-        meta: dict[str, Any] = {"check": self.check, "base": self.base}
+        meta: JSONObject = {"check": self.check, "base": self.base}
         if self.variant:
             meta["variant"] = self.variant
-        out: dict[str, Any] = {"data_index": self.sample_id, **self.body, **self.gold, PROBE_KEY: meta}
+        out: JSONObject = {"data_index": self.sample_id, **self.body, **self.gold, PROBE_KEY: meta}
         if not self.streamed:
             out[STREAM_KEY] = False
         return out
@@ -122,7 +123,7 @@ def sample_bases(samples: Iterable[Sample], limit: int = SOURCE_SAMPLES) -> list
     return out
 
 
-def probe(check: str, base: Base, changes: Mapping[str, Any], variant: str = "", streamed: bool = True,
+def probe(check: str, base: Base, changes: JSONMapping, variant: str = "", streamed: bool = True,
           temperature: float | None = 0.0) -> Probe:
     """A probe of ``check`` on ``base``: its body with ``changes`` (``None`` removes a key) and ``temperature``."""
     body = {k: v for k, v in base.body.items() if k not in ("tool_choice", "parallel_tool_calls", "stream",

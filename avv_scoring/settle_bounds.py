@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from avv_core.json_types import JSONMapping
 from avv_core.record_file import coerce_frame
 from avv_core.records import COLUMN_NAMES, to_csv_row
 from avv_scoring.decision import DEFECT_TOLERANCE
@@ -48,7 +49,7 @@ def settle_bounds(thresholds: Thresholds | None = None) -> tuple[list[RatioBound
     return tested, untested
 
 
-def records_frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+def records_frame(records: Iterable[JSONMapping]) -> pd.DataFrame:
     """Records (dicts of typed values) typed exactly as records.csv's reader types them (one row per record)."""
     rows = [to_csv_row(record) for record in records]
     frame = coerce_frame(pd.DataFrame(rows, columns=list(COLUMN_NAMES)))

@@ -5,9 +5,10 @@ on agreement with the baseline by the noise-floor tests of :mod:`avv_scoring.met
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from avv_core.json_types import JSONMapping
 from avv_scoring.metrics.registry import baseline_columns
 from avv_scoring.metrics.uncertainty import StatsSettings
 from avv_scoring.stats.tests import holm
@@ -31,7 +32,7 @@ def verdict_thresholds(thresholds: Thresholds, settings: StatsSettings) -> Thres
                      f"(α = {settings.alpha:g})")
 
 
-def judge(row: Mapping[str, Any], thresholds: Thresholds, settings: StatsSettings) -> tuple[str, list[str]]:
+def judge(row: JSONMapping, thresholds: Thresholds, settings: StatsSettings) -> tuple[str, list[str]]:
     """``(verdict, reasons)`` of one vendor: the thresholds (:func:`avv_scoring.verdict.verdict`), plus in
     ``statistical`` mode the noise-floor reasons."""
     outcome, reasons = verdict(row, thresholds)
@@ -52,7 +53,7 @@ def _p_value(value: Any) -> float:
     return NAN if value is None else float(value)
 
 
-def statistical_reasons(row: Mapping[str, Any], alpha: float) -> list[str]:
+def statistical_reasons(row: JSONMapping, alpha: float) -> list[str]:
     """Why a vendor is worse than the baseline's noise floor (empty: it is not shown to be).
 
     The three noise tests of the row (:data:`VERDICT_TESTS`) are Holm-adjusted together (:func:`stats.holm`);

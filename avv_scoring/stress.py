@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from avv_core.errors import InputError
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.manifest import read_manifest
 from avv_core.measures import meets_slo, percentile
 from avv_core.records import ERROR_KINDS
@@ -170,7 +171,7 @@ def _from_options(options: Any, where: str) -> StressSettings:
     )
 
 
-def settings_from_run_json(run: Mapping[str, Any], where: str = RUN_JSON_NAME) -> tuple[StressSettings, list[str]]:
+def settings_from_run_json(run: JSONMapping, where: str = RUN_JSON_NAME) -> tuple[StressSettings, list[str]]:
     """The stress settings of a run.json (see the module docstring) and notes for the reader.
 
     Raises :class:`~avv_core.errors.InputError` naming ``where`` and the field when the object is malformed.
@@ -198,7 +199,7 @@ def level_table(records: pd.DataFrame, settings: StressSettings) -> pd.DataFrame
     ``records`` needs ``vendor, level, status, error_kind, ttft_ms, latency_ms, completion_tokens, tps``;
     rows without a level (verify-mode records) are ignored.
     """
-    rows: list[dict[str, Any]] = []
+    rows: list[JSONObject] = []
     level = pd.to_numeric(records["level"].astype("object"), errors="coerce")
     staged = records[level.notna()].assign(_level=level[level.notna()].astype(int))
     for (vendor, lvl), group in staged.groupby([staged["vendor"].astype(str), "_level"], sort=True):
@@ -209,7 +210,7 @@ def level_table(records: pd.DataFrame, settings: StressSettings) -> pd.DataFrame
         latency = _numbers(group["latency_ms"])
         tokens = _numbers(group["completion_tokens"])[ok]
         outcomes = [(bool(s), float(t) if s and not math.isnan(t) else None) for s, t in zip(ok, ttft, strict=True)]
-        row: dict[str, Any] = {
+        row: JSONObject = {
             "vendor": vendor,
             "level": int(lvl),
             "requests": n,
@@ -263,7 +264,7 @@ def stress_result(
 # ---------------------------------------------------------------------------------------------------- I/O
 
 
-def _read_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+def _read_run(run_dir: str | os.PathLike[str]) -> JSONObject:
     """run.json of a run folder; InputError when it is missing or not a JSON object."""
     path = os.path.join(os.fspath(run_dir), RUN_JSON_NAME)
     if not os.path.isfile(path):

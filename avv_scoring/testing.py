@@ -7,15 +7,16 @@ frame = records_frame([record(vendor="a", sample_id="1", finish_reason="tool_cal
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
 
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.record_file import coerce_frame
 from avv_core.records import COLUMN_NAMES, to_csv_row
 
-DEFAULTS: dict[str, Any] = {
+DEFAULTS: JSONObject = {
     "run_id": "run1",
     "model": "m",
     "vendor": "v",
@@ -33,13 +34,13 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def call(name: str, arguments: Any, call_id: str = "call_1") -> dict[str, Any]:
+def call(name: str, arguments: Any, call_id: str = "call_1") -> JSONObject:
     """A recorded tool call; ``arguments`` that are not a string are JSON-encoded (as streamed)."""
     raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
     return {"id": call_id, "name": name, "arguments": raw}
 
 
-def record(**fields: Any) -> dict[str, Any]:
+def record(**fields: Any) -> JSONObject:
     """One record dict: :data:`DEFAULTS` overridden by ``fields``. A failed record defaults to no
     finish_reason and ``error_kind=timeout``; ``tool_call_count`` follows ``tool_calls``; a
     ``total_tokens`` sets ``usage_reported``."""
@@ -60,7 +61,7 @@ def record(**fields: Any) -> dict[str, Any]:
     return rec
 
 
-def records_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+def records_frame(rows: Iterable[JSONMapping]) -> pd.DataFrame:
     """A DataFrame with all record columns, formatted as the harness writes them and read back with
     :func:`avv_core.record_file.coerce_frame` dtypes."""
     table = [to_csv_row(record(**row)) for row in rows]

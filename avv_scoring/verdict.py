@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.measures import is_missing
 from avv_scoring.metrics.declaration import KINDS, NEEDS, Kind, Limit, RegistryError, check_limit
 from avv_scoring.metrics.registry import default_thresholds, is_metric, metric, order_index
@@ -108,7 +109,7 @@ class Thresholds(Mapping[str, Bounds]):
     _sets: dict[str, str]  # column → the sample set its bounds are for (judged only on that set)
     _margins: dict[str, float]  # column → δ of a non-inferiority bound against the baseline (:meth:`with_margin`)
 
-    def __init__(self, bounds: Mapping[str, Any] | None = None, /, **limits: float | None) -> None:
+    def __init__(self, bounds: JSONMapping | None = None, /, **limits: float | None) -> None:
         merged = self._apply({c: {k: v} for c, (k, v) in default_thresholds().items()}, bounds or {}, limits)
         object.__setattr__(self, "_bounds", merged)
         object.__setattr__(self, "_name", DEFAULT_PRESET)
@@ -123,7 +124,7 @@ class Thresholds(Mapping[str, Bounds]):
         return cls({column: None for column in default_thresholds()}).named("none")
 
     @classmethod
-    def from_mapping(cls, bounds: Mapping[str, Any], defaults: bool = True) -> Thresholds:
+    def from_mapping(cls, bounds: JSONMapping, defaults: bool = True) -> Thresholds:
         """``bounds`` (column → ``(kind, limit)``, a list of them, or None) on top of the defaults, or of no
         bound."""
         return cls(bounds) if defaults else cls({**{c: None for c in default_thresholds()}, **bounds})
@@ -186,7 +187,7 @@ class Thresholds(Mapping[str, Bounds]):
         object.__setattr__(out, "_name", str(name))
         return out
 
-    def _derive(self, changes: Mapping[str, Any], limits: Mapping[str, float | None]) -> Thresholds:
+    def _derive(self, changes: JSONMapping, limits: Mapping[str, float | None]) -> Thresholds:
         out = Thresholds.__new__(Thresholds)
         current: dict[str, dict[str, float]] = {c: dict(b) for c, b in self._bounds.items()}
         object.__setattr__(out, "_bounds", self._apply(current, changes, limits))
@@ -198,7 +199,7 @@ class Thresholds(Mapping[str, Bounds]):
 
     @staticmethod
     def _apply(
-        base: Mapping[str, dict[str, float]], bounds: Mapping[str, Any], limits: Mapping[str, float | None]
+        base: Mapping[str, dict[str, float]], bounds: JSONMapping, limits: Mapping[str, float | None]
     ) -> dict[str, Bounds]:
         out: dict[str, dict[str, float]] = {c: dict(b) for c, b in base.items()}
         for column, bound in bounds.items():  # the mapping sets (or, with None, removes) a column's bounds
@@ -282,9 +283,9 @@ class Thresholds(Mapping[str, Bounds]):
             out.setdefault(f"{kind}_{column}", None)
         return out
 
-    def to_yaml_data(self) -> dict[str, Any]:
+    def to_yaml_data(self) -> JSONObject:
         """The YAML form read by :func:`avv_scoring.presets.load_thresholds` (no base: every bound listed)."""
-        data: dict[str, dict[str, Any]] = {}
+        data: dict[str, JSONObject] = {}
         for column, bounds in self._bounds.items():
             data[column] = {**dict(bounds), **({"sample_set": self._sets[column]} if column in self._sets else {})}
         for column, margin in self._margins.items():
@@ -359,7 +360,7 @@ def judged_thresholds(thresholds: Thresholds, holds: frozenset[str] | set[str]) 
     return out, skipped
 
 
-def verdict(metrics: Mapping[str, Any], thresholds: Thresholds | None = None) -> tuple[str, list[str]]:
+def verdict(metrics: JSONMapping, thresholds: Thresholds | None = None) -> tuple[str, list[str]]:
     """``("pass", [])`` or ``("fail", reasons)`` for one vendor's metrics.
 
     A reason reads e.g. ``"f1 0.7513 < 0.8"`` or ``"schema_accuracy missing"``.

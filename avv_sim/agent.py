@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import avv_sim.schema_args as schema_args
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_sim.chosen_calls import PlannedCall
 from avv_sim.decision_key import content_text, conversation
 from avv_sim.draws import chance, unit
@@ -54,7 +55,7 @@ class AgentEntry:
     """An agent task of the gold file, as the simulator needs it."""
 
     prefix: int  # the number of the task's own messages
-    steps: tuple[tuple[str, dict[str, Any]], ...]  # (tool name, partial arguments) of tool_results, in order
+    steps: tuple[tuple[str, JSONObject], ...]  # (tool name, partial arguments) of tool_results, in order
     final_text_pattern: str | None = None
 
 
@@ -64,7 +65,7 @@ class AgentBook:
 
     entries: dict[tuple[int, str], AgentEntry] = field(default_factory=dict)
 
-    def add(self, obj: Mapping[str, Any]) -> None:
+    def add(self, obj: JSONMapping) -> None:
         """Add a sample line's task (lines that are not valid tasks are ignored; the harness rejects them)."""
         agent, messages = obj.get("agent"), obj.get("messages")
         if not isinstance(agent, Mapping) or not isinstance(messages, list) or not messages:
@@ -76,7 +77,7 @@ class AgentBook:
         entry = AgentEntry(len(messages), steps, pattern if isinstance(pattern, str) else None)
         self.entries.setdefault((len(messages), gold_key(obj)), entry)
 
-    def find(self, body: Mapping[str, Any]) -> AgentEntry | None:
+    def find(self, body: JSONMapping) -> AgentEntry | None:
         messages = body.get("messages")
         if not self.entries or not isinstance(messages, list):
             return None
@@ -111,7 +112,7 @@ def _parsed(text: Any) -> Any:
 
 def tool_turns(messages: Sequence[Any]) -> list[Turn]:
     """The tool turns of a trajectory's messages (the ones after the task's own)."""
-    turns: list[dict[str, Any]] = []
+    turns: list[JSONObject] = []
     for message in conversation(list(messages)):
         if not isinstance(message, Mapping):
             continue
@@ -150,7 +151,7 @@ class AgentStep:
     def calling(self) -> bool:
         return self.action in CALLING
 
-    def truth(self) -> dict[str, Any]:
+    def truth(self) -> JSONObject:
         return {"action": self.action, "reference_calls": self.reference_calls, "tool_turns": self.tool_turns,
                 "progress": self.progress, "steps_to_finish": self.steps_to_finish, "after_error": self.after_error}
 
@@ -198,7 +199,7 @@ def answer_text(pattern: str | None, h: str) -> str | None:
         return None
 
 
-def decide_step(profile: Profile, entry: AgentEntry, body: Mapping[str, Any], tools: Sequence[Any], h: str,
+def decide_step(profile: Profile, entry: AgentEntry, body: JSONMapping, tools: Sequence[Any], h: str,
                 attempt: int) -> AgentStep:
     """This profile's action at this step of the task (module docstring)."""
     turns = tool_turns(body["messages"][entry.prefix:])

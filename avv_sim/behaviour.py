@@ -28,11 +28,11 @@ a chat template renders, so a raw-completions prompt meets the same decisions as
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import avv_sim.schema_args as schema_args
+from avv_core.json_types import JSONMapping
 from avv_sim.agent import AgentStep
 from avv_sim.chosen_calls import PlannedCall
 from avv_sim.draws import chance, unit
@@ -92,7 +92,7 @@ def choose_tools(
     return (tools[first],)
 
 
-def decide(profile: Profile, body: Mapping[str, Any], h: str, gold: GoldEntry | None = None,
+def decide(profile: Profile, body: JSONMapping, h: str, gold: GoldEntry | None = None,
            repeat: int = 1) -> Decision:
     """Whether this profile calls a tool and which: the reference decision (gold's ``expected_tool_call`` when
     given, else by hash and ``tool_call_rate``; ``tool_choice`` first), flipped by ``flip_rate`` (per body) and
@@ -120,7 +120,7 @@ def decide(profile: Profile, body: Mapping[str, Any], h: str, gold: GoldEntry | 
     return Decision(True, reference, decision, flipped, calls, self_flipped)
 
 
-def agent_decision(profile: Profile, body: Mapping[str, Any], h: str, step: AgentStep) -> Decision:
+def agent_decision(profile: Profile, body: JSONMapping, h: str, step: AgentStep) -> Decision:
     """An agent step's decision: the step's action (the reference's, or this profile's deviation), flipped by
     ``flip_rate`` like any decision (a flipped call answers with words; a flipped answer calls a tool by hash)."""
     flipped = flip_drawn(h, profile.seed, profile.flip_rate)

@@ -31,6 +31,7 @@ from typing import Any
 
 import avv_sim.schema_args as schema_args
 from avv_core.canonical import canonical_key
+from avv_core.json_types import JSONMapping
 from avv_sim.draws import chance, pick, unit
 from avv_sim.gold import GoldEntry, acceptable, build_arguments
 from avv_sim.profiles import Profile
@@ -46,7 +47,7 @@ class PlannedCall:
 
     tool: Tool
     args: Any
-    expected: Mapping[str, Any] | None = None  # the gold arguments this call follows, if any
+    expected: JSONMapping | None = None  # the gold arguments this call follows, if any
     wrong_tool: bool = False
     changed: tuple[str, ...] = ()
 
@@ -55,7 +56,7 @@ def _parts(profile: Profile, h: str, attempt: int, knob: str) -> tuple:
     return (profile.seed, h, attempt, knob)
 
 
-def gold_calls(gold: GoldEntry | None, tools: Sequence[Any]) -> list[tuple[Any, Mapping[str, Any]]] | None:
+def gold_calls(gold: GoldEntry | None, tools: Sequence[Any]) -> list[tuple[Any, JSONMapping]] | None:
     """(tool, expected arguments) of each gold call, or None when there are none or one names no request tool."""
     if gold is None or not gold.expected_calls:
         return None
@@ -92,7 +93,7 @@ def vary(call: PlannedCall, seed: str) -> PlannedCall:
         return call
     schema = call.tool.schema if isinstance(call.tool.schema, Mapping) else {}
     declared = schema.get("properties")
-    props: Mapping[str, Any] = declared if isinstance(declared, Mapping) else {}
+    props: JSONMapping = declared if isinstance(declared, Mapping) else {}
     keys = sorted(args)
     start = int(unit(seed, "vary") * len(keys))
     for key in keys[start:] + keys[:start]:

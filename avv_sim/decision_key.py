@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from avv_core.canonical import canonical_sha256
+from avv_core.json_types import JSONMapping, JSONObject
 
 KEY_EXCLUDED = ("model", "stream", "stream_options", "prompt", "messages")
 
@@ -54,7 +55,7 @@ def conversation(messages: Any) -> list[Any]:
         if not isinstance(message, Mapping):
             out.append(message)
             continue
-        normal: dict[str, Any] = {"role": message.get("role")}
+        normal: JSONObject = {"role": message.get("role")}
         text = content_text(message.get("content"))
         if text:
             normal["content"] = text
@@ -69,7 +70,7 @@ def conversation(messages: Any) -> list[Any]:
     return out
 
 
-def decision_key(body: Mapping[str, Any]) -> str:
+def decision_key(body: JSONMapping) -> str:
     """sha256 hex of the body's decision view (see the module docstring)."""
     view = {k: v for k, v in body.items() if k not in KEY_EXCLUDED}
     if not view.get("tools"):

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.reasoning import THINK_CLOSE, THINK_OPEN
 from avv_core.tool_formats import CALL_SEPARATOR, FORMATS, CallText, ToolFormat
 from avv_sim.draws import chance
@@ -46,7 +46,7 @@ class QuirkRejection(RequestError):
         self.fault = fault
 
 
-def check_reasoning_content(profile: Profile, body: Mapping[str, Any], key: str, attempt: int) -> None:
+def check_reasoning_content(profile: Profile, body: JSONMapping, key: str, attempt: int) -> None:
     """Raise :class:`QuirkRejection` when ``require_reasoning_content`` applies and a tool-call turn of the
     history has no ``reasoning_content`` (drawn with the quirks' ``quirk_rate``, like every quirk)."""
     if REQUIRE_REASONING not in profile.quirks:
@@ -60,7 +60,7 @@ def check_reasoning_content(profile: Profile, body: Mapping[str, Any], key: str,
                                  f"message at index {i}", f"messages[{i}].reasoning_content", REQUIRE_REASONING)
 
 
-def completion_view(body: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+def completion_view(body: JSONMapping) -> tuple[JSONObject, str]:
     """(the chat body the prompt was rendered from, the prompt). A prompt the shipped template did not make
     becomes one user message (no tools, so no calls)."""
     prompt = body.get("prompt")
@@ -103,7 +103,7 @@ def _respelled(tokens: list[Token], written: dict[int, CallText]) -> list[Token]
     return out
 
 
-def _as_text(plan: Plan, fmt: ToolFormat, per_chunk: int, completion: bool) -> list[dict[str, Any]]:
+def _as_text(plan: Plan, fmt: ToolFormat, per_chunk: int, completion: bool) -> list[JSONObject]:
     """Re-render the plan's calls in ``fmt`` (and, for a completion, its reasoning as a ``<think>`` block), in
     place; the calls as planned, for the truth log (``text_tool_calls``). In a chat answer (broken_template)
     the calls become content and reasoning stays in its field."""
@@ -137,13 +137,13 @@ def _as_text(plan: Plan, fmt: ToolFormat, per_chunk: int, completion: bool) -> l
     return calls
 
 
-def text_calls(plan: Plan, tool_parser: str | None, per_chunk: int) -> list[dict[str, Any]]:
+def text_calls(plan: Plan, tool_parser: str | None, per_chunk: int) -> list[JSONObject]:
     """broken_template: the plan's calls go out as content in the ``tool_parser`` format (default
     :data:`BROKEN_TEMPLATE_FORMAT`), finish ``stop``; the calls as planned, for the truth log."""
     return _as_text(plan, FORMATS[tool_parser or BROKEN_TEMPLATE_FORMAT], per_chunk, completion=False)
 
 
-def as_completion(plan: Plan, prompt: str, per_chunk: int, tool_parser: str | None = None) -> list[dict[str, Any]]:
+def as_completion(plan: Plan, prompt: str, per_chunk: int, tool_parser: str | None = None) -> list[JSONObject]:
     """Turn a chat plan into a completions plan (text; calls in the ``tool_parser`` format, default
     :data:`COMPLETION_FORMAT`; prompt tokens = ceil(len(prompt) / 4))."""
     plan.prompt_tokens = max(1, math.ceil(len(prompt) / 4))

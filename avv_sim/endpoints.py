@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 import avv_sim.dialects as dialects
 from avv_core.api_formats import CHAT, COMPLETIONS, MESSAGES, RESPONSES, from_messages, from_responses
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_sim.agent import AgentBook
 from avv_sim.decision_key import decision_key
 from avv_sim.gold import GoldEntry, gold_key
@@ -47,7 +47,7 @@ OVERLOADED_STATUS = 529  # Anthropic's "overloaded" answer (messages_over_limit:
 # ---------------------------------------------------------------------------------------------- requests
 
 
-def chat_view(endpoint: str, body: Mapping[str, Any]) -> dict[str, Any]:
+def chat_view(endpoint: str, body: JSONMapping) -> JSONObject:
     """The chat body a Messages / Responses request was converted from; :class:`RequestError` (HTTP 400, naming the
     format's own field) for a body the format does not accept."""
     if endpoint == MESSAGES:
@@ -77,7 +77,7 @@ def chat_view(endpoint: str, body: Mapping[str, Any]) -> dict[str, Any]:
     return view
 
 
-def plan_request(profile: Profile, body: dict[str, Any], ex: Exchange, attempt: int, repeat: int,
+def plan_request(profile: Profile, body: JSONObject, ex: Exchange, attempt: int, repeat: int,
                  gold: Mapping[str, GoldEntry] | None, agents: AgentBook | None = None) -> Plan:
     """The plan for a chat body, or for the chat body a completions prompt / Messages / Responses request was made
     from (the same decision key, gold and agent task, hence the same decisions), with the dialects applied: a

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from avv_core.json_types import JSONObject
 from avv_sim.plan import Plan
 from avv_sim.quirks import TailPart
 from avv_sim.tokens import Chunk, token_counts
@@ -75,9 +75,9 @@ class EventWire(Wire):
 
     # ------------------------------------------------------------------------------------------ framing
 
-    def event(self, name: str, fields: dict[str, Any]) -> bytes:
+    def event(self, name: str, fields: JSONObject) -> bytes:
         """One named event: ``event: NAME`` and its data ``{"type": NAME, …fields}`` (framed as the quirks say)."""
-        payload: dict[str, Any] = {"type": name}
+        payload: JSONObject = {"type": name}
         if self.NUMBERED:
             payload["sequence_number"] = self.sequence
             self.sequence += 1

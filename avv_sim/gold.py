@@ -24,6 +24,7 @@ from typing import Any
 
 import avv_sim.schema_args as schema_args
 from avv_core.canonical import canonical_key, canonical_sha256
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_sim.decision_key import conversation
 from avv_sim.draws import unit
 
@@ -34,14 +35,14 @@ OMIT = object()  # "leave this argument out"
 @dataclass(frozen=True)
 class GoldEntry:
     expected_tool_call: bool | None = None
-    expected_calls: tuple[dict[str, Any], ...] | None = None
+    expected_calls: tuple[JSONObject, ...] | None = None
     tool_names: dict[str, str] = field(default_factory=dict)  # wire name → original name
 
     def wire_name(self, original: str) -> str:
         return next((w for w, o in self.tool_names.items() if o == original), original)
 
 
-def gold_key(body: Mapping[str, Any]) -> str:
+def gold_key(body: JSONMapping) -> str:
     """sha256 of the canonical ``{"messages", "tools"}`` of a body, its messages reduced to what a chat
     template renders (:func:`avv_sim.decision_key.conversation`; K2VV's ``_input`` role read as ``system``, as
     the harness sends it). So a request transformed by an adapter (ids renumbered, reasoning injected) and a
@@ -81,13 +82,13 @@ def build_value(alternative: Any, seed: str) -> Any:
     return alternative
 
 
-def build_arguments(expected: Mapping[str, Any], schema: Mapping[str, Any] | None, seed: str) -> dict[str, Any]:
+def build_arguments(expected: JSONMapping, schema: JSONMapping | None, seed: str) -> JSONObject:
     """Arguments that match ``expected`` (see the module docstring); ``schema`` = the tool's parameters."""
     schema = schema if isinstance(schema, Mapping) else {}
     declared = schema.get("properties")
-    props: Mapping[str, Any] = declared if isinstance(declared, Mapping) else {}
+    props: JSONMapping = declared if isinstance(declared, Mapping) else {}
     required = set(schema.get("required") or [])
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for key, wanted in expected.items():
         choices = [OMIT if isinstance(o, str) and o == "" else build_value(o, f"{seed}:{key}") for o in options(wanted)]
         sub = props.get(key)

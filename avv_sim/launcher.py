@@ -18,13 +18,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
 import yaml
 
+from avv_core.json_types import JSONMapping
 from avv_sim.profiles import Profile, load_profiles
 
 READY_RE = re.compile(r"avv-sim listening on (https?://(\S+?):(\d+)) \(profiles: (.*)\)")
@@ -122,7 +123,7 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _write_config(profiles: Mapping[str, Any]) -> tuple[str, str]:
+def _write_config(profiles: JSONMapping) -> tuple[str, str]:
     knobs = {name: (p.to_knobs() if isinstance(p, Profile) else dict(p or {})) for name, p in profiles.items()}
     load_profiles({"profiles": knobs})  # fail fast, in this process, on a bad knob
     tmpdir = tempfile.mkdtemp(prefix="avv-sim-")
@@ -151,7 +152,7 @@ def _die_with_parent() -> None:
 def start_simulator(
     config_path: str | os.PathLike[str] | None = None,
     *,
-    profiles: Mapping[str, Any] | None = None,
+    profiles: JSONMapping | None = None,
     truth_log: str | os.PathLike[str] | None = None,
     port: int = 0,
     timeout: float = 10.0,

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from avv_core.api_outcomes import messages_stop_reason, messages_usage
+from avv_core.json_types import JSONObject
 from avv_sim.event_wire import Block, EventWire
 from avv_sim.plan import Plan
 from avv_sim.quirks import TailPart
@@ -43,7 +44,7 @@ class MessagesWire(EventWire):
     # ------------------------------------------------------------------------------------------- stream
 
     def role_event(self) -> bytes:
-        message: dict[str, Any] = {"id": self.completion_id, "type": "message", "role": "assistant",
+        message: JSONObject = {"id": self.completion_id, "type": "message", "role": "assistant",
                                    "model": self.plan.model, "content": [], "stop_reason": None,
                                    "stop_sequence": None}
         if self.usage_wanted:
@@ -52,7 +53,7 @@ class MessagesWire(EventWire):
 
     def open(self, block: Block) -> bytes:
         if block.kind == "reasoning":
-            content: dict[str, Any] = {"type": "thinking", "thinking": ""}
+            content: JSONObject = {"type": "thinking", "thinking": ""}
         elif block.kind == "content":
             content = {"type": "text", "text": ""}
         else:
@@ -76,7 +77,7 @@ class MessagesWire(EventWire):
         return signature + self.event("content_block_stop", {"index": block.number})
 
     def end_parts(self) -> list[TailPart]:
-        fields: dict[str, Any] = {"delta": {"stop_reason": self.stop_reason(), "stop_sequence": None}}
+        fields: JSONObject = {"delta": {"stop_reason": self.stop_reason(), "stop_sequence": None}}
         if self.usage_wanted:
             fields["usage"] = self.final_usage
         return [("finish", self.event("message_delta", fields)), ("done", self.event("message_stop", {}))]
@@ -89,10 +90,10 @@ class MessagesWire(EventWire):
 
     # ------------------------------------------------------------------------------------------ non-stream
 
-    def completion_body(self) -> dict[str, Any]:
+    def completion_body(self) -> JSONObject:
         """The Message: its content blocks in order (a tool_use ``input`` is the arguments' JSON object, or their
         text when it is not one: broken or cut arguments), the stop reason and the usage."""
-        content: list[dict[str, Any]] = []
+        content: list[JSONObject] = []
         for block, text in zip(self.blocks, self.texts, strict=True):
             if block.kind == "reasoning":
                 content.append({"type": "thinking", "thinking": text, "signature": self.signature})

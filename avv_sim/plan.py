@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import avv_sim.quirks as quirk_table
 import avv_sim.schema_args as schema_args
 import avv_sim.writing_systems as scripts
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_sim.agent import AgentEntry, AgentStep, decide_step
 from avv_sim.behaviour import (
     Decision,
@@ -86,8 +86,8 @@ class Plan:
     gold: bool = False  # the request matched a gold line (and the profile follows gold)
     call_form: str | None = None  # "calls" | "text" | "truncated" for a calling response, else None
     dropped_calls: int = 0  # reference calls left out (drop_parallel_rate)
-    text_calls: list[dict[str, Any]] = field(default_factory=list)  # calls written into the content
-    agent: dict[str, Any] | None = None  # an agent task's step (agent.AgentStep.truth), None otherwise
+    text_calls: list[JSONObject] = field(default_factory=list)  # calls written into the content
+    agent: JSONObject | None = None  # an agent task's step (agent.AgentStep.truth), None otherwise
     ignored: tuple[str, ...] = ()  # request parameters present but not honoured (the ignore_* knobs, clamping)
     other_calls: bool = False  # stream_other_calls changed this non-streamed answer's first call
     usage_prompt_tokens: int = 0  # what usage reports (prompt_tokens_factor applied)
@@ -119,7 +119,7 @@ class RequestView:
     tool_choice: str  # auto | none | required | named
     parallel: bool = True  # parallel_tool_calls is not false
     stop: tuple[str, ...] = ()  # the stop sequences
-    response_format: tuple[str, Mapping[str, Any] | None] | None = None  # (json_object | json_schema, schema)
+    response_format: tuple[str, JSONMapping | None] | None = None  # (json_object | json_schema, schema)
     greedy: bool = False  # temperature 0: no sampled words (sampling_rate)
 
 
@@ -150,13 +150,13 @@ class Body:
     tokens: list[Token]
     finish: str
     tool_calls: list[ToolCall] = field(default_factory=list)
-    text_calls: list[dict[str, Any]] = field(default_factory=list)
+    text_calls: list[JSONObject] = field(default_factory=list)
     gold_answer: bool = False  # the content is the agent task's answer (matches its final_text_pattern)
     sampled_words: int = 0  # of the content's words, those drawn by sampling_rate
     answer_shifted: bool = False  # answer_shift_rate drew the other most likely words
 
 
-def read_request(profile: Profile, body: Mapping[str, Any]) -> RequestView:
+def read_request(profile: Profile, body: JSONMapping) -> RequestView:
     """The request's shape; :class:`RequestError` for a malformed one (messages, max_tokens, tools, tool_choice)."""
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise RequestError("'messages' must be a non-empty array", "messages")
@@ -184,7 +184,7 @@ IGNORED_BY: dict[str, tuple[str, ...]] = {
 }
 
 
-def honoured_view(profile: Profile, body: Mapping[str, Any]) -> tuple[Mapping[str, Any], tuple[str, ...]]:
+def honoured_view(profile: Profile, body: JSONMapping) -> tuple[JSONMapping, tuple[str, ...]]:
     """The request as this profile honours it, and the parameters it ignores: the keys of its ``ignore_*`` knobs
     read as absent; a ``temperature`` / ``top_p`` out of range is a :class:`RequestError` (HTTP 400), or with
     ``clamp_out_of_range`` read as absent too."""
@@ -201,7 +201,7 @@ def honoured_view(profile: Profile, body: Mapping[str, Any]) -> tuple[Mapping[st
     return {k: v for k, v in body.items() if k not in dropped}, tuple(dropped)
 
 
-def agent_step(profile: Profile, agent: AgentEntry | None, body: Mapping[str, Any], req: RequestView, h: str,
+def agent_step(profile: Profile, agent: AgentEntry | None, body: JSONMapping, req: RequestView, h: str,
                attempt: int) -> AgentStep | None:
     """The agent task's step this request is (with tools and ``tool_choice`` auto), else None."""
     if agent is None or not req.tools or req.tool_choice != "auto":
@@ -235,7 +235,7 @@ def other_calls(profile: Profile, req: RequestView, calls: CallPlan, h: str) -> 
     return replace(calls, planned=[first, *calls.planned[1:]]), True
 
 
-def plan_language(profile: Profile, body: Mapping[str, Any], h: str, attempt: int, answers: bool) -> Language:
+def plan_language(profile: Profile, body: JSONMapping, h: str, attempt: int, answers: bool) -> Language:
     """The prompt's script and the content's (drifted by ``language_drift_rate``; answers only)."""
     script = scripts.prompt_script(body)
     drift = answers and language_drift_drawn(profile, h, attempt)
@@ -273,7 +273,7 @@ def call_body(profile: Profile, calls: CallPlan, h: str, attempt: int, effects: 
 
 
 def answer_body(profile: Profile, h: str, language: Language, step: AgentStep | None,
-                decision: Decision, response_format: tuple[str, Mapping[str, Any] | None] | None = None,
+                decision: Decision, response_format: tuple[str, JSONMapping | None] | None = None,
                 repeat: int = 1, greedy: bool = False) -> Body:
     """A response without calls: the agent task's answer, else words in the content's script
     (:func:`~avv_sim.behaviour.answer_words`: sampled per ``repeat`` unless ``greedy``; none for a reasoning-only
@@ -296,7 +296,7 @@ def answer_body(profile: Profile, h: str, language: Language, step: AgentStep | 
                 answer_shifted=drawn.shifted)
 
 
-def make_plan(profile: Profile, body: Mapping[str, Any], attempt: int, h: str | None = None,
+def make_plan(profile: Profile, body: JSONMapping, attempt: int, h: str | None = None,
               gold: GoldEntry | None = None, repeat: int = 1, agent: AgentEntry | None = None,
               endpoint: str = "chat") -> Plan:
     """Decide everything for one request. ``gold`` = the request's gold labels (ignored unless the profile
@@ -414,7 +414,7 @@ def _trim_tool_calls(calls: list[ToolCall], tokens: list[Token]) -> None:
             c.arguments = "".join(c.fragments)
 
 
-def sent_tool_calls(plan: Plan, chunks_sent: int) -> list[dict[str, Any]]:
+def sent_tool_calls(plan: Plan, chunks_sent: int) -> list[JSONObject]:
     """Truth-log view of the tool calls whose deltas were actually written (first ``chunks_sent``)."""
     args: dict[int, str] = {}
     for c in plan.chunks[:chunks_sent]:

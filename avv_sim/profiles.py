@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from avv_core.errors import InputError
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.reasoning import RESPONSE_FIELD_NAMES
 from avv_core.suggest import did_you_mean
 from avv_core.tool_formats import TOOL_PARSERS
@@ -229,7 +230,7 @@ class Profile:
     def served_model(self) -> str:
         return self.model or self.name
 
-    def to_knobs(self) -> dict[str, Any]:
+    def to_knobs(self) -> JSONObject:
         """The knobs as plain YAML-able values (without ``name``)."""
         out = dataclasses.asdict(self)
         out.pop("name")
@@ -327,13 +328,13 @@ def _check_ranges(p: Profile) -> None:
             raise _err(p.name, knobs[0], f"{' + '.join(knobs)} must not exceed 1, got {total}")
 
 
-def make_profile(name: str, knobs: Mapping[str, Any] | None = None) -> Profile:
+def make_profile(name: str, knobs: JSONMapping | None = None) -> Profile:
     """Build and validate one profile from a knob mapping."""
     name = str(name)
     if not _NAME_RE.match(name):
         raise ProfileError(f"profile {name!r}: name must match {_NAME_RE.pattern} (it is a URL path segment)")
     knobs = dict(knobs or {})
-    values: dict[str, Any] = {}
+    values: JSONObject = {}
     for knob, value in knobs.items():
         if knob not in KNOBS:
             raise _err(name, str(knob), f"unknown knob{did_you_mean(str(knob), KNOBS)}; known knobs: "
@@ -370,7 +371,7 @@ def profiles_from_mapping(data: Any, source: str = "<config>") -> dict[str, Prof
     return out
 
 
-def load_profiles(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Profile]:
+def load_profiles(source: str | os.PathLike[str] | JSONMapping) -> dict[str, Profile]:
     """Load profiles from a YAML file path, or from an already-parsed mapping.
 
     A mapping may be the whole config (with a ``profiles`` key) or just ``{name: knobs}``.
@@ -386,9 +387,9 @@ def load_profiles(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[st
     return profiles_from_mapping(data, source=path)
 
 
-def parse_set(items: list[str]) -> dict[str, Any]:
+def parse_set(items: list[str]) -> JSONObject:
     """``KNOB=VALUE`` strings (from ``--set``) to a knob mapping; VALUE is parsed as YAML."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for item in items:
         knob, sep, text = item.partition("=")
         if not sep or not knob.strip():

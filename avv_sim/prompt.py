@@ -19,6 +19,8 @@ import json
 import re
 from typing import Any
 
+from avv_core.json_types import JSONObject
+
 START, END = "<|im_start|>", "<|im_end|>\n"
 TOOLS_HEADER = "# Tools\n\nYou may call one or more functions to assist with the user query."
 _TOOLS_BLOCK = re.compile(r"<tools>\n(.*?)\n</tools>", re.DOTALL)
@@ -27,7 +29,7 @@ _CALL_PAYLOAD = re.compile(r'\A\{"name": "(.*?)", "arguments": (.*)\}\Z', re.DOT
 _RESPONSE = re.compile(r"\n<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
 
 
-def _system_turn(body: str) -> tuple[dict[str, Any] | None, list[Any] | None]:
+def _system_turn(body: str) -> tuple[JSONObject | None, list[Any] | None]:
     """(system message or None, tools or None) from the first system turn's body."""
     text = body[1:]
     if TOOLS_HEADER not in text:
@@ -42,11 +44,11 @@ def _system_turn(body: str) -> tuple[dict[str, Any] | None, list[Any] | None]:
     return {"role": "system", "content": text[:at].removesuffix("\n\n")}, tools
 
 
-def _assistant_turn(body: str) -> dict[str, Any]:
+def _assistant_turn(body: str) -> JSONObject:
     calls = list(_CALL.finditer(body))
     if not calls:
         return {"role": "assistant", "content": body[1:]}
-    message: dict[str, Any] = {"role": "assistant", "content": body[: calls[0].start()].removeprefix("\n")}
+    message: JSONObject = {"role": "assistant", "content": body[: calls[0].start()].removeprefix("\n")}
     parsed = []
     for match in calls:
         payload = _CALL_PAYLOAD.match(match.group(1))
@@ -56,10 +58,10 @@ def _assistant_turn(body: str) -> dict[str, Any]:
     return message
 
 
-def parse_prompt(prompt: str) -> tuple[list[dict[str, Any]], list[Any] | None]:
+def parse_prompt(prompt: str) -> tuple[list[JSONObject], list[Any] | None]:
     """(messages, tools) of a prompt rendered with the shipped hermes template; ([], None) when it is not."""
     turns = prompt.split(START)[1:]
-    messages: list[dict[str, Any]] = []
+    messages: list[JSONObject] = []
     tools: list[Any] | None = None
     for position, turn in enumerate(turns):
         if not turn.endswith(END):

@@ -22,9 +22,11 @@ Adding a quirk = one declaration here (with its hook) plus its test.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, TypeVar
+
+from avv_core.json_types import JSONMapping
 
 Surface = Literal["stream", "non-stream", "messages stream", "messages non-stream", "responses stream",
                   "responses non-stream", "completions", "request"]
@@ -354,7 +356,7 @@ def render_quirk_table() -> str:
     return "\n".join(rows)
 
 
-def check_table(table: Sequence[Quirk], needs: Mapping[str, Any]) -> None:
+def check_table(table: Sequence[Quirk], needs: JSONMapping) -> None:
     """Raise at import for a table that cannot work: a name twice, an unknown need or surface, no effect."""
     seen: set[str] = set()
     for q in table:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from avv_core.canonical import canonical_json
+from avv_core.json_types import JSONMapping
 
 HASH_EXCLUDED_KEYS = ("model", "stream", "stream_options")
 
@@ -25,7 +26,7 @@ class RequestError(Exception):
         self.status = status
 
 
-def request_hash(body: Mapping[str, Any]) -> str:
+def request_hash(body: JSONMapping) -> str:
     """sha256 hex of the canonical body without ``model``, ``stream`` and ``stream_options``."""
     stripped = {k: v for k, v in body.items() if k not in HASH_EXCLUDED_KEYS}
     return hashlib.sha256(canonical_json(stripped).encode("utf-8")).hexdigest()
@@ -36,10 +37,10 @@ class Tool:
     """A function of the request's ``tools``: its name and its parameters schema."""
 
     name: str
-    schema: Mapping[str, Any]
+    schema: JSONMapping
 
 
-def request_tools(body: Mapping[str, Any]) -> list[Tool]:
+def request_tools(body: JSONMapping) -> list[Tool]:
     tools = body.get("tools")
     if tools is None:
         return []
@@ -55,7 +56,7 @@ def request_tools(body: Mapping[str, Any]) -> list[Tool]:
     return out
 
 
-def parse_tool_choice(body: Mapping[str, Any], tools: list[Tool]) -> tuple[str, str | None]:
+def parse_tool_choice(body: JSONMapping, tools: list[Tool]) -> tuple[str, str | None]:
     """("auto" | "none" | "required" | "named", function name or None)."""
     choice = body.get("tool_choice")
     if choice is None or choice == "auto":
@@ -72,7 +73,7 @@ def parse_tool_choice(body: Mapping[str, Any], tools: list[Tool]) -> tuple[str, 
     raise RequestError(f"invalid tool_choice {choice!r}", "tool_choice")
 
 
-def max_tokens_of(body: Mapping[str, Any]) -> int | None:
+def max_tokens_of(body: JSONMapping) -> int | None:
     """``max_completion_tokens`` (preferred) or ``max_tokens``; must be a positive integer."""
     for key in ("max_completion_tokens", "max_tokens"):
         value = body.get(key)
@@ -84,7 +85,7 @@ def max_tokens_of(body: Mapping[str, Any]) -> int | None:
     return None
 
 
-def prompt_tokens_of(body: Mapping[str, Any]) -> int:
+def prompt_tokens_of(body: JSONMapping) -> int:
     """Deterministic estimate: ceil(len(canonical messages + tools JSON) / 4)."""
     shown = {"messages": body.get("messages")}
     if body.get("tools") is not None:
@@ -97,7 +98,7 @@ def prompt_tokens_of(body: Mapping[str, Any]) -> int:
 SAMPLING_RANGES: dict[str, tuple[float, float]] = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0)}
 
 
-def out_of_range(body: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def out_of_range(body: JSONMapping) -> list[tuple[str, Any]]:
     """The sampling parameters of ``body`` outside :data:`SAMPLING_RANGES` (a number outside it, or not a number),
     as (name, value)."""
     out = []
@@ -110,7 +111,7 @@ def out_of_range(body: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return out
 
 
-def stop_sequences(body: Mapping[str, Any]) -> list[str]:
+def stop_sequences(body: JSONMapping) -> list[str]:
     """The request's ``stop``: a string or a list of strings (empty strings dropped); anything else is a 400."""
     stop = body.get("stop")
     if stop is None:
@@ -121,7 +122,7 @@ def stop_sequences(body: Mapping[str, Any]) -> list[str]:
     return [s for s in items if s]
 
 
-def response_format_of(body: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None] | None:
+def response_format_of(body: JSONMapping) -> tuple[str, JSONMapping | None] | None:
     """The request's ``response_format``: None (text), ``("json_object", None)`` or ``("json_schema", schema)``;
     a malformed one is a 400."""
     fmt = body.get("response_format")

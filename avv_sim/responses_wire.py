@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from avv_core.api_outcomes import responses_status, responses_usage
+from avv_core.json_types import JSONObject
 from avv_sim.event_wire import Block, EventWire
 from avv_sim.plan import Plan
 from avv_sim.quirks import TailPart
@@ -31,14 +32,14 @@ class ResponsesWire(EventWire):
         super().__init__(plan, created, "resp_" + hex_id, usage)
         self.item_ids = [f"{ITEM_PREFIX[b.kind]}_{hex_id}{b.number}" for b in self.blocks]
 
-    def response(self, status: str, output: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    def response(self, status: str, output: list[JSONObject], **extra: Any) -> JSONObject:
         """The response object of the stream's events and of the JSON body."""
         reason = responses_status(self.finish_reason())[1] if status == "incomplete" else None
         return {"id": self.completion_id, "object": "response", "created_at": self.created, "status": status,
                 "error": None, "incomplete_details": {"reason": reason} if reason else None,
                 "model": self.plan.model, "output": output, "usage": None, **extra}
 
-    def item(self, block: Block, text: str | None) -> dict[str, Any]:
+    def item(self, block: Block, text: str | None) -> JSONObject:
         """A block's output item: as added (``text`` None) or done."""
         item_id = self.item_ids[block.number]
         if block.kind == "reasoning":
@@ -51,11 +52,11 @@ class ResponsesWire(EventWire):
         return {"id": item_id, "type": "function_call", "status": status, "arguments": text or "",
                 "call_id": self.call_id(block), "name": self.call_name(block)}
 
-    def usage_object(self) -> dict[str, Any]:
+    def usage_object(self) -> JSONObject:
         return responses_usage(self.plan.usage_prompt_tokens, self.plan.usage_completion_tokens,
                                self.reasoning_tokens())
 
-    def final(self) -> dict[str, Any]:
+    def final(self) -> JSONObject:
         """The finished response: status, output items, usage (None with ``omit_usage``)."""
         status = responses_status(self.finish_reason())[0]
         output = [self.item(b, text) for b, text in zip(self.blocks, self.texts, strict=True)]
@@ -68,7 +69,7 @@ class ResponsesWire(EventWire):
         return self.event("response.created", {"response": started}) + self.event("response.in_progress",
                                                                                    {"response": started})
 
-    def where(self, block: Block) -> dict[str, Any]:
+    def where(self, block: Block) -> JSONObject:
         return {"item_id": self.item_ids[block.number], "output_index": block.number}
 
     def open(self, block: Block) -> bytes:
@@ -126,7 +127,7 @@ class ResponsesWire(EventWire):
 
     # ------------------------------------------------------------------------------------------ non-stream
 
-    def completion_body(self) -> dict[str, Any]:
+    def completion_body(self) -> JSONObject:
         """The Response: status, output items, usage."""
         body = self.final()
         body["usage"] = self.usage_object()  # the server drops it with omit_usage

@@ -21,6 +21,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from avv_core.json_types import JSONMapping, JSONObject
+
 BREAK_KINDS = ("missing_required", "wrong_type", "unparseable")
 
 _WORDS = (
@@ -55,7 +57,7 @@ MAX_GENERATED_CHARS = 10_000
 MAX_GENERATED_ITEMS = 1_000
 
 
-def _resolve_ref(ref: str, root: Mapping[str, Any]) -> Mapping[str, Any]:
+def _resolve_ref(ref: str, root: JSONMapping) -> JSONMapping:
     """Resolve a local ``#/...`` JSON pointer (``$defs``/``definitions``); anything else → ``{}``."""
     if not ref.startswith("#"):
         return {}
@@ -70,9 +72,9 @@ def _resolve_ref(ref: str, root: Mapping[str, Any]) -> Mapping[str, Any]:
     return node if isinstance(node, Mapping) else {}
 
 
-def _merge_all_of(schema: Mapping[str, Any], root: Mapping[str, Any]) -> dict[str, Any]:
+def _merge_all_of(schema: JSONMapping, root: JSONMapping) -> JSONObject:
     """Shallow merge of ``allOf`` branches (properties and required are unioned)."""
-    merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+    merged: JSONObject = {k: v for k, v in schema.items() if k != "allOf"}
     for branch in schema.get("allOf") or []:
         if isinstance(branch, Mapping) and "$ref" in branch:
             branch = _resolve_ref(branch["$ref"], root)
@@ -88,7 +90,7 @@ def _merge_all_of(schema: Mapping[str, Any], root: Mapping[str, Any]) -> dict[st
     return merged
 
 
-def _schema_type(schema: Mapping[str, Any]) -> str:
+def _schema_type(schema: JSONMapping) -> str:
     t = schema.get("type")
     if isinstance(t, list):
         non_null = [x for x in t if x != "null"]
@@ -144,7 +146,7 @@ def _from_pattern(pattern: str, rng: random.Random) -> str:
         return " ".join(rng.choice(_WORDS) for _ in range(2))
 
 
-def _gen_string(schema: Mapping[str, Any], rng: random.Random) -> str:
+def _gen_string(schema: JSONMapping, rng: random.Random) -> str:
     fmt = schema.get("format")
     if fmt == "date":
         text = f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
@@ -171,7 +173,7 @@ def _gen_string(schema: Mapping[str, Any], rng: random.Random) -> str:
     return text
 
 
-def _gen_number(schema: Mapping[str, Any], rng: random.Random, integer: bool) -> int | float:
+def _gen_number(schema: JSONMapping, rng: random.Random, integer: bool) -> int | float:
     lo = schema.get("minimum")
     hi = schema.get("maximum")
     xlo = schema.get("exclusiveMinimum")
@@ -209,7 +211,7 @@ def _gen_number(schema: Mapping[str, Any], rng: random.Random, integer: bool) ->
     return value
 
 
-def _gen_array(schema: Mapping[str, Any], rng: random.Random, root: Mapping[str, Any], depth: int) -> list:
+def _gen_array(schema: JSONMapping, rng: random.Random, root: JSONMapping, depth: int) -> list:
     prefix = schema.get("prefixItems")
     if isinstance(prefix, list) and prefix:
         return [_gen(s, rng, root, depth + 1) for s in prefix]
@@ -235,10 +237,10 @@ def _gen_array(schema: Mapping[str, Any], rng: random.Random, root: Mapping[str,
     return out
 
 
-def _gen_object(schema: Mapping[str, Any], rng: random.Random, root: Mapping[str, Any], depth: int) -> dict:
+def _gen_object(schema: JSONMapping, rng: random.Random, root: JSONMapping, depth: int) -> dict:
     props = schema.get("properties") or {}
     required = [r for r in schema.get("required") or [] if isinstance(r, str)]
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for name, sub in props.items():
         # every required property, and about half of the optional ones
         if name in required or (depth < 3 and rng.random() < 0.5):
@@ -249,7 +251,7 @@ def _gen_object(schema: Mapping[str, Any], rng: random.Random, root: Mapping[str
     return out
 
 
-def _gen(schema: Any, rng: random.Random, root: Mapping[str, Any], depth: int) -> Any:
+def _gen(schema: Any, rng: random.Random, root: JSONMapping, depth: int) -> Any:
     if schema is True or not isinstance(schema, Mapping):
         return rng.choice(_WORDS)
     if depth > _MAX_DEPTH:
@@ -283,11 +285,11 @@ def _gen(schema: Any, rng: random.Random, root: Mapping[str, Any], depth: int) -
 
 
 def _gen_branch(
-    schema: Mapping[str, Any],
+    schema: JSONMapping,
     key: str,
     branches: list,
     rng: random.Random,
-    root: Mapping[str, Any],
+    root: JSONMapping,
     depth: int,
 ) -> Any:
     """Pick a branch (non-null ones first); sibling keywords of the branch list are merged in."""
@@ -309,7 +311,7 @@ def _gen_branch(
     return candidate
 
 
-def _valid(schema: Mapping[str, Any], value: Any) -> bool:
+def _valid(schema: JSONMapping, value: Any) -> bool:
     """Validation as the scoring does it (no network, regex time-bounded), imported lazily (only oneOf and
     breaking need it)."""
     from avv_core.bounded_schema import is_valid
@@ -332,12 +334,12 @@ def _validator(schema_json: str) -> Any:
     return build_validator(json.loads(schema_json))
 
 
-def is_valid(schema: Mapping[str, Any], value: Any) -> bool:
+def is_valid(schema: JSONMapping, value: Any) -> bool:
     """Whether ``value`` validates against ``schema`` (True when the schema itself cannot be used)."""
     return _valid(schema, value)
 
 
-def generate(schema: Mapping[str, Any] | None, seed: str) -> Any:
+def generate(schema: JSONMapping | None, seed: str) -> Any:
     """A value valid for ``schema`` (an object for a tool's ``parameters``), deterministic from ``seed``."""
     schema = schema if isinstance(schema, Mapping) else {}
     rng = random.Random(seed)
@@ -354,7 +356,7 @@ def generate(schema: Mapping[str, Any] | None, seed: str) -> Any:
 # ---------------------------------------------------------------------------------------------- breaking
 
 
-def _wrong_value(sub: Mapping[str, Any], root: Mapping[str, Any]) -> tuple[bool, Any]:
+def _wrong_value(sub: JSONMapping, root: JSONMapping) -> tuple[bool, Any]:
     """A value of a different JSON type than ``sub`` allows; (False, None) if ``sub`` accepts anything."""
     if "$ref" in sub:
         sub = _resolve_ref(sub["$ref"], root)
@@ -382,7 +384,7 @@ def _wrong_value(sub: Mapping[str, Any], root: Mapping[str, Any]) -> tuple[bool,
     return False, None
 
 
-def _break_missing(args: Any, schema: Mapping[str, Any]) -> str | None:
+def _break_missing(args: Any, schema: JSONMapping) -> str | None:
     required = [r for r in schema.get("required") or [] if isinstance(args, dict) and r in args]
     if not required:
         return None
@@ -391,7 +393,7 @@ def _break_missing(args: Any, schema: Mapping[str, Any]) -> str | None:
     return json.dumps(broken, ensure_ascii=False)
 
 
-def _break_type(args: Any, schema: Mapping[str, Any]) -> str | None:
+def _break_type(args: Any, schema: JSONMapping) -> str | None:
     if isinstance(args, dict):
         props = schema.get("properties") or {}
         for name in args:
@@ -410,7 +412,7 @@ def _break_unparseable(args: Any) -> str:
     return text[:-1] if len(text) > 1 else '{"'  # drop the closing brace: cut-off JSON
 
 
-def break_arguments(args: Any, schema: Mapping[str, Any] | None, kind: str) -> tuple[str, str]:
+def break_arguments(args: Any, schema: JSONMapping | None, kind: str) -> tuple[str, str]:
     """Serialized arguments that fail ``schema``; returns (text, kind actually used).
 
     The requested kind is tried first; kinds impossible for this schema (nothing required, no typed

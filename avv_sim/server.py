@@ -19,11 +19,11 @@ import ssl
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from aiohttp import web
 
 from avv_core.api_formats import CHAT, COMPLETIONS, MESSAGES, RESPONSES
+from avv_core.json_types import JSONObject
 from avv_sim.agent import AgentBook
 from avv_sim.endpoints import (
     KEY_HEADERS,
@@ -378,7 +378,7 @@ def _fmt_seconds(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-async def _read_body(request: web.Request) -> tuple[dict[str, Any] | None, str | None]:
+async def _read_body(request: web.Request) -> tuple[JSONObject | None, str | None]:
     """The parsed JSON object body and its request hash; (None, None) when it is not a JSON object."""
     raw = await request.read()
     try:

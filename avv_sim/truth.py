@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from avv_core.json_types import JSONObject
 from avv_sim.plan import Plan, sent_tool_calls
 from avv_sim.request import RequestError
 from avv_sim.tokens import token_counts
@@ -50,7 +51,7 @@ class TruthRecord:
     self_flipped: bool | None = _doc("this (body, repeat) flipped by `self_flip_rate`; `decision = "
                                      "reference_decision XOR flipped XOR self_flipped`")
     gold: bool = _doc("the request matched a gold line and the profile follows gold", False)
-    agent: dict[str, Any] | None = _doc(
+    agent: JSONObject | None = _doc(
         "null, or for a step of an agent task: `{\"action\": call / retry / answer / give_up / loop / extra, "
         "\"reference_calls\", \"tool_turns\", \"progress\", \"steps_to_finish\", \"after_error\", \"gold_answer\"}` "
         "— what this profile did, whether the reference would call, the history it saw, and whether the content is "
@@ -58,15 +59,15 @@ class TruthRecord:
     call_form: str | None = _doc("for a calling response: `calls`, `text` (written into the content) or "
                                  "`truncated` (cut mid-arguments, finish `length`); null otherwise")
     dropped_calls: int = _doc("reference calls left out (`drop_parallel_rate`): 0 or 1", 0)
-    tool_calls: list[dict[str, Any]] = field(default_factory=list, metadata={"doc": (
+    tool_calls: list[JSONObject] = field(default_factory=list, metadata={"doc": (
         "calls whose deltas were sent: `[{\"index\",\"id\",\"name\",\"arguments\",\"broken\",\"wrong_tool\","
         "\"changed\"}]`, `arguments` exactly as sent, `broken` null or `missing_required` / `wrong_type` / "
         "`unparseable`, `wrong_tool` true when another tool than the reference's, `changed` the argument keys whose "
         "value differs from the reference's")})
-    text_tool_calls: list[dict[str, Any]] = field(default_factory=list, metadata={"doc": (
+    text_tool_calls: list[JSONObject] = field(default_factory=list, metadata={"doc": (
         "calls sent as text by the dialect quirks (`broken_template`, completions), as planned: "
         "`[{\"index\",\"id\",\"name\",\"arguments\",\"broken\"}]`")})
-    text_calls: list[dict[str, Any]] = field(default_factory=list, metadata={"doc": (
+    text_calls: list[JSONObject] = field(default_factory=list, metadata={"doc": (
         "calls written into the content (`call_form: text`): `[{\"name\",\"arguments\",\"wrong_tool\","
         "\"changed\"}]`")})
     fault: str | None = _doc("null, `auth`, `error_status`, `rate_limit`, `over_limit_429`, `over_limit_529` "
@@ -107,10 +108,10 @@ class TruthRecord:
                               "`temperature` 0 and for answers without filler words)", 0)
     answer_shifted: bool = _doc("the content was written around the other most likely word sequence "
                                 "(`answer_shift_rate`)", False)
-    request: dict[str, Any] | None = _doc("only with `log_request`: `{\"body\": …, \"headers\": {…}}` as received, "
+    request: JSONObject | None = _doc("only with `log_request`: `{\"body\": …, \"headers\": {…}}` as received, "
                                           "without `Authorization` and `x-api-key` (the key is absent otherwise)")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """The JSON object of the line: every field in order (``request`` only when logged)."""
         out = {f.name: getattr(self, f.name) for f in FIELDS}
         if self.request is None:
@@ -122,7 +123,7 @@ class TruthRecord:
         return json.dumps(self.to_json(), ensure_ascii=False)
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> TruthRecord:
+    def from_json(cls, obj: JSONObject) -> TruthRecord:
         """A record read back from its JSON object (unknown keys refused)."""
         return cls(**obj)
 
@@ -145,11 +146,11 @@ class Exchange:
     repeat: int | None = None
     repeat_source: str | None = None
     stream: bool | None = None
-    request: dict[str, Any] | None = None  # log_request: the body and headers received
+    request: JSONObject | None = None  # log_request: the body and headers received
     plan: Plan | None = None  # what was decided (None: the body could not be planned)
     rejection: RequestError | None = None  # why it could not (a quirk's rejection carries a ``fault``)
     refused: str | None = None  # auth | over_limit_429: refused after planning
-    text_tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    text_tool_calls: list[JSONObject] = field(default_factory=list)
     http_status: int | None = None
     finish_reason: str | None = None
     usage_sent: bool = False
@@ -167,7 +168,7 @@ def build_truth(ex: Exchange) -> TruthRecord:
     rejected = getattr(ex.rejection, "fault", None)
     sent = token_counts(plan.chunks[:ex.chunks_sent]) if plan is not None else {"reasoning": 0, "content": 0,
                                                                                   "tool": 0}
-    decided: dict[str, Any] = {"quirks": [rejected] if rejected else [], "fault": rejected}
+    decided: JSONObject = {"quirks": [rejected] if rejected else [], "fault": rejected}
     if plan is not None:
         d = plan.decision
         decided = {
@@ -214,19 +215,19 @@ class TruthLog:
             self._fd = -1
 
 
-def _lines(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+def _lines(path: str | os.PathLike[str]) -> Iterator[JSONObject]:
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             if line.strip():
                 yield json.loads(line)
 
 
-def read_truth_log(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def read_truth_log(path: str | os.PathLike[str]) -> list[JSONObject]:
     """Every line of a truth log as its JSON object, in order (:meth:`TruthRecord.from_json` types one)."""
     return list(_lines(path))
 
 
-def truth_by_tag(path: str | os.PathLike[str]) -> dict[str | None, dict[str, Any]]:
+def truth_by_tag(path: str | os.PathLike[str]) -> dict[str | None, JSONObject]:
     """The lines of a truth log by ``client_tag`` (run/model/vendor/sample/repeat/attempt): a later line for a
     tag replaces an earlier one (the lines without a tag share the key None)."""
     return {rec["client_tag"]: rec for rec in _lines(path)}

@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from avv_core.json_types import JSONObject
 from avv_core.reasoning import FIELDS_BY_NAME
 from avv_sim.plan import Plan
 from avv_sim.quirks import TailPart
@@ -40,7 +41,7 @@ json_string: Callable[[str], str] = json.dumps
 _compact_ascii = json.JSONEncoder(separators=(",", ":")).encode  # any value, non-ASCII escaped as json_string does
 
 
-def error_body(message: str, etype: str, code: str | None, param: str | None = None) -> dict[str, Any]:
+def error_body(message: str, etype: str, code: str | None, param: str | None = None) -> JSONObject:
     """OpenAI-style error object."""
     return {"error": {"message": message, "type": etype, "param": param, "code": code}}
 
@@ -184,9 +185,9 @@ class Wire:
             reason = hook(reason)
         return reason
 
-    def usage(self) -> dict[str, Any]:
+    def usage(self) -> JSONObject:
         p, c = self.plan.usage_prompt_tokens, self.plan.usage_completion_tokens
-        usage: dict[str, Any] = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+        usage: JSONObject = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
         reasoning = token_counts(self.plan.chunks)["reasoning"]
         if reasoning:
             usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
@@ -231,10 +232,10 @@ class Wire:
 
     # ------------------------------------------------------------------------------------ non-stream
 
-    def completion_body(self) -> dict[str, Any]:
+    def completion_body(self) -> JSONObject:
         """A complete ``chat.completion`` object (non-stream, or the json_body quirk)."""
         counts = token_counts(self.plan.chunks)
-        message: dict[str, Any] = {"role": "assistant", "content": None}
+        message: JSONObject = {"role": "assistant", "content": None}
         if counts["content"]:
             message["content"] = "".join(c.text for c in self.plan.chunks if c.kind == "content")
         elif not self.plan.tool_calls:
@@ -283,14 +284,14 @@ class TextWire(Wire):
         reason = self.finish_reason()
         if reason is None and not with_usage:
             return None
-        obj: dict[str, Any] = json.loads(self._head + "}")
+        obj: JSONObject = json.loads(self._head + "}")
         obj["choices"] = [{"index": 0, "text": "", "logprobs": None, "finish_reason": reason}]
         if with_usage:
             obj["usage"] = self.usage()
         return self.frame(compact_json(obj))
 
-    def completion_body(self) -> dict[str, Any]:
-        obj: dict[str, Any] = json.loads(self._head + "}")
+    def completion_body(self) -> JSONObject:
+        obj: JSONObject = json.loads(self._head + "}")
         obj["choices"] = [{"index": 0, "text": "".join(c.text for c in self.plan.chunks), "logprobs": None,
                            "finish_reason": self.finish_reason()}]
         obj["usage"] = self.usage()

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+
+from avv_core.json_types import JSONMapping
 
 #: Content words per script ("one short word per token").
 WORDS: dict[str, tuple[str, ...]] = {
@@ -61,7 +62,7 @@ def _script(char: str) -> str | None:
     return None
 
 
-def _last_user_text(body: Mapping[str, Any]) -> str:
+def _last_user_text(body: JSONMapping) -> str:
     text = ""
     for msg in body.get("messages") or []:
         if isinstance(msg, Mapping) and msg.get("role") == "user":
@@ -72,7 +73,7 @@ def _last_user_text(body: Mapping[str, Any]) -> str:
     return text
 
 
-def prompt_script(body: Mapping[str, Any]) -> str:
+def prompt_script(body: JSONMapping) -> str:
     """The script the simulated model answers in when it does not drift (see the module docstring)."""
     counts = Counter(s for s in map(_script, (c for c in _last_user_text(body) if c.isalpha())) if s)
     if not counts:

@@ -101,7 +101,11 @@ def _measure_on_master(environment: Any, ctl: Any) -> None:
         rows.extend((now, now - float(r["t0_monotonic"])) for r in records)
 
     ctl.record_hook.add_listener(on_records)
-    board = lambda: ctl.live._records.count if ctl.live is not None and ctl.live._records is not None else None  # noqa: E731
+    from avv_harness.locust.live_board import LiveBoard
+
+    def board() -> int | None:
+        live = ctl.kept_view(LiveBoard)
+        return live._records.count if live is not None and live._records is not None else None
     dump = lambda **_: _dump("master", {"rows": rows, "live_board_rows": board()})  # noqa: E731
     environment.events.test_stop.add_listener(dump)
     environment.events.quitting.add_listener(dump)

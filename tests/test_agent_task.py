@@ -17,7 +17,7 @@ from avv_core.samples import load_samples
 from avv_harness.inputs.config import load_config
 from avv_harness.run.controller import EXIT_OK
 from avv_harness.wire.agent_loop import run_trajectory
-from avv_harness.wire.execute import ExecContext, RetryPolicy, build_body
+from avv_harness.wire.execute import ExecContext, ItemRun, RetryPolicy, build_body
 from avv_harness.wire.run_item import run_item_safely
 from avv_scoring.metrics import correctness
 from tests.builders import vendors_config, write_inputs, write_jsonl, write_yaml
@@ -153,7 +153,7 @@ def run(tmp_path, script, **kw):
     vendor, item, ctx = setup(tmp_path, **kw)
     adapter = agent_vendor(script)
     session = fake_session_factory(adapter)()
-    records = run_trajectory(session, vendor, vendor.url, item, ctx, sleep=lambda s: None)
+    records = run_trajectory(ItemRun(session, vendor, vendor.url, item, ctx, sleep=lambda s: None))
     return records, [json.loads(r.body) for r in adapter.requests], adapter
 
 
@@ -215,7 +215,7 @@ def test_a_client_failure_mid_trajectory_keeps_the_steps_before_it(tmp_path):
         return follows_the_task(step, body)
 
     session = fake_session_factory(agent_vendor(broken))()
-    records = run_item_safely(session, vendor, vendor.url, item, ctx, sleep=lambda s: None)
+    records = run_item_safely(ItemRun(session, vendor, vendor.url, item, ctx, sleep=lambda s: None))
     assert [(r["step"], r["status"], r.get("error_kind")) for r in records] == [
         (1, "success", None), (2, "success", None), (3, "failed", "client_error")]
     # the client_error row is its step's: begun after step 2 ended, one attempt (the one that raised)

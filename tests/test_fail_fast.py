@@ -25,7 +25,7 @@ from avv_harness.run.ledger import Ledger
 from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.run.preflight import PREFLIGHT_MAX_TOKENS, Preflight, Target, preflight_sample, run_preflight
 from avv_harness.run.state import RunState
-from avv_harness.wire.execute import ExecContext, RetryPolicy, execute_item
+from avv_harness.wire.execute import ExecContext, ItemRun, RetryPolicy, execute_item
 from tests.builders import vendors_config
 from tests.fake_vendor import ScriptedAdapter, error_reply, fake_session_factory, item_of, stream_reply
 
@@ -194,9 +194,9 @@ def _item(answer, retries=3, url=URL):
     session = requests.Session()
     session.mount("http://vendor.test/", adapter)
     ctx = ExecContext(run_id="r", worker="w", policy=RetryPolicy(retries=retries, backoff_base_s=0.0))
-    outcome = execute_item(session, Vendor("m", "v", "x", url), url, WorkItem(ItemKey("m", "v", "s1", 1),
+    outcome = execute_item(ItemRun(session, Vendor("m", "v", "x", url), url, WorkItem(ItemKey("m", "v", "s1", 1),
                            Sample("s1", 1, {"messages": [{"role": "user", "content": "hi"}]})), ctx,
-                           sleep=lambda s: None, rng=random.Random(1))
+                           sleep=lambda s: None, rng=random.Random(1)))
     return outcome.record, len(adapter.requests)
 
 

@@ -147,7 +147,7 @@ def test_the_vendors_tab_says_which_vendor_the_breaker_stopped(tmp_path):
     rows = {r["name"]: r for r in vendor_rows(board.snapshot(), vendor_columns(False, False))}
     assert rows["b"]["items"] == "2 / 6 · stopped: vendor_down (HTTP 403: the key may not use this; 4 items skipped)"
     assert rows["a (baseline)"]["items"] == "6 / 6"
-    assert [k for k, why in ctl.ledger.skipped.items() if why == "vendor_down"] and ctl.vendor_done("b")
+    assert [k for k, why in ctl.ledger.skipped.items() if why == "vendor_down"] and ctl.role.closed("b")
     board.close()
 
 

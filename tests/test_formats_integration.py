@@ -19,7 +19,7 @@ from avv_core.record_file import read_records
 from avv_core.samples import Sample
 from avv_harness.dialects.dialect import Dialect
 from avv_harness.inputs.config import Vendor
-from avv_harness.wire.execute import ExecContext, RetryPolicy, execute_item
+from avv_harness.wire.execute import ExecContext, ItemRun, RetryPolicy, execute_item
 from avv_scoring import score_paths
 from tests.builders import write_yaml
 from tests.locust_runs import DEMO_SAMPLES, ROOT, only_run_dir, run_locust
@@ -136,7 +136,8 @@ def _one(sim, profile: str, endpoint: str, retries: int = 1) -> dict[str, Any]:
     item = WorkItem(ItemKey("m", endpoint, f"{profile}-{endpoint}", 1), Sample(f"{profile}-{endpoint}", 1, body))
     ctx = ExecContext(run_id="faults", worker="t", policy=RetryPolicy(retries=retries, backoff_base_s=0.01))
     with requests.Session() as session:
-        record = execute_item(session, vendor, vendor.url, item, ctx, sleep=lambda s: None, rng=random.Random(1)).record
+        record = execute_item(ItemRun(session, vendor, vendor.url, item, ctx, sleep=lambda s: None,
+                                      rng=random.Random(1))).record
     return dict(record)
 
 

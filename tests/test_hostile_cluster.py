@@ -270,23 +270,23 @@ def test_store_from_accepts_only_the_holder_and_rows_that_answer_the_item(tmp_pa
     vendor = VendorId("m", "a")
     try:
         first, second = master.take_items(vendor, "w1", 2)
-        third = master.take_item(vendor, "w2")
+        [third] = master.take_items(vendor, "w2")
 
         def rows(item, **change):
             return [Record({"run_id": master.run.run_id, **dict(zip(("model", "vendor", "sample_id", "repeat"),
                                                                     item.key, strict=True)),
                             "status": "success", "request_hash": item.sample.request_hash, **change})]
 
-        assert master.store_from("w2", first.key, rows(first))[0] == HELD_BY_ANOTHER
-        assert master.store_from("w1", ItemKey("m", "b", "s1", 1), rows(first))[0] == NOT_HANDED_OUT
-        assert master.store_from("w1", first.key, rows(first, vendor="b"))[0] == "wrong_rows"
-        assert master.store_from("w1", second.key, rows(second, request_hash="0" * 64))[0] == "request_hash"
-        assert master.store_from("w1", first.key, rows(first) * 2)[0] == "wrong_rows"
+        assert master.intake.store_from("w2", first.key, rows(first))[0] == HELD_BY_ANOTHER
+        assert master.intake.store_from("w1", ItemKey("m", "b", "s1", 1), rows(first))[0] == NOT_HANDED_OUT
+        assert master.intake.store_from("w1", first.key, rows(first, vendor="b"))[0] == "wrong_rows"
+        assert master.intake.store_from("w1", second.key, rows(second, request_hash="0" * 64))[0] == "request_hash"
+        assert master.intake.store_from("w1", first.key, rows(first) * 2)[0] == "wrong_rows"
         # a refused record from its holder hands the item out again (refuse_record does this for the master)
-        master.refuse_record("w1", second.key, "request_hash", "test", taker="w1")
+        master.intake.refuse_record("w1", second.key, "request_hash", "test", taker="w1")
         assert second.key not in master.ledger.in_flight and second.key in master.ledger.pending[vendor]
-        assert master.store_from("w2", third.key, rows(third)) == ("", "")  # the holder: stored
-        assert master.store_from("w2", third.key, rows(third))[0] == ALREADY_RECORDED
+        assert master.intake.store_from("w2", third.key, rows(third)) == ("", "")  # the holder: stored
+        assert master.intake.store_from("w2", third.key, rows(third))[0] == ALREADY_RECORDED
         assert master.manifest.records_written == 1
     finally:
         quit_all(master_env)

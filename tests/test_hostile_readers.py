@@ -21,7 +21,7 @@ from avv_core.samples import Sample
 from avv_harness.dialects.dialect import Dialect
 from avv_harness.docs import PAGES, block
 from avv_harness.inputs.config import Vendor
-from avv_harness.wire.execute import RETRYABLE, ExecContext, RetryPolicy
+from avv_harness.wire.execute import RETRYABLE, ExecContext, ItemRun, RetryPolicy
 from avv_harness.wire.formats import FORMATS
 from avv_harness.wire.run_item import run_item_safely
 from tests.fake_vendor import DONE, event, messages_events, responses_events, stream_reply
@@ -56,7 +56,7 @@ def record_of(server: ScriptServer, endpoint: str, events: list[bytes] | bytes, 
     ctx = ExecContext("r", "w", RetryPolicy(retries=retries, backoff_base_s=0.0))
     item = WorkItem(ItemKey("m", "v", "s1", 1), Sample("s1", 1, body or QUESTION))
     with client_session() as session:
-        [record] = run_item_safely(session, vendor, vendor.url, item, ctx, sleep=lambda s: None)
+        [record] = run_item_safely(ItemRun(session, vendor, vendor.url, item, ctx, sleep=lambda s: None))
     return dict(record)
 
 

@@ -21,7 +21,7 @@ from avv_core.items import ItemKey, WorkItem
 from avv_core.samples import Sample
 from avv_harness.inputs.config import Vendor
 from avv_harness.run.options import RunOptions, preparse_options
-from avv_harness.wire.execute import ExecContext, RetryPolicy, attempt_record
+from avv_harness.wire.execute import ExecContext, ItemRun, RetryPolicy, attempt_record
 from avv_harness.wire.run_item import run_item_safely
 from avv_harness.wire.sse import DEFAULT_MAX_EVENT_BYTES, MalformedStream, SSEParser
 from avv_harness.wire.stream import stream_chat
@@ -48,7 +48,7 @@ def record_of(body: bytes, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES, statu
     item = WorkItem(ItemKey("m", "v", "1", 1), Sample("1", 1, {"messages": [{"role": "user", "content": "q"}]}))
     vendor = Vendor("m", "v", "m", "http://vendor.test/v/v1", include_usage=True)
     ctx = ExecContext("r", "w", RetryPolicy(retries=0), max_event_bytes=max_event_bytes)
-    [record] = run_item_safely(session, vendor, vendor.url, item, ctx, sleep=lambda s: None)
+    [record] = run_item_safely(ItemRun(session, vendor, vendor.url, item, ctx, sleep=lambda s: None))
     return dict(record)
 
 

@@ -59,7 +59,7 @@ def test_duplicate_record_is_dropped_and_counted(tmp_path):
     (row,) = read_records(ctl.run_dir / "records.csv").to_dict("records")
     key = ItemKey.from_record(row)
     ctl.finished = False  # pretend a late worker sends the same item again before the end
-    assert ctl.store(key, []) is False and ctl.manifest.duplicates_dropped == 1
+    assert ctl.intake.store(key, []) is False and ctl.manifest.duplicates_dropped == 1
 
 
 def test_items_of_a_lost_worker_are_handed_out_again(tmp_path):

@@ -23,7 +23,7 @@ from avv_harness.inputs.config import Vendor
 from avv_harness.inputs.secrets import Redactor
 from avv_harness.run.controller import EXIT_OK
 from avv_harness.run.options import RunOptions, preparse_options
-from avv_harness.wire.execute import ExecContext, RetryPolicy, build_body, build_headers, execute_item
+from avv_harness.wire.execute import ExecContext, ItemRun, RetryPolicy, build_body, build_headers, execute_item
 from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, messages_reply, stream_reply
 from tests.glue import make_env, options, run_to_end
@@ -81,8 +81,8 @@ def test_the_record_holds_the_temperature_the_request_carried(endpoint, reply, s
             **({"temperature": sample_temperature} if sample_temperature is not None else {})}
     vendor = Vendor("m", "v", "id", "http://vendor.test/v1", dialect=Dialect(endpoint=endpoint))
     ctx = ExecContext("run", "w", RetryPolicy(retries=0), overrides=Overrides(temperature=override))
-    outcome = execute_item(session, vendor, vendor.url, WorkItem(ItemKey("m", "v", "1", 1), Sample("1", 1, body)), ctx,
-                           rng=random.Random(1))
+    item = WorkItem(ItemKey("m", "v", "1", 1), Sample("1", 1, body))
+    outcome = execute_item(ItemRun(session, vendor, vendor.url, item, ctx, rng=random.Random(1)))
     sent = json.loads(adapter.requests[0].body)
     assert sent.get("temperature") == recorded
     assert outcome.record["temperature"] == recorded and outcome.record["status"] == "success"

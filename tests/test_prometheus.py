@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from avv_core.client_load import client_load
 from avv_core.records import ANOMALIES
+from avv_harness.locust.live_board import live_board
 from avv_harness.locust.prometheus import PROM_METRICS, exporter_for, render_prom_table
 from tests.builders import sim_vendors, write_inputs, write_yaml
 from tests.e2e_ports import free_port
@@ -91,7 +92,7 @@ def test_metrics_mid_run_equal_the_live_board(tmp_path):
     try:
         wait_until(lambda: len(master_env.runner.clients) == 1)
         assert client.post("/swarm", data={"user_count": 0, "spawn_rate": 0}).get_json()["success"]
-        wait_until(lambda: (s := master.live.snapshot())["state"] == "running" and 0 < s["scored_records"] < 120
+        wait_until(lambda: (s := live_board(master).snapshot())["state"] == "running" and 0 < s["scored_records"] < 120
                    and all(v["scores"] for v in s["vendors"]))
         # the two reads follow each other with no yield to the event loop: the same state of the board
         response = client.get("/avv/metrics")
@@ -220,7 +221,7 @@ def test_live_rows_cap_bounds_what_the_board_keeps(tmp_path):
     env, ctl = make_env(options(tmp_path, config, samples, "--avv-live-rows", "20"),
                         adapter=ScriptedAdapter(lambda request: (gevent.sleep(0.01), stream_reply("hi"))[1]))
     exporter = exporter_for(ctl)
-    board = ctl.live
+    board = live_board(ctl)
     board.interval_s = 0.05
     try:
         env.runner.start_shape()

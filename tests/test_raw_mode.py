@@ -15,7 +15,7 @@ from avv_core.tool_formats import parse_completion
 from avv_harness.dialects.chat_template import TemplateRenderError, load_chat_template
 from avv_harness.dialects.dialect import TEMPLATES_DIR, Dialect
 from avv_harness.inputs.config import Vendor
-from avv_harness.wire.execute import ExecContext, RetryPolicy, build_request, execute_item
+from avv_harness.wire.execute import ExecContext, ItemRun, RetryPolicy, build_request, execute_item
 from avv_harness.wire.formats.completions import completion_body
 from tests.fake_vendor import DONE, ScriptedAdapter
 from tests.wire_server import sse
@@ -139,7 +139,7 @@ def run_raw(texts: list[str], finish: str = "stop") -> tuple[dict, list[requests
     session.mount("http://vendor.test/", adapter)
     item = WorkItem(ItemKey("m", "raw", "1", 1), Sample("1", 1, {"messages": CONVERSATION, "tools": [TOOL]}))
     ctx = ExecContext(run_id="r", worker="w", policy=RetryPolicy(retries=0))
-    outcome = execute_item(session, raw_vendor(), "http://vendor.test/raw/v1", item, ctx)
+    outcome = execute_item(ItemRun(session, raw_vendor(), "http://vendor.test/raw/v1", item, ctx))
     return outcome.record, adapter.requests
 
 

@@ -18,7 +18,7 @@ from avv_core.reasoning import (
 from avv_core.samples import Sample
 from avv_harness.dialects.transforms import apply_transforms
 from avv_harness.inputs.config import Vendor
-from avv_harness.wire.execute import ExecContext, RetryPolicy, execute_item
+from avv_harness.wire.execute import ExecContext, ItemRun, RetryPolicy, execute_item
 from avv_sim.plan import make_plan
 from avv_sim.profiles import REASONING_FIELDS as SIM_REASONING_FIELDS
 from avv_sim.profiles import make_profile
@@ -45,7 +45,8 @@ def record_for(stream: bytes):
                                                                     stream)))
     item = WorkItem(ItemKey("m", "v", "1", 1), Sample("1", 1, {"messages": BODY["messages"]}))
     vendor = Vendor("m", "v", "m", "http://vendor.test/v/v1", include_usage=False)
-    return execute_item(session, vendor, vendor.url, item, ExecContext("r", "w", RetryPolicy(retries=0))).record
+    ctx = ExecContext("r", "w", RetryPolicy(retries=0))
+    return execute_item(ItemRun(session, vendor, vendor.url, item, ctx)).record
 
 
 @pytest.mark.parametrize("field", RESPONSE_FIELD_NAMES)

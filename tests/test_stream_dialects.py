@@ -12,7 +12,7 @@ from avv_core.record_file import coerce_frame
 from avv_core.records import Record
 from avv_core.samples import Sample
 from avv_harness.inputs.config import Vendor
-from avv_harness.wire.execute import ExecContext, RetryPolicy, execute_item
+from avv_harness.wire.execute import ExecContext, ItemRun, RetryPolicy, execute_item
 from avv_scoring.metrics.headline import reasoning_only_rate
 from tests.fake_vendor import DONE, ScriptedAdapter
 from tests.wire_server import chunk, sse
@@ -41,7 +41,8 @@ def record_for(body: bytes) -> Record:
     session.mount("http://vendor.test/", adapter)
     item = WorkItem(ItemKey("m", "v", "1", 1), Sample("1", 1, {"messages": [{"role": "user", "content": "q"}]}))
     vendor = Vendor("m", "v", "m", "http://vendor.test/v/v1", include_usage=False)
-    return execute_item(session, vendor, vendor.url, item, ExecContext("r", "w", RetryPolicy(retries=0))).record
+    ctx = ExecContext("r", "w", RetryPolicy(retries=0))
+    return execute_item(ItemRun(session, vendor, vendor.url, item, ctx)).record
 
 
 @pytest.mark.parametrize("answer", ["Done.", None], ids=["answered", "reasoning-only"])

@@ -26,7 +26,15 @@ from avv_harness.inputs.config import Vendor, load_config
 from avv_harness.inputs.secrets import Redactor, secret_header
 from avv_harness.wire import formats
 from avv_harness.wire.agent_loop import run_trajectory
-from avv_harness.wire.execute import RETRYABLE, ExecContext, RetryPolicy, build_body, build_request, check_requests
+from avv_harness.wire.execute import (
+    RETRYABLE,
+    ExecContext,
+    ItemRun,
+    RetryPolicy,
+    build_body,
+    build_request,
+    check_requests,
+)
 from avv_harness.wire.execute import execute_item as run_item
 from tests.builders import vendors_config, write_jsonl, write_yaml
 from tests.fake_vendor import (
@@ -75,8 +83,9 @@ def run(endpoint: str, answer: Any, *, retries: int = 0, body: dict | None = Non
     ctx = ExecContext(run_id="r", worker="w", policy=RetryPolicy(retries=retries, backoff_base_s=0.0),
                       overrides=overrides or Overrides())
     sleeps: list[float] = []
-    outcome = run_item(session, vendor(endpoint, **vendor_kw), URL, WorkItem(ItemKey("m", "v", "s1", 1), sample),
-                       ctx, sleep=sleeps.append, rng=random.Random(1))
+    item = WorkItem(ItemKey("m", "v", "s1", 1), sample)
+    outcome = run_item(ItemRun(session, vendor(endpoint, **vendor_kw), URL, item, ctx, sleep=sleeps.append,
+                               rng=random.Random(1)))
     return outcome.record, outcome, adapter, sleeps
 
 
@@ -407,8 +416,8 @@ def test_an_agent_task_completes_through_each_format(tmp_path, endpoint):
     session.mount("http://vendor.test/", adapter)
     sample = _agent_sample(tmp_path)
     ctx = ExecContext(run_id="r", worker="w", policy=RetryPolicy(retries=0))
-    records = run_trajectory(session, vendor(endpoint), URL, WorkItem(ItemKey("m", "v", "t1", 1), sample), ctx,
-                             sleep=lambda s: None)
+    records = run_trajectory(ItemRun(session, vendor(endpoint), URL, WorkItem(ItemKey("m", "v", "t1", 1), sample), ctx,
+                                    sleep=lambda s: None))
     assert [(r["step"], r["finish_reason"], r["endpoint"]) for r in records] == [
         (1, "tool_calls", endpoint), (2, "stop", endpoint)]
     assert records[1]["content"] == "Sunny, 21 °C; it is 14:05."
@@ -438,8 +447,9 @@ def test_calls_that_cannot_go_back_as_messages_end_the_trajectory_at_their_step(
     session = requests.Session()
     session.mount("http://vendor.test/", adapter)
     ctx = ExecContext(run_id="r", worker="w", policy=RetryPolicy(retries=0))
-    records = run_trajectory(session, vendor("messages"), URL,
-                             WorkItem(ItemKey("m", "v", "t1", 1), _agent_sample(tmp_path)), ctx, sleep=lambda s: None)
+    records = run_trajectory(ItemRun(session, vendor("messages"), URL,
+                                    WorkItem(ItemKey("m", "v", "t1", 1), _agent_sample(tmp_path)), ctx,
+                                    sleep=lambda s: None))
     assert len(records) == 1 and len(adapter.requests) == 1
     assert records[0]["status"] == "success" and records[0].get("tool_results") is None
     assert records[0]["error_detail"].startswith("the trajectory ends here: the next request cannot be sent as "

@@ -49,6 +49,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from avv_core.canonical import JSON_ERRORS
 from avv_core.errors import InputError
 from avv_core.json_input import parse_json
+from avv_core.json_types import JSONObject
 
 TOKENIZER_CONFIG = "tokenizer_config.json"
 TEMPLATE_FILE = "chat_template.jinja"
@@ -151,7 +152,7 @@ class _LimitedCodeGenerator(CodeGenerator):
         super().visit_Template(node, frame)
 
 
-def _budget_filter(method: str, value: nodes.Expr) -> nodes.Filter:
+def _budget_filter(method: str, value: nodes.Node) -> nodes.Filter:
     """``value | __avv_<method>`` as a tree node: the rendering's ``_Budget.<method>(value)``."""
     return nodes.Filter(value, f"__avv_{method}", [], [], None, None)
 
@@ -160,7 +161,7 @@ def _budget_concat(node: nodes.Concat) -> nodes.Filter:
     return _budget_filter("concat", nodes.Tuple(node.nodes, "load"))
 
 
-def _budget_filters() -> dict[str, Any]:
+def _budget_filters() -> JSONObject:
     """The filters the rewritten tree calls (each finds the rendering's budget in its context)."""
 
     @pass_context
@@ -298,7 +299,7 @@ class ChatTemplate:
         env = _environment()
         return {name: env.from_string(text) for name, text in self.templates.items()}
 
-    def render(self, messages: list[dict[str, Any]], tools: list[Any] | None = None) -> str:
+    def render(self, messages: list[JSONObject], tools: list[Any] | None = None) -> str:
         """The prompt for ``messages`` and ``tools`` with the generation prompt added."""
         name = "tool_use" if tools and "tool_use" in self.templates else "default"
         if name not in self.templates:
@@ -335,7 +336,7 @@ def prepare_messages(messages: list[Any]) -> list[Any]:
     return out
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> JSONObject:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -348,7 +349,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _special_tokens(config: dict[str, Any]) -> dict[str, str]:
+def _special_tokens(config: JSONObject) -> dict[str, str]:
     out = {}
     for key, value in config.items():
         text = _token_text(value)
@@ -357,13 +358,13 @@ def _special_tokens(config: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _templates_of(config: dict[str, Any], path: Path) -> dict[str, str]:
+def _templates_of(config: JSONObject, path: Path) -> dict[str, str]:
     value = config.get("chat_template")
     if isinstance(value, str) and value.strip():
         return {"default": value}
     if isinstance(value, list):
-        named = {t.get("name"): t.get("template") for t in value if isinstance(t, dict)}
-        named = {str(k): v for k, v in named.items() if k and isinstance(v, str)}
+        pairs = {t.get("name"): t.get("template") for t in value if isinstance(t, dict)}
+        named = {str(k): v for k, v in pairs.items() if k and isinstance(v, str)}
         if named:
             return named
     raise InputError(f"{path}: has no chat_template")

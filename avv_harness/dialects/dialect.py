@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from avv_core.api_formats import CHAT, COMPLETIONS, ENDPOINTS
+from avv_core.json_types import JSONObject
 from avv_core.tool_formats import TOOL_PARSERS
 from avv_harness.dialects.transforms import ADAPTERS, AUTO, TRANSFORMS, pick_adapter
 
@@ -62,9 +63,9 @@ class Dialect:
         """Sends what a vendor without dialect keys sends (however it was chosen)."""
         return self.identity() == Dialect().identity()
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """What run.json keeps for this vendor (auto's pick included)."""
-        out: dict[str, Any] = {"adapter": self.adapter, "adapter_source": self.adapter_source,
+        out: JSONObject = {"adapter": self.adapter, "adapter_source": self.adapter_source,
                                "transforms": list(self.transforms), "endpoint": self.endpoint}
         if self.raw:
             out.update(chat_template=self.chat_template, tool_parser=self.tool_parser)
@@ -90,7 +91,7 @@ class Substitution:
     """Values after ``${VAR}`` substitution, the values that were substituted (secrets) and, per key that
     held a placeholder (``url``, ``headers.X-Trace``, ``extra_body.a[0]``…), the variables it used."""
 
-    raw: dict[str, Any]
+    raw: JSONObject
     secrets: list[str] = field(default_factory=list)
     variables: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -134,7 +135,7 @@ def _substitute_value(value: Any, env: dict[str, str], problems: Problems, where
     return value
 
 
-def substitute(raw: dict[str, Any], env: dict[str, str], problems: Problems, where: str) -> Substitution:
+def substitute(raw: JSONObject, env: dict[str, str], problems: Problems, where: str) -> Substitution:
     """``${VAR}`` replaced in the vendor's url, api_key, header values and extra_body strings."""
     out = dict(raw)
     secrets: list[str] = []
@@ -181,7 +182,7 @@ def _resolve_template(problems: Problems, where: str, value: Any, config_dir: st
     return None
 
 
-def parse_dialect(problems: Problems, where: str, raw: dict[str, Any], model_defaults: dict[str, Any],
+def parse_dialect(problems: Problems, where: str, raw: JSONObject, model_defaults: JSONObject,
                   model_id: str, config_dir: str) -> Dialect:
     """The vendor's dialect; a key set on the vendor wins over the same key on its model."""
     adapter = raw.get("adapter", model_defaults.get("adapter"))
@@ -224,7 +225,7 @@ def parse_dialect(problems: Problems, where: str, raw: dict[str, Any], model_def
     return dialect
 
 
-def model_defaults(problems: Problems, model: str, section: dict[str, Any]) -> dict[str, Any]:
+def model_defaults(problems: Problems, model: str, section: JSONObject) -> JSONObject:
     """The dialect keys a model section sets for its vendors."""
     out = {k: section[k] for k in MODEL_DIALECT_KEYS if k in section}
     if "transforms" in out:

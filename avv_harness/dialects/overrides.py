@@ -15,12 +15,13 @@ from typing import Any
 from avv_core.errors import InputError
 from avv_core.http_headers import refused_header
 from avv_core.json_input import parse_json
+from avv_core.json_types import JSONObject
 
 SECRET_HEADER_WORDS = ("auth", "key", "token", "secret")
 MAX_TEMPERATURE = 2.0
 
 
-def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: JSONObject, extra: JSONObject) -> JSONObject:
     """``extra`` merged over ``base``: nested objects merge key by key, anything else is replaced."""
     out = dict(base)
     for key, value in extra.items():
@@ -35,14 +36,14 @@ def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 class Overrides:
     temperature: float | None = None  # replaces the sample's temperature
     max_tokens: int | None = None  # replaces max_tokens (and max_completion_tokens where the sample has it)
-    extra_body: dict[str, Any] = field(default_factory=dict)  # deep-merged over each vendor's extra_body
+    extra_body: JSONObject = field(default_factory=dict)  # deep-merged over each vendor's extra_body
     headers: tuple[tuple[str, str], ...] = ()  # added to every request, after the vendor's headers
 
     @property
     def empty(self) -> bool:
         return self == Overrides()
 
-    def apply_body(self, body: dict[str, Any]) -> dict[str, Any]:
+    def apply_body(self, body: JSONObject) -> JSONObject:
         out = deep_merge(body, self.extra_body) if self.extra_body else dict(body)
         if self.temperature is not None:
             out["temperature"] = self.temperature
@@ -57,12 +58,12 @@ class Overrides:
         return [value for name, value in self.headers
                 if any(word in name.lower() for word in SECRET_HEADER_WORDS) and value]
 
-    def to_message(self) -> dict[str, Any]:
+    def to_message(self) -> JSONObject:
         return {"temperature": self.temperature, "max_tokens": self.max_tokens, "extra_body": self.extra_body,
                 "headers": [list(h) for h in self.headers]}
 
     @classmethod
-    def from_message(cls, data: dict[str, Any] | None) -> Overrides:
+    def from_message(cls, data: JSONObject | None) -> Overrides:
         if not data:
             return cls()
         return cls(temperature=data.get("temperature"), max_tokens=data.get("max_tokens"),
@@ -114,7 +115,7 @@ def parse_overrides(temperature: Any, max_tokens: Any, extra_body: Any, headers:
         tokens = int(max_tokens)
         if tokens < 1:
             raise InputError(f"--avv-max-tokens: must be ≥ 1, got {max_tokens!r}")
-    extra: dict[str, Any] = {}
+    extra: JSONObject = {}
     if extra_body:
         extra = parse_json(extra_body, "--avv-extra-body") if isinstance(extra_body, str) else extra_body
         if not isinstance(extra, dict):

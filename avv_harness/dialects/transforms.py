@@ -15,9 +15,10 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from avv_core.json_types import JSONObject
 from avv_core.reasoning import CANONICAL_FIELD, FIELD_NAMES, REASONING_FIELDS
 
-Body = dict[str, Any]
+Body = JSONObject
 Transform = Callable[[Body], Body]
 
 #: Every transform by name (filled by :func:`_register`), in the order they are documented.
@@ -119,7 +120,7 @@ def renumber_tool_call_ids(body: Body) -> Body:
                         calls.append(call)
                         continue
                     inner = call.get("function")
-                    function: dict[str, Any] = inner if isinstance(inner, dict) else {}
+                    function: JSONObject = inner if isinstance(inner, dict) else {}
                     new_id = f"functions.{function.get('name') or 'unknown'}:{counter}"
                     counter += 1
                     if call.get("id") is not None:

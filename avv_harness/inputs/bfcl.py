@@ -29,6 +29,7 @@ from typing import Any
 
 from avv_core.errors import InputError
 from avv_core.json_input import parse_json
+from avv_core.json_types import JSONObject
 
 #: Categories whose correct answer is no tool call at all (no possible_answer file upstream).
 NO_CALL_CATEGORIES = frozenset({"irrelevance", "live_irrelevance"})
@@ -43,7 +44,7 @@ _FILE_RE = re.compile(r"^BFCL_v4_(?P<category>[a-z_]+)\.json$")
 class Conversion:
     """What :func:`convert` produced: the lines, and per category the counts written and skipped."""
 
-    lines: list[dict[str, Any]] = field(default_factory=list)
+    lines: list[JSONObject] = field(default_factory=list)
     written: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, list[str]] = field(default_factory=dict)  # category → "id: reason"
 
@@ -62,7 +63,7 @@ def convert_schema(node: Any) -> Any:
         return [convert_schema(n) for n in node]
     if not isinstance(node, dict):
         return node
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for key, value in node.items():
         if key == "optional":
             continue
@@ -94,7 +95,7 @@ def wire_names(names: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _read_jsonl(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def _read_jsonl(path: str) -> Iterator[tuple[int, JSONObject]]:
     try:
         with open(path, encoding="utf-8") as fh:
             for line_no, text in enumerate(fh, start=1):
@@ -115,7 +116,7 @@ def spread(n: int, k: int | None) -> list[int]:
     return [i * n // k for i in range(k)]
 
 
-def _expected_calls(truth: list[Any], originals: set[str]) -> tuple[list[dict[str, Any]] | None, str]:
+def _expected_calls(truth: list[Any], originals: set[str]) -> tuple[list[JSONObject] | None, str]:
     calls = []
     for entry in truth:
         if not isinstance(entry, dict) or len(entry) != 1:
@@ -129,14 +130,14 @@ def _expected_calls(truth: list[Any], originals: set[str]) -> tuple[list[dict[st
     return calls, ""
 
 
-def convert_question(record: dict[str, Any], category: str, truth: list[Any] | None) -> tuple[dict | None, str]:
+def convert_question(record: JSONObject, category: str, truth: list[Any] | None) -> tuple[dict | None, str]:
     """One BFCL question → a sample line (or None and why it was skipped)."""
     messages = [m for turn in record.get("question") or [] for m in (turn if isinstance(turn, list) else [turn])]
     if not messages:
         return None, "no messages"
     functions = [f for f in record.get("function") or [] if isinstance(f, dict) and isinstance(f.get("name"), str)]
     names = wire_names([f["name"] for f in functions])
-    line: dict[str, Any] = {"data_index": str(record["id"]), "messages": messages}
+    line: JSONObject = {"data_index": str(record["id"]), "messages": messages}
     if functions:
         line["tools"] = [{"type": "function", "function": {
             "name": names[f["name"]], "description": f.get("description", ""),
@@ -174,7 +175,7 @@ def convert(folder: str, categories: Sequence[str], per_category: int | None = N
     out = Conversion()
     for category in categories:
         questions = [obj for _, obj in _read_jsonl(os.path.join(folder, f"BFCL_v4_{category}.json"))]
-        answers: dict[str, list[Any]] | None = None
+        answers: dict[str, list[Any] | None] | None = None
         if category not in NO_CALL_CATEGORIES | ANY_CALL_CATEGORIES:
             path = os.path.join(folder, "possible_answer", f"BFCL_v4_{category}.json")
             if not os.path.isfile(path):
@@ -195,7 +196,7 @@ def convert(folder: str, categories: Sequence[str], per_category: int | None = N
     return out
 
 
-def write_lines(lines: Sequence[dict[str, Any]], path: str) -> None:
+def write_lines(lines: Sequence[JSONObject], path: str) -> None:
     text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
     try:
         with open(path, "w", encoding="utf-8") as fh:

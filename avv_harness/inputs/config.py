@@ -35,6 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from avv_core.errors import InputError
+from avv_core.json_types import JSONObject
 from avv_core.pricing import Price
 from avv_core.suggest import did_you_mean
 from avv_core.yaml_io import load_yaml
@@ -81,7 +82,7 @@ class Vendor:
     api_key: str | None = field(default=None, repr=False)
     key_source: str = "none"
     provider: list[str] | None = None
-    extra_body: dict[str, Any] = field(default_factory=dict)
+    extra_body: JSONObject = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     concurrency: int = 1
     timeout_s: float = 60.0
@@ -103,7 +104,7 @@ class Vendor:
             return self.url.replace(SIM_PLACEHOLDER, sim_url.rstrip("/"))
         return self.url
 
-    def redacted(self) -> dict[str, Any]:
+    def redacted(self) -> JSONObject:
         """Config as written to run.json: the key never appears, only where it came from."""
         return {
             "model": self.model, "name": self.name, "model_id": self.model_id, "url": redact_url(self.url),
@@ -186,7 +187,7 @@ def _is_local(url: str) -> bool:
 
 
 def _parse_vendor(problems: Problems, model: str, index: int, raw: Any, env: dict[str, str],
-                  check_keys: bool, defaults: dict[str, Any], config_dir: str) -> Vendor | None:
+                  check_keys: bool, defaults: JSONObject, config_dir: str) -> Vendor | None:
     where = f"{printable_name(model)}.vendors[{index}]"
     if not isinstance(raw, dict):
         problems.add(where, "must be a mapping")
@@ -302,8 +303,8 @@ def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_
         if not baselines:
             problems.add(f"{shown}.vendors", "no vendor has is_baseline: true (exactly one is needed)")
         elif len(baselines) > 1:
-            names = ", ".join(map(printable_name, baselines))
-            problems.add(f"{shown}.vendors", f"several baselines ({names}); exactly one is needed")
+            listed = ", ".join(map(printable_name, baselines))
+            problems.add(f"{shown}.vendors", f"several baselines ({listed}); exactly one is needed")
         vendors.extend(parsed)
     currencies = {v.price.currency: v for v in reversed(vendors) if v.price is not None}
     if len(currencies) > 1:  # costs are summed and compared across vendors: one currency

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from avv_core.errors import InputError
 from avv_core.http_headers import refused_header
+from avv_core.json_types import JSONObject
 from avv_core.pricing import DEFAULT_CURRENCY, MAX_PRICE, Price
 from avv_core.suggest import did_you_mean
 from avv_harness.dialects import dialect as dia
@@ -88,7 +89,7 @@ def check_url(problems: Problems, where: str, url: str, written: str | None = No
         problem("has port 0, which is not a port")
 
 
-def check_headers(problems: Problems, where: str, headers: dict[str, Any],
+def check_headers(problems: Problems, where: str, headers: JSONObject,
                    substitution: dia.Substitution | None = None) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, value in headers.items():
@@ -114,7 +115,7 @@ def check_headers(problems: Problems, where: str, headers: dict[str, Any],
     return out
 
 
-def positive_seconds(problems: Problems, where: str, raw: dict[str, Any], key: str,
+def positive_seconds(problems: Problems, where: str, raw: JSONObject, key: str,
                       default: float | None) -> float | None:
     value = typed(problems, where, raw, key, float, default)
     if value is None:
@@ -192,7 +193,7 @@ class Problems:
             raise InputError(text)
 
 
-def typed(problems: Problems, where: str, raw: dict[str, Any], key: str, kind: type | tuple, default: Any) -> Any:
+def typed(problems: Problems, where: str, raw: JSONObject, key: str, kind: type | tuple, default: Any) -> Any:
     value = raw.get(key, default)
     if value is None:
         return default

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from avv_core.json_types import JSONObject
 from avv_core.records import COLUMN_KINDS, Record
 
 _KEY_PARAM = re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|auth|sig|signature)=)[^&#\s]*")
@@ -79,7 +80,7 @@ def environment_with_dotenv(directory: str = ".") -> dict[str, str]:
 FALLBACK_KEY_ENV = "OPENAI_API_KEY"
 
 
-def resolve_key(raw: dict[str, Any], name: str, env: dict[str, str], *,
+def resolve_key(raw: JSONObject, name: str, env: dict[str, str], *,
                 fallback: bool = False) -> tuple[str | None, str]:
     """A vendor's API key, first hit wins: ``api_key`` in the YAML, the variable named by ``api_key_env``, a variable
     named after the vendor (:func:`env_names_for`), and with ``fallback`` (a vendor that needs a key: not loopback,

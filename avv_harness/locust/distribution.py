@@ -52,9 +52,7 @@ messages. A role reaches the controller only through :class:`ItemHost`, what it 
 
 from __future__ import annotations
 
-from typing import Any
-
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import MasterRunner, Runner, WorkerRunner
 
 from avv_harness.locust.item_protocol import (
     ACCEPTED,
@@ -82,7 +80,7 @@ __all__ = [
 ]
 
 
-def role_for(runner: Any, host: ItemHost) -> Role:
+def role_for(runner: Runner | None, host: ItemHost) -> Role:
     """The role of the process that has ``runner``: a worker, a master, or else a local run."""
     if isinstance(runner, WorkerRunner):
         return WorkerRole(host, runner)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+
+from locust.env import Environment
+from locust.rpc.protocol import Message
 
 from avv_core.items import WorkItem
 from avv_core.records import Record
@@ -30,11 +32,11 @@ MAX_ITEMS_PER_MESSAGE = 200
 MAX_ASKS_PER_LOST = 1000
 
 
-def guarded(handler: Callable[[Any, Any], None]) -> Callable[..., None]:
+def guarded(handler: Callable[[Environment, Message], None]) -> Callable[..., None]:
     """A message handler that logs what it cannot read instead of raising (Locust would log a traceback and
     the message's effect would be lost)."""
 
-    def run(environment: Any, msg: Any, **_: Any) -> None:
+    def run(environment: Environment, msg: Message, **_: object) -> None:
         try:
             handler(environment, msg)
         except Exception as exc:
@@ -59,7 +61,7 @@ class LocalRole(Role):
         self.host.release_item(item.key)
 
     def submit(self, item: WorkItem, records: list[Record]) -> None:
-        self.host.store(item.key, records)
+        self.host.intake.store(item.key, records)
 
     def closed(self, class_name: str) -> bool:
         return self.host.vendor_closed(self.host.vendor_id(class_name))

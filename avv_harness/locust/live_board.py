@@ -25,16 +25,28 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 
 from avv_core.errors import InputError
 from avv_core.frame_rows import frame_records
 from avv_core.items import ItemKey, VendorId
+from avv_core.json_types import JSONObject
 from avv_core.measures import is_missing
 from avv_core.record_file import read_rows
-from avv_core.records import COLUMN_NAMES, STATUS_SUCCESS
+from avv_core.records import COLUMN_NAMES, STATUS_SUCCESS, Record
+
+if TYPE_CHECKING:  # scoring is imported when a run is scored (module docstring): its types only here
+    import pandas as pd
+
+    from avv_harness.run.controller import RunController
+    from avv_harness.run.options import DecisionSettings
+    from avv_harness.run.state import RunState
+    from avv_scoring.live_scores import LiveRecords
+    from avv_scoring.load import GoldBySample, ToolsBySample
+    from avv_scoring.probes import Probe
+    from avv_scoring.score import ScoreResult
 
 log = logging.getLogger("avv")
 
@@ -65,7 +77,7 @@ def jsonable(value: Any) -> Any:
 class LiveBoard:
     """Counts and scores of the current run, kept up to date from the controller's hooks."""
 
-    def __init__(self, ctl: Any, *, interval_s: float = SCORE_INTERVAL_S, threaded: bool = True,
+    def __init__(self, ctl: RunController, *, interval_s: float = SCORE_INTERVAL_S, threaded: bool = True,
                  max_rows: int | None = None):
         from avv_scoring.load import gold_from_sample_set, tools_from_sample_set
         from avv_scoring.probes import probes_of
@@ -78,13 +90,13 @@ class LiveBoard:
         self.tools = tools_from_sample_set(ctl.samples) if ctl.samples is not None else None
         self.gold = gold_from_sample_set(ctl.samples) if ctl.samples is not None else None
         self.probes = probes_of(ctl.samples.samples) if ctl.samples is not None else None  # a conformance run's
-        self.run: Any = None
-        self.result: Any = None  # ScoreResult of the records so far (None: not scored yet, or not scorable)
+        self.run: RunState | None = None
+        self.result: ScoreResult | None = None  # of the records so far (None: not scored yet, or not scorable)
         self.levels: Any = None  # stress: the per-level table of the records so far (DataFrame)
         self.note = "no run yet: press START"
         self.scored_records = 0  # rows the last scoring saw
         self.scored_at: float | None = None
-        self._records: Any = None
+        self._records: LiveRecords | None = None
         self._final = False
         self._counts: dict[VendorId, VendorCounts] = {}
         self._dirty = False
@@ -102,7 +114,7 @@ class LiveBoard:
 
     # ------------------------------------------------------------------------------------------- inputs
 
-    def _begin(self, run: Any) -> None:
+    def _begin(self, run: RunState) -> None:
         from avv_scoring.live_scores import LiveRecords
 
         self.run, self.result, self.levels, self.scored_records, self.scored_at = run, None, None, 0, None
@@ -121,7 +133,7 @@ class LiveBoard:
             else:
                 self.note = f"{path} has other columns than this version writes: scores start with this session"
 
-    def _on_run(self, run: Any, phase: str, **_: Any) -> None:
+    def _on_run(self, run: RunState, phase: str, **_: object) -> None:
         if phase == "begin":
             self._begin(run)
         elif phase == "end" and run is self.run:
@@ -137,7 +149,7 @@ class LiveBoard:
                 self._dirty = True
                 gevent.spawn(self.refresh, True)
 
-    def _on_records(self, records: list[Any], **_: Any) -> None:
+    def _on_records(self, records: list[Record], **_: object) -> None:
         if self._records is None:
             return
         self.rows += len(records)
@@ -170,14 +182,14 @@ class LiveBoard:
 
     def refresh(self, force: bool = False) -> bool:
         """Score the records so far when due (see the module docstring); True when a new snapshot was made."""
-        if self._busy or self._records is None or not (self._dirty or force):
-            return False
+        if self._busy or self.run is None or self._records is None or not (self._dirty or force):
+            return False  # (run and records are set together, at the run's beginning)
         now = time.monotonic()
         if not force and now - self._last_start < max(self.interval_s, COST_FACTOR * self._last_cost):
             return False
         self._busy, self._dirty, self._last_start = True, False, now
         run, records, new = self.run, self._records, self._records.take_new()
-        stress = self.ctl.stress_summary() if run.stress is not None else None
+        stress = self.ctl.lifecycle.stress_summary() if run.stress is not None else None
         try:
             args = (records, new, self.tools, str(run.run_dir), stress, self.gold, self.probes,
                     self.ctl.options.decision)
@@ -195,7 +207,7 @@ class LiveBoard:
 
     # ------------------------------------------------------------------------------------------ reading
 
-    def _score_row(self, vid: VendorId) -> dict[str, Any]:
+    def _score_row(self, vid: VendorId) -> JSONObject:
         result = self.result
         if result is None or result.scores.empty:
             return {}
@@ -204,11 +216,11 @@ class LiveBoard:
             return {}
         return {k: jsonable(v) for k, v in rows.astype("object").iloc[0].to_dict().items()}
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> JSONObject:
         """The JSON route's content: the run, and per vendor its counts and every score column (raw numbers)."""
         run = self.run
         state = "idle" if run is None else "finished" if run.finished else "running"
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "state": state, "note": self.note, "run_id": run.run_id if run else None,
             "run_dir": str(run.run_dir.resolve()) if run else None, "mode": self.ctl.options.mode,
             "records": self.rows, "live_rows_cap": self.max_rows or None,
@@ -241,7 +253,7 @@ def _capped_note(scored: int, cap: int) -> str:
             "the counts include every record; the run's scores at its end use all of records.csv")
 
 
-def _note_after_scoring(run: Any) -> str:
+def _note_after_scoring(run: RunState) -> str:
     if not run.finished:
         return "scores of the records so far (provisional)"
     problem = getattr(run, "scoring_problem", None)
@@ -249,8 +261,9 @@ def _note_after_scoring(run: Any) -> str:
     return f"scores of the records in memory: the run's {problem}" if problem else "final scores"
 
 
-def _score(records: Any, new: list[list[str]], tools: Any, run_dir: str, stress: dict[str, Any] | None,
-           gold: Any = None, probes: Any = None, decision: Any = None) -> tuple[Any, Any, int, str]:
+def _score(records: LiveRecords, new: list[list[str]], tools: ToolsBySample | None, run_dir: str,
+           stress: JSONObject | None, gold: GoldBySample | None = None, probes: dict[str, Probe] | None = None,
+           decision: DecisionSettings | None = None) -> tuple[ScoreResult | None, pd.DataFrame | None, int, str]:
     """(scores, stress levels, rows scored, note) of the records so far, decided by the run's ``decision`` options
     (:class:`~avv_harness.run.options.DecisionSettings`); runs in a worker thread."""
     from avv_scoring.live_scores import prepare, score_live
@@ -272,3 +285,10 @@ def _score(records: Any, new: list[list[str]], tools: Any, run_dir: str, stress:
         settings, _ = settings_from_run_json({"mode": "stress", "stress": stress})
         levels = stress_result(prepare(frame), settings).levels
     return result, levels, len(frame), note
+
+
+def live_board(ctl: RunController, interval_s: float | None = None) -> LiveBoard:
+    """The controller's live board (:meth:`~avv_harness.run.controller.RunController.view`: one per process, which
+    the web UI and the Prometheus exporter both read), made on first use; ``interval_s`` (seconds between
+    scorings) applies then."""
+    return ctl.view(LiveBoard, lambda: LiveBoard(ctl) if interval_s is None else LiveBoard(ctl, interval_s=interval_s))

@@ -11,7 +11,9 @@ from collections import Counter
 from typing import Any
 
 import gevent
-from locust.runners import STATE_INIT, STATE_MISSING
+from locust.env import Environment
+from locust.rpc import Message
+from locust.runners import STATE_INIT, STATE_MISSING, MasterRunner
 
 from avv_core.items import ItemKey, VendorId, WorkItem
 from avv_harness.locust.handouts import HandOuts
@@ -51,7 +53,9 @@ class MasterRole(LocalRole):
     name = "master"
     runs_users = False
 
-    def __init__(self, host: ItemHost, runner: Any):
+    runner: MasterRunner
+
+    def __init__(self, host: ItemHost, runner: MasterRunner):
         super().__init__(host, runner)
         self.accepted: dict[str, NodeIdentity] = {}  # node id → what it presented
         self.refused: dict[str, str] = {}  # node id → why
@@ -89,7 +93,7 @@ class MasterRole(LocalRole):
 
     # ----------------------------------------------------------------------------- who may work
 
-    def _on_hello(self, environment: Any, msg: Any) -> None:
+    def _on_hello(self, environment: Environment, msg: Message) -> None:
         node = msg.node_id
         if node in self.refused:  # the same process again: its config cannot have changed
             self.runner.send_message(REFUSED, {"reason": self.refused[node]}, client_id=node)
@@ -114,7 +118,7 @@ class MasterRole(LocalRole):
         self.refused[node] = reason
         self.accepted.pop(node, None)
         log.error("worker %s refused: %s. It gets no items and is told to stop.", self.label(node), reason)
-        self.host.note_refused_worker(self.label(node), reason)
+        self.host.intake.note_refused_worker(self.label(node), reason)
         self.host.requeue_taker(node, why=f"({self.label(node)}) was refused")
         if self.runner.state == STATE_INIT and node in self.runner.clients:
             # Before the test starts, a headless Locust master quits its runner when its last worker quits, yet
@@ -126,7 +130,7 @@ class MasterRole(LocalRole):
 
     # ------------------------------------------------------------------------------ items out
 
-    def _on_want(self, environment: Any, msg: Any) -> None:
+    def _on_want(self, environment: Environment, msg: Message) -> None:
         node = msg.node_id
         if node in self.refused:
             self.runner.send_message(REFUSED, {"reason": self.refused[node]}, client_id=node)
@@ -151,11 +155,11 @@ class MasterRole(LocalRole):
             reply["closed"] = True  # --avv-settle: its users may stop
         self.runner.send_message(ITEMS, reply, client_id=node)
 
-    def _on_give_back(self, environment: Any, msg: Any) -> None:
+    def _on_give_back(self, environment: Environment, msg: Message) -> None:
         for raw in msg.data["keys"]:
             self.host.release_item(parse_key(raw), taker=msg.node_id)  # only what that worker holds
 
-    def _on_lost(self, environment: Any, msg: Any) -> None:
+    def _on_lost(self, environment: Environment, msg: Message) -> None:
         """A worker got no answer to these asks (ZeroMQ drops an answer to a worker whose receive queue is full):
         their items that it still holds under them go out again; it ignores a late answer. A worker's messages
         arrive in the order it sent them, so its ask was handled before its report."""
@@ -171,37 +175,37 @@ class MasterRole(LocalRole):
 
     # ----------------------------------------------------------------------------- records in
 
-    def _on_records(self, environment: Any, msg: Any) -> None:
+    def _on_records(self, environment: Environment, msg: Message) -> None:
         node, data = msg.node_id, msg.data
         entries = data.get("items") if isinstance(data, dict) else None
         if not isinstance(entries, list) or not entries or len(entries) > MAX_ITEMS_PER_MESSAGE:
             if node in self.refused:
-                self.host.refuse_record(self.label(node), None, REFUSED_WORKER, "its worker was refused")
+                self.host.intake.refuse_record(self.label(node), None, REFUSED_WORKER, "its worker was refused")
             else:
                 self._bad_record(node, None, MALFORMED, f"avv_records needs 1 to {MAX_ITEMS_PER_MESSAGE} items")
             return
         for entry in entries:
             self._store_entry(node, entry)
 
-    def _on_record(self, environment: Any, msg: Any) -> None:
+    def _on_record(self, environment: Environment, msg: Message) -> None:
         self._store_entry(msg.node_id, msg.data)
 
     def _store_entry(self, node: str, data: Any) -> None:
         """One item's records from ``node`` (an ``avv_record`` message, or one entry of ``avv_records``)."""
         if node in self.refused:  # its items are already back in the queue: nothing to release
-            self.host.refuse_record(self.label(node), None, REFUSED_WORKER, "its worker was refused")
+            self.host.intake.refuse_record(self.label(node), None, REFUSED_WORKER, "its worker was refused")
             return
         try:
             key, records = parse_record_message(data)
         except MalformedRecord as exc:
             self._bad_record(node, exc.key, MALFORMED, str(exc))
             return
-        reason, detail = self.host.store_from(node, key, records)
+        reason, detail = self.host.intake.store_from(node, key, records)
         if reason:
             self._bad_record(node, key, reason, detail)
 
     def _bad_record(self, node: str, key: ItemKey | None, reason: str, detail: str) -> None:
-        self.host.refuse_record(self.label(node), key, reason, detail, taker=node)
+        self.host.intake.refuse_record(self.label(node), key, reason, detail, taker=node)
         self.bad_records[node] += 1
         if self.bad_records[node] >= MAX_BAD_RECORDS and node not in self.refused:
             self.refuse(node, f"{self.bad_records[node]} of its records were refused (the last: {reason}: "

@@ -18,7 +18,10 @@ the retries.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from locust.env import Environment
 
 #: Locust's loggers whose INFO lines a headless avv run leaves out (``logging.getLogger(__name__)`` in its modules).
 QUIET_LOGGERS = ("locust.main", "locust.runners", "locust.env", "locust.shape", "locust.argument_parser")
@@ -69,7 +72,7 @@ def install_log_filter() -> None:
 class LocustOutput:
     """This environment's Locust output: decided at ``init`` from its parsed options."""
 
-    def __init__(self, environment: Any):
+    def __init__(self, environment: Environment):
         self.env = environment
         parsed = environment.parsed_options
         self.show_info, self.summary = shows_locust_output(parsed)

@@ -20,15 +20,16 @@ import gevent
 import greenlet
 import locust
 from locust import User, constant, events, task
+from locust.env import Environment
 from locust.exception import StopUser
 
 from avv_core.errors import InputError
 from avv_harness.inputs.config import SIM_PLACEHOLDER, Vendor, load_config
-from avv_harness.inputs.secrets import redact_url
+from avv_harness.inputs.secrets import Redactor, redact_url
 from avv_harness.locust.distribution import role_for
 from avv_harness.locust.output import LocustOutput, install_log_filter
 from avv_harness.run import options as avv_options
-from avv_harness.run.controller import EXIT_INPUT, controller_of, install
+from avv_harness.run.controller import EXIT_INPUT, RunController, controller_of, install
 from avv_harness.run.lifecycle import RunLifecycle
 from avv_harness.wire.attempt import Attempt
 
@@ -44,7 +45,7 @@ def add_arguments(parser: Any) -> None:
 
 
 @events.init.add_listener
-def _on_init(environment: Any, **_: Any) -> None:
+def _on_init(environment: Environment, **_: object) -> None:
     if not any(getattr(cls, "avv_vendor_id", None) for cls in environment.user_classes):
         return  # another locustfile
     _cache_locust_default_args()
@@ -68,7 +69,7 @@ def _on_init(environment: Any, **_: Any) -> None:
         sys.exit(1)
 
 
-def attach_locust_output(ctl: Any, output: LocustOutput) -> None:
+def attach_locust_output(ctl: RunController, output: LocustOutput) -> None:
     """What the run's lifecycle asks of Locust's output: failed attempts for the progress line, Locust's final tables
     before the decision block, and nothing of Locust's after it (:mod:`avv_harness.locust.output`)."""
     ctl.lifecycle.failed_attempts = output.failed_attempts
@@ -126,9 +127,9 @@ class VendorUser(User):
     def run_item(self) -> None:
         ctl = controller_of(self.environment)
         name = type(self).__name__
-        item = ctl.next_item(name)
+        item = ctl.role.next_item(name)
         if item is None:
-            if ctl.vendor_done(name):  # --avv-settle: its verdict is settled, nothing of it is left
+            if ctl.role.closed(name):  # --avv-settle: its verdict is settled, nothing of it is left
                 self._busy()
                 raise StopUser()
             if self.idle is None:
@@ -141,9 +142,9 @@ class VendorUser(User):
             records = ctl.run_item(self.session, name, item, lambda att: _request_events(self.environment, name,
                                                                                            att, ctl.redact))
         except BaseException:  # the user is stopped (GreenletExit): the item goes back, unrecorded
-            ctl.give_back(item)
+            ctl.role.give_back(item)
             raise
-        ctl.submit(item, records)
+        ctl.role.submit(item, records)
 
 
 #: A user with no item asks again after IDLE_WAIT_S, or later when many are idle: together they ask about
@@ -162,12 +163,12 @@ def idle_wait_s(idle: int) -> float:
     return min(max(IDLE_WAIT_S, idle / IDLE_ASKS_PER_S), IDLE_WAIT_MAX_S)
 
 
-def idle_users(environment: Any) -> list[int]:
+def idle_users(environment: Environment) -> list[int]:
     """The count of this Locust environment's idle users (one mutable cell per environment)."""
     return environment.__dict__.setdefault("avv_idle_users", [0])
 
 
-def _request_events(environment: Any, name: str, att: Attempt, redact: Any) -> None:
+def _request_events(environment: Environment, name: str, att: Attempt, redact: Redactor) -> None:
     """Locust stats, per attempt (retries are attempts of their own, so Locust's ``# fails`` counts failed attempts;
     avv's items failed are what is left after the retries): the whole request as an ``attempt`` entry (response time
     = end-to-end latency) and TTFT as its own entry."""
@@ -257,6 +258,7 @@ class RunShape(locust.LoadTestShape):
     use_common_options = True  # we read --run-time ourselves (Locust ignores it for shapes)
 
     def tick(self) -> tuple | None:
+        assert self.runner is not None  # Locust sets the shape's runner before its first tick
         return controller_of(self.runner.environment).next_load(self.get_run_time()).as_tick()
 
 

@@ -17,7 +17,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -26,8 +26,15 @@ from prometheus_client.registry import Collector
 from avv_core.client_load import process_name
 from avv_core.decision_options import VERDICTS
 from avv_core.items import VendorId
+from avv_core.json_types import JSONObject
 from avv_core.measures import is_missing, percentile
-from avv_core.records import STATUS_SUCCESS
+from avv_core.records import STATUS_SUCCESS, Record
+
+if TYPE_CHECKING:
+    from locust.env import Environment
+
+    from avv_harness.locust.live_board import LiveBoard
+    from avv_harness.run.controller import RunController
 
 log = logging.getLogger("avv")
 
@@ -50,11 +57,11 @@ class PromMetric:
     kind: Kind  # gauge | counter | histogram
     labels: tuple[str, ...]  # label names
     help: str  # the HELP line and the docs' meaning
-    read: Callable[[dict[str, Any]], Any] | None = None  # per-vendor gauges: value from the snapshot entry
+    read: Callable[[JSONObject], Any] | None = None  # per-vendor gauges: value from the snapshot entry
     buckets: tuple[float, ...] = ()  # histograms: upper bounds
 
 
-def _score(column: str) -> Callable[[dict[str, Any]], Any]:
+def _score(column: str) -> Callable[[JSONObject], Any]:
     return lambda entry: entry["scores"].get(column)
 
 
@@ -145,7 +152,7 @@ class _SnapshotCollector(Collector):
 class MetricsExporter:
     """The Prometheus view of one controller's runs, in its own registry (see the module docstring)."""
 
-    def __init__(self, ctl: Any, board: Any):
+    def __init__(self, ctl: RunController, board: LiveBoard):
         self.ctl = ctl
         self.board = board
         self.registry = CollectorRegistry(auto_describe=False)
@@ -164,7 +171,7 @@ class MetricsExporter:
     def labels_of(self, vid: VendorId) -> list[str]:
         return self._labels.get(vid) or [vid.model, vid.vendor, ""]
 
-    def _on_records(self, records: list[Any], **_: Any) -> None:
+    def _on_records(self, records: list[Record], **_: object) -> None:
         for record in records:
             labels = self.labels_of(VendorId(record["model"], record["vendor"]))
             if record.get("status") == STATUS_SUCCESS:
@@ -199,19 +206,16 @@ class MetricsExporter:
             self.server.stop(timeout=1)
 
 
-def exporter_for(ctl: Any) -> MetricsExporter:
-    """The controller's exporter (``ctl.metrics``), made on first use with the live board it reads (``ctl.live``,
-    also made here when there is no web UI: a headless run with ``--avv-metrics-port``)."""
-    if ctl.metrics is None:
-        if ctl.live is None:
-            from avv_harness.locust.live_board import LiveBoard
+def exporter_for(ctl: RunController) -> MetricsExporter:
+    """The controller's exporter (:meth:`~avv_harness.run.controller.RunController.view`), made on first use with
+    the live board it reads (the web UI's, or made here when there is no web UI: a headless run with
+    ``--avv-metrics-port``)."""
+    from avv_harness.locust.live_board import live_board
 
-            ctl.live = LiveBoard(ctl)
-        ctl.metrics = MetricsExporter(ctl, ctl.live)
-    return ctl.metrics
+    return ctl.view(MetricsExporter, lambda: MetricsExporter(ctl, live_board(ctl)))
 
 
-def serve_metrics(environment: Any, ctl: Any) -> int | None:
+def serve_metrics(environment: Environment, ctl: RunController) -> int | None:
     """With ``--avv-metrics-port``, serve the metrics on it, on ``--avv-metrics-host`` (default loopback: the
     endpoint has no authentication), in the process that holds the ledger only (workers send their records to
     it). The bound port, or None when not asked or not this process's job."""

@@ -29,13 +29,15 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
+from avv_core.json_types import JSONObject
+
 #: Methods a browser sends cross-origin without side effects expected (the others need the origin checked).
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 #: ``Sec-Fetch-Site`` values of a request another page made (ports and subdomains are "same-site").
 OTHER_SITE = frozenset({"cross-site", "same-site"})
 
 StartResponse = Callable[..., Any]
-WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+WsgiApp = Callable[[JSONObject, StartResponse], Iterable[bytes]]
 
 
 def _netloc(origin: str) -> str:
@@ -69,7 +71,7 @@ def refusal(method: str, headers: dict[str, str], allowed: frozenset[str]) -> st
     return None
 
 
-def _header(environ: dict[str, Any], name: str) -> str | None:
+def _header(environ: JSONObject, name: str) -> str | None:
     value = environ.get("HTTP_" + name.upper().replace("-", "_"))
     return None if value is None else str(value)
 
@@ -83,7 +85,7 @@ class OriginGuard:
         self.app = app
         self.allowed = frozenset(allowed)
 
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+    def __call__(self, environ: JSONObject, start_response: StartResponse) -> Iterable[bytes]:
         headers = {name: value for name in self.NAMES if (value := _header(environ, name)) is not None}
         reason = refusal(str(environ.get("REQUEST_METHOD", "GET")), headers, self.allowed)
         if reason is not None:

@@ -38,10 +38,14 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, abort, jsonify, make_response, request, send_file
 
+from avv_core.json_types import JSONObject
 from avv_core.measures import is_missing
-from avv_harness.locust.live_board import MAX_ROWS, LiveBoard
+from avv_harness.locust.live_board import MAX_ROWS, LiveBoard, live_board
 
 if TYPE_CHECKING:
+    from locust.env import Environment
+
+    from avv_harness.run.controller import RunController
     from avv_scoring.report.format import CellFormat
 
 log = logging.getLogger("avv")
@@ -77,7 +81,7 @@ def vendor_columns(stress: bool, several_models: bool, agent: bool = False) -> l
                               ("verdict", "Verdict so far", "text")]
 
 
-def vendor_rows(snapshot: dict[str, Any], columns: list[tuple[str, str, CellFormat]]) -> list[dict[str, str]]:
+def vendor_rows(snapshot: JSONObject, columns: list[tuple[str, str, CellFormat]]) -> list[dict[str, str]]:
     """The Vendors tab's rows, formatted like the report (:func:`avv_scoring.report.format.fmt`; ``n/a`` = missing)."""
     from avv_scoring.report.format import fmt, vendor_label
 
@@ -123,7 +127,7 @@ def level_structure() -> list[dict[str, str]]:
     return [{"key": c.column, "title": c.header} for c in LEVEL_TABLE]
 
 
-def level_rows(snapshot: dict[str, Any]) -> list[dict[str, str]]:
+def level_rows(snapshot: JSONObject) -> list[dict[str, str]]:
     """The Stress levels tab's rows: the report's per-level table (the stress section's
     :data:`~avv_scoring.report.sections.stress.LEVEL_TABLE`)."""
     from avv_scoring.report.sections.stress import LEVEL_TABLE
@@ -132,11 +136,12 @@ def level_rows(snapshot: dict[str, Any]) -> list[dict[str, str]]:
             for row in snapshot["levels"][:MAX_ROWS]]
 
 
-def shape_note(ctl: Any) -> str:
+def shape_note(ctl: RunController) -> str:
     """The note at the top of the page: what sets the users and what START / STOP do."""
     o = ctl.options
     if o.is_stress:
         s = o.stress
+        assert s is not None  # stress mode has its settings (RunOptions)
         users = (f"steps every vendor through the ladder {', '.join(map(str, s.levels))} users, {s.step_s:g} s per "
                  "level, until each has broken the SLO twice or the ladder ends")
     else:
@@ -158,18 +163,19 @@ def plain_text(message: str, status: int) -> Response:
     return response
 
 
-def install_web_ui(environment: Any, ctl: Any, *, interval_s: float | None = None) -> LiveBoard:
+def install_web_ui(environment: Environment, ctl: RunController, *, interval_s: float | None = None) -> LiveBoard:
     """Add the Vendors tab, the /avv routes and the start-form changes to ``environment.web_ui``; return the
-    live board feeding them (also kept as ``ctl.live``)."""
+    live board feeding them (the controller's: :func:`~avv_harness.locust.live_board.live_board`)."""
     web_ui = environment.web_ui
+    if web_ui is None or web_ui.app is None:
+        raise ValueError("install_web_ui: this environment has no web UI")
     app = web_ui.app
     from avv_harness.locust.prometheus import CONTENT_TYPE, exporter_for
     from avv_harness.locust.web_guard import guard_web_ui
 
     guard_web_ui(app, ctl.options.cors_origins)  # undoes Locust's CORS(app) for every origin not allow-listed
 
-    board = LiveBoard(ctl, **({"interval_s": interval_s} if interval_s is not None else {}))
-    ctl.live = board
+    board = live_board(ctl, interval_s)
     exporter = exporter_for(ctl)
     stress = ctl.options.is_stress
     agent = ctl.samples is not None and any(s.agent is not None for s in ctl.samples.samples)
@@ -193,7 +199,7 @@ def install_web_ui(environment: Any, ctl: Any, *, interval_s: float | None = Non
         original_update()
         web_ui.template_args.update(ui_args)
 
-    web_ui.update_template_args = update_template_args
+    web_ui.update_template_args = update_template_args  # type: ignore[method-assign]  # Locust's, extended
     web_ui.template_args.update(ui_args)
     note = f'<div id="avv-note" style="{NOTE_STYLE}">{html.escape(shape_note(ctl))}</div>'
 

@@ -10,13 +10,15 @@ import itertools
 import logging
 import time
 from collections import Counter, deque
-from typing import Any
 
 import gevent
 import gevent.event
+from locust.env import Environment
 from locust.rpc import Message
+from locust.runners import WorkerRunner
 
 from avv_core.items import WorkItem
+from avv_core.json_types import JSONObject
 from avv_core.records import Record
 from avv_harness.locust.item_protocol import (
     ACCEPTED,
@@ -59,7 +61,9 @@ class WorkerRole(Role):
     runs_users = True
     holds_ledger = False
 
-    def __init__(self, host: ItemHost, runner: Any):
+    runner: WorkerRunner
+
+    def __init__(self, host: ItemHost, runner: WorkerRunner):
         super().__init__(host, runner)
         self.inbox: dict[str, deque[WorkItem]] = {}
         self.ready: dict[str, gevent.event.Event] = {}
@@ -70,7 +74,7 @@ class WorkerRole(Role):
         self.asks_lost = 0
         self.late_answers = 0  # answers to asks reported lost: ignored
         self._ask_ids = itertools.count(1)
-        self.outbox: deque[dict[str, Any]] = deque()  # finished items' records not sent yet
+        self.outbox: deque[JSONObject] = deque()  # finished items' records not sent yet
         self.empty_until: dict[str, float] = {}  # class → no ask before this (monotonic): the master had none
         self._sender: gevent.Greenlet | None = None
         self._send_failures = 0
@@ -101,16 +105,16 @@ class WorkerRole(Role):
         """Send this process's identity to the master (at connect, and again when the master asks)."""
         self.runner.send_message(HELLO, self.host.identity().to_message())
 
-    def _on_identify(self, environment: Any, msg: Any) -> None:
+    def _on_identify(self, environment: Environment, msg: Message) -> None:
         self.present()
         self.expire_asks(everything=True)  # the master answered them with this: ask again once accepted
 
-    def _on_accepted(self, environment: Any, msg: Any) -> None:
+    def _on_accepted(self, environment: Environment, msg: Message) -> None:
         if not self.accepted:
             self.accepted = True
             log.info("the master accepted this worker (same version, config and samples)")
 
-    def _on_refused(self, environment: Any, msg: Any) -> None:
+    def _on_refused(self, environment: Environment, msg: Message) -> None:
         if self.refused is not None:
             return
         self.refused = str((msg.data or {}).get("reason") or "no reason given")[:4000]
@@ -127,7 +131,7 @@ class WorkerRole(Role):
         self.runner.client.send(Message("quit", None, self.runner.client_id))
         self.runner.quit()
 
-    def _on_items(self, environment: Any, msg: Any) -> None:
+    def _on_items(self, environment: Environment, msg: Message) -> None:
         data = msg.data
         self.host.apply_worker_context(data.get("context") or {})
         opened = self.open_asks.pop(int(data["ask"]), None)

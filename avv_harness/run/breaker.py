@@ -15,11 +15,11 @@ last step).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from avv_core.items import VendorId
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_harness.run.hard_faults import hard_fault
 
 #: The ledger's reason for the items a tripped breaker skips (``skipped: vendor_down``).
@@ -37,7 +37,7 @@ class Trip:
     items: int  # items in a row that ended with it
     example: str  # the last item's error_detail (redacted by the intake before it gets here)
 
-    def to_manifest(self, skipped: int, url: str) -> dict[str, Any]:
+    def to_manifest(self, skipped: int, url: str) -> JSONObject:
         """run.json's ``vendor_down[<vendor>]``."""
         return {"fault": self.fault, "what": self.what, "check": self.check, "after_items": self.items,
                 "example": self.example, "skipped": skipped, "url": url}
@@ -51,7 +51,7 @@ class CircuitBreaker:
     streaks: dict[VendorId, tuple[str, int]] = field(default_factory=dict)  # vendor → (fault key, items in a row)
     tripped: dict[VendorId, Trip] = field(default_factory=dict)
 
-    def observe(self, vendor: VendorId, records: Sequence[Mapping[str, Any]]) -> Trip | None:
+    def observe(self, vendor: VendorId, records: Sequence[JSONMapping]) -> Trip | None:
         """One stored item of ``vendor`` (its rows): the trip when this item is the K-th in a row with one hard fault
         (once per vendor), else None."""
         if self.items <= 0 or not records or vendor in self.tripped:

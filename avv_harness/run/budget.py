@@ -20,12 +20,12 @@ cannot spend past a cap. A failed row without usage is charged nothing (no answe
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from avv_core.canonical import canonical_json
 from avv_core.items import ItemKey
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.pricing import Price
 from avv_core.records import STATUS_SUCCESS
 from avv_core.samples import Sample
@@ -50,19 +50,19 @@ class Spend:
     def __add__(self, other: Spend) -> Spend:
         return Spend(self.tokens + other.tokens, self.cost + other.cost)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"tokens": self.tokens, "cost": round(self.cost, 9)}
 
 
-def prompt_estimate(body: Mapping[str, Any]) -> int:
+def prompt_estimate(body: JSONMapping) -> int:
     """Estimated prompt tokens of a chat body: its messages and tools as canonical JSON / :data:`CHARS_PER_TOKEN`."""
-    shown: dict[str, Any] = {"messages": body.get("messages")}
+    shown: JSONObject = {"messages": body.get("messages")}
     if body.get("tools") is not None:
         shown["tools"] = body.get("tools")
     return max(1, math.ceil(len(canonical_json(shown)) / CHARS_PER_TOKEN))
 
 
-def max_tokens_of(body: Mapping[str, Any]) -> int:
+def max_tokens_of(body: JSONMapping) -> int:
     """The completion tokens a body allows: ``max_completion_tokens``, else ``max_tokens``, else
     :data:`DEFAULT_MAX_TOKENS` (also for a value that is not a positive whole number)."""
     for key in ("max_completion_tokens", "max_tokens"):
@@ -72,7 +72,7 @@ def max_tokens_of(body: Mapping[str, Any]) -> int:
     return DEFAULT_MAX_TOKENS
 
 
-def worst_case(sample: Sample, body: Mapping[str, Any], price: Price | None) -> Spend:
+def worst_case(sample: Sample, body: JSONMapping, price: Price | None) -> Spend:
     """The most an item can spend, from the chat body the vendor gets (sample, transforms, ``extra_body`` and the
     global overrides applied): prompt estimate + allowed completion tokens. An agent task makes up to ``max_steps``
     requests, and each step's prompt holds the earlier steps: their replies (``max_tokens`` each) and one answer
@@ -107,7 +107,7 @@ class WorstCases:
         return self._known[key]
 
 
-def charged(records: Sequence[Mapping[str, Any]], reservation: Spend) -> Spend:
+def charged(records: Sequence[JSONMapping], reservation: Spend) -> Spend:
     """What an item's rows spent, as the budget counts it (module docstring)."""
     tokens, cost = 0, 0.0
     for row in records:
@@ -168,7 +168,7 @@ class Budget:
         spent, so the caps hold for it too."""
         self.spent = self.spent + spend
 
-    def settle(self, key: ItemKey, records: Sequence[Mapping[str, Any]]) -> Spend:
+    def settle(self, key: ItemKey, records: Sequence[JSONMapping]) -> Spend:
         """Replace the item's reservation by what its records spent (:func:`charged`); returns that."""
         reservation = self.reserved.pop(key, Spend())
         actual = charged(records, reservation)
@@ -186,7 +186,7 @@ class Budget:
             parts.append(f"{self.spent.cost:.6g} ≥ {self.max_cost:g} cost")
         return "; ".join(parts)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONObject:
         """run.json's ``budget`` beyond the caps."""
         return {"charged": self.spent.to_dict(), "largest_reservation": self.largest.to_dict(),
                 "over_reservation": self.over_reservation.to_dict()}

@@ -20,8 +20,12 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from avv_scoring.score import ScoreResult
 
 #: Verdict words coloured on a terminal: ANSI SGR colour of each.
 VERDICT_COLOURS = {"PASS": "32", "FAIL": "31", "INCONCLUSIVE": "33", "STOPPED": "31"}
@@ -32,7 +36,7 @@ LOG_WIDTH = 160
 START_LINE_VENDORS = 8
 
 
-def wants_colour(stream: Any, environ: Any = None) -> bool:
+def wants_colour(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
     """Colour only on a terminal, never with ``NO_COLOR`` set (any non-empty value) or ``TERM=dumb``."""
     env = os.environ if environ is None else environ
     if env.get("NO_COLOR") or env.get("TERM") == "dumb":
@@ -40,7 +44,7 @@ def wants_colour(stream: Any, environ: Any = None) -> bool:
     return is_terminal(stream)
 
 
-def is_terminal(stream: Any) -> bool:
+def is_terminal(stream: TextIO) -> bool:
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):  # a closed or replaced stream
@@ -159,7 +163,7 @@ def start_line(vendors: Sequence[tuple[str, str, bool]], samples: int, repeats: 
     return f"avv-locust: {count} · {work} → {run_dir}"
 
 
-def decision_lines(result: Any, run_dir: Any, no_score: bool = False) -> list[str]:
+def decision_lines(result: ScoreResult | None, run_dir: Path | str, no_score: bool = False) -> list[str]:
     """The decision block: per model, one line per vendor — verdict, reason, key numbers
     (:func:`avv_scoring.decision_lines`, the same text report.md opens with) — then each broken vendor's line. A
     run without scores says why and how to score it. Every line goes through the scoring's escaping."""
@@ -173,7 +177,7 @@ def decision_lines(result: Any, run_dir: Any, no_score: bool = False) -> list[st
     return [line for line in "\n".join(lines).rstrip("\n").split("\n")]
 
 
-def report_paths(result: Any, run_dir: Any) -> list[tuple[str, str]]:
+def report_paths(result: ScoreResult | None, run_dir: Path | str) -> list[tuple[str, str]]:
     """(label, path) of report.html and report.md when they were written."""
     outputs = getattr(result, "outputs", None) or {}
     return [(name, str(outputs[name])) for name in ("report.html", "report.md") if name in outputs]

@@ -26,14 +26,16 @@ import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import gevent
 import requests
+from locust.env import Environment
 from locust.event import EventHook
 
 from avv_core.errors import InputError
 from avv_core.items import ItemKey, VendorId, WorkItem
+from avv_core.json_types import JSONObject
 from avv_core.manifest import RunManifest
 from avv_core.records import Record
 from avv_core.samples import Sample, SampleSet
@@ -52,7 +54,7 @@ from avv_harness.run.preflight import Preflight, run_preflight, targets_of
 from avv_harness.run.record_event import EVENT_NAME, RecordsCsv
 from avv_harness.run.role import Role, RoleFactory
 from avv_harness.run.state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_SCORING, EXIT_WRITE, RunState
-from avv_harness.wire.execute import ExecContext
+from avv_harness.wire.execute import ExecContext, ItemRun
 from avv_harness.wire.lean import LeanAdapter
 from avv_harness.wire.requests_transport import StrictAdapter
 from avv_harness.wire.run_item import run_item_safely
@@ -64,6 +66,7 @@ __all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_OK", "EXIT_SCORING", "EXIT_WRI
 #: Seconds between progress lines in a headless run.
 PROGRESS_INTERVAL_S = 5.0
 SessionFactory = Callable[[], requests.Session]
+V = TypeVar("V")
 
 
 def default_session(client: str = "lean") -> requests.Session:
@@ -79,18 +82,19 @@ def default_session(client: str = "lean") -> requests.Session:
     return session
 
 
-def install(environment: Any, *, role_for: RoleFactory, session_factory: SessionFactory | None = None) -> RunController:
+def install(environment: Environment, *, role_for: RoleFactory,
+            session_factory: SessionFactory | None = None) -> RunController:
     """Build the controller for this environment and its runner, and attach it (listeners, messages). ``role_for``
     picks the process's role from the runner (:func:`avv_harness.locust.distribution.role_for`)."""
     if getattr(environment, "avv", None) is not None:
         raise RuntimeError("avv is already installed on this environment")
     ctl = RunController.for_environment(environment, role_for=role_for, session_factory=session_factory)
-    environment.avv = ctl
+    environment.avv = ctl  # type: ignore[attr-defined]  # avv's state on Locust's environment (its plugin habit)
     ctl.attach()
     return ctl
 
 
-def controller_of(environment: Any) -> RunController:
+def controller_of(environment: Environment) -> RunController:
     ctl = getattr(environment, "avv", None)
     if ctl is None:
         raise RuntimeError("avv is not installed on this environment (call avv_harness.install)")
@@ -102,9 +106,15 @@ class RunController:
     how runs begin and end) and asks them; the current run's parts are read through it (``run``, ``ledger``,
     ``run_dir``, ``manifest``)."""
 
-    def __init__(self, environment: Any, options: RunOptions, vendors: dict[str, Vendor], *, role_for: RoleFactory,
+    def __init__(self, environment: Environment, options: RunOptions, vendors: dict[str, Vendor], *,
+                 role_for: RoleFactory,
                  session_factory: SessionFactory | None = None, config_identity: str = "",
                  secrets: list[str] | None = None):
+        """Tests build a controller from parts; processes use :meth:`for_environment`.
+
+        Why so many parameters: each is one injected part (the Locust environment, the parsed options, the vendors,
+        the role factory, the HTTP session factory, the config's identity and the secrets to redact), and all but
+        the first three are keywords with defaults."""
         self.env = environment
         self.options = options
         self.vendors = vendors  # User class name → vendor (keys resolved)
@@ -123,8 +133,7 @@ class RunController:
             before_finish=self._stop_lag)
         self.lifecycle.check_vendors = self.preflight
         self._sample_index: tuple[SampleSet, dict[str, Sample]] | None = None  # samples.by_id(), built once
-        self.live: Any = None  # the web UI's live board (avv_harness.locust.live_board), when there is a web UI
-        self.metrics: Any = None  # the Prometheus exporter (avv_harness.locust.prometheus), when asked or a web UI
+        self._views: dict[type, object] = {}  # the live board, the Prometheus exporter: see view()
         self.lag: LagMonitor | None = None  # this process's event-loop lag (processes that run users)
         self._undo_gc: Callable[[], None] | None = None  # while users run: see lag.quiet_gc_for_load
         # ``events.avv_record``, the public extension point (avv_harness.run.record_event): fired once per stored
@@ -191,10 +200,26 @@ class RunController:
         if self.run is not None:
             self.run.finished = value
 
+    def view(self, kind: type[V], make: Callable[[], V]) -> V:
+        """This process's one view of ``kind`` of its runs, made by ``make`` on first use: the web UI's live board
+        (:mod:`avv_harness.locust.live_board`) and the Prometheus exporter (:mod:`avv_harness.locust.prometheus`).
+        The Locust layer declares them; the controller keeps them, so the web UI and the exporter share one."""
+        found = self._views.get(kind)
+        if found is None:
+            found = self._views[kind] = make()
+        if not isinstance(found, kind):
+            raise TypeError(f"the view kept for {kind.__name__} is a {type(found).__name__}")
+        return found
+
+    def kept_view(self, kind: type[V]) -> V | None:
+        """The view of ``kind`` made so far (:meth:`view`), None when there is none."""
+        found = self._views.get(kind)
+        return found if isinstance(found, kind) else None
+
     # ---------------------------------------------------------------------------------- construction
 
     @classmethod
-    def for_environment(cls, environment: Any, *, role_for: RoleFactory,
+    def for_environment(cls, environment: Environment, *, role_for: RoleFactory,
                         session_factory: SessionFactory | None = None) -> RunController:
         """Options from ``environment.parsed_options``; vendors for ``environment.user_classes`` (each
         carries ``avv_vendor_id``); keys from the environment and ``.env``. InputError on bad input."""
@@ -220,16 +245,19 @@ class RunController:
         install_log_redaction(self.redact)
         self.role.attach()
         if self.role.runs_users:  # the processes that run users watch their own event-loop lag
-            self.lag = LagMonitor().start(spawn=self.env.runner.greenlet.spawn)  # ends with the runner
+            runner = self.env.runner
+            if runner is None:
+                raise RuntimeError("avv is installed on an environment without a runner (create it first)")
+            self.lag = LagMonitor().start(spawn=runner.greenlet.spawn)  # ends with the runner
             self.env.events.test_start.add_listener(self._quiet_gc)
             self.env.events.test_stop.add_listener(self._restore_gc)
         self.lifecycle.attach(self.env.events)
 
-    def _quiet_gc(self, **_: Any) -> None:
+    def _quiet_gc(self, **_: object) -> None:
         if self._undo_gc is None:
             self._undo_gc = quiet_gc_for_load()
 
-    def _restore_gc(self, **_: Any) -> None:
+    def _restore_gc(self, **_: object) -> None:
         if self._undo_gc is not None:
             self._undo_gc()
             self._undo_gc = None
@@ -240,18 +268,9 @@ class RunController:
 
     # ------------------------------------------------------------------------------------ the end
 
-    def end_run(self, stop_simulator: bool = False) -> int | None:
-        """End the current run (:meth:`RunLifecycle.end_run`): close the writer → write the manifest → (at quit:
-        stop the simulator) → score → exit status → the closing line."""
-        return self.lifecycle.end_run(stop_simulator)
-
     def finish(self) -> int:
         """End the process's part (:meth:`RunLifecycle.finish`); its exit status."""
         return self.lifecycle.finish()
-
-    def stress_summary(self) -> dict[str, Any] | None:
-        """The current run's stress ladder so far, vendors by name; None outside stress mode."""
-        return self.lifecycle.stress_summary()
 
     # ------------------------------------------------------------------------------ vendors and users
 
@@ -271,16 +290,6 @@ class RunController:
         return run_preflight(targets_of(self.vendors, self.vendor_url), self.lifecycle.samples, ctx,
                              self.options.preflight, self.session_factory, self.redact)
 
-    def next_item(self, class_name: str) -> WorkItem | None:
-        return self.role.next_item(class_name)
-
-    def give_back(self, item: WorkItem) -> None:
-        self.role.give_back(item)
-
-    def vendor_done(self, class_name: str) -> bool:
-        """``--avv-settle``: the vendor's verdict is settled and nothing of it is left, so its users stop."""
-        return self.role.closed(class_name)
-
     def vendor_closed(self, vendor: VendorId) -> bool:
         """On the ledger side: ``vendor`` gets no more items (the settle policy settled it, or the circuit breaker
         stopped it) and none of its items is pending or in flight, so its users may stop."""
@@ -296,8 +305,8 @@ class RunController:
         """Run one item and return its records (redacted): one row, or one per step of an agent task
         (:mod:`avv_harness.wire.run_item`). Never raises for the item's own failures; only ``GreenletExit`` (the
         user is stopped) propagates, and then the caller gives the item back."""
-        records = run_item_safely(session, self.vendors[class_name], self.vendor_url(class_name), item, self.exec,
-                                  sleep=gevent.sleep, on_attempt=on_attempt)
+        records = run_item_safely(ItemRun(session, self.vendors[class_name], self.vendor_url(class_name), item,
+                                          self.exec, sleep=gevent.sleep, on_attempt=on_attempt))
         for record in records:
             self._stamp_client_load(record)
         return [self.redact.record(r) for r in records]
@@ -312,17 +321,14 @@ class RunController:
         record["client_lag_ms"] = self.lag.max_lag_ms(t0, end)
         record["client_cpu_pct"] = self.lag.cpu_pct
 
-    def submit(self, item: WorkItem, records: list[Record]) -> None:
-        self.role.submit(item, records)
-
     # -------------------------------------------------------------------- worker context (master → worker)
 
-    def worker_context(self) -> dict[str, Any]:
+    def worker_context(self) -> JSONObject:
         """How workers run items (the run id, retries, timeouts, the global overrides) and where the
         simulator is: the master's options win over a worker's own."""
         return {"exec": self.exec.to_message(), "sim_url": self.sim_url}
 
-    def apply_worker_context(self, context: dict[str, Any]) -> None:
+    def apply_worker_context(self, context: JSONObject) -> None:
         if context:
             self.lifecycle.sim_url = context.get("sim_url") or self.lifecycle.sim_url
             self._exec = ExecContext.from_message(context["exec"], worker=self.worker_id)
@@ -356,10 +362,6 @@ class RunController:
                         config.concurrency)
         return [WorkItem(key, by_id[key.sample_id], level) for key in keys]
 
-    def take_item(self, vendor: VendorId, taker: str) -> WorkItem | None:
-        items = self.take_items(vendor, taker, 1)
-        return items[0] if items else None
-
     def release_item(self, key: ItemKey, taker: str | None = None) -> bool:
         """Put an unfinished item back in the queue (with ``taker``: only when that taker holds it); its budget
         reservation is released."""
@@ -387,25 +389,6 @@ class RunController:
             run.manifest.items_requeued += len(lost)
             log.warning("worker %s %s: %d in-flight items handed out again", taker, why, len(lost))
         return len(lost)
-
-    # ------------------------------------------------------------------------------- records in (the intake)
-
-    def store(self, key: ItemKey, records: list[Record]) -> bool:
-        """:meth:`RecordIntake.store <avv_harness.run.intake.RecordIntake.store>`: an item of this process."""
-        return self.intake.store(key, records)
-
-    def store_from(self, taker: str, key: ItemKey, records: list[Record]) -> tuple[str, str]:
-        """:meth:`RecordIntake.store_from <avv_harness.run.intake.RecordIntake.store_from>`: an item a worker sent."""
-        return self.intake.store_from(taker, key, records)
-
-    def refuse_record(self, worker: str, key: ItemKey | None, reason: str, detail: str,
-                      taker: str | None = None) -> None:
-        """:meth:`RecordIntake.refuse_record <avv_harness.run.intake.RecordIntake.refuse_record>`."""
-        self.intake.refuse_record(worker, key, reason, detail, taker)
-
-    def note_refused_worker(self, worker: str, reason: str) -> None:
-        """:meth:`RecordIntake.note_refused_worker <avv_harness.run.intake.RecordIntake.note_refused_worker>`."""
-        self.intake.note_refused_worker(worker, reason)
 
     # ------------------------------------------------------------------------------------ the load
 

@@ -20,6 +20,7 @@ import locust
 
 from avv_core.errors import InputError
 from avv_core.items import ItemKey, VendorId
+from avv_core.json_types import JSONObject
 from avv_core.manifest import RECORDS_CSV, RunManifest, utc_now
 from avv_core.record_file import RecordWriteError, RecordWriter, upgrade_columns
 from avv_core.samples import SampleSet
@@ -147,7 +148,7 @@ def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendo
 
 
 def fill_manifest(manifest: RunManifest, *, run: RunState, options: RunOptions, samples: SampleSet,
-                  config_identity: str, vendors: list[dict[str, Any]], role: str, workers: int | None,
+                  config_identity: str, vendors: list[JSONObject], role: str, workers: int | None,
                   sim_url: str | None, redact: Any, sim_truth_log: str | None = None) -> None:
     """The parts of run.json known when the run starts."""
     m = manifest
@@ -232,7 +233,7 @@ def append_to_history(history: str, run_dir: Path, manifest: RunManifest, result
         return f"not added to the history {history} ({type(exc).__name__}: {str(exc)[:200]})"
 
 
-def vendor_down_line(down: dict[str, Any], run_dir: Path) -> str:
+def vendor_down_line(down: JSONObject, run_dir: Path) -> str:
     """A vendor the circuit breaker stopped (run.json ``vendor_down``), as one line."""
     example = f' ("{str(down.get("example"))[:200]}")' if down.get("example") else ""
     return (f"avv-locust: {down.get('vendor')} ({down.get('model')}) was stopped by the circuit breaker: its last "

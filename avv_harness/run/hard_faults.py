@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from avv_core.json_types import JSONMapping
+
 Match = Callable[[str | None, int | None, str], bool]
 
 
@@ -116,7 +118,7 @@ def classify(error_kind: str | None, http_status: Any = None, error_detail: Any 
     return next((f for f in FAULTS if f.matches(error_kind, status, detail)), None)
 
 
-def hard_fault(record: Mapping[str, Any]) -> Fault | None:
+def hard_fault(record: JSONMapping) -> Fault | None:
     """The hard fault a record (or an attempt's fields) ended with, else None."""
     found = classify(record.get("error_kind"), record.get("http_status"), record.get("error_detail"))
     return found if found is not None and found.hard else None

@@ -15,11 +15,17 @@ counted as done, so run.json's ``items_recorded`` and ``records_written`` agree 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Mapping
+from typing import Protocol
+
+from locust.env import Environment
+from locust.event import EventHook
 
 from avv_core.items import ItemKey, VendorId
 from avv_core.records import Record
-from avv_harness.inputs.secrets import redact_url
+from avv_core.samples import Sample
+from avv_harness.inputs.config import Vendor
+from avv_harness.inputs.secrets import Redactor, redact_url
 from avv_harness.run.breaker import VENDOR_DOWN, Trip
 from avv_harness.run.ledger import ACCEPT, DUPLICATE
 from avv_harness.run.state import RunState
@@ -30,12 +36,54 @@ log = logging.getLogger("avv")
 LOGGED_REFUSALS = 20
 
 
-class RecordIntake:
-    """The controller's "records in" (``ctl.intake``). It reads the current run, samples, vendors, redactor and
-    record event through the controller it serves and keeps one thing of its own: workers refused while no run
-    was open, put into the next run's run.json."""
+class RunStops(Protocol):
+    """What the intake asks of the run lifecycle (:class:`~avv_harness.run.lifecycle.RunLifecycle`)."""
 
-    def __init__(self, controller: Any):
+    def stop_run(self, reason: str, message: str) -> None: ...
+
+    def save_manifest(self) -> None: ...
+
+
+class IntakeHost(Protocol):
+    """What the intake reads of the controller it serves (:class:`~avv_harness.run.controller.RunController`,
+    which imports this module): the current run and its lifecycle, the vendors, the samples, the redactor and the
+    record event (fired with this process's Locust environment)."""
+
+    @property
+    def env(self) -> Environment: ...
+
+    @property
+    def vendors(self) -> Mapping[str, Vendor]: ...
+
+    @property
+    def redact(self) -> Redactor: ...
+
+    @property
+    def record_hook(self) -> EventHook: ...
+
+    @property
+    def run_hook(self) -> EventHook: ...
+
+    @property
+    def lifecycle(self) -> RunStops: ...
+
+    @property
+    def run(self) -> RunState | None: ...
+
+    def class_name(self, vendor_id: VendorId) -> str: ...
+
+    def samples_by_id(self) -> dict[str, Sample]: ...
+
+    def release_item(self, key: ItemKey, taker: str | None = None) -> bool: ...
+
+
+class RecordIntake:
+    """The controller's "records in" (``ctl.intake``): what a role stores an item's rows through
+    (:class:`~avv_harness.locust.item_protocol.ItemHost`'s ``intake``). It reads the current run, samples, vendors,
+    redactor and record event through the controller it serves (:class:`IntakeHost`) and keeps one thing of its
+    own: workers refused while no run was open, put into the next run's run.json."""
+
+    def __init__(self, controller: IntakeHost):
         self.ctl = controller
         self._refusals_before_run: dict[str, str] = {}
         controller.run_hook.add_listener(self.on_run_begin)
@@ -126,7 +174,7 @@ class RecordIntake:
         else:
             self._refusals_before_run[worker] = reason
 
-    def on_run_begin(self, run: RunState, phase: str, **_: Any) -> None:
+    def on_run_begin(self, run: RunState, phase: str, **_: object) -> None:
         if phase == "begin" and self._refusals_before_run:
             run.manifest.workers_refused.update(self._refusals_before_run)
             self._refusals_before_run.clear()

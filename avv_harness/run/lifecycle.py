@@ -22,12 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 import gevent.event
-from locust.event import EventHook
+from locust.env import Environment
+from locust.event import EventHook, Events
 
 from avv_core.client_load import client_bound_advice, client_load
 from avv_core.errors import InputError
 from avv_core.exit_status import most_serious
 from avv_core.items import VendorId
+from avv_core.json_types import JSONObject
 from avv_core.manifest import RECORDS_CSV
 from avv_core.samples import SampleSet, load_samples
 from avv_core.stop_signals import Interrupted, interrupt_on_signals
@@ -107,7 +109,7 @@ class RunLifecycle:
         self.after_finish: Callable[[], None] = lambda: None  # after the run's last line: Locust prints nothing more
         self.preflight: Preflight | None = None  # the web UI's pre-flight (at start-up), for its first run's run.json
 
-    def attach(self, events: Any) -> None:
+    def attach(self, events: Events) -> None:
         """On the ledger side: end the process's part at ``quitting``; then, headless, begin the run; with the web
         UI, check the inputs now and end each run at ``test_stop``."""
         if not self.role.holds_ledger:
@@ -303,7 +305,7 @@ class RunLifecycle:
             log.warning("%s; %d items not run", message, dropped) if reason not in STORE_STOPS else log.error(
                 "%s (%d items not run)", message, dropped)
 
-    def stress_summary(self) -> dict[str, Any] | None:
+    def stress_summary(self) -> JSONObject | None:
         """The current run's stress ladder so far, vendors by name; None outside stress mode."""
         stress = self.run.stress if self.run is not None else None
         if stress is None:
@@ -345,10 +347,10 @@ class RunLifecycle:
 
     # ------------------------------------------------------------------------------------ the end
 
-    def _on_test_stop(self, environment: Any, **_: Any) -> None:
+    def _on_test_stop(self, environment: Environment, **_: object) -> None:
         self.end_run()
 
-    def _on_quitting(self, environment: Any, **_: Any) -> None:
+    def _on_quitting(self, environment: Environment, **_: object) -> None:
         second = self.quit_done  # another shutdown() is (or was) already finishing the process
         environment.process_exit_code = self.finish()
         if second:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from avv_core.canonical import canonical_sha256
+from avv_core.json_types import JSONObject
 from avv_core.records import COLUMNS
 from avv_core.version import DISTRIBUTION, project_version
 from avv_harness.inputs.config import Vendor
@@ -50,7 +51,7 @@ def records_schema_digest() -> str:
     return digest([[c.name, c.kind] for c in COLUMNS])[:16]
 
 
-def version_part() -> dict[str, Any]:
+def version_part() -> JSONObject:
     return {PACKAGE: project_version(), "protocol": PROTOCOL, "records": records_schema_digest()}
 
 
@@ -70,7 +71,7 @@ def _template_digest(path: str | None) -> str | None:
     return h.hexdigest()
 
 
-def vendor_settings(vendor: Vendor) -> dict[str, Any]:
+def vendor_settings(vendor: Vendor) -> JSONObject:
     """The settings of a vendor that two processes must share (keys and secret header values left out)."""
     d = vendor.dialect
     return {
@@ -95,7 +96,7 @@ class NodeIdentity:
     """What one process presents (worker) or holds (master); see the module docstring."""
 
     worker: str  # host:pid, for log lines
-    version: dict[str, Any]
+    version: JSONObject
     config: str  # digest over every vendor's settings
     vendors: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # "model/vendor" → setting → [digest, shown]
     samples: str | None = None
@@ -112,7 +113,7 @@ class NodeIdentity:
         config = digest({name: {k: v[0] for k, v in s.items()} for name, s in table.items()})
         return cls(worker, version_part(), config, table, samples_sha256)
 
-    def to_message(self) -> dict[str, Any]:
+    def to_message(self) -> JSONObject:
         return {"worker": self.worker, "version": self.version, "config": self.config, "vendors": self.vendors,
                 "samples": self.samples}
 

@@ -11,12 +11,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from avv_core.decision_options import DEFAULT_CONFIDENCE, VERDICT_MODES, parse_confidence, parse_verdict_mode
 from avv_core.errors import InputError
+from avv_core.json_types import JSONObject
 from avv_harness.dialects.overrides import Overrides, parse_overrides
 from avv_harness.wire.sse import DEFAULT_MAX_EVENT_BYTES
+
+if TYPE_CHECKING:  # scoring is imported when a run is scored
+    from argparse import ArgumentParser, Namespace, _ArgumentGroup
+
+    from avv_scoring import ScoreRequest
+    from avv_scoring.verdict import Thresholds
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 DEFAULT_CONFIG = DATA_DIR / "demo.yaml"
@@ -50,7 +57,7 @@ class _EnvGroup:
     """An argument group that gives every option its ``LOCUST_AVV_*`` environment variable (Locust's
     configargparse reads custom options from the environment only when ``env_var`` is set)."""
 
-    def __init__(self, group: Any):
+    def __init__(self, group: _ArgumentGroup):
         self._group = group
 
     def add_argument(self, *names: str, **kwargs: Any) -> Any:
@@ -66,7 +73,7 @@ class _EnvGroup:
 OPTION_PREFIX = "--avv-"
 
 
-def no_abbreviations_of_ours(parser: Any) -> None:
+def no_abbreviations_of_ours(parser: ArgumentParser) -> None:
     """Locust's parser (configargparse, an :class:`argparse.ArgumentParser` built with ``allow_abbrev`` on, which Locust
     does not let a plugin change) takes a prefix of an option for the option: ``--avv-sample x`` silently set
     ``--avv-samples``. Abbreviations are looked up in the parser's ``_get_option_tuples``; this parser's own drops
@@ -77,10 +84,10 @@ def no_abbreviations_of_ours(parser: Any) -> None:
     def without_ours(option_string: str) -> list[Any]:
         return [match for match in lookup(option_string) if not str(match[1]).startswith(OPTION_PREFIX)]
 
-    parser._get_option_tuples = without_ours
+    parser._get_option_tuples = without_ours  # type: ignore[method-assign]  # this parser's lookup only
 
 
-def add_arguments(parser: Any) -> None:
+def add_arguments(parser: ArgumentParser) -> None:
     """Register every ``--avv-*`` option on Locust's (or a plain argparse) parser, and turn off abbreviations of them
     (:func:`no_abbreviations_of_ours`)."""
     no_abbreviations_of_ours(parser)
@@ -189,7 +196,7 @@ def add_arguments(parser: Any) -> None:
         "(vendor_down: a resume sends them) and the exit status is 6. 0: off.")
 
 
-def preparse_options(args: list[str] | None = None) -> Any:
+def preparse_options(args: list[str] | None = None) -> Namespace:
     """Our options as Locust will parse them (command line, LOCUST_* env, locust.conf), read early:
     the User classes are named after the configured vendors, so the config is needed at import time."""
     from locust.argument_parser import get_parser
@@ -245,7 +252,7 @@ def _origin(text: str) -> str:
     return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
 
 
-def concurrency_override(parsed: Any) -> int | None:
+def concurrency_override(parsed: Namespace) -> int | None:
     """``--avv-concurrency`` checked (1 … :data:`MAX_CONCURRENCY`), or None when not given."""
     value = getattr(parsed, "avv_concurrency", None)
     if value is None:
@@ -276,9 +283,9 @@ class DecisionSettings:
     confidence: float = DEFAULT_CONFIDENCE  # the verdicts' and intervals' confidence
     strict: bool = False  # --avv-strict: exit 7 on a FAIL, 8 on an INCONCLUSIVE
     allow_inconclusive: bool = False  # with --avv-strict, INCONCLUSIVE exits 0
-    resolved: Any = None  # the Thresholds of a non-default --avv-thresholds (read and checked when options are)
+    resolved: Thresholds | None = None  # of a non-default --avv-thresholds (read and checked when options are)
 
-    def score_request(self, run_dir: Path, html: bool) -> Any:
+    def score_request(self, run_dir: Path, html: bool) -> ScoreRequest:
         """The :class:`avv_scoring.ScoreRequest` of the run's end: its folder, scored as ``avv-score`` would with
         these options."""
         import avv_scoring
@@ -288,7 +295,7 @@ class DecisionSettings:
             stats=avv_scoring.StatsSettings(verdict=self.verdict, level=self.confidence), strict=self.strict,
             allow_inconclusive=self.allow_inconclusive)
 
-    def thresholds_object(self) -> Any:
+    def thresholds_object(self) -> Thresholds:
         """The Thresholds in force (imports avv_scoring)."""
         if self.resolved is not None:
             return self.resolved
@@ -297,7 +304,7 @@ class DecisionSettings:
         return resolve_thresholds(self.thresholds)
 
 
-def decision_settings(parsed: Any) -> DecisionSettings:
+def decision_settings(parsed: Namespace) -> DecisionSettings:
     """--avv-thresholds / --avv-verdict / --avv-confidence / --avv-strict / --avv-allow-inconclusive, checked: a bad
     value (an unknown preset, an unreadable thresholds file, a confidence outside 50–100 %) is an InputError."""
     spec = str(getattr(parsed, "avv_thresholds", None) or DEFAULT_THRESHOLDS)
@@ -367,7 +374,7 @@ class RunOptions:
     cors_origins: tuple[str, ...]  # web origins allowed to read / call the web UI from a browser
     live_rows: int  # rows the live board keeps to score (0 = no limit)
     overrides: Overrides  # --avv-temperature / --avv-max-tokens / --avv-extra-body / --avv-header
-    raw: dict[str, Any]  # every avv_* option as parsed, for run.json
+    raw: JSONObject  # every avv_* option as parsed, for run.json
     preflight: str = DEFAULT_PREFLIGHT  # strict | warn | off: the check of every vendor before the load
     breaker_items: int = DEFAULT_BREAKER_ITEMS  # items in a row with one hard fault that stop a vendor (0: off)
 
@@ -380,7 +387,7 @@ class RunOptions:
         return self.mode == "conformance"
 
     @classmethod
-    def from_parsed(cls, parsed: Any) -> RunOptions:
+    def from_parsed(cls, parsed: Namespace) -> RunOptions:
         """Check and type the parsed options; InputError names the first bad option."""
         def number(name: str, minimum: float, *, strict: bool = False, maximum: float | None = None) -> float:
             value = getattr(parsed, name)

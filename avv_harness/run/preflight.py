@@ -28,12 +28,12 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import gevent
 import requests
 
 from avv_core.items import ItemKey
+from avv_core.json_types import JSONObject
 from avv_core.samples import Sample, SampleSet
 from avv_harness.inputs.config import Vendor
 from avv_harness.inputs.secrets import redact_url
@@ -95,7 +95,7 @@ class VendorCheck:
         quoted = f' "{message}"' if message else ""
         return f"{self.name} ({self.model}): POST {self.url} → {what}:{quoted} — check {self.check}"
 
-    def to_manifest(self) -> dict[str, Any]:
+    def to_manifest(self) -> JSONObject:
         return {"model": self.model, "vendor": self.vendor, "url": self.url, "ok": self.ok, "fault": self.fault,
                 "hard": self.hard, "status": self.status, "message": self.message, "seconds": round(self.seconds, 3),
                 **self.spent.to_dict()}
@@ -138,7 +138,7 @@ class Preflight:
                 f"answer, so nothing else was sent (--avv-preflight warn runs anyway; a URL, key or model fix is "
                 "checked again by the next run):\n  " + "\n  ".join(c.line() for c in self.refused))
 
-    def to_manifest(self) -> dict[str, Any]:
+    def to_manifest(self) -> JSONObject:
         """run.json's ``preflight``."""
         return {"mode": self.mode, "seconds": round(self.seconds, 3), "spent": self.spent.to_dict(),
                 "vendors": [c.to_manifest() for c in self.checks]}
@@ -158,7 +158,7 @@ def is_preflight_tag(tag: str | None) -> bool:
 def preflight_sample(samples: SampleSet | None) -> Sample:
     """The pre-flight request as a sample (module docstring): one user message, the first tools found."""
     tools = next((s.tools for s in samples.samples if s.tools), []) if samples is not None else []
-    body: dict[str, Any] = {"messages": [{"role": "user", "content": PREFLIGHT_PROMPT}],
+    body: JSONObject = {"messages": [{"role": "user", "content": PREFLIGHT_PROMPT}],
                             "max_tokens": PREFLIGHT_MAX_TOKENS}
     if tools:
         body["tools"] = tools

@@ -17,8 +17,6 @@ records.csv's own: rows it could not write stop the run (exit status 3), and the
 
 from __future__ import annotations
 
-from typing import Any
-
 from avv_core.record_file import RecordWriteError
 from avv_core.records import Record
 from avv_harness.run.lifecycle import RunLifecycle
@@ -35,7 +33,7 @@ class RecordsCsv:
     def __init__(self, lifecycle: RunLifecycle):
         self.lifecycle = lifecycle
 
-    def __call__(self, records: list[Record], **_: Any) -> None:
+    def __call__(self, records: list[Record], **_: object) -> None:
         run = self.lifecycle.run
         if run is None or run.finished or run.stop_reason == "disk":
             return

@@ -7,11 +7,17 @@ controller the factory that picks one (:data:`RoleFactory`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from avv_core.items import ItemKey, VendorId, WorkItem
+from avv_core.json_types import JSONObject
 from avv_core.records import Record
 from avv_harness.run.node_identity import NodeIdentity
+
+if TYPE_CHECKING:
+    from locust.runners import Runner
+
+    from avv_harness.run.intake import RecordIntake
 
 
 class ItemHost(Protocol):
@@ -30,14 +36,11 @@ class ItemHost(Protocol):
 
     def vendor_closed(self, vendor: VendorId) -> bool: ...
 
-    def store(self, key: ItemKey, records: list[Record]) -> bool: ...
-
-    def store_from(self, taker: str, key: ItemKey, records: list[Record]) -> tuple[str, str]: ...
-
-    def refuse_record(self, worker: str, key: ItemKey | None, reason: str, detail: str,
-                      taker: str | None = None) -> None: ...
-
-    def note_refused_worker(self, worker: str, reason: str) -> None: ...
+    @property
+    def intake(self) -> RecordIntake:
+        """Records in: the rows of an item of this process (``store``) or of a worker (``store_from``), refused
+        records and workers (``refuse_record``, ``note_refused_worker``)."""
+        ...
 
     def takers(self) -> set[str]: ...
 
@@ -45,9 +48,9 @@ class ItemHost(Protocol):
 
     def identity(self) -> NodeIdentity: ...
 
-    def worker_context(self) -> dict[str, Any]: ...
+    def worker_context(self) -> JSONObject: ...
 
-    def apply_worker_context(self, context: dict[str, Any]) -> None: ...
+    def apply_worker_context(self, context: JSONObject) -> None: ...
 
 
 class Role:
@@ -57,7 +60,7 @@ class Role:
     runs_users: ClassVar[bool]  # its process runs Locust users (and watches its own event-loop lag)
     holds_ledger: ClassVar[bool]  # the ledger, the run folder and the records are in its process
 
-    def __init__(self, host: ItemHost, runner: Any):
+    def __init__(self, host: ItemHost, runner: Runner | None):
         self.host = host
         self.runner = runner
 
@@ -87,4 +90,4 @@ class Role:
 
 #: Builds the role of the process whose Locust runner is given, for the controller given
 #: (:func:`avv_harness.locust.distribution.role_for`).
-RoleFactory = Callable[[Any, ItemHost], Role]
+RoleFactory = Callable[["Runner | None", ItemHost], Role]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from avv_core.items import ItemKey, VendorId
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.records import Record
 from avv_core.samples import SampleSet
 from avv_harness.run.ledger import Ledger
@@ -75,7 +76,7 @@ class VendorSettle:
     verdict: str | None = None  # "pass" / "fail" once settled
     settled_after: int | None = None  # items in the prefix when it settled
     resumed: bool = False  # settled in an earlier session
-    summary: dict[str, Any] = field(default_factory=dict)  # what run.json says of it
+    summary: JSONObject = field(default_factory=dict)  # what run.json says of it
 
 
 class SettlePolicy:
@@ -166,7 +167,7 @@ class SettlePolicy:
             kept[1].extend(b.tolist())
         st.tested = prefix
 
-    def _summary(self, vendor: VendorId, st: VendorSettle, tests: list[Any]) -> dict[str, Any]:
+    def _summary(self, vendor: VendorId, st: VendorSettle, tests: list[Any]) -> JSONObject:
         bounds = []
         for test in tests:
             bound: RatioBound = test.bound
@@ -237,7 +238,7 @@ class SettlePolicy:
         (a baseline first runs the items it keeps)."""
         return {v for v in self.applied if not ledger.busy(v)}
 
-    def mark_resumed(self, settled: Mapping[str, Any]) -> None:
+    def mark_resumed(self, settled: JSONMapping) -> None:
         """Vendors settled in an earlier session (run.json), by name: they stay settled."""
         by_name = {name: v for v, name in self.vendors.items()}
         for name, summary in settled.items():
@@ -247,9 +248,9 @@ class SettlePolicy:
                 st.verdict, st.settled_after = summary["verdict"], summary.get("settled_after")
                 st.summary, st.resumed = dict(summary), True
 
-    def to_manifest(self) -> dict[str, Any]:
+    def to_manifest(self) -> JSONObject:
         """run.json's ``settle``: the seed, the rule's settings and each vendor's outcome."""
-        vendors: dict[str, Any] = {}
+        vendors: JSONObject = {}
         for vendor, st in self.state.items():
             skipped = {"skipped": self.skipped.get(vendor, 0)}
             if st.verdict is not None:

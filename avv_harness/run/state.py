@@ -19,6 +19,7 @@ from typing import Any
 
 from avv_core.exit_status import ExitStatus, most_serious
 from avv_core.items import ItemKey, VendorId
+from avv_core.json_types import JSONObject
 from avv_core.manifest import RunManifest, utc_now
 from avv_core.record_file import RecordWriteError, RecordWriter
 from avv_core.records import STATUS_SUCCESS, Record
@@ -55,13 +56,13 @@ class RunState:
     announced_level: int | None = None  # the stress level last logged
     result: Any = None  # the ScoreResult it was scored to (None: not scored, or scoring failed)
     scoring_problem: str | None = None  # why its scores are missing or partial (scoring failed, rows left out)
-    load_rows: list[dict[str, Any]] = field(default_factory=list)  # worker, vendor, client lag and CPU per record
+    load_rows: list[JSONObject] = field(default_factory=list)  # worker, vendor, client lag and CPU per record
     items_done_before: int = 0  # resume: items earlier sessions recorded as done (not in this ledger)
     budget: Budget = field(default_factory=Budget)  # the token and cost caps: spent and reserved
     settle: SettlePolicy | None = None  # --avv-settle: which vendors' verdicts are settled
-    settle_before: dict[str, Any] = field(default_factory=dict)  # --avv-settle on resume: run.json's earlier settle
+    settle_before: JSONObject = field(default_factory=dict)  # --avv-settle on resume: run.json's earlier settle
     breaker: CircuitBreaker = field(default_factory=lambda: CircuitBreaker(0))  # stops a vendor that cannot answer
-    vendors_down: dict[VendorId, dict[str, Any]] = field(default_factory=dict)  # vendors it stopped (run.json)
+    vendors_down: dict[VendorId, JSONObject] = field(default_factory=dict)  # vendors it stopped (run.json)
     vendor_done: Counter[VendorId] = field(default_factory=Counter)  # items recorded per vendor this session
     vendor_failed: Counter[VendorId] = field(default_factory=Counter)  # of them, items whose last row failed
 
@@ -139,7 +140,7 @@ class RunState:
         self.stop_reason = reason
         return self.ledger.drop_pending()
 
-    def save_manifest(self, stress_summary: dict[str, Any] | None = None) -> None:
+    def save_manifest(self, stress_summary: JSONObject | None = None) -> None:
         """Write run.json (OSError when it cannot be written)."""
         self.manifest.items_recorded = self.items_done_before + self.items_done
         if self.budget.active:

@@ -27,26 +27,20 @@ from __future__ import annotations
 
 import json
 import logging
-import random
-import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
-
-import requests
 
 from avv_core.api_formats import ConversionError
-from avv_core.items import WorkItem
+from avv_core.json_types import JSONObject
 from avv_core.records import Record
 from avv_core.samples import Sample
-from avv_harness.inputs.config import Vendor
 from avv_harness.wire.attempt import Attempt
-from avv_harness.wire.execute import ExecContext, build_request, execute_item
+from avv_harness.wire.execute import ItemRun, build_request, execute_item
 
 log = logging.getLogger("avv")
 
 
-def assistant_turn(final: Attempt, calls: list[dict[str, str]], step: int) -> dict[str, Any]:
+def assistant_turn(final: Attempt, calls: list[dict[str, str]], step: int) -> JSONObject:
     """The assistant message of a reply with tool calls, as the next request carries it."""
     content = "".join(final.content)
     return {"role": "assistant", "content": content or None, "tool_calls": [
@@ -55,22 +49,12 @@ def assistant_turn(final: Attempt, calls: list[dict[str, str]], step: int) -> di
         for i, call in enumerate(calls)]}
 
 
-def run_trajectory(
-    session: requests.Session,
-    vendor: Vendor,
-    url: str,
-    item: WorkItem,
-    ctx: ExecContext,
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-    on_attempt: Callable[[Attempt], None] | None = None,
-    rng: random.Random | None = None,
-    on_step: Callable[[Record], None] | None = None,
-) -> list[Record]:
+def run_trajectory(run: ItemRun, *, on_step: Callable[[Record], None] | None = None) -> list[Record]:
     """Follow the item's agent task to its end (module docstring); the records of its steps, in order.
     ``on_step`` (optional) receives each step's record as soon as it exists (see
     :func:`avv_harness.wire.run_item.run_item_safely`, which runs an item so that a failure inside the client
     is recorded)."""
+    item, vendor, ctx = run.item, run.vendor, run.ctx
     task = item.sample.agent
     if task is None:
         raise ValueError(f"item {item.key} has no agent task")
@@ -80,8 +64,7 @@ def run_trajectory(
     records: list[Record] = []
     used: set[int] = set()  # recorded results already played back in this trajectory
     for step in range(1, task.max_steps + 1):
-        outcome = execute_item(session, vendor, url, replace(item, sample=sample), ctx, sleep=sleep,
-                               on_attempt=on_attempt, rng=rng, step=step, request=request)
+        outcome = execute_item(replace(run, item=replace(item, sample=sample)), step=step, request=request)
         record = outcome.record
         # the sample's, as for a single request (resume compares them with the file's)
         record.update(request_hash=item.sample.request_hash, expected_language=item.sample.language_check)

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from avv_core.json_types import JSONObject
 from avv_harness.wire.sse import MalformedStream, SSEEvent
 
 MAX_ERROR_BODY = 2048  # bytes of an error body read for its message
@@ -51,7 +52,7 @@ class Attempt:
     stop_reason: str | None = None  # the vendor's own word (chat: the raw finish_reason; Messages: stop_reason …)
     saw_done: bool = False  # the format's end event arrived (chat: [DONE]; Messages: message_stop …)
     saw_tool_call_delta: bool = False
-    usage: dict[str, Any] | None = None
+    usage: JSONObject | None = None
     content: list[str] = field(default_factory=list)
     reasoning_chars: int = 0
     reasoning_fields: list[str] = field(default_factory=list)  # which fields carried reasoning, first seen first
@@ -140,7 +141,7 @@ class EventReader:
     unit = "chunk"  # what an event is called in a ``bad_sse`` message
     whole_body = False  # True: the request was not streamed, a JSON body is its answer (:class:`WholeBody`)
 
-    def event(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def event(self, att: Attempt, obj: JSONObject, now: float) -> None:
         raise NotImplementedError
 
     def end(self, att: Attempt) -> None:
@@ -277,7 +278,7 @@ class WholeBody(EventReader):
         self.events = events  # the parsed body → [event object, …]
         self.unit = inner.unit
 
-    def event(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def event(self, att: Attempt, obj: JSONObject, now: float) -> None:
         self.inner.event(att, obj, now)
 
     def end(self, att: Attempt) -> None:

@@ -30,6 +30,7 @@ from avv_core.api_formats import ConversionError
 from avv_core.canonical import parses_as_json
 from avv_core.errors import InputError
 from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER, VendorId, WorkItem
+from avv_core.json_types import JSONObject
 from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, cached_tokens, usage_counts
 from avv_core.samples import Sample, SampleSet
 from avv_core.tool_formats import find_text_calls, request_tool_names
@@ -44,8 +45,8 @@ from avv_harness.wire.headers import basic_auth, merge_headers
 from avv_harness.wire.sse import DEFAULT_MAX_EVENT_BYTES
 from avv_harness.wire.stream import stream_chat
 
-__all__ = ["RETRYABLE", "ExecContext", "ItemOutcome", "RetryPolicy", "attempt_record", "build_body", "build_headers",
-           "build_request", "check_requests", "endpoint_url", "execute_item", "item_identity"]
+__all__ = ["RETRYABLE", "ExecContext", "ItemOutcome", "ItemRun", "RetryPolicy", "attempt_record", "build_body",
+           "build_headers", "build_request", "check_requests", "endpoint_url", "execute_item", "item_identity"]
 
 
 @dataclass(frozen=True)
@@ -63,12 +64,12 @@ class RetryPolicy:
         return min(backoff, self.backoff_cap_s)
 
 
-def build_body(sample: Sample, vendor: Vendor, overrides: Overrides | None = None) -> dict[str, Any]:
+def build_body(sample: Sample, vendor: Vendor, overrides: Overrides | None = None) -> JSONObject:
     """The chat request body: sample body after the vendor's transforms, ``model`` = vendor model_id,
     ``stream: true`` (``false`` for a sample marked ``_stream: false``: then no ``stream_options``), usage requested
     unless the vendor disables it, provider pinning, vendor ``extra_body`` merged (deeply), then the global
     overrides. The sample itself is never changed."""
-    body: dict[str, Any] = apply_transforms(sample.body, vendor.dialect.transforms)
+    body: JSONObject = apply_transforms(sample.body, vendor.dialect.transforms)
     body["model"] = vendor.model_id
     body["stream"] = sample.streamed
     if vendor.include_usage and sample.streamed:
@@ -82,7 +83,7 @@ def build_body(sample: Sample, vendor: Vendor, overrides: Overrides | None = Non
     return overrides.apply_body(body) if overrides is not None else body
 
 
-def build_request(sample: Sample, vendor: Vendor, overrides: Overrides | None = None) -> tuple[str, dict[str, Any]]:
+def build_request(sample: Sample, vendor: Vendor, overrides: Overrides | None = None) -> tuple[str, JSONObject]:
     """(endpoint path, body): the chat body in the vendor's wire format (as is, its ``/v1/completions`` form, or
     converted to Messages / Responses). :class:`~avv_core.api_formats.ConversionError` when it cannot be."""
     wire = FORMATS[vendor.dialect.endpoint]
@@ -114,7 +115,7 @@ def build_headers(vendor: Vendor, item_tag: str, attempt: int,
 
 
 def unsendable(samples: SampleSet, vendors: Iterable[Vendor], overrides: Overrides | None = None,
-               also: Callable[[dict[str, Any], str], str | None] | None = None) -> dict[VendorId, dict[str, str]]:
+               also: Callable[[JSONObject, str], str | None] | None = None) -> dict[VendorId, dict[str, str]]:
     """Vendor → {sample id: why} for the samples its wire format cannot carry (the conversion's error, or what
     ``also(sample body, endpoint)`` says): a conformance run does not send them to that vendor (the Responses API has
     no ``stop``, the Messages API no ``response_format``), where a verify run refuses them (:func:`check_requests`)."""
@@ -227,7 +228,7 @@ def call_anomalies(att: Attempt, calls: list[dict[str, str]], tools: list[Any] |
 
 
 def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = None,
-                   completion_limit: int | None = None) -> dict[str, Any]:
+                   completion_limit: int | None = None) -> JSONObject:
     """Record fields derived from one attempt (the final one); ``tools`` = the request's tools (for the
     tool-call anomalies, see :func:`call_anomalies`); ``completion_limit`` = the request's cap on completion tokens
     (anomaly ``completion_over_max_tokens``)."""
@@ -304,7 +305,7 @@ class ExecContext:
     overrides: Overrides = Overrides()  # --avv-temperature / --avv-max-tokens / --avv-extra-body / --avv-header
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES  # largest SSE event or line read from a vendor
 
-    def to_message(self) -> dict[str, Any]:
+    def to_message(self) -> JSONObject:
         p = self.policy
         return {"run_id": self.run_id, "retries": p.retries, "backoff_s": p.backoff_base_s,
                 "retry_after_cap_s": p.retry_after_cap_s, "timeout_s": self.timeout_s,
@@ -312,7 +313,7 @@ class ExecContext:
                 "max_event_bytes": self.max_event_bytes}
 
     @classmethod
-    def from_message(cls, data: dict[str, Any], worker: str) -> ExecContext:
+    def from_message(cls, data: JSONObject, worker: str) -> ExecContext:
         policy = RetryPolicy(retries=int(data["retries"]), backoff_base_s=float(data["backoff_s"]),
                              retry_after_cap_s=float(data["retry_after_cap_s"]))
         return cls(run_id=str(data["run_id"]), worker=worker, policy=policy, timeout_s=data.get("timeout_s"),
@@ -328,7 +329,7 @@ def request_temperature(body: Any) -> float | None:
     return float(value)
 
 
-def item_identity(item: WorkItem, ctx: ExecContext, started_at: str, vendor: Vendor | None = None) -> dict[str, Any]:
+def item_identity(item: WorkItem, ctx: ExecContext, started_at: str, vendor: Vendor | None = None) -> JSONObject:
     key = item.key
     out = {
         "run_id": ctx.run_id, "model": key.model, "vendor": key.vendor, "sample_id": key.sample_id,
@@ -340,23 +341,32 @@ def item_identity(item: WorkItem, ctx: ExecContext, started_at: str, vendor: Ven
     return out
 
 
-def execute_item(
-    session: requests.Session,
-    vendor: Vendor,
-    url: str,
-    item: WorkItem,
-    ctx: ExecContext,
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-    on_attempt: Callable[[Attempt], None] | None = None,
-    rng: random.Random | None = None,
-    step: int | None = None,
-    request: tuple[str, dict[str, Any]] | None = None,
-) -> ItemOutcome:
+@dataclass(frozen=True)
+class ItemRun:
+    """An item to run: the item, the vendor it goes to (its config and resolved ``url``), the user's HTTP
+    ``session``, how this process runs items (``ctx``), and the injected ``sleep`` (between retries), ``rng``
+    (their jitter; None: a fresh one per request) and ``on_attempt`` (each attempt as it ends). The three wire
+    paths take it: :func:`execute_item` (one request), :func:`avv_harness.wire.agent_loop.run_trajectory` (an
+    agent task) and :func:`avv_harness.wire.run_item.run_item_safely` (either, with no exception escaping)."""
+
+    session: requests.Session
+    vendor: Vendor
+    url: str
+    item: WorkItem
+    ctx: ExecContext
+    sleep: Callable[[float], None] = time.sleep
+    on_attempt: Callable[[Attempt], None] | None = None
+    rng: random.Random | None = None
+
+
+def execute_item(run: ItemRun, *, step: int | None = None,
+                 request: tuple[str, JSONObject] | None = None) -> ItemOutcome:
     """Run one item to completion (retries inside) and return its record. ``step`` = the agent step this request
     is (:mod:`avv_harness.wire.agent_loop`): it is part of the ``X-AVV-Item`` tag and the record's ``step``;
     ``request`` = the (path, body) :func:`build_request` made for it, when the caller built it already."""
-    rng = rng or random.Random()
+    session, vendor, url, item, ctx = run.session, run.vendor, run.url, run.item, run.ctx
+    sleep, on_attempt = run.sleep, run.on_attempt
+    rng = run.rng or random.Random()
     policy = ctx.policy
     wire = FORMATS[vendor.dialect.endpoint]
     path, request_body = request if request is not None else build_request(item.sample, vendor, ctx.overrides)

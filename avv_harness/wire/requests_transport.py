@@ -24,6 +24,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import LocationParseError, ProtocolError, ReadTimeoutError
 
+from avv_core.json_types import JSONObject
 from avv_harness.wire.attempt import Attempt
 from avv_harness.wire.headers import check_request_headers
 from avv_harness.wire.http11 import READ_BLOCK, ClosedBeforeResponse, Incomplete, Unparseable, read_head_lines
@@ -117,7 +118,7 @@ class ResponseHead:
         self.status, self.headers = status, headers
 
 
-def environment_settings(session: requests.Session, url: str) -> dict[str, Any]:
+def environment_settings(session: requests.Session, url: str) -> JSONObject:
     """Proxy / CA settings from the environment, looked up once per session and URL: requests scans
     the whole environment on every call (~0.5 ms), which would sit on the hot path of every request."""
     cache = session.__dict__.setdefault("_avv_env_settings", {})
@@ -136,7 +137,7 @@ class RequestsTransport:
                  timeouts: tuple[float, float]):
         self.session, self.url, self.body, self.headers, self.timeouts = session, url, body, headers, timeouts
         self.prepared = requests.PreparedRequest()
-        self.settings: dict[str, Any] = {}
+        self.settings: JSONObject = {}
         self.adapter: Any = None
         self.resp: requests.Response | None = None
         self._read: Callable[..., bytes] | None = None
@@ -196,7 +197,7 @@ def vendor_fault(exc: BaseException) -> Exception | None:
 
 
 def send_fresh_if_stale(adapter: Any, prepared: requests.PreparedRequest, timeout: tuple[float, float],
-                        settings: dict[str, Any], att: Attempt, timer: AttemptTimer) -> requests.Response:
+                        settings: JSONObject, att: Attempt, timer: AttemptTimer) -> requests.Response:
     """Send; when a *reused* pooled connection fails before any response byte (the server closed it while it sat
     idle, and we wrote into a dead socket) or answers 408 (the server's idle timeout fired as the request came
     in), send once more at once on a fresh connection: the client's pool, not the vendor
@@ -220,7 +221,7 @@ def send_fresh_if_stale(adapter: Any, prepared: requests.PreparedRequest, timeou
     return adapter.send(prepared, timeout=timeout, **settings)
 
 
-def _pool(adapter: Any, prepared: requests.PreparedRequest, settings: dict[str, Any]) -> Any:
+def _pool(adapter: Any, prepared: requests.PreparedRequest, settings: JSONObject) -> Any:
     """The urllib3 pool the adapter will use for this request (the same lookup requests does), or None."""
     try:
         if hasattr(adapter, "get_connection_with_tls_context"):  # requests ≥ 2.32

@@ -13,19 +13,17 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Protocol
-
-import requests
 
 from avv_core.items import WorkItem
 from avv_core.records import STATUS_FAILED, Record
 from avv_harness.inputs.config import Vendor
 from avv_harness.wire.agent_loop import run_trajectory
 from avv_harness.wire.attempt import Attempt
-from avv_harness.wire.execute import ExecContext, execute_item, item_identity
+from avv_harness.wire.execute import ExecContext, ItemRun, execute_item, item_identity
 
 log = logging.getLogger("avv")
 
@@ -35,16 +33,12 @@ __all__ = ["ItemSteps", "client_error_record", "run_item_safely"]
 class ItemSteps(Protocol):
     """How an item's requests are made: ``on_step`` receives each step's record as soon as it exists."""
 
-    def __call__(self, session: requests.Session, vendor: Vendor, url: str, item: WorkItem, ctx: ExecContext, *,
-                 sleep: Callable[[float], None], on_attempt: Callable[[Attempt], None],
-                 on_step: Callable[[Record], None]) -> object: ...
+    def __call__(self, run: ItemRun, *, on_step: Callable[[Record], None]) -> object: ...
 
 
-def _single_request(session: requests.Session, vendor: Vendor, url: str, item: WorkItem, ctx: ExecContext, *,
-                sleep: Callable[[float], None], on_attempt: Callable[[Attempt], None],
-                on_step: Callable[[Record], None]) -> None:
+def _single_request(run: ItemRun, *, on_step: Callable[[Record], None]) -> None:
     """A single-request item: one step, its record."""
-    on_step(execute_item(session, vendor, url, item, ctx, sleep=sleep, on_attempt=on_attempt).record)
+    on_step(execute_item(run).record)
 
 
 def client_error_record(item: WorkItem, vendor: Vendor, ctx: ExecContext, exc: BaseException,
@@ -62,19 +56,11 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def run_item_safely(
-    session: requests.Session,
-    vendor: Vendor,
-    url: str,
-    item: WorkItem,
-    ctx: ExecContext,
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-    on_attempt: Callable[[Attempt], None] | None = None,
-) -> list[Record]:
+def run_item_safely(run: ItemRun) -> list[Record]:
     """The item's records (module docstring): one row, or one per step of an agent task. A failure inside the
     client becomes a ``client_error`` row naming the step it happened in (agent tasks), when that step began and
     how many attempts it made."""
+    item, vendor, ctx, on_attempt = run.item, run.vendor, run.ctx, run.on_attempt
     trajectory = item.sample.agent is not None
     steps: ItemSteps = run_trajectory if trajectory else _single_request
     records: list[Record] = []
@@ -93,7 +79,7 @@ def run_item_safely(
         step_began, attempts_before_step = _now(), len(attempts)
 
     try:
-        steps(session, vendor, url, item, ctx, sleep=sleep, on_attempt=counted, on_step=step_done)
+        steps(replace(run, on_attempt=counted), on_step=step_done)
     except Exception as exc:  # a bug or a local problem, never the vendor's fault
         step = len(records) + 1
         if trajectory:
@@ -106,5 +92,5 @@ def run_item_safely(
         records.append(row)
     if item.level is not None and records and records[-1].get("error_kind") == "http_429" and attempts:
         # Stress mode has no retries; a polite client still waits as told before its next request.
-        sleep(ctx.policy.delay(1, attempts[-1].retry_after_s, random.Random()))
+        run.sleep(ctx.policy.delay(1, attempts[-1].retry_after_s, random.Random()))
     return records

@@ -29,6 +29,7 @@ import numpy as np
 
 from avv_core.bounded_schema import build_validator, is_valid
 from avv_core.canonical import canonical_key
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.measures import is_missing
 from avv_scoring.metrics.billing import flagged
 from avv_scoring.metrics.conformance import FAIL, NOT_APPLICABLE, PASS
@@ -41,7 +42,7 @@ MAX_TOKENS = 16
 #: stop sequences of the stop probe: words any English story holds (and the simulator's filler words).
 STOP = ("the", "and")
 #: The json_schema probe's schema.
-CITY_SCHEMA: dict[str, Any] = {
+CITY_SCHEMA: JSONObject = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "population": {"type": "integer", "minimum": 0}},
     "required": ["city", "population"],
@@ -65,7 +66,7 @@ class Answer:
     http_status: int | None
     error: str  # error_kind: detail (empty on success)
     finish_reason: str | None
-    calls: tuple[Mapping[str, Any], ...]  # {id, name, arguments} as recorded
+    calls: tuple[JSONMapping, ...]  # {id, name, arguments} as recorded
     content: str
     reasoning: str
     prompt_tokens: int | None
@@ -74,7 +75,7 @@ class Answer:
     endpoint: str
 
     @classmethod
-    def of(cls, row: Mapping[str, Any]) -> Answer:
+    def of(cls, row: JSONMapping) -> Answer:
         def text(key: str) -> str:
             value = row.get(key)
             return "" if is_missing(value) else str(value)
@@ -435,7 +436,7 @@ def _out_of_range_probes(fixed: Mapping[str, Base], samples: Sequence[Base]) -> 
             for name, value in OUT_OF_RANGE.items()]
 
 
-def _each(check: str, fixed_name: str, changes: Mapping[str, Any], samples_too: bool = True,
+def _each(check: str, fixed_name: str, changes: JSONMapping, samples_too: bool = True,
           min_tools: int = 1) -> Callable[[Mapping[str, Base], Sequence[Base]], list[Probe]]:
     def build(fixed: Mapping[str, Base], samples: Sequence[Base]) -> list[Probe]:
         chosen = [fixed[fixed_name], *(b for b in samples if samples_too and len(b.tools) >= min_tools)]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -17,6 +16,7 @@ import pandas as pd
 
 from avv_core.decision_options import FAIL, INCONCLUSIVE, PASS
 from avv_core.frame_rows import frame_records
+from avv_core.json_types import JSONMapping
 from avv_scoring.history.regression import ALPHA, NEAR_MISS, TESTS, tests_of
 from avv_scoring.history.trend import Trend
 from avv_scoring.metrics.registry import metric
@@ -47,7 +47,7 @@ def _number(value: Any, kind: CellFormat) -> str:
     return fmt(None if value is None or (isinstance(value, float) and math.isnan(value)) else value, kind)
 
 
-def _cell(row: Mapping[str, Any], column: str, interval: bool) -> str:
+def _cell(row: JSONMapping, column: str, interval: bool) -> str:
     m = metric(column)
     if m.fmt == "text":
         return str(row.get("text") or "n/a")
@@ -57,11 +57,11 @@ def _cell(row: Mapping[str, Any], column: str, interval: bool) -> str:
     return text
 
 
-def _change_text(change: Mapping[str, Any]) -> str:
+def _change_text(change: JSONMapping) -> str:
     return f"{ARROWS.get(str(change['direction']), '')} {change['test']} {_effect(change)}".strip()
 
 
-def _effect(change: Mapping[str, Any]) -> str:
+def _effect(change: JSONMapping) -> str:
     if not pd.isna(change.get("relative")):
         return f"{change['effect']:+.4g} ({change['relative']:+.0%})"
     return f"{change['effect']:+.4f}"

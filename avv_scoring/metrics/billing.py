@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from avv_core.errors import InputError
+from avv_core.json_types import JSONObject
 from avv_scoring.load import is_success
 from avv_scoring.metrics.additive import NAN
 from avv_scoring.metrics.declaration import Metric
@@ -55,7 +56,7 @@ def prompt_token_ratios(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> np.n
     Metric("prompt_tokens_pairs", "Prompt token pairs", "int", "none", order=392,
            doc="items both the vendor and the baseline answered with prompt_tokens"),
 )
-def prompt_tokens_ratio(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[str, Any]:
+def prompt_tokens_ratio(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> JSONObject:
     """Billing honesty (module docstring)::
 
         prompt_tokens_ratio = median over paired items of vendor prompt_tokens / baseline prompt_tokens

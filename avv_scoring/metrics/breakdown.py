@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_scoring.load import OK_COL
 from avv_scoring.metrics.calls import (
     AS_TEXT,
@@ -80,7 +81,7 @@ def _tool(call: Call, name_of: Callable[[str], str | None]) -> str:
 # -------------------------------------------------------------------------------------------- per tool
 
 
-def per_tool(vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> list[dict[str, Any]]:
+def per_tool(vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> list[JSONObject]:
     """The per-tool rows of one vendor (without model / vendor), by calls (descending), then tool name."""
     stats: dict[str, Counter[str]] = {}
 
@@ -129,7 +130,7 @@ def per_tool(vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> list[dic
 # ----------------------------------------------------------------------------------------- disagreements
 
 
-def _defect(row: Mapping[str, Any]) -> str | None:
+def _defect(row: JSONMapping) -> str | None:
     """The vendor-side fault of a response, if any (the first of as_text … invalid_arguments)."""
     calls: Sequence[Call] = row[CALLS]
     if row[AS_TEXT]:
@@ -139,7 +140,7 @@ def _defect(row: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _call_defect(row: Mapping[str, Any]) -> str | None:
+def _call_defect(row: JSONMapping) -> str | None:
     calls: Sequence[Call] = row[CALLS]
     names = row[NAMES]
     if names is not None and any(c.name not in names for c in calls):
@@ -151,7 +152,7 @@ def _call_defect(row: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _kind_vs_baseline(row: Mapping[str, Any], base: Mapping[str, Any]) -> str:
+def _kind_vs_baseline(row: JSONMapping, base: JSONMapping) -> str:
     if row[CALLED] != base[CALLED]:
         return "trigger_flip"
     return _call_defect(row) or _calls_kind(row[CALLS], base[CALLS], lambda c: c.name)
@@ -165,7 +166,7 @@ def _calls_kind(mine: Sequence[Call], theirs: Sequence[Any], name: Callable[[Any
     return "other_arguments"
 
 
-def _kind_vs_gold(row: Mapping[str, Any], is_positive: bool) -> str:
+def _kind_vs_gold(row: JSONMapping, is_positive: bool) -> str:
     gold = row[GOLD]
     if is_positive != gold.expected_tool_call:
         return "trigger_flip"
@@ -193,7 +194,7 @@ def _show_calls(calls: Sequence[Call]) -> str:
     return "; ".join(c.show() for c in calls)
 
 
-def _show_expected(row: Mapping[str, Any]) -> str:
+def _show_expected(row: JSONMapping) -> str:
     gold = row[GOLD]
     if gold is None or not gold.labelled:
         return ""
@@ -204,7 +205,7 @@ def _show_expected(row: Mapping[str, Any]) -> str:
 
 
 def disagreements(model: str, vendor: str, vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame,
-                  is_baseline: bool) -> list[dict[str, Any]]:
+                  is_baseline: bool) -> list[JSONObject]:
     """The disagreement rows of one vendor (see the module docstring), in the vendor's row order."""
     needed = [c for c in (*ROW_FIELDS, SIG_CALLS, OK_COL, "status") if c in vendor_rows.columns]
     ok = vendor_rows.loc[vendor_rows["status"].astype("object") == "success", needed]  # not every column
@@ -270,5 +271,5 @@ def _item_keys(rows: pd.DataFrame) -> pd.MultiIndex:
                                       pd.to_numeric(rows["repeat"], errors="coerce").fillna(1).astype(int).to_numpy()])
 
 
-def frame(rows: list[dict[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
+def frame(rows: list[JSONObject], columns: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(columns))

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.samples import Gold
 from avv_core.tool_formats import find_text_calls, request_tool_names
 from avv_scoring.load import OK_COL, is_success
@@ -74,7 +75,7 @@ def annotate_calls(
     book = CallBook()
     checker = CallChecker()
     norm = CallNormaliser(normalise if normalise is not None else ArgNormalisation())
-    cells: dict[str, list[dict[str, Any]] | None] = {}
+    cells: dict[str, list[JSONObject] | None] = {}
     n = len(rows)
     ok_mask = is_success(rows)
     sids = rows["sample_id"].astype("object").map(str, na_action=None).to_numpy(dtype=object)
@@ -174,7 +175,7 @@ def _as_text(rows: pd.DataFrame, candidates: np.ndarray, sid_codes: np.ndarray, 
 
 
 def _annotate_cell(cell: Any, count: Any, schemas: Any, book: CallBook, checker: CallChecker,
-                   cells: dict[str, list[dict[str, Any]] | None], norm: CallNormaliser) -> tuple[Any, ...]:
+                   cells: dict[str, list[JSONObject] | None], norm: CallNormaliser) -> tuple[Any, ...]:
     """(calls, verdicts, valid, invalid, uncheckable, parse error, tool signature, call signature, normalised
     calls) of one tool_calls cell against one sample's schemas (:data:`CELL_COLUMNS`). The lists are shared by
     every row with the same sample and cell: read-only."""
@@ -205,7 +206,7 @@ def ensure_annotated(rows: pd.DataFrame) -> pd.DataFrame:
     return rows if CALLS in rows.columns else annotate_calls(rows, None, None)
 
 
-def name_of_row(row: Mapping[str, Any]):
+def name_of_row(row: JSONMapping):
     """The sent-name → gold-name mapper of an annotated row (see
     :func:`~avv_scoring.metrics.correctness.name_mapper`)."""
     gold = row.get(GOLD)

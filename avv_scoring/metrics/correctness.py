@@ -38,6 +38,7 @@ from functools import cached_property
 from typing import Any
 
 from avv_core.canonical import UNPARSED, canonical, canonical_key, parse_arguments  # noqa: F401 (re-exported)
+from avv_core.json_types import JSONMapping
 
 #: Past this many candidate pairings of same-name calls the F1 pairing is greedy (largest overlap first).
 EXACT_PAIRING_LIMIT = 5040
@@ -195,7 +196,7 @@ def value_matches(value: Any, alternative: Any) -> bool:
     return canonical_key(value) == canonical_key(alternative)
 
 
-def arguments_match(args: Any, expected: Mapping[str, Any]) -> bool:
+def arguments_match(args: Any, expected: JSONMapping) -> bool:
     """Every expected argument present with an acceptable value (or absent when ``""`` is acceptable), no
     unexpected argument. ``args`` that are not an object never match."""
     if not isinstance(args, Mapping) or set(args) - set(expected):
@@ -210,7 +211,7 @@ def arguments_match(args: Any, expected: Mapping[str, Any]) -> bool:
     return True
 
 
-def call_matches(call: Call, expected: Mapping[str, Any], name_of: Callable[[str], str | None]) -> bool:
+def call_matches(call: Call, expected: JSONMapping, name_of: Callable[[str], str | None]) -> bool:
     """``call`` matches the expected ``{name, arguments}``; ``name_of`` maps the sent name to the name gold
     uses (None: not one of the request's tools, which never matches)."""
     name = name_of(call.name)
@@ -236,7 +237,7 @@ def each_gets_its_own(edges: Sequence[Sequence[int]]) -> bool:
     return all(augment(i, set()) for i in range(n))
 
 
-def calls_match_gold(calls: Sequence[Call], expected: Sequence[Mapping[str, Any]],
+def calls_match_gold(calls: Sequence[Call], expected: Sequence[JSONMapping],
                      name_of: Callable[[str], str | None]) -> bool:
     """The calls pair one to one with the expected calls, in any order (BFCL parallel: order is free)."""
     if len(calls) != len(expected):
@@ -245,7 +246,7 @@ def calls_match_gold(calls: Sequence[Call], expected: Sequence[Mapping[str, Any]
     return each_gets_its_own(edges)
 
 
-def tools_match_gold(calls: Sequence[Call], expected: Sequence[Mapping[str, Any]],
+def tools_match_gold(calls: Sequence[Call], expected: Sequence[JSONMapping],
                      name_of: Callable[[str], str | None]) -> bool:
     """The multiset of called names (mapped by ``name_of``) equals the expected one."""
     return Counter(name_of(c.name) for c in calls) == Counter(e.get("name") for e in expected)

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from avv_core.json_types import JSONObject
 from avv_core.samples import Gold
 from avv_scoring.load import COMPARABLE_COL, is_success
 from avv_scoring.metrics.additive import NAN, Columns, Quantiles, Sums, additive, choose, count, numbers, rate
@@ -117,7 +118,7 @@ def _trigger_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.Dat
     Metric("error_kinds", "Errors", "text", "none", count=True, order=130,
            doc="failed items per error_kind as kind:count;… (most frequent first)"),
 )
-def error_breakdown(rows: pd.DataFrame) -> dict[str, Any]:
+def error_breakdown(rows: pd.DataFrame) -> JSONObject:
     """Failed items per ``error_kind``, as ``kind:count`` joined by ``;`` (most frequent first)."""
     failed = rows.loc[~is_success(rows), "error_kind"].astype("object").fillna("unknown")
     counts = Counter(failed.tolist())

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from avv_core.canonical import canonical_key
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_scoring.metrics.correctness import Call, acceptable
 from avv_scoring.metrics.gold_f1 import ExpectedCall
 
@@ -44,7 +45,7 @@ class Where:
     """What a normaliser may look at besides the value: the property's name and its JSON schema (None: unknown)."""
 
     key: str
-    schema: Mapping[str, Any] | None
+    schema: JSONMapping | None
     id_keys: re.Pattern[str]
 
     @property
@@ -62,7 +63,7 @@ class Where:
         return bool(self.id_keys.search(self.key)) or schema.get("format") in ID_FORMATS
 
 
-def _branches(schema: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+def _branches(schema: JSONMapping | None) -> list[JSONMapping]:
     if not isinstance(schema, Mapping):
         return []
     out = [schema]
@@ -71,7 +72,7 @@ def _branches(schema: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return out
 
 
-def _types(schema: Mapping[str, Any] | None) -> set[str]:
+def _types(schema: JSONMapping | None) -> set[str]:
     out: set[str] = set()
     for branch in _branches(schema):
         t = branch.get("type")
@@ -79,7 +80,7 @@ def _types(schema: Mapping[str, Any] | None) -> set[str]:
     return out
 
 
-def _enum(schema: Mapping[str, Any] | None) -> list[Any]:
+def _enum(schema: JSONMapping | None) -> list[Any]:
     return [v for b in _branches(schema) for v in (b.get("enum") or [])]
 
 
@@ -191,7 +192,7 @@ class Example:
 
     first: Any
     second: Any
-    schema: Mapping[str, Any] | None = None
+    schema: JSONMapping | None = None
     key: str = "value"
 
 
@@ -259,18 +260,18 @@ class ArgNormalisation:
         """One line for reports: ``dates, numbers, booleans, case (--arg-normalise default)``."""
         return f"{', '.join(self.names) or 'none (exact values)'} (--arg-normalise {self.source})"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"normalisers": list(self.names), "id_keys": self.id_keys, "source": self.source}
 
 
-def normalise_value(value: Any, schema: Mapping[str, Any] | None, settings: ArgNormalisation, key: str = "") -> Any:
+def normalise_value(value: Any, schema: JSONMapping | None, settings: ArgNormalisation, key: str = "") -> Any:
     """``value`` (a property ``key`` with ``schema``) with every enabled normaliser applied, objects property by
     property and arrays element by element (see the module docstring)."""
     pattern = re.compile(settings.id_keys)
     return _walk(value, schema, key, [_BY_NAME[n] for n in settings.names], pattern)
 
 
-def _sub_schema(schema: Mapping[str, Any] | None, word: str, key: str | None = None) -> Mapping[str, Any] | None:
+def _sub_schema(schema: JSONMapping | None, word: str, key: str | None = None) -> JSONMapping | None:
     for branch in _branches(schema):
         found = branch.get(word)
         if key is not None:
@@ -280,7 +281,7 @@ def _sub_schema(schema: Mapping[str, Any] | None, word: str, key: str | None = N
     return None
 
 
-def _walk(value: Any, schema: Mapping[str, Any] | None, key: str, enabled: Sequence[Normaliser],
+def _walk(value: Any, schema: JSONMapping | None, key: str, enabled: Sequence[Normaliser],
           pattern: re.Pattern[str]) -> Any:
     if isinstance(value, Mapping):
         return {k: _walk(v, _sub_schema(schema, "properties", str(k)), str(k), enabled, pattern)
@@ -351,7 +352,7 @@ class CallNormaliser:
     def calls(self, calls: Sequence[Call], schemas: Mapping[str, tuple[str, Any]] | None) -> list[Call]:
         return [self.call(c, schemas) for c in calls]
 
-    def expected(self, expected: Sequence[Mapping[str, Any]] | None, wire_name: Callable[[str], str],
+    def expected(self, expected: Sequence[JSONMapping] | None, wire_name: Callable[[str], str],
                  schemas: Mapping[str, tuple[str, Any]] | None) -> tuple[ExpectedCall, ...] | None:
         """The gold calls with each acceptable value normalised like a call of that tool, and the tool's required
         keys (``wire_name`` maps a gold name to the name the request's tools use)."""
@@ -368,12 +369,12 @@ class CallNormaliser:
             out.append(ExpectedCall(name, args, required))
         return tuple(out)
 
-    def _options(self, options: Sequence[Any], schema: Mapping[str, Any] | None, key: str) -> tuple[Any, ...]:
+    def _options(self, options: Sequence[Any], schema: JSONMapping | None, key: str) -> tuple[Any, ...]:
         """Acceptable values normalised: an object alternative key by key (its values are acceptable-value lists
         again), an array alternative element by element, the optional marker ``""`` kept."""
         return tuple(self._alternative(o, schema, key) for o in options)
 
-    def _alternative(self, option: Any, schema: Mapping[str, Any] | None, key: str) -> Any:
+    def _alternative(self, option: Any, schema: JSONMapping | None, key: str) -> Any:
         if isinstance(option, str) and option == "":
             return option
         if isinstance(option, Mapping):

@@ -26,6 +26,7 @@ import pandas as pd
 from jsonschema import Draft7Validator
 
 from avv_core.bounded_schema import build_validator, is_valid
+from avv_core.json_types import JSONObject
 from avv_scoring.load import is_success
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.calls import CALLS, SCHEMAS, TC_PARSE_ERROR
@@ -41,7 +42,7 @@ LEFT_OUT = "left_out"
 
 #: Draft 7 validators by schema key (the schema's repr, as :class:`~avv_scoring.metrics.schema.CallChecker` keys
 #: them); a schema that cannot be checked maps to None. A cache: it holds no run state.
-_VALIDATORS: dict[str, Any] = {}
+_VALIDATORS: JSONObject = {}
 
 
 def _validator(key: str, schema: Any) -> Any:

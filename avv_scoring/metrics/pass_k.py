@@ -9,10 +9,9 @@ for a sample counts as a failed try, as in gpt-oss. With one repeat both equal t
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
+from avv_core.json_types import JSONObject
 from avv_scoring.load import is_success
 from avv_scoring.metrics.additive import NAN
 from avv_scoring.metrics.declaration import Metric
@@ -28,7 +27,7 @@ from avv_scoring.metrics.registry import produces
     Metric("pass_k", "k", "int", "none", order=97, group="field",
            doc="k of pass@k and pass^k: the vendor's largest repeat number"),
 )
-def pass_at_k(rows: pd.DataFrame) -> dict[str, Any]:
+def pass_at_k(rows: pd.DataFrame) -> JSONObject:
     """pass@k and pass^k (module docstring)::
 
         pass_at_k  = #{samples: any of repeats 1..k succeeded} / #samples

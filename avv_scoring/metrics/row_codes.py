@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from avv_core.json_types import JSONObject
+
 
 def row_codes(*arrays: np.ndarray) -> np.ndarray:
     """Per row the code of its combination of values across ``arrays`` (0, 1, … in order of first appearance, as
@@ -46,7 +48,7 @@ def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[
             for i, count in zip(first_rows(codes), counts, strict=True)]
 
 
-def row_dicts(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
+def row_dicts(frame: pd.DataFrame, columns: Sequence[str]) -> list[JSONObject]:
     """The rows of ``frame`` as dicts of just ``columns`` (those it has): far cheaper than ``to_dict`` over
     every column when a loop needs a few fields of each row."""
     present = [c for c in columns if c in frame.columns]

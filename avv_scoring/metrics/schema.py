@@ -27,12 +27,13 @@ from typing import Any
 
 from avv_core.bounded_schema import build_validator, is_valid
 from avv_core.canonical import UNPARSED, canonical_key, parse_json_text
+from avv_core.json_types import JSONMapping, JSONObject
 
 VALID = "valid"
 INVALID = "invalid"
 UNCHECKABLE = "uncheckable"
 
-_VALIDATORS: dict[str, Any] = {}
+_VALIDATORS: JSONObject = {}
 
 
 class _BadSchema:
@@ -61,25 +62,25 @@ def clear_cache() -> None:
     _VALIDATORS.clear()
 
 
-def tool_schemas(tools: Sequence[Any] | None) -> dict[str, Any]:
+def tool_schemas(tools: Sequence[Any] | None) -> JSONObject:
     """``name → parameters`` for a request's ``tools`` list (first definition of a name wins).
 
     Accepts the OpenAI shape ``{"type": "function", "function": {"name", "parameters"}}`` and a flat
     ``{"name", "parameters"}``. A tool without ``parameters`` maps to None (any object is accepted).
     """
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for tool in tools or ():
         if not isinstance(tool, Mapping):
             continue
         function = tool.get("function")
-        fn: Mapping[str, Any] = function if isinstance(function, Mapping) else tool
+        fn: JSONMapping = function if isinstance(function, Mapping) else tool
         name = fn.get("name")
         if isinstance(name, str) and name not in out:
             out[name] = fn.get("parameters")
     return out
 
 
-def parse_tool_calls(value: Any) -> list[dict[str, Any]] | None:
+def parse_tool_calls(value: Any) -> list[JSONObject] | None:
     """The ``tool_calls`` record column as a list of dicts; ``[]`` when empty, None when unparseable."""
     if value is None or (isinstance(value, float) and value != value):
         return []
@@ -97,7 +98,7 @@ def parse_tool_calls(value: Any) -> list[dict[str, Any]] | None:
     return [c if isinstance(c, dict) else {"name": None, "arguments": c} for c in calls]
 
 
-def check_call(call: Mapping[str, Any], schemas: Mapping[str, Any] | None) -> str:
+def check_call(call: JSONMapping, schemas: JSONMapping | None) -> str:
     """Classify one tool call as ``valid``, ``invalid`` or ``uncheckable`` (see the module docstring).
 
     ``schemas`` is :func:`tool_schemas` of the request; None means the request's tools are unknown.
@@ -131,7 +132,7 @@ class CallChecker:
         self._schemas: dict[int, dict[str, tuple[str, Any]]] = {}
         self._keep: list[Any] = []  # the tool lists keyed by id() above stay alive while this checker does
         self._verdicts: dict[tuple[str, str, str], str] = {}
-        self._validators: dict[str, Any] = {}
+        self._validators: JSONObject = {}
 
     def schemas(self, tools: Sequence[Any]) -> dict[str, tuple[str, Any]]:
         """``name → (schema key, parameters)`` of a request's tools (:func:`tool_schemas`), cached per list.

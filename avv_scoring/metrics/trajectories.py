@@ -56,6 +56,7 @@ import pandas as pd
 from avv_core.agent_task import SOURCE_INJECTED
 from avv_core.canonical import parse_json_text
 from avv_core.frame_rows import frame_records
+from avv_core.json_types import JSONObject
 from avv_core.measures import is_missing
 from avv_scoring.load import ITEM_KEY, dedupe_with_steps, is_success, step_numbers
 from avv_scoring.metrics.additive import NAN, Columns, rate
@@ -98,14 +99,14 @@ def first_steps(frame: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------- summarise
 
 
-def _tool_results(cell: Any) -> list[dict[str, Any]]:
+def _tool_results(cell: Any) -> list[JSONObject]:
     if not isinstance(cell, str) or not cell:
         return []
     value = parse_json_text(cell)
     return [a for a in value if isinstance(a, dict)] if isinstance(value, list) else []
 
 
-def _gold_end_met(steps: list[dict[str, Any]], answer: str) -> bool:
+def _gold_end_met(steps: list[JSONObject], answer: str) -> bool:
     gold = steps[-1].get(GOLD)
     task = getattr(gold, "agent", None)
     if task is None:
@@ -135,7 +136,7 @@ def _total(values: list[Any]) -> float:
     return total
 
 
-def summarise_one(steps: list[dict[str, Any]]) -> dict[str, Any]:
+def summarise_one(steps: list[JSONObject]) -> JSONObject:
     """The helper columns of one trajectory from its rows (annotated, ordered by step)."""
     last = steps[-1]
     content = last.get("content")
@@ -187,7 +188,7 @@ def summarise(records: pd.DataFrame) -> pd.DataFrame:
         return records.assign(**{k: pd.Series([v] * len(records), index=records.index, dtype="object")
                                  for k, v in blank.items()})
     work = records.assign(_step=step, _ok=is_success(records))
-    summaries: dict[Any, dict[str, Any]] = {}
+    summaries: dict[Any, JSONObject] = {}
     trajectories = work[step.notna()]
     for _, group in trajectories.groupby(list(ITEM_KEY), sort=False, dropna=False):
         ordered = group.sort_values("_step", kind="stable")
@@ -247,7 +248,7 @@ def _steps_by_pair(rows: pd.DataFrame) -> dict[tuple[str, int], int]:
     Metric("steps_pairs", "Steps pairs", "int", "none", order=816, group="agent",
            doc="(sample_id, repeat) where the vendor's and the baseline's trajectories both completed"),
 )
-def trajectory_steps(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[str, Any]:
+def trajectory_steps(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> JSONObject:
     """``avg_steps`` = mean ``steps`` over completed trajectories; ``steps_delta`` = mean over the pairs
     (sample_id, repeat) where both the vendor's and the baseline's trajectories completed of vendor steps − baseline
     steps (0 for the baseline itself; positive = the vendor needs more steps). Missing without such trajectories."""
@@ -266,7 +267,7 @@ def trajectory_steps(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[st
     Metric("loop_rate", "Loop Rate", "rate", "lower", order=825, group="agent", needs="agent",
            doc="trajectories with one call (name, canonical arguments) made ≥ 3 times / trajectories not ended failed"),
 )
-def trajectory_recovery(rows: pd.DataFrame) -> dict[str, Any]:
+def trajectory_recovery(rows: pd.DataFrame) -> JSONObject:
     """``recovery_rate = recovered / error_trajectories`` and ``loop_rate = looping / trajectories that did not end
     failed`` (module docstring). A trajectory that ends before its injection step is not an error trajectory."""
     tj = trajectories_of(rows)
@@ -288,7 +289,7 @@ def trajectory_recovery(rows: pd.DataFrame) -> dict[str, Any]:
            doc="mean over completed trajectories of Σ cost of their steps (left out: a step without cost); missing "
                "without a price"),
 )
-def task_cost(rows: pd.DataFrame) -> dict[str, Any]:
+def task_cost(rows: pd.DataFrame) -> JSONObject:
     """``avg_task_tokens`` = mean Σ ``total_tokens`` per completed trajectory (one whose steps did not all report
     usage is left out); ``avg_task_wall_s`` = mean Σ ``wall_ms`` / 1000 per completed trajectory (retries and
     back-off included); ``avg_task_cost`` = mean Σ ``cost`` per completed trajectory (one with a step without cost
@@ -309,7 +310,7 @@ def task_cost(rows: pd.DataFrame) -> dict[str, Any]:
 TRAJECTORY_KIND = "trajectory_end"
 
 
-def _expected(row: dict[str, Any]) -> str:
+def _expected(row: JSONObject) -> str:
     task = getattr(row.get(GOLD), "agent", None)
     if task is None:
         return ""
@@ -323,7 +324,7 @@ def _expected(row: dict[str, Any]) -> str:
 
 
 def trajectory_disagreements(model: str, vendor: str, vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame,
-                             is_baseline: bool, content_chars: int = 300) -> list[dict[str, Any]]:
+                             is_baseline: bool, content_chars: int = 300) -> list[JSONObject]:
     """One row per agent task (sample, repeat) whose trajectory ended otherwise than the baseline's (its end, or
     only one side has a trajectory), in the columns of :data:`avv_scoring.metrics.breakdown.DISAGREEMENT_COLUMNS`:
     ``*_finish`` = "<end> after <n> steps", ``*_calls`` = the steps ("1 read_file({…}) · 2 answer"),

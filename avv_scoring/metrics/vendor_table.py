@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from avv_core.json_types import JSONObject
 from avv_core.samples import Gold
 from avv_scoring.metrics import registry
 from avv_scoring.metrics.additive import NAN, Additive, Columns, Quantiles, numbers
@@ -25,7 +26,7 @@ def vendor_metrics(
     tools_by_sample: Mapping[str, Sequence[Any]] | None = None,
     functions: Sequence[MetricFunction] | None = None,
     gold_by_sample: Mapping[str, Gold] | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Every registered metric for one vendor, as one flat dict (the baseline passes its own rows).
 
     Calls each function of ``functions`` (default: every registered one, see :mod:`avv_scoring.metrics.registry`)
@@ -36,7 +37,7 @@ def vendor_metrics(
         rows = annotate_tool_calls(rows, tools_by_sample, gold_by_sample)
     if TC_N not in baseline_rows.columns:
         baseline_rows = annotate_tool_calls(baseline_rows, tools_by_sample, gold_by_sample)
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for function in registry.FUNCTIONS if functions is None else functions:  # every metric module loaded
         out.update(function(rows, baseline_rows))
     return out
@@ -152,7 +153,7 @@ def per_repeat(
 
 
 def _call_per_repeat(functions: Sequence[MetricFunction], rows: pd.DataFrame, repeats: pd.Series,
-                     baseline_rows: pd.DataFrame, numbers: Sequence[int], table: dict[int, dict[str, Any]]) -> None:
+                     baseline_rows: pd.DataFrame, numbers: Sequence[int], table: dict[int, JSONObject]) -> None:
     """Call non-additive per-repeat ``functions`` on each repeat's rows (vendor repeat r with baseline repeat r)."""
     parts = _repeat_parts(rows, repeats)
     base_parts = _repeat_parts(baseline_rows, _repeat_numbers(baseline_rows))
@@ -188,13 +189,13 @@ def _repeat_numbers(rows: pd.DataFrame) -> pd.Series:
     return pd.to_numeric(rows["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
 
 
-def repeat_summary(by_repeat: pd.DataFrame) -> dict[str, Any]:
+def repeat_summary(by_repeat: pd.DataFrame) -> JSONObject:
     """``<metric>_mean`` and ``<metric>_std`` across repeats for each of :data:`REPEAT_METRICS`.
 
     mean = arithmetic mean of the per-repeat values that are present; std = sample standard deviation
     (ddof = 1) of those values, missing with fewer than two. ``n_repeats`` = number of repeats.
     """
-    out: dict[str, Any] = {"n_repeats": len(by_repeat)}
+    out: JSONObject = {"n_repeats": len(by_repeat)}
     for m in _repeat_metrics():
         values = numbers(by_repeat[m]).to_numpy() if m in by_repeat.columns else np.array([])
         out[f"{m}_mean"] = float(values.mean()) if values.size else NAN

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from avv_core.json_types import JSONMapping
 from avv_core.measures import is_missing
 from avv_scoring.metrics.declaration import MISSING, Fmt
 from avv_scoring.metrics.declaration import fmt as format_value
@@ -39,7 +40,7 @@ def fmt(value: Any, kind: CellFormat) -> str:
     return format_value(value, kind)
 
 
-def metric_cell(row: Mapping[str, Any], column: str) -> str:
+def metric_cell(row: JSONMapping, column: str) -> str:
     """``row``'s value of the registered metric ``column``, in its registry format (``Metric.fmt``)."""
     return fmt(row.get(column), metric(column).fmt)
 
@@ -57,7 +58,7 @@ class Column(NamedTuple):
         """The format: :attr:`fmt`, or the registered metric's when it is None."""
         return self.fmt if self.fmt is not None else metric(self.column).fmt
 
-    def cell(self, row: Mapping[str, Any]) -> str:
+    def cell(self, row: JSONMapping) -> str:
         """The column's cell of ``row`` (a missing key prints as missing)."""
         return fmt(row.get(self.column), self.kind)
 
@@ -68,7 +69,7 @@ def metric_column(column: str) -> Column:
     return Column(m.header, m.column, m.fmt)
 
 
-def vendor_label(row: Mapping[str, Any]) -> str:
+def vendor_label(row: JSONMapping) -> str:
     """``vendor`` or ``vendor (baseline)``."""
     return f"{row['vendor']} (baseline)" if row.get("is_baseline") else str(row["vendor"])
 
@@ -84,7 +85,7 @@ def one_line(text: Any, chars: int) -> str:
 # ------------------------------------------------------------------------------------------------- tables
 
 
-def rows_of(columns: Sequence[Column], rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+def rows_of(columns: Sequence[Column], rows: Sequence[JSONMapping]) -> list[list[str]]:
     """The cells of ``rows`` under ``columns``, formatted."""
     return [[c.cell(row) for c in columns] for row in rows]
 

@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.language import check_language
 from avv_core.measures import is_missing
 from avv_core.records import STATUS_FAILED, STATUS_SUCCESS
@@ -40,7 +41,7 @@ FORMAT = "k2vv"
 TOOL_CALLS = "tool_calls"
 
 
-def k2vv_hash(request: Mapping[str, Any]) -> str:
+def k2vv_hash(request: JSONMapping) -> str:
     """K2VV's ``compute_hash`` of a prepared request: md5 of ``json.dumps(sort_keys=True, ensure_ascii=False)``."""
     return hashlib.md5(json.dumps(request, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
@@ -57,11 +58,11 @@ def _int(v: Any) -> int | None:
     return None if v is None else int(v)
 
 
-def _response(record: Mapping[str, Any], request: Mapping[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:
+def _response(record: JSONMapping, request: JSONMapping, calls: list[JSONObject]) -> JSONObject:
     """The ``chat.completion`` dict K2VV assembles from a stream (or ``{"error": …}`` for a failed request)."""
     if record.get("status") != STATUS_SUCCESS:
         return {"error": _value(record.get("error_detail")) or _value(record.get("error_kind")) or "failed"}
-    message: dict[str, Any] = {
+    message: JSONObject = {
         "role": "assistant",
         "content": _value(record.get("content")) or "",
         "tool_calls": [{"id": c.get("id"), "type": "function",
@@ -80,7 +81,7 @@ def _response(record: Mapping[str, Any], request: Mapping[str, Any], calls: list
     }
 
 
-def result_row(record: Mapping[str, Any], sample: Sample, request: Mapping[str, Any]) -> dict[str, Any]:
+def result_row(record: JSONMapping, sample: Sample, request: JSONMapping) -> JSONObject:
     """One results.jsonl row for one record: its sample, and ``request`` = the body as it was sent."""
     ok = record.get("status") == STATUS_SUCCESS
     calls = (parse_tool_calls(_value(record.get("tool_calls"))) or []) if ok else []
@@ -94,7 +95,7 @@ def result_row(record: Mapping[str, Any], sample: Sample, request: Mapping[str, 
     has_reasoning = bool(reasoning) or (_int(record.get("reasoning_chars")) or 0) > 0
     wall = _value(record.get("wall_ms"))
     wall = wall if wall is not None else _value(record.get("latency_ms"))
-    row: dict[str, Any] = {
+    row: JSONObject = {
         "data_index": sample.line,
         "request": request,
         "response": _response(record, request, calls),
@@ -127,13 +128,13 @@ def result_row(record: Mapping[str, Any], sample: Sample, request: Mapping[str, 
 # ------------------------------------------------------------------------------------ export: summary, compare
 
 
-def summarize(rows: Sequence[Mapping[str, Any]], model: str, all_count: int | None = None) -> dict[str, Any]:
+def summarize(rows: Sequence[JSONMapping], model: str, all_count: int | None = None) -> JSONObject:
     """summary.json of results rows: K2VV's ``compute_summary`` keys, then MiniMax's.
 
     ``all_count`` = every HTTP attempt (MiniMax counts retries; default: one per row);
     ``success_rate = round(success_count / all_count, 2)`` as MiniMax writes it.
     """
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "model": model, "success_count": 0, "failure_count": 0, "finish_stop": 0, "finish_tool_calls": 0,
         "finish_others": 0, "finish_others_detail": {}, "schema_validation_error_count": 0,
         "successful_tool_call_count": 0, "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
@@ -184,7 +185,7 @@ def summarize(rows: Sequence[Mapping[str, Any]], model: str, all_count: int | No
     return out
 
 
-def compare(baseline: Sequence[Mapping[str, Any]], vendor: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def compare(baseline: Sequence[JSONMapping], vendor: Sequence[JSONMapping]) -> JSONObject:
     """K2VV's compare output of a vendor's results rows against a baseline's (pairs joined on ``data_index``;
     a pair where either side failed is skipped), plus MiniMax's multi-call trigger similarity."""
     base = {r["data_index"]: r for r in baseline}
@@ -221,6 +222,6 @@ def compare(baseline: Sequence[Mapping[str, Any]], vendor: Sequence[Mapping[str,
     }
 
 
-def _distribution(rows: Sequence[Mapping[str, Any]]) -> Counter[int]:
+def _distribution(rows: Sequence[JSONMapping]) -> Counter[int]:
     return Counter(int(r.get("tool_calls_count") or 0) for r in rows
                    if r.get("status") == STATUS_SUCCESS and r.get("finish_reason") == TOOL_CALLS)

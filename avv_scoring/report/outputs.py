@@ -16,6 +16,7 @@ import pandas as pd
 
 from avv_core.errors import InputError
 from avv_core.frame_rows import frame_records
+from avv_core.json_types import JSONObject
 from avv_core.measures import is_missing
 from avv_scoring.conformance.suite import CONFORMANCE_COLUMNS
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS
@@ -56,13 +57,13 @@ def write_text(path: str, text: str) -> None:
             os.unlink(tmp)
 
 
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+def _records(frame: pd.DataFrame) -> list[JSONObject]:
     return [{k: _jsonable(v) for k, v in row.items()} for row in frame_records(frame.astype("object"))]
 
 
-def result_dict(result: ScoreResult) -> dict[str, Any]:
+def result_dict(result: ScoreResult) -> JSONObject:
     """The content of scores.json."""
-    data: dict[str, Any] = {
+    data: JSONObject = {
         "inputs": result.inputs,
         "sample_files": result.sample_files,
         "thresholds": result.thresholds.to_dict(),

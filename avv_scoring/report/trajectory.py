@@ -9,6 +9,7 @@ import pandas as pd
 
 from avv_core.canonical import parse_json_text
 from avv_core.frame_rows import frame_records
+from avv_core.json_types import JSONObject
 from avv_core.measures import is_missing
 from avv_scoring.load import dedupe_latest
 from avv_scoring.metrics.trajectories import step_numbers
@@ -67,7 +68,7 @@ def render_trajectory(steps: pd.DataFrame, end: str | None = None) -> str:
     return "\n".join(terminal_text(line) for line in lines) + "\n"
 
 
-def _objects(cell: Any) -> list[dict[str, Any]]:
+def _objects(cell: Any) -> list[JSONObject]:
     """The objects of a JSON-list cell (``tool_calls``, ``tool_results``); none when it is empty or not one."""
     value = parse_json_text(cell) if isinstance(cell, str) and cell else []
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []

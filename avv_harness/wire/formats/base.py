@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_harness.wire.attempt import Attempt, EventReader, StreamFailure, WholeBody, json_kind
 from avv_harness.wire.sse import MalformedStream
 
@@ -68,7 +69,7 @@ class WireFormat:
     ends: tuple[StreamEnd, ...] = ()  # the documented ends of its stream (chat's: [DONE] and finish_reason)
     limit_keys: tuple[str, ...] = ("max_completion_tokens", "max_tokens")  # the body's caps on completion tokens
 
-    def body(self, chat_body: dict[str, Any], dialect: DialectView) -> dict[str, Any]:
+    def body(self, chat_body: JSONObject, dialect: DialectView) -> JSONObject:
         """The request body sent, made from the chat body (sample, transforms, overrides)."""
         return chat_body
 
@@ -84,13 +85,13 @@ class WireFormat:
         """A reader for one attempt's stream."""
         raise NotImplementedError
 
-    def completion_limit(self, body: Mapping[str, Any]) -> int | None:
+    def completion_limit(self, body: JSONMapping) -> int | None:
         """The most completion tokens the request sent as ``body`` allows (the least of its :attr:`limit_keys`
         that are whole numbers); None when it sets none."""
         limits = [body[k] for k in self.limit_keys if type(body.get(k)) is int]
         return min(limits) if limits else None
 
-    def response_events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+    def response_events(self, body: JSONObject) -> list[JSONObject]:
         """The events a non-streamed answer's JSON body stands for, as the stream would have sent them (chat and raw
         completions: the body is one chunk, its ``message`` read as the delta). :class:`MalformedStream` for a field
         of the wrong type."""
@@ -105,7 +106,7 @@ class WireFormat:
 # ----------------------------------------------------------------------------- reading fields of an event
 
 
-def obj_field(obj: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+def obj_field(obj: JSONMapping, key: str, where: str) -> JSONMapping:
     """``obj[key]`` as an object: missing or null is ``{}``; any other type is :class:`MalformedStream`."""
     value = obj.get(key)
     if value is None:
@@ -115,7 +116,7 @@ def obj_field(obj: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]
     return value
 
 
-def str_field(obj: Mapping[str, Any], key: str, where: str) -> str:
+def str_field(obj: JSONMapping, key: str, where: str) -> str:
     """``obj[key]`` as a string: missing or null is ``""``; any other type is :class:`MalformedStream`."""
     value = obj.get(key)
     if value is None:
@@ -125,7 +126,7 @@ def str_field(obj: Mapping[str, Any], key: str, where: str) -> str:
     return value
 
 
-def int_field(obj: Mapping[str, Any], key: str, where: str) -> int | None:
+def int_field(obj: JSONMapping, key: str, where: str) -> int | None:
     """``obj[key]`` as an integer: missing or null is None; any other type is :class:`MalformedStream`."""
     value = obj.get(key)
     if value is None:

@@ -10,16 +10,16 @@ content (:mod:`.completions` reads the same chunks). The ``stop_reason`` column 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from avv_core.api_formats import CHAT
+from avv_core.json_types import JSONObject
 from avv_core.reasoning import RESPONSE_FIELDS
 from avv_harness.wire.attempt import Attempt, EventReader, ToolCallAcc, json_kind
 from avv_harness.wire.formats.base import DialectView, WireFormat
 from avv_harness.wire.sse import MalformedStream
 
 
-def _merge_tool_call(acc: dict[int, ToolCallAcc], delta: dict[str, Any], position: int, where: str) -> None:
+def _merge_tool_call(acc: dict[int, ToolCallAcc], delta: JSONObject, position: int, where: str) -> None:
     index = delta.get("index")
     if index is None:
         index = position
@@ -42,7 +42,7 @@ def _merge_tool_call(acc: dict[int, ToolCallAcc], delta: dict[str, Any], positio
         call.arguments.append(arguments if isinstance(arguments, str) else json.dumps(arguments))
 
 
-def apply_chunk(att: Attempt, obj: dict[str, Any], now: float) -> None:
+def apply_chunk(att: Attempt, obj: JSONObject, now: float) -> None:
     """Read one chunk into the attempt. A field we read that has the wrong JSON type raises
     :class:`MalformedStream` naming it (the shape is checked only where a field is read); null or missing
     fields are read as absent, as before."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from avv_core.api_formats import COMPLETIONS
+from avv_core.json_types import JSONObject
 from avv_core.reasoning import THINK_FIELD
 from avv_core.tool_formats import parse_completion
 from avv_harness.wire.attempt import Attempt, EventReader, ToolCallAcc
@@ -24,7 +25,7 @@ from avv_harness.wire.formats.chat import ChunkReader
 PROMPT_REPLACES = ("messages", "tools")
 
 
-def completion_body(chat_body: dict[str, Any], template: Any) -> dict[str, Any]:
+def completion_body(chat_body: JSONObject, template: Any) -> JSONObject:
     """``chat_body`` for ``/v1/completions``: ``prompt`` rendered from its messages and tools."""
     prompt = template.render(list(chat_body.get("messages") or []), chat_body.get("tools") or None)
     body = {k: v for k, v in chat_body.items() if k not in PROMPT_REPLACES}
@@ -65,7 +66,7 @@ class CompletionsFormat(WireFormat):
     summary = ("raw completions, `POST {url}/completions` with the prompt rendered here "
                "(raw mode)")
 
-    def body(self, chat_body: dict[str, Any], dialect: DialectView) -> dict[str, Any]:
+    def body(self, chat_body: JSONObject, dialect: DialectView) -> JSONObject:
         return completion_body(chat_body, dialect.template)
 
     def reader(self, dialect: DialectView) -> EventReader:

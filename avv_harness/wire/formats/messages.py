@@ -18,11 +18,12 @@ opened ``tool_use`` block: a missing or repeated index is ``bad_sse`` (two calls
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from avv_core.api_formats import ANTHROPIC_VERSION, MESSAGES, to_messages
 from avv_core.api_outcomes import finish_from_messages, usage_from_messages
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.reasoning import THINKING_FIELD
 from avv_harness.wire.attempt import (
     Attempt,
@@ -53,15 +54,15 @@ class MessagesReader(EventReader):
     unit = "event"
 
     def __init__(self) -> None:
-        self.start_usage: Mapping[str, Any] | None = None  # message_start's usage
-        self.delta_usage: Mapping[str, Any] | None = None  # the last message_delta's usage
+        self.start_usage: JSONMapping | None = None  # message_start's usage
+        self.delta_usage: JSONMapping | None = None  # the last message_delta's usage
         self.whole_inputs: dict[int, str] = {}  # tool_use blocks whose start held their whole input (as JSON)
         self.blocks: dict[int, str] = {}  # every block opened by content_block_start: its index → its type
         self.known = False  # a Messages event arrived (else the stream is not a Messages stream)
         self.deltas = 0  # message_delta events read
         self.stopped = False  # message_stop arrived
 
-    def event(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def event(self, att: Attempt, obj: JSONObject, now: float) -> None:
         kind = obj.get("type")
         if type(kind) is not str:
             if kind is None and "choices" in obj:
@@ -96,12 +97,12 @@ class MessagesReader(EventReader):
 
     # ------------------------------------------------------------------------------------- the events
 
-    def message_start(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def message_start(self, att: Attempt, obj: JSONObject, now: float) -> None:
         usage = obj_field(obj_field(obj, "message", "message_start"), "usage", "message_start.message")
         if usage:
             self.start_usage = usage
 
-    def block_start(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def block_start(self, att: Attempt, obj: JSONObject, now: float) -> None:
         where = "content_block_start"
         block = obj_field(obj, "content_block", where)
         kind = block.get("type")
@@ -127,7 +128,7 @@ class MessagesReader(EventReader):
         elif kind == "thinking":
             self._thinking(att, str_field(block, "thinking", f"{where}.content_block"), now)
 
-    def block_delta(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def block_delta(self, att: Attempt, obj: JSONObject, now: float) -> None:
         where = "content_block_delta.delta"
         delta = obj_field(obj, "delta", "content_block_delta")
         kind = delta.get("type")
@@ -143,7 +144,7 @@ class MessagesReader(EventReader):
                 att.saw_tool_call_delta = True
                 mark_token(att, "tool_call", now)
 
-    def message_delta(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def message_delta(self, att: Attempt, obj: JSONObject, now: float) -> None:
         self.deltas += 1
         reason = str_field(obj_field(obj, "delta", "message_delta"), "stop_reason", "message_delta.delta")
         if reason:
@@ -153,16 +154,16 @@ class MessagesReader(EventReader):
         if usage:
             self.delta_usage = usage
 
-    def message_stop(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def message_stop(self, att: Attempt, obj: JSONObject, now: float) -> None:
         self.stopped = att.saw_done = True  # the end of the answer, as [DONE] is for chat
 
-    def error(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def error(self, att: Attempt, obj: JSONObject, now: float) -> None:
         message = error_message(json.dumps(obj).encode())
         raise StreamFailure(self.error_kind(obj), f"error event mid-stream: {message}")
 
     # ------------------------------------------------------------------------------------------ helpers
 
-    def _tool_block(self, obj: dict[str, Any]) -> int:
+    def _tool_block(self, obj: JSONObject) -> int:
         """The index of the tool_use block an ``input_json_delta`` belongs to: its ``index``, which must be that of
         a tool_use block opened by ``content_block_start`` (anything else would put the pieces in the wrong call,
         or in a nameless one)."""
@@ -189,7 +190,7 @@ class MessagesReader(EventReader):
             mark_token(att, "reasoning", now)
 
 
-_Handler = Callable[[MessagesReader, Attempt, dict[str, Any], float], None]
+_Handler = Callable[[MessagesReader, Attempt, JSONObject, float], None]
 #: event type → how it is read (``ping``, block stops and unknown events are ignored)
 _HANDLERS: dict[str, _Handler] = {
     "message_start": MessagesReader.message_start,
@@ -229,7 +230,7 @@ class MessagesFormat(WireFormat):
     ends = ENDS_DECLARED
     limit_keys = ("max_tokens",)
 
-    def body(self, chat_body: dict[str, Any], dialect: DialectView) -> dict[str, Any]:
+    def body(self, chat_body: JSONObject, dialect: DialectView) -> JSONObject:
         return {**to_messages(chat_body), "stream": chat_body.get("stream", True) is not False}
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
@@ -241,7 +242,7 @@ class MessagesFormat(WireFormat):
     def reader(self, dialect: DialectView) -> EventReader:
         return MessagesReader()
 
-    def response_events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+    def response_events(self, body: JSONObject) -> list[JSONObject]:
         """A Message as its stream: ``message_start`` (its usage), one ``content_block_start`` per block holding the
         whole block (a tool_use ``input`` that is not an object: an ``input_json_delta`` of its text),
         ``message_delta`` (stop reason, usage) and ``message_stop``."""
@@ -249,7 +250,7 @@ class MessagesFormat(WireFormat):
         content = body.get("content") or []
         if not isinstance(content, list):
             raise MalformedStream("message.content is not a list")
-        events: list[dict[str, Any]] = [{"type": "message_start", "message": {"usage": usage}}]
+        events: list[JSONObject] = [{"type": "message_start", "message": {"usage": usage}}]
         for index, block in enumerate(content):
             if not isinstance(block, dict):
                 raise MalformedStream(f"message.content[{index}] is not an object")

@@ -18,11 +18,12 @@ one, an ``error`` event — and what each end is called, is :data:`ENDS_DECLARED
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from avv_core.api_formats import RESPONSES, to_responses
 from avv_core.api_outcomes import finish_from_responses, usage_from_responses
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.reasoning import SUMMARY_FIELD
 from avv_harness.wire.attempt import (
     Attempt,
@@ -57,7 +58,7 @@ class ResponsesReader(EventReader):
         self.calls_by_item: dict[str, int] = {}  # function_call item id → its output index
         self.known = False  # a Responses event arrived (else the stream is not a Responses stream)
 
-    def event(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def event(self, att: Attempt, obj: JSONObject, now: float) -> None:
         kind = obj.get("type")
         if type(kind) is not str:
             if kind is None and "choices" in obj:
@@ -82,7 +83,7 @@ class ResponsesReader(EventReader):
 
     # ------------------------------------------------------------------------------------- the events
 
-    def item_added(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def item_added(self, att: Attempt, obj: JSONObject, now: float) -> None:
         where = obj["type"]
         item = obj_field(obj, "item", where)
         kind = item.get("type")
@@ -111,7 +112,7 @@ class ResponsesReader(EventReader):
         if arguments:
             call.arguments.append(arguments)
 
-    def item_done(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def item_done(self, att: Attempt, obj: JSONObject, now: float) -> None:
         where = obj["type"]
         item = obj_field(obj, "item", where)
         if item.get("type") == "function_call":
@@ -122,19 +123,19 @@ class ResponsesReader(EventReader):
             if arguments and not call.arguments:
                 call.arguments.append(arguments)
 
-    def text_delta(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def text_delta(self, att: Attempt, obj: JSONObject, now: float) -> None:
         text = str_field(obj, "delta", obj["type"])
         if text:
             att.content.append(text)
             mark_token(att, "content", now)
 
-    def reasoning_delta(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def reasoning_delta(self, att: Attempt, obj: JSONObject, now: float) -> None:
         text = str_field(obj, "delta", obj["type"])
         if text:
             add_reasoning(att, text, SUMMARY_FIELD)
             mark_token(att, "reasoning", now)
 
-    def arguments_delta(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def arguments_delta(self, att: Attempt, obj: JSONObject, now: float) -> None:
         where = obj["type"]
         piece = str_field(obj, "delta", where)
         call = self._call(att, obj, str_field(obj, "item_id", where), f"{where}.item_id")
@@ -143,14 +144,14 @@ class ResponsesReader(EventReader):
             att.saw_tool_call_delta = True
             mark_token(att, "tool_call", now)
 
-    def arguments_done(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def arguments_done(self, att: Attempt, obj: JSONObject, now: float) -> None:
         where = obj["type"]
         arguments = str_field(obj, "arguments", where)
         call = self._call(att, obj, str_field(obj, "item_id", where), f"{where}.item_id")
         if arguments and not call.arguments:
             call.arguments.append(arguments)
 
-    def ended(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def ended(self, att: Attempt, obj: JSONObject, now: float) -> None:
         """``response.completed`` / ``response.incomplete``: the answer is whole when the response's status says so
         (``completed``, ``incomplete``); ``failed`` and ``cancelled`` fail it, any other status is no final one."""
         event = obj["type"]
@@ -170,25 +171,25 @@ class ResponsesReader(EventReader):
         if usage:
             att.usage = usage_from_responses(usage)
 
-    def failed(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def failed(self, att: Attempt, obj: JSONObject, now: float) -> None:
         """``response.failed``: the answer is not whole (``overloaded`` for an overload code)."""
         att.saw_done = True
         self._failed(att, obj["type"], obj_field(obj, "response", obj["type"]))
 
-    def error(self, att: Attempt, obj: dict[str, Any], now: float) -> None:
+    def error(self, att: Attempt, obj: JSONObject, now: float) -> None:
         message = error_message(json.dumps(obj).encode())
         raise StreamFailure(self.error_kind(obj), f"error event mid-stream: {message}")
 
     # ------------------------------------------------------------------------------------------ helpers
 
-    def _failed(self, att: Attempt, event: str, response: Mapping[str, Any]) -> NoReturn:
+    def _failed(self, att: Attempt, event: str, response: JSONMapping) -> NoReturn:
         error = obj_field(response, "error", f"{event.split()[0]}.response")
         att.stop_reason = "failed"
         end = ENDS["failed_overloaded" if self.error_kind({"error": error}) == "overloaded" else "failed"]
         raise end.failure(event=event, code=error.get("code") or "no error code", message=error.get("message") or
                           "no message")
 
-    def _call(self, att: Attempt, obj: dict[str, Any], item_id: str, id_field: str) -> ToolCallAcc:
+    def _call(self, att: Attempt, obj: JSONObject, item_id: str, id_field: str) -> ToolCallAcc:
         """The function call an event is about: the item at its ``output_index`` and / or the item ``item_id``
         names, which must agree and be a function_call item opened by ``response.output_item.added`` (anything
         else would put the arguments in the wrong call, or in a nameless one)."""
@@ -214,7 +215,7 @@ class ResponsesReader(EventReader):
         return call
 
 
-_Handler = Callable[[ResponsesReader, Attempt, dict[str, Any], float], None]
+_Handler = Callable[[ResponsesReader, Attempt, JSONObject, float], None]
 #: event type → how it is read (``response.created``, part and ``.done`` events of text, and unknown events are
 #: ignored)
 _HANDLERS: dict[str, _Handler] = {
@@ -269,20 +270,20 @@ class ResponsesFormat(WireFormat):
     ends = ENDS_DECLARED
     limit_keys = ("max_output_tokens",)
 
-    def body(self, chat_body: dict[str, Any], dialect: DialectView) -> dict[str, Any]:
+    def body(self, chat_body: JSONObject, dialect: DialectView) -> JSONObject:
         return {**to_responses(chat_body), "stream": chat_body.get("stream", True) is not False}
 
     def reader(self, dialect: DialectView) -> EventReader:
         return ResponsesReader()
 
-    def response_events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+    def response_events(self, body: JSONObject) -> list[JSONObject]:
         """A Response as its stream: per output item, a function call's ``response.output_item.added`` (the whole
         item), a message's ``response.output_text.delta`` per text part, a reasoning item's summary and text deltas;
         then ``response.completed`` / ``response.incomplete`` / ``response.failed`` by its status."""
         output = body.get("output") or []
         if not isinstance(output, list):
             raise MalformedStream("response.output is not a list")
-        events: list[dict[str, Any]] = []
+        events: list[JSONObject] = []
         for index, item in enumerate(output):
             if not isinstance(item, dict):
                 raise MalformedStream(f"response.output[{index}] is not an object")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
 from avv_core.frame_rows import frame_records
+from avv_core.json_types import JSONMapping
 from avv_core.measures import is_missing
 from avv_scoring.metrics.registry import group_metrics
 from avv_scoring.metrics.trajectories import ENDS, TJ, TJ_END, TJ_STEPS
@@ -27,7 +27,7 @@ TITLE = "Agent trajectories"
 TERMINAL_COLUMNS = ("task_completion_rate", "avg_steps", "steps_delta", "recovery_rate", "loop_rate",
                     "avg_task_tokens", "avg_task_wall_s", "trajectory_ends")
 
-Row = Mapping[str, Any]
+Row = JSONMapping
 
 
 def agent_layout(columns: Sequence[str] | None = None) -> list[Column]:

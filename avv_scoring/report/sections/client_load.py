@@ -5,11 +5,10 @@ prints its own once per run)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from avv_core.client_load import CPU_BOUND_PCT, LAG_P99_BOUND_MS, client_bound_advice
+from avv_core.json_types import JSONMapping
 from avv_scoring.report.escape import markdown_table
 from avv_scoring.report.format import fmt
 from avv_scoring.report.section import Section
@@ -20,7 +19,7 @@ KEY = "client_load"
 
 @dataclass(frozen=True)
 class ClientLoad:
-    load: Mapping[str, Any]  # ScoreResult.client_load: process → its lag per vendor, CPU, client-bound
+    load: JSONMapping  # ScoreResult.client_load: process → its lag per vendor, CPU, client-bound
     advice: tuple[str, ...]  # what to do about a client-bound process
     under_tables: bool  # the terminal shows score tables (so the advice under them)
 

@@ -6,11 +6,11 @@ config; run.json lists each vendor's price). report.md, report.html and the term
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from avv_core.frame_rows import frame_records
+from avv_core.json_types import JSONMapping
 from avv_core.measures import is_missing
 from avv_scoring.report.escape import html_text, markdown_table
 from avv_scoring.report.format import Column, html_table, metric_column, terminal_table, vendor_label
@@ -26,7 +26,7 @@ NOTE = ("per item and per task over the items every vendor "
 class ModelCost:
     """One model's part: its score rows, the cost columns it has values for and the prices' currency."""
 
-    rows: tuple[Mapping[str, Any], ...]
+    rows: tuple[JSONMapping, ...]
     columns: tuple[Column, ...]
     unit: str
 

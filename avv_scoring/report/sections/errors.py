@@ -4,7 +4,7 @@ the records; figure: both as stacked bars."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from avv_core.frame_rows import frame_records
+from avv_core.json_types import JSONMapping
 from avv_core.records import ANOMALIES, ERROR_KINDS
 from avv_scoring.report.escape import html_text
 from avv_scoring.report.format import Palette, figure, html_table, metric_cell, note, png
@@ -24,7 +25,7 @@ class ModelErrors:
     """One model's part: per vendor (in score order) its items and its error and anomaly counts."""
 
     vendors: tuple[str, ...]
-    rows: tuple[Mapping[str, Any], ...]  # each vendor's score row
+    rows: tuple[JSONMapping, ...]  # each vendor's score row
     errors: tuple[dict[str, int], ...]  # each vendor's failed items per error_kind
     anomalies: tuple[dict[str, int], ...]  # each vendor's anomaly flags per kind
 

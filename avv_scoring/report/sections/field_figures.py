@@ -7,11 +7,10 @@ report.md and report.html show the table; the terminal only for a model with a v
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from avv_core.frame_rows import frame_records
+from avv_core.json_types import JSONMapping
 from avv_scoring.metrics.billing import flagged
 from avv_scoring.metrics.registry import group_metrics
 from avv_scoring.report.escape import html_text, markdown_table
@@ -47,7 +46,7 @@ def _layout() -> tuple[Column, ...]:
     return (*(metric_column(c) for c in BESIDE), *(Column(m.header, m.column, m.fmt) for m in group_metrics("field")))
 
 
-def _billing_cell(row: Mapping[str, Any], tolerance: float) -> str:
+def _billing_cell(row: JSONMapping, tolerance: float) -> str:
     if row.get("is_baseline"):
         return "reference"
     return "FLAGGED" if flagged(row.get("prompt_tokens_ratio"), tolerance) else "ok"

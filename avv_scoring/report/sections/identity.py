@@ -12,11 +12,11 @@ could be tested for want of repeats (a run without ``--avv-repeats``: the defaul
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from avv_core.frame_rows import frame_records
+from avv_core.json_types import JSONMapping
 from avv_core.measures import is_missing
 from avv_scoring.metrics.identity import DIFFERS, MIN_PROMPTS, SAME, UNTESTED
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
@@ -36,7 +36,7 @@ ALIKE_WARNING = 0.9
 class ModelIdentity:
     """One model's part: its score rows (None: one line says it all) and the lines under them."""
 
-    rows: tuple[Mapping[str, Any], ...] | None
+    rows: tuple[JSONMapping, ...] | None
     lines: tuple[str, ...]
     no_repeats: bool  # every vendor untested for want of repeats (the terminal leaves the model out)
 
@@ -55,7 +55,7 @@ def _pvalue(value: Any) -> str:
     return f"p ≤ {smallest:.1g}" if float(value) <= smallest * (1 + 1e-9) else f"p = {float(value):.3g}"
 
 
-def _noise_floor(base: Mapping[str, Any], alpha: float) -> list[str]:
+def _noise_floor(base: JSONMapping, alpha: float) -> list[str]:
     self_p: Any = base.get("identity_self_p")
     lines = []
     if is_missing(self_p):

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from avv_core.frame_rows import frame_records
+from avv_core.json_types import JSONMapping
 from avv_scoring.load import OK_COL, is_success
 from avv_scoring.report.escape import html_text
 from avv_scoring.report.format import (
@@ -39,7 +40,7 @@ class ModelLatency:
     """One model's part: per vendor the TTFT and TPS of its successful items, and its score rows."""
 
     samples: Mapping[str, tuple[np.ndarray, np.ndarray]]  # vendor → (TTFT ms, TPS) of its successful items
-    rows: tuple[Mapping[str, Any], ...]  # the model's score rows
+    rows: tuple[JSONMapping, ...]  # the model's score rows
 
 
 def model_latency(result: ScoreResult, model: str) -> ModelLatency | None:

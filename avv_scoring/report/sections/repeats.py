@@ -4,14 +4,13 @@ of the headline table, mean ± std over the repeats; figure: one point per repea
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from avv_core.frame_rows import frame_records
+from avv_core.json_types import JSONMapping
 from avv_core.measures import is_missing
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.registry import per_repeat_metrics
@@ -33,7 +32,7 @@ class ModelRepeats:
     """One model's part: its per-repeat rows and its score rows (with each metric's ``_mean`` and ``_std``)."""
 
     by_repeat: pd.DataFrame  # the model's rows of ScoreResult.by_repeat
-    rows: tuple[Mapping[str, Any], ...]  # the model's score rows
+    rows: tuple[JSONMapping, ...]  # the model's score rows
 
 
 def model_repeats(result: ScoreResult, model: str) -> ModelRepeats | None:
@@ -42,7 +41,7 @@ def model_repeats(result: ScoreResult, model: str) -> ModelRepeats | None:
     return ModelRepeats(of_model(result.by_repeat, model), tuple(frame_records(result.model_scores(model))))
 
 
-def _spread(row: Mapping[str, Any], m: Metric) -> str:
+def _spread(row: JSONMapping, m: Metric) -> str:
     mean, std = row.get(f"{m.column}_mean"), row.get(f"{m.column}_std")
     if is_missing(mean):
         return MISSING

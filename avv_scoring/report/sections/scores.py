@@ -17,6 +17,7 @@ from typing import Any, cast
 import pandas as pd
 
 from avv_core.frame_rows import frame_records
+from avv_core.json_types import JSONMapping
 from avv_core.measures import is_missing
 from avv_scoring.decision import FAIL, INCONCLUSIVE, PASS
 from avv_scoring.metrics.declaration import Limit
@@ -38,7 +39,7 @@ TIES_COLUMN = Column("IRF (ties)", "irf_statistical", "irf")
 PASS_COLOUR, FAIL_COLOUR, OPEN_COLOUR = "#1e8e3e", "#d93025", "#e37400"
 VERDICT_COLOURS = {PASS: PASS_COLOUR, FAIL: FAIL_COLOUR, INCONCLUSIVE: OPEN_COLOUR}
 
-Row = Mapping[str, Any]
+Row = JSONMapping
 
 
 @dataclass(frozen=True)

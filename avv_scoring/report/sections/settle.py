@@ -8,10 +8,10 @@ the lines; the terminal shows the lines.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from avv_core.json_types import JSONMapping
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
 from avv_scoring.report.format import html_table
 from avv_scoring.report.section import Section
@@ -29,7 +29,7 @@ class Settle:
     warnings: tuple[str, ...]  # settled on too few items of a tool; a resumed session
 
 
-def _bound_text(bound: Mapping[str, Any]) -> str:
+def _bound_text(bound: JSONMapping) -> str:
     low, high = bound.get("interval") or (None, None)
     value = bound.get("value")
     shown = f"{value:.4f}" if isinstance(value, (int, float)) else "—"
@@ -38,7 +38,7 @@ def _bound_text(bound: Mapping[str, Any]) -> str:
     return f"{bound.get('metric')} {shown}{interval} ({sign} {bound.get('limit'):g}: {bound.get('state')})"
 
 
-def _settling(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _settling(entry: JSONMapping) -> list[JSONMapping]:
     state = "broken" if entry.get("verdict") == "fail" else "passed"
     return [b for b in entry.get("bounds") or [] if b.get("state") == state]
 

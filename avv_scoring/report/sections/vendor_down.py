@@ -7,10 +7,10 @@ verdict). docs/how-to/broken-vendors.md explains the breaker.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from avv_core.json_types import JSONMapping
 from avv_scoring.report.escape import markdown_table, markdown_text
 from avv_scoring.report.format import html_table
 from avv_scoring.report.section import Section
@@ -26,7 +26,7 @@ class VendorDown:
     lines: tuple[str, ...]  # one sentence per stopped vendor
 
 
-def _row(entry: Mapping[str, Any]) -> tuple[str, ...]:
+def _row(entry: JSONMapping) -> tuple[str, ...]:
     return (str(entry.get("vendor", "")), str(entry.get("model", "")),
             f"{entry.get('what', '')} ({entry.get('fault', '')})", str(entry.get("after_items", "")),
             str(entry.get("skipped", "")), str(entry.get("example", ""))[:200], str(entry.get("check", "")))
