@@ -125,6 +125,7 @@ class Registry:
         self._functions: list[MetricFunction] = []
         self._derived: set[str] = set()  # columns declared by produces_derived (after the others at equal order)
         self._pending: list[tuple[Declare, Callable[..., Any]]] = []
+        self._checked = False  # every column a declaration names is registered (see _resolve)
 
     def produces(self, *metrics: Metric) -> Callable[[F], F]:
         """Decorator: register the function and every column it returns (one :class:`Metric` each).
@@ -179,11 +180,12 @@ class Registry:
         for m in metrics:
             self._metrics[m.column] = m
         self._functions.append(entry)
+        self._checked = False
 
     def _resolve(self) -> None:
         """Register the pending derived declarations (see :meth:`produces_derived`), then check that every column a
         declaration names (a noise floor, its test, a regression test's other metrics) is registered."""
-        if not self._pending:
+        if self._checked and not self._pending:
             return
         while self._pending:
             declare, func = self._pending.pop(0)
@@ -198,6 +200,7 @@ class Registry:
             unknown = [c for c in named if c and c not in self._metrics]
             if unknown:
                 raise RegistryError(f"metric {m.column!r} names unregistered columns: {', '.join(unknown)}")
+        self._checked = True
 
     def _sorted(self, metrics: Any) -> tuple[Metric, ...]:
         index = {c: i for i, c in enumerate(self._metrics)}
