@@ -133,6 +133,27 @@ def _metrics() -> str:
     return render_metric_table()
 
 
+def _statistics() -> str:
+    from avv_scoring.metrics.registry import render_statistics_table
+
+    return render_statistics_table()
+
+
+def _interval_metrics() -> str:
+    """The docs' sentence naming the metrics with an interval (a list item of docs/scoring.md's "Is the difference
+    real?")."""
+    from avv_scoring.metrics.registry import interval_sentence
+
+    return (f"- **95 % intervals** for {interval_sentence()} (`<metric>_ci_low`, `<metric>_ci_high`): the metrics "
+            "declared with `interval=True` ([Statistics per metric](reference/metrics.md#statistics-per-metric));")
+
+
+def _interval_metrics_how_to() -> str:
+    from avv_scoring.metrics.registry import interval_sentence
+
+    return f"The metrics with an interval: {interval_sentence()}."
+
+
 def _prom_metrics() -> str:
     from avv_harness.locust.prometheus import render_prom_table
 
@@ -293,7 +314,9 @@ PAGES: dict[str, dict[str, Callable[[], str]]] = {
     "docs/reference/config.md": {"config-fields": _config_fields},
     "docs/reference/records.md": {"columns": render_columns_table, "error-kinds": render_error_kinds_table,
                                   "anomalies": render_anomalies_table},
-    "docs/reference/metrics.md": {"metrics": _metrics},
+    "docs/reference/metrics.md": {"metrics": _metrics, "statistics": _statistics},
+    "docs/scoring.md": {"interval-metrics": _interval_metrics},
+    "docs/how-to/avv-score.md": {"interval-metrics": _interval_metrics_how_to},
     "docs/reference/presets.md": {"threshold-presets": render_threshold_presets_table,
                                   "adapters": render_adapters_table, "transforms": render_transforms_table},
     "docs/reference/wire-formats.md": {"wire-formats": render_wire_formats_table,

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from avv_core.json_types import JSONMapping
-from avv_scoring.metrics.registry import baseline_columns
+from avv_scoring.metrics.registry import baseline_columns, noise_test_metrics
 from avv_scoring.metrics.uncertainty import StatsSettings
 from avv_scoring.stats.tests import holm
 from avv_scoring.verdict import FAIL, PASS, Thresholds, verdict
@@ -41,12 +41,24 @@ def judge(row: JSONMapping, thresholds: Thresholds, settings: StatsSettings) -> 
     return (FAIL if reasons else PASS), reasons
 
 
-#: Noise tests of the statistical verdict, with the rates they compare (vendor's, baseline's own) for reasons.
-VERDICT_TESTS: tuple[tuple[str, str, str, str], ...] = (
-    ("noise_p", "trigger disagreement", "trigger_agreement", "baseline_self_agreement"),
-    ("tool_match_noise_p", "tool mismatch", "tool_match", "baseline_self_tool_match"),
-    ("args_match_noise_p", "argument mismatch", "args_match", "baseline_self_args_match"),
-)
+#: A noise test of the statistical verdict: (its column, what it tests, the metric, the baseline's own value).
+VerdictTest = tuple[str, str, str, str]
+
+
+def verdict_tests() -> tuple[VerdictTest, ...]:
+    """The noise tests of the statistical verdict, with the rates they compare (vendor's, baseline's own) for
+    reasons: every noise test a metric declares (``NoiseFloor(test=...)``), in interval order."""
+    return tuple((m.noise_floor.test, m.noise_floor.what, m.column, m.noise_floor.column)
+                 for m in noise_test_metrics() if m.noise_floor is not None)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "VERDICT_TESTS":  # read lazily from the registry (every metric module loaded)
+        return verdict_tests()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+VERDICT_TESTS: tuple[VerdictTest, ...]  # :func:`verdict_tests` (lazy)
 
 
 def _p_value(value: Any) -> float:
@@ -56,18 +68,19 @@ def _p_value(value: Any) -> float:
 def statistical_reasons(row: JSONMapping, alpha: float) -> list[str]:
     """Why a vendor is worse than the baseline's noise floor (empty: it is not shown to be).
 
-    The three noise tests of the row (:data:`VERDICT_TESTS`) are Holm-adjusted together (:func:`stats.holm`);
-    each with an adjusted p < ``alpha`` is a reason. ``noise_p`` missing (no baseline repeat pairs, or no
+    The noise tests of the row (:func:`verdict_tests`) are Holm-adjusted together (:func:`stats.holm`);
+    each with an adjusted p < ``alpha`` is a reason. The first (``noise_p``) missing (no baseline repeat pairs, or no
     trigger pair) is a reason too: without a measured noise floor the vendor cannot pass. The baseline itself
     is the noise floor: no reason.
     """
     if row.get("is_baseline"):
         return []
-    ps: Sequence[float] = [_p_value(row.get(column)) for column, *_ in VERDICT_TESTS]
+    tests = verdict_tests()
+    ps: Sequence[float] = [_p_value(row.get(column)) for column, *_ in tests]
     if math.isnan(ps[0]):
-        return ["noise_p missing (the baseline's noise floor needs ≥ 2 repeats with trigger pairs)"]
+        return [f"{tests[0][0]} missing (the baseline's noise floor needs ≥ 2 repeats with trigger pairs)"]
     reasons = []
-    for (column, what, agreement, self_agreement), p, adjusted in zip(VERDICT_TESTS, ps, holm(ps), strict=True):
+    for (column, what, agreement, self_agreement), p, adjusted in zip(tests, ps, holm(ps), strict=True):
         if not math.isnan(adjusted) and adjusted < alpha:
             mine, floor = 1.0 - float(row[agreement]), 1.0 - float(row[self_agreement])
             reasons.append(f"{what} {mine:.4g} > baseline's own {floor:.4g} ({column} {p:.3g}, Holm-adjusted "
@@ -75,4 +88,4 @@ def statistical_reasons(row: JSONMapping, alpha: float) -> list[str]:
     return reasons
 
 
-__all__ = ["VERDICT_TESTS", "judge", "statistical_reasons", "verdict_thresholds"]
+__all__ = ["VERDICT_TESTS", "judge", "verdict_tests", "statistical_reasons", "verdict_thresholds"]

@@ -274,5 +274,6 @@ def test_trend_html_marks_changed_only_on_the_metrics_of_the_changed_test():
     from avv_scoring.history.regression import TESTS, tests_of
 
     assert tests_of("ttft_p50_ms") == ("ttft_p50_ms",) and tests_of("f1") == ("trigger_agreement",)
-    assert tests_of("success_rate") == ("success_rate",) and tests_of("schema_accuracy") == ("schema_valid_rate",)
+    assert tests_of("success_rate") == ("success_rate",)
+    assert tests_of("schema_accuracy") == ("schema_response_accuracy",)
     assert all(set(t.metrics) <= {m.column for m in METRICS} for t in TESTS)  # every mark lands on a metric

@@ -1,8 +1,10 @@
 """Prometheus metrics of the current run (harness layer): ``/avv/metrics`` on the master's web UI and, with
 ``--avv-metrics-port``, a plain metrics server for headless runs (on ``--avv-metrics-host``, loopback by default).
 
-Every metric is declared once in :data:`PROM_METRICS` (name, type, labels, help, where its value comes from); the
-docs table (``python -m avv_harness.docs``) and the exposition are both derived from it. Values are
+Every metric is declared once in :func:`prom_metrics` (name, type, labels, help, where its value comes from); a
+score's gauge ``avv_<column>`` is declared on its metric in the registry (``Metric(prometheus="HELP line")``,
+:func:`avv_scoring.metrics.registry.prometheus_metrics`). The docs table (``python -m avv_harness.docs``) and the
+exposition are both derived from it. Values are
 the live board's (:class:`avv_harness.locust.live_board.LiveBoard`): the gauges read its snapshot when scraped,
 so a scrape shows exactly what the Vendors tab and ``/avv/live.json`` show; the histograms (TTFT, TPS) and the
 anomaly counter are fed by the same ``avv_record`` hook as the board. Each :class:`MetricsExporter` has its own
@@ -65,21 +67,40 @@ def _score(column: str) -> Callable[[JSONObject], Any]:
     return lambda entry: entry["scores"].get(column)
 
 
-PROM_METRICS: tuple[PromMetric, ...] = (
+def prom_metrics() -> tuple[PromMetric, ...]:
+    """Every exposed metric, in the docs' and the exposition's order: the item counts, the registry's score gauges
+    (``avv_<column>``, in registry order), the verdict, then the others."""
+    from avv_scoring.metrics.registry import prometheus_metrics  # lazily: the registry loads every metric module
+
+    scores = tuple(PromMetric(f"avv_{m.column}", "gauge", VENDOR_LABELS, m.prometheus, _score(m.column))
+                   for m in prometheus_metrics())
+    return (*_COUNTS, *scores, *_OTHERS)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PROM_METRICS":
+        return prom_metrics()
+    if name == "BY_NAME":
+        return {m.name: m for m in prom_metrics()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+PROM_METRICS: tuple[PromMetric, ...]  # :func:`prom_metrics` (lazy)
+BY_NAME: dict[str, PromMetric]  # name → :class:`PromMetric` (lazy)
+
+
+def _help(name: str) -> str:
+    return next(m.help for m in (*_COUNTS, *_OTHERS) if m.name == name)
+
+_COUNTS: tuple[PromMetric, ...] = (
     PromMetric("avv_items_done", "gauge", VENDOR_LABELS, "Items recorded so far in the current run (an agent task "
                "is one item).", lambda e: e["items_done"]),
     PromMetric("avv_items_total", "gauge", VENDOR_LABELS, "Items the current run will record (verify mode; absent "
                "in stress mode, which has no fixed total).", lambda e: e["items_total"]),
     PromMetric("avv_items_failed", "gauge", VENDOR_LABELS, "Items recorded as failed so far.",
                lambda e: e["failed"]),
-    PromMetric("avv_success_rate", "gauge", VENDOR_LABELS, "success_rate of the records so far (the live board's "
-               "last scoring; absent until scored).", _score("success_rate")),
-    PromMetric("avv_f1", "gauge", VENDOR_LABELS, "Tool-trigger F1 against the baseline so far (`f1`).",
-               _score("f1")),
-    PromMetric("avv_schema_accuracy", "gauge", VENDOR_LABELS, "Share of tool calls whose arguments fit the tool's "
-               "schema so far (`schema_accuracy`).", _score("schema_accuracy")),
-    PromMetric("avv_tool_match", "gauge", VENDOR_LABELS, "Share of paired calls naming the baseline's tool so far "
-               "(`tool_match`).", _score("tool_match")),
+)
+_OTHERS: tuple[PromMetric, ...] = (
     PromMetric("avv_verdict", "gauge", (*VENDOR_LABELS, "verdict"), "The decision so far, as a state set: 1 for the "
                "vendor's verdict (`PASS`, `FAIL` or `INCONCLUSIVE`, at the run's confidence and thresholds), 0 for "
                "the other two (absent until scored)."),
@@ -100,13 +121,12 @@ PROM_METRICS: tuple[PromMetric, ...] = (
     PromMetric("avv_run_info", "gauge", ("run_id", "mode", "state"), "1 for the current run: its id, mode "
                "(verify / stress) and state (running / finished)."),
 )
-BY_NAME = {m.name: m for m in PROM_METRICS}
 
 
 def render_prom_table() -> str:
     """The docs table of the metrics (Markdown, no trailing newline)."""
     rows = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
-    for m in PROM_METRICS:
+    for m in prom_metrics():
         labels = ", ".join(f"`{label}`" for label in m.labels)
         rows.append(f"| `{m.name}` | {m.kind} | {labels} | {m.help.replace('|', chr(92) + '|')} |")
     return "\n".join(rows)
@@ -121,11 +141,12 @@ class _SnapshotCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         ex = self.exporter
         snap = ex.board.snapshot()
+        declared = prom_metrics()
         families = {m.name: GaugeMetricFamily(m.name, m.help, labels=list(m.labels))
-                    for m in PROM_METRICS if m.kind == "gauge"}
+                    for m in declared if m.kind == "gauge"}
         for entry in snap["vendors"]:
             labels = ex.labels_of(VendorId(entry["model"], entry["vendor"]))
-            for m in PROM_METRICS:
+            for m in declared:
                 if m.read is not None:
                     value = m.read(entry)
                     if not is_missing(value):
@@ -158,11 +179,11 @@ class MetricsExporter:
         self.registry = CollectorRegistry(auto_describe=False)
         self._labels = {ctl.vendor_id(name): [v.model, v.name, v.dialect.endpoint] for name, v in ctl.vendors.items()}
         self.lags: dict[str, deque[float]] = {}
-        self.ttft = Histogram("avv_ttft_seconds", BY_NAME["avv_ttft_seconds"].help, VENDOR_LABELS,
+        self.ttft = Histogram("avv_ttft_seconds", _help("avv_ttft_seconds"), VENDOR_LABELS,
                               buckets=TTFT_BUCKETS, registry=self.registry)
-        self.tps = Histogram("avv_tps", BY_NAME["avv_tps"].help, VENDOR_LABELS, buckets=TPS_BUCKETS,
+        self.tps = Histogram("avv_tps", _help("avv_tps"), VENDOR_LABELS, buckets=TPS_BUCKETS,
                              registry=self.registry)
-        self.anomalies = Counter("avv_anomalies", BY_NAME["avv_anomalies_total"].help, (*VENDOR_LABELS, "kind"),
+        self.anomalies = Counter("avv_anomalies", _help("avv_anomalies_total"), (*VENDOR_LABELS, "kind"),
                                  registry=self.registry)
         self.registry.register(_SnapshotCollector(self))
         self.server: Any = None

@@ -55,16 +55,26 @@ DOWNLOADS = {"records.csv": "text/csv", "scores.csv": "text/csv", "report.html":
              "report.md": "text/markdown"}
 
 
-#: Agent-trajectory metrics the Vendors tab adds when the run's samples have agent tasks.
-AGENT_COLUMNS = ("task_completion_rate", "avg_steps", "steps_delta", "recovery_rate", "loop_rate")
+def __getattr__(name: str) -> Any:
+    if name == "AGENT_COLUMNS":  # read lazily: the registry loads every metric module
+        from avv_scoring.metrics.registry import web_metrics
+
+        return tuple(m.column for m in web_metrics(agent=True) if m.needs == "agent")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+#: Agent-trajectory metrics the Vendors tab adds when the run's samples have agent tasks (the registry's metrics
+#: with a ``web`` position that need agent tasks; lazy).
+AGENT_COLUMNS: tuple[str, ...]
 
 
 def vendor_columns(stress: bool, several_models: bool, agent: bool = False) -> list[tuple[str, str, CellFormat]]:
-    """The Vendors tab's columns (key, title, format): counts, then the registry's headline (``table=True``)
-    metrics with the report's headers and formats, tool_match when registered, TTFT p50/p95, with ``agent`` (the
-    samples have agent tasks) the trajectory metrics of :data:`AGENT_COLUMNS`, then anomalies, IRF and verdict
-    so far. The trajectory metrics are not ``table=True``: every other run would show a column of n/a."""
-    from avv_scoring.metrics.registry import is_metric, metric, table_metrics
+    """The Vendors tab's columns (key, title, format): counts, then the registry's metrics of the tab
+    (:func:`~avv_scoring.metrics.registry.web_metrics`: the headline ``table=True`` metrics, then those declared
+    with a ``web`` position — tool_match, TTFT p50/p95 —, with ``agent`` (the samples have agent tasks) the
+    trajectory metrics too) with the report's headers and formats, then anomalies, IRF and verdict so far. The
+    trajectory metrics are not ``table=True``: every other run would show a column of n/a."""
+    from avv_scoring.metrics.registry import web_metrics
 
     columns: list[tuple[str, str, CellFormat]] = [("name", "Vendor", "text")]
     if several_models:
@@ -73,10 +83,7 @@ def vendor_columns(stress: bool, several_models: bool, agent: bool = False) -> l
     if stress:
         columns.append(("level", "Level", "text"))
     columns.append(("failed", "Items failed", "int"))
-    shown: list[tuple[str, str, CellFormat]] = [(m.column, m.header, m.fmt) for m in table_metrics()]
-    keys = {c for c, _, _ in shown}
-    extra = ("tool_match", "ttft_p50_ms", "ttft_p95_ms", *(AGENT_COLUMNS if agent else ()))
-    shown += [(m.column, m.header, m.fmt) for c in extra if is_metric(c) and c not in keys for m in [metric(c)]]
+    shown: list[tuple[str, str, CellFormat]] = [(m.column, m.header, m.fmt) for m in web_metrics(agent)]
     return columns + shown + [("anomalies", "Anomalies", "int"), ("irf", "IRF so far", "irf"),
                               ("verdict", "Verdict so far", "text")]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from avv_scoring.history.cli import EXIT_REGRESSION
 from avv_scoring.history.db import BUSY_TIMEOUT_S, SCHEMA_VERSION, connect, open_history
-from avv_scoring.history.regression import ALPHA, TESTS, Change, compare, outcomes
+from avv_scoring.history.regression import ALPHA, Change, compare, outcomes, regression_tests
 from avv_scoring.history.render import render_html, render_markdown, render_terminal, write_trend
 from avv_scoring.history.store import Added, add_result, add_run_folder, add_run_folders, item_frame
 from avv_scoring.history.trend import Trend, TrendOptions, compute_trend
@@ -18,7 +18,7 @@ __all__ = [
     "BUSY_TIMEOUT_S",
     "EXIT_REGRESSION",
     "SCHEMA_VERSION",
-    "TESTS",
+    "regression_tests",
     "Added",
     "Change",
     "Trend",

@@ -5,26 +5,30 @@ Per-item outcomes come from the history's ``items`` table (docs/history.md). The
 sample**: only the sample ids both runs hold count, items by (sample, repeat), and every resample keeps a
 sample's repeats together (as the intervals of one run do, docs/scoring.md "Is the difference real?").
 
-The tests, each declared once in :data:`TESTS`:
+The tests are declared on the metric registry (``Metric(regression=Regression(...))``, :mod:`avv_scoring.metrics`):
+a test is named by its metric's column and header and reads one column of the ``items`` table; :func:`regression_tests`
+collects them, in registry order:
 
-- ``trigger_agreement`` — per item, the vendor made the same call/no-call decision as the run's baseline (both
-  successful). McNemar's exact test (:func:`~avv_scoring.stats.tests.sign_test_p`) on the samples whose agreement
-  went down against those whose agreement went up (per sample, Σ over its repeats of after − before).
-- ``tool_match`` — per item where the vendor and the baseline both called, the same multiset of tool names.
-  McNemar as above.
-- ``success_rate``, ``schema_valid_rate`` (items with calls whose every call is valid) — a paired bootstrap
+- ``success_rate`` (item ``success``), ``schema_response_accuracy`` (item ``schema_valid``: a successful
+  ``tool_calls`` response whose every call is valid) — a paired bootstrap
   (:func:`~avv_scoring.stats.tests.resample_counts`: the same resampled samples for both runs) of the rate
-  difference.
+  difference (kind ``rate``).
 - ``ttft_p50_ms``, ``tps_p50`` — a paired bootstrap of the difference of the medians of successful items
-  (:func:`~avv_scoring.stats.tests.weighted_percentiles`).
+  (:func:`~avv_scoring.stats.tests.weighted_percentiles`; kind ``median``).
+- ``tool_match`` — per item where the vendor and the baseline both called, the same multiset of tool names
+  (item ``tools_sig``). McNemar's exact test (:func:`~avv_scoring.stats.tests.sign_test_p`) on the samples whose
+  agreement went down against those whose agreement went up (per sample, Σ over its repeats of after − before;
+  kind ``mcnemar``).
+- ``trigger_agreement`` — per item, the vendor made the same call/no-call decision as the run's baseline (both
+  successful; item ``called``). McNemar as above.
 
 A bootstrap test is a Wald test on the bootstrap standard error: ``z = d / se(d*)``, ``p = 2·(1 − Φ(|z|))``
 (``se = 0``: ``p = 0`` when ``d ≠ 0``, else 1), so p is not limited to ``1/(B + 1)``. The baseline vendor is the
-reference of the trigger and tool tests, so it gets only the other four.
+reference of the McNemar tests (trigger, tool), so it gets only the others.
 
 **Flagged** when, after Holm's adjustment over the vendor's tests of this comparison, ``p < ALPHA`` (0.001: a
 nightly job compares every vendor every night, so each vendor's chance of one false flag per night is kept at
-0.1 %) **and** the change is at least the test's minimum effect (:data:`TESTS`: 5 points of a rate; 20 % of the
+0.1 %) **and** the change is at least the test's minimum effect (its declaration: 5 points of a rate; 20 % of the
 earlier median and 20 ms for TTFT; 20 % for TPS), so a change too small to matter never pages anyone. A flagged
 change in the metric's worse direction is a **regression**, the other way an **improvement**. A change as large as
 the minimum whose adjusted p lies in [ALPHA, :data:`NEAR_MISS`) is a **near-miss**: reported with its p-value,
@@ -37,11 +41,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
+from avv_scoring.metrics.declaration import RegressionKind
+from avv_scoring.metrics.registry import regression_metrics
 from avv_scoring.stats.tests import holm, ratio, resample_counts, sign_test_p, standard_error, weighted_percentiles
 
 #: Family-wise level per vendor and comparison (Holm over its tests).
@@ -56,7 +62,7 @@ SEED = 17
 MEDIAN_CELLS = 20_000_000
 MEDIAN_MIN_RESAMPLES = 50
 
-Kind = Literal["mcnemar", "rate", "median"]
+Kind = RegressionKind
 KEYS = ["sample_id", "repeat"]
 
 
@@ -64,28 +70,37 @@ KEYS = ["sample_id", "repeat"]
 class RegressionTest:
     """One between-run test: what it compares, how, and the smallest change it flags."""
 
-    key: str  # the name in trend.md / the change rows (a registry column where one exists)
-    header: str
+    key: str  # the name in trend.md / the change rows: the metric's registry column
+    header: str  # the metric's registry header
     kind: Kind
     better: Literal["higher", "lower"]
+    item: str  # the items-table column its per-item outcome is read from
     min_effect: float  # an absolute difference of a rate, or (medians) a share of the earlier median
     min_abs: float = 0.0  # medians: the absolute floor as well (ms for TTFT)
     baseline_too: bool = True  # False: the baseline vendor is its own reference, not tested
     metrics: tuple[str, ...] = ()  # the registry metrics it speaks for (trend.html marks "changed" on these only)
 
 
-TESTS: tuple[RegressionTest, ...] = (
-    RegressionTest("trigger_agreement", "Trigger agreement", "mcnemar", "higher", 0.05, baseline_too=False,
-                   metrics=("trigger_agreement", "f1", "precision", "recall")),
-    RegressionTest("tool_match", "Tool match", "mcnemar", "higher", 0.05, baseline_too=False,
-                   metrics=("tool_match",)),
-    RegressionTest("success_rate", "Success rate", "rate", "higher", 0.05, metrics=("success_rate",)),
-    RegressionTest("schema_valid_rate", "Schema-valid items", "rate", "higher", 0.05,
-                   metrics=("schema_accuracy", "schema_response_accuracy")),
-    RegressionTest("ttft_p50_ms", "TTFT p50 (ms)", "median", "lower", 0.20, min_abs=20.0,
-                   metrics=("ttft_p50_ms", "avg_ttft_ms")),
-    RegressionTest("tps_p50", "TPS p50", "median", "higher", 0.20, metrics=("tps_p50", "tps")),
-)
+def regression_tests() -> tuple[RegressionTest, ...]:
+    """Every between-run test: one per metric declared with ``regression=Regression(...)``, in registry order; a
+    McNemar test compares with the run's baseline, so the baseline vendor is not tested by it."""
+    out = []
+    for m in regression_metrics():
+        r = m.regression
+        assert r is not None and m.better != "none"  # checked by Metric
+        out.append(RegressionTest(m.column, m.header, r.kind, "higher" if m.better == "higher" else "lower", r.item,
+                                  r.min_effect, r.min_abs, baseline_too=r.kind != "mcnemar",
+                                  metrics=(m.column, *r.speaks_for)))
+    return tuple(out)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TESTS":  # read lazily from the registry (every metric module loaded)
+        return regression_tests()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+TESTS: tuple[RegressionTest, ...]  # :func:`regression_tests` (lazy)
 #: A change as large as its test's minimum effect whose Holm-adjusted p lies in [ALPHA, NEAR_MISS) is reported as a
 #: near-miss (with its p-value): not flagged, not gated on, but worth a look (F1 1 → 0.72 at p = 0.002).
 NEAR_MISS = 0.05
@@ -93,7 +108,7 @@ NEAR_MISS = 0.05
 
 def tests_of(column: str) -> tuple[str, ...]:
     """The keys of the tests that speak for the registry metric ``column`` (its "changed" marks)."""
-    return tuple(t.key for t in TESTS if column in t.metrics or column == t.key)
+    return tuple(t.key for t in regression_tests() if column in t.metrics)
 
 
 @dataclass(frozen=True)
@@ -118,17 +133,17 @@ def outcomes(items: pd.DataFrame, baseline: pd.DataFrame | None) -> dict[str, pd
     run (None for the baseline itself)."""
     out: dict[str, pd.DataFrame] = {}
     ok = items[items["success"] == 1]
-    if baseline is not None:
-        both = ok.merge(baseline[baseline["success"] == 1], on=KEYS, suffixes=("", "_b"))
-        out["trigger_agreement"] = both[KEYS].assign(value=(both["called"] == both["called_b"]).astype(float))
-        calls = both[both["tools_sig"].notna() & both["tools_sig_b"].notna()]
-        out["tool_match"] = calls[KEYS].assign(value=(calls["tools_sig"] == calls["tools_sig_b"]).astype(float))
-    out["success_rate"] = items[KEYS].assign(value=items["success"].astype(float))
-    valid = items[items["schema_valid"].notna()]
-    out["schema_valid_rate"] = valid[KEYS].assign(value=valid["schema_valid"].astype(float))
-    for key, column in (("ttft_p50_ms", "ttft_ms"), ("tps_p50", "tps")):
-        present = ok[ok[column].notna()]
-        out[key] = present[KEYS].assign(value=present[column].astype(float))
+    both = None if baseline is None else ok.merge(baseline[baseline["success"] == 1], on=KEYS, suffixes=("", "_b"))
+    for test in regression_tests():
+        item = test.item
+        if test.kind == "mcnemar":  # the same outcome as the baseline's, both successful and both present
+            if both is not None:
+                pairs = both[both[item].notna() & both[f"{item}_b"].notna()]
+                out[test.key] = pairs[KEYS].assign(value=(pairs[item] == pairs[f"{item}_b"]).astype(float))
+            continue
+        present = (items if test.kind == "rate" else ok)  # a median: of successful items
+        present = present[present[item].notna()]
+        out[test.key] = present[KEYS].assign(value=present[item].astype(float))
     return out
 
 
@@ -210,7 +225,8 @@ def compare(before: dict[str, pd.DataFrame], after: dict[str, pd.DataFrame], is_
             resamples: int = RESAMPLES, seed: int = SEED, alpha: float = ALPHA) -> list[Change]:
     """Every test of one vendor between two runs (:func:`outcomes` of each), Holm-adjusted, flagged as in the
     module docstring."""
-    tests = [t for t in TESTS if t.key in before and t.key in after and (t.baseline_too or not is_baseline)]
+    tests = [t for t in regression_tests()
+             if t.key in before and t.key in after and (t.baseline_too or not is_baseline)]
     frames = [frame["sample_id"].to_numpy() for t in tests if t.kind != "mcnemar" for frame in (before[t.key],
                                                                                                   after[t.key])]
     draws = Resamples(pd.unique(np.concatenate(frames)) if frames else np.array([]), resamples, seed)
@@ -236,4 +252,4 @@ def compare(before: dict[str, pd.DataFrame], after: dict[str, pd.DataFrame], is_
 
 
 __all__ = ["ALPHA", "NEAR_MISS", "RESAMPLES", "SEED", "TESTS", "Change", "RegressionTest", "compare", "outcomes",
-           "tests_of"]
+           "regression_tests", "tests_of"]

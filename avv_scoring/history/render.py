@@ -17,7 +17,7 @@ import pandas as pd
 from avv_core.decision_options import FAIL, INCONCLUSIVE, PASS
 from avv_core.frame_rows import frame_records
 from avv_core.json_types import JSONMapping
-from avv_scoring.history.regression import ALPHA, NEAR_MISS, TESTS, tests_of
+from avv_scoring.history.regression import ALPHA, NEAR_MISS, regression_tests, tests_of
 from avv_scoring.history.trend import Trend
 from avv_scoring.metrics.registry import metric
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
@@ -124,7 +124,7 @@ def summary_line(trend: Trend) -> str:
 
 def rule_text() -> str:
     mins = "; ".join(f"{t.key} ≥ {t.min_effect:g}" + (" of the earlier median" if t.kind == "median" else "")
-                     + (f" and {t.min_abs:g} ms" if t.min_abs else "") for t in TESTS)
+                     + (f" and {t.min_abs:g} ms" if t.min_abs else "") for t in regression_tests())
     return (f"A change is flagged when its Holm-adjusted p < {ALPHA:g} (over the vendor's tests of one comparison) "
             f"and it is at least the minimum effect ({mins}); as large but with {ALPHA:g} ≤ p < {NEAR_MISS:g} it is a "
             "near-miss (reported, not gated on). Each run is compared with the vendor's previous run of the same "

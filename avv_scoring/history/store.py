@@ -109,8 +109,11 @@ def item_frame(records: pd.DataFrame) -> pd.DataFrame:
     invalid = pd.to_numeric(records[TC_INVALID], errors="coerce").fillna(0).to_numpy()
     unchecked = pd.to_numeric(records[TC_UNCHECKABLE], errors="coerce").fillna(0).to_numpy()
     with_calls = ok & ((n_calls > 0) | finish)
-    valid = np.where(with_calls & ((invalid > 0) | (n_calls == 0)), 0.0, 1.0)
-    valid = np.where(~with_calls | ((unchecked > 0) & (valid == 1.0)), np.nan, valid)
+    # schema_valid: the registry's schema_response_accuracy per item — a successful tool_calls response is valid
+    # when every call is (a tool_calls finish without a call is not); uncheckable or not such a response: NULL
+    responses = ok & finish
+    valid = np.where(responses & ((invalid > 0) | (n_calls == 0)), 0.0, 1.0)
+    valid = np.where(~responses | ((unchecked > 0) & (valid == 1.0)), np.nan, valid)
     sigs: dict[Any, str | None] = {}  # equal signatures are hashed once
 
     def hashed(values: pd.Series) -> list[str | None]:

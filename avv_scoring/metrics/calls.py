@@ -26,7 +26,7 @@ from avv_core.tool_formats import find_text_calls, request_tool_names
 from avv_scoring.load import OK_COL, is_success
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.correctness import CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
-from avv_scoring.metrics.declaration import Metric, Ratio
+from avv_scoring.metrics.declaration import Metric, NoiseFloor, Ratio, Regression
 from avv_scoring.metrics.gold_f1 import gold_args_f1
 from avv_scoring.metrics.normalisers import ArgNormalisation, CallNormaliser
 from avv_scoring.metrics.registry import produces
@@ -273,10 +273,14 @@ def _memo_args_f1() -> Callable[[Sequence[Any], Sequence[Any]], float]:
 
 @produces(
     Metric("tool_match", "Tool Match", "rate", "higher", order=600, group="correctness", interval=True,
-           interval_order=5, ratio=Ratio((("tool_eq", 1.0),), (("pairs", 1.0),)),
+           interval_order=5, ratio=Ratio((("tool_eq", 1.0),), (("pairs", 1.0),)), web=1,
+           noise_floor=NoiseFloor("baseline_self_tool_match", test="tool_match_noise_p", what="tool mismatch"),
+           regression=Regression("mcnemar", "tools_sig", 0.05),
+           prometheus="Share of paired calls naming the baseline's tool so far (`tool_match`).",
            doc="call pairs whose multisets of called names are equal / call_pairs; missing with no pair"),
     Metric("args_match", "Args Match", "rate", "higher", order=610, group="correctness", interval=True,
            interval_order=6, ratio=Ratio((("args_eq", 1.0),), (("pairs", 1.0),)),
+           noise_floor=NoiseFloor("baseline_self_args_match", test="args_match_noise_p", what="argument mismatch"),
            doc="call pairs whose calls are equal as (name, canonical arguments) multisets / call_pairs "
                "(values normalised by --arg-normalise, default on)"),
     Metric("args_f1", "Args F1", "rate", "higher", order=620, group="correctness",

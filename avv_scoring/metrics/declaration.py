@@ -96,6 +96,19 @@ class Ratio:
         a, b = self.parts(features)
         return (a / 2.0, b - a / 2.0) if self.dice else (a, b)
 
+    def totals(self, sums: Any) -> tuple[Any, Any]:
+        """The numerator and the denominator on summed sums (each sum's name → its total: a number or an array):
+        the successes and trials of a power estimate's standard error."""
+        return _weighted(sums, self.numerator), _weighted(sums, self.denominator)
+
+
+def _weighted(sums: Any, terms: Terms) -> Any:
+    """``Σ weight · sums[name]``."""
+    total: Any = 0.0
+    for name, weight in terms:
+        total = total + weight * sums[name]
+    return total
+
 
 def _terms(features: Any, terms: Terms) -> Any:
     """``Σ weight · features[name]`` per item (terms are never empty: checked by :class:`Metric`)."""
@@ -103,6 +116,43 @@ def _terms(features: Any, terms: Terms) -> Any:
     for name, weight in terms:
         total = total + weight * features[name].to_numpy(dtype=float)
     return total
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """The baseline against itself for a metric (its repeats, all pairs i < j of one sample): where the report puts it
+    beside the vendor's value and which noise test compares the two (docs/scoring.md, "Is the difference real?").
+    The baseline's own value and the test are model-level columns (:mod:`avv_scoring.metrics.model_level`); how the
+    test's two disagreement rates are summed is :data:`avv_scoring.metrics.noise_floor.DISAGREEMENT`."""
+
+    column: str  # the baseline's own value, e.g. "baseline_self_f1"
+    #: The noise test's column: one-sided p that the vendor disagrees with the baseline more often than the baseline
+    #: with itself (1 − metric vs 1 − column); "" = none. The statistical verdict reads every declared test.
+    test: str = ""
+    what: str = ""  # the disagreement in the statistical verdict's reasons ("trigger disagreement")
+    #: True: the report's agreement line shows the floor beside the value ("F1 0.93 (baseline vs itself 0.95)");
+    #: False: only the test's words show it (trigger agreement: "trigger disagreement 0.07 vs the baseline's own …").
+    beside: bool = True
+
+
+#: How the history compares two runs of a vendor on a metric (:mod:`avv_scoring.history.regression`).
+RegressionKind = Literal["mcnemar", "rate", "median"]
+REGRESSION_KINDS: tuple[str, ...] = get_args(RegressionKind)
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A between-run test of the history (``avv-score trend``) on a metric, on the per-item outcomes the history's
+    ``items`` table stores (docs/history.md): ``mcnemar`` — the item agrees with the run's baseline on ``item``
+    (both successful, both non-null), McNemar over samples; ``rate`` — the mean of ``item`` over items where it is
+    not null, a paired bootstrap; ``median`` — the median of ``item`` over successful items where it is not null,
+    a paired bootstrap."""
+
+    kind: RegressionKind
+    item: str  # the items-table column the outcome is read from ("success", "called", "ttft_ms", …)
+    min_effect: float  # the smallest change flagged: a rate difference, or (medians) a share of the earlier median
+    min_abs: float = 0.0  # medians: the absolute floor as well (ms for TTFT)
+    speaks_for: tuple[str, ...] = ()  # other registry metrics whose "changed" marks (trend.html) it sets
 
 
 @dataclass(frozen=True)
@@ -130,6 +180,16 @@ class Metric:
     #: counts occurrences per item; its bound ``≤ 0`` FAILs on one occurrence, naming the sample, and never rests on
     #: an interval (docs/explanation/decision.md). Other sessions add defect checks by declaring this.
     defect: str = ""
+    #: What the statistics and the live outputs derive from the declaration (docs/reference/metrics.md, "Statistics
+    #: per metric"): the baseline's noise floor, the sample-size columns ``<column>_detectable_gap`` /
+    #: ``_samples_2pt`` (a ratio form's proportion), the history's between-run test, the position on the web UI's
+    #: Vendors tab after the headline metrics (``None``: not there unless ``table``; a metric that ``needs`` agent
+    #: tasks shows only in a run that has them), and the Prometheus gauge ``avv_<column>`` (its HELP line; "" = none).
+    noise_floor: NoiseFloor | None = None
+    power: bool = False
+    regression: Regression | None = None
+    web: int | None = None
+    prometheus: str = ""
 
     def __post_init__(self) -> None:
         where = f"metric {self.column!r}"
@@ -153,6 +213,17 @@ class Metric:
         if self.defect and (self.ratio is None or self.better != "lower"):
             raise RegistryError(f"{where}: a defect check is a rate (lower is better) with a ratio form counting "
                                 "occurrences per item")
+        if self.power and (self.ratio is None or not self.interval):
+            raise RegistryError(f"{where}: a power estimate needs an interval (the bootstrap's standard error) and a "
+                                "ratio form (its proportion's, when the bootstrap has none)")
+        floor = self.noise_floor
+        if floor is not None and (self.fmt != "rate" or (floor.test and not floor.what)):
+            raise RegistryError(f"{where}: a noise floor is a rate's; a noise test says what disagreement it tests")
+        if self.regression is not None and (self.better == "none" or self.regression.kind not in REGRESSION_KINDS):
+            raise RegistryError(f"{where}: a regression test needs a direction and a kind of "
+                                f"{', '.join(REGRESSION_KINDS)}")
+        if self.prometheus and self.fmt == "text":
+            raise RegistryError(f"{where}: a Prometheus gauge needs a number, not fmt 'text'")
         if "\n" in self.doc:
             raise RegistryError(f"{where}: doc is one line (the full formula belongs in the docstring)")
 

@@ -32,7 +32,7 @@ from avv_core.samples import Gold
 from avv_scoring.load import COMPARABLE_COL, is_success
 from avv_scoring.metrics.additive import NAN, Columns, Quantiles, Sums, additive, choose, count, numbers, rate
 from avv_scoring.metrics.calls import TC_INVALID, TC_N, TC_UNCHECKABLE, TC_VALID, annotate_calls, positive
-from avv_scoring.metrics.declaration import Metric, Ratio
+from avv_scoring.metrics.declaration import Metric, NoiseFloor, Ratio, Regression
 from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.metrics.registry import produces
 from avv_scoring.metrics.schema import parse_tool_calls
@@ -50,6 +50,8 @@ def _attempt_features(rows: pd.DataFrame) -> pd.DataFrame:
     Metric("success_rate", "Success Rate", "rate", "higher", irf=True, threshold=("min", 0.99), table=True,
            per_repeat=True, order=10, table_order=1, interval=True, interval_order=1,
            ratio=Ratio((("successes", 1.0),), (("items", 1.0),)),
+           regression=Regression("rate", "success", 0.05),
+           prometheus="success_rate of the records so far (the live board's last scoring; absent until scored).",
            doc="successful items / items (failed items stay in the denominator); missing with no items"),
     Metric("items", "Items", "int", "none", count=True, order=100, doc="rows of the vendor after de-duplication"),
     Metric("successes", "Successes", "int", "none", order=110, doc='items with status == "success"'),
@@ -135,6 +137,8 @@ def error_breakdown(rows: pd.DataFrame) -> JSONObject:
     Metric("f1", "F1", "rate", "higher", irf=True, threshold=("min", 0.80), table=True, per_repeat=True,
            order=20, table_order=2, interval=True, interval_order=2,
            ratio=Ratio((("tp", 2.0),), (("tp", 2.0), ("fp", 1.0), ("fn", 1.0)), item_max=2.0, dice=True),
+           noise_floor=NoiseFloor("baseline_self_f1"), power=True,
+           prometheus="Tool-trigger F1 against the baseline so far (`f1`).",
            doc="2·TP / (2·TP + FP + FN) over the F1 pairs (joined on sample_id, repeat); missing with no pairs"),
     Metric("precision", "Precision", "rate", "higher", order=200, doc="TP / (TP + FP); missing when TP + FP = 0"),
     Metric("recall", "Recall", "rate", "higher", order=210, doc="TP / (TP + FN); missing when TP + FN = 0"),
@@ -146,6 +150,8 @@ def error_breakdown(rows: pd.DataFrame) -> JSONObject:
            doc="items joined with a baseline item where both sides succeeded"),
     Metric("trigger_agreement", "Trigger Agreement", "rate", "higher", order=801, interval=True, interval_order=3,
            ratio=Ratio((("tp", 1.0), ("tn", 1.0)), (("pairs", 1.0),)),
+           noise_floor=NoiseFloor("baseline_self_agreement", test="noise_p", what="trigger disagreement", beside=False),
+           regression=Regression("mcnemar", "called", 0.05, speaks_for=("f1", "precision", "recall")),
            doc="(TP + TN) / f1_pairs: share of pairs where vendor and baseline make the same trigger decision"),
     Metric("f1_excluded", "F1 excluded", "int", "none", count=True, order=270,
            doc="joined items where either side failed (left out of the matrix)"),
@@ -229,10 +235,12 @@ def _schema_features(rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[
     Metric("schema_accuracy", "Schema Accuracy", "rate", "higher", irf=True, threshold=("min", 0.98), table=True,
            per_repeat=True, order=30, table_order=4, interval=True, interval_order=4,
            ratio=Ratio((("valid_calls", 1.0),), (("valid_calls", 1.0), ("invalid_calls", 1.0)), item_max=2.0),
+           power=True,
+           prometheus="Share of tool calls whose arguments fit the tool's schema so far (`schema_accuracy`).",
            doc="valid calls / checkable calls of successful responses, whatever the finish_reason (a tool_calls "
                "finish without a call = 1 invalid call); missing with none"),
     Metric("schema_response_accuracy", "Schema Response Accuracy", "rate", "higher", per_repeat=True, order=290,
-           group="correctness",
+           group="correctness", regression=Regression("rate", "schema_valid", 0.05, speaks_for=("schema_accuracy",)),
            doc="tool_calls responses whose every call is valid / checkable tool_calls responses (K2VV, MiniMax)"),
     Metric("schema_responses", "Schema responses", "int", "none", count=True, order=300,
            doc="checkable successful responses finishing with tool_calls"),
@@ -337,11 +345,12 @@ def avg_tokens(sums: Sums) -> Columns:
     Metric("avg_ttft_ms", "TTFT (ms)", "num", "lower", irf=True, table=True, per_repeat=True, order=50,
            table_order=5,
            doc="mean ttft_ms over compared items (successful for every vendor of the model) that have one"),
-    Metric("ttft_p50_ms", "TTFT p50 (ms)", "num", "lower", order=410, interval=True, interval_order=7,
+    Metric("ttft_p50_ms", "TTFT p50 (ms)", "num", "lower", order=410, interval=True, interval_order=7, web=2,
+           regression=Regression("median", "ttft_ms", 0.20, min_abs=20.0, speaks_for=("avg_ttft_ms",)),
            doc="median ttft_ms over compared items that have one (linear interpolation)"),
     Metric("ttft_p90_ms", "TTFT p90 (ms)", "num", "lower", order=420,
            doc="90th percentile of ttft_ms over the same rows"),
-    Metric("ttft_p95_ms", "TTFT p95 (ms)", "num", "lower", order=425,
+    Metric("ttft_p95_ms", "TTFT p95 (ms)", "num", "lower", order=425, web=3,
            doc="95th percentile of ttft_ms over the same rows (the stress SLO's percentile)"),
     Metric("ttft_p99_ms", "TTFT p99 (ms)", "num", "lower", order=430,
            doc="99th percentile of ttft_ms over the same rows"),
@@ -384,6 +393,7 @@ def _reasoning_only_features(rows: pd.DataFrame) -> pd.DataFrame:
            interval=True, interval_order=8,
            doc="mean per-request tps = (completion_tokens − 1) / decode s over compared items; missing with none"),
     Metric("tps_p50", "TPS p50", "num", "higher", order=450,
+           regression=Regression("median", "tps", 0.20, speaks_for=("tps",)),
            doc="median per-request tps over compared items that have one"),
     Metric("tps_rows", "TPS rows", "int", "none", order=460, doc="successful rows with a tps"),
 )

@@ -23,7 +23,8 @@ columns declared here; the resampling and the tests are :mod:`avv_scoring.metric
   bootstrap test that the vendor's disagreement rate with the baseline exceeds the baseline's disagreement
   with itself. It answers: do they disagree *more often* than the official API disagrees with itself?
 - **Sample size**: ``<m>_detectable_gap`` = 2.80 × the bootstrap standard error (α = 0.05 two-sided, 80 %
-  power), ``<m>_samples_2pt`` = samples a 2-point gap would need, for F1 and schema accuracy.
+  power), ``<m>_samples_2pt`` = samples a 2-point gap would need, for every metric declared with ``power=True``
+  (F1 and schema accuracy; the proportion its ratio form is gives the fallback standard error).
 - **Rank stability**: IRF on every resample; ``p_rank_first`` and ``rank_shares`` (``rank:share;…``).
 - **IRF with statistical ties** (``--irf-ties statistical``): ``irf_statistical``, IRF over ranks where vendors whose
   paired 95 % interval of the difference contains 0 share their rank (:mod:`avv_scoring.metrics.irf`), and
@@ -41,14 +42,14 @@ import numpy as np
 from avv_scoring.metrics.additive import NAN, Columns
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.irf import statistical_irf
-from avv_scoring.metrics.registry import interval_metrics, intervals_of, metric, produces_derived
+from avv_scoring.metrics.registry import interval_metrics, intervals_of, metric, power_metrics, produces_derived
 from avv_scoring.metrics.uncertainty import (
     GAP,
-    NOISE_TESTS,
-    POWER_METRICS,
     ModelTable,
     bootstrap,
     mcnemar_net,
+    noise_tests,
+    power_estimates,
     unit_sums,
 )
 from avv_scoring.stats.intervals import Proportion, dice
@@ -70,7 +71,6 @@ INTERVAL_ORDER = 810
 
 def declarations(metrics: Sequence[Metric]) -> tuple[Metric, ...]:
     """The columns of :func:`uncertainty`, given every metric declared directly (``metrics``)."""
-    by_column = {m.column: m for m in metrics}
     out: list[Metric] = []
     order = INTERVAL_ORDER
     for base in intervals_of(metrics):
@@ -111,8 +111,8 @@ def declarations(metrics: Sequence[Metric]) -> tuple[Metric, ...]:
                doc="the same test for 1 − args_match against 1 − baseline_self_args_match"),
     ]
     order = 860
-    for column in POWER_METRICS:
-        header = by_column[column].header
+    for base in power_metrics(metrics):
+        column, header = base.column, base.header
         out += [
             Metric(f"{column}_detectable_gap", f"{header} detectable gap", "rate", "none", order=order,
                    doc=f"(z₀.₉₇₅ + z₀.₈) × standard error of {column}: the smallest shift this run detects with 80 % "
@@ -183,6 +183,7 @@ def uncertainty(model_table: ModelTable) -> dict[str, Columns]:
     net = mcnemar_net(sums)
     n_units = len(sums.units)
     intervals = [m.column for m in interval_metrics()]
+    tests, powers = noise_tests(), power_estimates()
     out: dict[str, Columns] = {}
     for j, vendor in enumerate(vendors):
         totals = sums.totals(j)
@@ -198,10 +199,10 @@ def uncertainty(model_table: ModelTable) -> dict[str, Columns]:
         row.update(_self_columns(totals.self_sums))
         more, fewer = int((net[:, j] > 0).sum()), int((net[:, j] < 0).sum())
         row.update(mcnemar_p=sign_test_p(more, fewer), mcnemar_more=more, mcnemar_fewer=fewer)
-        for column, (of, vendor_rate, self_rate) in NOISE_TESTS.items():
+        for column, (of, vendor_rate, self_rate) in tests.items():
             observed = _value(vendor_rate(totals.sums_of(of)) - self_rate(totals.self_sums))
             row[column] = bootstrap_p_greater(draws.noise[column][:, j], observed) if draws else NAN
-        for column, (successes, trials) in POWER_METRICS.items():
+        for column, (successes, trials) in powers.items():
             se = standard_error(draws.metrics[column][:, j]) if draws else NAN
             if math.isnan(se) or se == 0:
                 own = totals.sums_of(column)

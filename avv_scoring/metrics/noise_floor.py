@@ -4,17 +4,32 @@ tests of :mod:`.uncertainty` (docs/scoring.md, "Is the difference real?")."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from avv_scoring.load import OK_COL, is_success
+from avv_scoring.metrics.additive import Amount, Sums
 from avv_scoring.metrics.calls import CALLED, SIG_CALLS, SIG_TOOLS, positive
-from avv_scoring.stats.tests import per_unit_sums
+from avv_scoring.stats.tests import per_unit_sums, ratio
 
 #: Per-unit sums of the baseline against itself (all pairs of repeats i < j).
 SELF_SUMS: tuple[str, ...] = ("self_pairs", "self_disc", "self_tp", "self_call_pairs", "self_tool_eq", "self_args_eq")
+
+
+#: A noise test's two rates (a metric declares the test: ``NoiseFloor(test=...)``): metric → (the vendor's
+#: disagreement rate with the baseline, on the sums of the metric's additive form; the baseline's disagreement rate
+#: with itself, on :data:`SELF_SUMS`).
+DISAGREEMENT: dict[str, tuple[Callable[[Sums], Amount], Callable[[Sums], Amount]]] = {
+    "trigger_agreement": (lambda s: ratio(s["fp"] + s["fn"], s["pairs"]),
+                          lambda s: ratio(s["self_disc"], s["self_pairs"])),
+    "tool_match": (lambda s: 1.0 - ratio(s["tool_eq"], s["pairs"]),
+                   lambda s: 1.0 - ratio(s["self_tool_eq"], s["self_call_pairs"])),
+    "args_match": (lambda s: 1.0 - ratio(s["args_eq"], s["pairs"]),
+                   lambda s: 1.0 - ratio(s["self_args_eq"], s["self_call_pairs"])),
+}
 
 
 def _repeat(frame: pd.DataFrame) -> pd.Series:
@@ -76,4 +91,4 @@ def self_sums(base_rows: pd.DataFrame, unit_of: pd.Series, n: int) -> np.ndarray
     return np.stack([columns[name] for name in SELF_SUMS], axis=1)
 
 
-__all__ = ["SELF_SUMS", "SELF_SUM_INPUTS", "self_sums"]
+__all__ = ["DISAGREEMENT", "SELF_SUMS", "SELF_SUM_INPUTS", "self_sums"]

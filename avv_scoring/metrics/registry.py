@@ -125,6 +125,7 @@ class Registry:
         self._functions: list[MetricFunction] = []
         self._derived: set[str] = set()  # columns declared by produces_derived (after the others at equal order)
         self._pending: list[tuple[Declare, Callable[..., Any]]] = []
+        self._checked = False  # every column a declaration names is registered (see _resolve)
 
     def produces(self, *metrics: Metric) -> Callable[[F], F]:
         """Decorator: register the function and every column it returns (one :class:`Metric` each).
@@ -179,9 +180,13 @@ class Registry:
         for m in metrics:
             self._metrics[m.column] = m
         self._functions.append(entry)
+        self._checked = False
 
     def _resolve(self) -> None:
-        """Register the pending derived declarations (see :meth:`produces_derived`)."""
+        """Register the pending derived declarations (see :meth:`produces_derived`), then check that every column a
+        declaration names (a noise floor, its test, a regression test's other metrics) is registered."""
+        if self._checked and not self._pending:
+            return
         while self._pending:
             declare, func = self._pending.pop(0)
             direct = self._sorted(m for m in self._metrics.values() if m.column not in self._derived)
@@ -189,6 +194,13 @@ class Registry:
             self._check_metrics(metrics)
             self._register(func, metrics)
             self._derived.update(m.column for m in metrics)
+        for m in self._metrics.values():
+            named = [*((m.noise_floor.column, m.noise_floor.test) if m.noise_floor else ()),
+                     *(m.regression.speaks_for if m.regression else ())]
+            unknown = [c for c in named if c and c not in self._metrics]
+            if unknown:
+                raise RegistryError(f"metric {m.column!r} names unregistered columns: {', '.join(unknown)}")
+        self._checked = True
 
     def _sorted(self, metrics: Any) -> tuple[Metric, ...]:
         index = {c: i for i, c in enumerate(self._metrics)}
@@ -313,14 +325,88 @@ def interval_metrics() -> tuple[Metric, ...]:
 
 def intervals_of(metrics: Sequence[Metric]) -> tuple[Metric, ...]:
     """The ``interval=True`` metrics of ``metrics``, by ``interval_order`` (else ``order``)."""
-    shown = [m for m in metrics if m.interval]
-    return tuple(sorted(shown, key=lambda m: m.order if m.interval_order is None else m.interval_order))
+    return tuple(sorted((m for m in metrics if m.interval), key=_interval_position))
+
+
+def _interval_position(m: Metric) -> int:
+    return m.order if m.interval_order is None else m.interval_order
+
+
+def _all(metrics: Sequence[Metric] | None) -> Sequence[Metric]:
+    return _load().metrics() if metrics is None else metrics
+
+
+def power_metrics(metrics: Sequence[Metric] | None = None) -> tuple[Metric, ...]:
+    """The metrics with sample-size columns (``power=True``) of ``metrics`` (default: the registry's), in order."""
+    return tuple(m for m in _all(metrics) if m.power)
+
+
+def noise_floor_metrics(metrics: Sequence[Metric] | None = None) -> tuple[Metric, ...]:
+    """The metrics with a noise floor (``noise_floor=NoiseFloor(...)``), by ``interval_order`` (else ``order``)."""
+    return tuple(sorted((m for m in _all(metrics) if m.noise_floor is not None), key=_interval_position))
+
+
+def noise_test_metrics(metrics: Sequence[Metric] | None = None) -> tuple[Metric, ...]:
+    """The metrics whose noise floor has a noise test, in the order of :func:`noise_floor_metrics`."""
+    return tuple(m for m in noise_floor_metrics(metrics) if m.noise_floor is not None and m.noise_floor.test)
+
+
+def regression_metrics(metrics: Sequence[Metric] | None = None) -> tuple[Metric, ...]:
+    """The metrics the history tests between runs (``regression=Regression(...)``), in order."""
+    return tuple(m for m in _all(metrics) if m.regression is not None)
+
+
+def web_metrics(agent: bool = False, metrics: Sequence[Metric] | None = None) -> tuple[Metric, ...]:
+    """The web UI's Vendors tab's metrics: the headline table's (:func:`table_metrics`), then those with a ``web``
+    position (by it); a metric that needs agent tasks only when ``agent`` (the run's samples have them)."""
+    chosen = _all(metrics)
+    headline = _headline(chosen)
+    more = sorted((m for m in chosen if m.web is not None and not m.table and (agent or m.needs != "agent")),
+                  key=lambda m: m.web or 0)
+    return (*headline, *more)
+
+
+def prometheus_metrics(metrics: Sequence[Metric] | None = None) -> tuple[Metric, ...]:
+    """The metrics exported as Prometheus gauges ``avv_<column>`` (``prometheus=`` their HELP line), in order."""
+    return tuple(m for m in _all(metrics) if m.prometheus)
+
+
+def render_statistics_table(metrics: Sequence[Metric] | None = None) -> str:
+    """The docs table of what each metric has besides its value (docs/reference/metrics.md; Markdown, no trailing
+    newline): interval, noise floor and its test, power estimate, history test, web UI, Prometheus; one row per
+    metric that has any of them, in order."""
+    rows = ["| Column | 95 % interval | Noise floor (test) | Sample size | History test | Web UI | Prometheus |",
+            "|---|---|---|---|---|---|---|"]
+    web = {m.column for m in web_metrics(agent=True, metrics=metrics)}
+    for m in _all(metrics):
+        floor = m.noise_floor
+        cells = [
+            "yes" if m.interval else "",
+            (f"`{floor.column}`" + (f" (`{floor.test}`)" if floor.test else "")) if floor else "",
+            "yes" if m.power else "",
+            m.regression.kind if m.regression else "",
+            ("agent runs" if m.needs == "agent" else "yes") if m.column in web else "",
+            f"`avv_{m.column}`" if m.prometheus else "",
+        ]
+        if any(cells):
+            rows.append("| " + " | ".join([f"`{m.column}`", *cells]) + " |")
+    return "\n".join(rows)
+
+
+def interval_sentence(metrics: Sequence[Metric] | None = None) -> str:
+    """The docs' list of the metrics with an interval, by their headers: "A, B and C"."""
+    headers = [m.header for m in intervals_of(_all(metrics))]
+    return ", ".join(headers[:-1]) + (" and " if len(headers) > 1 else "") + headers[-1] if headers else "none"
 
 
 def table_metrics() -> tuple[Metric, ...]:
     """The headline table's metrics (``table=True``), by ``table_order`` (else ``order``)."""
-    shown = [m for m in _load().metrics() if m.table]
-    return tuple(sorted(shown, key=lambda m: m.order if m.table_order is None else m.table_order))
+    return _headline(_load().metrics())
+
+
+def _headline(metrics: Sequence[Metric]) -> tuple[Metric, ...]:
+    return tuple(sorted((m for m in metrics if m.table), key=lambda m: m.order if m.table_order is None
+                        else m.table_order))
 
 
 def count_metrics() -> tuple[Metric, ...]:

@@ -214,7 +214,7 @@ def trajectories_of(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 @produces(
-    Metric("task_completion_rate", "Task Completion", "rate", "higher", order=800, group="agent", needs="agent",
+    Metric("task_completion_rate", "Task Completion", "rate", "higher", order=800, group="agent", needs="agent", web=10,
            doc="completed trajectories / trajectories (final answer within max_steps meeting the gold end; "
                "failed ones count)"),
     Metric("trajectories", "Trajectories", "int", "none", order=805, group="agent",
@@ -241,9 +241,9 @@ def _steps_by_pair(rows: pd.DataFrame) -> dict[tuple[str, int], int]:
 
 
 @produces(
-    Metric("avg_steps", "Avg Steps", "num", "lower", order=810, group="agent", needs="agent",
+    Metric("avg_steps", "Avg Steps", "num", "lower", order=810, group="agent", needs="agent", web=11,
            doc="mean steps (requests) over completed trajectories"),
-    Metric("steps_delta", "Steps Δ", "num", "lower", order=815, group="agent", needs="agent",
+    Metric("steps_delta", "Steps Δ", "num", "lower", order=815, group="agent", needs="agent", web=12,
            doc="mean over steps_pairs of vendor steps − baseline steps (trajectory length against the baseline)"),
     Metric("steps_pairs", "Steps pairs", "int", "none", order=816, group="agent",
            doc="(sample_id, repeat) where the vendor's and the baseline's trajectories both completed"),
@@ -259,12 +259,12 @@ def trajectory_steps(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> JSONObj
 
 
 @produces(
-    Metric("recovery_rate", "Recovery", "rate", "higher", order=820, group="agent", needs="agent",
+    Metric("recovery_rate", "Recovery", "rate", "higher", order=820, group="agent", needs="agent", web=13,
            doc="recovered / error_trajectories: after the injected tool error at least one more tool call, then "
                "completed"),
     Metric("error_trajectories", "Error trajectories", "int", "none", order=821, group="agent",
            doc="trajectories in which the injected tool error was sent"),
-    Metric("loop_rate", "Loop Rate", "rate", "lower", order=825, group="agent", needs="agent",
+    Metric("loop_rate", "Loop Rate", "rate", "lower", order=825, group="agent", needs="agent", web=14,
            doc="trajectories with one call (name, canonical arguments) made ≥ 3 times / trajectories not ended failed"),
 )
 def trajectory_recovery(rows: pd.DataFrame) -> JSONObject:

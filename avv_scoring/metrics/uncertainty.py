@@ -40,14 +40,20 @@ from avv_core.decision_options import VERDICT_MODES as _VERDICT_MODES
 from avv_scoring.metrics.additive import Additive, Amount, Sums
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.irf import IRF_K, IRF_TIES
-from avv_scoring.metrics.noise_floor import SELF_SUM_INPUTS, SELF_SUMS, self_sums
-from avv_scoring.metrics.registry import MetricFunction, function_of, interval_metrics, irf_inputs
+from avv_scoring.metrics.noise_floor import DISAGREEMENT, SELF_SUM_INPUTS, SELF_SUMS, self_sums
+from avv_scoring.metrics.registry import (
+    MetricFunction,
+    function_of,
+    interval_metrics,
+    irf_inputs,
+    noise_test_metrics,
+    power_metrics,
+)
 from avv_scoring.metrics.vendor_table import FeatureFrames
 from avv_scoring.stats.intervals import Proportion
 from avv_scoring.stats.tests import (
     average_ranks,
     per_unit_sums,
-    ratio,
     resample_counts,
     weighted_percentiles,
 )
@@ -134,33 +140,65 @@ def resampled_metrics() -> tuple[Metric, ...]:
     return tuple({m.column: m for m in (*interval_metrics(), *irf_inputs())}.values())
 
 
-#: Noise tests: column → (the metric whose form's sums give the vendor's disagreement rate with the baseline, that
-#: rate, the baseline's disagreement rate with itself from :data:`~.noise_floor.SELF_SUMS`), on summed sums.
-NOISE_TESTS: dict[str, tuple[str, Callable[[Sums], Amount], Callable[[Sums], Amount]]] = {
-    "noise_p": ("f1", lambda s: ratio(s["fp"] + s["fn"], s["pairs"]), lambda s: ratio(s["self_disc"], s["self_pairs"])),
-    "tool_match_noise_p": ("tool_match", lambda s: 1.0 - ratio(s["tool_eq"], s["pairs"]),
-                           lambda s: 1.0 - ratio(s["self_tool_eq"], s["self_call_pairs"])),
-    "args_match_noise_p": ("args_match", lambda s: 1.0 - ratio(s["args_eq"], s["pairs"]),
-                           lambda s: 1.0 - ratio(s["self_args_eq"], s["self_call_pairs"])),
-}
-#: Sample-size columns: metric → (successes, trials) of its Agresti–Coull fallback standard error, on the sums of
-#: the metric's form.
-POWER_METRICS: dict[str, tuple[Callable[[Sums], Amount], Callable[[Sums], Amount]]] = {
-    "f1": (lambda s: 2 * s["tp"], lambda s: 2 * s["tp"] + s["fp"] + s["fn"]),
-    "schema_accuracy": (lambda s: s["valid_calls"], lambda s: s["valid_calls"] + s["invalid_calls"]),
-}
+#: A noise test: (the metric whose form's sums give the vendor's disagreement rate with the baseline, that rate, the
+#: baseline's disagreement rate with itself from :data:`~.noise_floor.SELF_SUMS`), on summed sums.
+NoiseTest = tuple[str, Callable[[Sums], Amount], Callable[[Sums], Amount]]
+#: A power estimate: (successes, trials) of its Agresti–Coull fallback standard error, on the sums of its form.
+PowerEstimate = tuple[Callable[[Sums], Amount], Callable[[Sums], Amount]]
+
+
+def noise_tests() -> dict[str, NoiseTest]:
+    """Noise tests: test column → :data:`NoiseTest`, from the metrics that declare one
+    (:func:`~avv_scoring.metrics.registry.noise_test_metrics`) and their rates in :data:`~.noise_floor.DISAGREEMENT`."""
+    out: dict[str, NoiseTest] = {}
+    for m in noise_test_metrics():
+        if m.column not in DISAGREEMENT:
+            raise ValueError(f"{m.column} declares a noise test but avv_scoring/metrics/noise_floor.py DISAGREEMENT "
+                             "has no rates for it")
+        assert m.noise_floor is not None
+        out[m.noise_floor.test] = (m.column, *DISAGREEMENT[m.column])
+    return out
+
+
+def power_estimates() -> dict[str, PowerEstimate]:
+    """Sample-size columns: metric (``power=True``) → :data:`PowerEstimate`, its ratio form's numerator and
+    denominator."""
+    return {m.column: _power_estimate(m) for m in power_metrics()}
+
+
+def _power_estimate(m: Metric) -> PowerEstimate:
+    form = m.ratio
+    if form is None:  # power=True needs a ratio form (checked by Metric)
+        raise ValueError(f"{m.column}: a power estimate needs a ratio form")
+
+    def successes(sums: Sums) -> Amount:
+        return form.totals(sums)[0]
+
+    def trials(sums: Sums) -> Amount:
+        return form.totals(sums)[1]
+
+    return successes, trials
+
+
 #: The metric whose form's FP and FN give McNemar's discordant pairs.
 MCNEMAR_OF = "f1"
 
 
 def __getattr__(name: str) -> Any:
-    if name == "CI_METRICS":  # the registry's interval=True metrics (read lazily: every metric module loaded)
+    # read lazily from the registry (every metric module loaded)
+    if name == "CI_METRICS":  # the registry's interval=True metrics
         return tuple(m.column for m in interval_metrics())
+    if name == "NOISE_TESTS":
+        return noise_tests()
+    if name == "POWER_METRICS":
+        return power_estimates()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: Metrics with ``<m>_ci_low`` / ``<m>_ci_high`` columns: the registry's ``interval=True`` metrics (lazy).
 CI_METRICS: tuple[str, ...]
+NOISE_TESTS: dict[str, NoiseTest]  # :func:`noise_tests` (lazy)
+POWER_METRICS: dict[str, PowerEstimate]  # :func:`power_estimates` (lazy)
 
 
 @dataclass(frozen=True)
@@ -379,7 +417,8 @@ def bootstrap(sums: UnitSums, settings: StatsSettings, irf_metrics: Mapping[str,
     intervals = [m.column for m in interval_metrics()]
     wanted = tuple(dict.fromkeys([*intervals, *(c for c in irf_metrics if c in resampled)]))
     metrics: dict[str, list[np.ndarray]] = {c: [] for c in wanted}
-    noise: dict[str, list[np.ndarray]] = {c: [] for c in NOISE_TESTS}
+    tests = noise_tests()
+    noise: dict[str, list[np.ndarray]] = {c: [] for c in tests}
     irf: list[np.ndarray] = []
     for weights in resample_counts(n_units, settings.resamples, settings.seed):
         k = weights.shape[0]
@@ -387,7 +426,7 @@ def bootstrap(sums: UnitSums, settings: StatsSettings, irf_metrics: Mapping[str,
         drawn = {column: resample.value(column) for column in wanted}
         for column in wanted:
             metrics[column].append(drawn[column])
-        for column, (of, vendor_rate, self_rate) in NOISE_TESTS.items():
+        for column, (of, vendor_rate, self_rate) in tests.items():
             noise[column].append(np.asarray(vendor_rate(resample.sums_of(of)) - self_rate(resample.self_sums),
                                             dtype=float))
         if irf_metrics:
@@ -418,6 +457,8 @@ __all__ = [
     "VendorSums",
     "bootstrap",
     "mcnemar_net",
+    "noise_tests",
+    "power_estimates",
     "resampled_metrics",
     "unit_sums",
     "vendor_sums",

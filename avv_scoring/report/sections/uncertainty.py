@@ -16,8 +16,8 @@ from typing import Any
 
 from avv_core.frame_rows import frame_records
 from avv_core.measures import is_missing
-from avv_scoring.metrics.registry import metric
-from avv_scoring.metrics.uncertainty import CI_METRICS, GAP, POWER_METRICS
+from avv_scoring.metrics.registry import metric, noise_floor_metrics, noise_test_metrics, power_metrics
+from avv_scoring.metrics.uncertainty import CI_METRICS, GAP
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
 from avv_scoring.report.format import MISSING, Palette, figure, fmt, html_table, metric_cell, png
 from avv_scoring.report.section import ModelSection, Parts, of_model
@@ -25,9 +25,6 @@ from avv_scoring.score import ScoreResult
 
 Row = Mapping[str, Any]
 Rows = tuple[Row, ...]
-#: (column, baseline self-agreement column) shown as agreement lines, in this order.
-AGREEMENT: tuple[tuple[str, str], ...] = (("f1", "baseline_self_f1"), ("tool_match", "baseline_self_tool_match"),
-                                          ("args_match", "baseline_self_args_match"))
 QUESTION = "Is the difference real?"
 
 
@@ -40,6 +37,18 @@ def interval(row: Row, column: str) -> str:
     if is_missing(low) or is_missing(high):
         return fmt(value, kind)
     return f"{fmt(value, kind)} [{fmt(low, kind)}, {fmt(high, kind)}]"
+
+
+def noise_floors() -> dict[str, str]:
+    """Metric → the column of the baseline's value against itself (its noise floor), from the registry's
+    declarations (``noise_floor=NoiseFloor(...)``), in interval order."""
+    return {m.column: m.noise_floor.column for m in noise_floor_metrics() if m.noise_floor is not None}
+
+
+def agreement_pairs() -> tuple[tuple[str, str], ...]:
+    """(metric, its noise floor's column) shown side by side in the agreement line (``NoiseFloor.beside``)."""
+    return tuple((m.column, m.noise_floor.column) for m in noise_floor_metrics()
+                 if m.noise_floor is not None and m.noise_floor.beside)
 
 
 def pvalue(p: Any) -> str:
@@ -67,7 +76,7 @@ def _units(result: ScoreResult, model: str) -> int:
 def agreement_line(row: Row) -> str:
     """``F1 0.93 [0.90, 0.96] (baseline vs itself 0.95) · …; McNemar p … · noise p …`` for one vendor."""
     parts = []
-    for column, self_column in AGREEMENT:
+    for column, self_column in agreement_pairs():
         if is_missing(row.get(column)):
             continue
         floor = row.get(self_column)
@@ -78,20 +87,26 @@ def agreement_line(row: Row) -> str:
         return f"{row['vendor']} (baseline): {text}"
     more, fewer = metric_cell(row, "mcnemar_more"), metric_cell(row, "mcnemar_fewer")
     tests = [f"McNemar p = {pvalue(row.get('mcnemar_p'))} (calls more often on {more} samples, less often on {fewer})"]
-    agree: Any = row.get("trigger_agreement")
-    own: Any = row.get("baseline_self_agreement")
-    if not is_missing(agree):
-        floor = "" if is_missing(own) else f" vs the baseline's own {fmt(1.0 - float(own), 'rate')}"
-        tests.append(f"noise p = {pvalue(row.get('noise_p'))} (trigger disagreement {fmt(1.0 - float(agree), 'rate')}"
-                     f"{floor})")
-    for column, label in (("tool_match_noise_p", "tool"), ("args_match_noise_p", "args")):
-        if not is_missing(row.get(column)):
-            tests.append(f"{label} noise p = {pvalue(row.get(column))}")
+    for m in noise_test_metrics():
+        floor = m.noise_floor
+        assert floor is not None
+        label = metric(floor.test).header  # "Noise p", "Tool noise p"
+        label = label[:1].lower() + label[1:]
+        if floor.beside:  # its floor is in the agreement part: the test's p alone
+            if not is_missing(row.get(floor.test)):
+                tests.append(f"{label} = {pvalue(row.get(floor.test))}")
+            continue
+        value: Any = row.get(m.column)
+        own: Any = row.get(floor.column)
+        if not is_missing(value):
+            base = "" if is_missing(own) else f" vs the baseline's own {fmt(1.0 - float(own), 'rate')}"
+            tests.append(f"{label} = {pvalue(row.get(floor.test))} ({floor.what} {fmt(1.0 - float(value), 'rate')}"
+                         f"{base})")
     return f"{row['vendor']}: {text}; " + " · ".join(tests)
 
 
 def _ci_headers() -> list[str]:
-    return ["Vendor", *(metric(c).header if c != "trigger_agreement" else "Trigger Agreement" for c in CI_METRICS)]
+    return ["Vendor", *(metric(c).header for c in CI_METRICS)]
 
 
 def _ci_body(rows: Rows) -> list[list[str]]:
@@ -112,13 +127,14 @@ def _rank_table(rows: Rows) -> tuple[list[str], list[list[str]]]:
 
 def _power_table(rows: Rows) -> tuple[list[str], list[list[str]]]:
     headers = ["Vendor"]
-    for column in POWER_METRICS:
+    powers = [m.column for m in power_metrics()]
+    for column in powers:
         header = metric(column).header
         headers += [f"{header} detectable gap", f"{header}: samples for a {GAP * 100:.0f}-point gap"]
     body = []
     for r in rows:
         cells = [str(r["vendor"])]
-        for column in POWER_METRICS:
+        for column in powers:
             cells += [metric_cell(r, f"{column}_detectable_gap"), metric_cell(r, f"{column}_samples_2pt")]
         body.append(cells)
     return headers, body
@@ -127,9 +143,10 @@ def _power_table(rows: Rows) -> tuple[list[str], list[list[str]]]:
 def _verdict_note(result: ScoreResult) -> str | None:
     if result.stats.verdict != "statistical":
         return None
+    tests = [m.noise_floor.test for m in noise_test_metrics() if m.noise_floor is not None]
     return (f"Verdict mode: statistical — a vendor FAILs on agreement only where it is worse than the baseline's "
-            f"noise floor at α = {result.stats.alpha:g} (noise_p, tool_match_noise_p, args_match_noise_p, "
-            "Holm-adjusted together; noise_p missing fails); the bounds on its own behaviour stay "
+            f"noise floor at α = {result.stats.alpha:g} ({', '.join(tests)}, "
+            f"Holm-adjusted together; {tests[0]} missing fails); the bounds on its own behaviour stay "
             f"({result.thresholds.text()}).")
 
 
@@ -179,6 +196,7 @@ def _forest(model: str, rows: Rows, palette: Palette) -> str:
     fig, axes = figure(1, max(1, len(shown)), height=max(2.2, 0.45 * len(rows) + 1.2),
                        width=max(6.0, 2.6 * len(shown)))
     names = [str(r["vendor"]) for r in rows][::-1]
+    floors = noise_floors()
     for i, column in enumerate(shown):
         ax = axes[0][i]
         for y, r in enumerate(rows[::-1]):
@@ -191,11 +209,11 @@ def _forest(model: str, rows: Rows, palette: Palette) -> str:
             if not (is_missing(low) or is_missing(high)):
                 ax.hlines(y, float(low), float(high), color=colour, linewidth=2)
             ax.plot([float(value)], [y], "o", color=colour)
-        floor = dict(AGREEMENT).get(column) or ("baseline_self_agreement" if column == "trigger_agreement" else None)
+        floor = floors.get(column)
         if floor and not is_missing(rows[0].get(floor)):
             ax.axvline(float(rows[0][floor]), color="#5f6368", linestyle="--", linewidth=1)
         ax.set_yticks(range(len(names)), names if i == 0 else [""] * len(names), fontsize=8)
-        ax.set_title(metric(column).header if column != "trigger_agreement" else "Trigger Agreement", fontsize=10)
+        ax.set_title(metric(column).header, fontsize=10)
         ax.grid(True, axis="x", alpha=0.3)
     return png(fig, f"{model}: 95 % intervals",
                "Value and 95 % bootstrap interval per vendor; dashed: the baseline against itself (noise floor).")
