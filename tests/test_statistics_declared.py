@@ -10,15 +10,15 @@ import pytest
 from avv_harness.docs import _interval_metrics
 from avv_harness.locust import prometheus
 from avv_harness.locust.web_ui import vendor_columns
+from avv_scoring import statistical_verdict
 from avv_scoring.history import regression
 from avv_scoring.history.store import item_frame
 from avv_scoring.history.trend import ITEM_COLUMNS
-from avv_scoring.metrics import model_level, registry
+from avv_scoring.metrics import model_level, registry, uncertainty
 from avv_scoring.metrics.additive import Columns, Sums, additive, rate
 from avv_scoring.metrics.declaration import Metric, NoiseFloor, Ratio, RegistryError, Regression
 from avv_scoring.metrics.registry import METRICS, REGISTRY, Registry
 from avv_scoring.report.sections import uncertainty as section
-from avv_scoring.stats import statistical_verdict, uncertainty
 
 SYNTHETIC = "synthetic_rate"
 
