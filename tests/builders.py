@@ -130,3 +130,14 @@ def chat_body(content: str, tools: Sequence[Mapping[str, Any]] | None = None, *,
         body["stream_options"] = {"include_usage": True}
     body.update(extra)
     return body
+
+
+def bench_script(name: str) -> Any:
+    """A script of bench/ loaded as a module (bench/ is not a package): ``bench_script("import_graph")``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent.parent / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -4,20 +4,17 @@ no import cycle, and importing the scoring package loads neither an HTTP client 
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
 import pytest
 
+from tests.builders import bench_script
 from tests.locust_runs import ROOT
 
 
 def _import_graph():
-    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "bench" / "import_graph.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("import_graph")
 
 
 def test_no_layering_violation_no_private_import_across_modules_no_cycle(capsys):

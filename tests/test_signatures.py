@@ -4,17 +4,15 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 from pathlib import Path
+
+from tests.builders import bench_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _signatures():
-    spec = importlib.util.spec_from_file_location("signatures", ROOT / "bench" / "signatures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("signatures")
 
 
 def test_no_new_public_function_over_six_parameters_without_a_reason(capsys):
