@@ -30,6 +30,7 @@ def test_each_documented_default_is_what_a_parsed_config_gets():
     assert (shown["timeout_s"], vendor.timeout_s) == ("60", 60.0)
     assert shown["max_request_s"].endswith("(600)") and vendor.max_request_s is None
     assert (shown["include_usage"], vendor.include_usage) == ("true", True)
+    assert (shown["tls_verify"], vendor.tls_verify) == ("true", True)
     assert (shown["model_id"], vendor.model_id) == ("the model key", "m")
     assert (shown["adapter"], vendor.dialect.adapter) == ("generic", "generic")
     assert (shown["endpoint"], vendor.dialect.endpoint) == ("chat", "chat")

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from avv_core.record_file import read_records
+from avv_sim.tls import can_make_certificate, make_certificate
 from tests.builders import sim_vendors, write_yaml
 from tests.e2e_ports import free_port
 from tests.locust_runs import DEMO_SAMPLES, clean_env, locust_cmd, only_run_dir, run_locust
+from tests.test_lean_tls import each_vendor_is_checked_as_its_config_says, run_with_tls_vendors
 
 pytestmark = pytest.mark.e2e
 
@@ -79,6 +81,15 @@ def test_processes_two_equals_a_local_run(tmp_path, local_run):
     assert proc.returncode == 0, proc.stderr[-3000:]
     frame, items = item_table(only_run_dir(tmp_path / "out"))
     assert items == local_run and frame["worker"].nunique() == 2
+
+
+@pytest.mark.skipif(not can_make_certificate(), reason="no openssl to make a certificate")
+def test_workers_check_each_vendors_certificate_as_its_tls_verify_says(tmp_path):
+    """A vendor's tls_verify reaches the workers as every vendor key does (each process reads the config; a relative
+    CA path from the config file's folder): the users, all on workers, trust the vendor's CA or check nothing."""
+    proc, run_dir = run_with_tls_vendors(make_certificate(tmp_path / "tls"), tmp_path, "--processes", "2")
+    each_vendor_is_checked_as_its_config_says(proc, run_dir, tmp_path)
+    assert json.loads((run_dir / "run.json").read_text())["locust"]["role"] == "master"
 
 
 def test_worker_killed_mid_run_every_item_exactly_once(tmp_path):

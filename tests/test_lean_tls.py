@@ -3,22 +3,29 @@ buffers on its own raw socket, avv_harness/wire/lean.py), against the simulator 
 certificate made at run time (``avv-sim --tls-cert/--tls-key``, avv_sim/tls.py). Certificate verification as
 requests does it: an unknown CA or a host name the certificate does not name fails the connection (``connect``,
 never a vendor answer), the CA given by ``REQUESTS_CA_BUNDLE`` or the session's ``verify`` is trusted, ``verify``
-False trusts anything. What the client reads over TLS is what it reads over plain TCP (attempt by attempt, and a
-Locust run's records.csv), TLS sessions are resumed across connections, and the connection-reuse property test
-(tests/test_connection_reuse.py) holds over TLS too."""
+False trusts anything. A vendor's ``tls_verify`` in the config (its CA file, or false) is its users' session
+``verify`` and wins over ``REQUESTS_CA_BUNDLE``, in a Locust run too (the config errors: tests/test_vendor_tls.py).
+What the client reads over TLS is what it reads over plain TCP (attempt by attempt, and a Locust run's records.csv),
+TLS sessions are resumed across connections, and the connection-reuse property test (tests/test_connection_reuse.py)
+holds over TLS too."""
 
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 from typing import Any
 
+import certifi
 import pytest
 import requests
 
+from avv_core.exit_status import ExitStatus
 from avv_core.record_file import read_records
+from avv_harness.inputs.config import load_config
 from avv_harness.run.controller import default_session
 from avv_harness.wire import lean
-from avv_harness.wire.execute import attempt_record
+from avv_harness.wire.execute import attempt_record, vendor_session
 from avv_harness.wire.stream import stream_chat
 from avv_sim import start_simulator
 from avv_sim.tls import can_make_certificate, make_certificate, server_context
@@ -180,3 +187,75 @@ def test_a_locust_run_over_tls_records_what_a_plain_run_records(certificate, tmp
         frames[transport] = records.sort_values(["sample_id", "repeat"]).reset_index(drop=True)
     assert (frames["plain"]["status"] == "success").all()
     assert frames["tls"].equals(frames["plain"]), frames["tls"].compare(frames["plain"])
+
+
+def vendor_ca(certificate, folder: Path) -> str:
+    """The simulator's certificate copied next to a config in ``folder``: the path a config names, relative."""
+    (folder / "certs").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(certificate[0], folder / "certs" / "sim.pem")
+    return "certs/sim.pem"
+
+
+@pytest.mark.parametrize("tls_verify", ["absent", "its CA file", False])
+def test_a_vendors_tls_verify_is_what_the_client_checks_the_certificate_against(sims, certificate, tmp_path,
+                                                                                monkeypatch, tls_verify):
+    """The config's key, through the user's session (``vendor_session``): absent, the self-signed certificate is
+    refused (the default CAs); the vendor's CA file, or false, is trusted, although ``REQUESTS_CA_BUNDLE`` names
+    other CAs (the vendor's setting wins)."""
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", certifi.where())
+    own = {} if tls_verify == "absent" else {"tls_verify": vendor_ca(certificate, tmp_path) if tls_verify else False}
+    write_yaml(tmp_path / "vendors.yaml", {"m": {"vendors": [
+        {"name": "v", "url": sims["tls"].base_url("p"), "is_baseline": True, **own}]}})
+    (vendor,) = load_config(tmp_path / "vendors.yaml", env={}).vendors
+    before = len(truth_lines(sims["tls"].truth_log))
+    with vendor_session(client_session, vendor) as session:
+        att = send(session, vendor.url + "/chat/completions")
+    if tls_verify == "absent":
+        assert att.error_kind == "connect" and "CERTIFICATE_VERIFY_FAILED" in att.error_detail, att.error_detail
+        assert len(truth_lines(sims["tls"].truth_log)) == before
+    else:
+        assert att.ok and att.saw_done and att.content, (att.error_kind, att.error_detail)
+        assert len(truth_lines(sims["tls"].truth_log)) == before + 1
+
+
+#: Three vendors of the embedded simulator over HTTPS: its certificate trusted as ``own_ca``'s CA, not checked for
+#: ``unchecked``, and the default CAs (which do not hold it) for ``default``.
+TLS_VENDORS = ("own_ca", "unchecked", "default")
+
+
+def run_with_tls_vendors(certificate, work: Path, *args: str):
+    """A Locust run of :data:`TLS_VENDORS` (``--avv-preflight warn``: the default vendor is sent items, and the
+    circuit breaker stops it); its process and run folder."""
+    write_yaml(work / "sim.yaml", {"profiles": {name: PROFILE for name in TLS_VENDORS}})
+    write_yaml(work / "vendors.yaml", sim_vendors("m", list(TLS_VENDORS), "own_ca",
+                                                  own_ca={"tls_verify": vendor_ca(certificate, work), "concurrency": 2},
+                                                  unchecked={"tls_verify": False, "concurrency": 2}))
+    env = clean_env(LOCUST_AVV_CLIENT=current["client"], AVV_SIM_TLS_CERT=str(certificate[0]),
+                    AVV_SIM_TLS_KEY=str(certificate[1]), REQUESTS_CA_BUNDLE=certifi.where())
+    proc = run_locust(["--headless", *args, "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
+                       "--avv-samples", str(DEMO_SAMPLES), "--avv-out", "out", "--avv-run-id", "r",
+                       "--avv-retries", "0", "--avv-preflight", "warn", "--avv-no-score"], cwd=work, env=env)
+    return proc, only_run_dir(work / "out")
+
+
+def each_vendor_is_checked_as_its_config_says(proc, run_dir: Path, work: Path) -> None:
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == ExitStatus.VENDOR_BROKEN, output[-3000:]  # `default`, stopped by the breaker
+    records = read_records(run_dir / "records.csv")
+    by_vendor = {name: frame for name, frame in records.groupby("vendor")}
+    for name in ("own_ca", "unchecked"):
+        assert len(by_vendor[name]) == 32 and (by_vendor[name]["status"] == "success").all(), name
+    refused = by_vendor["default"]
+    assert len(refused) >= 1 and (refused["error_kind"] == "connect").all()
+    assert refused["error_detail"].str.contains("CERTIFICATE_VERIFY_FAILED").all(), refused["error_detail"].iloc[0]
+    warnings = [line for line in output.splitlines() if "tls_verify: false" in line]
+    assert len(warnings) == 1 and "m/unchecked" in warnings[0] and "default" not in warnings[0], warnings
+    assert "InsecureRequestWarning" not in output  # urllib3's, on every request of the requests client
+    shown = {v["name"]: v.get("tls_verify", True) for v in json.loads((run_dir / "run.json").read_text())["vendors"]}
+    assert shown == {"own_ca": str((work / "certs" / "sim.pem").resolve()), "unchecked": False, "default": True}
+
+
+def test_a_locust_run_checks_each_vendors_certificate_as_its_tls_verify_says(certificate, tmp_path):
+    proc, run_dir = run_with_tls_vendors(certificate, tmp_path)
+    each_vendor_is_checked_as_its_config_says(proc, run_dir, tmp_path)
+    assert "pre-flight (a hard fault" in proc.stdout and "tls_verify" in proc.stdout  # the check names the key

@@ -4,10 +4,11 @@ Top-level keys are model names; each has a ``vendors`` list. Per vendor: ``name`
 (base URL ending in ``/v1``), ``api_key``, ``provider`` (OpenRouter provider pinning, sent as
 ``extra_body.provider.only``), ``is_baseline``, ``validator`` (accepted for AVV compatibility, unused),
 and our additions ``api_key_env``, ``extra_body``, ``headers``, ``concurrency``, ``timeout_s``,
-``include_usage``, ``require_key``, ``price`` (per million tokens: ``input``, ``output``, ``cached_input``,
-``currency``; one currency per config); the dialect keys ``adapter``, ``transforms``, ``endpoint``,
-``chat_template``, ``tool_parser`` and ``${VAR}`` substitution (:mod:`avv_harness.dialects.dialect`; a model section
-may set ``adapter`` and ``transforms`` for its vendors).
+``include_usage``, ``require_key``, ``tls_verify`` (the certificate check: on, off, or a CA file or folder),
+``price`` (per million tokens: ``input``, ``output``, ``cached_input``, ``currency``; one currency per config);
+the dialect keys ``adapter``, ``transforms``, ``endpoint``, ``chat_template``, ``tool_parser`` and ``${VAR}``
+substitution (:mod:`avv_harness.dialects.dialect`; a model section may set ``adapter`` and ``transforms`` for its
+vendors).
 
 API key lookup, first hit wins: ``api_key`` in the YAML; the variable named by ``api_key_env``; an
 environment variable named after the vendor (the AVV convention: exactly the name, then the name
@@ -49,6 +50,7 @@ from avv_harness.inputs.field_checks import (
     check_url,
     control_problem,
     parse_price,
+    parse_tls_verify,
     positive_seconds,
     printable_name,
     surrogate_problem,
@@ -88,6 +90,7 @@ class Vendor:
     timeout_s: float = 60.0
     max_request_s: float | None = None  # total time cap per attempt (None: --avv-max-request-s)
     include_usage: bool = True
+    tls_verify: bool | str = True  # https: True the default CAs, False no check, a str the CA file or folder
     dialect: dia.Dialect = field(default_factory=dia.Dialect)  # adapter, transforms, endpoint, template, parser
     substituted: tuple[str, ...] = field(default=(), repr=False)  # values put in by ${VAR}: secrets
     price: Price | None = None  # per million tokens (None: no cost column, no cost budget)
@@ -113,6 +116,7 @@ class Vendor:
             "headers": {k: ("***" if secret_header(k) else v) for k, v in self.headers.items()},
             "concurrency": self.concurrency, "timeout_s": self.timeout_s, "max_request_s": self.max_request_s,
             "include_usage": self.include_usage, **self.dialect.describe(),
+            **({"tls_verify": self.tls_verify} if self.tls_verify is not True else {}),
             **({"price": self.price.to_dict()} if self.price is not None else {}),
             **({"prompt_tokens_tolerance": self.prompt_tokens_tolerance}
                if self.prompt_tokens_tolerance is not None else {}),
@@ -249,6 +253,7 @@ def _parse_vendor(problems: Problems, model: str, index: int, raw: Any, env: dic
         headers=check_headers(problems, where, typed(problems, where, raw, "headers", dict, {}), substitution),
         concurrency=max(1, concurrency), timeout_s=timeout_s or 60.0, max_request_s=max_request_s,
         include_usage=typed(problems, where, raw, "include_usage", bool, True),
+        tls_verify=parse_tls_verify(problems, where, raw.get("tls_verify"), config_dir),
         dialect=dia.parse_dialect(problems, where, raw, defaults, str(model_id), config_dir),
         substituted=tuple(substitution.secrets) if substitution else (),
         price=parse_price(problems, where, raw.get("price")),

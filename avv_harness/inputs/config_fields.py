@@ -41,6 +41,10 @@ VENDOR_FIELDS: tuple[ConfigField, ...] = (
                 "`top_k` …); `${VAR}` in its strings is substituted."),
     ConfigField("headers", "mapping", "{}", "Added to every request; values may use `${VAR}`; a header named like "
                 "`*auth*`, `*key*`, `*token*` or `*secret*` is a secret (redacted everywhere)."),
+    ConfigField("tls_verify", "`true` / `false` / path", "true", "How an `https` vendor's certificate is checked: "
+                "`true` against the default CAs (`REQUESTS_CA_BUNDLE` / `CURL_CA_BUNDLE`, else certifi's bundle); a "
+                "path: against that CA file (PEM) or folder instead, relative to the config file (it wins over those "
+                "variables); `false`: not at all (said once per run). Both clients (`--avv-client`) honour it."),
     ConfigField("concurrency", "int ≥ 1", "1", "Locust users for this vendor: requests in flight at once "
                 "(`--avv-concurrency` overrides every vendor's for one run)."),
     ConfigField("timeout_s", "seconds > 0", "60", "Idle timeout: no byte for this long is `timeout` (connect: at "

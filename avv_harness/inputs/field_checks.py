@@ -9,7 +9,10 @@ guard), and names are shown with control characters escaped.
 from __future__ import annotations
 
 import math
+import os
 import re
+import ssl
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -165,6 +168,39 @@ def parse_price(problems: Problems, where: str, raw: Any) -> Price | None:
     if not ok:
         return None
     return Price(amounts["input"], amounts["output"], amounts.get("cached_input", amounts["input"]), str(currency))
+
+
+def parse_tls_verify(problems: Problems, where: str, value: Any, config_dir: str) -> bool | str:
+    """``tls_verify``: ``true`` (absent: the default CAs), ``false`` (no certificate check), or the path of a CA
+    file (PEM) or folder (OpenSSL's hashed layout), relative to the config file's folder: returned absolute. A path
+    that does not exist, or a file that holds no certificate OpenSSL can read, is a problem here, not a ``connect``
+    failure on every request of the run."""
+    if value is None:
+        return True
+    if isinstance(value, bool):
+        return value
+    field = f"{where}.tls_verify"
+    if not isinstance(value, str) or not value.strip():
+        problems.add(field, f"must be true, false or the path of a CA certificate file or folder, got {value!r}")
+        return True
+    path = Path(os.path.expanduser(value))
+    if not path.is_absolute():
+        path = Path(config_dir) / path
+    if not path.exists():
+        quoted = " (true and false are written without quotes)" if value.strip().lower() in ("true", "false") else ""
+        problems.add(field, f"CA file or folder {value!r} not found (relative paths are read from the config file's "
+                     f"folder, {config_dir}){quoted}")
+        return True
+    if path.is_file():
+        try:
+            ssl.create_default_context(cafile=str(path))
+        except ssl.SSLError as exc:
+            problems.add(field, f"{value!r} holds no CA certificate OpenSSL can read (PEM): {exc.reason or exc}")
+            return True
+        except OSError as exc:
+            problems.add(field, f"{value!r} cannot be read: {exc.strerror or exc}")
+            return True
+    return str(path.resolve())
 
 
 #: Substituted values at least this long are blanked out of every message (a last guard: the messages name

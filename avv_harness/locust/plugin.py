@@ -108,7 +108,7 @@ class VendorUser(User):
 
     def on_start(self) -> None:
         ctl = controller_of(self.environment)
-        self.session = ctl.session_factory()
+        self.session = ctl.session_for(type(self).__name__)
         # Users are spawned in batches; starting their streams in one burst would queue the requests
         # in this process and show up as TTFT. Spread the first requests instead.
         if ctl.options.start_jitter_s > 0:

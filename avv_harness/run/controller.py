@@ -54,7 +54,7 @@ from avv_harness.run.preflight import Preflight, run_preflight, targets_of
 from avv_harness.run.record_event import EVENT_NAME, RecordsCsv
 from avv_harness.run.role import Role, RoleFactory
 from avv_harness.run.state import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK, EXIT_SCORING, EXIT_WRITE, RunState
-from avv_harness.wire.execute import ExecContext, ItemRun
+from avv_harness.wire.execute import ExecContext, ItemRun, vendor_session
 from avv_harness.wire.lean import LeanAdapter
 from avv_harness.wire.requests_transport import StrictAdapter
 from avv_harness.wire.run_item import run_item_safely
@@ -289,6 +289,11 @@ class RunController:
         ctx = dataclasses.replace(self.exec, run_id=run_id)
         return run_preflight(targets_of(self.vendors, self.vendor_url), self.lifecycle.samples, ctx,
                              self.options.preflight, self.session_factory, self.redact)
+
+    def session_for(self, class_name: str) -> requests.Session:
+        """A new HTTP session for a user of ``class_name``: the session factory's, verifying TLS as its vendor's
+        ``tls_verify`` says (:func:`~avv_harness.wire.execute.vendor_session`)."""
+        return vendor_session(self.session_factory, self.vendors[class_name])
 
     def vendor_closed(self, vendor: VendorId) -> bool:
         """On the ledger side: ``vendor`` gets no more items (the settle policy settled it, or the circuit breaker

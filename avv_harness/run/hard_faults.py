@@ -64,7 +64,8 @@ FAULTS: tuple[Fault, ...] = (
     Fault("dns", True, "the host name does not resolve", "the URL's host name (a typo? a VPN or proxy needed?)",
           lambda kind, status, detail: kind == "connect" and _DNS(detail)),
     Fault("tls", True, "the TLS handshake failed",
-          "https:// against a plain-HTTP port (or the reverse), the port, and the server's certificate",
+          "https:// against a plain-HTTP port (or the reverse), the port, and the server's certificate "
+          "(signed by a private CA? the vendor's tls_verify names its CA file)",
           lambda kind, status, detail: kind == "connect" and _TLS(detail)),
     Fault("connect_refused", True, "connection refused",
           "the URL's host and port, and that the server is running",

@@ -210,11 +210,21 @@ class RunLifecycle:
         if not self.ui_mode:
             self.console.end_progress_before_logs()
             self.console.line(self._start_line(run, options, samples))
+        unchecked = self._unchecked_certificates()
+        if unchecked:
+            log.warning("tls_verify: false: the TLS certificate of %s is not checked (anyone between this machine "
+                        "and the vendor can pose as it)", ", ".join(unchecked))
         self._preflight(run, options)
         self.run_hook.fire(run=run, phase="begin")
         if not self.ui_mode and self.progress_interval_s > 0:
             self._progress = gevent.spawn(self._print_progress, run)
         return run
+
+    def _unchecked_certificates(self) -> list[str]:
+        """The vendors (model/name) reached over TLS whose certificate is not checked (``tls_verify: false``)."""
+        return [f"{v.model}/{v.name}" for v in self.vendors.values() if v.tls_verify is False
+                and not (v.url if v.uses_simulator and not self.sim_url
+                         else v.resolved_url(self.sim_url)).startswith("http://")]
 
     def _start_line(self, run: RunState, options: RunOptions, samples: SampleSet) -> str:
         stress = None

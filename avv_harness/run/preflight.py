@@ -45,6 +45,7 @@ from avv_harness.wire.execute import (
     build_headers,
     build_request,
     endpoint_url,
+    vendor_session,
 )
 from avv_harness.wire.formats import FORMATS
 from avv_harness.wire.stream import stream_chat
@@ -217,7 +218,7 @@ def run_preflight(targets: Sequence[Target], samples: SampleSet | None, ctx: Exe
     started = time.monotonic()
 
     def one(target: Target) -> VendorCheck:
-        session = session_factory()
+        session = vendor_session(session_factory, target.vendor)
         try:
             return check_vendor(session, target.name, target.vendor, target.url, sample, ctx, redact, timeout_s)
         finally:

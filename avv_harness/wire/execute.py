@@ -18,6 +18,7 @@ import json
 import math
 import random
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
+from urllib3.exceptions import InsecureRequestWarning
 
 from avv_core.api_formats import ConversionError
 from avv_core.canonical import parses_as_json
@@ -46,7 +48,8 @@ from avv_harness.wire.sse import DEFAULT_MAX_EVENT_BYTES
 from avv_harness.wire.stream import stream_chat
 
 __all__ = ["RETRYABLE", "ExecContext", "ItemOutcome", "ItemRun", "RetryPolicy", "attempt_record", "build_body",
-           "build_headers", "build_request", "check_requests", "endpoint_url", "execute_item", "item_identity"]
+           "build_headers", "build_request", "check_requests", "endpoint_url", "execute_item", "item_identity",
+           "vendor_session"]
 
 
 @dataclass(frozen=True)
@@ -357,6 +360,22 @@ class ItemRun:
     sleep: Callable[[float], None] = time.sleep
     on_attempt: Callable[[Attempt], None] | None = None
     rng: random.Random | None = None
+
+
+def vendor_session(make_session: Callable[[], requests.Session], vendor: Vendor) -> requests.Session:
+    """A new HTTP session (``make_session``'s) for ``vendor``'s requests: its ``verify`` is the vendor's
+    ``tls_verify`` when that is set (False, or a CA file or folder), which both clients then use instead of
+    ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` (:func:`~avv_harness.wire.requests_transport.environment_settings`);
+    left as it is otherwise. Each user, and each pre-flight check, has its own session, of one vendor.
+
+    ``tls_verify: false`` is said once per run (:class:`~avv_harness.run.lifecycle.RunLifecycle`); urllib3's
+    ``InsecureRequestWarning``, which it prints on every request (its filter is "always"), is silenced then."""
+    session = make_session()
+    if vendor.tls_verify is not True:
+        session.verify = vendor.tls_verify
+    if vendor.tls_verify is False:
+        warnings.filterwarnings("ignore", category=InsecureRequestWarning)
+    return session
 
 
 def execute_item(run: ItemRun, *, step: int | None = None,

@@ -12,9 +12,10 @@ urllib3's ``wait_for_read(sock, 0)``) and dropped if it has either; bytes after 
 ``Content-Length`` or the last chunk) close it, so one item's bytes never reach another item. A reused connection
 that fails before any response byte, or answers ``408`` (the server's idle timeout fired as the request came in),
 is resent once on a fresh one (``stale_conn_retries``). Redirects are not followed (a 3xx is ``http_4xx``). TLS
-(issue 39) is read as plain TCP is, OpenSSL decrypting over memory buffers (:class:`Conn`); it verifies against
-requests' CA bundle (or ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``, or not at all when the session's ``verify`` is
-False), with one context per CA setting in the process and TLS sessions resumed across connections. A URL that a
+(issue 39) is read as plain TCP is, OpenSSL decrypting over memory buffers (:class:`Conn`); it verifies as the
+requests transport does: against the vendor's ``tls_verify`` CA file or folder, or not at all when that is false
+(the session's ``verify``), else ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` or requests' CA bundle, with one
+context per CA setting in the process and TLS sessions resumed across connections. A URL that a
 proxy from the environment serves, or a client certificate, goes through requests (:func:`handles`).
 """
 

@@ -120,10 +120,16 @@ class ResponseHead:
 
 def environment_settings(session: requests.Session, url: str) -> JSONObject:
     """Proxy / CA settings from the environment, looked up once per session and URL: requests scans
-    the whole environment on every call (~0.5 ms), which would sit on the hot path of every request."""
+    the whole environment on every call (~0.5 ms), which would sit on the hot path of every request.
+
+    ``verify``: a session's own ``verify`` other than True (a vendor's ``tls_verify``: False or a CA path,
+    :func:`~avv_harness.wire.execute.vendor_session`) is kept; otherwise ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``,
+    else True (certifi's bundle). Plain requests lets those variables replace a session's ``verify`` even when it is
+    False; a vendor's own setting is the more specific one, so here it wins."""
     cache = session.__dict__.setdefault("_avv_env_settings", {})
     if url not in cache:
-        cache[url] = session.merge_environment_settings(url, {}, True, None, None)
+        own = session.verify if session.verify is not True else None
+        cache[url] = session.merge_environment_settings(url, {}, True, own, None)
     return cache[url]
 
 
