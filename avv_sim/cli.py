@@ -77,12 +77,19 @@ def main(argv: list[str] | None = None) -> int:
     if bool(args.tls_cert) != bool(args.tls_key):
         print("avv-sim: error: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
+    tls = None
+    if args.tls_cert:
+        try:
+            tls = server_context(args.tls_cert, args.tls_key)
+        except OSError as exc:  # a missing or unreadable file, or one that is not PEM (ssl.SSLError)
+            print(f"avv-sim: error: --tls-cert {args.tls_cert} / --tls-key {args.tls_key}: cannot load the "
+                  f"certificate and its key ({exc.strerror or exc})", file=sys.stderr)
+            return 2
     from avv_sim.server import serve  # aiohttp is imported only once the config is known to be good
 
     try:
         asyncio.run(serve(profiles, host=args.host, port=args.port, truth_log=args.truth_log, gold=gold,
-                          agents=book.agents if book is not None else None,
-                          tls=server_context(args.tls_cert, args.tls_key) if args.tls_cert else None))
+                          agents=book.agents if book is not None else None, tls=tls))
     except OSError as exc:
         print(f"avv-sim: error: {exc}", file=sys.stderr)
         return 1

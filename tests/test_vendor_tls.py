@@ -1,7 +1,7 @@
 """A vendor's ``tls_verify`` (issue 39), in-process: what the config accepts and refuses (naming the file and the
 field), where a relative CA path is read from, and how the value reaches both clients (the user's session, whose
-``verify`` wins over ``REQUESTS_CA_BUNDLE``). tests/test_lean_tls.py runs both clients with it against the
-simulator's HTTPS."""
+``verify`` wins over ``REQUESTS_CA_BUNDLE``); and the simulator's ``--tls-cert/--tls-key`` refusing files it cannot
+load. tests/test_lean_tls.py runs both clients with the key against the simulator's HTTPS."""
 
 from __future__ import annotations
 
@@ -85,3 +85,18 @@ def test_the_vendor_setting_is_the_sessions_verify_and_wins_over_the_environment
         with vendor_session(requests.Session, vendor) as session:
             assert session.verify == tls
             assert environment_settings(session, URL)["verify"] == tls  # requests alone would take the variable
+
+
+@pytest.mark.parametrize("cert, message", [
+    ("missing.pem", "cannot load the certificate and its key (No such file or directory)"),
+    ("not-a-cert.txt", "cannot load the certificate and its key ([SSL]"),
+])
+def test_the_simulator_refuses_a_certificate_it_cannot_load_naming_the_files(tmp_path, capsys, cert, message):
+    from avv_sim.cli import main
+
+    (tmp_path / "not-a-cert.txt").write_text("this is no certificate\n")
+    cert_path, key_path = tmp_path / cert, tmp_path / "key.pem"
+    assert main(["--profile", "p", "--tls-cert", str(cert_path), "--tls-key", str(key_path)]) == 2
+    assert f"avv-sim: error: --tls-cert {cert_path} / --tls-key {key_path}: {message}" in capsys.readouterr().err
+    assert main(["--profile", "p", "--tls-cert", str(cert_path)]) == 2
+    assert "--tls-cert and --tls-key go together" in capsys.readouterr().err
