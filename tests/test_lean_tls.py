@@ -68,8 +68,8 @@ def body(n: int) -> bytes:
 
 @pytest.fixture(autouse=True)
 def no_ca_from_the_environment(monkeypatch):
-    """requests lets ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` override a session's ``verify`` (both clients do
-    as it does): the tests set the CA themselves."""
+    """``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` set the CA of a session that sets none (a vendor without
+    ``tls_verify``): the tests set the CA themselves."""
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
         monkeypatch.delenv(name, raising=False)
 
