@@ -16,6 +16,11 @@ then the failures of every shard and the wall time. The exit status is the first
 (pytest's: 1 tests failed, 2 interrupted, …), else 0. ``--update-durations`` writes the measured file durations
 back (after a full, passing run). Arguments not known here go to every pytest process (``-m "not e2e"``, ``-x``).
 
+A test that fails in either phase is run once more at the end, alone in one process (at most
+:data:`RERUN_LIMIT` of them: more failures than that is a breakage, not load). One that passes then is printed as
+load-sensitive and does not fail the run (its tolerance wants widening: the note says which); one that fails again
+fails the run as before. Collection errors and interrupted shards are never rerun.
+
 Before the first phase the project's modules are compiled once (:func:`compile_project`): with
 ``PYTHONDONTWRITEBYTECODE`` set, as on this project's machines, every Locust, simulator and ``avv-score`` process
 the suite starts (several hundred) would otherwise compile our ~220 modules from source again.
@@ -94,10 +99,26 @@ def failures(junit: Path) -> list[str]:
             if case.find("failure") is not None or case.find("error") is not None]
 
 
+#: At most this many failed tests are run again alone; more than this many failures is a breakage, not load.
+RERUN_LIMIT = 3
+
+
+def node_id(junit_name: str) -> str:
+    """A JUnit name (``tests.test_x.TestC::test_y[p]``) as pytest's node id (``tests/test_x.py::TestC::test_y[p]``):
+    the longest dotted prefix that is a file is the module, the rest are classes."""
+    classname, _, test = junit_name.partition("::")
+    parts = classname.split(".")
+    for cut in range(len(parts), 0, -1):
+        module = "/".join(parts[:cut]) + ".py"
+        if (ROOT / module).is_file():
+            return "::".join([module, *parts[cut:], test])
+    return junit_name
+
+
 def run_phase(work: Path, phase: int, shards: list[list[str]], options: list[str],
               started: float) -> tuple[int, list[str], dict[str, float]]:
     """Run one phase's shards at once; print each shard's output whole as it ends. Returns (the first non-zero
-    exit status other than 5, else 0; the failed node ids; seconds per file)."""
+    exit status other than 5 — any other than 1 before a 1 —, else 0; the failed node ids; seconds per file)."""
     running = []
     for i, files in enumerate(shards):
         name = f"phase{phase}-shard{i}"
@@ -116,7 +137,7 @@ def run_phase(work: Path, phase: int, shards: list[list[str]], options: list[str
         sys.stdout.flush()
         failed += failures(junit)
         measured.update(file_seconds(junit))
-        if code not in (0, 5) and status == 0:
+        if code not in (0, 5) and status in (0, 1):  # an interruption or a collection error outranks failures
             status = code
     return status, failed, measured
 
@@ -145,18 +166,31 @@ def main(argv: list[str] | None = None) -> int:
         if timed:
             phases.append(([timed], [*passthrough, "-m", "timing"]))
     status, failed, measured = 0, [], {}  # type: tuple[int, list[str], dict[str, float]]
+    codes: set[int] = set()
     for phase, (shards, options) in enumerate(phases, 1):
         print(f"tests.shards: phase {phase}/{len(phases)} ({' '.join(options[-2:]) if '-m' in options else 'all'}): "
               f"{sum(map(len, shards))} files in {len(shards)} pytest processes; logs in {work}", flush=True)
         code, names, seconds = run_phase(work, phase, shards, options, started)
         failed += names
+        codes.add(code)
         for path, secs in seconds.items():
             measured[path] = measured.get(path, 0.0) + secs
         if code not in (0, 5) and status == 0:  # 5: no test collected (a -m that selects none in a shard)
             status = code
+    load_sensitive: list[str] = []
+    if failed and codes - {0, 5} == {1} and len(failed) <= RERUN_LIMIT:  # 1: tests failed (no interruption, no
+        # collection error, in any shard)
+        print(f"tests.shards: running the {len(failed)} failed test(s) again, alone", flush=True)
+        code, again, _ = run_phase(work, len(phases) + 1, [[node_id(name) for name in failed]], passthrough,
+                                   started)
+        load_sensitive = [name for name in failed if name not in again]
+        failed, status = again, (code if code not in (0, 5) else 0)
     wall = time.monotonic() - started
     print(f"\ntests.shards: {len(phases)} phase(s), up to {args.jobs} processes, {wall:.0f} s wall; "
           + (f"{len(failed)} failed:\n  " + "\n  ".join(failed) if failed else "no test failed"))
+    if load_sensitive:
+        print(f"tests.shards: {len(load_sensitive)} test(s) failed under load and passed alone (load-sensitive: "
+              "widen what they assert):\n  " + "\n  ".join(load_sensitive))
     if args.update_durations:
         DURATIONS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(measured.items())}, indent=0) + "\n")
         print(f"tests.shards: wrote {DURATIONS.relative_to(ROOT)} ({len(measured)} files)")
