@@ -135,9 +135,10 @@ def test_a_conformance_run_resumes(conformance, tmp_path) -> None:
 
 
 def test_a_vendor_billing_a_quarter_more_is_flagged_in_a_plain_verify_run(tmp_path) -> None:
-    """The demo as shipped, one vendor reporting 1.25× the prompt tokens (the simulator's knob): flagged against the
-    ±5 % tolerance, its ratio the truth's; the other vendors not; pass@k and pass^k over two repeats."""
-    proc = run_locust(["--headless", "--avv-out", "out", "--avv-repeats", "2",
+    """The demo's vendors on its 32 hand-written conversations (the 400 samples would only cost time), one vendor
+    reporting 1.25× the prompt tokens (the simulator's knob): flagged against the ±5 % tolerance, its ratio the
+    truth's; the other vendors not; pass@k and pass^k over two repeats."""
+    proc = run_locust(["--headless", "--avv-out", "out", "--avv-repeats", "2", "--avv-samples", str(DEMO_SAMPLES),
                        "--avv-sim-set", "faithful:prompt_tokens_factor=1.25"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run_dir = only_run_dir(tmp_path / "out")

@@ -153,9 +153,9 @@ def test_the_vendors_tab_says_which_vendor_the_breaker_stopped(tmp_path):
 
 # ------------------------------------------------------------------------------------------- the terminal
 
-def _demo(tmp_path, *extra: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+def _demo(tmp_path, *extra: str, html: bool = True) -> tuple[subprocess.CompletedProcess, list[str]]:
     proc = subprocess.run(["avv-locust", "--headless", "--avv-out", "out", *extra],
-                          cwd=tmp_path, env=clean_env(html=True), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          cwd=tmp_path, env=clean_env(html=html), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=240)
     return proc, proc.stdout.splitlines()
 
@@ -187,7 +187,7 @@ def test_the_demo_ends_with_the_answer_in_under_40_plain_lines(tmp_path):
 def test_locust_tables_only_with_only_summary_and_before_the_decision(tmp_path):
     samples = tmp_path / "twelve.jsonl"
     samples.write_text("".join(DEMO_SAMPLES.read_text(encoding="utf-8").splitlines(keepends=True)[:12]))
-    proc, lines = _demo(tmp_path, "--avv-samples", str(samples), "--only-summary")
+    proc, lines = _demo(tmp_path, "--avv-samples", str(samples), "--only-summary", html=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "Response time percentiles" in proc.stdout and "Error report" in proc.stdout
     table = next(i for i, line in enumerate(lines) if line.startswith("Type ") and "# reqs" in line)
