@@ -56,12 +56,20 @@ def rows_with_trouble(vendor: str = "<b>noisy</b>") -> list[dict]:
     return rows
 
 
-@pytest.fixture()
-def scored(tmp_path):
-    samples = write_samples(tmp_path / "samples.jsonl")
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory):
+    """One run scored once with its report.html (the tests only read it: scoring and figures take seconds)."""
+    work = tmp_path_factory.mktemp("report_html")
+    samples = write_samples(work / "samples.jsonl")
     rows = [dict(r, repeat=rep) for rep in (1, 2) for r in baseline_rows() + vendor_rows()] + rows_with_trouble()
-    run = write_run(tmp_path / "run", rows, samples)
+    run = write_run(work / "run", rows, samples)
     return run, score_paths([run])
+
+
+def written_sections(run) -> dict[str, str]:
+    """The sections of the report.html the scoring wrote (the same as render_html(result) gives; only the header
+    with its time differs)."""
+    return sections((run / "report.html").read_text(encoding="utf-8"))
 
 
 @pytest.mark.integration  # scores a run and draws its figures: seconds
@@ -99,8 +107,8 @@ def test_report_html_is_self_contained_and_names_every_vendor_with_a_figure_per_
 
 @pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_errors_and_anomalies_are_counted_from_the_records(scored):
-    _, result = scored
-    block = sections(render_html(result))["errors"]
+    run, result = scored
+    block = written_sections(run)["errors"]
     header = re.search(r"<thead><tr>(.*?)</tr></thead>", block).group(1)
     columns = re.findall(r"<th[^>]*>(.*?)</th>", header)
     assert columns == ["Vendor", "Items", "error: http_429", "error: http_5xx", "error: truncated",
@@ -113,8 +121,8 @@ def test_errors_and_anomalies_are_counted_from_the_records(scored):
 
 @pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_repeat_spread_shows_each_repeat(scored):
-    _, result = scored
-    block = sections(render_html(result))["repeats"]
+    run, result = scored
+    block = written_sections(run)["repeats"]
     assert "One point per repeat" in block
     noisy = result.scores.set_index("vendor").loc["<b>noisy</b>"]
     assert noisy["n_repeats"] == 2 and f"{noisy['avg_ttft_ms_mean']:.4g} ±" in block
