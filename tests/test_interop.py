@@ -151,7 +151,8 @@ def test_baseline_results_options_and_errors(tmp_path):
     other.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = score_paths([run], baseline_results=[BaselineResults(str(other))], write=False)
     assert any("1 row(s) whose request's last user message differs" in w for w in result.warnings)
-    assert main([str(run), "--baseline-results", str(K2VV_FILE), "--out", str(tmp_path / "s"), "-q"]) == 0
+    assert main([str(run), "--baseline-results", str(K2VV_FILE), "--out", str(tmp_path / "s"), "-q",
+                 "--no-html"]) == 0
     assert json.loads((tmp_path / "s" / "scores.json").read_text())["baselines"] == {"m": "official"}
 
 
@@ -361,13 +362,15 @@ def test_cli_thresholds_preset_flags_and_report(tmp_path, capsys):
     run = make_run(tmp_path, [{**r, "is_baseline": True} for r in VENDOR_ROWS] + [{**r, "vendor": "w"}
                                                                                 for r in VENDOR_ROWS])
     out = tmp_path / "s"
-    assert main([str(run), "--thresholds", "k2vv", "--out", str(out), "-q"]) == 0
+    assert main([str(run), "--thresholds", "k2vv", "--out", str(out), "-q", "--no-html"]) == 0
     report = (out / "report.md").read_text()
     assert "Thresholds: preset `k2vv`: f1 ≥ 0.8" in report
     assert json.loads((out / "scores.json").read_text())["thresholds_preset"] == "k2vv"
-    assert main([str(run), "--thresholds", "minimax", "--min-f1", "0.5", "--out", str(out), "-q"]) == 0
+    assert main([str(run), "--thresholds", "minimax", "--min-f1", "0.5", "--out", str(out), "-q",
+                 "--no-html"]) == 0
     assert "preset `minimax with --min-f1 0.5`: f1 ≥ 0.5" in (out / "report.md").read_text()
-    assert main([str(run), "--thresholds", "k2vv", "--min-f1", "off", "--out", str(out), "-q", "--strict"]) == 0
+    assert main([str(run), "--thresholds", "k2vv", "--min-f1", "off", "--out", str(out), "-q", "--strict",
+                 "--no-html"]) == 0
     assert main(["thresholds", "minimax"]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["name"] == "minimax" and printed["thresholds"]["finish_tool_calls_rate"] == {

@@ -143,7 +143,7 @@ def test_baseline_run_reused_with_a_later_vendor_run(tmp_path, samples):
     base = write_run(tmp_path / "base_run", baseline_rows(), samples)
     later = write_run(tmp_path / "later_run", vendor_rows(), samples)
     out = tmp_path / "out"
-    result = score_paths([base, later], out_dir=out)
+    result = score_paths([base, later], out_dir=out, html=False)
     assert (out / "scores.csv").is_file()
     cheap = result.scores.set_index("vendor").loc["cheap"]
     assert cheap["f1"] == pytest.approx(0.8) and cheap["run_ids"] == "later_run"
@@ -200,10 +200,11 @@ def test_cli_scores_and_reports_bad_input_with_status_2(tmp_path, samples, capsy
     run = write_run(tmp_path / "run1", baseline_rows() + vendor_rows(), samples)
     out = tmp_path / "scores"
     assert main([str(run), "--out", str(out), "--min-success", "0.5", "--min-schema", "off", "--verdict",
-                 "point"]) == 0
+                 "point", "--no-html"]) == 0
     printed = capsys.readouterr().out
     assert re.search(r"\n  cheap +PASS ", printed) and (out / "report.md").is_file()
-    assert main([str(run), "--out", str(out), "--strict", "-q"]) == 7  # default thresholds: cheap FAILs (before: 1)
+    # default thresholds: cheap FAILs (before: 1)
+    assert main([str(run), "--out", str(out), "--strict", "-q", "--no-html"]) == 7
 
     assert main([str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err

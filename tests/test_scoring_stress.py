@@ -140,7 +140,7 @@ def test_write_stress_outputs_leaves_the_report_alone(tmp_path):
 def test_score_paths_on_a_stress_run_writes_one_report_with_the_stress_section(tmp_path):
     samples = write_samples(tmp_path / "samples.jsonl")
     run = write_stress_run(tmp_path / "run", samples=samples)
-    result = score_paths([run])
+    result = score_paths([run], html=False)  # report.html's stress section: tests/test_report_html.py
     assert result.stress is not None and not result.scores.empty
     assert {"stress.csv", "capacity.csv", "report.md", "scores.csv"} <= set(result.outputs)
     report = (run / "report.md").read_text(encoding="utf-8")

@@ -333,7 +333,8 @@ def test_cli_bootstrap_seed_and_verdict(tmp_path, capsys):
         for i in range(40):
             fh.write(json.dumps({"data_index": i, **body(i)}) + "\n")
     assert main([str(tmp_path / "records.csv"), "--samples", str(tmp_path / "samples.jsonl"), "--out",
-                 str(tmp_path / "a"), "-q", "--bootstrap", "200", "--seed", "3", "--verdict", "statistical"]) == 0
+                 str(tmp_path / "a"), "-q", "--bootstrap", "200", "--seed", "3", "--verdict", "statistical",
+                 "--no-html"]) == 0
     data = json.loads((tmp_path / "a" / "scores.json").read_text())
     assert data["statistics"] == {**StatsSettings().to_dict(), "resamples": 200, "seed": 3, "verdict": "statistical"}
     vendor = next(v for v in data["models"][0]["vendors"] if v["vendor"] == "v")
