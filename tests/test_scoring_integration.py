@@ -84,7 +84,7 @@ def test_scores_equal_truth(tmp_path):
     assert scores["irf"].idxmin() == "broken"
     # avv-score on the run folder reproduces the same table
     again = tmp_path / "again"
-    cli = subprocess.run([sys.executable, "-m", "avv_scoring.cli", str(run_dir), "--out", str(again)],
+    cli = subprocess.run([sys.executable, "-m", "avv_scoring.cli", str(run_dir), "--out", str(again), "--no-html"],
                          capture_output=True, text=True, timeout=120)
     assert cli.returncode == ExitStatus.VENDOR_BROKEN, cli.stderr  # "broken" is named as a broken setup
     assert "vendor broken (m) is a broken setup" in cli.stderr
