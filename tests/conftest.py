@@ -14,6 +14,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT))
+# pytest rewrites each test module's asserts on import and caches the result in tests/__pycache__, unless
+# PYTHONDONTWRITEBYTECODE is set (as on these machines): then every pytest process rewrote all ~180 modules again,
+# about 10 CPU-seconds. This process may keep its rewritten test modules; what it starts inherits the variable.
+sys.dont_write_bytecode = False
 
 
 TIERS = ("integration", "e2e")  # the unit tier is every test without one of these marks (README: Development)

@@ -17,6 +17,7 @@ def _import_graph():
     return bench_script("import_graph")
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_no_layering_violation_no_private_import_across_modules_no_cycle(capsys):
     assert _import_graph().main() == 0, capsys.readouterr().out
     out = capsys.readouterr().out

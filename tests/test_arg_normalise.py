@@ -203,6 +203,7 @@ def _vendor(result):
     return result.scores.set_index("vendor").loc["ven"]
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_scores_default_normalises_and_none_keeps_the_exact_figures():
     normal = _vendor(score_frame(_frame(), TOOLS, gold_by_sample=GOLDS))
     exact = _vendor(score_frame(_frame(), TOOLS, gold_by_sample=GOLDS, arg_normalise=ArgNormalisation.none()))

@@ -67,6 +67,7 @@ def test_a_question_with_gold_and_one_without():
     assert other is None and "not among the question's functions" in why
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_bfcl_mini_is_a_usable_sample_file():
     samples = load_samples(BFCL_MINI).samples
     assert 190 <= len(samples) <= 210
@@ -85,6 +86,7 @@ def test_bfcl_mini_is_a_usable_sample_file():
     assert (ROOT / "samples" / "bfcl-mini.NOTICE").read_text().count("Apache License") >= 1
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_the_documented_command_reproduces_bfcl_mini(tmp_path):
     folder = shared_path("datasets", "bfcl")
     command = re.search(r"avv-samples from-bfcl (\S+) --categories (\S+) --per-category (\d+) --out (\S+)", README)

@@ -82,6 +82,7 @@ def test_the_probes_cover_every_check_on_the_fixed_requests_and_the_first_sample
         Probe.of(s).line() for s in samples.samples]  # type: ignore[union-attr]
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_each_knob_fails_exactly_its_checks_and_a_faithful_vendor_none(probe_file: Path) -> None:
     profiles = {"reference": FAST, **{name: {**FAST, **knobs} for name, (knobs, _) in BREAKS.items()}}
     table = results(probe_file, profiles)
@@ -145,6 +146,7 @@ def test_messages_and_responses_vendors_get_the_checks_in_their_own_terms(probe_
     assert set(bad.loc[bad["vendor"] == "messages_bad", "check"]) == {"parallel_tool_calls_false", "stop"}
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_the_verdict_joins_the_conformance_failures(probe_file: Path) -> None:
     """Scored alone, a conformance run judges conformance_failures ≤ 0 and nothing else: the vendor with a failed
     check fails its verdict, the others pass whatever their probes' success rate (the out-of-range probes fail on
@@ -163,6 +165,7 @@ def test_the_verdict_joins_the_conformance_failures(probe_file: Path) -> None:
     assert not result.conformance.empty and set(result.conformance["vendor"]) == {"reference", "faithful", "overbills"}
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_verify_rows_are_scored_without_the_probes_and_the_bound_is_judged(probe_file: Path) -> None:
     """A verify run scored together with a conformance run: the metrics are the samples' (the probes are left out of
     them), and conformance_failures is judged."""

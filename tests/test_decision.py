@@ -205,6 +205,7 @@ def _run(tmp_path, vendors: dict[str, str]):
     return write_run(tmp_path / "run", rows, samples)
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_exit_status_broken_fail_inconclusive_and_allowed(tmp_path, capsys):
     run = _run(tmp_path, {"base": "good", "dead": "dead", "few": "few"})
     result = score_paths([run], write=False, stats=FAST)

@@ -36,6 +36,7 @@ def our_options(register=locust_plugin.add_arguments) -> list[str]:
     return [name for name in names if name.startswith("--avv")]
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 @pytest.mark.parametrize(("path", "name"), [(p, name) for p, blocks in PAGES.items() for name in blocks])
 def test_every_generated_block_is_what_the_code_renders(path, name):
     assert block(page(path), name) == PAGES[path][name](), f"out of date: python -m avv_harness.docs ({path}: {name})"

@@ -73,6 +73,7 @@ def billing_rows(vendor_tokens: list[int | None]) -> list[dict]:
     return rows
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_billing_honesty_ratio_spread_and_flag() -> None:
     rows = billing_rows([125, 125, 125, 100, None])  # the last item reports no usage: not paired
     rows.append(record(vendor="v", sample_id="9", status="failed", prompt_tokens=999, total_tokens=1009))

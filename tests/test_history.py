@@ -101,6 +101,7 @@ def _run_folder(tmp_path: Path) -> Path:
     return write_run(tmp_path / "run", hr.run_rows(2, 5, samples=20), samples=samples)
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_the_history_reads_back_the_scores_avv_score_writes_and_history_add_is_idempotent(tmp_path, capsys):
     run = _run_folder(tmp_path)
     db = tmp_path / "h.sqlite"
@@ -151,6 +152,7 @@ def test_item_outcomes_follow_the_records():
 # --------------------------------------------------------------------------- the tests between runs
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_other_sample_sets_are_compared_on_the_common_ids(tmp_path):
     conn = connect(tmp_path / "h.sqlite")
     for run, samples in ((1, 40), (2, 30)):
@@ -163,6 +165,7 @@ def test_other_sample_sets_are_compared_on_the_common_ids(tmp_path):
 # ------------------------------------------------------------------------------------- outputs and CLI
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_trend_outputs_show_every_run_and_the_flagged_changes(history):
     trend = compute_trend(connect(history, create=False), TrendOptions(metrics=("f1", "ttft_p50_ms")))
     assert {(r["run_index"], r["vendor"], r["test"]) for r in trend.flagged().to_dict("records")} >= \
@@ -184,6 +187,7 @@ def readme_queries() -> dict[str, str]:
     return {b.splitlines()[0].removeprefix("-- ").strip(): b for b in blocks if b.startswith("-- ")}
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_readme_query_f1_per_week(history):
     query = readme_queries()["every vendor's F1 per week"]
     rows = sqlite3.connect(history).execute(query).fetchall()
@@ -194,6 +198,7 @@ def test_readme_query_f1_per_week(history):
     assert f1[("2026-00", "official")] == 1.0
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_readme_query_samples_that_flipped(history):
     query = readme_queries()["the samples on which a vendor flipped between two runs"]
     rows = sqlite3.connect(history).execute(query, {"vendor": "flipper", "before": "s0-r4", "after": "s0-r5"}) \
@@ -241,6 +246,7 @@ def test_readme_nightly_conf_sets_the_budget_and_the_history(tmp_path):
 # ------------------------------------------------------------------------------------------ verdict changes
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_a_verdict_that_becomes_fail_is_reported_and_gated_on(tmp_path, capsys):
     """PASS (an older run's lower-case "pass"), PASS, then FAIL: trend reports the verdict change with its reasons,
     and --fail-on-regression exits 5 on it even with no flagged metric change."""

@@ -116,6 +116,7 @@ def test_a_worker_refused_before_the_start_leaves_the_master_waiting_for_a_match
         quit_all(*(e for e in (good_env, bad_env, master_env) if e is not None))
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_a_master_whose_only_worker_is_refused_mid_run_ends_the_run(tmp_path):
     """Before: a worker whose every record failed on the master (another version) left the master waiting until
     killed. After: its records are refused, it is refused after MAX_BAD_RECORDS of them and stops, and the
@@ -138,6 +139,7 @@ def test_a_master_whose_only_worker_is_refused_mid_run_ends_the_run(tmp_path):
      ["its version differs", "avv-locust: worker 0.0.9", "protocol: worker 1, master 4"]),
     ("samples", {"samples": "f" * 64}, ["its samples differ (sha256: worker ffffffffffff…"]),
 ])
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_a_worker_of_another_version_or_samples_is_refused_naming_the_part(tmp_path, monkeypatch, part, change,
                                                                            expected):
     """Before: a worker of another version was handed items, every record it sent failed on the master
@@ -335,6 +337,7 @@ def test_give_back_releases_only_what_the_sender_holds(tmp_path):
         quit_all(master_env)
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_a_worker_that_never_presents_an_identity_gets_no_items(tmp_path, caplog):
     """Before: any client on the master port that sent avv_want got items (with their request bodies).
     After: a node that has not presented a matching identity is asked to present it and gets none."""

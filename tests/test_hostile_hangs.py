@@ -243,6 +243,7 @@ def test_an_alias_bomb_in_a_vendor_config_is_refused_naming_file_and_line(tmp_pa
     assert time.monotonic() - started < 1.0
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_every_yaml_the_project_reads_has_the_limit(tmp_path):
     """Simulator profiles (a file and --set) and threshold files go through the same loader."""
     bomb = tmp_path / "bomb.yaml"
@@ -301,6 +302,7 @@ NESTED_RANGES = "{% for i in range(100000) %}{% for j in range(100000) %}{% endf
     ("{% macro f(n) %}{{ f(n) ~ f(n) }}{% endmacro %}{{ f(1) }}", "recursion too deep"),
     ("{% for x in [1, 2] recursive %}{{ loop([1, 2]) }}{% endfor %}", "recursion too deep"),
 ])
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_a_template_over_a_limit_stops_with_an_error_naming_it(tmp_path, body, limit):
     path = tmp_path / "evil.jinja"
     path.write_text(body, encoding="utf-8")

@@ -78,6 +78,7 @@ def test_a_writer_locked_out_gets_an_input_error_that_says_locked_and_the_histor
     assert _run_ids(path) == ["s0-r1"]
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_a_write_through_a_read_only_handle_says_read_only(tmp_path):
     path = _history(tmp_path / "h.sqlite", runs=1)
     read_only = sqlite3.connect(f"file:{path}?mode=ro", uri=True)  # what SQLite falls back to on a 0444 file
@@ -90,6 +91,7 @@ def test_a_write_through_a_read_only_handle_says_read_only(tmp_path):
     assert _run_ids(path) == ["s0-r1"]
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_a_full_disk_says_full_and_rolls_the_run_back(tmp_path):
     path = _history(tmp_path / "h.sqlite", runs=1)
     with pytest.raises(InputError) as caught, open_history(path) as conn:
@@ -108,6 +110,7 @@ def _page_of(path: Path, table: str) -> int:
         return raw.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 @pytest.mark.parametrize("where, parts", [("runs", CORRUPTED), ("header", NOT_SQLITE)])
 def test_a_corrupted_history_fails_trend_and_add_with_exit_2_and_what_to_do(tmp_path, capsys, where, parts):
     """The runs table's page overwritten (both commands read it first), or the file's header."""
@@ -135,6 +138,7 @@ def test_an_error_pandas_wraps_is_translated_too(tmp_path):
     _says(str(caught.value), path, CORRUPTED)
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_a_run_left_out_of_the_history_is_a_closing_line_problem_not_a_traceback(tmp_path, monkeypatch, caplog):
     path = _history(tmp_path / "h.sqlite", runs=1)
     result, manifest = hr.scored_run(0, 2, samples=20, resamples=0)

@@ -164,6 +164,7 @@ def test_csv_cells_are_neutralised_reversibly_and_numbers_stay_numbers(cell, wri
     assert restore_frame(out.astype({"number": str}))["text"].tolist() == [cell]
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_disagreements_scores_and_repeats_csv_hold_no_formula_and_read_back_exactly(hostile, tmp_path):
     """Before: disagreements.csv wrote cells beginning with =HYPERLINK(, @SUM(, + and - from vendor names,
     sample ids, tool calls and answers; scores.csv the vendor names as they were."""

@@ -321,6 +321,7 @@ def test_a_hostile_vendor_cannot_stall_a_well_behaved_one_in_the_same_process(ve
     assert 1.5 <= flood_s < 2.5, flood_s
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_max_request_s_holds_inside_one_huge_event(server):
     """The total cap is checked on every read, also while one event (here a single line, the limit raised
     to 1 GiB) keeps growing: `timeout` at the cap, not when the event ends."""

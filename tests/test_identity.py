@@ -161,6 +161,7 @@ def _row(result, vendor: str) -> dict:
     return next(r for r in result.scores.to_dict("records") if r["vendor"] == vendor)
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_twins_are_same_and_another_word_distribution_differs():
     result = _score({"base": {**KNOBS, "seed": 1}, "twin": {**KNOBS, "seed": 2},
                      "other": {**KNOBS, "seed": 3, "answer_shift_rate": 1.0}}, 20, 4)
@@ -189,6 +190,7 @@ def test_twins_are_same_and_another_word_distribution_differs():
     ("too few prompts", f"too few prompts: 4 with 2 or more answers from the vendor and from the baseline (needs "
                         f"{MIN_PROMPTS})"),
 ])
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_untested_says_why(kind, why):
     samples, repeats, temperature = {"no repeats": (12, 1, 0.7), "temperature 0": (12, 3, 0.0),
                                      "too few prompts": (4, 3, 0.7)}[kind]

@@ -308,6 +308,7 @@ def test_presets_are_the_published_numbers():
     assert preset("none").checks() == [] and set(PRESETS) == {"avv", "k2vv", "k2vv-thinking", "minimax", "none"}
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_minimax_preset_on_scored_vendors():
     """Two vendors' records through score_frame, on samples marked as MiniMax's set: one meets every MiniMax bound,
     one breaks the band."""

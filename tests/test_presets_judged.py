@@ -122,6 +122,7 @@ def _verdicts(result):
     return result.scores.set_index("vendor")[["verdict", "verdict_reasons"]].to_dict("index")
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 @pytest.mark.parametrize("name", [p for p in PRESETS if p != "none"])
 def test_baseline_passes_its_preset_and_a_vendor_below_each_bound_fails(name):
     thresholds = preset(name)
@@ -153,6 +154,7 @@ def test_minimax_on_the_demo_as_it_ships():
     assert "Not judged (reported without a verdict): finish_tool_calls_rate (" in render_markdown(result)
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_the_band_is_judged_on_samples_marked_as_minimax_or_with_an_explicit_band():
     ftr = _score({}, Thresholds.none()).scores.set_index("vendor").loc["reference", "finish_tool_calls_rate"]
     marked = _score({"few_calls": BELOW["finish_tool_calls_rate"]}, preset("minimax"), mark="minimax")
@@ -166,6 +168,7 @@ def test_the_band_is_judged_on_samples_marked_as_minimax_or_with_an_explicit_ban
     assert "finish_tool_calls_rate" in explicit["few_calls"]["verdict_reasons"]
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_metric_the_samples_cannot_produce_is_not_judged_but_a_vendor_missing_it_fails():
     thresholds = Thresholds.none().with_bound("gold_args_accuracy", "min", 0.9).with_bound("task_completion_rate",
                                                                                            "min", 0.5)

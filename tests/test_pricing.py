@@ -88,6 +88,7 @@ def _rows():
     return records_frame(rows)
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_cost_per_item_is_compared_on_the_items_every_vendor_answered():
     scores = score_frame(_rows(), None).scores.set_index("vendor")
     assert scores.loc["a", "avg_cost"] == pytest.approx(0.002) and scores.loc["b", "avg_cost"] == pytest.approx(0.002)
@@ -98,6 +99,7 @@ def test_cost_per_item_is_compared_on_the_items_every_vendor_answered():
     assert unpriced["avg_cost"].isna().all() and unpriced["cost_spent"].isna().all()  # missing, never 0
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_cost_is_an_irf_input_only_when_asked():
     frame = _rows().assign(cost=[0.001, 0.001, 0.001, 0.009, 0.009, 0.009])
     default = score_frame(frame, None)
@@ -131,6 +133,7 @@ def test_the_priced_demo_costs_what_the_simulator_counted(tmp_path):
     assert "demo-model  cost" in proc.stdout
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_the_cost_section_renders_the_same_table_everywhere_and_only_with_prices():
     from avv_scoring.report.sections.cost import SECTION
 

@@ -118,6 +118,7 @@ def stress_levels():
     return stress_result(records_frame(rows), settings)
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_the_level_table_is_one_declaration_for_report_md_report_html_and_the_web_ui():
     result = stress_levels()
     md = stress_section.render_stress_markdown(result)

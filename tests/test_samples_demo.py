@@ -183,6 +183,7 @@ def test_the_embedded_demo_is_what_make_demo_writes_and_begins_with_the_conversa
     assert (DEMO_PATH.parent / "demo.jsonl").resolve() == EMBEDDED.resolve()  # samples/demo.jsonl links to it
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_the_embedded_demo_has_400_valid_samples_with_gold():
     demo = load_samples(EMBEDDED).samples
     assert [s.sample_id for s in demo] == [str(n) for n in range(1, 401)]

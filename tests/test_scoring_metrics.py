@@ -253,6 +253,7 @@ def test_unknown_status_counts_as_failure():
     assert M.success_rate(frame)["success_rate"] == 0.5
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_vectorised_per_repeat_equals_the_per_repeat_loop():
     """The groupby per-repeat table equals calling every metric on each repeat's rows (issue 16)."""
     import random

@@ -176,6 +176,7 @@ def test_no_sample_file_known(tmp_path):
         score_paths([run], write=False)
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_baseline_resolution(tmp_path, samples):
     rows = [{**r, "is_baseline": False} for r in baseline_rows()] + vendor_rows()
     none = write_run(tmp_path / "none", rows, samples)

@@ -44,6 +44,7 @@ def _frames():
     return frame[frame["vendor"] == "ven"], frame[frame["vendor"] == "base"]
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 @pytest.mark.parametrize("function", FUNCTIONS, ids=lambda f: f.name)
 def test_each_function_returns_exactly_the_columns_it_declared(function):
     rows, base = _frames()

@@ -133,6 +133,7 @@ def test_seeded_reruns_reproduce_and_zero_resamples_leave_intervals_missing():
     assert none["f1_ci_low"] == a["v"]["f1_ci_low"]  # nor does a proportion's Wilson interval
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_the_shortcut_equals_score_frame():
     frame, _ = sim_records({"ref": {"self_flip_rate": 0.1}, "v": {"flip_rate": 0.1, "seed": 2}}, "ref", 40, 2)
     full = score_frame(frame, None).scores.set_index("vendor")
@@ -152,6 +153,7 @@ def test_repeats_stay_together_in_the_bootstrap():
     assert a["mcnemar_p"] == b["mcnemar_p"]  # copies of a sample's pairs are one piece of evidence
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_mcnemar_with_one_repeat_is_the_exact_test_on_the_discordant_pairs():
     frame, truth = sim_records({"ref": {"tool_call_rate": 0.7}, "v": {"tool_call_rate": 0.7, "flip_rate": 0.15,
                                                                         "seed": 9}}, "ref", 150, 1)
@@ -189,6 +191,7 @@ def test_profiles_identical_to_the_reference_are_not_flagged_in_90_percent_of_20
     assert exact["a"]["mcnemar_p"] == exact["b"]["mcnemar_p"] == 1.0
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_flips_that_mostly_drop_calls_give_a_small_mcnemar_p():
     """tool_call_rate 0.8, flip_rate 0.1, 400 samples: most flips turn a call into no call → mcnemar_p < 0.01."""
     frame, truth = sim_records({"ref": {"tool_call_rate": 0.8},
@@ -200,6 +203,7 @@ def test_flips_that_mostly_drop_calls_give_a_small_mcnemar_p():
     assert row["mcnemar_p"] < 0.01
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_symmetric_flips_are_silent_for_mcnemar_but_not_for_the_noise_test():
     """tool_call_rate 0.5, flip_rate 0.2, 3 repeats, a reference that does not flip with itself: flips add as many
     calls as they drop (mcnemar_p large) but happen far more often than the reference disagrees with itself
@@ -296,6 +300,7 @@ def test_rank_stability_names_a_clear_winner():
         assert sum(float(x) for x in parts.values()) == pytest.approx(1.0), v
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_sample_size_shrinks_with_more_samples():
     small, _ = sim_records({"ref": {}, "v": {"flip_rate": 0.1, "seed": 2}}, "ref", 50, 1, prefix="a")
     large, _ = sim_records({"ref": {}, "v": {"flip_rate": 0.1, "seed": 2}}, "ref", 400, 1, prefix="a")

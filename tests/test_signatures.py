@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.builders import bench_script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -15,6 +17,7 @@ def _signatures():
     return bench_script("signatures")
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_no_new_public_function_over_six_parameters_without_a_reason(capsys):
     assert _signatures().main() == 0, capsys.readouterr().out
 

@@ -160,6 +160,7 @@ def test_reasoning_only_rate() -> None:
     assert all(not pl.tool_calls and {c.kind for c in pl.chunks} == {"reasoning"} for pl in only)
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_language_drift_rate_writes_the_content_in_another_script() -> None:
     from avv_sim import writing_systems as scripts
 

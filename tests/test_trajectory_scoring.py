@@ -195,6 +195,7 @@ def test_the_vendors_tab_adds_trajectory_columns_only_for_agent_samples():
     assert agent[-3:] == plain[-3:] == ["anomalies", "irf", "verdict"]
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_scores_of_the_live_board_match_the_file_for_trajectories(tmp_path):
     """The live view scores in-memory rows with the samples' gold, as avv-score scores the file."""
     from avv_core.records import COLUMN_NAMES, to_csv_row

@@ -149,6 +149,7 @@ def test_429_retry_after_parsed_and_absent(server):
     assert rec["error_kind"] == "http_429" and att.retry_after_s is None
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_header_timeout_and_stall_midstream(server):
     att, rec = run(server, "slowhead", [1.0, headers(), ROLE], read_timeout=0.3)
     assert rec["error_kind"] == "timeout" and "headers" in rec["error_detail"]
@@ -303,6 +304,7 @@ def test_a_request_carrying_a_framing_header_is_the_clients_error(server, name):
     assert att.error_kind == "client_error" and "written by the client itself" in att.error_detail
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_a_timeout_names_the_limit_that_ran_out(server):
     """Before: with max_request_s below timeout_s, a silent vendor got "no response headers within <timeout_s>s"
     from both clients although max_request_s had run out (the idle bound was min(timeout_s, max_request_s)); a

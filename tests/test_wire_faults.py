@@ -495,6 +495,7 @@ def test_every_case_of_the_table_has_a_script_and_every_script_a_case():
     assert set(CASES) == set(BY_NAME)
 
 
+@pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 @pytest.mark.usefixtures("wire_client")  # once per client (tests/wire_clients.py)
 @pytest.mark.parametrize("name", list(BY_NAME))
 def test_the_client_does_what_the_table_says(server, name):
