@@ -47,8 +47,9 @@ def vendor_answer(request) -> tuple:
 
 
 def paced_answer(request) -> tuple:
-    """vendor_answer, 60 ms slower: a run lasts seconds, so the live view is seen mid-run."""
-    gevent.sleep(0.06)
+    """vendor_answer, 150 ms slower: a run lasts several seconds, so the live view is seen mid-run even when a
+    loaded machine delays the live scoring (with 60 ms the run could end before the first live scores)."""
+    gevent.sleep(0.15)
     return vendor_answer(request)
 
 
