@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from avv_core.errors import InputError
+from avv_core.items import ItemKey
 from avv_core.json_input import parse_json
 from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.language import last_user_text
@@ -81,10 +82,9 @@ def _calls(message: JSONMapping) -> list[JSONObject]:
     return out
 
 
-def baseline_record(row: JSONMapping, model: str, vendor: str, sample_id: str, repeat: int, run_id: str,
-                    expected_language: str | None) -> Record:
-    """One results row as a record of the baseline vendor. A row whose ``status`` is not ``success`` is a
-    failed record (``imported_failure``): it counts as a failure everywhere, never as an answer."""
+def baseline_record(row: JSONMapping, key: ItemKey, run_id: str, expected_language: str | None) -> Record:
+    """One results row as the record of the baseline vendor's item ``key``. A row whose ``status`` is not
+    ``success`` is a failed record (``imported_failure``): it counts as a failure everywhere, never as an answer."""
     ok = row.get("status") == STATUS_SUCCESS
     message, finish = _message(row)
     calls = _calls(message) if ok else []
@@ -97,8 +97,8 @@ def baseline_record(row: JSONMapping, model: str, vendor: str, sample_id: str, r
     duration = row.get("duration_ms")
     error = (row.get("response") or {}).get("error") if not ok else None
     return Record({
-        "run_id": run_id, "model": model, "vendor": vendor, "is_baseline": True, "sample_id": sample_id,
-        "repeat": repeat, "started_at": row.get("last_run_at") if isinstance(row.get("last_run_at"), str) else None,
+        "run_id": run_id, "model": key.model, "vendor": key.vendor, "is_baseline": True, "sample_id": key.sample_id,
+        "repeat": key.repeat, "started_at": row.get("last_run_at") if isinstance(row.get("last_run_at"), str) else None,
         "status": STATUS_SUCCESS if ok else STATUS_FAILED,
         "error_kind": None if ok else "imported_failure",
         "error_detail": None if ok else str(error or row.get("status"))[:500],
@@ -178,8 +178,8 @@ def add_baseline_results(records: pd.DataFrame, inputs: Sequence[RunInput], spec
                 sample_id = line_to_id.get(row["data_index"], str(row["data_index"]))
                 if prompts and _user_text_differs(row, prompts.get(sample_id)):
                     mismatched += 1
-                rows.append(baseline_record(row, model, name, sample_id, repeat, f"baseline:{os.path.basename(path)}",
-                                            languages.get(sample_id)))
+                rows.append(baseline_record(row, ItemKey(model, name, sample_id, repeat),
+                                            f"baseline:{os.path.basename(path)}", languages.get(sample_id)))
             if mismatched:
                 warnings.append(f"{path}: {mismatched} row(s) whose request's last user message differs from the "
                                 "sample with the same data_index (is the results file from another sample set?)")

@@ -239,7 +239,13 @@ def _side(low: float, high: float, kind: str, limit: float) -> str:
 def judge_bound(column: str, kind: str, limit: float, row: JSONMapping, evidence: Mapping[str, Evidence],
                 mode: str = "interval", level: float = DEFAULT_CONFIDENCE) -> BoundDecision:
     """One bound of one vendor (module docstring): ``row`` = its scores (point values, ``<m>_ci_low`` /
-    ``_ci_high``), ``evidence`` = :func:`vendor_evidence` of its rows."""
+    ``_ci_high``), ``evidence`` = :func:`vendor_evidence` of its rows.
+
+    Why so many parameters: ``column``, ``kind`` and ``limit`` are one bound as
+    :meth:`~avv_scoring.verdict.Thresholds.checks` yields it, ``row`` and ``evidence`` the vendor's scores and the
+    evidence under them, and ``mode`` / ``level`` keyword options with defaults; :func:`decide` and the tests judge
+    single bounds from plain values this way.
+    """
     m: Metric | None = metric(column) if is_metric(column) else None
     raw = row.get(column)
     value = math.nan if raw is None or is_missing(raw) else float(raw)
@@ -288,7 +294,12 @@ def judge_margin(column: str, margin: float, row: JSONMapping, evidence: Mapping
     its own behaviour). The difference vendor − baseline gets Newcombe's interval from the two Wilson intervals;
     PASS when it lies wholly above −δ (below +δ for a lower-is-better metric), FAIL when wholly below, else
     INCONCLUSIVE. The baseline itself meets it. ``baseline`` = its scores row and evidence (None: the vendor is
-    the baseline)."""
+    the baseline).
+
+    Why so many parameters: as :func:`judge_bound`'s: ``column`` and ``margin`` are one margin as
+    :meth:`~avv_scoring.verdict.Thresholds.margins` yields it, ``row`` / ``evidence`` the vendor's scores, ``baseline``
+    the baseline's, and ``mode`` / ``level`` keyword options with defaults.
+    """
     kind = "min" if metric(column).better == "higher" else "max"
     limit = -margin if kind == "min" else margin
     if baseline is None:
@@ -401,7 +412,13 @@ def decide(row: JSONMapping, evidence: Mapping[str, Evidence], thresholds: Thres
     """One vendor's verdict under ``thresholds`` (already the bounds judged for its model, agreement bounds removed
     in ``statistical`` mode): each bound (:func:`judge_bound`), each margin against the baseline
     (:func:`judge_margin`; ``baseline`` = its row and evidence, None when this vendor is the baseline), then the
-    noise tests in ``statistical`` mode."""
+    noise tests in ``statistical`` mode.
+
+    Why so many parameters: after the vendor (``row``, ``evidence``) and its ``thresholds`` come the
+    three judging settings (``mode`` = --verdict, ``level`` = --confidence, ``alpha`` = the noise tests' level) and the
+    baseline, each with a default, so the tests and ``bench/calibration.py`` decide from a row and thresholds alone;
+    the scoring passes its StatsSettings' three.
+    """
     judged = "point" if mode == "point" else "interval"
     bounds = tuple(judge_bound(column, kind, limit, row, evidence, judged, level)
                    for column, kind, limit in thresholds.checks())

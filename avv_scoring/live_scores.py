@@ -82,7 +82,12 @@ def score_live(frame: pd.DataFrame, tools_by_sample: ToolsBySample | None, sourc
     """Score the records so far as ``avv-score RUN_DIR`` would (InputError as :func:`score_frame`, e.g. while
     the baseline vendor has no record yet); ``gold_by_sample`` = the samples' gold labels and agent tasks;
     ``probes`` = a conformance run's probes; ``thresholds`` and ``stats`` = the run's ``--avv-thresholds``,
-    ``--avv-verdict`` and ``--avv-confidence`` (the decision so far follows the run's own rule)."""
+    ``--avv-verdict`` and ``--avv-confidence`` (the decision so far follows the run's own rule).
+
+    Why so many parameters: after the records (``frame``, ``source``) they are :func:`score_frame`'s
+    options the web UI's live board has for its run (tools, gold, probes, thresholds, stats), each defaulted and passed
+    on as they are.
+    """
     result = score_frame(prepare(frame, source), tools_by_sample, gold_by_sample=gold_by_sample, probes=probes,
                          thresholds=thresholds, stats=stats)
     return replace(result, inputs=(source,) if source else ())

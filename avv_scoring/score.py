@@ -281,6 +281,11 @@ def score_frame(
     other samples are scored with them (a conformance run scored alone: its probes are all there is, and only
     ``conformance_failures`` is judged). ``billing`` = the prompt-token tolerance per model (flagged ratios are
     warnings; conformance's token checks).
+
+    Why so many parameters: ``records`` and ``tools_by_sample`` are the input; the nine options, each with
+    a default, come from three places once the files are read (the :class:`~avv_scoring.entrypoints.ScoreRequest`'s
+    judging options, the sample file's tables, the baseline after imported results), and the live board
+    (:func:`~avv_scoring.live_scores.score_live`) and the tests pass only the few they set.
     """
     stats = stats if stats is not None else StatsSettings()
     billing = billing if billing is not None else BillingTolerance()

@@ -82,7 +82,12 @@ def plan_request(profile: Profile, body: JSONObject, ex: Exchange, attempt: int,
     """The plan for a chat body, or for the chat body a completions prompt / Messages / Responses request was made
     from (the same decision key, gold and agent task, hence the same decisions), with the dialects applied: a
     completions answer in text, the ``require_reasoning_content`` check (chat) and the ``broken_template``
-    quirk's fenced calls (``ex.text_tool_calls``). Messages' tool-call ids are spelled ``toolu_…``."""
+    quirk's fenced calls (``ex.text_tool_calls``). Messages' tool-call ids are spelled ``toolu_…``.
+
+    Why so many parameters: it is the server's one call per request: the vendor's ``profile``, the
+    request (``body``, its :class:`Exchange` ``ex``, ``attempt``, ``repeat``) and the simulator's two books (``gold``,
+    ``agents``), each held by a different part of the server.
+    """
     if ex.endpoint == COMPLETIONS:
         view, prompt = dialects.completion_view(body)
         ex.decision_key = key = decision_key(view)

@@ -169,6 +169,11 @@ def start_simulator(
     PEM files: serve HTTPS (``--tls-cert``); without it, ``AVV_SIM_TLS_CERT`` and ``AVV_SIM_TLS_KEY`` from the
     environment do the same, so a benchmark can give a Locust run a TLS simulator (``bench/measure.py --tls``).
     Raises :class:`SimulatorError` (with the child's stderr) if it exits or is not ready in ``timeout`` s.
+
+    Why so many parameters: after ``config_path`` every one is keyword-only with a default and is one
+    option of ``python -m avv_sim`` (``--truth-log``, ``--port``, ``--host``, ``--gold``, ``--set``,
+    ``--tls-cert`` / ``--tls-key``), the in-memory ``profiles`` or the wait for the ready line (``timeout``); callers
+    name the few they set.
     """
     tmpdir = None
     if config_path is not None and profiles is None:

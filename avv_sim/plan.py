@@ -212,7 +212,12 @@ def agent_step(profile: Profile, agent: AgentEntry | None, body: JSONMapping, re
 def plan_calls(profile: Profile, req: RequestView, decision: Decision, step: AgentStep | None,
                gold: GoldEntry | None, h: str, attempt: int) -> CallPlan:
     """The calls of a response that calls: the agent step's or the reference's, with this profile's deviations
-    and call form."""
+    and call form.
+
+    Why so many parameters: one of :func:`make_plan`'s named steps, called from it only: the results of
+    its earlier steps (the read request, the decision, the agent step, the gold labels) and the inputs of every draw
+    (``profile``, ``h``, ``attempt``).
+    """
     if step is not None:
         reference = agent_calls(step, req.tools, h)
     else:
@@ -278,7 +283,12 @@ def answer_body(profile: Profile, h: str, language: Language, step: AgentStep | 
     """A response without calls: the agent task's answer, else words in the content's script
     (:func:`~avv_sim.behaviour.answer_words`: sampled per ``repeat`` unless ``greedy``; none for a reasoning-only
     response); with a ``response_format``, JSON: an object holding words (``json_object``) or a value generated
-    from the schema (``json_schema``)."""
+    from the schema (``json_schema``).
+
+    Why so many parameters: one of :func:`make_plan`'s named steps, called from it only: the plan so far
+    (``language``, ``step``, ``decision``, the request's ``response_format``) and the inputs of the answer's draws
+    (``profile``, ``h``, ``repeat``, ``greedy``).
+    """
     final = step.answer_text if step is not None and step.action == "answer" and not decision.flipped else None
     if language.content_script is None:
         return Body([], "stop")
@@ -304,7 +314,12 @@ def make_plan(profile: Profile, body: JSONMapping, attempt: int, h: str | None =
     ``answer_shift_rate`` draws); ``agent`` = the agent
     task the request is a step of (:mod:`.agent`; with tools and ``tool_choice`` auto); ``endpoint`` = ``chat``,
     ``completions``, ``messages`` or ``responses`` (which quirks may apply: :data:`avv_sim.quirks.SURFACE_OF`).
-    Raises :class:`RequestError` for malformed bodies."""
+    Raises :class:`RequestError` for malformed bodies.
+
+    Why so many parameters: ``profile``, ``body`` and ``attempt`` are the request; the other five are
+    options with defaults that only some callers have (the decision key, the gold labels, the repeat, the agent task,
+    the endpoint), and the tests plan a request from the first three or four.
+    """
     h = h or decision_key(body)
     body, ignored = honoured_view(profile, body)
     req = read_request(profile, body)

@@ -54,7 +54,12 @@ def knob(default: Any, doc: str, *, check: Check | None = None, choices: tuple[s
     ``choices`` = its allowed values; ``truth`` = the truth-log key that shows its effect (a field of
     :class:`avv_sim.truth.TruthRecord`, with ``.key`` / ``[].key`` for a part of it); ``shares_draw`` = the
     name of one draw it is partitioned with (their sum must not exceed 1); ``shown`` = the default as the docs
-    show it, when not the value itself."""
+    show it, when not the value itself.
+
+    Why so many parameters: it mirrors :func:`dataclasses.field` — the default, then one keyword-only
+    option per column of the knob table (``check``, ``choices``, ``truth``, ``shares_draw``, ``shown``), each
+    defaulted; a knob's declaration names the few it uses.
+    """
     metadata = {"doc": doc, "check": check, "choices": choices, "truth": truth, "shares_draw": shares_draw,
                 "shown": shown}
     return field(default=default, metadata=metadata)

@@ -415,7 +415,12 @@ async def serve(
     tls: ssl.SSLContext | None = None,
 ) -> None:
     """Run until ``stop`` is set (or SIGTERM/SIGINT); announce readiness on stdout. ``tls``: serve HTTPS with it
-    (``--tls-cert``; the benchmarks' TLS server)."""
+    (``--tls-cert``; the benchmarks' TLS server).
+
+    Why so many parameters: after ``profiles`` every one is keyword-only with a default: where to listen
+    (``host``, ``port``, ``tls``), the simulator's inputs (``truth_log``, ``gold``, ``agents``) and the embedding
+    hooks (``on_ready``, ``stop``); the command line and the tests name the few they set.
+    """
     truth = TruthLog(truth_log)
     sim = Simulator(profiles, truth, gold, agents)
     runner = web.AppRunner(sim.app(), access_log=None, handle_signals=False, shutdown_timeout=0.25)

@@ -224,11 +224,16 @@ def test_closing_line_and_run_json_count_what_records_csv_holds_after_a_resume(t
 def test_closing_line_of_a_fresh_run_says_only_the_count(tmp_path):
     from avv_core.manifest import RunManifest
     from avv_harness.run.folder import summary_line
+    from avv_harness.run.state import RunState
 
-    line = summary_line(RunManifest(records_written=32), Path("r"), True, None, 0)
+    def run_of(manifest, stop_reason=None):  # the closing line reads the run's manifest, folder and stop reason
+        return RunState("r", Path("r"), None, None, None, manifest=manifest,  # type: ignore[arg-type]
+                        stop_reason=stop_reason)
+
+    line = summary_line(run_of(RunManifest(records_written=32)), True)
     assert line.strip() == "avv-locust: 32 records in r/records.csv (run complete)"
     resumed = RunManifest(records_written=32, records_before_resume=24)
-    assert "32 records (8 this session) in" in summary_line(resumed, Path("r"), False, "interrupted", 0)
+    assert "32 records (8 this session) in" in summary_line(run_of(resumed, "interrupted"), False)
 
 
 # 4 ---------------------------------------------------------------------------- SIGTERM in web-UI mode

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from avv_core.errors import InputError
+from avv_core.items import ItemKey
 from avv_core.manifest import RunManifest
 from avv_core.record_file import RecordWriter
 from avv_core.samples import body_hash, file_sha256, load_samples
@@ -79,7 +80,7 @@ def test_hand_written_k2vv_file_has_the_readme_fields_and_k2vvs_hash():
 
 
 def test_k2vv_rows_become_baseline_records():
-    ok, stop, failed, bad = (baseline_record(r, "m", "official", str(r["data_index"]), 1, "b", None)
+    ok, stop, failed, bad = (baseline_record(r, ItemKey("m", "official", str(r["data_index"]), 1), "b", None)
                              for r in read_results(K2VV_FILE))
     assert ok["status"] == "success" and ok["finish_reason"] == "tool_calls" and ok["is_baseline"]
     assert json.loads(ok["tool_calls"]) == [{"id": "functions.get_weather:0", "name": "get_weather",

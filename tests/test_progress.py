@@ -13,7 +13,15 @@ import pytest
 from avv_harness.run import controller
 from avv_harness.run.console import Console, decision_lines, start_line, wants_colour
 from avv_harness.run.controller import EXIT_OK
-from avv_harness.run.progress import EtaEstimator, VendorProgress, duration_text, eta_s, progress_line, rounded_eta
+from avv_harness.run.progress import (
+    EtaEstimator,
+    Progress,
+    VendorProgress,
+    duration_text,
+    eta_s,
+    progress_line,
+    rounded_eta,
+)
 from tests.builders import write_inputs
 from tests.fake_vendor import ScriptedAdapter, stream_reply
 from tests.glue import make_env, options, run_to_end
@@ -22,11 +30,11 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def test_progress_line_text_and_eta():
-    assert progress_line(812, 2000, 3, 4, 88.0) == (
+    assert progress_line(Progress(812, 2000, 3, 4, 88.0)) == (
         "avv: 812/2000 items (40.6 %) · 3 vendors · 4 items failed · ETA 2m10s")
-    assert progress_line(0, 10, 1, 0, 3.0) == "avv: 0/10 items (0.0 %) · 1 vendor · 0 items failed · ETA –"
-    assert progress_line(10, 10, 2, 1, 3.0).endswith("(100.0 %) · 2 vendors · 1 item failed · ETA 0s")
-    assert progress_line(37, 0, 2, 1, 75.0, level=4, stress=True) == (
+    assert progress_line(Progress(0, 10, 1, 0, 3.0)) == "avv: 0/10 items (0.0 %) · 1 vendor · 0 items failed · ETA –"
+    assert progress_line(Progress(10, 10, 2, 1, 3.0)).endswith("(100.0 %) · 2 vendors · 1 item failed · ETA 0s")
+    assert progress_line(Progress(37, 0, 2, 1, 75.0, level=4, stress=True)) == (
         "avv: stress level 4 · 37 requests · 2 vendors · 1 failed · 1m15s elapsed")
     assert eta_s(50, 200, 10.0) == 30.0 and eta_s(0, 5, 9.0) is None and eta_s(5, 5, 9.0) == 0.0
     assert [duration_text(s) for s in (0, 59.6, 130, 3725)] == ["0s", "1m00s", "2m10s", "1h02m"]
@@ -36,18 +44,18 @@ def test_progress_line_text_and_eta():
 def test_items_failed_and_failed_attempts_are_named_apart_and_vendors_fit_the_width():
     per_vendor = (VendorProgress("reference", 19, 32), VendorProgress("faithful", 20, 32),
                   VendorProgress("flaky", 13, 32))
-    line = progress_line(52, 96, 3, 0, 10.0, per_vendor=per_vendor, failed_attempts=2, eta=8.0, width=None)
+    line = progress_line(Progress(52, 96, 3, 0, 10.0, per_vendor=per_vendor, failed_attempts=2, eta=8.0), None)
     assert line == ("avv: 52/96 items (54.2 %) · reference 19/32 · faithful 20/32 · flaky 13/32 · 0 items failed · "
                     "2 failed attempts · ETA 8s")
-    assert progress_line(52, 96, 3, 1, 10.0, per_vendor=per_vendor, failed_attempts=1, eta=8.0).endswith(
+    assert progress_line(Progress(52, 96, 3, 1, 10.0, per_vendor=per_vendor, failed_attempts=1, eta=8.0)).endswith(
         "· 1 item failed · 1 failed attempt · ETA 8s")
-    narrow = progress_line(52, 96, 3, 0, 10.0, per_vendor=per_vendor, failed_attempts=2, eta=8.0, width=120)
+    narrow = progress_line(Progress(52, 96, 3, 0, 10.0, per_vendor=per_vendor, failed_attempts=2, eta=8.0), 120)
     assert narrow.endswith("· +1 more · 0 items failed · 2 failed attempts · ETA 8s") and len(narrow) <= 120
-    assert " 3 vendors " in progress_line(52, 96, 3, 0, 10.0, per_vendor=per_vendor, eta=8.0, width=70)
+    assert " 3 vendors " in progress_line(Progress(52, 96, 3, 0, 10.0, per_vendor=per_vendor, eta=8.0), 70)
     # the layout is measured at its widest, so it does not change while the counts grow
-    layouts = {progress_line(d, 96, 3, 0, 10.0, per_vendor=tuple(VendorProgress(v.name, d // 3, 32)
-                                                                  for v in per_vendor), failed_attempts=0,
-                             eta=100.0 - d, width=110).count(" · ") for d in range(0, 97, 3)}
+    layouts = {progress_line(Progress(d, 96, 3, 0, 10.0, per_vendor=tuple(VendorProgress(v.name, d // 3, 32)
+                                                                           for v in per_vendor), failed_attempts=0,
+                                      eta=100.0 - d), 110).count(" · ") for d in range(0, 97, 3)}
     assert len(layouts) == 1
 
 
@@ -104,13 +112,15 @@ def test_colour_only_on_a_terminal_and_never_with_no_color():
 
 
 def test_start_line_names_vendors_samples_and_the_run_folder():
-    assert start_line([("m", "ref", True), ("m", "b", False)], 32, 2, 128, "out/run1") == (
+    assert start_line([("m", "ref", True), ("m", "b", False)], 32, 2, "out/run1") == (
         "avv-locust: 2 vendors of m (ref = baseline, b) · 32 samples × 2 repeats = 128 items → out/run1")
-    many = start_line([("m", f"v{i}", i == 0) for i in range(12)], 4, 1, 48, "o")
+    many = start_line([("m", f"v{i}", i == 0) for i in range(12)], 4, 1, "o")
     assert "v7, +4 more)" in many and "12 vendors of m" in many
-    assert "2 models" in start_line([("m", "a", True), ("n", "a", True)], 1, 1, 2, "o")
-    assert start_line([("m", "a", True)], 4, 1, 4, "o", stress="stress ladder 1,2 users per vendor, 3 s each") == (
+    assert "2 models" in start_line([("m", "a", True), ("n", "a", True)], 1, 1, "o")
+    assert start_line([("m", "a", True)], 4, 1, "o", stress="stress ladder 1,2 users per vendor, 3 s each") == (
         "avv-locust: 1 vendor of m (a = baseline) · 4 samples, stress ladder 1,2 users per vendor, 3 s each → o")
+    assert start_line([("m", "a", True)], 4, 2, "o", left=3) == (  # a resumed run: what this session runs
+        "avv-locust: 1 vendor of m (a = baseline) · 4 samples × 2 repeats = 8 items, 3 left to run → o")
     assert decision_lines(None, "out/r", no_score=True) == ["no decision (--avv-no-score): avv-score out/r scores "
                                                             "the run"]
 

@@ -140,11 +140,11 @@ class Console:
             self.line(f"{label + ':':<{width + 1}} {path}")
 
 
-def start_line(vendors: Sequence[tuple[str, str, bool]], samples: int, repeats: int, items: int | None,
-               run_dir: str, *, resumed: bool = False, stress: str | None = None) -> str:
+def start_line(vendors: Sequence[tuple[str, str, bool]], samples: int, repeats: int, run_dir: str, *,
+               left: int | None = None, stress: str | None = None) -> str:
     """``avv-locust: 3 vendors of demo-model (reference = baseline, faithful, flaky) · 32 samples × 1 repeat = 96 items
-    → results/RUN``. ``vendors`` = (model, name, is baseline) in order; ``items`` = items this session runs;
-    ``stress`` = the ladder's text in stress mode."""
+    → results/RUN``. ``vendors`` = (model, name, is baseline) in order; ``left`` = a resumed run's items this session
+    runs (None: a new run); ``stress`` = the ladder's text in stress mode."""
     models = list(dict.fromkeys(model for model, _, _ in vendors))
     names = [f"{name} = baseline" if baseline else name for _, name, baseline in vendors]
     if len(models) > 1:
@@ -158,8 +158,8 @@ def start_line(vendors: Sequence[tuple[str, str, bool]], samples: int, repeats: 
     else:
         total = samples * repeats * len(vendors)
         work = f"{samples} samples × {repeats} repeat{'s' if repeats != 1 else ''} = {total} items"
-        if resumed and items is not None:
-            work += f", {items} left to run"
+        if left is not None:
+            work += f", {left} left to run"
     return f"avv-locust: {count} · {work} → {run_dir}"
 
 

@@ -42,7 +42,7 @@ from avv_core.samples import Sample, SampleSet
 from avv_harness.inputs.config import Vendor, load_config
 from avv_harness.inputs.secrets import Redactor, environment_with_dotenv, install_log_redaction
 from avv_harness.run.budget import WorstCases
-from avv_harness.run.folder import exec_context
+from avv_harness.run.folder import RunSetup, exec_context
 from avv_harness.run.intake import RecordIntake
 from avv_harness.run.lag_monitor import LagMonitor, quiet_gc_for_load
 from avv_harness.run.ledger import Ledger
@@ -127,8 +127,8 @@ class RunController:
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}"
         self._exec = exec_context(options, "", self.worker_id)  # until a run begins; a worker's: the master's
         self.lifecycle = RunLifecycle(
-            options, vendors, self.role, config_identity=config_identity, worker_id=self.worker_id,
-            redact=self.redact, ui_mode=not getattr(environment.parsed_options, "headless", False),
+            RunSetup(options, vendors, self.role, config_identity, self.worker_id, self.redact),
+            ui_mode=not getattr(environment.parsed_options, "headless", False),
             progress_interval_s=PROGRESS_INTERVAL_S, sim_url=os.environ.get("AVV_SIM_URL", "").rstrip("/") or None,
             before_finish=self._stop_lag)
         self.lifecycle.check_vendors = self.preflight

@@ -24,11 +24,14 @@ from avv_core.json_types import JSONObject
 from avv_core.manifest import RECORDS_CSV, RunManifest, utc_now
 from avv_core.record_file import RecordWriteError, RecordWriter, upgrade_columns
 from avv_core.samples import SampleSet
+from avv_harness.inputs.config import Vendor
+from avv_harness.inputs.secrets import Redactor
 from avv_harness.run.breaker import CircuitBreaker
 from avv_harness.run.budget import Budget
 from avv_harness.run.ledger import Ledger
 from avv_harness.run.options import DecisionSettings, RunOptions
 from avv_harness.run.resume import ResumePoint, check_resumable, resume_point, sample_ids_hash
+from avv_harness.run.role import Role
 from avv_harness.run.settle_policy import hand_out_order, new_seed
 from avv_harness.run.state import RunState
 from avv_harness.run.stress_policy import StressPolicy
@@ -98,6 +101,21 @@ def ui_run_options(options: RunOptions, runs_before: int) -> RunOptions:
     return dataclasses.replace(options, resume="", run_id=run_id)
 
 
+@dataclass(frozen=True)
+class RunSetup:
+    """What every run of a process is made from, fixed for the process (held by
+    :class:`~avv_harness.run.lifecycle.RunLifecycle`): the parsed options (a web-UI run gets its own copy,
+    :func:`ui_run_options`), the vendors (User class name → vendor, keys resolved), the process's role, the
+    config's identity, this process's worker id and the redactor of the config's secrets."""
+
+    options: RunOptions
+    vendors: dict[str, Vendor]
+    role: Role
+    config_identity: str
+    worker_id: str
+    redact: Redactor
+
+
 def retry_policy(options: RunOptions) -> RetryPolicy:
     """How items are retried; none in stress mode (each request is one observation at its level)."""
     return RetryPolicy(retries=0 if options.is_stress else options.retries, backoff_base_s=options.backoff_s,
@@ -111,13 +129,13 @@ def exec_context(options: RunOptions, run_id: str, worker_id: str) -> ExecContex
                        max_event_bytes=options.max_event_bytes)
 
 
-def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendor_ids: list[VendorId],
-            class_names: tuple[str, ...], worker_id: str,
+def new_run(options: RunOptions, samples: SampleSet, setup: RunSetup,
             not_sent: Mapping[VendorId, Mapping[str, str]] | None = None) -> RunState:
     """Open the run folder (:func:`open_run_folder`) and build the run's ledger (stress mode: round robin and
     the ladder's policy) and execution context; ``not_sent``: per vendor the samples it is not sent (a conformance
     run's probes its wire format cannot carry), left out of its items. InputError as :func:`open_run_folder`."""
-    opened = open_run_folder(options, samples, config_identity)
+    opened = open_run_folder(options, samples, setup.config_identity)
+    vendor_ids = [VendorId(v.model, v.name) for v in setup.vendors.values()]
     sample_ids = [s.sample_id for s in samples.samples]
     settle_seed = None
     if options.settle is not None:  # a seeded random hand-out order; a resumed run keeps its seed
@@ -126,13 +144,13 @@ def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendo
         sample_ids = hand_out_order(sample_ids, settle_seed)
     stress = None
     if options.stress is not None:  # stress mode
-        stress = StressPolicy(options.stress, class_names)
+        stress = StressPolicy(options.stress, tuple(setup.vendors))
         ledger = Ledger.round_robin(vendor_ids, sample_ids)
     else:
         left_out = {ItemKey.of(v, sid, rep) for v, sids in (not_sent or {}).items() for sid in sids
                     for rep in range(1, options.repeats + 1)}
         ledger = Ledger.for_items(vendor_ids, sample_ids, options.repeats, set(opened.before.done) | left_out)
-    exec_ctx = exec_context(options, opened.run_id, worker_id)
+    exec_ctx = exec_context(options, opened.run_id, setup.worker_id)
     run = RunState(opened.run_id, opened.run_dir, opened.writer, ledger, exec_ctx, stress=stress,
                    vendor_totals={v: len(q) for v, q in ledger.pending.items()},
                    items_done_before=0 if stress else len(opened.before.done),
@@ -147,13 +165,16 @@ def new_run(options: RunOptions, samples: SampleSet, config_identity: str, vendo
     return run
 
 
-def fill_manifest(manifest: RunManifest, *, run: RunState, options: RunOptions, samples: SampleSet,
-                  config_identity: str, vendors: list[JSONObject], role: str, workers: int | None,
-                  sim_url: str | None, redact: Any, sim_truth_log: str | None = None) -> None:
-    """The parts of run.json known when the run starts."""
-    m = manifest
+def fill_manifest(run: RunState, setup: RunSetup, options: RunOptions, samples: SampleSet, *, sim_url: str | None,
+                  sim_truth_log: str | None = None) -> None:
+    """The parts of run.json (``run.manifest``) known when the run starts: the run's ``options`` (a web-UI run's
+    own, :func:`ui_run_options`) and ``samples``, the process's ``setup``, where the simulator is (``sim_url``) and
+    the web UI's simulator's truth log (``sim_truth_log``)."""
+    m = run.manifest
+    redact = setup.redact
+    vendors = [v.redacted() for v in setup.vendors.values()]
     m.run_id, m.mode = run.run_id, options.mode
-    m.config_path, m.config_identity = os.path.abspath(options.config), config_identity
+    m.config_path, m.config_identity = os.path.abspath(options.config), setup.config_identity
     # a ${VAR} secret may sit in a URL, header or extra_body; the names stay (see Redactor.record)
     m.vendors = [{**redact.value(v), **{k: v[k] for k in ("model", "name", "model_id") if k in v}} for v in vendors]
     picked = {f"{v['model']}/{v['name']}": {"adapter": v.get("adapter"), "why": v.get("adapter_source")}
@@ -164,7 +185,7 @@ def fill_manifest(manifest: RunManifest, *, run: RunState, options: RunOptions, 
                  "ids_sha256": sample_ids_hash(samples),
                  "skipped_lines": [[line, msg] for line, msg in samples.skipped_lines]}
     m.options = {k: redact.value(v) for k, v in options.raw.items()}
-    m.locust = {"version": locust.__version__, "role": role, "workers": workers}
+    m.locust = {"version": locust.__version__, "role": setup.role.name, "workers": setup.role.expected_workers()}
     m.simulator = {"url": sim_url} if sim_url else None
     if m.simulator is not None and sim_truth_log:  # the web UI's simulator serves every run of the process
         m.simulator["truth_log"] = os.path.abspath(sim_truth_log)
@@ -241,11 +262,12 @@ def vendor_down_line(down: JSONObject, run_dir: Path) -> str:
             f"skipped (vendor_down) — check {down.get('check')}; --avv-resume {run_dir} sends them once it is fixed")
 
 
-def summary_line(manifest: RunManifest, run_dir: Path, completed: bool, stop_reason: str | None,
-                 max_total_tokens: int, scoring_problem: str | None = None, budget_text: str = "",
-                 vendors_down: list[str] | None = None) -> str:
-    """The closing line: how many records records.csv holds (after a resume: also how many this session wrote),
-    where, whether (and how) to resume, whether the scores are whole, and the vendors the circuit breaker stopped."""
+def summary_line(run: RunState, completed: bool, vendors_down: list[str] | None = None) -> str:
+    """The closing line of ``run``: how many records records.csv holds (after a resume: also how many this session
+    wrote), where, whether (and how) to resume, whether the scores are whole (``completed``: whether every item was
+    recorded, taken before the run was closed), and the vendors the circuit breaker stopped (``vendors_down``)."""
+    manifest, run_dir, stop_reason, scoring_problem = run.manifest, run.run_dir, run.stop_reason, run.scoring_problem
+    budget_text = run.budget.caps_text()
     down = f"; stopped by the circuit breaker: {', '.join(vendors_down)}" if vendors_down else ""
     if completed and scoring_problem:
         state = f"run complete{down}, but {scoring_problem}: score it with avv-score {run_dir}"
@@ -253,7 +275,7 @@ def summary_line(manifest: RunManifest, run_dir: Path, completed: bool, stop_rea
         state = f"run complete{down}"
     elif stop_reason == "budget":
         state = f"stopped by the budget ({budget_text})" if budget_text else \
-            f"stopped by the token budget ({manifest.tokens_used} ≥ {max_total_tokens} tokens)"
+            f"stopped by the token budget ({manifest.tokens_used} ≥ {run.budget.max_tokens} tokens)"
     elif stop_reason == "disk":
         state = ("STOPPED: records could not be written (disk full or folder not writable); "
                  f"free space, then resume with --avv-resume {run_dir}")

@@ -33,10 +33,9 @@ from avv_core.json_types import JSONObject
 from avv_core.manifest import RECORDS_CSV
 from avv_core.samples import SampleSet, load_samples
 from avv_core.stop_signals import Interrupted, interrupt_on_signals
-from avv_harness.inputs.config import Vendor
-from avv_harness.inputs.secrets import Redactor
 from avv_harness.run.console import Console, decision_lines, report_paths, start_line
 from avv_harness.run.folder import (
+    RunSetup,
     append_to_history,
     check_out_folder,
     decision_status,
@@ -48,9 +47,8 @@ from avv_harness.run.folder import (
     vendor_down_line,
 )
 from avv_harness.run.options import RunOptions
-from avv_harness.run.progress import EtaEstimator, VendorProgress, progress_line
-from avv_harness.run.role import Role
-from avv_harness.run.settle_policy import SettlePolicy, hand_out_order
+from avv_harness.run.progress import EtaEstimator, Progress, VendorProgress, progress_line
+from avv_harness.run.settle_policy import SettlePolicy
 from avv_harness.run.state import EXIT_OK, STORE_STOPS, RunState
 from avv_harness.wire.execute import check_requests, unsendable
 
@@ -74,16 +72,13 @@ def skipped_lines_warning(samples: SampleSet, listed: int = 20) -> str:
 class RunLifecycle:
     """Beginning and ending runs, and ending the process's part, as named steps."""
 
-    def __init__(self, options: RunOptions, vendors: dict[str, Vendor], role: Role, *, config_identity: str,
-                 worker_id: str, redact: Redactor, ui_mode: bool, progress_interval_s: float,
-                 sim_url: str | None, before_finish: Callable[[], None] | None = None,
-                 console: Console | None = None):
-        self.options = options
-        self.vendors = vendors  # User class name → vendor (keys resolved)
-        self.role = role
-        self.config_identity = config_identity
-        self.worker_id = worker_id
-        self.redact = redact
+    def __init__(self, setup: RunSetup, *, ui_mode: bool, progress_interval_s: float, sim_url: str | None,
+                 before_finish: Callable[[], None] | None = None, console: Console | None = None):
+        self.setup = setup  # what every run of the process is made from
+        self.options = setup.options
+        self.vendors = setup.vendors  # User class name → vendor (keys resolved)
+        self.role = setup.role
+        self.config_identity = setup.config_identity
         self.ui_mode = ui_mode  # web UI mode: a run per START/STOP; headless: one run from init to quit
         self.progress_interval_s = progress_interval_s  # seconds between progress lines (headless); 0: none
         self.before_finish = before_finish  # stops what the controller runs (its lag monitor) at finish
@@ -185,17 +180,12 @@ class RunLifecycle:
         if options.settle is not None and any(s.agent is not None for s in samples.samples):
             raise InputError(f"{samples.path}: --avv-settle does not settle agent tasks (their trajectory bounds "
                              "have no per-item ratio form); run without it")
-        run = new_run(options, samples, self.config_identity,
-                      [VendorId(v.model, v.name) for v in self.vendors.values()], tuple(self.vendors),
-                      self.worker_id, self.not_sent)
+        run = new_run(options, samples, self.setup, self.not_sent)
         if options.settle is not None:
             self._settle_policy(run, options, samples)
         if self._needs_simulator():
             self._start_simulator(str(run.run_dir / "sim_truth.jsonl"))
-        fill_manifest(run.manifest, run=run, options=options, samples=samples,
-                      config_identity=self.config_identity, vendors=[v.redacted() for v in self.vendors.values()],
-                      role=self.role.name, workers=self.role.expected_workers(), sim_url=self.sim_url,
-                      redact=self.redact, sim_truth_log=self.sim_truth_log)
+        fill_manifest(run, self.setup, options, samples, sim_url=self.sim_url, sim_truth_log=self.sim_truth_log)
         if self.not_sent:  # conformance: what was not sent to whom, and why (the report says it too)
             run.manifest.extra["not_sent"] = {f"{vid.model}/{vid.vendor}": dict(why)
                                               for vid, why in self.not_sent.items()}
@@ -232,7 +222,7 @@ class RunLifecycle:
             levels = ",".join(map(str, options.stress.levels))
             stress = f"stress ladder {levels} users per vendor, {options.stress.step_s:g} s each"
         return start_line([(v.model, v.name, v.is_baseline) for v in self.vendors.values()], len(samples.samples),
-                          options.repeats, run.ledger.total, str(run.run_dir), resumed=bool(options.resume),
+                          options.repeats, str(run.run_dir), left=run.ledger.total if options.resume else None,
                           stress=stress)
 
     def _preflight(self, run: RunState, options: RunOptions) -> None:
@@ -269,16 +259,10 @@ class RunLifecycle:
     def _settle_policy(self, run: RunState, options: RunOptions, samples: SampleSet) -> None:
         """--avv-settle: the run's settle policy (see :mod:`avv_harness.run.settle_policy`); on resume, the vendors
         settled before stay settled and their items are skipped again."""
-        settings = options.settle
-        assert settings is not None
-        ids = {VendorId(v.model, v.name): v for v in self.vendors.values()}
-        seed = int(run.manifest.extra["settle"]["seed"])
-        run.settle = SettlePolicy(
-            vendors={vid: v.name for vid, v in ids.items()},
-            baselines={vid.model: vid for vid, v in ids.items() if v.is_baseline},
-            order=hand_out_order([s.sample_id for s in samples.samples], seed), repeats=options.repeats,
-            samples=samples, totals=run.vendor_totals, alpha=settings.alpha, every=settings.every, seed=seed,
-            resumed=bool(options.resume), thresholds=options.decision.thresholds_object())
+        ids = [VendorId(v.model, v.name) for v in self.vendors.values()]
+        baselines = {vid.model: vid for vid, v in zip(ids, self.vendors.values(), strict=True) if v.is_baseline}
+        run.settle = SettlePolicy(options, vendors=ids, baselines=baselines, samples=samples, totals=run.vendor_totals,
+                                  seed=int(run.manifest.extra["settle"]["seed"]))
         run.settle.mark_resumed((run.settle_before or {}).get("vendors") or {})
         for vendor, count in run.settle.apply(run.ledger).items():
             log.info("--avv-settle: %s was settled in an earlier session: %d items skipped", vendor.vendor, count)
@@ -350,10 +334,11 @@ class RunLifecycle:
             per_vendor.append(VendorProgress(f"{vendor.name}{down}", run.vendor_done[vid],
                                              run.vendor_totals.get(vid, 0)))
             left[vid] = len(run.ledger.pending.get(vid, ())) + in_flight[vid]
-        return progress_line(run.items_done, run.ledger.total, len(self.vendors), sum(run.vendor_failed.values()),
-                             time.monotonic() - run.started_monotonic, level, run.stress is not None,
-                             per_vendor=tuple(per_vendor), failed_attempts=self.failed_attempts(),
-                             eta=eta.eta(left) if eta is not None else None, width=self.console.width())
+        return progress_line(Progress(run.items_done, run.ledger.total, len(self.vendors),
+                                      sum(run.vendor_failed.values()), time.monotonic() - run.started_monotonic,
+                                      level, run.stress is not None, per_vendor=tuple(per_vendor),
+                                      failed_attempts=self.failed_attempts(),
+                                      eta=eta.eta(left) if eta is not None else None), self.console.width())
 
     # ------------------------------------------------------------------------------------ the end
 
@@ -452,9 +437,7 @@ class RunLifecycle:
                 self.console.line(vendor_down_line(down, run.run_dir))
         down = _in_config_order([d["vendor"] for d in run.manifest.extra.get("vendor_down") or []],
                                 run.manifest.vendors)
-        self.console.line(summary_line(run.manifest, run.run_dir, completed, run.stop_reason,
-                                       self.options.max_total_tokens, run.scoring_problem, run.budget.caps_text(),
-                                       down))
+        self.console.line(summary_line(run, completed, down))
         self.console.decision(decision_lines(run.result, run.run_dir, self.options.no_score),
                               report_paths(run.result, run.run_dir))
         self.run_hook.fire(run=run, phase="end")

@@ -166,9 +166,10 @@ def preflight_sample(samples: SampleSet | None) -> Sample:
     return Sample(PREFLIGHT_SAMPLE_ID, 0, body)
 
 
-def check_vendor(session: requests.Session, name: str, vendor: Vendor, url: str, sample: Sample, ctx: ExecContext,
+def check_vendor(session: requests.Session, target: Target, sample: Sample, ctx: ExecContext,
                  redact: Callable[[str], str], timeout_s: float = PREFLIGHT_TIMEOUT_S) -> VendorCheck:
-    """Send the pre-flight request to one vendor (no retry) and say what its answer means."""
+    """Send the pre-flight request to one vendor (``target``; no retry) and say what its answer means."""
+    name, vendor, url = target.name, target.vendor, target.url
     overrides = dataclasses.replace(ctx.overrides, max_tokens=PREFLIGHT_MAX_TOKENS)
     path, request_body = build_request(sample, vendor, overrides)
     endpoint = endpoint_url(url, path)
@@ -213,14 +214,19 @@ class Target:
 def run_preflight(targets: Sequence[Target], samples: SampleSet | None, ctx: ExecContext, mode: str,
                   session_factory: Callable[[], requests.Session], redact: Callable[[str], str],
                   timeout_s: float = PREFLIGHT_TIMEOUT_S) -> Preflight:
-    """Check every vendor at once (one greenlet each; at most ``timeout_s`` in all) and collect the answers."""
+    """Check every vendor at once (one greenlet each; at most ``timeout_s`` in all) and collect the answers.
+
+    Why so many parameters: each is a separate input of a different owner — what to check (``targets``), what to
+    send (``samples``), the run's execution context, ``--avv-preflight``'s mode, the users' own HTTP client
+    (``session_factory``) and the secrets' redactor — and ``timeout_s`` has a default; no two travel together
+    elsewhere (the controller gathers them from five of its parts)."""
     sample = preflight_sample(samples)
     started = time.monotonic()
 
     def one(target: Target) -> VendorCheck:
         session = vendor_session(session_factory, target.vendor)
         try:
-            return check_vendor(session, target.name, target.vendor, target.url, sample, ctx, redact, timeout_s)
+            return check_vendor(session, target, sample, ctx, redact, timeout_s)
         finally:
             session.close()
 

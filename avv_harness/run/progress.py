@@ -117,16 +117,34 @@ class VendorProgress:
     total: int  # items of this run
 
 
-def progress_line(done: int, total: int, vendors: int, failed: int, elapsed_s: float,
-                  level: int | None = None, stress: bool = False, *, per_vendor: tuple[VendorProgress, ...] = (),
-                  failed_attempts: int | None = None, eta: float | None = None, width: int | None = None) -> str:
-    """One progress line (module docstring). ``failed`` = items failed; ``failed_attempts`` = attempts failed (retries
-    included; None: not known here); ``eta`` = :meth:`EtaEstimator.eta` (None: from the average rate so far, or
-    unknown); ``per_vendor`` parts are shown while the line stays within ``width`` characters (None: no limit)."""
+@dataclass(frozen=True)
+class Progress:
+    """Where a run stands, as the progress line shows it. ``failed`` = items failed; ``failed_attempts`` = attempts
+    failed (retries included; None: not known here); ``eta`` = :meth:`EtaEstimator.eta` (None: from the average rate
+    so far, or unknown); ``level`` = the stress level (stress runs)."""
+
+    done: int  # items (stress: requests) recorded
+    total: int  # items of this run
+    vendors: int
+    failed: int
+    elapsed_s: float
+    level: int | None = None
+    stress: bool = False
+    per_vendor: tuple[VendorProgress, ...] = ()
+    failed_attempts: int | None = None
+    eta: float | None = None
+
+
+def progress_line(progress: Progress, width: int | None = None) -> str:
+    """One progress line (module docstring): ``progress``'s ``per_vendor`` parts are shown while the line stays
+    within ``width`` characters (None: no limit)."""
+    p = progress
+    done, total, vendors, failed, per_vendor, eta = p.done, p.total, p.vendors, p.failed, p.per_vendor, p.eta
+    failed_attempts, elapsed_s, level = p.failed_attempts, p.elapsed_s, p.level
     plural = "s" if vendors != 1 else ""
     attempts = "" if failed_attempts is None else (
         f" · {failed_attempts} failed attempt{'s' if failed_attempts != 1 else ''}")
-    if stress:
+    if p.stress:
         where = f"stress level {level}" if level is not None else "stress"
         return (f"avv: {where} · {done} requests · {vendors} vendor{plural} · {failed} failed · "
                 f"{duration_text(elapsed_s)} elapsed")
@@ -161,5 +179,5 @@ def vendors_that_fit(per_vendor: tuple[VendorProgress, ...], total: int, tail: s
     return 0
 
 
-__all__ = ["EtaEstimator", "VendorProgress", "duration_text", "eta_s", "progress_line", "rounded_eta",
+__all__ = ["EtaEstimator", "Progress", "VendorProgress", "duration_text", "eta_s", "progress_line", "rounded_eta",
            "vendors_that_fit"]

@@ -35,6 +35,7 @@ from avv_core.samples import SampleSet
 from avv_harness.run.ledger import Ledger
 
 if TYPE_CHECKING:
+    from avv_harness.run.options import RunOptions
     from avv_scoring import RatioBound
 
 #: A settled vendor is warned about when a tool offered in the sample set had fewer items than this in the
@@ -82,19 +83,26 @@ class VendorSettle:
 class SettlePolicy:
     """Per run: which vendors are settled, from the records as they arrive (see the module docstring)."""
 
-    def __init__(self, *, vendors: Mapping[VendorId, str], baselines: Mapping[str, VendorId], order: list[str],
-                 repeats: int, samples: SampleSet, totals: Mapping[VendorId, int], alpha: float, every: int,
-                 seed: int, resumed: bool = False, thresholds: Any = None):
-        self.vendors = dict(vendors)  # vendor → its name
+    def __init__(self, options: RunOptions, *, vendors: Sequence[VendorId], baselines: Mapping[str, VendorId],
+                 samples: SampleSet, totals: Mapping[VendorId, int], seed: int):
+        """``options``: the run's (``--avv-settle``'s settings, ``--avv-repeats``, ``--avv-resume`` and
+        ``--avv-thresholds``); ``baselines``: model → its baseline vendor; ``totals``: items per vendor in the run;
+        ``seed``: the run's hand-out order (a resumed run keeps its own)."""
+        settings = options.settle
+        assert settings is not None
+        alpha, repeats = settings.alpha, options.repeats
+        order = hand_out_order([s.sample_id for s in samples.samples], seed)
+        self.vendors = {vendor: vendor.vendor for vendor in vendors}  # vendor → its name
         self.baselines = dict(baselines)  # model → its baseline vendor
         self.positions = [(sid, rep) for rep in range(1, repeats + 1) for sid in order]
         self.tools_by_sample = {s.sample_id: s.tools for s in samples.samples}
         self.tool_names = {s.sample_id: sorted({str((t.get("function") or {}).get("name", "")) for t in s.tools})
                            for s in samples.samples}
-        self.alpha, self.every, self.seed = alpha, every, seed
-        self.resumed = resumed  # a resumed session settles no further
+        self.alpha, self.every, self.seed = alpha, settings.every, seed
+        self.resumed = bool(options.resume)  # a resumed session settles no further
         self.scoring = _scoring()
-        self.bounds, self.untested = self.scoring.settle_bounds(thresholds)  # --avv-thresholds (None: avv)
+        # --avv-thresholds (None: avv)
+        self.bounds, self.untested = self.scoring.settle_bounds(options.decision.thresholds_object())
         self.alpha_bound = self.scoring.split_alpha(alpha, len(self.bounds))
         self.rows: dict[VendorId, dict[tuple[str, int], Record]] = {v: {} for v in self.vendors}
         self.reach: dict[VendorId, int] = {v: 0 for v in self.vendors}  # prefix of positions recorded

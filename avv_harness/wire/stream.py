@@ -47,7 +47,12 @@ def stream_chat(
     head and error bodies included; ``max_event_bytes`` bounds one SSE event or line. Never raises for network or
     protocol problems, nor for anything the vendor sends: they are classified into ``Attempt.error_kind``. A
     request the client cannot even send (a header value or URL it refuses) is ``client_error``, never the
-    vendor's fault. (Nine parameters: the public call of every wire path and bench script, kept as it is.)
+    vendor's fault.
+
+    Why so many parameters: the request (``session``, ``url``, ``body``, ``headers``), its four bounds and its event
+    ``reader`` come from different owners (the vendor's config, the run's ExecContext, the wire format) and meet
+    nowhere else; the bounds become a :class:`~avv_harness.wire.machine.Limits` here, once, and the last three have
+    defaults, so the tests and bench scripts call it with plain numbers.
     """
     url, headers = with_url_auth(url, merge_headers(USER_AGENT, headers))
     limits = Limits(connect_timeout, read_timeout, max_request_s, max_event_bytes)
