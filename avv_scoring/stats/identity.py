@@ -311,9 +311,13 @@ def permutation_sd(k0: np.ndarray, n: int, m: int) -> np.ndarray:
     """(P,) the standard deviation of each prompt's MMD²_u over all its relabellings (exact: the moments of the
     quadratic form ``α x'K0x + β x'K0 1`` in a uniform subset indicator x of n out of c = n + m slots)."""
     c = n + m
-    k = k0.astype(np.float64)
-    w = k.sum(axis=-1)
-    s, u, s2 = w.sum(axis=-1), (w ** 2).sum(axis=-1), (k ** 2).sum(axis=(-1, -2))
+    s, u, s2 = (np.empty(len(k0)) for _ in range(3))
+    step = max(1, _LABELS_BYTES // max(1, c * c * 8))  # float64 copies a chunk of prompts at a time (peak RSS)
+    for lo in range(0, len(k0), step):
+        k = k0[lo:lo + step].astype(np.float64)
+        w = k.sum(axis=-1)
+        s[lo:lo + step], u[lo:lo + step], s2[lo:lo + step] = w.sum(axis=-1), (w ** 2).sum(axis=-1), \
+            (k ** 2).sum(axis=(-1, -2))
     p1, p2 = n / c, n * (n - 1) / (c * (c - 1))
     p3 = n * (n - 1) * (n - 2) / (c * (c - 1) * (c - 2))
     p4 = n * (n - 1) * (n - 2) * (n - 3) / (c * (c - 1) * (c - 2) * (c - 3))
