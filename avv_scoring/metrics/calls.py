@@ -13,6 +13,7 @@ call that names a tool the request does not have never matches gold, whatever it
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -217,19 +218,44 @@ def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
     """The call pairs of a vendor with the baseline: joined on (sample_id, repeat), both sides successful
     and both called a tool (finished with tool_calls or emitted a call). Columns ``sample_id``, ``repeat``,
     ``calls`` (normalised: ``NCALLS``), ``sig_tools``, ``sig_calls``, ``names``, ``gold`` and the row's index, each
-    for the vendor (``_v``) and the baseline (``_b``)."""
+    for the vendor (``_v``) and the baseline (``_b``). Do not modify the result: the last one is handed out again
+    for the same two frames (a vendor's agreement features and its per-tool table both read it), and the
+    baseline's side is kept for the next vendor of the model."""
+    kept = _PAIRS_KEPT.get("pairs")
+    if kept is not None and kept[0]() is rows and kept[1]() is baseline_rows:
+        return kept[2]
+    kept = _PAIRS_KEPT.get("baseline")
+    baseline_side = kept[2] if kept is not None and kept[0]() is baseline_rows else _pair_side(baseline_rows)
+    pairs = _pair_side(rows).merge(baseline_side, on=PAIR_KEYS, how="inner", suffixes=("_v", "_b"))
+    _keep("pairs", rows, baseline_rows, pairs)
+    _keep("baseline", baseline_rows, baseline_rows, baseline_side)
+    return pairs
 
-    def side(frame: pd.DataFrame) -> pd.DataFrame:
-        frame = ensure_annotated(frame)
-        frame = frame.loc[frame[CALLED], ["sample_id", "repeat", NCALLS, SIG_TOOLS, SIG_CALLS, NAMES, GOLD]]
-        return pd.DataFrame({
-            "sample_id": frame["sample_id"].astype("object").astype(str),
-            "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),
-            "calls": frame[NCALLS], "sig_tools": frame[SIG_TOOLS], "sig_calls": frame[SIG_CALLS],
-            "names": frame[NAMES], "gold": frame[GOLD], "index": frame.index,
-        }).drop_duplicates(subset=PAIR_KEYS, keep="last")
 
-    return side(rows).merge(side(baseline_rows), on=PAIR_KEYS, how="inner", suffixes=("_v", "_b"))
+#: The last :func:`call_pairs` result and baseline side, with weak references to the frames they were made of:
+#: an entry goes when either frame goes (a vendor's rows are freed before the next vendor's are made).
+_PAIRS_KEPT: dict[str, tuple[weakref.ref[pd.DataFrame], weakref.ref[pd.DataFrame], pd.DataFrame]] = {}
+
+
+def _keep(slot: str, rows: pd.DataFrame, baseline_rows: pd.DataFrame, result: pd.DataFrame) -> None:
+    def forget(gone: weakref.ref[pd.DataFrame]) -> None:
+        entry = _PAIRS_KEPT.get(slot)
+        if entry is not None and (entry[0] is gone or entry[1] is gone):
+            del _PAIRS_KEPT[slot]
+
+    _PAIRS_KEPT[slot] = (weakref.ref(rows, forget), weakref.ref(baseline_rows, forget), result)
+
+
+def _pair_side(frame: pd.DataFrame) -> pd.DataFrame:
+    """One side of :func:`call_pairs`: the rows that called a tool, the last per (sample_id, repeat)."""
+    frame = ensure_annotated(frame)
+    frame = frame.loc[frame[CALLED], ["sample_id", "repeat", NCALLS, SIG_TOOLS, SIG_CALLS, NAMES, GOLD]]
+    return pd.DataFrame({
+        "sample_id": frame["sample_id"].astype("object").astype(str),
+        "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),
+        "calls": frame[NCALLS], "sig_tools": frame[SIG_TOOLS], "sig_calls": frame[SIG_CALLS],
+        "names": frame[NAMES], "gold": frame[GOLD], "index": frame.index,
+    }).drop_duplicates(subset=PAIR_KEYS, keep="last")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ Per successful response (failed items are the success rate's, never a defect her
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -31,8 +33,16 @@ def _call_defect_features(rows: pd.DataFrame) -> pd.DataFrame:
     if TC_N not in rows.columns:
         rows = annotate_calls(rows, None)
     ok = is_success(rows).to_numpy(dtype=bool)
-    unparsed = np.fromiter((any(not c.parsed for c in calls) if calls else False for calls in rows[CALLS]),
-                           dtype=bool, count=len(rows))
+    # annotate_calls hands rows with the same cell the same calls list: each distinct list is looked at once
+    unparsed_of: dict[int, bool] = {}
+
+    def unparsed_calls(calls: Any) -> bool:
+        found = unparsed_of.get(id(calls))
+        if found is None:
+            found = unparsed_of[id(calls)] = any(not c.parsed for c in calls) if calls else False
+        return found
+
+    unparsed = np.fromiter(map(unparsed_calls, rows[CALLS].to_numpy(dtype=object)), dtype=bool, count=len(rows))
     length = (rows["finish_reason"].astype("object") == "length").to_numpy(dtype=bool)
     return pd.DataFrame({
         "successes": ok,

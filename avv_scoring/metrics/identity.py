@@ -33,6 +33,7 @@ from avv_scoring.metrics.additive import NAN, Columns
 from avv_scoring.metrics.calls import CALLED, CALLS, SIG_CALLS, SIG_TOOLS
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.registry import produces
+from avv_scoring.metrics.row_codes import first_rows, row_codes
 from avv_scoring.metrics.uncertainty import ModelTable
 from avv_scoring.stats.identity import (
     MIN_ANSWERS,
@@ -94,12 +95,14 @@ def _argument_chars(rows: pd.DataFrame) -> np.ndarray:
     if CALLS not in rows.columns:
         return out
     calls = rows[CALLS].to_numpy(dtype=object)
-    chars_of: dict[int, int] = {}  # the annotation shares one list per distinct cell: count each once
-    for i in np.flatnonzero(rows[CALLED].to_numpy(dtype=bool)):
-        cs = calls[i]
-        if id(cs) not in chars_of:
-            chars_of[id(cs)] = sum(len(c.raw) for c in cs) if isinstance(cs, (list, tuple)) else 0
-        out[i] = chars_of[id(cs)]
+    called = np.flatnonzero(rows[CALLED].to_numpy(dtype=bool))
+    if not len(called):
+        return out
+    # the annotation shares one list per distinct cell: count each once (the rows keep the lists alive: ids hold)
+    codes = row_codes(np.fromiter(map(id, calls[called]), dtype=np.int64, count=len(called)))
+    chars = np.array([sum(len(c.raw) for c in cs) if isinstance(cs, (list, tuple)) else 0
+                      for cs in calls[called[first_rows(codes)]]], dtype=np.float64)
+    out[called] = chars[codes]
     return out
 
 
@@ -116,7 +119,9 @@ def answers_of(rows: pd.DataFrame) -> Answers:
     content_code, contents = pd.factorize(content.to_numpy(dtype=object))
     encoded = encode_text(list(contents))
     text_code = distinct_row_codes(encoded)  # contents alike in their first characters: one code
-    return Answers(prompt.astype(np.int64), encoded[content_code], labels, lengths, text_code[content_code])
+    # the texts as one row per code, not one per answer (Answers.text_code)
+    texts = encoded[first_rows(text_code)]
+    return Answers(prompt.astype(np.int64), texts, labels, lengths, text_code[content_code])
 
 
 def _temperatures(rows: pd.DataFrame) -> np.ndarray:
@@ -177,7 +182,7 @@ def identity(model_table: ModelTable) -> dict[str, Columns]:
     prompt_of, _ = pd.factorize(rows["sample_id"].astype("string").fillna(""))
     alpha, seed = table.settings.alpha, table.settings.seed
     base = vendor_of[kept] == table.baseline
-    written = answers.text[:, 0] != PAD  # answers with content: calls with fixed arguments are alike at any temperature
+    written = answers.first_units() != PAD  # with content: calls with fixed arguments are alike at any temperature
     codes = answer_codes(answers)
     self_p = _baseline_halves(answers, base, _time_order(kept_rows), seed)
     out: dict[str, Columns] = {}

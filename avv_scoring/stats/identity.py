@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,8 @@ _CHUNK_CELLS = 4_000_000
 _PERMUTATION_BATCH = 100
 #: The largest table of label subsets kept (4 MB): above it a permutation is drawn by shuffling.
 _SUBSET_TABLE = 1 << 20
+#: The permuted labels built at once (prompts × draws × slots float32; see :func:`_labellings`).
+_LABELS_BYTES = 16 << 20
 #: The largest table of subsets kept unpacked as rows of 0 / 1 (one gather per draw instead of a bit unpacking).
 _ROWS_BYTES = 16 << 20
 #: A prompt whose MMD²_u varies less than this over its relabellings is constant (its answers alike): left out.
@@ -80,16 +82,22 @@ class Answers:
     """Answers as arrays, one row per answer (both sides together; a boolean array elsewhere says which side)."""
 
     prompt: np.ndarray  # (A,) int64: the prompt's code (answers to one prompt share it)
-    text: np.ndarray  # (A, TEXT_CHARS) uint16: the first UTF-16 code units (characters), padded with PAD
+    #: (A, TEXT_CHARS) uint16: the first UTF-16 code units (characters), padded with PAD; with ``text_code``, one
+    #: row per code instead (row c is the text of code c: a run's answers share few texts, and a row per answer
+    #: would be 200 bytes each)
+    text: np.ndarray
     labels: np.ndarray  # (A, len(LABEL_PARTS)) int64: one code per label part (equal codes = equal parts)
     log_length: np.ndarray  # (A,) float64: ln(1 + characters of the content and the calls' arguments)
-    #: (A,) int64: equal codes exactly for equal ``text`` rows (the kernel compares each pair of distinct texts
-    #: once); None: worked out from ``text`` when needed (:func:`text_codes`).
+    #: (A,) int64: equal codes exactly for equal texts, each the row of ``text`` holding the answer's text (the
+    #: kernel compares each pair of distinct texts once); None: ``text`` has a row per answer and the codes are
+    #: worked out from it when needed (:func:`text_codes`).
     text_code: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.prompt)
-        if self.text.shape != (n, TEXT_CHARS) or self.labels.shape != (n, len(LABEL_PARTS)) \
+        text_rows = n if self.text_code is None else int(self.text_code.max(initial=-1)) + 1
+        if self.text.ndim != 2 or self.text.shape[1] != TEXT_CHARS or len(self.text) < text_rows \
+                or (self.text_code is None and len(self.text) != n) or self.labels.shape != (n, len(LABEL_PARTS)) \
                 or self.log_length.shape != (n,) or (self.text_code is not None and self.text_code.shape != (n,)):
             raise ValueError("Answers: every array needs one row per answer")
 
@@ -98,8 +106,14 @@ class Answers:
 
     def take(self, index: np.ndarray) -> Answers:
         """The answers at ``index`` (an integer or boolean index)."""
-        return Answers(self.prompt[index], self.text[index], self.labels[index], self.log_length[index],
-                       None if self.text_code is None else self.text_code[index])
+        if self.text_code is None:
+            return Answers(self.prompt[index], self.text[index], self.labels[index], self.log_length[index])
+        return Answers(self.prompt[index], self.text, self.labels[index], self.log_length[index],
+                       self.text_code[index])
+
+    def first_units(self) -> np.ndarray:
+        """(A,) uint16: each answer's first text unit (:data:`PAD` without content)."""
+        return self.text[:, 0] if self.text_code is None else self.text[self.text_code, 0]
 
     def text_codes(self) -> np.ndarray:
         """(A,) int64: ``text_code``, or one code per distinct ``text`` row (first appearance first) without it."""
@@ -202,7 +216,7 @@ def kernel(answers: Answers, slots: np.ndarray) -> np.ndarray:
     prompts, width = slots.shape
     out = np.zeros((prompts, width, width), dtype=np.float32)
     codes = answers.text_codes()
-    texts = answers.text[_first_rows(codes)]  # the text of each code
+    texts = answers.text if answers.text_code is not None else answers.text[_first_rows(codes)]  # text per code
     step = max(1, _CHUNK_CELLS // max(1, width * width * TEXT_CHARS))
     for lo in range(0, prompts, step):
         at = slots[lo:lo + step]
@@ -257,20 +271,28 @@ def _subset_rows(size: int, chosen: int) -> np.ndarray | None:
     return ((table[:, None] >> np.arange(size, dtype=np.uint32)) & 1).astype(np.float32)
 
 
-def _labellings(group: _Group, draws: int, rng: np.random.Generator) -> np.ndarray:
-    """(P_g, draws, n + m) float32: 1 where a slot is on the first side, one uniform permutation of each prompt's
-    labels per draw, independent across prompts and draws."""
+def _labellings(group: _Group, draws: int, rng: np.random.Generator) -> Iterator[tuple[slice, np.ndarray]]:
+    """(prompts, labellings) in chunks of the group's prompts: ``labellings`` (prompts, draws, n + m) float32, 1
+    where a slot is on the first side, one uniform permutation of each prompt's labels per draw, independent across
+    prompts and draws. The draws are made at once (the random stream does not depend on the chunks); the 0 / 1 rows
+    are built a chunk at a time (at most :data:`_LABELS_BYTES`: 100 draws of 30,000 prompts would be 240 MB)."""
     width = group.n + group.m
+    prompts = len(group.slots)
     table = _subsets(width, group.n)
-    if table is not None:
-        picked = rng.integers(0, len(table), size=(len(group.slots), draws))
-        rows = _subset_rows(width, group.n)
+    if table is None:
+        out = np.empty((prompts, draws, width), dtype=np.float32)
+        out[...] = np.arange(width) < group.n
+        yield slice(0, prompts), rng.permuted(out, axis=-1, out=out)
+        return
+    picked = rng.integers(0, len(table), size=(prompts, draws))
+    rows = _subset_rows(width, group.n)
+    step = max(1, _LABELS_BYTES // max(1, draws * width * 4))
+    for lo in range(0, prompts, step):
+        at = slice(lo, min(prompts, lo + step))
         if rows is not None:
-            return np.take(rows, picked, axis=0)
-        return ((table[picked][..., None] >> np.arange(width, dtype=np.uint32)) & 1).astype(np.float32)
-    out = np.empty((len(group.slots), draws, width), dtype=np.float32)
-    out[...] = np.arange(width) < group.n
-    return rng.permuted(out, axis=-1, out=out)
+            yield at, np.take(rows, picked[at], axis=0)
+        else:
+            yield at, ((table[picked[at]][..., None] >> np.arange(width, dtype=np.uint32)) & 1).astype(np.float32)
 
 
 def _mmd(k0: np.ndarray, row_sums: np.ndarray, total: np.ndarray, first: np.ndarray, n: int, m: int) -> np.ndarray:
@@ -289,9 +311,13 @@ def permutation_sd(k0: np.ndarray, n: int, m: int) -> np.ndarray:
     """(P,) the standard deviation of each prompt's MMD²_u over all its relabellings (exact: the moments of the
     quadratic form ``α x'K0x + β x'K0 1`` in a uniform subset indicator x of n out of c = n + m slots)."""
     c = n + m
-    k = k0.astype(np.float64)
-    w = k.sum(axis=-1)
-    s, u, s2 = w.sum(axis=-1), (w ** 2).sum(axis=-1), (k ** 2).sum(axis=(-1, -2))
+    s, u, s2 = (np.empty(len(k0)) for _ in range(3))
+    step = max(1, _LABELS_BYTES // max(1, c * c * 8))  # float64 copies a chunk of prompts at a time (peak RSS)
+    for lo in range(0, len(k0), step):
+        k = k0[lo:lo + step].astype(np.float64)
+        w = k.sum(axis=-1)
+        s[lo:lo + step], u[lo:lo + step], s2[lo:lo + step] = w.sum(axis=-1), (w ** 2).sum(axis=-1), \
+            (k ** 2).sum(axis=(-1, -2))
     p1, p2 = n / c, n * (n - 1) / (c * (c - 1))
     p3 = n * (n - 1) * (n - 2) / (c * (c - 1) * (c - 2))
     p4 = n * (n - 1) * (n - 2) * (n - 3) / (c * (c - 1) * (c - 2) * (c - 3))
@@ -338,7 +364,10 @@ def two_sample_test(answers: Answers, second: np.ndarray, rng: np.random.Generat
         batch = min(_PERMUTATION_BATCH, permutations - drawn)
         stats = np.zeros(batch)
         for g, k0, row_sums, total, weight in parts:
-            stats += weight @ _mmd(k0, row_sums, total, _labellings(g, batch, rng), g.n, g.m)
+            values = np.empty((len(g.slots), batch))
+            for at, first in _labellings(g, batch, rng):  # each prompt's MMD²_u on its own: chunks change no bit
+                values[at] = _mmd(k0[at], row_sums[at], total[at], first, g.n, g.m)
+            stats += weight @ values
         hits = np.cumsum(stats >= observed - tolerance)
         if reached + hits[-1] >= stop_after:  # the stop_after-th reaches it in this batch: stop right there
             drawn += int(np.searchsorted(hits, stop_after - reached)) + 1
