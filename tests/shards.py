@@ -18,7 +18,7 @@ back (after a full, passing run). Arguments not known here go to every pytest pr
 
 A test that fails in either phase is run once more at the end, alone in one process (at most
 :data:`RERUN_LIMIT` of them: more failures than that is a breakage, not load). One that passes then is printed as
-load-sensitive and does not fail the run (its tolerance wants widening: the note says which); one that fails again
+load-sensitive and does not fail the run (its tolerance wants widening: the output names it); one that fails again
 fails the run as before. Collection errors and interrupted shards are never rerun.
 
 Before the first phase the project's modules are compiled once (:func:`compile_project`): with
@@ -175,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         codes.add(code)
         for path, secs in seconds.items():
             measured[path] = measured.get(path, 0.0) + secs
-        if code not in (0, 5) and status == 0:  # 5: no test collected (a -m that selects none in a shard)
-            status = code
+        if code not in (0, 5) and status in (0, 1):  # 5: no test collected (a -m that selects none in a shard);
+            status = code  # an interruption or a collection error outranks failures, as in run_phase
     load_sensitive: list[str] = []
     if failed and codes - {0, 5} == {1} and len(failed) <= RERUN_LIMIT:  # 1: tests failed (no interruption, no
         # collection error, in any shard)
