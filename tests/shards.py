@@ -5,9 +5,11 @@ worker's execnet threads then block forever (``LoopExit``; locustio/locust#3202,
 Most of the suite waits on sockets, simulated vendors and Locust's one-second ticks, so plain processes overlap
 well on 2 cores.
 
-Two phases. First every test not marked ``timing`` runs in ``--jobs`` processes at once; then the ``timing`` tests
-(they assert measured time to the millisecond, which another process's load would blur) run in one process with
-the machine to themselves. Given ``-m``, the runner runs that selection in the first phase only.
+Every test not marked ``timing`` runs in ``--jobs`` processes at once, at a lower CPU priority (``nice``); beside
+them, from the start, one more process runs the ``timing`` tests (they assert measured time to the millisecond)
+at the normal priority, so the scheduler hands them a core whenever they want one and the others' load does not
+blur what they measure. This used to be a second phase after the first, with the machine to itself: a minute of
+one busy core and one idle one. Given ``-m``, the runner runs that selection only, all at the normal priority.
 
 The test files are dealt out by their last measured duration (``tests/durations.json``, longest first, each to
 the shard with the least work so far); a file not measured yet counts as the median. Each shard is one ordinary
@@ -16,12 +18,12 @@ then the failures of every shard and the wall time. The exit status is the first
 (pytest's: 1 tests failed, 2 interrupted, …), else 0. ``--update-durations`` writes the measured file durations
 back (after a full, passing run). Arguments not known here go to every pytest process (``-m "not e2e"``, ``-x``).
 
-A test that fails in either phase is run once more at the end, alone in one process (at most
+A test that fails is run once more at the end, alone in one process (at most
 :data:`RERUN_LIMIT` of them: more failures than that is a breakage, not load). One that passes then is printed as
 load-sensitive and does not fail the run (its tolerance wants widening: the output names it); one that fails again
 fails the run as before. Collection errors and interrupted shards are never rerun.
 
-Before the first phase the project's modules are compiled once (:func:`compile_project`): with
+Before the shards start the project's modules are compiled once (:func:`compile_project`): with
 ``PYTHONDONTWRITEBYTECODE`` set, as on this project's machines, every Locust, simulator and ``avv-score`` process
 the suite starts (several hundred) would otherwise compile our ~220 modules from source again.
 """
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import functools
 import json
 import os
 import statistics
@@ -38,6 +41,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,38 +119,69 @@ def node_id(junit_name: str) -> str:
     return junit_name
 
 
-def run_phase(work: Path, phase: int, shards: list[list[str]], options: list[str],
-              started: float) -> tuple[int, list[str], dict[str, float]]:
-    """Run one phase's shards at once; print each shard's output whole as it ends. Returns (the first non-zero
-    exit status other than 5 — any other than 1 before a 1 —, else 0; the failed node ids; seconds per file)."""
+#: How much lower the untimed shards run (``nice``): at 15 the scheduler weighs a normal process about 30 times
+#: theirs, so a timing test's process and its children get a core at once whenever they wake.
+UNTIMED_NICENESS = 15
+
+
+@dataclass
+class Shard:
+    """One pytest process: its files, the options it adds (a ``-m`` selection), its ``nice`` increment, and whether
+    its files were dealt by duration (their seconds then go to ``--update-durations``; the timing tests' do not)."""
+    name: str
+    files: list[str]
+    options: list[str] = field(default_factory=list)
+    niceness: int = 0
+    dealt: bool = True
+
+
+def run_shards(work: Path, shards: list[Shard], options: list[str],
+               started: float) -> tuple[int, list[str], dict[str, float]]:
+    """Run the shards at once; print each shard's output whole as it ends, in the order given. Returns (the first
+    non-zero exit status other than 5 — any other than 1 before a 1 —, else 0; the failed node ids; seconds per
+    file)."""
     running = []
-    for i, files in enumerate(shards):
-        name = f"phase{phase}-shard{i}"
-        junit, log = work / f"{name}.xml", work / f"{name}.log"
-        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--basetemp", str(work / f"tmp-{name}"),
-               "--junitxml", str(junit), *options, *files]
+    for shard in shards:
+        junit, log = work / f"{shard.name}.xml", work / f"{shard.name}.log"
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--basetemp", str(work / f"tmp-{shard.name}"),
+               "--junitxml", str(junit), *options, *shard.options, *shard.files]
         with log.open("wb") as out:
-            running.append((i, files, junit, log, subprocess.Popen(cmd, cwd=ROOT, stdout=out,
-                                                                   stderr=subprocess.STDOUT)))
+            running.append((shard, junit, log, subprocess.Popen(
+                cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                preexec_fn=functools.partial(os.nice, shard.niceness) if shard.niceness else None)))
     status, failed, measured = 0, [], {}  # type: tuple[int, list[str], dict[str, float]]
-    for i, files, junit, log, proc in running:
+    for shard, junit, log, proc in running:
         code = proc.wait()
-        sys.stdout.write(f"\n---- phase {phase}, shard {i + 1}/{len(shards)} ({len(files)} files) exit {code} after "
+        sys.stdout.write(f"\n---- {shard.name} ({len(shard.files)} files"
+                         f"{', ' + ' '.join(shard.options) if shard.options else ''}) exit {code} after "
                          f"{time.monotonic() - started:.0f} s\n")
         sys.stdout.write(log.read_text(encoding="utf-8", errors="replace"))
         sys.stdout.flush()
         failed += failures(junit)
-        measured.update(file_seconds(junit))
-        if code not in (0, 5) and status in (0, 1):  # an interruption or a collection error outranks failures
-            status = code
+        for path, secs in (file_seconds(junit) if shard.dealt else {}).items():
+            measured[path] = measured.get(path, 0.0) + secs
+        if code not in (0, 5) and status in (0, 1):  # 5: no test collected (a -m that selects none in a shard);
+            status = code  # an interruption or a collection error outranks failures
     return status, failed, measured
+
+
+def plan(files: list[str], durations: dict[str, float], jobs: int, passthrough: list[str]) -> list[Shard]:
+    """The shards of a run: the files dealt to ``jobs`` shards; without a ``-m`` of the caller's, those run the
+    tests not marked ``timing`` at a lower priority, beside one shard of the ``timing`` tests (listed first)."""
+    dealt = deal(files, durations, jobs)
+    if "-m" in passthrough:
+        return [Shard(f"shard{i + 1}", part) for i, part in enumerate(dealt)]
+    timed = [f for f in files if "pytest.mark.timing" in (ROOT / f).read_text(encoding="utf-8")]
+    untimed = [Shard(f"shard{i + 1}", part, ["-m", "not timing"], UNTIMED_NICENESS if timed else 0)
+               for i, part in enumerate(dealt)]
+    return ([Shard("timing", timed, ["-m", "timing"], dealt=False)] if timed else []) + untimed
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.shards", description=__doc__.split("\n\n")[0],
                                      allow_abbrev=False)
-    parser.add_argument("--jobs", type=int, default=default_jobs(), help="pytest processes at once (default: "
-                        "CPUs + 1)")
+    parser.add_argument("--jobs", type=int, default=default_jobs(), help="pytest processes at once besides the "
+                        "timing tests' (default: CPUs + 1)")
     parser.add_argument("--update-durations", action="store_true", help="write tests/durations.json from this run")
     args, rest = parser.parse_known_args(argv)
     paths = [a for a in rest if a.startswith("tests/") and a.endswith(".py")]
@@ -159,34 +194,20 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="avv-shards-"))
     started = time.monotonic()
     compile_project()
-    phases = [(deal(files, durations, args.jobs), passthrough)]
-    if "-m" not in passthrough:
-        timed = [f for f in files if "pytest.mark.timing" in (ROOT / f).read_text(encoding="utf-8")]
-        phases = [(deal(files, durations, args.jobs), [*passthrough, "-m", "not timing"])]
-        if timed:
-            phases.append(([timed], [*passthrough, "-m", "timing"]))
-    status, failed, measured = 0, [], {}  # type: tuple[int, list[str], dict[str, float]]
-    codes: set[int] = set()
-    for phase, (shards, options) in enumerate(phases, 1):
-        print(f"tests.shards: phase {phase}/{len(phases)} ({' '.join(options[-2:]) if '-m' in options else 'all'}): "
-              f"{sum(map(len, shards))} files in {len(shards)} pytest processes; logs in {work}", flush=True)
-        code, names, seconds = run_phase(work, phase, shards, options, started)
-        failed += names
-        codes.add(code)
-        for path, secs in seconds.items():
-            measured[path] = measured.get(path, 0.0) + secs
-        if code not in (0, 5) and status in (0, 1):  # 5: no test collected (a -m that selects none in a shard);
-            status = code  # an interruption or a collection error outranks failures, as in run_phase
+    shards = plan(files, durations, args.jobs, passthrough)
+    print(f"tests.shards: {len(files)} files in {len(shards)} pytest processes "
+          f"({', '.join(f'{s.name}: {len(s.files)}' for s in shards)}); logs in {work}", flush=True)
+    status, failed, measured = run_shards(work, shards, passthrough, started)
     load_sensitive: list[str] = []
-    if failed and codes - {0, 5} == {1} and len(failed) <= RERUN_LIMIT:  # 1: tests failed (no interruption, no
-        # collection error, in any shard)
+    if failed and status == 1 and len(failed) <= RERUN_LIMIT:  # 1: tests failed (no interruption, no collection
+        # error, in any shard)
         print(f"tests.shards: running the {len(failed)} failed test(s) again, alone", flush=True)
-        code, again, _ = run_phase(work, len(phases) + 1, [[node_id(name) for name in failed]], passthrough,
-                                   started)
+        code, again, _ = run_shards(work, [Shard("rerun", [node_id(name) for name in failed])], passthrough,
+                                    started)
         load_sensitive = [name for name in failed if name not in again]
         failed, status = again, (code if code not in (0, 5) else 0)
     wall = time.monotonic() - started
-    print(f"\ntests.shards: {len(phases)} phase(s), up to {args.jobs} processes, {wall:.0f} s wall; "
+    print(f"\ntests.shards: {len(shards)} pytest processes, {wall:.0f} s wall; "
           + (f"{len(failed)} failed:\n  " + "\n  ".join(failed) if failed else "no test failed"))
     if load_sensitive:
         print(f"tests.shards: {len(load_sensitive)} test(s) failed under load and passed alone (load-sensitive: "

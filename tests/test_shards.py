@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from tests.shards import ROOT, deal, node_id
+from tests.shards import ROOT, UNTIMED_NICENESS, deal, node_id, plan
 
 
 def test_junit_names_become_pytest_node_ids():
@@ -22,6 +22,19 @@ def test_junit_names_become_pytest_node_ids():
 def test_files_are_dealt_longest_first_to_the_least_loaded_shard():
     shards = deal(["a", "b", "c", "d"], {"a": 10.0, "b": 6.0, "c": 5.0, "d": 1.0}, 2)
     assert shards == [["a", "d"], ["b", "c"]]  # a 10 | b 6, c 5 (11) | d to the 10
+
+
+def test_the_timing_tests_run_beside_the_others_which_run_at_a_lower_priority():
+    files = ["tests/test_sim_timing.py", "tests/test_shards.py", "tests/test_sim_server.py"]
+    timing, *untimed = plan(files, {}, 2, [])
+    assert (timing.files, timing.options, timing.niceness) == (["tests/test_sim_timing.py"], ["-m", "timing"], 0)
+    assert sorted(f for s in untimed for f in s.files) == sorted(files) and len(untimed) == 2
+    assert all(s.options == ["-m", "not timing"] and s.niceness == UNTIMED_NICENESS > 0 for s in untimed)
+    # a selection of the caller's runs as asked, at the normal priority, with no timing process
+    chosen = plan(files, {}, 2, ["-m", "e2e"])
+    assert len(chosen) == 2 and all(s.options == [] and s.niceness == 0 for s in chosen)
+    # no timing test among the files: nothing to protect, nothing niced
+    assert all(s.niceness == 0 for s in plan(["tests/test_shards.py"], {}, 2, []))
 
 
 PROBE = '''
