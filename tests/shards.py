@@ -5,11 +5,12 @@ worker's execnet threads then block forever (``LoopExit``; locustio/locust#3202,
 Most of the suite waits on sockets, simulated vendors and Locust's one-second ticks, so plain processes overlap
 well on 2 cores.
 
-Every test not marked ``timing`` runs in ``--jobs`` processes at once, at a lower CPU priority (``nice``); beside
-them, from the start, one more process runs the ``timing`` tests (they assert measured time to the millisecond)
-at the normal priority, so the scheduler hands them a core whenever they want one and the others' load does not
-blur what they measure. This used to be a second phase after the first, with the machine to itself: a minute of
-one busy core and one idle one. Given ``-m``, the runner runs that selection only, all at the normal priority.
+Every test not marked ``timing`` runs in ``--jobs`` processes at once, at a lower CPU priority (the idle
+scheduling class: :func:`lower_priority`); beside them, from the start, one more process runs the ``timing`` tests
+(they assert measured time to the millisecond) at the normal priority, so the scheduler hands them a core whenever
+they wake and the others' load does not blur what they measure. This used to be a second phase after the first,
+with the machine to itself: a minute of one busy core and one idle one. Given ``-m``, the runner runs that
+selection only, all at the normal priority.
 
 The test files are dealt out by their last measured duration (``tests/durations.json``, longest first, each to
 the shard with the least work so far); a file not measured yet counts as the median. Each shard is one ordinary
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import functools
 import json
 import os
 import statistics
@@ -119,19 +119,29 @@ def node_id(junit_name: str) -> str:
     return junit_name
 
 
-#: How much lower the untimed shards run (``nice``): at 15 the scheduler weighs a normal process about 30 times
-#: theirs, so a timing test's process and its children get a core at once whenever they wake.
+#: The ``nice`` of the untimed shards where the idle scheduling class is not available (see :func:`lower_priority`).
 UNTIMED_NICENESS = 15
+
+
+def lower_priority() -> None:
+    """In a shard's process before it starts: the idle scheduling class (Linux's ``SCHED_IDLE``, inherited by every
+    process the shard starts), so that a timing test's process — and its Locust and simulator children — takes a
+    core at once whenever it wakes, whatever the others are doing; elsewhere ``nice`` :data:`UNTIMED_NICENESS`."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        os.nice(UNTIMED_NICENESS)
 
 
 @dataclass
 class Shard:
-    """One pytest process: its files, the options it adds (a ``-m`` selection), its ``nice`` increment, and whether
-    its files were dealt by duration (their seconds then go to ``--update-durations``; the timing tests' do not)."""
+    """One pytest process: its files, the options it adds (a ``-m`` selection), whether it runs at a lower priority
+    (:func:`lower_priority`), and whether its files were dealt by duration (their seconds then go to
+    ``--update-durations``; the timing tests' do not)."""
     name: str
     files: list[str]
     options: list[str] = field(default_factory=list)
-    niceness: int = 0
+    lowered: bool = False
     dealt: bool = True
 
 
@@ -148,7 +158,7 @@ def run_shards(work: Path, shards: list[Shard], options: list[str],
         with log.open("wb") as out:
             running.append((shard, junit, log, subprocess.Popen(
                 cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                preexec_fn=functools.partial(os.nice, shard.niceness) if shard.niceness else None)))
+                preexec_fn=lower_priority if shard.lowered else None)))
     status, failed, measured = 0, [], {}  # type: tuple[int, list[str], dict[str, float]]
     for shard, junit, log, proc in running:
         code = proc.wait()
@@ -172,7 +182,7 @@ def plan(files: list[str], durations: dict[str, float], jobs: int, passthrough: 
     if "-m" in passthrough:
         return [Shard(f"shard{i + 1}", part) for i, part in enumerate(dealt)]
     timed = [f for f in files if "pytest.mark.timing" in (ROOT / f).read_text(encoding="utf-8")]
-    untimed = [Shard(f"shard{i + 1}", part, ["-m", "not timing"], UNTIMED_NICENESS if timed else 0)
+    untimed = [Shard(f"shard{i + 1}", part, ["-m", "not timing"], lowered=bool(timed))
                for i, part in enumerate(dealt)]
     return ([Shard("timing", timed, ["-m", "timing"], dealt=False)] if timed else []) + untimed
 

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from tests.shards import ROOT, UNTIMED_NICENESS, deal, node_id, plan
+from tests.shards import ROOT, deal, node_id, plan
 
 
 def test_junit_names_become_pytest_node_ids():
@@ -27,14 +27,14 @@ def test_files_are_dealt_longest_first_to_the_least_loaded_shard():
 def test_the_timing_tests_run_beside_the_others_which_run_at_a_lower_priority():
     files = ["tests/test_sim_timing.py", "tests/test_shards.py", "tests/test_sim_server.py"]
     timing, *untimed = plan(files, {}, 2, [])
-    assert (timing.files, timing.options, timing.niceness) == (["tests/test_sim_timing.py"], ["-m", "timing"], 0)
+    assert (timing.files, timing.options, timing.lowered) == (["tests/test_sim_timing.py"], ["-m", "timing"], False)
     assert sorted(f for s in untimed for f in s.files) == sorted(files) and len(untimed) == 2
-    assert all(s.options == ["-m", "not timing"] and s.niceness == UNTIMED_NICENESS > 0 for s in untimed)
+    assert all(s.options == ["-m", "not timing"] and s.lowered for s in untimed)
     # a selection of the caller's runs as asked, at the normal priority, with no timing process
     chosen = plan(files, {}, 2, ["-m", "e2e"])
-    assert len(chosen) == 2 and all(s.options == [] and s.niceness == 0 for s in chosen)
+    assert len(chosen) == 2 and all(s.options == [] and not s.lowered for s in chosen)
     # no timing test among the files: nothing to protect, nothing niced
-    assert all(s.niceness == 0 for s in plan(["tests/test_shards.py"], {}, 2, []))
+    assert not any(s.lowered for s in plan(["tests/test_shards.py"], {}, 2, []))
 
 
 PROBE = '''
