@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeAlias
 
+#: One JSON value as parsed or about to be written: an object, an array, a string, a number, a boolean or null
+#: (a member of a parsed object, a tool call's argument, a CSV cell read back as JSON); its reader checks its type.
+JSONValue: TypeAlias = Any
 #: A JSON object as parsed or about to be written (mutable).
 JSONObject: TypeAlias = dict[str, Any]
 #: A JSON object only read (a parameter that takes a ``JSONObject`` or any other mapping of JSON values).
 JSONMapping: TypeAlias = Mapping[str, Any]
 
-__all__ = ["JSONMapping", "JSONObject"]
+__all__ = ["JSONMapping", "JSONObject", "JSONValue"]
