@@ -86,7 +86,7 @@ _MAX_TOKENS_KEYS = ("max_tokens", "max_completion_tokens")
 _DROPPED = ("stream_options",)
 
 
-def _text(content: Any, where: str, api: str) -> str:
+def _text(content: object, where: str, api: str) -> str:
     """A message's text: a string, or its ``text`` parts joined; other part types cannot be converted."""
     if content is None:
         return ""
@@ -104,7 +104,7 @@ def _text(content: Any, where: str, api: str) -> str:
     raise ConversionError(f"{where}.content: {type(content).__name__} is not text")
 
 
-def _system_and_turns(messages: Any, api: str) -> tuple[list[str], list[tuple[int, JSONMapping]]]:
+def _system_and_turns(messages: object, api: str) -> tuple[list[str], list[tuple[int, JSONMapping]]]:
     if not isinstance(messages, list):
         raise ConversionError(f"messages: {type(messages).__name__}, not a list")
     system: list[str] = []
@@ -122,7 +122,7 @@ def _system_and_turns(messages: Any, api: str) -> tuple[list[str], list[tuple[in
     return system, turns
 
 
-def _arguments(raw: Any, where: str) -> JSONObject:
+def _arguments(raw: object, where: str) -> JSONObject:
     if isinstance(raw, Mapping):
         return dict(raw)
     value = parse_json_text(raw) if isinstance(raw, str) and raw.strip() else {}
@@ -167,7 +167,7 @@ def _tools(tools: Any, api: str) -> list[tuple[JSONMapping, JSONMapping]]:
     return out
 
 
-def _named_choice(choice: Any) -> str | None:
+def _named_choice(choice: object) -> str | None:
     if isinstance(choice, Mapping):
         function = choice.get("function")
         if isinstance(function, Mapping) and isinstance(function.get("name"), str):
@@ -234,7 +234,7 @@ def to_messages(chat: JSONMapping, default_max_tokens: int = DEFAULT_MESSAGES_MA
     return out
 
 
-def _stop_sequences(stop: Any, api: str) -> list[str]:
+def _stop_sequences(stop: object, api: str) -> list[str]:
     """``stop`` (a string or a list of strings) as a list; anything else cannot be converted (a number, an object:
     ``list()`` of it would raise, or silently keep a mapping's keys)."""
     if isinstance(stop, str):
@@ -246,7 +246,7 @@ def _stop_sequences(stop: Any, api: str) -> list[str]:
     raise ConversionError(f"stop: must be a string or a list of strings to be sent to the {api} API, got {shown}")
 
 
-def _messages_choice(choice: Any, parallel: Any) -> JSONObject | None:
+def _messages_choice(choice: object, parallel: object) -> JSONObject | None:
     if choice is None and parallel is not False:
         return None
     name = _named_choice(choice)

@@ -179,7 +179,7 @@ def _walk(schema: Any, spec: Any, resolver: Any, found: dict[str, list[str]]) ->
             _walk(value, spec, resolver, found)
 
 
-def build_validator(schema: Any, default: Any = Draft202012Validator) -> Any:
+def build_validator(schema: object, default: object = Draft202012Validator) -> Any:
     """A validator for ``schema`` that reaches no network and bounds its regex searches (module docstring), of the
     draft its ``$schema`` names, else of ``default`` (Draft 2020-12; OpenRouter's error classes use Draft 7).
 

@@ -49,7 +49,7 @@ class DecodeBudget:
             return None
 
 
-def maybe_json(value: Any) -> Any:
+def maybe_json(value: object) -> Any:
     """A string's JSON value when it parses, else the value as it is."""
     if isinstance(value, str):
         parsed = parse_json_text(value)
@@ -57,7 +57,7 @@ def maybe_json(value: Any) -> Any:
     return value
 
 
-def calls_in(value: Any) -> Iterator[tuple[str, Any]]:
+def calls_in(value: object) -> Iterator[tuple[str, Any]]:
     """(name, arguments) of every call-shaped object in a decoded JSON value; arguments that are a JSON string
     are decoded."""
     if isinstance(value, list):
@@ -92,7 +92,7 @@ def bare_calls(text: str, budget: DecodeBudget) -> Iterator[tuple[str, Any]]:
         pos = decoded[1]
 
 
-def arguments_text(value: Any) -> str:
+def arguments_text(value: object) -> str:
     """A call's arguments as the text a ``tool_calls`` delta would carry (``{}`` when there are none)."""
     if value is None:
         return "{}"

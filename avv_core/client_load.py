@@ -58,7 +58,7 @@ class LoadGroup(NamedTuple):
     cpu: Sequence[float]
 
 
-def process_name(worker: Any) -> str:
+def process_name(worker: object) -> str:
     """The process a record came from; "?" when the record does not say."""
     return "?" if is_missing(worker) or worker == "" else str(worker)
 

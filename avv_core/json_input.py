@@ -22,7 +22,7 @@ from avv_core.errors import InputError
 MAX_JSON_DEPTH = 100
 
 
-def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
+def json_depth(value: object, limit: int = MAX_JSON_DEPTH) -> int:
     """Nesting depth of a decoded JSON value (a scalar is 0, ``[]`` is 1, ``{"a": [1]}`` is 2). Stops counting
     once past ``limit`` (returns ``limit + 1``), so an absurd value costs no more than a legal one. Iterative:
     the depth being measured may be beyond the recursion limit."""

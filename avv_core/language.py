@@ -194,7 +194,7 @@ def check_language(content: str, spec: str | LanguageCheck) -> LanguageVerdict:
 # ------------------------------------------------------------------------------------- samples
 
 
-def check_types(value: Any) -> list[str]:
+def check_types(value: object) -> list[str]:
     """A sample's ``check_type`` as a list (MiniMax writes a list; a single string is accepted).
     ValueError for anything else."""
     if value is None:
@@ -206,7 +206,7 @@ def check_types(value: Any) -> list[str]:
     raise ValueError(f"check_type must be a string or a list of strings, got {value!r}")
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts: [{"type": "text", "text": "..."}, ...]

@@ -25,12 +25,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     which dropped a whole model's vendors when a config had two blocks of the same model) and aliases that
     expand the document past :data:`MAX_YAML_NODES`."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: object) -> None:
         super().__init__(stream)
         self._expanded = 0  # nodes of the document as its aliases expand it
         self._sizes: dict[int, int] = {}  # id(node) → nodes in its expanded subtree
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
+    def compose_node(self, parent: object, index: object) -> Any:
         alias = self.peek_event() if self.check_event(yaml.AliasEvent) else None
         node = super().compose_node(parent, index)
         if alias is None:
@@ -45,7 +45,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                              f"{MAX_YAML_NODES:,} nodes (an alias bomb?)")
         return node
 
-    def _size(self, node: Any) -> int:
+    def _size(self, node: object) -> int:
         size = self._sizes.get(id(node))
         if size is None:
             size = 1
@@ -88,7 +88,7 @@ def loads_yaml(text: str, where: str) -> Any:
     return _load(text, where)
 
 
-def _load(stream: Any, where: str) -> Any:
+def _load(stream: object, where: str) -> Any:
     try:
         return yaml.load(stream, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except InputError as exc:

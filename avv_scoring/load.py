@@ -358,7 +358,7 @@ OK_COL = "_ok"
 COMPARABLE_COL = "_comparable"
 
 
-def rows_where(frame: pd.DataFrame, mask: Any) -> pd.DataFrame:
+def rows_where(frame: pd.DataFrame, mask: object) -> pd.DataFrame:
     """``frame[mask]``, without copying every column when the mask keeps every row (one model: the whole run):
     then a shallow copy, which copy-on-write keeps separate from ``frame``."""
     keep = np.asarray(mask, dtype=bool)

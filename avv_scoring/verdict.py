@@ -44,7 +44,7 @@ def _known(column: str) -> None:
         raise ValueError(f"thresholds: {column!r} is not a metric column")
 
 
-def _limit(column: str, bound: Any) -> Limit:
+def _limit(column: str, bound: object) -> Limit:
     _known(column)
     try:
         return check_limit(metric(column), tuple(bound) if isinstance(bound, list) else bound)
@@ -52,7 +52,7 @@ def _limit(column: str, bound: Any) -> Limit:
         raise ValueError(f"thresholds: {exc}") from None
 
 
-def _bounds(column: str, bound: Any) -> dict[str, float]:
+def _bounds(column: str, bound: object) -> dict[str, float]:
     """A mapping value — one ``(kind, limit)`` or a sequence of them — as ``{kind: limit}``."""
     if isinstance(bound, (tuple, list)) and bound and all(isinstance(b, (tuple, list)) for b in bound):
         limits = [_limit(column, b) for b in bound]
@@ -235,7 +235,7 @@ class Thresholds(Mapping[str, Bounds]):
     def __len__(self) -> int:
         return len(self._bounds)
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Thresholds is frozen; use with_bound() / without() / named()")
 
     def __hash__(self) -> int:

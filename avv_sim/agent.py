@@ -103,7 +103,7 @@ class Turn:
         return tuple((n, json.dumps(a, sort_keys=True, ensure_ascii=False)) for n, a in self.calls)
 
 
-def _parsed(text: Any) -> Any:
+def _parsed(text: object) -> Any:
     try:
         return json.loads(text) if isinstance(text, str) else text
     except ValueError:

@@ -78,7 +78,7 @@ def reference_calls(chosen: Sequence[Any], h: str, gold_pairs: list | None) -> l
     return [PlannedCall(tool, schema_args.generate(tool.schema, f"{h}:args:{i}")) for i, tool in enumerate(chosen)]
 
 
-def _simple(expected: Any) -> bool:
+def _simple(expected: object) -> bool:
     """An expected value without objects (so :func:`~avv_sim.gold.acceptable` decides it exactly)."""
     return not isinstance(expected, dict) and not (
         isinstance(expected, list) and any(isinstance(e, dict) or (isinstance(e, list) and not _simple(e))

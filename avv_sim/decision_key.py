@@ -24,7 +24,7 @@ from avv_core.json_types import JSONMapping, JSONObject
 KEY_EXCLUDED = ("model", "stream", "stream_options", "prompt", "messages")
 
 
-def content_text(content: Any) -> str:
+def content_text(content: object) -> str:
     """A message's text: a string as is; a list of parts as its ``text`` parts joined; else ""."""
     if isinstance(content, str):
         return content
@@ -34,7 +34,7 @@ def content_text(content: Any) -> str:
     return ""
 
 
-def arguments_text(arguments: Any) -> str:
+def arguments_text(arguments: object) -> str:
     """Tool-call arguments as the template shows them: JSON re-serialised (``json.dumps``, key order and
     non-ASCII kept), or the raw text when it is not JSON."""
     if isinstance(arguments, str):
@@ -45,7 +45,7 @@ def arguments_text(arguments: Any) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
-def conversation(messages: Any) -> list[Any]:
+def conversation(messages: object) -> list[Any]:
     """Each message as ``{"role", "content"?, "tool_calls"?: [{"name", "arguments"}]}``: content as text
     (absent when empty), calls by name and arguments only."""
     if not isinstance(messages, list):

@@ -48,7 +48,7 @@ class ProfileError(ValueError):
     """A profile file or knob is invalid (unknown knob, wrong type, out of range)."""
 
 
-def knob(default: Any, doc: str, *, check: Check | None = None, choices: tuple[str, ...] | None = None,
+def knob(default: object, doc: str, *, check: Check | None = None, choices: tuple[str, ...] | None = None,
          truth: str | None = None, shares_draw: str | None = None, shown: str | None = None) -> Any:
     """Declare a knob (a :class:`Profile` field): ``doc`` = its one-line meaning; ``check`` = its range (CHECKS);
     ``choices`` = its allowed values; ``truth`` = the truth-log key that shows its effect (a field of
@@ -274,7 +274,7 @@ def _err(profile: str, knob: str, msg: str) -> ProfileError:
     return ProfileError(f"profile {profile!r}: knob {knob!r}: {msg}")
 
 
-def _coerce(profile: str, knob: str, value: Any) -> Any:
+def _coerce(profile: str, knob: str, value: object) -> Any:
     """Check one knob's value against its declared type and choices; ints are accepted for floats."""
     declared = KNOBS[knob]
     ftype, allowed = declared.type, declared.choices
@@ -350,7 +350,7 @@ def make_profile(name: str, knobs: JSONMapping | None = None) -> Profile:
     return profile
 
 
-def profiles_from_mapping(data: Any, source: str = "<config>") -> dict[str, Profile]:
+def profiles_from_mapping(data: object, source: str = "<config>") -> dict[str, Profile]:
     """Profiles from a parsed config: ``{"profiles": {name: knobs}, "defaults": knobs?}``.
 
     ``defaults`` (optional) are applied to every profile before its own knobs.

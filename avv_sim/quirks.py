@@ -157,7 +157,7 @@ def interleave(tokens: list[TokenT]) -> list[TokenT]:
     return out
 
 
-def huge_arguments(index: int, args: Any) -> Any:
+def huge_arguments(index: int, args: object) -> Any:
     """Call 0's first string value replaced with ~1 MB of text (or a ``padding`` key added)."""
     if index != 0:
         return args

@@ -251,7 +251,7 @@ def _gen_object(schema: JSONMapping, rng: random.Random, root: JSONMapping, dept
     return out
 
 
-def _gen(schema: Any, rng: random.Random, root: JSONMapping, depth: int) -> Any:
+def _gen(schema: object, rng: random.Random, root: JSONMapping, depth: int) -> Any:
     if schema is True or not isinstance(schema, Mapping):
         return rng.choice(_WORDS)
     if depth > _MAX_DEPTH:
@@ -311,7 +311,7 @@ def _gen_branch(
     return candidate
 
 
-def _valid(schema: JSONMapping, value: Any) -> bool:
+def _valid(schema: JSONMapping, value: object) -> bool:
     """Validation as the scoring does it (no network, regex time-bounded), imported lazily (only oneOf and
     breaking need it)."""
     from avv_core.bounded_schema import is_valid
@@ -334,7 +334,7 @@ def _validator(schema_json: str) -> Any:
     return build_validator(json.loads(schema_json))
 
 
-def is_valid(schema: JSONMapping, value: Any) -> bool:
+def is_valid(schema: JSONMapping, value: object) -> bool:
     """Whether ``value`` validates against ``schema`` (True when the schema itself cannot be used)."""
     return _valid(schema, value)
 
@@ -393,7 +393,7 @@ def _break_missing(args: Any, schema: JSONMapping) -> str | None:
     return json.dumps(broken, ensure_ascii=False)
 
 
-def _break_type(args: Any, schema: JSONMapping) -> str | None:
+def _break_type(args: object, schema: JSONMapping) -> str | None:
     if isinstance(args, dict):
         props = schema.get("properties") or {}
         for name in args:
@@ -407,12 +407,12 @@ def _break_type(args: Any, schema: JSONMapping) -> str | None:
     return None
 
 
-def _break_unparseable(args: Any) -> str:
+def _break_unparseable(args: object) -> str:
     text = json.dumps(args, ensure_ascii=False)
     return text[:-1] if len(text) > 1 else '{"'  # drop the closing brace: cut-off JSON
 
 
-def break_arguments(args: Any, schema: JSONMapping | None, kind: str) -> tuple[str, str]:
+def break_arguments(args: object, schema: JSONMapping | None, kind: str) -> tuple[str, str]:
     """Serialized arguments that fail ``schema``; returns (text, kind actually used).
 
     The requested kind is tried first; kinds impossible for this schema (nothing required, no typed
@@ -429,6 +429,6 @@ def break_arguments(args: Any, schema: JSONMapping | None, kind: str) -> tuple[s
     return _break_unparseable(args), "unparseable"  # pragma: no cover - loop always returns
 
 
-def dumps_arguments(args: Any) -> str:
+def dumps_arguments(args: object) -> str:
     """How the simulator serializes valid arguments (OpenAI style: ``{"a": 1, "b": "x"}``)."""
     return json.dumps(args, ensure_ascii=False)

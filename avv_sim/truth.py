@@ -22,7 +22,7 @@ from avv_sim.request import RequestError
 from avv_sim.tokens import token_counts
 
 
-def _doc(text: str, default: Any = None) -> Any:
+def _doc(text: str, default: object = None) -> Any:
     return field(default=default, metadata={"doc": text})
 
 

@@ -30,7 +30,7 @@ KEEPALIVE_COMMENT = ": keep-alive"
 GARBAGE_PAYLOAD = "{not json"
 
 
-def compact_json(obj: Any) -> str:
+def compact_json(obj: object) -> str:
     """JSON text without whitespace, non-ASCII kept (how every event's payload is written)."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 

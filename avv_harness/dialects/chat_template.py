@@ -34,11 +34,11 @@ import functools
 import json
 import os
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 import jinja2

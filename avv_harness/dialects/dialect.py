@@ -118,7 +118,7 @@ def _substitute_text(text: str, env: dict[str, str], problems: Problems, where: 
     return _VAR.sub(replace, text)
 
 
-def _substitute_value(value: Any, env: dict[str, str], problems: Problems, where: str, secrets: list[str],
+def _substitute_value(value: object, env: dict[str, str], problems: Problems, where: str, secrets: list[str],
                       key: str, variables: dict[str, tuple[str, ...]]) -> Any:
     if isinstance(value, str):
         names: list[str] = []
@@ -146,11 +146,11 @@ def substitute(raw: JSONObject, env: dict[str, str], problems: Problems, where: 
     return Substitution(out, [s.strip() for s in secrets if s and s.strip()], variables)
 
 
-def has_placeholder(value: Any) -> bool:
+def has_placeholder(value: object) -> bool:
     return isinstance(value, str) and "${" in value
 
 
-def _names(problems: Problems, where: str, value: Any) -> tuple[str, ...]:
+def _names(problems: Problems, where: str, value: object) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
@@ -165,7 +165,7 @@ def _names(problems: Problems, where: str, value: Any) -> tuple[str, ...]:
     return tuple(v for v in value if v in TRANSFORMS)
 
 
-def _resolve_template(problems: Problems, where: str, value: Any, config_dir: str) -> str | None:
+def _resolve_template(problems: Problems, where: str, value: object, config_dir: str) -> str | None:
     """A path relative to the config file's folder (or absolute), else the name of a shipped template."""
     if not isinstance(value, str) or not value.strip():
         problems.add(f"{where}.chat_template", "must be the path of a Jinja template, a tokenizer_config.json "

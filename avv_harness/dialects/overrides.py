@@ -89,7 +89,7 @@ def _header(text: str) -> tuple[str, str]:
     return name, value
 
 
-def _header_items(value: Any) -> list[str]:
+def _header_items(value: object) -> list[str]:
     """``--avv-header`` values: repeated flags give a list; ``locust.conf`` / ``LOCUST_AVV_HEADER`` may give
     one string holding a list (``[A:1, B:2]``), which configargparse does not always split."""
     items = value if isinstance(value, list) else [value] if value else []

@@ -43,7 +43,7 @@ def _with_messages(body: Body, change: Callable[[list[Any]], list[Any]]) -> Body
     return {**body, "messages": change(list(messages))}
 
 
-def _is_assistant(message: Any) -> bool:
+def _is_assistant(message: object) -> bool:
     return isinstance(message, dict) and message.get("role") == "assistant"
 
 
@@ -51,7 +51,7 @@ def _has_tool_calls(message: Any) -> bool:
     return _is_assistant(message) and isinstance(message.get("tool_calls"), list) and bool(message["tool_calls"])
 
 
-def _missing(value: Any) -> bool:
+def _missing(value: object) -> bool:
     return value is None or value == ""
 
 

@@ -57,7 +57,7 @@ def available_categories(folder: str) -> list[str]:
     return sorted(m.group("category") for n in names if (m := _FILE_RE.match(n)))
 
 
-def convert_schema(node: Any) -> Any:
+def convert_schema(node: object) -> Any:
     """A BFCL parameter schema as JSON Schema (see the module docstring); other keys are kept as they are."""
     if isinstance(node, list):
         return [convert_schema(n) for n in node]

@@ -190,7 +190,7 @@ def _is_local(url: str) -> bool:
     return host in LOOPBACK_HOSTS or host.startswith("127.")
 
 
-def _parse_vendor(problems: Problems, model: str, index: int, raw: Any, env: dict[str, str],
+def _parse_vendor(problems: Problems, model: str, index: int, raw: object, env: dict[str, str],
                   check_keys: bool, defaults: JSONObject, config_dir: str) -> Vendor | None:
     where = f"{printable_name(model)}.vendors[{index}]"
     if not isinstance(raw, dict):
@@ -260,7 +260,7 @@ def _parse_vendor(problems: Problems, model: str, index: int, raw: Any, env: dic
     )
 
 
-def _tolerance(problems: Problems, where: str, value: Any) -> float | None:
+def _tolerance(problems: Problems, where: str, value: object) -> float | None:
     """A model's ``prompt_tokens_tolerance``: a number from 0 to 1 (0.05 = ±5 %), or absent."""
     if value is None:
         return None

@@ -129,7 +129,7 @@ def positive_seconds(problems: Problems, where: str, raw: JSONObject, key: str,
     return value
 
 
-def parse_price(problems: Problems, where: str, raw: Any) -> Price | None:
+def parse_price(problems: Problems, where: str, raw: object) -> Price | None:
     """``price: {input, output, cached_input, currency}``: per million tokens, finite and ≥ 0; ``input`` and
     ``output`` required, ``cached_input`` defaults to ``input``, ``currency`` to USD (three capital letters)."""
     if raw is None:
@@ -170,7 +170,7 @@ def parse_price(problems: Problems, where: str, raw: Any) -> Price | None:
     return Price(amounts["input"], amounts["output"], amounts.get("cached_input", amounts["input"]), str(currency))
 
 
-def parse_tls_verify(problems: Problems, where: str, value: Any, config_dir: str) -> bool | str:
+def parse_tls_verify(problems: Problems, where: str, value: object, config_dir: str) -> bool | str:
     """``tls_verify``: ``true`` (absent: the default CAs), ``false`` (no certificate check), or the path of a CA
     file (PEM) or folder (OpenSSL's hashed layout), relative to the config file's folder: returned absolute. A path
     that does not exist, or a file that holds no certificate OpenSSL can read, is a problem here, not a ``connect``
@@ -229,7 +229,7 @@ class Problems:
             raise InputError(text)
 
 
-def typed(problems: Problems, where: str, raw: JSONObject, key: str, kind: type | tuple, default: Any) -> Any:
+def typed(problems: Problems, where: str, raw: JSONObject, key: str, kind: type | tuple, default: object) -> Any:
     value = raw.get(key, default)
     if value is None:
         return default

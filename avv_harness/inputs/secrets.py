@@ -125,14 +125,14 @@ class Redactor:
         ordered = sorted(self._secrets, key=len, reverse=True)
         self._pattern = re.compile("|".join(re.escape(s) for s in ordered))
 
-    def __call__(self, text: Any) -> Any:
+    def __call__(self, text: object) -> Any:
         if not isinstance(text, str) or not text:
             return text
         if self._pattern is not None:
             text = self._pattern.sub(MASK, text)
         return redact_url(text) if "://" in text or "=" in text else text
 
-    def value(self, value: Any) -> Any:
+    def value(self, value: object) -> Any:
         """``value`` with every string inside it (lists, dicts) redacted: for run.json."""
         if isinstance(value, dict):
             return {k: self.value(v) for k, v in value.items()}

@@ -65,7 +65,7 @@ class VendorCounts:
     anomalies: int = 0  # anomaly flags on the records
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: object) -> Any:
     """A JSON value: missing → None, numpy scalars → Python."""
     if is_missing(value):
         return None

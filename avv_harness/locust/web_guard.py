@@ -95,7 +95,7 @@ class OriginGuard:
             return [body]
         keep_cors = headers.get("origin") in self.allowed
 
-        def filtered(status: str, response_headers: list[tuple[str, str]], *exc_info: Any) -> Any:
+        def filtered(status: str, response_headers: list[tuple[str, str]], *exc_info: object) -> Any:
             if not keep_cors:
                 response_headers = [(k, v) for k, v in response_headers
                                     if not k.lower().startswith("access-control-")]

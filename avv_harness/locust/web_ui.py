@@ -117,7 +117,7 @@ def vendor_rows(snapshot: JSONObject, columns: list[tuple[str, str, CellFormat]]
     return rows
 
 
-def verdict_cell(verdict: Any, reasons: Any) -> str:
+def verdict_cell(verdict: object, reasons: object) -> str:
     """The Vendors tab's verdict: ``PASS``, ``FAIL: why`` or ``INCONCLUSIVE: why (about N more samples …)`` — the
     scores' ``verdict`` and ``verdict_reasons``, as report.md says them; ``n/a`` before the first scoring."""
     if not verdict or is_missing(verdict):

@@ -43,7 +43,7 @@ SHOWN_CHARS = 120
 LISTED_DIFFERENCES = 6
 
 
-def digest(value: Any) -> str:
+def digest(value: object) -> str:
     return canonical_sha256(value, default=str)
 
 
@@ -84,7 +84,7 @@ def vendor_settings(vendor: Vendor) -> JSONObject:
     }
 
 
-def _shown(value: Any, redact: Callable[[Any], Any]) -> str:
+def _shown(value: object, redact: Callable[[Any], Any]) -> str:
     """A value as a log line may quote it: redacted by the sender, as JSON (control characters escaped), cut
     to :data:`SHOWN_CHARS`."""
     text = json.dumps(redact(value), sort_keys=True, ensure_ascii=False, default=str)
@@ -118,7 +118,7 @@ class NodeIdentity:
                 "samples": self.samples}
 
     @classmethod
-    def from_message(cls, data: Any) -> NodeIdentity:
+    def from_message(cls, data: object) -> NodeIdentity:
         """ValueError naming the part that is missing or of the wrong shape."""
         if not isinstance(data, dict):
             raise ValueError(f"an identity must be a mapping, got {type(data).__name__}")
@@ -139,7 +139,7 @@ class NodeIdentity:
                    {n: {k: [v[0], v[1]] for k, v in s.items()} for n, s in vendors.items()}, samples)
 
 
-def quote_peer(text: Any) -> str:
+def quote_peer(text: object) -> str:
     """A peer's text in a log line: control characters escaped, length bounded."""
     text = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"

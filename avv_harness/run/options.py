@@ -217,7 +217,7 @@ def parse_levels(text: str) -> tuple[int, ...]:
     return tuple(levels)
 
 
-def parse_origins(value: Any) -> tuple[str, ...]:
+def parse_origins(value: object) -> tuple[str, ...]:
     """``--avv-cors-origin`` values (repeated flags, commas, or ``[a, b]`` from locust.conf) as the browser sends
     them in ``Origin``: lower-case ``scheme://host[:port]``, the default port dropped. InputError for anything
     else, ``*`` included (it would let every web site read the UI and start runs)."""
@@ -479,7 +479,7 @@ class RunOptions:
         )
 
 
-def _preflight_mode(value: Any) -> str:
+def _preflight_mode(value: object) -> str:
     if value is None:
         return DEFAULT_PREFLIGHT
     if value not in PREFLIGHT_MODES:

@@ -11,6 +11,7 @@ What counts as a token event (TTFT, TPS, ``ttft_kind``) is decided by the reader
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,7 +92,7 @@ def error_message(body: bytes) -> str:
     return " ".join(text.split())[:200]
 
 
-def json_kind(value: Any) -> str:
+def json_kind(value: object) -> str:
     """How a JSON value reads in an error message (``a string``, ``a list`` …)."""
     if value is None:
         return "null"
@@ -147,7 +148,7 @@ class EventReader:
     def end(self, att: Attempt) -> None:
         """After the last event (or the failure): what can only be read from the whole stream."""
 
-    def error_kind(self, error: Any) -> str:
+    def error_kind(self, error: object) -> str:
         """The error kind of an error event (``error``: its data's JSON, None when it has none or it is not JSON)."""
         return "stream_error"
 
@@ -273,7 +274,7 @@ class WholeBody(EventReader):
 
     whole_body = True
 
-    def __init__(self, inner: EventReader, events: Any):
+    def __init__(self, inner: EventReader, events: Callable[[JSONObject], list[JSONObject]]):
         self.inner = inner
         self.events = events  # the parsed body → [event object, …]
         self.unit = inner.unit
@@ -284,7 +285,7 @@ class WholeBody(EventReader):
     def end(self, att: Attempt) -> None:
         self.inner.end(att)
 
-    def error_kind(self, error: Any) -> str:
+    def error_kind(self, error: object) -> str:
         return self.inner.error_kind(error)
 
 

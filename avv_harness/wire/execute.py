@@ -324,7 +324,7 @@ class ExecContext:
                    max_event_bytes=int(data.get("max_event_bytes", DEFAULT_MAX_EVENT_BYTES)))
 
 
-def request_temperature(body: Any) -> float | None:
+def request_temperature(body: object) -> float | None:
     """The ``temperature`` a request body carries, when it is a number ≥ 0 (else None: the record cell stays empty)."""
     value = body.get("temperature") if isinstance(body, dict) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:

@@ -102,7 +102,7 @@ class StrictAdapter(requests.adapters.HTTPAdapter):
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = STRICT_POOLS
 
-    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: object) -> Any:
         manager = super().proxy_manager_for(proxy, **proxy_kwargs)
         if not proxy.lower().startswith("socks"):  # SOCKS pools bring their own connection classes
             manager.pool_classes_by_scheme = STRICT_POOLS
@@ -227,7 +227,7 @@ def send_fresh_if_stale(adapter: Any, prepared: requests.PreparedRequest, timeou
     return adapter.send(prepared, timeout=timeout, **settings)
 
 
-def _pool(adapter: Any, prepared: requests.PreparedRequest, settings: JSONObject) -> Any:
+def _pool(adapter: object, prepared: requests.PreparedRequest, settings: JSONObject) -> Any:
     """The urllib3 pool the adapter will use for this request (the same lookup requests does), or None."""
     try:
         if hasattr(adapter, "get_connection_with_tls_context"):  # requests ≥ 2.32
@@ -240,13 +240,13 @@ def _pool(adapter: Any, prepared: requests.PreparedRequest, settings: JSONObject
     return None
 
 
-def _has_idle_connection(pool: Any) -> bool:
+def _has_idle_connection(pool: object) -> bool:
     queue: Any = getattr(getattr(pool, "pool", None), "queue", None)
     # urllib3 hands out the most recently returned connection first (LIFO): the last one in the queue.
     return bool(queue) and queue[-1] is not None and getattr(queue[-1], "sock", None) is not None
 
 
-def _close_idle_connections(pool: Any) -> None:
+def _close_idle_connections(pool: object) -> None:
     for conn in list(getattr(getattr(pool, "pool", None), "queue", None) or ()):
         if conn is not None:
             conn.close()  # stays in the pool; the next request reconnects

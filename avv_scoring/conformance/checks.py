@@ -107,7 +107,7 @@ class Answer:
         return tuple((c.get("name"), _arguments_key(c.get("arguments"))) for c in self.calls)
 
 
-def _arguments_key(raw: Any) -> str:
+def _arguments_key(raw: object) -> str:
     try:
         return canonical_key(json.loads(raw)) if isinstance(raw, str) else canonical_key(raw)
     except (ValueError, RecursionError):

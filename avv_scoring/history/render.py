@@ -43,7 +43,7 @@ CHANGE_HEADERS = ["model", "vendor", "run", "previous run", "compared on", "test
 VERDICT_HEADERS = ["model", "vendor", "run", "previous run", "verdict", "why"]
 
 
-def _number(value: Any, kind: CellFormat) -> str:
+def _number(value: object, kind: CellFormat) -> str:
     return fmt(None if value is None or (isinstance(value, float) and math.isnan(value)) else value, kind)
 
 

@@ -45,11 +45,11 @@ class Added:
     source: str
 
 
-def _sha256(value: Any) -> str:
+def _sha256(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def signature(sig: Any) -> str | None:
+def signature(sig: object) -> str | None:
     """A short stable hash of a call signature (the sorted names, or sorted (name, canonical arguments)); None
     for an item without calls."""
     if not isinstance(sig, tuple) or not sig:
@@ -78,7 +78,7 @@ def _number(value: Any) -> float | None:
     return None if math.isnan(number) else number
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     return value if isinstance(value, str) else json.dumps(value, default=str)
@@ -140,7 +140,7 @@ def item_frame(records: pd.DataFrame) -> pd.DataFrame:
     return frame.drop_duplicates(["model", "vendor", "sample_id", "repeat"], keep="last")
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: object) -> Any:
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (float, np.floating)):
@@ -192,7 +192,7 @@ def add_result(conn: sqlite3.Connection, result: ScoreResult, manifest: RunManif
 
 
 def add_run_folder(conn: sqlite3.Connection, path: str | os.PathLike[str], stats: StatsSettings | None = None,
-                   **score_options: Any) -> Added:
+                   **score_options: object) -> Added:
     """Score a run folder (or records.csv) as ``avv-score`` does, without writing its outputs, and add it. A run
     already in the history is not scored again."""
 
@@ -206,7 +206,7 @@ def add_run_folder(conn: sqlite3.Connection, path: str | os.PathLike[str], stats
 
 
 def add_run_folders(conn: sqlite3.Connection, paths: Sequence[str], stats: StatsSettings | None = None,
-                    **score_options: Any) -> list[Added]:
+                    **score_options: object) -> list[Added]:
     return [add_run_folder(conn, path, stats, **score_options) for path in paths]
 
 

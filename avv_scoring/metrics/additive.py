@@ -78,7 +78,7 @@ class Quantiles:
         array = values.to_numpy(dtype=float)
         return {column: percentile(array, q) for column, q in self.columns.items()}
 
-    def point(self, *args: Any) -> Columns:
+    def point(self, *args: object) -> Columns:
         """The percentile columns of the rows ``args``."""
         return self.of(self.values(*args))
 
@@ -130,7 +130,7 @@ def additive(features: Callable[..., pd.DataFrame], resampled: tuple[str, ...] |
     def wrap(combine: Callable[[Sums], Columns]) -> Callable[..., Columns]:
         form = Additive(features, combine, resampled, quantiles, sequential)
 
-        def metric(*args: Any, **kwargs: Any) -> Columns:
+        def metric(*args: object, **kwargs: object) -> Columns:
             out = form.point(features(*args, **kwargs))
             if quantiles is not None:
                 out.update(quantiles.point(*args, **kwargs))

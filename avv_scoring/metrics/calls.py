@@ -135,7 +135,7 @@ def annotate_calls(
 OBJECT_COLUMNS = frozenset((CALLS, VERDICTS, NAMES, GOLD, SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD, SCHEMAS))
 
 
-def _intern(table: dict[Any, Any], value: Any) -> Any:
+def _intern(table: dict[Any, Any], value: object) -> Any:
     return table.setdefault(value, value)
 
 

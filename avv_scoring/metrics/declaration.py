@@ -85,18 +85,18 @@ class Ratio:
     #: interval does not collapse at 1; :mod:`avv_scoring.stats.intervals`).
     dice: bool = False
 
-    def parts(self, features: Any) -> tuple[Any, Any]:
+    def parts(self, features: object) -> tuple[Any, Any]:
         """Per item of ``features`` (the additive form's per-item frame): the numerator and the denominator, as
         float arrays."""
         return _terms(features, self.numerator), _terms(features, self.denominator)
 
-    def share_parts(self, features: Any) -> tuple[Any, Any]:
+    def share_parts(self, features: object) -> tuple[Any, Any]:
         """Per item: the hits and trials of the proportion the metric is (its numerator and denominator, or for a
         Dice form the Jaccard share's TP and TP + FP + FN)."""
         a, b = self.parts(features)
         return (a / 2.0, b - a / 2.0) if self.dice else (a, b)
 
-    def totals(self, sums: Any) -> tuple[Any, Any]:
+    def totals(self, sums: object) -> tuple[Any, Any]:
         """The numerator and the denominator on summed sums (each sum's name → its total: a number or an array):
         the successes and trials of a power estimate's standard error."""
         return _weighted(sums, self.numerator), _weighted(sums, self.denominator)
@@ -232,7 +232,7 @@ class Metric:
         return self.better == "higher"
 
 
-def check_limit(metric: Metric, limit: Any) -> Limit:
+def check_limit(metric: Metric, limit: object) -> Limit:
     """``limit`` as a valid :data:`Limit` for ``metric``; raises :class:`RegistryError` otherwise."""
     where = f"metric {metric.column!r}"
     if not (isinstance(limit, tuple) and len(limit) == 2):

@@ -146,7 +146,7 @@ def canonical_date(text: str) -> str | None:
     return None
 
 
-def _is_date(value: Any, where: Where) -> bool:
+def _is_date(value: object, where: Where) -> bool:
     types = where.types
     return isinstance(value, str) and (not types or "string" in types) and canonical_date(value) is not None
 
@@ -160,7 +160,7 @@ def _to_date(value: Any) -> Any:
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
-def _is_number_text(value: Any, where: Where) -> bool:
+def _is_number_text(value: object, where: Where) -> bool:
     return (isinstance(value, str) and bool(where.types & {"number", "integer"})
             and _NUMBER.fullmatch(value.strip()) is not None and math.isfinite(float(value)))
 
@@ -170,7 +170,7 @@ def _to_number(value: Any) -> Any:
     return int(number) if number.is_integer() and abs(number) < 2 ** 53 else number
 
 
-def _is_bool_text(value: Any, where: Where) -> bool:
+def _is_bool_text(value: object, where: Where) -> bool:
     return isinstance(value, str) and "boolean" in where.types and value.strip().lower() in ("true", "false")
 
 
@@ -178,7 +178,7 @@ def _to_bool(value: Any) -> Any:
     return value.strip().lower() == "true"
 
 
-def _is_enum_or_id(value: Any, where: Where) -> bool:
+def _is_enum_or_id(value: object, where: Where) -> bool:
     return isinstance(value, str) and (where.enum_strings or where.is_id)
 
 
@@ -264,7 +264,7 @@ class ArgNormalisation:
         return {"normalisers": list(self.names), "id_keys": self.id_keys, "source": self.source}
 
 
-def normalise_value(value: Any, schema: JSONMapping | None, settings: ArgNormalisation, key: str = "") -> Any:
+def normalise_value(value: object, schema: JSONMapping | None, settings: ArgNormalisation, key: str = "") -> Any:
     """``value`` (a property ``key`` with ``schema``) with every enabled normaliser applied, objects property by
     property and arrays element by element (see the module docstring)."""
     pattern = re.compile(settings.id_keys)
@@ -281,7 +281,7 @@ def _sub_schema(schema: JSONMapping | None, word: str, key: str | None = None) -
     return None
 
 
-def _walk(value: Any, schema: JSONMapping | None, key: str, enabled: Sequence[Normaliser],
+def _walk(value: object, schema: JSONMapping | None, key: str, enabled: Sequence[Normaliser],
           pattern: re.Pattern[str]) -> Any:
     if isinstance(value, Mapping):
         return {k: _walk(v, _sub_schema(schema, "properties", str(k)), str(k), enabled, pattern)
@@ -374,7 +374,7 @@ class CallNormaliser:
         again), an array alternative element by element, the optional marker ``""`` kept."""
         return tuple(self._alternative(o, schema, key) for o in options)
 
-    def _alternative(self, option: Any, schema: JSONMapping | None, key: str) -> Any:
+    def _alternative(self, option: object, schema: JSONMapping | None, key: str) -> Any:
         if isinstance(option, str) and option == "":
             return option
         if isinstance(option, Mapping):

@@ -45,7 +45,7 @@ LEFT_OUT = "left_out"
 _VALIDATORS: JSONObject = {}
 
 
-def _validator(key: str, schema: Any) -> Any:
+def _validator(key: str, schema: object) -> Any:
     if key not in _VALIDATORS:
         try:
             _VALIDATORS[key] = build_validator(schema, default=Draft7Validator)
@@ -60,7 +60,7 @@ _OUTCOMES: dict[tuple[str, str], str | None] = {}
 _OUTCOMES_KEPT = 500_000
 
 
-def call_class(name: str, args: Any, parsed: bool, schemas: Mapping[str, tuple[str, Any]] | None,
+def call_class(name: str, args: object, parsed: bool, schemas: Mapping[str, tuple[str, Any]] | None,
                raw: str | None = None) -> str | None:
     """The class of one call (module docstring): one of :data:`CLASSES`, :data:`LEFT_OUT`, or None (valid).
     ``schemas``: the request's tools, name → (schema key, parameters); None when unknown. ``raw``: the arguments as

@@ -66,7 +66,7 @@ class MetricFunction:
         """The function's additive form (see :mod:`.additive`), or None."""
         return form_of(self.func)
 
-    def __call__(self, rows: Any, baseline_rows: Any) -> Columns:
+    def __call__(self, rows: object, baseline_rows: object) -> Columns:
         """Call with the vendor's rows (and the baseline's, when the function needs them); the result must
         hold exactly :attr:`columns`."""
         if self.inputs == "model":
@@ -75,7 +75,7 @@ class MetricFunction:
         self._check(out)
         return dict(out)
 
-    def for_model(self, table: Any) -> dict[str, Columns]:
+    def for_model(self, table: object) -> dict[str, Columns]:
         """Call a model-level function with one model's table; each vendor's dict must hold exactly
         :attr:`columns`."""
         if self.inputs != "model":

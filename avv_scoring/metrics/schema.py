@@ -43,7 +43,7 @@ class _BadSchema:
         self.reason = reason
 
 
-def compiled_validator(schema: Any) -> Any:
+def compiled_validator(schema: object) -> Any:
     """The cached validator for ``schema``, or a ``_BadSchema`` marker when the schema is invalid. Keyed by the
     schema's canonical JSON (:func:`avv_core.canonical.canonical_key`: key order ignored, ``1`` and ``1.0`` one
     number), so equal schemas share one validator."""
@@ -80,7 +80,7 @@ def tool_schemas(tools: Sequence[Any] | None) -> JSONObject:
     return out
 
 
-def parse_tool_calls(value: Any) -> list[JSONObject] | None:
+def parse_tool_calls(value: object) -> list[JSONObject] | None:
     """The ``tool_calls`` record column as a list of dicts; ``[]`` when empty, None when unparseable."""
     if value is None or (isinstance(value, float) and value != value):
         return []
@@ -163,7 +163,7 @@ class CallChecker:
         return verdict
 
 
-def _check_parsed(args: Any, parameters: Any, validator: Any = None) -> str:
+def _check_parsed(args: object, parameters: object, validator: object = None) -> str:
     if not isinstance(args, dict):  # unparseable (UNPARSED) or not an object
         return INVALID
     if parameters is None or (isinstance(parameters, Mapping) and not parameters):

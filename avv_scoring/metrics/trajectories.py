@@ -99,7 +99,7 @@ def first_steps(frame: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------- summarise
 
 
-def _tool_results(cell: Any) -> list[JSONObject]:
+def _tool_results(cell: object) -> list[JSONObject]:
     if not isinstance(cell, str) or not cell:
         return []
     value = parse_json_text(cell)

@@ -31,7 +31,7 @@ from avv_scoring.report.escape import html_text, terminal_text
 CellFormat = Fmt | Literal["yes_no"]
 
 
-def fmt(value: Any, kind: CellFormat) -> str:
+def fmt(value: object, kind: CellFormat) -> str:
     """A cell as every output prints it (:func:`avv_scoring.metrics.declaration.fmt`, where the formats are
     declared): rates with 4 decimals (0 and 1 as ``0`` / ``1``), IRF with 4 decimals, integers in full, other numbers
     with 4 significant digits (≥ 1000 in full), flags as yes / no; text as is; missing as ``n/a``."""
@@ -74,7 +74,7 @@ def vendor_label(row: JSONMapping) -> str:
     return f"{row['vendor']} (baseline)" if row.get("is_baseline") else str(row["vendor"])
 
 
-def one_line(text: Any, chars: int) -> str:
+def one_line(text: object, chars: int) -> str:
     """``text`` on one line (runs of white space as one space), cut to ``chars`` with ``…``; missing as empty."""
     if text is None or is_missing(text):
         return ""

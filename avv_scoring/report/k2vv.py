@@ -46,7 +46,7 @@ def k2vv_hash(request: JSONMapping) -> str:
     return hashlib.md5(json.dumps(request, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def _value(v: Any) -> Any:
+def _value(v: object) -> Any:
     """A frame cell as plain JSON (missing → None, numpy scalars → Python)."""
     if is_missing(v):
         return None

@@ -33,7 +33,7 @@ REPORT_MD, REPORT_HTML = "report.md", "report.html"
 CONFORMANCE_CSV = "conformance.csv"
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> Any:
     """A JSON value: missing or not finite → null (JSON has no NaN or Infinity), numpy scalars → Python."""
     if is_missing(value):
         return None

@@ -39,12 +39,12 @@ class StreamEnd:
     kind: str | None  # the error kind; None: the answer is whole
     detail: str  # error_detail, with {fields} the reader fills in; for a whole answer, what the record holds
 
-    def failure(self, **fields: Any) -> StreamFailure:
+    def failure(self, **fields: object) -> StreamFailure:
         """This end as the failure of an attempt (raised by a reader's event handler)."""
         assert self.kind is not None, f"{self.key}: a whole answer is not a failure"
         return StreamFailure(self.kind, self.detail.format(**fields))
 
-    def fail(self, att: Attempt, **fields: Any) -> None:
+    def fail(self, att: Attempt, **fields: object) -> None:
         """This end as the attempt's failure, after the last event (a reader's ``end``)."""
         failure = self.failure(**fields)
         att.fail(failure.kind, failure.detail)
@@ -141,7 +141,7 @@ def int_field(obj: JSONMapping, key: str, where: str) -> int | None:
 OVERLOAD_WORDS = frozenset({"overloaded", "overloaded_error", "server_is_overloaded", "server_overloaded"})
 
 
-def overload_or_stream_error(error: Any) -> str:
+def overload_or_stream_error(error: object) -> str:
     """``overloaded`` when an error event's JSON says so (its ``type`` or ``code``, or its ``error`` object's),
     else ``stream_error``."""
     if isinstance(error, dict):

@@ -112,7 +112,7 @@ def markdown(part: ModelIdentity) -> list[str]:
     return [f"{TITLE}:", markdown_table(*_table(part)), "\n".join(markdown_text(line) + "  " for line in part.lines)]
 
 
-def html(parts: Parts[ModelIdentity], _palette: Any) -> str:
+def html(parts: Parts[ModelIdentity], _palette: object) -> str:
     blocks = []
     for model, part in parts:
         body = "" if part.rows is None else html_table(*_table(part))
