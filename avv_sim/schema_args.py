@@ -19,9 +19,12 @@ import math
 import random
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from avv_core.json_types import JSONMapping, JSONObject
+
+if TYPE_CHECKING:  # built lazily (below): jsonschema loads only when a schema is checked
+    from avv_core.bounded_schema import SchemaValidator
 
 BREAK_KINDS = ("missing_required", "wrong_type", "unparseable")
 
@@ -327,7 +330,7 @@ def _valid(schema: JSONMapping, value: object) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Any:
+def _validator(schema_json: str) -> SchemaValidator:
     """The validator of a schema given as canonical JSON (built once: checking the schema costs ~1 ms)."""
     from avv_core.bounded_schema import build_validator
 

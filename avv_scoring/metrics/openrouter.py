@@ -25,8 +25,7 @@ import numpy as np
 import pandas as pd
 from jsonschema import Draft7Validator
 
-from avv_core.bounded_schema import build_validator, is_valid
-from avv_core.json_types import JSONObject
+from avv_core.bounded_schema import SchemaValidator, build_validator, is_valid
 from avv_scoring.load import is_success
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.calls import CALLS, SCHEMAS, TC_PARSE_ERROR
@@ -42,10 +41,10 @@ LEFT_OUT = "left_out"
 
 #: Draft 7 validators by schema key (the schema's repr, as :class:`~avv_scoring.metrics.schema.CallChecker` keys
 #: them); a schema that cannot be checked maps to None. A cache: it holds no run state.
-_VALIDATORS: JSONObject = {}
+_VALIDATORS: dict[str, SchemaValidator | None] = {}
 
 
-def _validator(key: str, schema: object) -> Any:
+def _validator(key: str, schema: object) -> SchemaValidator | None:
     if key not in _VALIDATORS:
         try:
             _VALIDATORS[key] = build_validator(schema, default=Draft7Validator)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from avv_core.bounded_schema import build_validator, is_valid
+from avv_core.bounded_schema import SchemaValidator, build_validator, is_valid
 from avv_core.canonical import UNPARSED, canonical_key, parse_json_text
 from avv_core.json_types import JSONMapping, JSONObject
 
@@ -33,7 +33,7 @@ VALID = "valid"
 INVALID = "invalid"
 UNCHECKABLE = "uncheckable"
 
-_VALIDATORS: JSONObject = {}
+_VALIDATORS: dict[str, SchemaValidator | _BadSchema] = {}
 
 
 class _BadSchema:
@@ -43,7 +43,7 @@ class _BadSchema:
         self.reason = reason
 
 
-def compiled_validator(schema: object) -> Any:
+def compiled_validator(schema: object) -> SchemaValidator | _BadSchema:
     """The cached validator for ``schema``, or a ``_BadSchema`` marker when the schema is invalid. Keyed by the
     schema's canonical JSON (:func:`avv_core.canonical.canonical_key`: key order ignored, ``1`` and ``1.0`` one
     number), so equal schemas share one validator."""
@@ -132,7 +132,7 @@ class CallChecker:
         self._schemas: dict[int, dict[str, tuple[str, Any]]] = {}
         self._keep: list[Any] = []  # the tool lists keyed by id() above stay alive while this checker does
         self._verdicts: dict[tuple[str, str, str], str] = {}
-        self._validators: JSONObject = {}
+        self._validators: dict[str, SchemaValidator | _BadSchema] = {}
 
     def schemas(self, tools: Sequence[Any]) -> dict[str, tuple[str, Any]]:
         """``name → (schema key, parameters)`` of a request's tools (:func:`tool_schemas`), cached per list.
@@ -163,7 +163,7 @@ class CallChecker:
         return verdict
 
 
-def _check_parsed(args: object, parameters: object, validator: object = None) -> str:
+def _check_parsed(args: object, parameters: object, validator: SchemaValidator | _BadSchema | None = None) -> str:
     if not isinstance(args, dict):  # unparseable (UNPARSED) or not an object
         return INVALID
     if parameters is None or (isinstance(parameters, Mapping) and not parameters):
