@@ -27,12 +27,11 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from avv_core.bounded_schema import PatternTimeout, search
 from avv_core.canonical import UNPARSED, parse_arguments, partial_match
 from avv_core.errors import InputError
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 
 AGENT_KEY = "agent"
 DEFAULT_MAX_STEPS = 10
@@ -157,7 +156,7 @@ def _calls(value: object, where: str, names: set[str] | None) -> tuple[JSONObjec
     return tuple({"name": c["name"], "arguments": dict(c.get("arguments") or {})} for c in value)
 
 
-def parse_agent(obj: object, tools: Sequence[Any] | None, where: str) -> AgentTask:
+def parse_agent(obj: object, tools: Sequence[JSONValue] | None, where: str) -> AgentTask:
     """The :class:`AgentTask` of a sample line's ``agent`` value; InputError naming ``where`` (file:line) and
     the field otherwise. ``tools`` = the request's tools (their names are the only names a task may use; None skips
     that check)."""
@@ -215,7 +214,7 @@ def parse_agent(obj: object, tools: Sequence[Any] | None, where: str) -> AgentTa
     return AgentTask(max_steps, tuple(results), default, injected, final_calls, pattern)
 
 
-def agent_of(metadata: JSONMapping, tools: Sequence[Any] | None = None) -> AgentTask | None:
+def agent_of(metadata: JSONMapping, tools: Sequence[JSONValue] | None = None) -> AgentTask | None:
     """The task of a sample's metadata (validated when the line was read), or None for a single request."""
     obj = metadata.get(AGENT_KEY)
     return None if obj is None else parse_agent(obj, tools, "sample")

@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from avv_core.canonical import UNPARSED, parse_json_text
 from avv_core.errors import InputError
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 
 CHAT, COMPLETIONS, MESSAGES, RESPONSES = "chat", "completions", "messages", "responses"
 #: The wire formats a vendor may speak (a vendor config's ``endpoint`` values), in the order they are listed; chat
@@ -133,7 +132,7 @@ def _arguments(raw: object, where: str) -> JSONObject:
     return value
 
 
-def _calls(message: JSONMapping, where: str) -> list[tuple[str, str, Any]]:
+def _calls(message: JSONMapping, where: str) -> list[tuple[str, str, JSONValue]]:
     """(id, name, arguments as written) of an assistant message's tool calls."""
     out = []
     listed = message.get("tool_calls") or []
@@ -154,7 +153,7 @@ def _refuse(body: JSONMapping, api: str, also: tuple[str, ...] = ()) -> None:
                                   "endpoint: chat)")
 
 
-def _tools(tools: Any, api: str) -> list[tuple[JSONMapping, JSONMapping]]:
+def _tools(tools: JSONValue, api: str) -> list[tuple[JSONMapping, JSONMapping]]:
     """(tool entry, its function) of a chat ``tools`` list."""
     out = []
     if not isinstance(tools or [], list):
@@ -324,7 +323,7 @@ def from_messages(body: JSONMapping) -> JSONObject:
     return out
 
 
-def _block_text(content: Any) -> str:
+def _block_text(content: JSONValue) -> str:
     if isinstance(content, str):
         return content
     return "".join(b.get("text", "") for b in content or [] if isinstance(b, Mapping) and b.get("type") == "text")
@@ -389,7 +388,7 @@ def to_responses(chat: JSONMapping) -> JSONObject:
     return out
 
 
-def _text_format(response_format: Any) -> JSONObject:
+def _text_format(response_format: JSONValue) -> JSONObject:
     """A chat ``response_format`` as the Responses API's ``text.format``."""
     kind = response_format.get("type") if isinstance(response_format, Mapping) else None
     if kind in ("text", "json_object"):
@@ -402,7 +401,7 @@ def _text_format(response_format: Any) -> JSONObject:
             **{k: spec[k] for k in ("schema", "strict", "description") if k in spec}}
 
 
-def _response_format(text_format: Any) -> JSONObject | None:
+def _response_format(text_format: JSONValue) -> JSONObject | None:
     """A Responses ``text.format`` as chat's ``response_format`` (:func:`_text_format`'s inverse)."""
     kind = text_format.get("type") if isinstance(text_format, Mapping) else None
     if kind in ("text", "json_object"):

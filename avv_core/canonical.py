@@ -19,9 +19,8 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
 
-from avv_core.json_types import JSONMapping
+from avv_core.json_types import JSONMapping, JSONValue
 
 
 class _Unparsed:
@@ -39,7 +38,7 @@ UNPARSED = _Unparsed()
 JSON_ERRORS: tuple[type[Exception], ...] = (ValueError, RecursionError)
 
 
-def parse_json_text(text: str | bytes) -> Any:
+def parse_json_text(text: str | bytes) -> JSONValue:
     """``text`` as a JSON value, or :data:`UNPARSED` when ``json`` cannot read it (any of :data:`JSON_ERRORS`)."""
     try:
         return json.loads(text)
@@ -52,7 +51,7 @@ def parses_as_json(text: str | bytes) -> bool:
     return parse_json_text(text) is not UNPARSED
 
 
-def canonical(value: object) -> Any:
+def canonical(value: object) -> JSONValue:
     """``value`` with integral floats as ints and object keys sorted (see the module docstring)."""
     if isinstance(value, bool) or value is None or isinstance(value, (str, int)):
         return value
@@ -65,13 +64,13 @@ def canonical(value: object) -> Any:
     return value
 
 
-def canonical_json(value: object, default: Callable[[Any], Any] | None = None) -> str:
+def canonical_json(value: object, default: Callable[[object], object] | None = None) -> str:
     """``value`` as canonical JSON text: object keys sorted, no whitespace, non-ASCII kept; values as they are
     (``1.0`` stays ``1.0``; :func:`canonical_key` normalises them first). ``default`` as :func:`json.dumps`'s."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=default)
 
 
-def canonical_sha256(value: object, default: Callable[[Any], Any] | None = None) -> str:
+def canonical_sha256(value: object, default: Callable[[object], object] | None = None) -> str:
     """The SHA-256 (hex) of ``value``'s :func:`canonical_json` text in UTF-8."""
     return hashlib.sha256(canonical_json(value, default).encode("utf-8")).hexdigest()
 
@@ -81,7 +80,7 @@ def canonical_key(value: object) -> str:
     return canonical_json(canonical(value))
 
 
-def parse_arguments(raw: object) -> Any:
+def parse_arguments(raw: object) -> JSONValue:
     """A call's ``arguments`` (the streamed string, or an already-decoded value) as a JSON value, or
     :data:`UNPARSED`."""
     if not isinstance(raw, str):

@@ -29,9 +29,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from avv_core.json_types import JSONMapping
+from avv_core.json_types import JSONMapping, JSONValue
 
 #: The share of letters that must be in the expected script(s).
 SCRIPT_SHARE_MIN = 0.5
@@ -214,7 +213,7 @@ def _text_of(content: object) -> str:
     return ""
 
 
-def last_user_text(messages: Iterable[Any]) -> str:
+def last_user_text(messages: Iterable[JSONValue]) -> str:
     """The text of the last ``user`` message (content parts joined)."""
     text = ""
     for msg in messages:

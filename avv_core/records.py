@@ -32,9 +32,8 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from avv_core.json_types import JSONMapping
+from avv_core.json_types import JSONMapping, JSONValue
 from avv_core.reasoning import EVENT_FIELDS, RESPONSE_FIELD_NAMES, THINK_FIELD
 
 #: The most tokens one request may report for each of prompt, completion and total: a usage value outside
@@ -261,7 +260,7 @@ def _text(value: str) -> str:
     return value if value.isascii() else value.encode("utf-8", "replace").decode("utf-8")
 
 
-def _format(kind: str, value: Any, digits: int = 3) -> str:
+def _format(kind: str, value: JSONValue, digits: int = 3) -> str:
     if value is None:
         return ""
     if kind == "bool":
