@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 from avv_core.canonical import canonical_sha256
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 
 KEY_EXCLUDED = ("model", "stream", "stream_options", "prompt", "messages")
 
@@ -45,12 +44,12 @@ def arguments_text(arguments: object) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
-def conversation(messages: object) -> list[Any]:
+def conversation(messages: object) -> list[JSONValue]:
     """Each message as ``{"role", "content"?, "tool_calls"?: [{"name", "arguments"}]}``: content as text
     (absent when empty), calls by name and arguments only."""
     if not isinstance(messages, list):
         return []
-    out: list[Any] = []
+    out: list[JSONValue] = []
     for message in messages:
         if not isinstance(message, Mapping):
             out.append(message)

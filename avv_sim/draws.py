@@ -6,7 +6,10 @@ Every choice the simulator makes is one of these draws, so it can be recomputed 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Sequence
+from typing import TypeVar
+
+_T = TypeVar("_T")
 
 
 def unit(*parts: object) -> float:
@@ -20,6 +23,6 @@ def chance(rate: float, *parts: object) -> bool:
     return rate > 0.0 and unit(*parts) < rate
 
 
-def pick(options: list[Any], *parts: object) -> Any:
+def pick(options: Sequence[_T], *parts: object) -> _T:
     """One of ``options`` (non-empty), chosen by the draw of ``parts``."""
     return options[int(unit(*parts) * len(options))]

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import avv_sim.schema_args as schema_args
 from avv_core.canonical import canonical_key, canonical_sha256
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_sim.decision_key import conversation
 from avv_sim.draws import unit
 
@@ -68,12 +67,12 @@ def gold_entry(obj: object) -> GoldEntry | None:
                      tuple(c for c in calls if isinstance(c, dict)) if calls else None, dict(names or {}))
 
 
-def options(expected: object) -> list[Any]:
+def options(expected: object) -> list[JSONValue]:
     """The acceptable values of an expected argument (a list = alternatives, anything else = one)."""
     return list(expected) if isinstance(expected, list) else [expected]
 
 
-def build_value(alternative: object, seed: str) -> Any:
+def build_value(alternative: object, seed: str) -> JSONValue:
     """A concrete value for one acceptable value: objects and object elements of arrays are built key by key."""
     if isinstance(alternative, dict):
         return build_arguments(alternative, None, seed)

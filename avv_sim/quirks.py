@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, TypeVar
 
-from avv_core.json_types import JSONMapping
+from avv_core.json_types import JSONMapping, JSONValue
 
 Surface = Literal["stream", "non-stream", "messages stream", "messages non-stream", "responses stream",
                   "responses non-stream", "completions", "request"]
@@ -110,7 +110,7 @@ class Quirk:
     needs: str | None = None  # a key of NEEDS: what the response must have
     in_json_body: bool = False  # still applies when a JSON body replaces the stream (json_body)
     # planning: a call's arguments (index, arguments) before they are serialised
-    call_arguments: Callable[[int, Any], Any] | None = None
+    call_arguments: Callable[[int, JSONValue], JSONValue] | None = None
     # planning: the tool-call tokens in the order they are sent
     tool_tokens: Callable[[list[Any]], list[Any]] | None = None
     # the finish_reason sent, from the planned one (stream and JSON body)
@@ -157,7 +157,7 @@ def interleave(tokens: list[TokenT]) -> list[TokenT]:
     return out
 
 
-def huge_arguments(index: int, args: object) -> Any:
+def huge_arguments(index: int, args: object) -> JSONValue:
     """Call 0's first string value replaced with ~1 MB of text (or a ``padding`` key added)."""
     if index != 0:
         return args

@@ -18,10 +18,10 @@ import json
 import math
 import random
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 
 if TYPE_CHECKING:  # built lazily (below): jsonschema loads only when a schema is checked
     from avv_core.bounded_schema import SchemaValidator
@@ -64,7 +64,7 @@ def _resolve_ref(ref: str, root: JSONMapping) -> JSONMapping:
     """Resolve a local ``#/...`` JSON pointer (``$defs``/``definitions``); anything else → ``{}``."""
     if not ref.startswith("#"):
         return {}
-    node: Any = root
+    node: JSONValue = root
     for part in ref.lstrip("#").strip("/").split("/"):
         if not part:
             continue
@@ -122,7 +122,7 @@ def _bounded_xeger_class() -> type:
             super().__init__(rng)
             self.produced = 0
 
-        def _handle_repeat(self, start_range: int, end_range: int, value: Any) -> str:
+        def _handle_repeat(self, start_range: int, end_range: int, value: Iterable[object]) -> str:
             pieces = []
             for _ in range(self._random.randint(start_range, min(end_range, STAR_PLUS_LIMIT))):
                 piece = "".join(self._handle_state(state) for state in value)
@@ -254,7 +254,7 @@ def _gen_object(schema: JSONMapping, rng: random.Random, root: JSONMapping, dept
     return out
 
 
-def _gen(schema: object, rng: random.Random, root: JSONMapping, depth: int) -> Any:
+def _gen(schema: object, rng: random.Random, root: JSONMapping, depth: int) -> JSONValue:
     if schema is True or not isinstance(schema, Mapping):
         return rng.choice(_WORDS)
     if depth > _MAX_DEPTH:
@@ -294,7 +294,7 @@ def _gen_branch(
     rng: random.Random,
     root: JSONMapping,
     depth: int,
-) -> Any:
+) -> JSONValue:
     """Pick a branch (non-null ones first); sibling keywords of the branch list are merged in."""
     siblings = {k: v for k, v in schema.items() if k not in ("oneOf", "anyOf")}
     order = list(range(len(branches)))
@@ -342,7 +342,7 @@ def is_valid(schema: JSONMapping, value: object) -> bool:
     return _valid(schema, value)
 
 
-def generate(schema: JSONMapping | None, seed: str) -> Any:
+def generate(schema: JSONMapping | None, seed: str) -> JSONValue:
     """A value valid for ``schema`` (an object for a tool's ``parameters``), deterministic from ``seed``."""
     schema = schema if isinstance(schema, Mapping) else {}
     rng = random.Random(seed)
@@ -359,7 +359,7 @@ def generate(schema: JSONMapping | None, seed: str) -> Any:
 # ---------------------------------------------------------------------------------------------- breaking
 
 
-def _wrong_value(sub: JSONMapping, root: JSONMapping) -> tuple[bool, Any]:
+def _wrong_value(sub: JSONMapping, root: JSONMapping) -> tuple[bool, JSONValue]:
     """A value of a different JSON type than ``sub`` allows; (False, None) if ``sub`` accepts anything."""
     if "$ref" in sub:
         sub = _resolve_ref(sub["$ref"], root)
@@ -387,7 +387,7 @@ def _wrong_value(sub: JSONMapping, root: JSONMapping) -> tuple[bool, Any]:
     return False, None
 
 
-def _break_missing(args: Any, schema: JSONMapping) -> str | None:
+def _break_missing(args: JSONValue, schema: JSONMapping) -> str | None:
     required = [r for r in schema.get("required") or [] if isinstance(args, dict) and r in args]
     if not required:
         return None

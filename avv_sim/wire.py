@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 from avv_core.json_types import JSONObject
 from avv_core.reasoning import FIELDS_BY_NAME
@@ -277,7 +276,7 @@ class TextWire(Wire):
     def role_event(self) -> bytes:
         return self.frame(self._chunk_prefix + '""' + self._chunk_suffix)
 
-    def delta_json(self, chunk: Any, position: int = -1) -> str:
+    def delta_json(self, chunk: Chunk, position: int = -1) -> str:
         return json_string(chunk.text)
 
     def finish_event(self, with_usage: bool) -> bytes | None:
