@@ -26,12 +26,15 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from avv_core.api_formats import CHAT, COMPLETIONS, ENDPOINTS
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.tool_formats import TOOL_PARSERS
 from avv_harness.dialects.transforms import ADAPTERS, AUTO, TRANSFORMS, pick_adapter
+
+if TYPE_CHECKING:
+    from avv_harness.dialects.chat_template import ChatTemplate
 
 VENDOR_DIALECT_KEYS = frozenset({"adapter", "transforms", "endpoint", "chat_template", "tool_parser"})
 MODEL_DIALECT_KEYS = frozenset({"adapter", "transforms", "endpoint"})
@@ -76,7 +79,7 @@ class Dialect:
         return (self.endpoint, ",".join(self.transforms), self.chat_template or "", self.tool_parser or "")
 
     @cached_property
-    def template(self) -> Any:
+    def template(self) -> ChatTemplate:
         """The loaded chat template (raw mode), read once per process."""
         from avv_harness.dialects.chat_template import load_chat_template
 
@@ -119,7 +122,7 @@ def _substitute_text(text: str, env: dict[str, str], problems: Problems, where: 
 
 
 def _substitute_value(value: object, env: dict[str, str], problems: Problems, where: str, secrets: list[str],
-                      key: str, variables: dict[str, tuple[str, ...]]) -> Any:
+                      key: str, variables: dict[str, tuple[str, ...]]) -> JSONValue:
     if isinstance(value, str):
         names: list[str] = []
         out = _substitute_text(value, env, problems, where, secrets, names)

@@ -32,11 +32,10 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
 from avv_core.errors import InputError
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.pricing import Price
 from avv_core.suggest import did_you_mean
 from avv_core.yaml_io import load_yaml
@@ -270,7 +269,8 @@ def _tolerance(problems: Problems, where: str, value: object) -> float | None:
     return float(value)
 
 
-def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_keys: bool = True) -> VendorConfig:
+def parse_config(data: JSONValue, path: str,
+                 env: dict[str, str] | None = None, check_keys: bool = True) -> VendorConfig:
     """Validate a parsed config. ``check_keys=False`` skips key lookup (naming the User classes at import
     needs only names and URLs; keys are resolved when the run starts)."""
     env = dict(os.environ) if env is None else env

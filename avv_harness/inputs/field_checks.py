@@ -13,12 +13,11 @@ import os
 import re
 import ssl
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from avv_core.errors import InputError
 from avv_core.http_headers import refused_header
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.pricing import DEFAULT_CURRENCY, MAX_PRICE, Price
 from avv_core.suggest import did_you_mean
 from avv_harness.dialects import dialect as dia
@@ -229,7 +228,7 @@ class Problems:
             raise InputError(text)
 
 
-def typed(problems: Problems, where: str, raw: JSONObject, key: str, kind: type | tuple, default: object) -> Any:
+def typed(problems: Problems, where: str, raw: JSONObject, key: str, kind: type | tuple, default: object) -> JSONValue:
     value = raw.get(key, default)
     if value is None:
         return default

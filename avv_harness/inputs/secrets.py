@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.records import COLUMN_KINDS, Record
 
 _KEY_PARAM = re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|auth|sig|signature)=)[^&#\s]*")
@@ -132,7 +132,7 @@ class Redactor:
             text = self._pattern.sub(MASK, text)
         return redact_url(text) if "://" in text or "=" in text else text
 
-    def value(self, value: object) -> Any:
+    def value(self, value: object) -> JSONValue:
         """``value`` with every string inside it (lists, dicts) redacted: for run.json."""
         if isinstance(value, dict):
             return {k: self.value(v) for k, v in value.items()}

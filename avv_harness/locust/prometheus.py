@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 from avv_core.client_load import process_name
 from avv_core.decision_options import VERDICTS
 from avv_core.items import VendorId
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.measures import is_missing, percentile
 from avv_core.records import STATUS_SUCCESS, Record
 
@@ -59,11 +59,11 @@ class PromMetric:
     kind: Kind  # gauge | counter | histogram
     labels: tuple[str, ...]  # label names
     help: str  # the HELP line and the docs' meaning
-    read: Callable[[JSONObject], Any] | None = None  # per-vendor gauges: value from the snapshot entry
+    read: Callable[[JSONObject], JSONValue] | None = None  # per-vendor gauges: value from the snapshot entry
     buckets: tuple[float, ...] = ()  # histograms: upper bounds
 
 
-def _score(column: str) -> Callable[[JSONObject], Any]:
+def _score(column: str) -> Callable[[JSONObject], JSONValue]:
     return lambda entry: entry["scores"].get(column)
 
 
@@ -77,7 +77,7 @@ def prom_metrics() -> tuple[PromMetric, ...]:
     return (*_COUNTS, *scores, *_OTHERS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "PROM_METRICS":
         return prom_metrics()
     if name == "BY_NAME":

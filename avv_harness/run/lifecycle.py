@@ -16,7 +16,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,7 @@ from avv_core.client_load import client_bound_advice, client_load
 from avv_core.errors import InputError
 from avv_core.exit_status import most_serious
 from avv_core.items import VendorId
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.manifest import RECORDS_CSV
 from avv_core.samples import SampleSet, load_samples
 from avv_core.stop_signals import Interrupted, interrupt_on_signals
@@ -466,7 +466,7 @@ class RunLifecycle:
             self.sim.stop()
 
 
-def _in_config_order(names: list[str], vendors: list[dict[str, Any]]) -> list[str]:
+def _in_config_order(names: list[str], vendors: Sequence[JSONMapping]) -> list[str]:
     """Vendor names in the config's order (the breaker trips them in whatever order their items end)."""
     order = {v.get("name"): i for i, v in enumerate(vendors)}
     return sorted(names, key=lambda name: order.get(name, len(order)))

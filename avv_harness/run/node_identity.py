@@ -25,10 +25,9 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from avv_core.canonical import canonical_sha256
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.records import COLUMNS
 from avv_core.version import DISTRIBUTION, project_version
 from avv_harness.inputs.config import Vendor
@@ -84,7 +83,7 @@ def vendor_settings(vendor: Vendor) -> JSONObject:
     }
 
 
-def _shown(value: object, redact: Callable[[Any], Any]) -> str:
+def _shown(value: object, redact: Callable[[object], JSONValue]) -> str:
     """A value as a log line may quote it: redacted by the sender, as JSON (control characters escaped), cut
     to :data:`SHOWN_CHARS`."""
     text = json.dumps(redact(value), sort_keys=True, ensure_ascii=False, default=str)
@@ -102,7 +101,7 @@ class NodeIdentity:
     samples: str | None = None
 
     @classmethod
-    def of(cls, worker: str, vendors: Mapping[str, Vendor], redact: Callable[[Any], Any],
+    def of(cls, worker: str, vendors: Mapping[str, Vendor], redact: Callable[[object], JSONValue],
            samples_sha256: str | None) -> NodeIdentity:
         """``redact`` is the process's own redactor (``Redactor.value``): it knows this process's secrets."""
         table: dict[str, dict[str, list[str]]] = {}

@@ -36,7 +36,7 @@ from avv_harness.run.ledger import Ledger
 
 if TYPE_CHECKING:
     from avv_harness.run.options import RunOptions
-    from avv_scoring import RatioBound
+    from avv_scoring import BoundTest, RatioBound
 
 #: A settled vendor is warned about when a tool offered in the sample set had fewer items than this in the
 #: prefix it was settled on (the interval says nothing about that tool).
@@ -175,7 +175,7 @@ class SettlePolicy:
             kept[1].extend(b.tolist())
         st.tested = prefix
 
-    def _summary(self, vendor: VendorId, st: VendorSettle, tests: list[Any]) -> JSONObject:
+    def _summary(self, vendor: VendorId, st: VendorSettle, tests: list[BoundTest]) -> JSONObject:
         bounds = []
         for test in tests:
             bound: RatioBound = test.bound

@@ -280,7 +280,7 @@ def _load() -> Registry:
     return REGISTRY
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "METRICS":
         return _load().metrics()
     if name == "FUNCTIONS":

@@ -184,7 +184,7 @@ def _power_estimate(m: Metric) -> PowerEstimate:
 MCNEMAR_OF = "f1"
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     # read lazily from the registry (every metric module loaded)
     if name == "CI_METRICS":  # the registry's interval=True metrics
         return tuple(m.column for m in interval_metrics())

@@ -123,7 +123,7 @@ def _repeat_functions() -> tuple[MetricFunction, ...]:
     return tuple(f for f in registry.FUNCTIONS if set(f.columns) & wanted)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     # REPEAT_METRICS is read lazily: metric modules registered after this one (registry.METRIC_MODULES) add to it.
     if name == "REPEAT_METRICS":
         return _repeat_metrics()

@@ -11,18 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from avv_core.json_types import JSONMapping, JSONObject
 from avv_harness.wire.attempt import Attempt, EventReader, StreamFailure, WholeBody, json_kind
 from avv_harness.wire.sse import MalformedStream
+
+if TYPE_CHECKING:
+    from avv_harness.dialects.chat_template import ChatTemplate
 
 
 class DialectView(Protocol):
     """What a format may read of the vendor's dialect (:class:`avv_harness.dialects.dialect.Dialect`)."""
 
     @property
-    def template(self) -> Any: ...  # the loaded chat template (raw completions)
+    def template(self) -> ChatTemplate: ...  # the loaded chat template (raw completions)
 
     @property
     def tool_parser(self) -> str | None: ...  # the text tool-call format (raw completions)
