@@ -24,7 +24,7 @@ import pandas as pd
 from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.samples import Gold
 from avv_core.tool_formats import find_text_calls, request_tool_names
-from avv_scoring.load import OK_COL, is_success
+from avv_scoring.load import OK_COL, ToolsBySample, is_success
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.correctness import CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
 from avv_scoring.metrics.declaration import Metric, NoiseFloor, Ratio, Regression
@@ -61,7 +61,7 @@ PAIR_KEYS = ["sample_id", "repeat"]
 
 def annotate_calls(
     rows: pd.DataFrame,
-    tools_by_sample: Mapping[str, Sequence[Any]] | None,
+    tools_by_sample: ToolsBySample | None,
     gold_by_sample: Mapping[str, Gold] | None = None,
     normalise: ArgNormalisation | None = None,
 ) -> pd.DataFrame:

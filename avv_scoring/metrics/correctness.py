@@ -35,10 +35,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 from avv_core.canonical import UNPARSED, canonical, canonical_key, parse_arguments  # noqa: F401 (re-exported)
-from avv_core.json_types import JSONMapping
+from avv_core.json_types import JSONMapping, JSONValue
 
 #: Past this many candidate pairings of same-name calls the F1 pairing is greedy (largest overlap first).
 EXACT_PAIRING_LIMIT = 5040
@@ -52,7 +51,7 @@ class Call:
 
     name: str
     raw: str
-    args: Any  # parsed JSON, or UNPARSED
+    args: JSONValue  # parsed JSON, or UNPARSED
 
     @classmethod
     def of(cls, name: object, raw: object) -> Call:
@@ -175,7 +174,7 @@ def args_f1(a: Sequence[Call], b: Sequence[Call]) -> float:
 # ---------------------------------------------------------------------------------------------- gold
 
 
-def acceptable(expected: object) -> list[Any]:
+def acceptable(expected: object) -> list[JSONValue]:
     """The acceptable values of an expected argument: a list is the alternatives, anything else is one."""
     return list(expected) if isinstance(expected, list) else [expected]
 

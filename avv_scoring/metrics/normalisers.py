@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from avv_core.canonical import canonical_key
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_scoring.metrics.correctness import Call, acceptable
 from avv_scoring.metrics.gold_f1 import ExpectedCall
 
@@ -335,7 +335,7 @@ class CallNormaliser:
     _calls: dict[tuple[str, str, str], Call] = field(default_factory=dict)
     _pattern: re.Pattern[str] | None = None
 
-    def call(self, call: Call, schemas: Mapping[str, tuple[str, Any]] | None) -> Call:
+    def call(self, call: Call, schemas: Mapping[str, tuple[str, JSONValue]] | None) -> Call:
         """``call`` with its arguments normalised against its tool's schema (``schemas`` = name → (key,
         parameters), None: unknown); the same object when nothing changes or it did not parse."""
         if not self.settings.active or not call.parsed:
@@ -349,11 +349,11 @@ class CallNormaliser:
             self._calls[memo] = found
         return found
 
-    def calls(self, calls: Sequence[Call], schemas: Mapping[str, tuple[str, Any]] | None) -> list[Call]:
+    def calls(self, calls: Sequence[Call], schemas: Mapping[str, tuple[str, JSONValue]] | None) -> list[Call]:
         return [self.call(c, schemas) for c in calls]
 
     def expected(self, expected: Sequence[JSONMapping] | None, wire_name: Callable[[str], str],
-                 schemas: Mapping[str, tuple[str, Any]] | None) -> tuple[ExpectedCall, ...] | None:
+                 schemas: Mapping[str, tuple[str, JSONValue]] | None) -> tuple[ExpectedCall, ...] | None:
         """The gold calls with each acceptable value normalised like a call of that tool, and the tool's required
         keys (``wire_name`` maps a gold name to the name the request's tools use)."""
         if expected is None:

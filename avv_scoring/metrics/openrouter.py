@@ -26,6 +26,7 @@ import pandas as pd
 from jsonschema import Draft7Validator
 
 from avv_core.bounded_schema import SchemaValidator, build_validator, is_valid
+from avv_core.json_types import JSONValue
 from avv_scoring.load import is_success
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.calls import CALLS, SCHEMAS, TC_PARSE_ERROR
@@ -59,7 +60,7 @@ _OUTCOMES: dict[tuple[str, str], str | None] = {}
 _OUTCOMES_KEPT = 500_000
 
 
-def call_class(name: str, args: object, parsed: bool, schemas: Mapping[str, tuple[str, Any]] | None,
+def call_class(name: str, args: object, parsed: bool, schemas: Mapping[str, tuple[str, JSONValue]] | None,
                raw: str | None = None) -> str | None:
     """The class of one call (module docstring): one of :data:`CLASSES`, :data:`LEFT_OUT`, or None (valid).
     ``schemas``: the request's tools, name → (schema key, parameters); None when unknown. ``raw``: the arguments as
@@ -112,7 +113,7 @@ def _features(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, index=rows.index, columns=[*CLASSES, "calls", "requests", "failed_requests"])
 
 
-def _toolset_key(schemas: Mapping[str, tuple[str, Any]] | None) -> Any:
+def _toolset_key(schemas: Mapping[str, tuple[str, JSONValue]] | None) -> Any:
     """Equal for requests whose tools have the same names and schema keys (the classes of a call depend on no more)."""
     return None if schemas is None else tuple(sorted((name, entry[0]) for name, entry in schemas.items()))
 
