@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 if TYPE_CHECKING:
     import pandas as pd
 
-#: One row of a table (records.csv read back, scores.csv about to be written): column → cell, a Python scalar
-#: as pandas boxes it (a CSV cell, so its reader checks its type).
-TableRow: TypeAlias = dict[str, Any]
+#: One cell of a table (records.csv read back, scores.csv about to be written): a Python scalar as pandas boxes
+#: it, or None; like a CSV cell, its reader checks its type.
+Cell: TypeAlias = Any
+#: One row of such a table: column → cell.
+TableRow: TypeAlias = dict[str, Cell]
 
 
 def frame_records(frame: pd.DataFrame) -> list[TableRow]:
