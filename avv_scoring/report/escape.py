@@ -29,7 +29,6 @@ import html
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -50,21 +49,21 @@ _SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 # ---------------------------------------------------------------------------------------------------- CSV
 
 
-def neutralise_cell(value: object) -> Any:
+def neutralise_cell(value: object) -> object:
     """A CSV cell made safe to open in a spreadsheet (see the module docstring); non-text values unchanged."""
     if isinstance(value, str) and _NEEDS_MARK.match(value) and not _PLAIN_NUMBER.match(value):
         return CSV_TEXT_MARK + value
     return value
 
 
-def restore_cell(value: object) -> Any:
+def restore_cell(value: object) -> object:
     """The cell :func:`neutralise_cell` was given: one leading ``'`` dropped before a marked character."""
     if isinstance(value, str) and len(value) > 1 and value[0] == CSV_TEXT_MARK and _NEEDS_MARK.match(value[1:]):
         return value[1:]
     return value
 
 
-def _map_text_cells(frame: pd.DataFrame, first: frozenset[str], change: Callable[[Any], Any]) -> pd.DataFrame:
+def _map_text_cells(frame: pd.DataFrame, first: frozenset[str], change: Callable[[object], object]) -> pd.DataFrame:
     """A copy of ``frame`` with ``change`` applied to each text cell whose first character is in ``first``
     (found vectorised; only those few cells go through Python)."""
     out = frame.copy()
@@ -111,7 +110,7 @@ def markdown_cell(value: object) -> str:
     return markdown_text(value).replace("|", "\\|")
 
 
-def markdown_table(headers: Sequence[Any], body: Iterable[Sequence[Any]]) -> str:
+def markdown_table(headers: Sequence[object], body: Iterable[Sequence[object]]) -> str:
     """A GitHub-flavoured Markdown table; every header and cell goes through :func:`markdown_cell`."""
     lines = ["| " + " | ".join(markdown_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(markdown_cell(c) for c in cells) + " |" for cells in body]
