@@ -22,8 +22,7 @@ model's verdicts, naming each (``ScoreResult.not_judged``, report.md), instead o
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
 
 from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.measures import is_missing
@@ -246,7 +245,7 @@ class Thresholds(Mapping[str, Bounds]):
             return self._bounds == other._bounds and self._sets == other._sets and self._margins == other._margins
         return super().__eq__(other)
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[Callable[..., Thresholds], tuple[object, ...]]:
         return (_rebuild, (dict(self._bounds), self._name, dict(self._sets), dict(self._margins)))
 
     def __repr__(self) -> str:
