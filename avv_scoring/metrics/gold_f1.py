@@ -15,8 +15,8 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from avv_core.json_types import JSONValue
 from avv_scoring.metrics.correctness import EXACT_PAIRING_LIMIT, Call, acceptable, value_leaves
 
 #: Weight of each leaf of a required argument (listed in the tool schema's ``required``) in gold argument F1.
@@ -30,7 +30,7 @@ class ExpectedCall:
     """One gold call, normalised: the name gold uses, each argument's acceptable values, the tool's required keys."""
 
     name: str
-    arguments: Mapping[str, tuple[Any, ...]]
+    arguments: Mapping[str, tuple[JSONValue, ...]]
     required: frozenset[str]
 
     def weight(self, key: str) -> float:
@@ -60,7 +60,7 @@ def _gold_size(option: object) -> float:
 Score = tuple[float, float, float]  # (matched, gold, predicted) weighted leaves
 
 
-def _score_key(present: bool, value: object, options: Sequence[Any], path: str, w: float) -> Score:
+def _score_key(present: bool, value: object, options: Sequence[JSONValue], path: str, w: float) -> Score:
     """One argument (``present`` in the call or not) against its acceptable values (module docstring)."""
     optional = any(_is_optional_marker(o) for o in options)
     values = [o for o in options if not _is_optional_marker(o)]
