@@ -8,6 +8,7 @@ no keys) to name the User classes; everything else is read in ``init``.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import logging
 import random
@@ -40,7 +41,7 @@ install_log_filter()  # Locust's INFO lines only when asked for (avv_harness.loc
 
 
 @events.init_command_line_parser.add_listener
-def add_arguments(parser: Any) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     avv_options.add_arguments(parser)
 
 

@@ -19,7 +19,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -33,6 +33,7 @@ from avv_core.measures import is_missing, percentile
 from avv_core.records import STATUS_SUCCESS, Record
 
 if TYPE_CHECKING:
+    from gevent.pywsgi import WSGIServer
     from locust.env import Environment
 
     from avv_harness.locust.live_board import LiveBoard
@@ -186,7 +187,7 @@ class MetricsExporter:
         self.anomalies = Counter("avv_anomalies", _help("avv_anomalies_total"), (*VENDOR_LABELS, "kind"),
                                  registry=self.registry)
         self.registry.register(_SnapshotCollector(self))
-        self.server: Any = None
+        self.server: WSGIServer | None = None
         ctl.record_hook.add_listener(self._on_records)
 
     def labels_of(self, vid: VendorId) -> list[str]:

@@ -26,10 +26,13 @@ port directly: that is binding and ``--web-login``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from avv_core.json_types import JSONObject
+
+if TYPE_CHECKING:
+    pass
 
 #: Methods a browser sends cross-origin without side effects expected (the others need the origin checked).
 SAFE_METHODS = frozenset({"GET", "HEAD"})

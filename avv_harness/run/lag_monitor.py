@@ -15,7 +15,7 @@ import gc
 import time
 from bisect import bisect_left
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import gevent
@@ -38,7 +38,7 @@ class LagMonitor:
         self._started: float | None = None
         self._greenlets: list[gevent.Greenlet] = []
 
-    def start(self, spawn: Any = None) -> LagMonitor:
+    def start(self, spawn: Callable[[Callable[[], None]], gevent.Greenlet] | None = None) -> LagMonitor:
         """Spawn the watcher greenlets (with ``spawn``, e.g. a runner's greenlet group, so they end with it)."""
         import gevent
 

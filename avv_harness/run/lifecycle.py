@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import gevent
 import gevent.event
@@ -91,7 +91,7 @@ class RunLifecycle:
         self.sim_truth_log: str | None = None  # the web UI's simulator's truth log (one for every run)
         self.exit_code: int | None = None  # the process's exit status, set by finish()
         self.quit_done = False
-        self.finishing: tuple[Any, gevent.event.Event] | None = None  # (greenlet, done) while finish() runs
+        self.finishing: tuple[gevent.Greenlet, gevent.event.Event] | None = None  # (greenlet, done) while finish() runs
         self.stopping = False  # a stop signal arrived or the process is finishing: later signals are ignored
         self.rearm_signals: Callable[[], None] | None = None  # the plugin's gevent signal handlers, set again
         self.run_hook = EventHook()  # fired with run=RunState, phase="begin" | "end"

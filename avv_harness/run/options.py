@@ -20,7 +20,7 @@ from avv_harness.dialects.overrides import Overrides, parse_overrides
 from avv_harness.wire.sse import DEFAULT_MAX_EVENT_BYTES
 
 if TYPE_CHECKING:  # scoring is imported when a run is scored
-    from argparse import ArgumentParser, Namespace, _ArgumentGroup
+    from argparse import Action, ArgumentParser, Namespace, _ArgumentGroup
 
     from avv_scoring import ScoreRequest
     from avv_scoring.verdict import Thresholds
@@ -60,7 +60,7 @@ class _EnvGroup:
     def __init__(self, group: _ArgumentGroup):
         self._group = group
 
-    def add_argument(self, *names: str, **kwargs: Any) -> Any:
+    def add_argument(self, *names: str, **kwargs: Any) -> Action:
         kwargs.setdefault("env_var", "LOCUST_" + names[0][2:].replace("-", "_").upper())
         try:
             return self._group.add_argument(*names, **kwargs)
