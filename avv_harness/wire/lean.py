@@ -142,7 +142,7 @@ class Conn:
     def __init__(self, sock: socket.socket, tls: bool = False):
         """``sock``: a connected socket (taken over: it is detached). ``tls``: TLS will be started on it
         (:meth:`start_tls`: its input and output buffers are made here); without it the bytes are plain."""
-        self.raw: Any = _socket.socket(fileno=sock.detach())
+        self.raw: _socket.socket = _socket.socket(fileno=sock.detach())
         self.raw.setblocking(False)
         self.tls: ssl.SSLObject | None = None
         self.incoming: ssl.MemoryBIO | None = ssl.MemoryBIO() if tls else None
