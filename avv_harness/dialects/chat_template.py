@@ -165,7 +165,7 @@ def _budget_concat(node: nodes.Concat) -> nodes.Filter:
     return _budget_filter("concat", nodes.Tuple(node.nodes, "load"))
 
 
-def _budget_filters() -> JSONObject:
+def _budget_filters() -> dict[str, Callable[..., object]]:
     """The filters the rewritten tree calls (each finds the rendering's budget in its context)."""
 
     @pass_context

@@ -23,6 +23,7 @@ import requests
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import LocationParseError, ProtocolError, ReadTimeoutError
+from urllib3.poolmanager import PoolManager
 from urllib3.response import HTTPResponse
 
 from avv_core.json_types import JSONObject
@@ -103,7 +104,7 @@ class StrictAdapter(requests.adapters.HTTPAdapter):
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = STRICT_POOLS
 
-    def proxy_manager_for(self, proxy: str, **proxy_kwargs: object) -> Any:
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: object) -> PoolManager:
         manager = super().proxy_manager_for(proxy, **proxy_kwargs)
         if not proxy.lower().startswith("socks"):  # SOCKS pools bring their own connection classes
             manager.pool_classes_by_scheme = STRICT_POOLS
