@@ -32,7 +32,7 @@ from referencing import Registry, Resource, Specification
 from referencing.exceptions import NoSuchResource, Unresolvable
 from referencing.jsonschema import DRAFT202012, specification_with
 
-from avv_core.json_types import JSONMapping, JSONObject, JSONValue
+from avv_core.json_types import JSONMapping, JSONValue
 
 #: Time for all the regex searches of one validation (seconds); a search still running then fails the value.
 REGEX_BUDGET_S = 0.1
@@ -176,7 +176,7 @@ def _bounded_class(cls: type) -> type:
     """``cls`` with the regex keywords bounded (one class per draft)."""
     bounded = _BOUNDED.get(cls)
     if bounded is None:
-        keywords: JSONObject = {"pattern": _pattern, "patternProperties": _pattern_properties}
+        keywords: dict[str, _Keyword] = {"pattern": _pattern, "patternProperties": _pattern_properties}
         if "additionalProperties" in cls.VALIDATORS:  # type: ignore[attr-defined]
             keywords["additionalProperties"] = _bounded_additional_properties(
                 cls.VALIDATORS["additionalProperties"])  # type: ignore[attr-defined]
