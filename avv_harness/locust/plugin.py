@@ -15,7 +15,7 @@ import random
 import signal
 import sys
 from collections import Counter
-from typing import Any
+from typing import Protocol
 
 import gevent
 import greenlet
@@ -38,6 +38,12 @@ log = logging.getLogger("avv")
 
 
 install_log_filter()  # Locust's INFO lines only when asked for (avv_harness.locust.output); before its first line
+
+
+class _SignalWatcher(Protocol):
+    """What :func:`gevent.signal_handler` returns, as far as this module uses it (gevent ships no types)."""
+
+    def cancel(self) -> None: ...
 
 
 @events.init_command_line_parser.add_listener
@@ -275,7 +281,7 @@ def _stop_on_signals(lifecycle: RunLifecycle) -> None:
     complete by then). These are gevent handlers; the scoring step replaces them with Python-level ones and
     re-arms them after (``lifecycle.rearm_signals``)."""
     main = greenlet.getcurrent()
-    watchers: list[Any] = []
+    watchers: list[_SignalWatcher] = []
 
     def on_signal() -> None:
         if lifecycle.stopping:
