@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import requests
+from requests.adapters import DEFAULT_POOLBLOCK
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import LocationParseError, ProtocolError, ReadTimeoutError
@@ -100,8 +101,9 @@ STRICT_POOLS = {"http": StrictPool, "https": StrictTLSPool}
 class StrictAdapter(requests.adapters.HTTPAdapter):
     """requests' adapter with http.client's head reading replaced by the shared one (module docstring)."""
 
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = DEFAULT_POOLBLOCK,
+                         **pool_kwargs: object) -> None:
+        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
         self.poolmanager.pool_classes_by_scheme = STRICT_POOLS
 
     def proxy_manager_for(self, proxy: str, **proxy_kwargs: object) -> PoolManager:
