@@ -151,7 +151,7 @@ def _is_date(value: object, where: Where) -> TypeGuard[str]:
     return isinstance(value, str) and (not types or "string" in types) and canonical_date(value) is not None
 
 
-def _to_date(value: str) -> JSONValue:
+def _to_date(value: str) -> str:
     return canonical_date(value) or value
 
 
@@ -165,7 +165,7 @@ def _is_number_text(value: object, where: Where) -> TypeGuard[str]:
             and _NUMBER.fullmatch(value.strip()) is not None and math.isfinite(float(value)))
 
 
-def _to_number(value: str) -> JSONValue:
+def _to_number(value: str) -> int | float:
     number = float(value)
     return int(number) if number.is_integer() and abs(number) < 2 ** 53 else number
 
@@ -174,7 +174,7 @@ def _is_bool_text(value: object, where: Where) -> TypeGuard[str]:
     return isinstance(value, str) and "boolean" in where.types and value.strip().lower() in ("true", "false")
 
 
-def _to_bool(value: str) -> JSONValue:
+def _to_bool(value: str) -> bool:
     return value.strip().lower() == "true"
 
 
@@ -182,7 +182,7 @@ def _is_enum_or_id(value: object, where: Where) -> TypeGuard[str]:
     return isinstance(value, str) and (where.enum_strings or where.is_id)
 
 
-def _to_folded(value: str) -> JSONValue:
+def _to_folded(value: str) -> str:
     return value.strip().casefold()
 
 
@@ -204,7 +204,7 @@ class Normaliser:
     does: str  # one line: what the value becomes
     when: str  # one line: the schema condition that enables it
     applies: Callable[[object, Where], TypeGuard[str]]  # only strings are rewritten
-    rewrite: Callable[[str], JSONValue]
+    rewrite: Callable[[str], str | int | float | bool]
     examples: tuple[Example, ...] = ()
 
 
