@@ -27,12 +27,11 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from avv_core.bounded_schema import PatternTimeout, search
 from avv_core.canonical import UNPARSED, parse_arguments, partial_match
 from avv_core.errors import InputError
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 
 AGENT_KEY = "agent"
 DEFAULT_MAX_STEPS = 10
@@ -90,7 +89,7 @@ class AgentTask:
     def has_gold_end(self) -> bool:
         return self.final_calls is not None or self.final_text_pattern is not None
 
-    def match(self, name: str, raw_arguments: Any, used: set[int] | None = None) -> tuple[int | None, str]:
+    def match(self, name: str, raw_arguments: object, used: set[int] | None = None) -> tuple[int | None, str]:
         """(index, content) of the first matching entry not in ``used`` (else the last matching one), or
         (None, ``default_result``) when no entry matches. The index is added to ``used``."""
         args = parse_arguments(raw_arguments)
@@ -131,17 +130,17 @@ class AgentTask:
             return False
 
 
-def _content(value: Any) -> str:
+def _content(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _int(value: Any, where: str, low: int, high: int) -> int:
+def _int(value: object, where: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InputError(f"{where} must be an integer from {low} to {high}, got {value!r}")
     return value
 
 
-def _calls(value: Any, where: str, names: set[str] | None) -> tuple[JSONObject, ...]:
+def _calls(value: object, where: str, names: set[str] | None) -> tuple[JSONObject, ...]:
     if not isinstance(value, list) or not value:
         raise InputError(f"{where} must be a non-empty list of {{name, arguments}}")
     for i, call in enumerate(value):
@@ -157,7 +156,7 @@ def _calls(value: Any, where: str, names: set[str] | None) -> tuple[JSONObject, 
     return tuple({"name": c["name"], "arguments": dict(c.get("arguments") or {})} for c in value)
 
 
-def parse_agent(obj: Any, tools: Sequence[Any] | None, where: str) -> AgentTask:
+def parse_agent(obj: object, tools: Sequence[JSONValue] | None, where: str) -> AgentTask:
     """The :class:`AgentTask` of a sample line's ``agent`` value; InputError naming ``where`` (file:line) and
     the field otherwise. ``tools`` = the request's tools (their names are the only names a task may use; None skips
     that check)."""
@@ -215,7 +214,7 @@ def parse_agent(obj: Any, tools: Sequence[Any] | None, where: str) -> AgentTask:
     return AgentTask(max_steps, tuple(results), default, injected, final_calls, pattern)
 
 
-def agent_of(metadata: JSONMapping, tools: Sequence[Any] | None = None) -> AgentTask | None:
+def agent_of(metadata: JSONMapping, tools: Sequence[JSONValue] | None = None) -> AgentTask | None:
     """The task of a sample's metadata (validated when the line was read), or None for a single request."""
     obj = metadata.get(AGENT_KEY)
     return None if obj is None else parse_agent(obj, tools, "sample")

@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from avv_core.canonical import UNPARSED, parse_json_text
 from avv_core.errors import InputError
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 
 CHAT, COMPLETIONS, MESSAGES, RESPONSES = "chat", "completions", "messages", "responses"
 #: The wire formats a vendor may speak (a vendor config's ``endpoint`` values), in the order they are listed; chat
@@ -86,7 +85,7 @@ _MAX_TOKENS_KEYS = ("max_tokens", "max_completion_tokens")
 _DROPPED = ("stream_options",)
 
 
-def _text(content: Any, where: str, api: str) -> str:
+def _text(content: object, where: str, api: str) -> str:
     """A message's text: a string, or its ``text`` parts joined; other part types cannot be converted."""
     if content is None:
         return ""
@@ -104,7 +103,7 @@ def _text(content: Any, where: str, api: str) -> str:
     raise ConversionError(f"{where}.content: {type(content).__name__} is not text")
 
 
-def _system_and_turns(messages: Any, api: str) -> tuple[list[str], list[tuple[int, JSONMapping]]]:
+def _system_and_turns(messages: object, api: str) -> tuple[list[str], list[tuple[int, JSONMapping]]]:
     if not isinstance(messages, list):
         raise ConversionError(f"messages: {type(messages).__name__}, not a list")
     system: list[str] = []
@@ -122,7 +121,7 @@ def _system_and_turns(messages: Any, api: str) -> tuple[list[str], list[tuple[in
     return system, turns
 
 
-def _arguments(raw: Any, where: str) -> JSONObject:
+def _arguments(raw: object, where: str) -> JSONObject:
     if isinstance(raw, Mapping):
         return dict(raw)
     value = parse_json_text(raw) if isinstance(raw, str) and raw.strip() else {}
@@ -133,7 +132,7 @@ def _arguments(raw: Any, where: str) -> JSONObject:
     return value
 
 
-def _calls(message: JSONMapping, where: str) -> list[tuple[str, str, Any]]:
+def _calls(message: JSONMapping, where: str) -> list[tuple[str, str, JSONValue]]:
     """(id, name, arguments as written) of an assistant message's tool calls."""
     out = []
     listed = message.get("tool_calls") or []
@@ -154,7 +153,7 @@ def _refuse(body: JSONMapping, api: str, also: tuple[str, ...] = ()) -> None:
                                   "endpoint: chat)")
 
 
-def _tools(tools: Any, api: str) -> list[tuple[JSONMapping, JSONMapping]]:
+def _tools(tools: JSONValue, api: str) -> list[tuple[JSONMapping, JSONMapping]]:
     """(tool entry, its function) of a chat ``tools`` list."""
     out = []
     if not isinstance(tools or [], list):
@@ -167,7 +166,7 @@ def _tools(tools: Any, api: str) -> list[tuple[JSONMapping, JSONMapping]]:
     return out
 
 
-def _named_choice(choice: Any) -> str | None:
+def _named_choice(choice: object) -> str | None:
     if isinstance(choice, Mapping):
         function = choice.get("function")
         if isinstance(function, Mapping) and isinstance(function.get("name"), str):
@@ -234,7 +233,7 @@ def to_messages(chat: JSONMapping, default_max_tokens: int = DEFAULT_MESSAGES_MA
     return out
 
 
-def _stop_sequences(stop: Any, api: str) -> list[str]:
+def _stop_sequences(stop: object, api: str) -> list[str]:
     """``stop`` (a string or a list of strings) as a list; anything else cannot be converted (a number, an object:
     ``list()`` of it would raise, or silently keep a mapping's keys)."""
     if isinstance(stop, str):
@@ -246,7 +245,7 @@ def _stop_sequences(stop: Any, api: str) -> list[str]:
     raise ConversionError(f"stop: must be a string or a list of strings to be sent to the {api} API, got {shown}")
 
 
-def _messages_choice(choice: Any, parallel: Any) -> JSONObject | None:
+def _messages_choice(choice: object, parallel: object) -> JSONObject | None:
     if choice is None and parallel is not False:
         return None
     name = _named_choice(choice)
@@ -324,7 +323,7 @@ def from_messages(body: JSONMapping) -> JSONObject:
     return out
 
 
-def _block_text(content: Any) -> str:
+def _block_text(content: JSONValue) -> str:
     if isinstance(content, str):
         return content
     return "".join(b.get("text", "") for b in content or [] if isinstance(b, Mapping) and b.get("type") == "text")
@@ -389,7 +388,7 @@ def to_responses(chat: JSONMapping) -> JSONObject:
     return out
 
 
-def _text_format(response_format: Any) -> JSONObject:
+def _text_format(response_format: JSONValue) -> JSONObject:
     """A chat ``response_format`` as the Responses API's ``text.format``."""
     kind = response_format.get("type") if isinstance(response_format, Mapping) else None
     if kind in ("text", "json_object"):
@@ -402,7 +401,7 @@ def _text_format(response_format: Any) -> JSONObject:
             **{k: spec[k] for k in ("schema", "strict", "description") if k in spec}}
 
 
-def _response_format(text_format: Any) -> JSONObject | None:
+def _response_format(text_format: JSONValue) -> JSONObject | None:
     """A Responses ``text.format`` as chat's ``response_format`` (:func:`_text_format`'s inverse)."""
     kind = text_format.get("type") if isinstance(text_format, Mapping) else None
     if kind in ("text", "json_object"):

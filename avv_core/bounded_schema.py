@@ -21,18 +21,18 @@ from __future__ import annotations
 import contextvars
 import functools
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 import regex
 from jsonschema import Draft202012Validator, ValidationError
 from jsonschema.validators import extend, validator_for
 from jsonschema_specifications import REGISTRY as METASCHEMAS
-from referencing import Registry, Resource
+from referencing import Registry, Resource, Specification
 from referencing.exceptions import NoSuchResource, Unresolvable
 from referencing.jsonschema import DRAFT202012, specification_with
 
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONMapping, JSONValue
 
 #: Time for all the regex searches of one validation (seconds); a search still running then fails the value.
 REGEX_BUDGET_S = 0.1
@@ -41,6 +41,35 @@ REGEX_BUDGET_S = 0.1
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("avv_regex_deadline", default=None)
 # keys whose values are data, not subschemas: a "$ref" key inside them is not a reference
 _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+
+
+class SchemaValidator(Protocol):
+    """What this code uses of a jsonschema validator (jsonschema ships no type information)."""
+
+    def is_type(self, instance: object, type: str) -> bool: ...
+
+    def is_valid(self, instance: object) -> bool: ...
+
+    def descend(self, instance: object, schema: object, path: str | int | None = None,
+                schema_path: str | int | None = None) -> Iterator[ValidationError]: ...
+
+
+class _Resolver(Protocol):
+    """What this code uses of a ``referencing`` resolver."""
+
+    def lookup(self, ref: str) -> object: ...
+
+    def in_subresource(self, subresource: Resource[JSONValue]) -> _Resolver: ...
+
+
+class _CompiledPattern(Protocol):
+    """What this code uses of a ``regex`` compiled pattern (the package ships no type information)."""
+
+    def search(self, string: str, *, timeout: float | None = None) -> object: ...
+
+
+#: A jsonschema keyword function: (validator, the keyword's value, the instance, the schema around it) → errors.
+_Keyword = Callable[[SchemaValidator, JSONValue, JSONValue, JSONMapping], Iterator[ValidationError]]
 
 
 class UnusableSchema(ValueError):
@@ -74,7 +103,7 @@ def search(pattern: str, text: str) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
-def _compiled(pattern: str) -> Any:
+def _compiled(pattern: str) -> _CompiledPattern:
     """``regex.compile``, cached here: regex's own cache lookup costs more than the search of a short string."""
     return regex.compile(pattern)
 
@@ -84,7 +113,8 @@ def _timeout_error(pattern: str) -> ValidationError:
                            "(counted as not matching)")
 
 
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+def _pattern(validator: SchemaValidator, pattern: str, instance: JSONValue, schema: JSONMapping
+             ) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "string"):
         return
     try:
@@ -96,7 +126,8 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterat
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+def _pattern_properties(validator: SchemaValidator, patterns: JSONMapping, instance: JSONValue, schema: JSONMapping
+                        ) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
     for pattern, subschema in patterns.items():
@@ -110,11 +141,12 @@ def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: An
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
-def _bounded_additional_properties(original: Any) -> Any:
+def _bounded_additional_properties(original: _Keyword) -> _Keyword:
     """``additionalProperties`` with the ``patternProperties`` matching done here, bounded; jsonschema's own
     keyword then sees those keys as declared properties."""
 
-    def additional_properties(validator: Any, aP: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    def additional_properties(validator: SchemaValidator, aP: JSONValue, instance: JSONValue, schema: JSONMapping
+                              ) -> Iterator[ValidationError]:
         patterns = schema.get("patternProperties") if validator.is_type(instance, "object") else None
         if not patterns:
             yield from original(validator, aP, instance, schema)
@@ -144,7 +176,7 @@ def _bounded_class(cls: type) -> type:
     """``cls`` with the regex keywords bounded (one class per draft)."""
     bounded = _BOUNDED.get(cls)
     if bounded is None:
-        keywords: JSONObject = {"pattern": _pattern, "patternProperties": _pattern_properties}
+        keywords: dict[str, _Keyword] = {"pattern": _pattern, "patternProperties": _pattern_properties}
         if "additionalProperties" in cls.VALIDATORS:  # type: ignore[attr-defined]
             keywords["additionalProperties"] = _bounded_additional_properties(
                 cls.VALIDATORS["additionalProperties"])  # type: ignore[attr-defined]
@@ -152,7 +184,8 @@ def _bounded_class(cls: type) -> type:
     return bounded
 
 
-def _walk(schema: Any, spec: Any, resolver: Any, found: dict[str, list[str]]) -> None:
+def _walk(schema: JSONValue, spec: Specification[JSONValue], resolver: _Resolver,
+          found: dict[str, list[str]]) -> None:
     """Collect the patterns and keywords of ``schema`` and look up each ``$ref`` (UnusableSchema if one fails)."""
     if isinstance(schema, list):
         for item in schema:
@@ -179,7 +212,7 @@ def _walk(schema: Any, spec: Any, resolver: Any, found: dict[str, list[str]]) ->
             _walk(value, spec, resolver, found)
 
 
-def build_validator(schema: Any, default: Any = Draft202012Validator) -> Any:
+def build_validator(schema: object, default: object = Draft202012Validator) -> SchemaValidator:
     """A validator for ``schema`` that reaches no network and bounds its regex searches (module docstring), of the
     draft its ``$schema`` names, else of ``default`` (Draft 2020-12; OpenRouter's error classes use Draft 7).
 
@@ -203,7 +236,7 @@ def build_validator(schema: Any, default: Any = Draft202012Validator) -> Any:
     return validator
 
 
-def is_valid(validator: Any, instance: Any) -> bool:
+def is_valid(validator: SchemaValidator, instance: object) -> bool:
     """``validator.is_valid(instance)`` with every regex search of it sharing one :data:`REGEX_BUDGET_S`."""
     token = _DEADLINE.set(time.monotonic() + REGEX_BUDGET_S)
     try:

@@ -17,10 +17,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
 
 from avv_core.canonical import JSON_ERRORS, UNPARSED, parse_json_text
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 
 #: JSON decodes tried per content at most (each is linear; adversarial content could otherwise ask for one per
 #: character): the detector runs on the worker for every response and must stay in milliseconds.
@@ -35,7 +34,7 @@ class DecodeBudget:
     def __init__(self, attempts: int = MAX_DECODES):
         self.left = attempts
 
-    def decode_at(self, text: str, pos: int) -> tuple[Any, int] | None:
+    def decode_at(self, text: str, pos: int) -> tuple[JSONValue, int] | None:
         """The JSON value starting at ``pos`` (after whitespace) and the index after it; None when there is none
         or the budget is spent."""
         while pos < len(text) and text[pos] in " \t\r\n":
@@ -49,7 +48,7 @@ class DecodeBudget:
             return None
 
 
-def maybe_json(value: Any) -> Any:
+def maybe_json(value: object) -> JSONValue:
     """A string's JSON value when it parses, else the value as it is."""
     if isinstance(value, str):
         parsed = parse_json_text(value)
@@ -57,7 +56,7 @@ def maybe_json(value: Any) -> Any:
     return value
 
 
-def calls_in(value: Any) -> Iterator[tuple[str, Any]]:
+def calls_in(value: object) -> Iterator[tuple[str, JSONValue]]:
     """(name, arguments) of every call-shaped object in a decoded JSON value; arguments that are a JSON string
     are decoded."""
     if isinstance(value, list):
@@ -76,7 +75,7 @@ def calls_in(value: Any) -> Iterator[tuple[str, Any]]:
         yield name, maybe_json(fn["arguments"] if "arguments" in fn else fn["parameters"])
 
 
-def bare_calls(text: str, budget: DecodeBudget) -> Iterator[tuple[str, Any]]:
+def bare_calls(text: str, budget: DecodeBudget) -> Iterator[tuple[str, JSONValue]]:
     """(name, arguments) of the call objects anywhere in a text, bare (not in a format's markers)."""
     pos = 0
     while budget.left > 0:
@@ -92,7 +91,7 @@ def bare_calls(text: str, budget: DecodeBudget) -> Iterator[tuple[str, Any]]:
         pos = decoded[1]
 
 
-def arguments_text(value: Any) -> str:
+def arguments_text(value: object) -> str:
     """A call's arguments as the text a ``tool_calls`` delta would carry (``{}`` when there are none)."""
     if value is None:
         return "{}"

@@ -19,9 +19,8 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
 
-from avv_core.json_types import JSONMapping
+from avv_core.json_types import JSONMapping, JSONValue
 
 
 class _Unparsed:
@@ -39,7 +38,7 @@ UNPARSED = _Unparsed()
 JSON_ERRORS: tuple[type[Exception], ...] = (ValueError, RecursionError)
 
 
-def parse_json_text(text: str | bytes) -> Any:
+def parse_json_text(text: str | bytes) -> JSONValue:
     """``text`` as a JSON value, or :data:`UNPARSED` when ``json`` cannot read it (any of :data:`JSON_ERRORS`)."""
     try:
         return json.loads(text)
@@ -52,7 +51,7 @@ def parses_as_json(text: str | bytes) -> bool:
     return parse_json_text(text) is not UNPARSED
 
 
-def canonical(value: Any) -> Any:
+def canonical(value: object) -> JSONValue:
     """``value`` with integral floats as ints and object keys sorted (see the module docstring)."""
     if isinstance(value, bool) or value is None or isinstance(value, (str, int)):
         return value
@@ -65,23 +64,23 @@ def canonical(value: Any) -> Any:
     return value
 
 
-def canonical_json(value: Any, default: Callable[[Any], Any] | None = None) -> str:
+def canonical_json(value: object, default: Callable[[object], object] | None = None) -> str:
     """``value`` as canonical JSON text: object keys sorted, no whitespace, non-ASCII kept; values as they are
     (``1.0`` stays ``1.0``; :func:`canonical_key` normalises them first). ``default`` as :func:`json.dumps`'s."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=default)
 
 
-def canonical_sha256(value: Any, default: Callable[[Any], Any] | None = None) -> str:
+def canonical_sha256(value: object, default: Callable[[object], object] | None = None) -> str:
     """The SHA-256 (hex) of ``value``'s :func:`canonical_json` text in UTF-8."""
     return hashlib.sha256(canonical_json(value, default).encode("utf-8")).hexdigest()
 
 
-def canonical_key(value: Any) -> str:
+def canonical_key(value: object) -> str:
     """A string equal for two values exactly when they are canonically equal."""
     return canonical_json(canonical(value))
 
 
-def parse_arguments(raw: Any) -> Any:
+def parse_arguments(raw: object) -> JSONValue:
     """A call's ``arguments`` (the streamed string, or an already-decoded value) as a JSON value, or
     :data:`UNPARSED`."""
     if not isinstance(raw, str):
@@ -89,7 +88,7 @@ def parse_arguments(raw: Any) -> Any:
     return parse_json_text(raw)
 
 
-def partial_match(args: Any, wanted: JSONMapping) -> bool:
+def partial_match(args: object, wanted: JSONMapping) -> bool:
     """Every key of ``wanted`` is in ``args`` (a parsed object) with a canonically equal value; other keys of
     ``args`` do not matter. Arguments that are not an object (or did not parse) never match a non-empty
     ``wanted``; an empty ``wanted`` matches any arguments."""

@@ -11,11 +11,11 @@ harness's lag monitor (:mod:`avv_harness.run.lag_monitor`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_core.measures import is_missing, percentile
 
 LAG_P99_BOUND_MS = 5.0
@@ -25,14 +25,14 @@ CPU_BOUND_PCT = 85.0
 CPU_OWN_LOAD_PCT = 50.0
 
 
-def client_load(rows: Iterable[JSONMapping] | None = None, *, columns: Mapping[str, Sequence[Any]] | None
+def client_load(rows: Iterable[JSONMapping] | None = None, *, columns: Mapping[str, Sequence[JSONValue]] | None
                 = None) -> JSONObject:
     """Per process (``worker``) and vendor: lag p50 / p99 over records, the process CPU (mean and max of the
     samples the records carry), and whether the process was client-bound. Pure: used by the harness (for
     run.json and the terminal) and by scoring (the report), so both say the same. Give ``rows`` (dicts) or
     ``columns`` (worker, vendor, client_lag_ms, client_cpu_pct as sequences). Big tables are grouped by the
     caller and handed to :func:`summarise_load`."""
-    zipped: Iterable[tuple[Any, Any, Any, Any]]
+    zipped: Iterable[tuple[JSONValue, JSONValue, JSONValue, JSONValue]]
     if columns is not None:
         zipped = zip(columns["worker"], columns["vendor"], columns["client_lag_ms"], columns["client_cpu_pct"],
                      strict=True)
@@ -58,7 +58,7 @@ class LoadGroup(NamedTuple):
     cpu: Sequence[float]
 
 
-def process_name(worker: Any) -> str:
+def process_name(worker: object) -> str:
     """The process a record came from; "?" when the record does not say."""
     return "?" if is_missing(worker) or worker == "" else str(worker)
 

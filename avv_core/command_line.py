@@ -37,12 +37,12 @@ class _Version(argparse.Action):
     def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
-    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
         sys.stdout.write(version_text(parser.prog.split()[0]) + "\n")  # on stdout, as argparse's own version action
         parser.exit()
 
 
-def command_parser(prog: str, description: str = "", **kwargs: Any) -> CommandParser:
+def command_parser(prog: str, description: str = "", **kwargs: object) -> CommandParser:
     """A :class:`CommandParser` with ``-V`` / ``--version`` (the version of the command: ``prog``'s first word, so
     ``avv-score history`` shows ``avv-score``'s)."""
     parser = CommandParser(prog=prog, description=description, **kwargs)

@@ -4,13 +4,19 @@ every report section asked again). Values are Python scalars exactly as pandas b
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
     import pandas as pd
 
+#: One cell of a table (records.csv read back, scores.csv about to be written): a Python scalar as pandas boxes
+#: it, or None; like a CSV cell, its reader checks its type.
+Cell: TypeAlias = Any
+#: One row of such a table: column → cell.
+TableRow: TypeAlias = dict[str, Cell]
 
-def frame_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+
+def frame_records(frame: pd.DataFrame) -> list[TableRow]:
     """``frame.to_dict("records")``: the same keys, values and value types. One conversion of the whole table to
     Python objects (NumPy's ``astype(object)`` makes numbers Python scalars), then object and extension columns
     boxed with pandas' own ``maybe_box_native``, as ``to_dict`` does; no column is read as a Series."""

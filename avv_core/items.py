@@ -7,10 +7,10 @@ Pure: no Locust, no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 from urllib.parse import quote, unquote
 
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_core.measures import is_missing
 from avv_core.samples import Sample
 
@@ -78,7 +78,7 @@ class ItemKey(NamedTuple):
 
 def truth_tag(record: JSONMapping) -> str:
     """The tag the final attempt of a record was sent with (the simulator's ``client_tag``)."""
-    raw_step: Any = record.get("step")
+    raw_step: JSONValue = record.get("step")
     step = None if is_missing(raw_step) else int(raw_step)  # NaN / <NA> from a frame: a single-request item
     return ItemKey.from_record(record).tag(str(record["run_id"]), int(record["attempts"]), step)
 

@@ -14,23 +14,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
 
 from avv_core.errors import InputError
+from avv_core.json_types import JSONValue
 
 #: Deepest nesting of arrays and objects accepted in a JSON input (the top-level value is level 1).
 MAX_JSON_DEPTH = 100
 
 
-def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
+def json_depth(value: object, limit: int = MAX_JSON_DEPTH) -> int:
     """Nesting depth of a decoded JSON value (a scalar is 0, ``[]`` is 1, ``{"a": [1]}`` is 2). Stops counting
     once past ``limit`` (returns ``limit + 1``), so an absurd value costs no more than a legal one. Iterative:
     the depth being measured may be beyond the recursion limit."""
     deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         node, level = stack.pop()
-        children: Iterable[Any]
+        children: Iterable[object]
         if isinstance(node, dict):
             children = node.values()
         elif isinstance(node, list):
@@ -49,7 +49,7 @@ def too_deep_message(where: str) -> str:
             f"(the documented bound; real requests are far shallower)")
 
 
-def parse_json(text: str | bytes, where: str) -> Any:
+def parse_json(text: str | bytes, where: str) -> JSONValue:
     """``text`` decoded, or :class:`InputError` naming ``where`` ("file:line") when it is not JSON or is nested
     deeper than :data:`MAX_JSON_DEPTH`."""
     try:

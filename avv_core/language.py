@@ -29,9 +29,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from avv_core.json_types import JSONMapping
+from avv_core.json_types import JSONMapping, JSONValue
 
 #: The share of letters that must be in the expected script(s).
 SCRIPT_SHARE_MIN = 0.5
@@ -194,7 +193,7 @@ def check_language(content: str, spec: str | LanguageCheck) -> LanguageVerdict:
 # ------------------------------------------------------------------------------------- samples
 
 
-def check_types(value: Any) -> list[str]:
+def check_types(value: object) -> list[str]:
     """A sample's ``check_type`` as a list (MiniMax writes a list; a single string is accepted).
     ValueError for anything else."""
     if value is None:
@@ -206,7 +205,7 @@ def check_types(value: Any) -> list[str]:
     raise ValueError(f"check_type must be a string or a list of strings, got {value!r}")
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts: [{"type": "text", "text": "..."}, ...]
@@ -214,7 +213,7 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def last_user_text(messages: Iterable[Any]) -> str:
+def last_user_text(messages: Iterable[JSONValue]) -> str:
     """The text of the last ``user`` message (content parts joined)."""
     text = ""
     for msg in messages:

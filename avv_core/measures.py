@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import numpy as np
 
 NAN = float("nan")
 
 
-def is_missing(value: Any) -> bool:
+def is_missing(value: object) -> bool:
     """True for None, NaN, pandas' NA / NaT and anything that is not a number-like value present.
 
     Strings are present (an empty string is a value, not a missing one); only ``None``-like and NaN-like

@@ -17,12 +17,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from avv_core.json_types import JSONObject
 
 
-def reasoning_text(value: Any) -> str | None:
+def reasoning_text(value: object) -> str | None:
     """The text of a reasoning field's value: a string as is, a list of parts (``{"type": "reasoning.text",
     "text": …}``, ``{"summary": …}`` or strings) joined; None when there is none."""
     if isinstance(value, str):
@@ -48,7 +47,7 @@ class ReasoningField:
     in_responses: bool  # read from a response (delta / message) and written by the simulator; else history only
     as_parts: bool = False  # written as a list of ``reasoning.text`` parts instead of a string
 
-    def read(self, value: Any) -> str | None:
+    def read(self, value: object) -> str | None:
         """The reasoning text of this field's value (see :func:`reasoning_text`); None when there is none."""
         return reasoning_text(value)
 

@@ -13,10 +13,9 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 from avv_core.errors import InputError
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_core.records import COLUMN_KINDS, COLUMN_NAMES, bounds, encode_cells, encode_rows, header_line, out_of_range
 
 log = logging.getLogger(__name__)
@@ -100,7 +99,7 @@ def cut_torn_tail(path: str, fd: int, size: int) -> int:
     return new_size
 
 
-def _parse(kind: str, text: str) -> Any:
+def _parse(kind: str, text: str) -> JSONValue:
     if text == "":
         return None
     if kind == "bool":
@@ -349,7 +348,7 @@ def _typed_columns(header: list[str]) -> tuple[JSONObject, dict[str, list[str]]]
     text, the last column text too (see :func:`read_records`); an empty cell is missing in every column the schema
     knows (as :func:`coerce_frame` makes it: masking ``""`` afterwards cost ~0.5 s per 1 M rows), text in the
     others."""
-    dtype: dict[str, Any] = {}
+    dtype: dict[str, str | type[str]] = {}
     na_values: dict[str, list[str]] = {}
     for col in header:
         kind = COLUMN_KINDS.get(col)

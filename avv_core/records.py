@@ -32,9 +32,8 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from avv_core.json_types import JSONMapping
+from avv_core.json_types import JSONMapping, JSONValue
 from avv_core.reasoning import EVENT_FIELDS, RESPONSE_FIELD_NAMES, THINK_FIELD
 
 #: The most tokens one request may report for each of prompt, completion and total: a usage value outside
@@ -218,7 +217,7 @@ _ACCEPTS: dict[str, tuple[type, ...]] = {
 }
 
 
-def check_value(name: str, value: Any) -> None:
+def check_value(name: str, value: object) -> None:
     """Raise :class:`RecordError` unless ``value`` fits column ``name`` (``None`` always fits)."""
     kind = COLUMN_KINDS.get(name)
     if kind is None:
@@ -241,16 +240,16 @@ class Record(dict):
 
     __slots__ = ()
 
-    def __init__(self, fields: JSONMapping | None = None, /, **more: Any):
+    def __init__(self, fields: JSONMapping | None = None, /, **more: object):
         super().__init__(fields or {}, **more)
         for name, value in self.items():
             check_value(name, value)
 
-    def __setitem__(self, name: str, value: Any) -> None:
+    def __setitem__(self, name: str, value: object) -> None:
         check_value(name, value)
         super().__setitem__(name, value)
 
-    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def update(self, *args: object, **kwargs: object) -> None:  # type: ignore[override]
         for name, value in dict(*args, **kwargs).items():
             self[name] = value
 
@@ -261,7 +260,7 @@ def _text(value: str) -> str:
     return value if value.isascii() else value.encode("utf-8", "replace").decode("utf-8")
 
 
-def _format(kind: str, value: Any, digits: int = 3) -> str:
+def _format(kind: str, value: JSONValue, digits: int = 3) -> str:
     if value is None:
         return ""
     if kind == "bool":
@@ -357,7 +356,7 @@ def cached_tokens(usage: JSONMapping | None, prompt_tokens: int | None) -> int |
     return int(value)
 
 
-def _count_problem(key: str, value: Any) -> str | None:
+def _count_problem(key: str, value: object) -> str | None:
     """Why ``value`` is not a believable count for the token column ``key`` (None: it is)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"is {type(value).__name__}, not a number"

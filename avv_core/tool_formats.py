@@ -23,7 +23,6 @@ import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from avv_core.call_json import (
     MAX_DECODES,
@@ -36,7 +35,7 @@ from avv_core.call_json import (
     maybe_json,
 )
 from avv_core.canonical import UNPARSED, parse_json_text
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_core.reasoning import split_reasoning, starts_with_reasoning
 
 __all__ = ["CALL_SEPARATOR", "FORMATS", "MAX_CALLS", "MAX_DECODES", "MAX_SCAN_CHARS", "PATTERNS", "TOOL_PARSERS",
@@ -74,7 +73,7 @@ class ToolFormat:
     label: str  # the detector's name for the shape (``TextCall.pattern``)
     shape: str  # one line for the README: what a call looks like, and who writes it
     parse: Callable[[str], Parsed]  # raw mode: the calls in a completion text (after any <think> block)
-    detect: Callable[[str, DecodeBudget], Iterator[tuple[str, Any]]]  # detector: (name, arguments) in content
+    detect: Callable[[str, DecodeBudget], Iterator[tuple[str, JSONValue]]]  # detector: (name, arguments) in content
     write: Callable[[str, str, int], CallText]  # simulator: (name, JSON arguments, call index) → the call's text
     detect_first: bool = False  # scanned before the others (their calls may sit inside it)
 
@@ -114,7 +113,7 @@ def _parse_hermes(text: str) -> Parsed:
     return _parse_blocks(text, _HERMES, call_from_json_text)
 
 
-def _detect_hermes(text: str, budget: DecodeBudget) -> Iterator[tuple[str, Any]]:
+def _detect_hermes(text: str, budget: DecodeBudget) -> Iterator[tuple[str, JSONValue]]:
     for match in _HERMES_TAG.finditer(text):  # the closing tag may be missing: the JSON value ends the call
         decoded = budget.decode_at(text, match.end())
         if decoded is not None:
@@ -161,7 +160,7 @@ def _parse_kimi(text: str) -> Parsed:
     return content, _numbered(calls), first if calls else None
 
 
-def _detect_kimi(text: str, budget: DecodeBudget) -> Iterator[tuple[str, Any]]:
+def _detect_kimi(text: str, budget: DecodeBudget) -> Iterator[tuple[str, JSONValue]]:
     """``<|tool_call_begin|>ID<|tool_call_argument_begin|>ARGS<|tool_call_end|>`` (no section needed, the end
     may be missing)."""
     begin = text.find(_KIMI_BEGIN)
@@ -211,7 +210,7 @@ def _parse_json_fenced(text: str) -> Parsed:
     return content, _numbered(calls), first
 
 
-def _detect_json_fenced(text: str, budget: DecodeBudget) -> Iterator[tuple[str, Any]]:
+def _detect_json_fenced(text: str, budget: DecodeBudget) -> Iterator[tuple[str, JSONValue]]:
     for match in _FENCE_DETECT.finditer(text):  # any or no language tag
         decoded = budget.decode_at(match.group(1), 0)
         if decoded is not None:
@@ -258,7 +257,7 @@ def _parse_mistral(text: str) -> Parsed:
     return text[:start], _numbered(calls), start if calls else None
 
 
-def _detect_mistral(text: str, budget: DecodeBudget) -> Iterator[tuple[str, Any]]:
+def _detect_mistral(text: str, budget: DecodeBudget) -> Iterator[tuple[str, JSONValue]]:
     for match in _MISTRAL_RE.finditer(text):
         pos = match.end()
         decoded = budget.decode_at(text, pos)
@@ -350,14 +349,14 @@ class TextCall:
     raw text) and the shape it was written in (one of :data:`PATTERNS`)."""
 
     name: str
-    arguments: Any
+    arguments: JSONValue
     pattern: str
 
     def as_dict(self) -> JSONObject:
         return {"name": self.name, "arguments": self.arguments, "pattern": self.pattern}
 
 
-def request_tool_names(tools: Iterable[Any] | None) -> frozenset[str]:
+def request_tool_names(tools: Iterable[object] | None) -> frozenset[str]:
     """The function names of a request's ``tools`` (the OpenAI ``{"type": "function", "function": {…}}`` shape
     or a flat ``{"name": …}``)."""
     names = set()

@@ -10,11 +10,10 @@ counting is linear in the file). An alias to a collection that contains it is re
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 
 from avv_core.errors import InputError
+from avv_core.json_types import JSONValue
 
 #: The most nodes a YAML document may expand to through its aliases (scalars, lists and mappings).
 MAX_YAML_NODES = 100_000
@@ -25,12 +24,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     which dropped a whole model's vendors when a config had two blocks of the same model) and aliases that
     expand the document past :data:`MAX_YAML_NODES`."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: object) -> None:
         super().__init__(stream)
         self._expanded = 0  # nodes of the document as its aliases expand it
         self._sizes: dict[int, int] = {}  # id(node) → nodes in its expanded subtree
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
+    def compose_node(self, parent: object, index: object) -> yaml.Node:
         alias = self.peek_event() if self.check_event(yaml.AliasEvent) else None
         node = super().compose_node(parent, index)
         if alias is None:
@@ -45,7 +44,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                              f"{MAX_YAML_NODES:,} nodes (an alias bomb?)")
         return node
 
-    def _size(self, node: Any) -> int:
+    def _size(self, node: object) -> int:
         size = self._sizes.get(id(node))
         if size is None:
             size = 1
@@ -57,8 +56,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return size
 
 
-def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
-    seen: dict[Any, int] = {}
+def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> JSONValue:
+    seen: dict[str | int | float | bool, int] = {}
     for key_node, _ in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: merged keys may be overridden here
             continue
@@ -74,7 +73,7 @@ def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, d
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
 
 
-def load_yaml(path: str, what: str) -> Any:
+def load_yaml(path: str, what: str) -> JSONValue:
     """Parse a YAML file strictly (module docstring); InputError naming the file and line."""
     try:
         with open(path, encoding="utf-8") as fh:
@@ -83,12 +82,12 @@ def load_yaml(path: str, what: str) -> Any:
         raise InputError(f"{path}: cannot read {what} ({exc.strerror})") from None
 
 
-def loads_yaml(text: str, where: str) -> Any:
+def loads_yaml(text: str, where: str) -> JSONValue:
     """Parse YAML text strictly (module docstring); InputError naming ``where`` (a file, an option) and line."""
     return _load(text, where)
 
 
-def _load(stream: Any, where: str) -> Any:
+def _load(stream: object, where: str) -> JSONValue:
     try:
         return yaml.load(stream, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except InputError as exc:

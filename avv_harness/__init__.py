@@ -13,7 +13,7 @@ controller, lifecycle, budget, ledger, stress policy, and the interfaces the Loc
 ``docs``, ``locustfile``, ``cli``).
 """
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from avv_core.errors import InputError
 from avv_core.record_file import RecordWriter, read_records
@@ -22,10 +22,13 @@ from avv_core.records import COLUMN_NAMES, ERROR_KINDS
 #: The folders and top-level modules of this package, lowest first (read by bench/import_graph.py).
 LAYERS = ("dialects", "inputs", "wire", "run", "locust", "exports", "samples_cli", "docs", "locustfile", "cli")
 
+if TYPE_CHECKING:  # at run time loaded lazily by __getattr__ (below)
+    from avv_harness.exports import export_run
+
 __all__ = ["COLUMN_NAMES", "ERROR_KINDS", "InputError", "RecordWriter", "export_run", "read_records"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "export_run":  # K2VV / MiniMax files: needs the wire client's request builder (requests)
         from avv_harness.exports import export_run
 

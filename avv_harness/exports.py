@@ -15,14 +15,13 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
 from avv_core.command_line import command_parser
 from avv_core.errors import InputError
 from avv_core.frame_rows import frame_records
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_core.samples import Sample
 from avv_harness.inputs.config import Vendor
 from avv_harness.wire.execute import build_body
@@ -59,7 +58,7 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name) or "_"
 
 
-def _write_json(path: str, data: Any, lines: bool = False) -> None:
+def _write_json(path: str, data: JSONValue, lines: bool = False) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
         if lines:

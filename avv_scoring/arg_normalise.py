@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from avv_core.errors import InputError
 from avv_core.yaml_io import load_yaml
@@ -26,7 +25,7 @@ CHOICES: tuple[str, ...] = ("default", "none")
 _KEYS = frozenset({"normalisers", "id_keys"})
 
 
-def normalisation_from_data(data: Any, where: str) -> ArgNormalisation:
+def normalisation_from_data(data: object, where: str) -> ArgNormalisation:
     """An :class:`ArgNormalisation` from parsed YAML (the module docstring's form); InputError naming ``where`` and
     the field for anything else."""
     if not isinstance(data, Mapping):

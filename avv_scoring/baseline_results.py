@@ -13,14 +13,13 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
 from avv_core.errors import InputError
 from avv_core.items import ItemKey
 from avv_core.json_input import parse_json
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_core.language import last_user_text
 from avv_core.record_file import coerce_frame
 from avv_core.records import COLUMN_NAMES, STATUS_FAILED, STATUS_SUCCESS, Record, to_csv_row, usage_counts
@@ -61,7 +60,7 @@ def read_results(path: str | os.PathLike[str]) -> list[JSONObject]:
     return rows
 
 
-def _message(row: JSONMapping) -> tuple[JSONMapping, Any]:
+def _message(row: JSONMapping) -> tuple[JSONMapping, JSONValue]:
     """(choices[0].message, choices[0].finish_reason) of a row's response, or ({}, None)."""
     choices = (row.get("response") or {}).get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):

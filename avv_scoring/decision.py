@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -59,7 +58,7 @@ SEQUENTIAL = "sequential"  # settled early by --avv-settle: the anytime-valid co
 SETTLE_STATES = {"passed": PASS, "broken": FAIL, None: INCONCLUSIVE}
 
 
-def verdict_of(value: Any) -> str:
+def verdict_of(value: object) -> str:
     """A stored verdict in today's spelling: ``pass`` / ``fail`` (scores before the three-way rule) → PASS / FAIL."""
     text = "" if value is None or is_missing(value) else str(value).strip().upper()
     return text if text in VERDICTS else ""

@@ -11,13 +11,13 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from avv_core.errors import InputError
 from avv_core.items import ItemKey
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.manifest import RunManifest, read_manifest
 from avv_core.record_file import read_records_checked
 from avv_core.records import STATUS_SUCCESS
@@ -43,7 +43,7 @@ SOURCE_COL = "_source"
 FILE_ORDER_COL = "_file_index"
 ROW_ORDER_COL = "_row_index"
 
-ToolsBySample = Mapping[str, Sequence[Mapping[str, Any]]]
+ToolsBySample = Mapping[str, Sequence[JSONMapping]]
 GoldBySample = Mapping[str, Gold]
 
 
@@ -61,7 +61,7 @@ class RunInput:
 class ToolSource:
     """Where the request tool definitions (and the samples' gold labels) came from."""
 
-    tools_by_sample: dict[str, list[dict[str, Any]]] | None
+    tools_by_sample: dict[str, list[JSONObject]] | None
     sample_files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     gold_by_sample: dict[str, Gold] = field(default_factory=dict)  # labelled samples and agent tasks only
@@ -244,12 +244,12 @@ def read_inputs(inputs: Sequence[RunInput], excluded: list[str] | None = None) -
     return dedupe_latest(merged)
 
 
-def tools_from_sample_set(sample_set) -> dict[str, list[dict[str, Any]]]:
+def tools_from_sample_set(sample_set: SampleSet) -> dict[str, list[JSONObject]]:
     """``sample_id → body["tools"]`` for every sample of a :class:`avv_core.samples.SampleSet`. Samples with equal
     tool lists share one list object (read-only): a sample file repeats its tool sets, parsed line by line into
     copies (~600 MB for 33 k samples at 1 M records), and the call annotation reads each distinct list once."""
-    shared: dict[str, list[dict[str, Any]]] = {}
-    out: dict[str, list[dict[str, Any]]] = {}
+    shared: dict[str, list[JSONObject]] = {}
+    out: dict[str, list[JSONObject]] = {}
     for s in sample_set.samples:
         tools = list(s.body.get("tools") or [])
         out[s.sample_id] = shared.setdefault(repr(tools), tools)  # repr: equal text for equal JSON values
@@ -332,7 +332,7 @@ def load_tools(inputs: Sequence[RunInput], samples: str | os.PathLike[str] | Non
         return ToolSource(tools_from_sample_set(sample_set), [path], warnings, gold_from_sample_set(sample_set),
                           sample_sets_of(sample_set), probes_of(sample_set.samples))
 
-    tools: dict[str, list[dict[str, Any]]] = {}
+    tools: dict[str, list[JSONObject]] = {}
     gold: dict[str, Gold] = {}
     marks: dict[str, str] = {}
     probes: dict[str, Probe] = {}
@@ -358,7 +358,7 @@ OK_COL = "_ok"
 COMPARABLE_COL = "_comparable"
 
 
-def rows_where(frame: pd.DataFrame, mask: Any) -> pd.DataFrame:
+def rows_where(frame: pd.DataFrame, mask: object) -> pd.DataFrame:
     """``frame[mask]``, without copying every column when the mask keeps every row (one model: the whole run):
     then a shallow copy, which copy-on-write keeps separate from ``frame``."""
     keep = np.asarray(mask, dtype=bool)

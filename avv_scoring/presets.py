@@ -30,7 +30,6 @@ import math
 import os
 from collections.abc import Mapping
 from importlib import resources
-from typing import Any
 
 import yaml
 
@@ -60,13 +59,13 @@ def preset(name: str) -> Thresholds:
     raise InputError(f"--thresholds {name!r}: not a preset ({', '.join(PRESETS)}) nor a .yaml file")
 
 
-def _number(where: str, value: Any) -> float:
+def _number(where: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(float(value)):
         raise InputError(f"{where}: must be a number, got {value!r}")
     return float(value)
 
 
-def thresholds_from_data(data: Any, where: str, default_name: str) -> Thresholds:
+def thresholds_from_data(data: object, where: str, default_name: str) -> Thresholds:
     """Thresholds from parsed YAML (the form in the module docstring); InputError naming ``where`` and the
     field for anything else."""
     if not isinstance(data, Mapping):

@@ -23,9 +23,8 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
 
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_core.samples import STREAM_KEY, Sample
 
 #: Metadata key of a probe line: ``{"check", "base", "variant"?}``.
@@ -50,7 +49,7 @@ class Base:
     fixed: bool = False  # a fixed request (else a sample of the run)
 
     @property
-    def tools(self) -> list[Any]:
+    def tools(self) -> list[JSONValue]:
         return list(self.body.get("tools") or [])
 
     def tool_names(self) -> list[str]:

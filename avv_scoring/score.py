@@ -8,16 +8,16 @@ Score columns are derived from the metric registry (:mod:`avv_scoring.metrics.re
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from avv_core.client_load import LoadGroup, process_name, summarise_load
 from avv_core.errors import InputError
-from avv_core.frame_rows import frame_records
+from avv_core.frame_rows import TableRow, frame_records
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_scoring.conformance.suite import CONFORMANCE_COLUMNS, conformance_table
 from avv_scoring.decision import Decisions, Evidence, VendorDecision, decide, vendor_evidence
 from avv_scoring.load import (
@@ -125,7 +125,7 @@ class ScoreResult:
     #: False for a stress-only result (:func:`stress_only`): no per-vendor scores were computed.
     scored: bool = True
     #: The client's own lag and CPU per process (avv_core.client_load.client_load); {} for older records.
-    client_load: Mapping[str, Any] = field(default_factory=dict)
+    client_load: JSONMapping = field(default_factory=dict)
     #: Per (model, vendor, tool): :data:`~avv_scoring.metrics.breakdown.PER_TOOL_COLUMNS` (see :mod:`.breakdown`).
     per_tool: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PER_TOOL_COLUMNS)))
     #: Items that differ from the baseline or from gold: :data:`~avv_scoring.metrics.breakdown.DISAGREEMENT_COLUMNS`.
@@ -143,10 +143,10 @@ class ScoreResult:
     #: Model → the bounds its verdicts did not judge, each "column (why)" (:func:`.verdict.judged_thresholds`).
     not_judged: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: Runs made with ``--avv-settle``: input → run.json's ``settle`` (seed, rule, each vendor's outcome).
-    settle: Mapping[str, Any] = field(default_factory=dict)
+    settle: JSONMapping = field(default_factory=dict)
     #: Vendors the circuit breaker stopped: input → run.json's ``vendor_down`` (each vendor, its hard fault, the items
     #: it skipped; report section "Vendors stopped").
-    vendor_down: Mapping[str, Any] = field(default_factory=dict)
+    vendor_down: JSONMapping = field(default_factory=dict)
     #: The vendors' price currencies in the inputs' run.json (``price.currency``), sorted: the Cost section's unit.
     currencies: tuple[str, ...] = ()
     #: The conformance checks of a conformance run's probes: one row per (model, vendor, check),
@@ -365,12 +365,12 @@ class VendorScores:
     """What :func:`_score_vendors` computed, vendor by vendor in first-seen order."""
 
     #: One dict per (model, vendor): identity, every per-vendor metric, repeat summaries.
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[TableRow] = field(default_factory=list)
     #: Per vendor, its per-repeat table (with its model and vendor).
     repeat_frames: list[pd.DataFrame] = field(default_factory=list)
     #: The per-tool breakdown rows and the items that differ from the baseline or gold.
-    tool_rows: list[dict[str, Any]] = field(default_factory=list)
-    differing: list[dict[str, Any]] = field(default_factory=list)
+    tool_rows: list[TableRow] = field(default_factory=list)
+    differing: list[TableRow] = field(default_factory=list)
     #: Model → vendor → its sums per sample id (the bootstrap's, from the same features as the point values).
     sums_of: dict[str, dict[str, VendorSums]] = field(default_factory=dict)
     #: What each decision's intervals rest on.
@@ -431,12 +431,12 @@ def _judged_bounds(records: pd.DataFrame, baselines: Mapping[str, str], threshol
 
 
 def _decisions(scores: pd.DataFrame, evidence_of: Mapping[tuple[str, str], Mapping[str, Evidence]],
-               baselines: Mapping[str, str], judged: Mapping[str, tuple[Thresholds, Any]],
+               baselines: Mapping[str, str], judged: Mapping[str, tuple[Thresholds, list[str]]],
                stats: StatsSettings) -> dict[tuple[str, str], VendorDecision]:
     """Each vendor's decision on its model's judged bounds (margins against the baseline's row and evidence)."""
     by_key = {(row["model"], row["vendor"]): row for row in frame_records(scores)}
 
-    def baseline_of(model: str, vendor: str) -> tuple[Mapping[str, Any], Mapping[str, Evidence]] | None:
+    def baseline_of(model: str, vendor: str) -> tuple[TableRow, Mapping[str, Evidence]] | None:
         """The model's baseline row and evidence, for margins (None: this vendor is the baseline)."""
         base = baselines[model]
         return None if vendor == base or (model, base) not in by_key else (by_key[(model, base)],
@@ -460,11 +460,11 @@ def _in_irf_order(scores: pd.DataFrame, irf_ties: str) -> pd.DataFrame:
 
 
 def decision_columns(decisions: Mapping[tuple[str, str], VendorDecision],
-                     keys: Any) -> dict[str, list[Any]]:
+                     keys: Iterable[tuple[str, str]]) -> dict[str, list[object]]:
     """The scores columns that summarise each decision, for the (model, vendor) ``keys`` in row order: ``verdict``
     (PASS / FAIL / INCONCLUSIVE), ``verdict_reasons`` (``; ``-joined, in each metric's format), ``verdict_bounds``
     (every bound's state) and ``samples_to_decide`` (INCONCLUSIVE: about how many more samples would decide it)."""
-    out: dict[str, list[Any]] = {"verdict": [], "verdict_reasons": [], "verdict_bounds": [], "samples_to_decide": []}
+    out: dict[str, list[object]] = {"verdict": [], "verdict_reasons": [], "verdict_bounds": [], "samples_to_decide": []}
     for key in keys:
         found = decisions[key]
         out["verdict"].append(found.verdict)
@@ -520,7 +520,7 @@ def comparable_items(records: pd.DataFrame, model_col: pd.Series, vendor_col: pd
     return pd.Series(out, index=records.index)
 
 
-def _add_model_metrics(rows: list[dict[str, Any]], records: pd.DataFrame, baselines: Mapping[str, str],
+def _add_model_metrics(rows: list[TableRow], records: pd.DataFrame, baselines: Mapping[str, str],
                        stats: StatsSettings, irf_inputs: Mapping[str, bool],
                        sums_of: Mapping[str, Mapping[str, VendorSums]],
                        evidence_of: Mapping[tuple[str, str], Mapping[str, Evidence]],
@@ -541,7 +541,7 @@ def _add_model_metrics(rows: list[dict[str, Any]], records: pd.DataFrame, baseli
                 row.update(columns[row["vendor"]])
 
 
-def billing_warnings(rows: Sequence[Mapping[str, Any]], billing: BillingTolerance) -> list[str]:
+def billing_warnings(rows: Sequence[TableRow], billing: BillingTolerance) -> list[str]:
     """A warning for each vendor whose median prompt-token ratio to the baseline is past its model's tolerance
     (:mod:`avv_scoring.metrics.billing`)."""
     out = []
@@ -555,7 +555,7 @@ def billing_warnings(rows: Sequence[Mapping[str, Any]], billing: BillingToleranc
     return out
 
 
-def _in_score_order(rows: list[dict[str, Any]], columns: Sequence[str], scores: pd.DataFrame) -> pd.DataFrame:
+def _in_score_order(rows: list[TableRow], columns: Sequence[str], scores: pd.DataFrame) -> pd.DataFrame:
     """``rows`` as a frame, vendors in the order of ``scores`` (by model, then IRF), each vendor's rows kept in
     their order."""
     rank = {(m, v): i for i, (m, v) in enumerate(zip(scores["model"], scores["vendor"], strict=True))}
@@ -563,7 +563,7 @@ def _in_score_order(rows: list[dict[str, Any]], columns: Sequence[str], scores: 
     return pd.DataFrame([r for _, r in ordered], columns=list(columns))
 
 
-def _client_load(records: pd.DataFrame) -> dict[str, Any]:
+def _client_load(records: pd.DataFrame) -> JSONObject:
     """Per process and vendor: the client's own lag and CPU (avv_core.client_load.client_load, as in
     run.json)."""
     needed = ("worker", "vendor", "client_lag_ms", "client_cpu_pct")
@@ -583,7 +583,7 @@ def _client_load(records: pd.DataFrame) -> dict[str, Any]:
     return summarise_load(groups)
 
 
-def _per_distinct(column: pd.Series, function: Any) -> np.ndarray:
+def _per_distinct(column: pd.Series, function: Callable[[object], object]) -> np.ndarray:
     """``function`` of each cell, called once per distinct value (missing cells get ``function(None)``)."""
     codes, values = pd.factorize(column.astype("object"))
     return np.array([function(v) for v in values] + [function(None)], dtype=object)[codes]

@@ -10,8 +10,7 @@ verdict early") has the formulas.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -20,6 +19,7 @@ from avv_core.json_types import JSONMapping
 from avv_core.record_file import coerce_frame
 from avv_core.records import COLUMN_NAMES, to_csv_row
 from avv_scoring.decision import DEFECT_TOLERANCE
+from avv_scoring.load import ToolsBySample
 from avv_scoring.metrics.declaration import Ratio
 from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.registry import function_of, metric
@@ -58,7 +58,7 @@ def records_frame(records: Iterable[JSONMapping]) -> pd.DataFrame:
 
 
 def item_parts(column: str, rows: pd.DataFrame, baseline_rows: pd.DataFrame,
-               tools_by_sample: Mapping[str, Sequence[Any]] | None) -> tuple[np.ndarray, np.ndarray]:
+               tools_by_sample: ToolsBySample | None) -> tuple[np.ndarray, np.ndarray]:
     """Per row of ``rows`` (one item each, in their order): the numerator and denominator parts ``(a, b)`` of
     ``column``'s ratio form, from the metric's additive features (with the baseline's rows when it needs them).
     An item whose denominator exceeds the form's ``item_max`` is weighted down to it (both parts scaled)."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
+from avv_core.frame_rows import Cell
 from avv_core.json_types import JSONMapping
 from avv_scoring.metrics.registry import baseline_columns, noise_test_metrics
 from avv_scoring.metrics.uncertainty import StatsSettings
@@ -52,7 +52,7 @@ def verdict_tests() -> tuple[VerdictTest, ...]:
                  for m in noise_test_metrics() if m.noise_floor is not None)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "VERDICT_TESTS":  # read lazily from the registry (every metric module loaded)
         return verdict_tests()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -61,7 +61,7 @@ def __getattr__(name: str) -> Any:
 VERDICT_TESTS: tuple[VerdictTest, ...]  # :func:`verdict_tests` (lazy)
 
 
-def _p_value(value: Any) -> float:
+def _p_value(value: Cell) -> float:
     return NAN if value is None else float(value)
 
 

@@ -37,7 +37,6 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -99,7 +98,7 @@ class StressResult:
 # ------------------------------------------------------------------------------------------------ settings
 
 
-def _number(value: Any, where: str, positive: bool = True) -> float:
+def _number(value: object, where: str, positive: bool = True) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         raise InputError(f"{where}: expected a number, got {value!r}")
     if positive and value <= 0:
@@ -107,7 +106,7 @@ def _number(value: Any, where: str, positive: bool = True) -> float:
     return float(value)
 
 
-def _level(value: Any, where: str) -> int:
+def _level(value: object, where: str) -> int:
     level: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         level = value
@@ -118,7 +117,7 @@ def _level(value: Any, where: str) -> int:
     return level
 
 
-def _levels(value: Any, where: str) -> tuple[int, ...]:
+def _levels(value: object, where: str) -> tuple[int, ...]:
     if not isinstance(value, list):
         raise InputError(f"{where}: expected a list of levels, got {value!r}")
     levels = tuple(_level(v, where) for v in value)
@@ -127,7 +126,7 @@ def _levels(value: Any, where: str) -> tuple[int, ...]:
     return levels
 
 
-def _stress_block(block: Any, where: str) -> StressSettings:
+def _stress_block(block: object, where: str) -> StressSettings:
     if not isinstance(block, dict):
         raise InputError(f"{where}: expected an object, got {type(block).__name__}")
     unknown = sorted(set(block) - set(STRESS_KEYS))
@@ -157,7 +156,7 @@ def _stress_block(block: Any, where: str) -> StressSettings:
     )
 
 
-def _from_options(options: Any, where: str) -> StressSettings:
+def _from_options(options: object, where: str) -> StressSettings:
     names = ("avv_stress_step_s", "avv_slo_ttft_p95_ms", "avv_slo_error_rate")
     if not isinstance(options, dict) or any(n not in options for n in names):
         raise InputError(f"{where}: mode is 'stress' but there is no \"stress\" object")

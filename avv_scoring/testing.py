@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
 
 import pandas as pd
 
@@ -34,13 +33,13 @@ DEFAULTS: JSONObject = {
 }
 
 
-def call(name: str, arguments: Any, call_id: str = "call_1") -> JSONObject:
+def call(name: str, arguments: object, call_id: str = "call_1") -> JSONObject:
     """A recorded tool call; ``arguments`` that are not a string are JSON-encoded (as streamed)."""
     raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
     return {"id": call_id, "name": name, "arguments": raw}
 
 
-def record(**fields: Any) -> JSONObject:
+def record(**fields: object) -> JSONObject:
     """One record dict: :data:`DEFAULTS` overridden by ``fields``. A failed record defaults to no
     finish_reason and ``error_kind=timeout``; ``tool_call_count`` follows ``tool_calls``; a
     ``total_tokens`` sets ``usage_reported``."""

@@ -22,8 +22,7 @@ model's verdicts, naming each (``ScoreResult.not_judged``, report.md), instead o
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
 
 from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.measures import is_missing
@@ -44,7 +43,7 @@ def _known(column: str) -> None:
         raise ValueError(f"thresholds: {column!r} is not a metric column")
 
 
-def _limit(column: str, bound: Any) -> Limit:
+def _limit(column: str, bound: object) -> Limit:
     _known(column)
     try:
         return check_limit(metric(column), tuple(bound) if isinstance(bound, list) else bound)
@@ -52,7 +51,7 @@ def _limit(column: str, bound: Any) -> Limit:
         raise ValueError(f"thresholds: {exc}") from None
 
 
-def _bounds(column: str, bound: Any) -> dict[str, float]:
+def _bounds(column: str, bound: object) -> dict[str, float]:
     """A mapping value — one ``(kind, limit)`` or a sequence of them — as ``{kind: limit}``."""
     if isinstance(bound, (tuple, list)) and bound and all(isinstance(b, (tuple, list)) for b in bound):
         limits = [_limit(column, b) for b in bound]
@@ -235,7 +234,7 @@ class Thresholds(Mapping[str, Bounds]):
     def __len__(self) -> int:
         return len(self._bounds)
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Thresholds is frozen; use with_bound() / without() / named()")
 
     def __hash__(self) -> int:
@@ -246,7 +245,7 @@ class Thresholds(Mapping[str, Bounds]):
             return self._bounds == other._bounds and self._sets == other._sets and self._margins == other._margins
         return super().__eq__(other)
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[Callable[..., Thresholds], tuple[object, ...]]:
         return (_rebuild, (dict(self._bounds), self._name, dict(self._sets), dict(self._margins)))
 
     def __repr__(self) -> str:

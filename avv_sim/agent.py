@@ -34,10 +34,9 @@ import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import avv_sim.schema_args as schema_args
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_sim.chosen_calls import PlannedCall
 from avv_sim.decision_key import content_text, conversation
 from avv_sim.draws import chance, unit
@@ -95,7 +94,7 @@ class AgentBook:
 
 @dataclass(frozen=True)
 class Turn:
-    calls: tuple[tuple[str, Any], ...]  # (name, arguments as parsed JSON, else the raw text)
+    calls: tuple[tuple[str, JSONValue], ...]  # (name, arguments as parsed JSON, else the raw text)
     error: bool  # one of its tool messages starts with "Error"
 
     @property
@@ -103,14 +102,14 @@ class Turn:
         return tuple((n, json.dumps(a, sort_keys=True, ensure_ascii=False)) for n, a in self.calls)
 
 
-def _parsed(text: Any) -> Any:
+def _parsed(text: object) -> JSONValue:
     try:
         return json.loads(text) if isinstance(text, str) else text
     except ValueError:
         return text
 
 
-def tool_turns(messages: Sequence[Any]) -> list[Turn]:
+def tool_turns(messages: Sequence[JSONValue]) -> list[Turn]:
     """The tool turns of a trajectory's messages (the ones after the task's own)."""
     turns: list[JSONObject] = []
     for message in conversation(list(messages)):
@@ -156,16 +155,16 @@ class AgentStep:
                 "progress": self.progress, "steps_to_finish": self.steps_to_finish, "after_error": self.after_error}
 
 
-def _tool(tools: Sequence[Any], name: str) -> Any | None:
+def _tool(tools: Sequence[Tool], name: str) -> Tool | None:
     return next((t for t in tools if t.name == name), None)
 
 
-def _by_hash(tools: Sequence[Any], h: str, purpose: str) -> PlannedCall:
+def _by_hash(tools: Sequence[Tool], h: str, purpose: str) -> PlannedCall:
     tool = tools[int(unit(h, "agent", purpose) * len(tools))]
     return PlannedCall(tool, schema_args.generate(tool.schema, f"{h}:agent:{purpose}"))
 
 
-def step_call(entry: AgentEntry, p: int, tools: Sequence[Any], h: str) -> PlannedCall:
+def step_call(entry: AgentEntry, p: int, tools: Sequence[Tool], h: str) -> PlannedCall:
     """The reference's call at progress ``p``: the task's recorded step, else a tool picked by hash."""
     if p < len(entry.steps):
         name, partial = entry.steps[p]
@@ -179,7 +178,7 @@ def step_call(entry: AgentEntry, p: int, tools: Sequence[Any], h: str) -> Planne
     return _by_hash(tools, h, f"past:{p}")
 
 
-def repeat_calls(turn: Turn, tools: Sequence[Any]) -> tuple[PlannedCall, ...]:
+def repeat_calls(turn: Turn, tools: Sequence[Tool]) -> tuple[PlannedCall, ...]:
     """The calls of a turn again (a call whose tool is not in the request keeps its name, without a schema)."""
     return tuple(PlannedCall(_tool(tools, name) or Tool(name, {}), args if isinstance(args, dict) else {})
                  for name, args in turn.calls)
@@ -199,7 +198,7 @@ def answer_text(pattern: str | None, h: str) -> str | None:
         return None
 
 
-def decide_step(profile: Profile, entry: AgentEntry, body: JSONMapping, tools: Sequence[Any], h: str,
+def decide_step(profile: Profile, entry: AgentEntry, body: JSONMapping, tools: Sequence[Tool], h: str,
                 attempt: int) -> AgentStep:
     """This profile's action at this step of the task (module docstring)."""
     turns = tool_turns(body["messages"][entry.prefix:])

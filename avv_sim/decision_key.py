@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 from avv_core.canonical import canonical_sha256
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 
 KEY_EXCLUDED = ("model", "stream", "stream_options", "prompt", "messages")
 
 
-def content_text(content: Any) -> str:
+def content_text(content: object) -> str:
     """A message's text: a string as is; a list of parts as its ``text`` parts joined; else ""."""
     if isinstance(content, str):
         return content
@@ -34,7 +33,7 @@ def content_text(content: Any) -> str:
     return ""
 
 
-def arguments_text(arguments: Any) -> str:
+def arguments_text(arguments: object) -> str:
     """Tool-call arguments as the template shows them: JSON re-serialised (``json.dumps``, key order and
     non-ASCII kept), or the raw text when it is not JSON."""
     if isinstance(arguments, str):
@@ -45,12 +44,12 @@ def arguments_text(arguments: Any) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
-def conversation(messages: Any) -> list[Any]:
+def conversation(messages: object) -> list[JSONValue]:
     """Each message as ``{"role", "content"?, "tool_calls"?: [{"name", "arguments"}]}``: content as text
     (absent when empty), calls by name and arguments only."""
     if not isinstance(messages, list):
         return []
-    out: list[Any] = []
+    out: list[JSONValue] = []
     for message in messages:
         if not isinstance(message, Mapping):
             out.append(message)

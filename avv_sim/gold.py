@@ -20,11 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import avv_sim.schema_args as schema_args
 from avv_core.canonical import canonical_key, canonical_sha256
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_sim.decision_key import conversation
 from avv_sim.draws import unit
 
@@ -55,7 +54,7 @@ def gold_key(body: JSONMapping) -> str:
     return canonical_sha256(shown)
 
 
-def gold_entry(obj: Any) -> GoldEntry | None:
+def gold_entry(obj: object) -> GoldEntry | None:
     """The gold of one parsed sample line; None when it has none or it is malformed (the harness validates samples
     and reports bad lines itself; here they are only skipped)."""
     if not isinstance(obj, dict) or not any(k in obj for k in GOLD_KEYS):
@@ -68,12 +67,12 @@ def gold_entry(obj: Any) -> GoldEntry | None:
                      tuple(c for c in calls if isinstance(c, dict)) if calls else None, dict(names or {}))
 
 
-def options(expected: Any) -> list[Any]:
+def options(expected: object) -> list[JSONValue]:
     """The acceptable values of an expected argument (a list = alternatives, anything else = one)."""
     return list(expected) if isinstance(expected, list) else [expected]
 
 
-def build_value(alternative: Any, seed: str) -> Any:
+def build_value(alternative: object, seed: str) -> JSONValue:
     """A concrete value for one acceptable value: objects and object elements of arrays are built key by key."""
     if isinstance(alternative, dict):
         return build_arguments(alternative, None, seed)
@@ -103,7 +102,7 @@ def build_arguments(expected: JSONMapping, schema: JSONMapping | None, seed: str
     return out
 
 
-def acceptable(value: Any, expected: Any) -> bool:
+def acceptable(value: object, expected: object) -> bool:
     """Whether ``value`` equals one of the acceptable values (objects compared as built: key by key)."""
     for option in options(expected):
         if isinstance(option, dict):

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 from urllib.parse import urlsplit
 
 import yaml
@@ -94,7 +94,7 @@ class SimProcess:
     def __enter__(self) -> SimProcess:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def __repr__(self) -> str:

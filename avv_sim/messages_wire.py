@@ -10,10 +10,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from typing import Any
 
 from avv_core.api_outcomes import messages_stop_reason, messages_usage
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_sim.event_wire import Block, EventWire
 from avv_sim.plan import Plan
 from avv_sim.quirks import TailPart
@@ -108,7 +107,7 @@ class MessagesWire(EventWire):
                           "output_tokens": self.final_usage["output_tokens"]}}
 
 
-def _input(arguments: str) -> Any:
+def _input(arguments: str) -> JSONValue:
     """A tool_use block's ``input``: the arguments' object, else their text as it is."""
     try:
         value = json.loads(arguments)

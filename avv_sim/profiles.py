@@ -17,12 +17,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, TypeVar
 
 from avv_core.errors import InputError
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_core.reasoning import RESPONSE_FIELD_NAMES
 from avv_core.suggest import did_you_mean
 from avv_core.tool_formats import TOOL_PARSERS
@@ -34,9 +34,10 @@ MESSAGES_OVER_LIMIT_STATUSES = ("429", "529")
 REASONING_FIELDS = RESPONSE_FIELD_NAMES  # the reasoning_field knob's values (avv_core.reasoning)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
+_T = TypeVar("_T")
 Check = Literal["rate", "non_negative", "positive", "http_status"]
 #: check → (what the docs' type column says, whether a value passes, what the error says).
-CHECKS: dict[str, tuple[str, Any, str]] = {
+CHECKS: dict[str, tuple[str, Callable[[float], bool], str]] = {
     "rate": ("0–1", lambda v: 0.0 <= v <= 1.0, "must be within [0, 1]"),
     "non_negative": ("≥ 0", lambda v: v >= 0, "must be >= 0"),
     "positive": ("> 0", lambda v: v > 0, "must be > 0"),
@@ -48,8 +49,8 @@ class ProfileError(ValueError):
     """A profile file or knob is invalid (unknown knob, wrong type, out of range)."""
 
 
-def knob(default: Any, doc: str, *, check: Check | None = None, choices: tuple[str, ...] | None = None,
-         truth: str | None = None, shares_draw: str | None = None, shown: str | None = None) -> Any:
+def knob(default: _T, doc: str, *, check: Check | None = None, choices: tuple[str, ...] | None = None,
+         truth: str | None = None, shares_draw: str | None = None, shown: str | None = None) -> _T:
     """Declare a knob (a :class:`Profile` field): ``doc`` = its one-line meaning; ``check`` = its range (CHECKS);
     ``choices`` = its allowed values; ``truth`` = the truth-log key that shows its effect (a field of
     :class:`avv_sim.truth.TruthRecord`, with ``.key`` / ``[].key`` for a part of it); ``shares_draw`` = the
@@ -249,7 +250,7 @@ class Knob:
 
     name: str
     type: str  # the field's annotation: "float", "int | None", …
-    default: Any
+    default: object
     doc: str
     check: str | None
     choices: tuple[str, ...] | None
@@ -274,7 +275,7 @@ def _err(profile: str, knob: str, msg: str) -> ProfileError:
     return ProfileError(f"profile {profile!r}: knob {knob!r}: {msg}")
 
 
-def _coerce(profile: str, knob: str, value: Any) -> Any:
+def _coerce(profile: str, knob: str, value: object) -> JSONValue:
     """Check one knob's value against its declared type and choices; ints are accepted for floats."""
     declared = KNOBS[knob]
     ftype, allowed = declared.type, declared.choices
@@ -350,7 +351,7 @@ def make_profile(name: str, knobs: JSONMapping | None = None) -> Profile:
     return profile
 
 
-def profiles_from_mapping(data: Any, source: str = "<config>") -> dict[str, Profile]:
+def profiles_from_mapping(data: object, source: str = "<config>") -> dict[str, Profile]:
     """Profiles from a parsed config: ``{"profiles": {name: knobs}, "defaults": knobs?}``.
 
     ``defaults`` (optional) are applied to every profile before its own knobs.

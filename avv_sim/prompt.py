@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 
 START, END = "<|im_start|>", "<|im_end|>\n"
 TOOLS_HEADER = "# Tools\n\nYou may call one or more functions to assist with the user query."
@@ -29,7 +28,7 @@ _CALL_PAYLOAD = re.compile(r'\A\{"name": "(.*?)", "arguments": (.*)\}\Z', re.DOT
 _RESPONSE = re.compile(r"\n<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
 
 
-def _system_turn(body: str) -> tuple[JSONObject | None, list[Any] | None]:
+def _system_turn(body: str) -> tuple[JSONObject | None, list[JSONValue] | None]:
     """(system message or None, tools or None) from the first system turn's body."""
     text = body[1:]
     if TOOLS_HEADER not in text:
@@ -58,11 +57,11 @@ def _assistant_turn(body: str) -> JSONObject:
     return message
 
 
-def parse_prompt(prompt: str) -> tuple[list[JSONObject], list[Any] | None]:
+def parse_prompt(prompt: str) -> tuple[list[JSONObject], list[JSONValue] | None]:
     """(messages, tools) of a prompt rendered with the shipped hermes template; ([], None) when it is not."""
     turns = prompt.split(START)[1:]
     messages: list[JSONObject] = []
-    tools: list[Any] | None = None
+    tools: list[JSONValue] | None = None
     for position, turn in enumerate(turns):
         if not turn.endswith(END):
             continue  # the generation prompt (or a turn cut short)

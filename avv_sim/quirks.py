@@ -23,10 +23,10 @@ Adding a quirk = one declaration here (with its hook) plus its test.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol, TypeVar
+from dataclasses import Field, dataclass, replace
+from typing import ClassVar, Literal, Protocol, TypeVar
 
-from avv_core.json_types import JSONMapping
+from avv_core.json_types import JSONMapping, JSONValue
 
 Surface = Literal["stream", "non-stream", "messages stream", "messages non-stream", "responses stream",
                   "responses non-stream", "completions", "request"]
@@ -69,13 +69,28 @@ class StreamWriter(Protocol):
 
 
 class ToolToken(Protocol):
-    """A token of a tool call, as :func:`interleave` sees it (:class:`avv_sim.tokens.Token`)."""
+    """A token of a tool call, as the ``tool_tokens`` hooks see it (:class:`avv_sim.tokens.Token`, a frozen dataclass:
+    a hook makes a changed copy with :func:`dataclasses.replace`)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[object]]]
 
     @property
     def index(self) -> int: ...
 
+    @property
+    def header(self) -> bool: ...
+
+    @property
+    def text(self) -> str: ...
+
 
 TokenT = TypeVar("TokenT", bound=ToolToken)
+
+
+class TokenHook(Protocol):
+    """A ``tool_tokens`` hook: the tool-call tokens in the order they are sent, of whatever token type it is given."""
+
+    def __call__(self, tokens: list[TokenT], /) -> list[TokenT]: ...
 
 
 @dataclass(frozen=True)
@@ -110,9 +125,9 @@ class Quirk:
     needs: str | None = None  # a key of NEEDS: what the response must have
     in_json_body: bool = False  # still applies when a JSON body replaces the stream (json_body)
     # planning: a call's arguments (index, arguments) before they are serialised
-    call_arguments: Callable[[int, Any], Any] | None = None
+    call_arguments: Callable[[int, JSONValue], JSONValue] | None = None
     # planning: the tool-call tokens in the order they are sent
-    tool_tokens: Callable[[list[Any]], list[Any]] | None = None
+    tool_tokens: TokenHook | None = None
     # the finish_reason sent, from the planned one (stream and JSON body)
     finish_reason: Callable[[str | None], str | None] | None = None
     # stream: the line ending of every line
@@ -157,7 +172,7 @@ def interleave(tokens: list[TokenT]) -> list[TokenT]:
     return out
 
 
-def huge_arguments(index: int, args: Any) -> Any:
+def huge_arguments(index: int, args: object) -> JSONValue:
     """Call 0's first string value replaced with ~1 MB of text (or a ``padding`` key added)."""
     if index != 0:
         return args
@@ -209,7 +224,7 @@ def _overloaded(parts: list[TailPart], writer: StreamWriter) -> list[TailPart]:
     return [("error", writer.overloaded_event())]
 
 
-def repeat_first_fragment(tokens: list[Any]) -> list[Any]:
+def repeat_first_fragment(tokens: list[TokenT]) -> list[TokenT]:
     """The tool-call tokens with the first non-empty argument fragment of the first call sent doubled: a JSON object's
     text with a piece of it repeated is not JSON (``{"`` → ``{"{"``, ``{}`` → ``{}{}``)."""
     out = list(tokens)

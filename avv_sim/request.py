@@ -8,10 +8,9 @@ import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from avv_core.canonical import canonical_json
-from avv_core.json_types import JSONMapping
+from avv_core.json_types import JSONMapping, JSONValue
 
 HASH_EXCLUDED_KEYS = ("model", "stream", "stream_options")
 
@@ -98,7 +97,7 @@ def prompt_tokens_of(body: JSONMapping) -> int:
 SAMPLING_RANGES: dict[str, tuple[float, float]] = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0)}
 
 
-def out_of_range(body: JSONMapping) -> list[tuple[str, Any]]:
+def out_of_range(body: JSONMapping) -> list[tuple[str, JSONValue]]:
     """The sampling parameters of ``body`` outside :data:`SAMPLING_RANGES` (a number outside it, or not a number),
     as (name, value)."""
     out = []

@@ -8,8 +8,6 @@ a non-stream request. The status is :func:`avv_core.api_outcomes.responses_statu
 
 from __future__ import annotations
 
-from typing import Any
-
 from avv_core.api_outcomes import responses_status, responses_usage
 from avv_core.json_types import JSONObject
 from avv_sim.event_wire import Block, EventWire
@@ -32,7 +30,7 @@ class ResponsesWire(EventWire):
         super().__init__(plan, created, "resp_" + hex_id, usage)
         self.item_ids = [f"{ITEM_PREFIX[b.kind]}_{hex_id}{b.number}" for b in self.blocks]
 
-    def response(self, status: str, output: list[JSONObject], **extra: Any) -> JSONObject:
+    def response(self, status: str, output: list[JSONObject], **extra: object) -> JSONObject:
         """The response object of the stream's events and of the JSON body."""
         reason = responses_status(self.finish_reason())[1] if status == "incomplete" else None
         return {"id": self.completion_id, "object": "response", "created_at": self.created, "status": status,

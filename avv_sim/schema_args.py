@@ -18,10 +18,13 @@ import json
 import math
 import random
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
+
+if TYPE_CHECKING:  # built lazily (below): jsonschema loads only when a schema is checked
+    from avv_core.bounded_schema import SchemaValidator
 
 BREAK_KINDS = ("missing_required", "wrong_type", "unparseable")
 
@@ -61,7 +64,7 @@ def _resolve_ref(ref: str, root: JSONMapping) -> JSONMapping:
     """Resolve a local ``#/...`` JSON pointer (``$defs``/``definitions``); anything else → ``{}``."""
     if not ref.startswith("#"):
         return {}
-    node: Any = root
+    node: JSONValue = root
     for part in ref.lstrip("#").strip("/").split("/"):
         if not part:
             continue
@@ -119,7 +122,7 @@ def _bounded_xeger_class() -> type:
             super().__init__(rng)
             self.produced = 0
 
-        def _handle_repeat(self, start_range: int, end_range: int, value: Any) -> str:
+        def _handle_repeat(self, start_range: int, end_range: int, value: Iterable[object]) -> str:
             pieces = []
             for _ in range(self._random.randint(start_range, min(end_range, STAR_PLUS_LIMIT))):
                 piece = "".join(self._handle_state(state) for state in value)
@@ -251,7 +254,7 @@ def _gen_object(schema: JSONMapping, rng: random.Random, root: JSONMapping, dept
     return out
 
 
-def _gen(schema: Any, rng: random.Random, root: JSONMapping, depth: int) -> Any:
+def _gen(schema: object, rng: random.Random, root: JSONMapping, depth: int) -> JSONValue:
     if schema is True or not isinstance(schema, Mapping):
         return rng.choice(_WORDS)
     if depth > _MAX_DEPTH:
@@ -291,7 +294,7 @@ def _gen_branch(
     rng: random.Random,
     root: JSONMapping,
     depth: int,
-) -> Any:
+) -> JSONValue:
     """Pick a branch (non-null ones first); sibling keywords of the branch list are merged in."""
     siblings = {k: v for k, v in schema.items() if k not in ("oneOf", "anyOf")}
     order = list(range(len(branches)))
@@ -311,7 +314,7 @@ def _gen_branch(
     return candidate
 
 
-def _valid(schema: JSONMapping, value: Any) -> bool:
+def _valid(schema: JSONMapping, value: object) -> bool:
     """Validation as the scoring does it (no network, regex time-bounded), imported lazily (only oneOf and
     breaking need it)."""
     from avv_core.bounded_schema import is_valid
@@ -327,19 +330,19 @@ def _valid(schema: JSONMapping, value: Any) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Any:
+def _validator(schema_json: str) -> SchemaValidator:
     """The validator of a schema given as canonical JSON (built once: checking the schema costs ~1 ms)."""
     from avv_core.bounded_schema import build_validator
 
     return build_validator(json.loads(schema_json))
 
 
-def is_valid(schema: JSONMapping, value: Any) -> bool:
+def is_valid(schema: JSONMapping, value: object) -> bool:
     """Whether ``value`` validates against ``schema`` (True when the schema itself cannot be used)."""
     return _valid(schema, value)
 
 
-def generate(schema: JSONMapping | None, seed: str) -> Any:
+def generate(schema: JSONMapping | None, seed: str) -> JSONValue:
     """A value valid for ``schema`` (an object for a tool's ``parameters``), deterministic from ``seed``."""
     schema = schema if isinstance(schema, Mapping) else {}
     rng = random.Random(seed)
@@ -356,7 +359,7 @@ def generate(schema: JSONMapping | None, seed: str) -> Any:
 # ---------------------------------------------------------------------------------------------- breaking
 
 
-def _wrong_value(sub: JSONMapping, root: JSONMapping) -> tuple[bool, Any]:
+def _wrong_value(sub: JSONMapping, root: JSONMapping) -> tuple[bool, JSONValue]:
     """A value of a different JSON type than ``sub`` allows; (False, None) if ``sub`` accepts anything."""
     if "$ref" in sub:
         sub = _resolve_ref(sub["$ref"], root)
@@ -384,7 +387,7 @@ def _wrong_value(sub: JSONMapping, root: JSONMapping) -> tuple[bool, Any]:
     return False, None
 
 
-def _break_missing(args: Any, schema: JSONMapping) -> str | None:
+def _break_missing(args: JSONValue, schema: JSONMapping) -> str | None:
     required = [r for r in schema.get("required") or [] if isinstance(args, dict) and r in args]
     if not required:
         return None
@@ -393,7 +396,7 @@ def _break_missing(args: Any, schema: JSONMapping) -> str | None:
     return json.dumps(broken, ensure_ascii=False)
 
 
-def _break_type(args: Any, schema: JSONMapping) -> str | None:
+def _break_type(args: object, schema: JSONMapping) -> str | None:
     if isinstance(args, dict):
         props = schema.get("properties") or {}
         for name in args:
@@ -407,12 +410,12 @@ def _break_type(args: Any, schema: JSONMapping) -> str | None:
     return None
 
 
-def _break_unparseable(args: Any) -> str:
+def _break_unparseable(args: object) -> str:
     text = json.dumps(args, ensure_ascii=False)
     return text[:-1] if len(text) > 1 else '{"'  # drop the closing brace: cut-off JSON
 
 
-def break_arguments(args: Any, schema: JSONMapping | None, kind: str) -> tuple[str, str]:
+def break_arguments(args: object, schema: JSONMapping | None, kind: str) -> tuple[str, str]:
     """Serialized arguments that fail ``schema``; returns (text, kind actually used).
 
     The requested kind is tried first; kinds impossible for this schema (nothing required, no typed
@@ -429,6 +432,6 @@ def break_arguments(args: Any, schema: JSONMapping | None, kind: str) -> tuple[s
     return _break_unparseable(args), "unparseable"  # pragma: no cover - loop always returns
 
 
-def dumps_arguments(args: Any) -> str:
+def dumps_arguments(args: object) -> str:
     """How the simulator serializes valid arguments (OpenAI style: ``{"a": 1, "b": "x"}``)."""
     return json.dumps(args, ensure_ascii=False)

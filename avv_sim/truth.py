@@ -14,15 +14,25 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar, overload
 
 from avv_core.json_types import JSONObject
 from avv_sim.plan import Plan, sent_tool_calls
 from avv_sim.request import RequestError
 from avv_sim.tokens import token_counts
 
+_T = TypeVar("_T")
 
-def _doc(text: str, default: Any = None) -> Any:
+
+@overload
+def _doc(text: str) -> None: ...
+
+
+@overload
+def _doc(text: str, default: _T) -> _T: ...
+
+
+def _doc(text: str, default: object = None) -> object:
     return field(default=default, metadata={"doc": text})
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 from avv_core.json_types import JSONObject
 from avv_core.reasoning import FIELDS_BY_NAME
@@ -30,7 +29,7 @@ KEEPALIVE_COMMENT = ": keep-alive"
 GARBAGE_PAYLOAD = "{not json"
 
 
-def compact_json(obj: Any) -> str:
+def compact_json(obj: object) -> str:
     """JSON text without whitespace, non-ASCII kept (how every event's payload is written)."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
@@ -277,7 +276,7 @@ class TextWire(Wire):
     def role_event(self) -> bytes:
         return self.frame(self._chunk_prefix + '""' + self._chunk_suffix)
 
-    def delta_json(self, chunk: Any, position: int = -1) -> str:
+    def delta_json(self, chunk: Chunk, position: int = -1) -> str:
         return json_string(chunk.text)
 
     def finish_event(self, with_usage: bool) -> bytes | None:

@@ -34,16 +34,19 @@ import functools
 import json
 import os
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import jinja2
 from jinja2 import nodes, pass_context
-from jinja2.compiler import CodeGenerator
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.ext import Extension, loopcontrols
+from jinja2.parser import Parser
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from avv_core.canonical import JSON_ERRORS
@@ -67,6 +70,7 @@ _MAX_INT_BITS = 100_000  # the largest integer ``**`` or ``*`` may build
 _MAX_SIZE_ARGUMENT = 100_000  # as Jinja's own MAX_RANGE: widths and counts given to the size filters
 _SIZE_FILTERS = ("center", "indent", "wordwrap", "truncate", "slice", "batch")
 _BUDGET = "__avv_budget"  # the render variable holding this rendering's _Budget
+_T = TypeVar("_T")
 
 
 class TemplateRenderError(RuntimeError):
@@ -102,7 +106,7 @@ class _Budget:
         if self.chars > MAX_OUTPUT_CHARS:
             raise _OverLimit(f"more than {MAX_OUTPUT_CHARS:,} characters of output")
 
-    def loop(self, iterable: Any) -> Any:
+    def loop(self, iterable: Iterable[_T]) -> Iterator[_T]:
         """The iterable of a ``for``: each item is a step."""
         for item in iterable:
             self.step()
@@ -115,7 +119,7 @@ def _check_size(size: int, limit: int = MAX_OUTPUT_CHARS) -> None:
                          f"(limit {limit:,})")
 
 
-def _check_value(value: Any) -> Any:
+def _check_value(value: _T) -> _T:
     if isinstance(value, str):
         _check_size(len(value))
     elif isinstance(value, (list, tuple, dict)):
@@ -125,7 +129,7 @@ def _check_value(value: Any) -> Any:
     return value
 
 
-def _budget_of(context: Any) -> _Budget | None:
+def _budget_of(context: Context) -> _Budget | None:
     budget = context.get(_BUDGET)
     return budget if isinstance(budget, _Budget) else None
 
@@ -136,7 +140,7 @@ class _LimitedCodeGenerator(CodeGenerator):
     for any of them). They are called as filters: filters bypass the sandbox's ``call`` hook, so normal
     templates pay little (a rendering of the shipped hermes template with 20 messages: ~0.5 ms)."""
 
-    def visit_Template(self, node: nodes.Template, frame: Any = None) -> None:
+    def visit_Template(self, node: nodes.Template, frame: Frame | None = None) -> None:
         for loop in node.find_all(nodes.For):
             loop.iter = _budget_filter("loop", loop.iter)
         for output in node.find_all(nodes.Output):
@@ -161,23 +165,23 @@ def _budget_concat(node: nodes.Concat) -> nodes.Filter:
     return _budget_filter("concat", nodes.Tuple(node.nodes, "load"))
 
 
-def _budget_filters() -> JSONObject:
+def _budget_filters() -> dict[str, Callable[..., object]]:
     """The filters the rewritten tree calls (each finds the rendering's budget in its context)."""
 
     @pass_context
-    def loop(context: Any, iterable: Any) -> Any:
+    def loop(context: Context, iterable: Iterable[object]) -> Iterable[object]:
         budget = _budget_of(context)
         return iterable if budget is None else budget.loop(iterable)
 
     @pass_context
-    def text(context: Any, data: str) -> str:
+    def text(context: Context, data: str) -> str:
         budget = _budget_of(context)
         if budget is not None:
             budget.wrote(len(data))
         return data
 
     @pass_context
-    def concat(context: Any, parts: tuple[Any, ...]) -> str:
+    def concat(context: Context, parts: tuple[object, ...]) -> str:
         _check_size(sum(len(p) if isinstance(p, str) else len(str(p)) for p in parts))
         return "".join(map(str, parts))
 
@@ -189,17 +193,18 @@ class _GenerationTag(Extension):
 
     tags = {"generation"}
 
-    def parse(self, parser: Any) -> Any:
+    def parse(self, parser: Parser) -> nodes.Node:
         lineno = next(parser.stream).lineno
         body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
         return nodes.CallBlock(self.call_method("_render_body"), [], [], body).set_lineno(lineno)
 
     @staticmethod
-    def _render_body(caller: Any) -> str:
+    def _render_body(caller: Callable[[], str]) -> str:
         return caller()
 
 
-def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
+def _tojson(value: object, ensure_ascii: bool = False, indent: int | None = None,
+            separators: tuple[str, str] | None = None,
             sort_keys: bool = False) -> str:
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
@@ -213,7 +218,7 @@ def _strftime_now(fmt: str) -> str:
 
 
 @pass_context
-def _count_output(context: Any, value: Any) -> Any:
+def _count_output(context: Context, value: _T) -> _T:
     """``finalize``: every ``{{ … }}`` written counts towards the output limit."""
     budget = _budget_of(context)
     if budget is not None:
@@ -227,7 +232,7 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
     code_generator_class = _LimitedCodeGenerator
     intercepted_binops = frozenset({"*", "**", "+", "%"})
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - Jinja's names
+    def call(__self, __context: Context, __obj: object, *args: object, **kwargs: object) -> object:  # noqa: N805 - Jinja's names
         budget = _budget_of(__context)
         if budget is not None:
             budget.step()
@@ -236,7 +241,7 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
                 raise _OverLimit(f"a call with the argument {arg:,} (limit {MAX_OUTPUT_CHARS:,})")
         return _check_value(super().call(__context, __obj, *args, **kwargs))
 
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+    def call_binop(self, context: Context, operator: str, left: object, right: object) -> object:
         budget = _budget_of(context)
         if budget is not None:
             budget.step()
@@ -254,11 +259,11 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
         return _check_value(super().call_binop(context, operator, left, right))
 
 
-def _size_limited(name: str, fn: Any) -> Any:
+def _size_limited(name: str, fn: Callable[..., object]) -> Callable[..., object]:
     """A size filter (``center(width)``, ``slice(n)`` …) refusing a width or count past _MAX_SIZE_ARGUMENT."""
 
     @functools.wraps(fn)
-    def limited(*args: Any, **kwargs: Any) -> Any:
+    def limited(*args: object, **kwargs: object) -> object:
         for arg in (*args[1:], *kwargs.values()):
             if isinstance(arg, int) and not isinstance(arg, bool) and abs(arg) > _MAX_SIZE_ARGUMENT:
                 raise _OverLimit(f"filter {name} with {arg:,} (limit {_MAX_SIZE_ARGUMENT:,})")
@@ -279,7 +284,7 @@ def _environment() -> ImmutableSandboxedEnvironment:
     return env
 
 
-def _token_text(value: Any) -> str | None:
+def _token_text(value: object) -> str | None:
     """A special token as tokenizer configs store it: a string or an AddedToken dict with ``content``."""
     if isinstance(value, str):
         return value
@@ -299,7 +304,7 @@ class ChatTemplate:
         env = _environment()
         return {name: env.from_string(text) for name, text in self.templates.items()}
 
-    def render(self, messages: list[JSONObject], tools: list[Any] | None = None) -> str:
+    def render(self, messages: list[JSONObject], tools: list[JSONObject] | None = None) -> str:
         """The prompt for ``messages`` and ``tools`` with the generation prompt added."""
         name = "tool_use" if tools and "tool_use" in self.templates else "default"
         if name not in self.templates:
@@ -316,7 +321,7 @@ class ChatTemplate:
             raise TemplateRenderError(f"chat template {Path(self.source).name}: {exc}") from None
 
 
-def prepare_messages(messages: list[Any]) -> list[Any]:
+def prepare_messages(messages: list[JSONObject]) -> list[JSONObject]:
     """Messages as templates expect them: tool-call ``arguments`` that are JSON strings become objects
     (vLLM does the same before rendering); anything else is passed on unchanged."""
     out = []

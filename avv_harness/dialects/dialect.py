@@ -26,12 +26,15 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from avv_core.api_formats import CHAT, COMPLETIONS, ENDPOINTS
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.tool_formats import TOOL_PARSERS
 from avv_harness.dialects.transforms import ADAPTERS, AUTO, TRANSFORMS, pick_adapter
+
+if TYPE_CHECKING:
+    from avv_harness.dialects.chat_template import ChatTemplate
 
 VENDOR_DIALECT_KEYS = frozenset({"adapter", "transforms", "endpoint", "chat_template", "tool_parser"})
 MODEL_DIALECT_KEYS = frozenset({"adapter", "transforms", "endpoint"})
@@ -76,7 +79,7 @@ class Dialect:
         return (self.endpoint, ",".join(self.transforms), self.chat_template or "", self.tool_parser or "")
 
     @cached_property
-    def template(self) -> Any:
+    def template(self) -> ChatTemplate:
         """The loaded chat template (raw mode), read once per process."""
         from avv_harness.dialects.chat_template import load_chat_template
 
@@ -118,8 +121,8 @@ def _substitute_text(text: str, env: dict[str, str], problems: Problems, where: 
     return _VAR.sub(replace, text)
 
 
-def _substitute_value(value: Any, env: dict[str, str], problems: Problems, where: str, secrets: list[str],
-                      key: str, variables: dict[str, tuple[str, ...]]) -> Any:
+def _substitute_value(value: object, env: dict[str, str], problems: Problems, where: str, secrets: list[str],
+                      key: str, variables: dict[str, tuple[str, ...]]) -> JSONValue:
     if isinstance(value, str):
         names: list[str] = []
         out = _substitute_text(value, env, problems, where, secrets, names)
@@ -146,11 +149,11 @@ def substitute(raw: JSONObject, env: dict[str, str], problems: Problems, where: 
     return Substitution(out, [s.strip() for s in secrets if s and s.strip()], variables)
 
 
-def has_placeholder(value: Any) -> bool:
+def has_placeholder(value: object) -> bool:
     return isinstance(value, str) and "${" in value
 
 
-def _names(problems: Problems, where: str, value: Any) -> tuple[str, ...]:
+def _names(problems: Problems, where: str, value: object) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
@@ -165,7 +168,7 @@ def _names(problems: Problems, where: str, value: Any) -> tuple[str, ...]:
     return tuple(v for v in value if v in TRANSFORMS)
 
 
-def _resolve_template(problems: Problems, where: str, value: Any, config_dir: str) -> str | None:
+def _resolve_template(problems: Problems, where: str, value: object, config_dir: str) -> str | None:
     """A path relative to the config file's folder (or absolute), else the name of a shipped template."""
     if not isinstance(value, str) or not value.strip():
         problems.add(f"{where}.chat_template", "must be the path of a Jinja template, a tokenizer_config.json "

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from avv_core.errors import InputError
 from avv_core.http_headers import refused_header
 from avv_core.json_input import parse_json
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 
 SECRET_HEADER_WORDS = ("auth", "key", "token", "secret")
 MAX_TEMPERATURE = 2.0
@@ -89,7 +88,7 @@ def _header(text: str) -> tuple[str, str]:
     return name, value
 
 
-def _header_items(value: Any) -> list[str]:
+def _header_items(value: object) -> list[str]:
     """``--avv-header`` values: repeated flags give a list; ``locust.conf`` / ``LOCUST_AVV_HEADER`` may give
     one string holding a list (``[A:1, B:2]``), which configargparse does not always split."""
     items = value if isinstance(value, list) else [value] if value else []
@@ -103,7 +102,8 @@ def _header_items(value: Any) -> list[str]:
     return out
 
 
-def parse_overrides(temperature: Any, max_tokens: Any, extra_body: Any, headers: Any) -> Overrides:
+def parse_overrides(temperature: JSONValue, max_tokens: JSONValue, extra_body: JSONValue, headers: JSONValue
+                    ) -> Overrides:
     """Check and type the override options; InputError naming the option."""
     temp = None
     if temperature is not None:

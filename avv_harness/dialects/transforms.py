@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
 
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.reasoning import CANONICAL_FIELD, FIELD_NAMES, REASONING_FIELDS
 
 Body = JSONObject
@@ -35,7 +34,7 @@ def _register(func: Transform) -> Transform:
     return func
 
 
-def _with_messages(body: Body, change: Callable[[list[Any]], list[Any]]) -> Body:
+def _with_messages(body: Body, change: Callable[[list[JSONValue]], list[JSONValue]]) -> Body:
     """A copy of ``body`` whose ``messages`` list is ``change(a copy of the old list)``."""
     messages = body.get("messages")
     if not isinstance(messages, list):
@@ -43,22 +42,22 @@ def _with_messages(body: Body, change: Callable[[list[Any]], list[Any]]) -> Body
     return {**body, "messages": change(list(messages))}
 
 
-def _is_assistant(message: Any) -> bool:
+def _is_assistant(message: object) -> bool:
     return isinstance(message, dict) and message.get("role") == "assistant"
 
 
-def _has_tool_calls(message: Any) -> bool:
+def _has_tool_calls(message: JSONValue) -> bool:
     return _is_assistant(message) and isinstance(message.get("tool_calls"), list) and bool(message["tool_calls"])
 
 
-def _missing(value: Any) -> bool:
+def _missing(value: object) -> bool:
     return value is None or value == ""
 
 
 @_register
 def input_role_to_system(body: Body) -> Body:
     """K2-Vendor-Verifier's custom ``_input`` role becomes ``system`` (K2VV does this before sending)."""
-    def change(messages: list[Any]) -> list[Any]:
+    def change(messages: list[JSONValue]) -> list[JSONValue]:
         return [{**m, "role": "system"} if isinstance(m, dict) and m.get("role") == "_input" else m for m in messages]
     return _with_messages(body, change)
 
@@ -68,7 +67,7 @@ def rename_reasoning_fields(body: Body) -> Body:
     """On assistant turns, the other reasoning fields of :mod:`avv_core.reasoning` (``reasoning`` /
     ``reasoning_details`` / ``reason``) become ``reasoning_content`` (the first one with text, when the turn
     has no ``reasoning_content`` yet); the other fields are removed."""
-    def change(messages: list[Any]) -> list[Any]:
+    def change(messages: list[JSONValue]) -> list[JSONValue]:
         out = []
         for m in messages:
             if _is_assistant(m) and any(f.name in m for f in OTHER_REASONING_FIELDS):
@@ -86,7 +85,7 @@ def rename_reasoning_fields(body: Body) -> Body:
 def inject_reasoning_content(body: Body) -> Body:
     """Assistant turns with ``tool_calls`` and no (or an empty) ``reasoning_content`` get a single space:
     Kimi K2.5 / K2-thinking deployments reject such a history with HTTP 400."""
-    def change(messages: list[Any]) -> list[Any]:
+    def change(messages: list[JSONValue]) -> list[JSONValue]:
         return [{**m, "reasoning_content": INJECTED_REASONING}
                 if _has_tool_calls(m) and _missing(m.get("reasoning_content")) else m for m in messages]
     return _with_messages(body, change)
@@ -96,7 +95,7 @@ def inject_reasoning_content(body: Body) -> Body:
 def strip_reasoning_content(body: Body) -> Body:
     """Assistant turns lose every reasoning field of :mod:`avv_core.reasoning` (``reasoning_content``,
     ``reasoning``, ``reasoning_details``, ``reason``), for vendors that reject fields they do not know."""
-    def change(messages: list[Any]) -> list[Any]:
+    def change(messages: list[JSONValue]) -> list[JSONValue]:
         return [{k: v for k, v in m.items() if k not in FIELD_NAMES}
                 if _is_assistant(m) and any(k in m for k in FIELD_NAMES) else m for m in messages]
     return _with_messages(body, change)
@@ -108,8 +107,8 @@ def renumber_tool_call_ids(body: Body) -> Body:
     shape vLLM's Kimi K2 parser and template need, and each ``tool`` message's ``tool_call_id`` follows its
     call. Duplicate ids (MiniMax's verifier renumbers them too) stay distinct: a tool message refers to the
     latest call that had its id."""
-    def change(messages: list[Any]) -> list[Any]:
-        out: list[Any] = []
+    def change(messages: list[JSONValue]) -> list[JSONValue]:
+        out: list[JSONValue] = []
         current: dict[str, str] = {}  # old id → new id, for the calls seen so far (latest wins)
         counter = 0
         for m in messages:

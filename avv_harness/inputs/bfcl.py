@@ -25,11 +25,10 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from avv_core.errors import InputError
 from avv_core.json_input import parse_json
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 
 #: Categories whose correct answer is no tool call at all (no possible_answer file upstream).
 NO_CALL_CATEGORIES = frozenset({"irrelevance", "live_irrelevance"})
@@ -57,7 +56,7 @@ def available_categories(folder: str) -> list[str]:
     return sorted(m.group("category") for n in names if (m := _FILE_RE.match(n)))
 
 
-def convert_schema(node: Any) -> Any:
+def convert_schema(node: object) -> JSONValue:
     """A BFCL parameter schema as JSON Schema (see the module docstring); other keys are kept as they are."""
     if isinstance(node, list):
         return [convert_schema(n) for n in node]
@@ -116,7 +115,7 @@ def spread(n: int, k: int | None) -> list[int]:
     return [i * n // k for i in range(k)]
 
 
-def _expected_calls(truth: list[Any], originals: set[str]) -> tuple[list[JSONObject] | None, str]:
+def _expected_calls(truth: list[JSONValue], originals: set[str]) -> tuple[list[JSONObject] | None, str]:
     calls = []
     for entry in truth:
         if not isinstance(entry, dict) or len(entry) != 1:
@@ -130,7 +129,7 @@ def _expected_calls(truth: list[Any], originals: set[str]) -> tuple[list[JSONObj
     return calls, ""
 
 
-def convert_question(record: JSONObject, category: str, truth: list[Any] | None) -> tuple[dict | None, str]:
+def convert_question(record: JSONObject, category: str, truth: list[JSONValue] | None) -> tuple[dict | None, str]:
     """One BFCL question → a sample line (or None and why it was skipped)."""
     messages = [m for turn in record.get("question") or [] for m in (turn if isinstance(turn, list) else [turn])]
     if not messages:
@@ -175,7 +174,7 @@ def convert(folder: str, categories: Sequence[str], per_category: int | None = N
     out = Conversion()
     for category in categories:
         questions = [obj for _, obj in _read_jsonl(os.path.join(folder, f"BFCL_v4_{category}.json"))]
-        answers: dict[str, list[Any] | None] | None = None
+        answers: dict[str, list[JSONValue] | None] | None = None
         if category not in NO_CALL_CATEGORIES | ANY_CALL_CATEGORIES:
             path = os.path.join(folder, "possible_answer", f"BFCL_v4_{category}.json")
             if not os.path.isfile(path):

@@ -32,11 +32,10 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
 from avv_core.errors import InputError
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.pricing import Price
 from avv_core.suggest import did_you_mean
 from avv_core.yaml_io import load_yaml
@@ -190,7 +189,7 @@ def _is_local(url: str) -> bool:
     return host in LOOPBACK_HOSTS or host.startswith("127.")
 
 
-def _parse_vendor(problems: Problems, model: str, index: int, raw: Any, env: dict[str, str],
+def _parse_vendor(problems: Problems, model: str, index: int, raw: object, env: dict[str, str],
                   check_keys: bool, defaults: JSONObject, config_dir: str) -> Vendor | None:
     where = f"{printable_name(model)}.vendors[{index}]"
     if not isinstance(raw, dict):
@@ -260,7 +259,7 @@ def _parse_vendor(problems: Problems, model: str, index: int, raw: Any, env: dic
     )
 
 
-def _tolerance(problems: Problems, where: str, value: Any) -> float | None:
+def _tolerance(problems: Problems, where: str, value: object) -> float | None:
     """A model's ``prompt_tokens_tolerance``: a number from 0 to 1 (0.05 = ±5 %), or absent."""
     if value is None:
         return None
@@ -270,7 +269,8 @@ def _tolerance(problems: Problems, where: str, value: Any) -> float | None:
     return float(value)
 
 
-def parse_config(data: Any, path: str, env: dict[str, str] | None = None, check_keys: bool = True) -> VendorConfig:
+def parse_config(data: JSONValue, path: str,
+                 env: dict[str, str] | None = None, check_keys: bool = True) -> VendorConfig:
     """Validate a parsed config. ``check_keys=False`` skips key lookup (naming the User classes at import
     needs only names and URLs; keys are resolved when the run starts)."""
     env = dict(os.environ) if env is None else env

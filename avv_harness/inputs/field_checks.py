@@ -13,12 +13,11 @@ import os
 import re
 import ssl
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from avv_core.errors import InputError
 from avv_core.http_headers import refused_header
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.pricing import DEFAULT_CURRENCY, MAX_PRICE, Price
 from avv_core.suggest import did_you_mean
 from avv_harness.dialects import dialect as dia
@@ -129,7 +128,7 @@ def positive_seconds(problems: Problems, where: str, raw: JSONObject, key: str,
     return value
 
 
-def parse_price(problems: Problems, where: str, raw: Any) -> Price | None:
+def parse_price(problems: Problems, where: str, raw: object) -> Price | None:
     """``price: {input, output, cached_input, currency}``: per million tokens, finite and ≥ 0; ``input`` and
     ``output`` required, ``cached_input`` defaults to ``input``, ``currency`` to USD (three capital letters)."""
     if raw is None:
@@ -170,7 +169,7 @@ def parse_price(problems: Problems, where: str, raw: Any) -> Price | None:
     return Price(amounts["input"], amounts["output"], amounts.get("cached_input", amounts["input"]), str(currency))
 
 
-def parse_tls_verify(problems: Problems, where: str, value: Any, config_dir: str) -> bool | str:
+def parse_tls_verify(problems: Problems, where: str, value: object, config_dir: str) -> bool | str:
     """``tls_verify``: ``true`` (absent: the default CAs), ``false`` (no certificate check), or the path of a CA
     file (PEM) or folder (OpenSSL's hashed layout), relative to the config file's folder: returned absolute. A path
     that does not exist, or a file that holds no certificate OpenSSL can read, is a problem here, not a ``connect``
@@ -229,7 +228,7 @@ class Problems:
             raise InputError(text)
 
 
-def typed(problems: Problems, where: str, raw: JSONObject, key: str, kind: type | tuple, default: Any) -> Any:
+def typed(problems: Problems, where: str, raw: JSONObject, key: str, kind: type | tuple, default: object) -> JSONValue:
     value = raw.get(key, default)
     if value is None:
         return default

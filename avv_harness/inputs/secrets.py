@@ -14,12 +14,13 @@ import logging
 import os
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TypeVar, overload
 from urllib.parse import unquote, urlsplit
 
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.records import COLUMN_KINDS, Record
 
+_T = TypeVar("_T")
 _KEY_PARAM = re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|auth|sig|signature)=)[^&#\s]*")
 _USERINFO = re.compile(r"(?i)\b(https?://)[^/@\s]*@")
 
@@ -125,14 +126,20 @@ class Redactor:
         ordered = sorted(self._secrets, key=len, reverse=True)
         self._pattern = re.compile("|".join(re.escape(s) for s in ordered))
 
-    def __call__(self, text: Any) -> Any:
+    @overload
+    def __call__(self, text: str) -> str: ...
+
+    @overload
+    def __call__(self, text: _T) -> _T: ...
+
+    def __call__(self, text: object) -> object:
         if not isinstance(text, str) or not text:
             return text
         if self._pattern is not None:
             text = self._pattern.sub(MASK, text)
         return redact_url(text) if "://" in text or "=" in text else text
 
-    def value(self, value: Any) -> Any:
+    def value(self, value: object) -> JSONValue:
         """``value`` with every string inside it (lists, dicts) redacted: for run.json."""
         if isinstance(value, dict):
             return {k: self.value(v) for k, v in value.items()}

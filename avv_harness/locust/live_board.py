@@ -25,14 +25,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import gevent
 
 from avv_core.errors import InputError
 from avv_core.frame_rows import frame_records
 from avv_core.items import ItemKey, VendorId
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.measures import is_missing
 from avv_core.record_file import read_rows
 from avv_core.records import COLUMN_NAMES, STATUS_SUCCESS, Record
@@ -65,7 +65,7 @@ class VendorCounts:
     anomalies: int = 0  # anomaly flags on the records
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: object) -> JSONValue:
     """A JSON value: missing → None, numpy scalars → Python."""
     if is_missing(value):
         return None
@@ -92,7 +92,7 @@ class LiveBoard:
         self.probes = probes_of(ctl.samples.samples) if ctl.samples is not None else None  # a conformance run's
         self.run: RunState | None = None
         self.result: ScoreResult | None = None  # of the records so far (None: not scored yet, or not scorable)
-        self.levels: Any = None  # stress: the per-level table of the records so far (DataFrame)
+        self.levels: pd.DataFrame | None = None  # stress: the per-level table of the records so far (DataFrame)
         self.note = "no run yet: press START"
         self.scored_records = 0  # rows the last scoring saw
         self.scored_at: float | None = None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any
 
 import gevent
 from locust.env import Environment
@@ -190,7 +189,7 @@ class MasterRole(LocalRole):
     def _on_record(self, environment: Environment, msg: Message) -> None:
         self._store_entry(msg.node_id, msg.data)
 
-    def _store_entry(self, node: str, data: Any) -> None:
+    def _store_entry(self, node: str, data: object) -> None:
         """One item's records from ``node`` (an ``avv_record`` message, or one entry of ``avv_records``)."""
         if node in self.refused:  # its items are already back in the queue: nothing to release
             self.host.intake.refuse_record(self.label(node), None, REFUSED_WORKER, "its worker was refused")

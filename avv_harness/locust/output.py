@@ -18,7 +18,7 @@ the retries.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from locust.env import Environment
@@ -29,7 +29,7 @@ QUIET_LOGGERS = ("locust.main", "locust.runners", "locust.env", "locust.shape", 
 STATS_LOGGER = "locust.stats_logger"
 
 
-def shows_locust_output(parsed: Any) -> tuple[bool, bool]:
+def shows_locust_output(parsed: object) -> tuple[bool, bool]:
     """(Locust's INFO lines and periodic tables, Locust's final tables) for these parsed options."""
     periodic = bool(getattr(parsed, "print_stats", False))
     summary = periodic or bool(getattr(parsed, "only_summary", False))

@@ -8,13 +8,14 @@ no keys) to name the User classes; everything else is read in ``init``.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import logging
 import random
 import signal
 import sys
 from collections import Counter
-from typing import Any
+from typing import Protocol
 
 import gevent
 import greenlet
@@ -39,8 +40,14 @@ log = logging.getLogger("avv")
 install_log_filter()  # Locust's INFO lines only when asked for (avv_harness.locust.output); before its first line
 
 
+class _SignalWatcher(Protocol):
+    """What :func:`gevent.signal_handler` returns, as far as this module uses it (gevent ships no types)."""
+
+    def cancel(self) -> None: ...
+
+
 @events.init_command_line_parser.add_listener
-def add_arguments(parser: Any) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     avv_options.add_arguments(parser)
 
 
@@ -274,7 +281,7 @@ def _stop_on_signals(lifecycle: RunLifecycle) -> None:
     complete by then). These are gevent handlers; the scoring step replaces them with Python-level ones and
     re-arms them after (``lifecycle.rearm_signals``)."""
     main = greenlet.getcurrent()
-    watchers: list[Any] = []
+    watchers: list[_SignalWatcher] = []
 
     def on_signal() -> None:
         if lifecycle.stopping:

@@ -19,7 +19,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -28,11 +28,12 @@ from prometheus_client.registry import Collector
 from avv_core.client_load import process_name
 from avv_core.decision_options import VERDICTS
 from avv_core.items import VendorId
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.measures import is_missing, percentile
 from avv_core.records import STATUS_SUCCESS, Record
 
 if TYPE_CHECKING:
+    from gevent.pywsgi import WSGIServer
     from locust.env import Environment
 
     from avv_harness.locust.live_board import LiveBoard
@@ -59,11 +60,11 @@ class PromMetric:
     kind: Kind  # gauge | counter | histogram
     labels: tuple[str, ...]  # label names
     help: str  # the HELP line and the docs' meaning
-    read: Callable[[JSONObject], Any] | None = None  # per-vendor gauges: value from the snapshot entry
+    read: Callable[[JSONObject], JSONValue] | None = None  # per-vendor gauges: value from the snapshot entry
     buckets: tuple[float, ...] = ()  # histograms: upper bounds
 
 
-def _score(column: str) -> Callable[[JSONObject], Any]:
+def _score(column: str) -> Callable[[JSONObject], JSONValue]:
     return lambda entry: entry["scores"].get(column)
 
 
@@ -77,7 +78,7 @@ def prom_metrics() -> tuple[PromMetric, ...]:
     return (*_COUNTS, *scores, *_OTHERS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "PROM_METRICS":
         return prom_metrics()
     if name == "BY_NAME":
@@ -186,7 +187,7 @@ class MetricsExporter:
         self.anomalies = Counter("avv_anomalies", _help("avv_anomalies_total"), (*VENDOR_LABELS, "kind"),
                                  registry=self.registry)
         self.registry.register(_SnapshotCollector(self))
-        self.server: Any = None
+        self.server: WSGIServer | None = None
         ctl.record_hook.add_listener(self._on_records)
 
     def labels_of(self, vid: VendorId) -> list[str]:

@@ -4,8 +4,6 @@ record schema and fill :data:`REQUIRED_COLUMNS`. Pure: no Locust, no I/O; a peer
 
 from __future__ import annotations
 
-from typing import Any
-
 from avv_core.items import ItemKey
 from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, RecordError
 
@@ -22,7 +20,7 @@ class MalformedRecord(ValueError):
         self.key = key
 
 
-def parse_key(raw: Any) -> ItemKey:
+def parse_key(raw: object) -> ItemKey:
     """An item key sent as ``[model, vendor, sample_id, repeat]``; MalformedRecord otherwise."""
     if not isinstance(raw, (list, tuple)) or len(raw) != 4:
         raise MalformedRecord("the key is not [model, vendor, sample_id, repeat]")
@@ -32,7 +30,7 @@ def parse_key(raw: Any) -> ItemKey:
     return ItemKey(model, vendor, sample_id, repeat)
 
 
-def parse_record_message(data: Any) -> tuple[ItemKey, list[Record]]:
+def parse_record_message(data: object) -> tuple[ItemKey, list[Record]]:
     """The key and rows of an ``avv_record``, each row checked against the record schema and required to fill
     :data:`REQUIRED_COLUMNS`; MalformedRecord (with the key when readable) otherwise."""
     if not isinstance(data, dict):

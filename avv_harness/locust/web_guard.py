@@ -26,18 +26,17 @@ port directly: that is binding and ``--web-login``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from avv_core.json_types import JSONObject
+if TYPE_CHECKING:  # the WSGI types (PEP 3333) as typeshed declares them: for the type checker only
+    from _typeshed import OptExcInfo
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 #: Methods a browser sends cross-origin without side effects expected (the others need the origin checked).
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 #: ``Sec-Fetch-Site`` values of a request another page made (ports and subdomains are "same-site").
 OTHER_SITE = frozenset({"cross-site", "same-site"})
-
-StartResponse = Callable[..., Any]
-WsgiApp = Callable[[JSONObject, StartResponse], Iterable[bytes]]
 
 
 def _netloc(origin: str) -> str:
@@ -71,7 +70,7 @@ def refusal(method: str, headers: dict[str, str], allowed: frozenset[str]) -> st
     return None
 
 
-def _header(environ: JSONObject, name: str) -> str | None:
+def _header(environ: WSGIEnvironment, name: str) -> str | None:
     value = environ.get("HTTP_" + name.upper().replace("-", "_"))
     return None if value is None else str(value)
 
@@ -81,11 +80,11 @@ class OriginGuard:
 
     NAMES = ("origin", "host", "sec-fetch-site", "sec-fetch-mode", "access-control-request-method")
 
-    def __init__(self, app: WsgiApp, allowed: Iterable[str] = ()) -> None:
+    def __init__(self, app: WSGIApplication, allowed: Iterable[str] = ()) -> None:
         self.app = app
         self.allowed = frozenset(allowed)
 
-    def __call__(self, environ: JSONObject, start_response: StartResponse) -> Iterable[bytes]:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         headers = {name: value for name in self.NAMES if (value := _header(environ, name)) is not None}
         reason = refusal(str(environ.get("REQUEST_METHOD", "GET")), headers, self.allowed)
         if reason is not None:
@@ -95,7 +94,8 @@ class OriginGuard:
             return [body]
         keep_cors = headers.get("origin") in self.allowed
 
-        def filtered(status: str, response_headers: list[tuple[str, str]], *exc_info: Any) -> Any:
+        def filtered(status: str, response_headers: list[tuple[str, str]], *exc_info: OptExcInfo | None
+                     ) -> Callable[[bytes], object]:
             if not keep_cors:
                 response_headers = [(k, v) for k, v in response_headers
                                     if not k.lower().startswith("access-control-")]

@@ -18,9 +18,12 @@ import hmac
 import logging
 import secrets
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from avv_core.errors import InputError
+
+if TYPE_CHECKING:
+    from werkzeug.wrappers import Response
 
 log = logging.getLogger("avv")
 
@@ -78,7 +81,7 @@ def install_login(web_ui: Any, base: str, environ: Mapping[str, str], tls: bool 
     blueprint = Blueprint("avv_login", __name__, url_prefix=f"{base}/avv")
 
     @blueprint.route("/login", methods=["POST"])
-    def login_submit() -> Any:
+    def login_submit() -> Response:
         name, given = request.form.get("username", ""), request.form.get("password", "")
         if _same(name, user) & _same(given, password):  # both compared, always
             login_user(AuthUser(user))

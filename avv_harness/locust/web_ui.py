@@ -34,7 +34,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from flask import Blueprint, Response, abort, jsonify, make_response, request, send_file
 
@@ -55,7 +55,7 @@ DOWNLOADS = {"records.csv": "text/csv", "scores.csv": "text/csv", "report.html":
              "report.md": "text/markdown"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "AGENT_COLUMNS":  # read lazily: the registry loads every metric module
         from avv_scoring.metrics.registry import web_metrics
 
@@ -117,7 +117,7 @@ def vendor_rows(snapshot: JSONObject, columns: list[tuple[str, str, CellFormat]]
     return rows
 
 
-def verdict_cell(verdict: Any, reasons: Any) -> str:
+def verdict_cell(verdict: object, reasons: object) -> str:
     """The Vendors tab's verdict: ``PASS``, ``FAIL: why`` or ``INCONCLUSIVE: why (about N more samples …)`` — the
     scores' ``verdict`` and ``verdict_reasons``, as report.md says them; ``n/a`` before the first scoring."""
     if not verdict or is_missing(verdict):

@@ -26,7 +26,7 @@ import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import gevent
 import requests
@@ -58,6 +58,9 @@ from avv_harness.wire.execute import ExecContext, ItemRun, vendor_session
 from avv_harness.wire.lean import LeanAdapter
 from avv_harness.wire.requests_transport import StrictAdapter
 from avv_harness.wire.run_item import run_item_safely
+
+if TYPE_CHECKING:
+    from avv_harness.wire.attempt import Attempt
 
 log = logging.getLogger("avv")
 
@@ -306,7 +309,7 @@ class RunController:
         return vendor in run.vendors_down and not run.ledger.busy(vendor)
 
     def run_item(self, session: requests.Session, class_name: str, item: WorkItem,
-                 on_attempt: Callable[[Any], None] | None = None) -> list[Record]:
+                 on_attempt: Callable[[Attempt], None] | None = None) -> list[Record]:
         """Run one item and return its records (redacted): one row, or one per step of an agent task
         (:mod:`avv_harness.wire.run_item`). Never raises for the item's own failures; only ``GreenletExit`` (the
         user is stopped) propagates, and then the caller gives the item back."""

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import locust
 
@@ -36,6 +36,9 @@ from avv_harness.run.settle_policy import hand_out_order, new_seed
 from avv_harness.run.state import RunState
 from avv_harness.run.stress_policy import StressPolicy
 from avv_harness.wire.execute import ExecContext, RetryPolicy
+
+if TYPE_CHECKING:
+    from avv_scoring.score import ScoreResult
 
 log = logging.getLogger("avv")
 
@@ -197,7 +200,7 @@ def fill_manifest(run: RunState, setup: RunSetup, options: RunOptions, samples: 
 
 
 def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True,
-              decision: DecisionSettings | None = None) -> tuple[Any, str | None]:
+              decision: DecisionSettings | None = None) -> tuple[ScoreResult | None, str | None]:
     """Score the run folder as ``avv-score`` would with the run's ``--avv-thresholds`` / ``--avv-verdict`` /
     ``--avv-confidence`` (``decision``; default: the avv preset at 95 %) and print the tables (stress runs with
     --avv-no-score: the stress outputs only). The decision block and where report.md and report.html are is the
@@ -226,7 +229,7 @@ def score_run(run_dir: Path, *, no_score: bool, stress: bool, html: bool = True,
         return None, f"scoring failed ({type(exc).__name__}: {str(exc)[:200]})"
 
 
-def decision_status(result: Any, decision: DecisionSettings) -> int:
+def decision_status(result: ScoreResult | None, decision: DecisionSettings) -> int:
     """The exit status the scored run's decision asks for (:func:`avv_scoring.decision_exit_status`: 6 a vendor is
     a broken setup, 7 / 8 with --avv-strict); 0 when the run was not scored."""
     if result is None or not getattr(result, "scored", False):
@@ -236,7 +239,7 @@ def decision_status(result: Any, decision: DecisionSettings) -> int:
     return int(avv_scoring.decision_exit_status(result, decision.strict, decision.allow_inconclusive))
 
 
-def append_to_history(history: str, run_dir: Path, manifest: RunManifest, result: Any) -> str | None:
+def append_to_history(history: str, run_dir: Path, manifest: RunManifest, result: ScoreResult) -> str | None:
     """Add the scored run to the history database ``history`` (``--avv-history``; a run id already there adds
     nothing). Returns None, or the problem (the closing line names it, exit status 4: the run is complete but the
     history lacks it). Never raises an Exception, like :func:`score_run`."""

@@ -19,9 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from avv_core.json_types import JSONMapping
+from avv_core.json_types import JSONMapping, JSONValue
 
 Match = Callable[[str | None, int | None, str], bool]
 
@@ -106,7 +105,7 @@ def fault(key: str) -> Fault:
     return _BY_KEY[key]
 
 
-def classify(error_kind: str | None, http_status: Any = None, error_detail: Any = "") -> Fault | None:
+def classify(error_kind: str | None, http_status: JSONValue = None, error_detail: JSONValue = "") -> Fault | None:
     """The fault a failed request (its ``error_kind``, ``http_status``, ``error_detail``) is; None for a success or a
     failure no declared fault names (``bad_sse`` in a stream, ``truncated``, ``stream_error`` …)."""
     if not error_kind:

@@ -15,7 +15,10 @@ import gc
 import time
 from bisect import bisect_left
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import gevent
 
 INTERVAL_S = 0.005  # how often the monitor wakes
 HORIZON_S = 300.0  # how far back lag samples are kept (longer than any TTFT we care about)
@@ -33,9 +36,9 @@ class LagMonitor:
         self._lags: list[float] = []
         self.cpu_pct: float | None = None
         self._started: float | None = None
-        self._greenlets: list[Any] = []
+        self._greenlets: list[gevent.Greenlet] = []
 
-    def start(self, spawn: Any = None) -> LagMonitor:
+    def start(self, spawn: Callable[[Callable[[], None]], gevent.Greenlet] | None = None) -> LagMonitor:
         """Spawn the watcher greenlets (with ``spawn``, e.g. a runner's greenlet group, so they end with it)."""
         import gevent
 

@@ -16,9 +16,9 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import gevent
 import gevent.event
@@ -29,7 +29,7 @@ from avv_core.client_load import client_bound_advice, client_load
 from avv_core.errors import InputError
 from avv_core.exit_status import most_serious
 from avv_core.items import VendorId
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.manifest import RECORDS_CSV
 from avv_core.samples import SampleSet, load_samples
 from avv_core.stop_signals import Interrupted, interrupt_on_signals
@@ -91,7 +91,7 @@ class RunLifecycle:
         self.sim_truth_log: str | None = None  # the web UI's simulator's truth log (one for every run)
         self.exit_code: int | None = None  # the process's exit status, set by finish()
         self.quit_done = False
-        self.finishing: tuple[Any, gevent.event.Event] | None = None  # (greenlet, done) while finish() runs
+        self.finishing: tuple[gevent.Greenlet, gevent.event.Event] | None = None  # (greenlet, done) while finish() runs
         self.stopping = False  # a stop signal arrived or the process is finishing: later signals are ignored
         self.rearm_signals: Callable[[], None] | None = None  # the plugin's gevent signal handlers, set again
         self.run_hook = EventHook()  # fired with run=RunState, phase="begin" | "end"
@@ -466,7 +466,7 @@ class RunLifecycle:
             self.sim.stop()
 
 
-def _in_config_order(names: list[str], vendors: list[dict[str, Any]]) -> list[str]:
+def _in_config_order(names: list[str], vendors: Sequence[JSONMapping]) -> list[str]:
     """Vendor names in the config's order (the breaker trips them in whatever order their items end)."""
     order = {v.get("name"): i for i, v in enumerate(vendors)}
     return sorted(names, key=lambda name: order.get(name, len(order)))

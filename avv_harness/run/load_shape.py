@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from avv_harness.run.lifecycle import RunLifecycle
 from avv_harness.run.state import RunState
 from avv_harness.run.stress_policy import StressPolicy
+
+if TYPE_CHECKING:
+    from locust import User
 
 log = logging.getLogger("avv")
 
@@ -24,7 +27,7 @@ class LoadDecision:
 
     users: int = 0
     spawn_rate: float = 1.0
-    classes: tuple[Any, ...] | None = None  # User classes (stress mode); None = all
+    classes: tuple[type[User], ...] | None = None  # User classes (stress mode); None = all
     stop: bool = False
 
     def as_tick(self) -> tuple | None:
@@ -35,7 +38,7 @@ class LoadDecision:
         return self.users, self.spawn_rate, list(self.classes)
 
 
-def next_load(lifecycle: RunLifecycle, run_time_s: float, user_classes: list[Any]) -> LoadDecision:
+def next_load(lifecycle: RunLifecycle, run_time_s: float, user_classes: list[type[User]]) -> LoadDecision:
     """The load at ``run_time_s`` of the run :meth:`RunLifecycle.run_for_tick` gives (with the web UI, a tick
     after a run has ended is a new START: it begins a new run). ``user_classes``: the environment's."""
     run = lifecycle.run_for_tick()
@@ -59,7 +62,8 @@ def next_load(lifecycle: RunLifecycle, run_time_s: float, user_classes: list[Any
     return LoadDecision(total, float(rate if rate > 0 else max(total, 1)))
 
 
-def _stress_load(run: RunState, stress: StressPolicy, run_time_s: float, user_classes: list[Any]) -> LoadDecision:
+def _stress_load(run: RunState, stress: StressPolicy, run_time_s: float,
+                 user_classes: list[type[User]]) -> LoadDecision:
     decision = stress.tick(run_time_s)
     for name in decision.newly_stopped:
         log.info("stress: %s broke the SLO at two consecutive levels; not escalated past %d", name,

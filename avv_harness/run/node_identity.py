@@ -25,10 +25,9 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from avv_core.canonical import canonical_sha256
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.records import COLUMNS
 from avv_core.version import DISTRIBUTION, project_version
 from avv_harness.inputs.config import Vendor
@@ -43,7 +42,7 @@ SHOWN_CHARS = 120
 LISTED_DIFFERENCES = 6
 
 
-def digest(value: Any) -> str:
+def digest(value: object) -> str:
     return canonical_sha256(value, default=str)
 
 
@@ -84,7 +83,7 @@ def vendor_settings(vendor: Vendor) -> JSONObject:
     }
 
 
-def _shown(value: Any, redact: Callable[[Any], Any]) -> str:
+def _shown(value: object, redact: Callable[[object], JSONValue]) -> str:
     """A value as a log line may quote it: redacted by the sender, as JSON (control characters escaped), cut
     to :data:`SHOWN_CHARS`."""
     text = json.dumps(redact(value), sort_keys=True, ensure_ascii=False, default=str)
@@ -102,7 +101,7 @@ class NodeIdentity:
     samples: str | None = None
 
     @classmethod
-    def of(cls, worker: str, vendors: Mapping[str, Vendor], redact: Callable[[Any], Any],
+    def of(cls, worker: str, vendors: Mapping[str, Vendor], redact: Callable[[object], JSONValue],
            samples_sha256: str | None) -> NodeIdentity:
         """``redact`` is the process's own redactor (``Redactor.value``): it knows this process's secrets."""
         table: dict[str, dict[str, list[str]]] = {}
@@ -118,7 +117,7 @@ class NodeIdentity:
                 "samples": self.samples}
 
     @classmethod
-    def from_message(cls, data: Any) -> NodeIdentity:
+    def from_message(cls, data: object) -> NodeIdentity:
         """ValueError naming the part that is missing or of the wrong shape."""
         if not isinstance(data, dict):
             raise ValueError(f"an identity must be a mapping, got {type(data).__name__}")
@@ -139,7 +138,7 @@ class NodeIdentity:
                    {n: {k: [v[0], v[1]] for k, v in s.items()} for n, s in vendors.items()}, samples)
 
 
-def quote_peer(text: Any) -> str:
+def quote_peer(text: object) -> str:
     """A peer's text in a log line: control characters escaped, length bounded."""
     text = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"

@@ -20,7 +20,7 @@ from avv_harness.dialects.overrides import Overrides, parse_overrides
 from avv_harness.wire.sse import DEFAULT_MAX_EVENT_BYTES
 
 if TYPE_CHECKING:  # scoring is imported when a run is scored
-    from argparse import ArgumentParser, Namespace, _ArgumentGroup
+    from argparse import Action, ArgumentParser, Namespace, _ArgumentGroup
 
     from avv_scoring import ScoreRequest
     from avv_scoring.verdict import Thresholds
@@ -60,7 +60,7 @@ class _EnvGroup:
     def __init__(self, group: _ArgumentGroup):
         self._group = group
 
-    def add_argument(self, *names: str, **kwargs: Any) -> Any:
+    def add_argument(self, *names: str, **kwargs: Any) -> Action:
         kwargs.setdefault("env_var", "LOCUST_" + names[0][2:].replace("-", "_").upper())
         try:
             return self._group.add_argument(*names, **kwargs)
@@ -217,7 +217,7 @@ def parse_levels(text: str) -> tuple[int, ...]:
     return tuple(levels)
 
 
-def parse_origins(value: Any) -> tuple[str, ...]:
+def parse_origins(value: object) -> tuple[str, ...]:
     """``--avv-cors-origin`` values (repeated flags, commas, or ``[a, b]`` from locust.conf) as the browser sends
     them in ``Origin``: lower-case ``scheme://host[:port]``, the default port dropped. InputError for anything
     else, ``*`` included (it would let every web site read the UI and start runs)."""
@@ -479,7 +479,7 @@ class RunOptions:
         )
 
 
-def _preflight_mode(value: Any) -> str:
+def _preflight_mode(value: object) -> str:
     if value is None:
         return DEFAULT_PREFLIGHT
     if value not in PREFLIGHT_MODES:

@@ -22,9 +22,11 @@ import math
 from collections import deque
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 #: Seconds of history each vendor's rate is measured over.
+_Key = TypeVar("_Key", bound=Hashable)  # what the rates are kept by (a vendor)
+
 RATE_WINDOW_S = 30.0
 #: Time constant of the smoothing of each vendor's rate, seconds.
 SMOOTHING_S = 5.0
@@ -75,7 +77,7 @@ class EtaEstimator:
     min_span_s: float = MIN_SPAN_S
     rates: dict[Hashable, _Rate] = field(default_factory=dict)
 
-    def observe(self, now: float, done: Mapping[Any, int]) -> None:
+    def observe(self, now: float, done: Mapping[_Key, int]) -> None:
         """Each vendor's items done at ``now``."""
         for vendor, count in done.items():
             rate = self.rates.setdefault(vendor, _Rate())
@@ -97,7 +99,7 @@ class EtaEstimator:
                 rate.smoothed += weight * (recent - rate.smoothed)
             rate.at = now
 
-    def eta(self, left: Mapping[Any, int]) -> float | None:
+    def eta(self, left: Mapping[_Key, int]) -> float | None:
         """Seconds until every vendor's ``left`` items are done; None while a vendor with items left has no rate."""
         worst = 0.0
         for vendor, count in left.items():

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -35,8 +35,11 @@ from avv_core.samples import SampleSet
 from avv_harness.run.ledger import Ledger
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from avv_harness.run.options import RunOptions
-    from avv_scoring import RatioBound
+    from avv_scoring import BoundTest, RatioBound, Thresholds
+    from avv_scoring.load import ToolsBySample
 
 #: A settled vendor is warned about when a tool offered in the sample set had fewer items than this in the
 #: prefix it was settled on (the interval says nothing about that tool).
@@ -46,7 +49,28 @@ SETTLED = "settled"
 __all__ = ["FLOOR_PER_TOOL", "SETTLED", "SettlePolicy", "VendorSettle", "hand_out_order", "new_seed"]
 
 
-def _scoring() -> Any:
+class _Scoring(Protocol):
+    """What a settle policy uses of :mod:`avv_scoring` (the module is one; imported lazily, see :func:`_scoring`)."""
+
+    def settle_bounds(self, thresholds: Thresholds | None = None) -> tuple[list[RatioBound], list[str]]: ...
+
+    def split_alpha(self, alpha: float, bounds: int) -> float: ...
+
+    def records_frame(self, records: Iterable[JSONMapping]) -> pd.DataFrame: ...
+
+    def item_parts(self, column: str, rows: pd.DataFrame, baseline_rows: pd.DataFrame,
+                   tools_by_sample: ToolsBySample | None) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def check_bound(self, a: np.ndarray, b: np.ndarray, bound: RatioBound, alpha: float,
+                    looks: np.ndarray | None = None) -> BoundTest: ...
+
+    def confidence_interval(self, a: np.ndarray, b: np.ndarray, bound: RatioBound, alpha: float,
+                            grid_step: float = ...) -> tuple[float, float]: ...
+
+    def settle_verdict(self, tests: list[BoundTest]) -> str | None: ...
+
+
+def _scoring() -> _Scoring:
     """avv_scoring, imported when a settle policy is built (pandas is not loaded by runs without --avv-settle)."""
     import avv_scoring
 
@@ -175,7 +199,7 @@ class SettlePolicy:
             kept[1].extend(b.tolist())
         st.tested = prefix
 
-    def _summary(self, vendor: VendorId, st: VendorSettle, tests: list[Any]) -> JSONObject:
+    def _summary(self, vendor: VendorId, st: VendorSettle, tests: list[BoundTest]) -> JSONObject:
         bounds = []
         for test in tests:
             bound: RatioBound = test.bound

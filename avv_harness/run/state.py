@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from avv_core.exit_status import ExitStatus, most_serious
 from avv_core.items import ItemKey, VendorId
@@ -29,6 +29,9 @@ from avv_harness.run.ledger import Ledger
 from avv_harness.run.settle_policy import SettlePolicy
 from avv_harness.run.stress_policy import StressPolicy
 from avv_harness.wire.execute import ExecContext
+
+if TYPE_CHECKING:
+    from avv_scoring.score import ScoreResult
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INPUT, EXIT_WRITE, EXIT_SCORING = 0, 1, 2, 3, 4
 #: Stop reasons that mean an item's rows could not be stored (exit status 3, ExitStatus.WRITE): ``disk`` (records.csv
@@ -54,7 +57,7 @@ class RunState:
     items_failed: int = 0  # items recorded with status failed
     last_run_time_s: float = 0.0  # the shape's run time at its last tick
     announced_level: int | None = None  # the stress level last logged
-    result: Any = None  # the ScoreResult it was scored to (None: not scored, or scoring failed)
+    result: ScoreResult | None = None  # the ScoreResult it was scored to (None: not scored, or scoring failed)
     scoring_problem: str | None = None  # why its scores are missing or partial (scoring failed, rows left out)
     load_rows: list[JSONObject] = field(default_factory=list)  # worker, vendor, client lag and CPU per record
     items_done_before: int = 0  # resume: items earlier sessions recorded as done (not in this ledger)

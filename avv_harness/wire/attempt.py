@@ -11,12 +11,13 @@ What counts as a token event (TTFT, TPS, ``ttft_kind``) is decided by the reader
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NoReturn
 
 import orjson
 
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_harness.wire.sse import MalformedStream, SSEEvent
 
 MAX_ERROR_BODY = 2048  # bytes of an error body read for its message
@@ -91,7 +92,7 @@ def error_message(body: bytes) -> str:
     return " ".join(text.split())[:200]
 
 
-def json_kind(value: Any) -> str:
+def json_kind(value: object) -> str:
     """How a JSON value reads in an error message (``a string``, ``a list`` …)."""
     if value is None:
         return "null"
@@ -147,7 +148,7 @@ class EventReader:
     def end(self, att: Attempt) -> None:
         """After the last event (or the failure): what can only be read from the whole stream."""
 
-    def error_kind(self, error: Any) -> str:
+    def error_kind(self, error: object) -> str:
         """The error kind of an error event (``error``: its data's JSON, None when it has none or it is not JSON)."""
         return "stream_error"
 
@@ -156,7 +157,7 @@ class _NonFinite(ValueError):
     """``Infinity``, ``-Infinity`` or ``NaN``: Python's json reads them, JSON has no such numbers."""
 
 
-def _refuse_constant(name: str) -> Any:
+def _refuse_constant(name: str) -> NoReturn:
     raise _NonFinite(name)
 
 
@@ -171,7 +172,7 @@ _LONG_NUMBER = b"9" * 19
 _SHALLOW = 900
 
 
-def fast_decode(data: bytes) -> Any:
+def fast_decode(data: bytes) -> JSONValue:
     """An event's JSON with orjson (~3× faster than json) where both read it alike, else None: then the caller
     reads it with json, whose result and errors stay the reference. orjson refuses what json reads differently
     (``NaN`` / ``Infinity``, lone surrogates, numbers out of double range, invalid UTF-8, deep nesting) and json
@@ -194,7 +195,7 @@ def bad_data(att: Attempt, reason: str, now: float) -> bool:
     return False
 
 
-def _error_json(data: bytes | None) -> Any:
+def _error_json(data: bytes | None) -> JSONValue:
     """An error event's data as JSON, or None (no data, not JSON): only to classify it."""
     if not data:
         return None
@@ -273,7 +274,7 @@ class WholeBody(EventReader):
 
     whole_body = True
 
-    def __init__(self, inner: EventReader, events: Any):
+    def __init__(self, inner: EventReader, events: Callable[[JSONObject], list[JSONObject]]):
         self.inner = inner
         self.events = events  # the parsed body → [event object, …]
         self.unit = inner.unit
@@ -284,7 +285,7 @@ class WholeBody(EventReader):
     def end(self, att: Attempt) -> None:
         self.inner.end(att)
 
-    def error_kind(self, error: Any) -> str:
+    def error_kind(self, error: object) -> str:
         return self.inner.error_kind(error)
 
 

@@ -22,7 +22,6 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
@@ -32,7 +31,7 @@ from avv_core.api_formats import ConversionError
 from avv_core.canonical import parses_as_json
 from avv_core.errors import InputError
 from avv_core.items import ATTEMPT_HEADER, ITEM_HEADER, VendorId, WorkItem
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.records import STATUS_FAILED, STATUS_SUCCESS, Record, cached_tokens, usage_counts
 from avv_core.samples import Sample, SampleSet
 from avv_core.tool_formats import find_text_calls, request_tool_names
@@ -213,7 +212,7 @@ def is_buffered(att: Attempt, completion_tokens: int | None, decode_ms: float | 
     return False
 
 
-def call_anomalies(att: Attempt, calls: list[dict[str, str]], tools: list[Any] | None) -> list[str]:
+def call_anomalies(att: Attempt, calls: list[dict[str, str]], tools: list[JSONValue] | None) -> list[str]:
     """The tool-call anomalies of a response (README "Anomalies"): ``tool_call_as_text``,
     ``tool_call_truncated``, ``unknown_tool`` and ``empty_tool_calls``. ``tools`` = the request's tools;
     None (unknown) skips the two checks that need them."""
@@ -230,7 +229,7 @@ def call_anomalies(att: Attempt, calls: list[dict[str, str]], tools: list[Any] |
     return out
 
 
-def attempt_record(att: Attempt, include_usage: bool, tools: list[Any] | None = None,
+def attempt_record(att: Attempt, include_usage: bool, tools: list[JSONValue] | None = None,
                    completion_limit: int | None = None) -> JSONObject:
     """Record fields derived from one attempt (the final one); ``tools`` = the request's tools (for the
     tool-call anomalies, see :func:`call_anomalies`); ``completion_limit`` = the request's cap on completion tokens
@@ -324,7 +323,7 @@ class ExecContext:
                    max_event_bytes=int(data.get("max_event_bytes", DEFAULT_MAX_EVENT_BYTES)))
 
 
-def request_temperature(body: Any) -> float | None:
+def request_temperature(body: object) -> float | None:
     """The ``temperature`` a request body carries, when it is a number ≥ 0 (else None: the record cell stays empty)."""
     value = body.get("temperature") if isinstance(body, dict) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:

@@ -90,7 +90,7 @@ class Target:
         self.host_line = f"Host: {host}\r\n"
 
 
-def handles(adapter: Any, url: str, settings: dict[str, Any]) -> bool:
+def handles(adapter: object, url: str, settings: dict[str, Any]) -> bool:
     """True when the lean client sends to ``url``: its adapter is a :class:`LeanAdapter`, the URL is plain ASCII
     http(s), and no proxy from the environment nor client certificate applies (those stay with requests)."""
     if not isinstance(adapter, LeanAdapter) or settings.get("cert") or not url.isascii():
@@ -109,7 +109,7 @@ _CONTEXTS: dict[str, ssl.SSLContext] = {}
 _SESSIONS: dict[tuple[int, str, int], ssl.SSLSession] = {}
 
 
-def tls_context(verify: Any) -> ssl.SSLContext:
+def tls_context(verify: object) -> ssl.SSLContext:
     """The context for a CA setting: requests' bundle (certifi) when ``verify`` is True, the file or folder it
     names, or no verification when False (as requests does)."""
     key = str(verify)
@@ -142,7 +142,7 @@ class Conn:
     def __init__(self, sock: socket.socket, tls: bool = False):
         """``sock``: a connected socket (taken over: it is detached). ``tls``: TLS will be started on it
         (:meth:`start_tls`: its input and output buffers are made here); without it the bytes are plain."""
-        self.raw: Any = _socket.socket(fileno=sock.detach())
+        self.raw: _socket.socket = _socket.socket(fileno=sock.detach())
         self.raw.setblocking(False)
         self.tls: ssl.SSLObject | None = None
         self.incoming: ssl.MemoryBIO | None = ssl.MemoryBIO() if tls else None
@@ -315,7 +315,7 @@ class Conn:
         self.raw.close()
 
 
-def connect(target: Target, timeout: float, verify: Any) -> Conn:
+def connect(target: Target, timeout: float, verify: object) -> Conn:
     """A new connection to ``target`` (TLS for https, its handshake included), within ``timeout`` seconds."""
     if target.family is None:
         sock = socket.create_connection((target.host, target.port), timeout)
@@ -380,7 +380,7 @@ class LeanTransport:
     idle_by_timer = True  # sockets without a timeout: the attempt's timer bounds every wait
 
     def __init__(self, adapter: LeanAdapter, url: str, body: bytes, headers: dict[str, str], connect_s: float,
-                 verify: Any):
+                 verify: object):
         self.adapter, self.url, self.body, self.headers = adapter, url, body, headers
         self.connect_s, self.verify = connect_s, verify
         self.conn: Conn | None = None

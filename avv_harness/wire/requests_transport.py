@@ -20,9 +20,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import requests
+from requests.adapters import DEFAULT_POOLBLOCK
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import LocationParseError, ProtocolError, ReadTimeoutError
+from urllib3.poolmanager import PoolManager
+from urllib3.response import HTTPResponse
 
 from avv_core.json_types import JSONObject
 from avv_harness.wire.attempt import Attempt
@@ -70,7 +73,7 @@ class StrictConnection(HTTPConnection):
     response_class = StrictResponse
     answered = 0  # responses this connection carried (a reused one has carried one before)
 
-    def getresponse(self) -> Any:  # type: ignore[override]
+    def getresponse(self) -> HTTPResponse:  # type: ignore[override]
         self.answered += 1
         return super().getresponse()
 
@@ -79,7 +82,7 @@ class StrictTLSConnection(HTTPSConnection):
     response_class = StrictResponse
     answered = 0
 
-    def getresponse(self) -> Any:  # type: ignore[override]
+    def getresponse(self) -> HTTPResponse:  # type: ignore[override]
         self.answered += 1
         return super().getresponse()
 
@@ -98,11 +101,12 @@ STRICT_POOLS = {"http": StrictPool, "https": StrictTLSPool}
 class StrictAdapter(requests.adapters.HTTPAdapter):
     """requests' adapter with http.client's head reading replaced by the shared one (module docstring)."""
 
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = DEFAULT_POOLBLOCK,
+                         **pool_kwargs: object) -> None:
+        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
         self.poolmanager.pool_classes_by_scheme = STRICT_POOLS
 
-    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: object) -> PoolManager:
         manager = super().proxy_manager_for(proxy, **proxy_kwargs)
         if not proxy.lower().startswith("socks"):  # SOCKS pools bring their own connection classes
             manager.pool_classes_by_scheme = STRICT_POOLS
@@ -144,7 +148,7 @@ class RequestsTransport:
         self.session, self.url, self.body, self.headers, self.timeouts = session, url, body, headers, timeouts
         self.prepared = requests.PreparedRequest()
         self.settings: JSONObject = {}
-        self.adapter: Any = None
+        self.adapter: Any = None  # a requests adapter, set by prepare()
         self.resp: requests.Response | None = None
         self._read: Callable[..., bytes] | None = None
 
@@ -202,8 +206,9 @@ def vendor_fault(exc: BaseException) -> Exception | None:
     return Unparseable(type(cause).__name__, str(cause))
 
 
-def send_fresh_if_stale(adapter: Any, prepared: requests.PreparedRequest, timeout: tuple[float, float],
-                        settings: JSONObject, att: Attempt, timer: AttemptTimer) -> requests.Response:
+def send_fresh_if_stale(adapter: requests.adapters.BaseAdapter, prepared: requests.PreparedRequest,
+                        timeout: tuple[float, float], settings: JSONObject, att: Attempt, timer: AttemptTimer
+                        ) -> requests.Response:
     """Send; when a *reused* pooled connection fails before any response byte (the server closed it while it sat
     idle, and we wrote into a dead socket) or answers 408 (the server's idle timeout fired as the request came
     in), send once more at once on a fresh connection: the client's pool, not the vendor
@@ -227,7 +232,7 @@ def send_fresh_if_stale(adapter: Any, prepared: requests.PreparedRequest, timeou
     return adapter.send(prepared, timeout=timeout, **settings)
 
 
-def _pool(adapter: Any, prepared: requests.PreparedRequest, settings: JSONObject) -> Any:
+def _pool(adapter: object, prepared: requests.PreparedRequest, settings: JSONObject) -> object:
     """The urllib3 pool the adapter will use for this request (the same lookup requests does), or None."""
     try:
         if hasattr(adapter, "get_connection_with_tls_context"):  # requests ≥ 2.32
@@ -240,13 +245,13 @@ def _pool(adapter: Any, prepared: requests.PreparedRequest, settings: JSONObject
     return None
 
 
-def _has_idle_connection(pool: Any) -> bool:
+def _has_idle_connection(pool: object) -> bool:
     queue: Any = getattr(getattr(pool, "pool", None), "queue", None)
     # urllib3 hands out the most recently returned connection first (LIFO): the last one in the queue.
     return bool(queue) and queue[-1] is not None and getattr(queue[-1], "sock", None) is not None
 
 
-def _close_idle_connections(pool: Any) -> None:
+def _close_idle_connections(pool: object) -> None:
     for conn in list(getattr(getattr(pool, "pool", None), "queue", None) or ()):
         if conn is not None:
             conn.close()  # stays in the pool; the next request reconnects
@@ -256,7 +261,7 @@ def find_cause(exc: BaseException, match: Callable[[BaseException], bool]) -> Ba
     """The first exception in ``exc``'s chain (causes, contexts and exceptions carried in ``args``, as
     requests and urllib3 wrap them) for which ``match`` is true, or None."""
     seen: set[int] = set()
-    stack: list[Any] = [exc]
+    stack: list[object] = [exc]
     while stack:
         item = stack.pop()
         if not isinstance(item, BaseException) or id(item) in seen:

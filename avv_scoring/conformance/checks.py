@@ -23,13 +23,13 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from avv_core.bounded_schema import build_validator, is_valid
 from avv_core.canonical import canonical_key
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.frame_rows import Cell
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_core.measures import is_missing
 from avv_scoring.metrics.billing import flagged
 from avv_scoring.metrics.conformance import FAIL, NOT_APPLICABLE, PASS
@@ -81,7 +81,7 @@ class Answer:
             return "" if is_missing(value) else str(value)
 
         def number(key: str) -> int | None:
-            value: Any = row.get(key)
+            value: Cell = row.get(key)
             return None if is_missing(value) else int(value)
 
         calls = parse_tool_calls(row.get("tool_calls")) or []
@@ -102,12 +102,12 @@ class Answer:
         quoted = f", content {self.content[:QUOTED]!r}" if self.content else ""
         return f"finish {self.finish_reason}, {self.call_text()}{quoted}"
 
-    def signature(self) -> tuple[Any, ...]:
+    def signature(self) -> tuple[tuple[JSONValue, str], ...]:
         """The calls as (name, canonical arguments), in order: equal for equal calls whatever their ids."""
         return tuple((c.get("name"), _arguments_key(c.get("arguments"))) for c in self.calls)
 
 
-def _arguments_key(raw: Any) -> str:
+def _arguments_key(raw: object) -> str:
     try:
         return canonical_key(json.loads(raw)) if isinstance(raw, str) else canonical_key(raw)
     except (ValueError, RecursionError):
@@ -262,7 +262,7 @@ def json_schema(unit: Sequence[Probe], answers: Sequence[Answer], reference: Seq
 _NOT_JSON = object()
 
 
-def _json(text: str) -> Any:
+def _json(text: str) -> JSONValue:
     try:
         return json.loads(text)
     except (ValueError, RecursionError):

@@ -19,9 +19,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
-from typing import Any
 
 from avv_core.command_line import command_parser
 from avv_core.errors import InputError
@@ -66,7 +65,7 @@ def _day(text: str) -> str:
 
 
 #: ``avv-score history ACTION``: action → (its one line for --help, its entry point); filled below.
-ACTIONS: dict[str, tuple[str, Any]] = {}
+ACTIONS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {}
 
 
 def main_history(argv: Sequence[str]) -> int:

@@ -41,7 +41,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -94,7 +94,7 @@ def regression_tests() -> tuple[RegressionTest, ...]:
     return tuple(out)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "TESTS":  # read lazily from the registry (every metric module loaded)
         return regression_tests()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

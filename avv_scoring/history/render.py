@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import os
 from datetime import datetime, timezone
-from typing import Any
 
 import pandas as pd
 
@@ -23,6 +22,7 @@ from avv_scoring.metrics.registry import metric
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
 from avv_scoring.report.format import (
     CellFormat,
+    Palette,
     figure,
     fmt,
     html_table,
@@ -43,7 +43,7 @@ CHANGE_HEADERS = ["model", "vendor", "run", "previous run", "compared on", "test
 VERDICT_HEADERS = ["model", "vendor", "run", "previous run", "verdict", "why"]
 
 
-def _number(value: Any, kind: CellFormat) -> str:
+def _number(value: object, kind: CellFormat) -> str:
     return fmt(None if value is None or (isinstance(value, float) and math.isnan(value)) else value, kind)
 
 
@@ -161,7 +161,7 @@ def render_markdown(trend: Trend) -> str:
     return "\n".join(parts)
 
 
-def _metric_figure(trend: Trend, column: str, palette: dict[str, Any]) -> str:
+def _metric_figure(trend: Trend, column: str, palette: Palette) -> str:
     m = metric(column)
     fig, axes = figure(1, 1, height=3.4)
     ax = axes[0][0]

@@ -12,16 +12,15 @@ import json
 import math
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from avv_core.errors import InputError
-from avv_core.frame_rows import frame_records
+from avv_core.frame_rows import Cell, frame_records
 from avv_core.manifest import RunManifest
 from avv_core.version import project_version
 from avv_scoring.entrypoints import score_inputs
@@ -45,11 +44,11 @@ class Added:
     source: str
 
 
-def _sha256(value: Any) -> str:
+def _sha256(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def signature(sig: Any) -> str | None:
+def signature(sig: object) -> str | None:
     """A short stable hash of a call signature (the sorted names, or sorted (name, canonical arguments)); None
     for an item without calls."""
     if not isinstance(sig, tuple) or not sig:
@@ -68,7 +67,7 @@ def run_id_of(result: ScoreResult, manifest: RunManifest | None) -> str:
     return ids[0]
 
 
-def _number(value: Any) -> float | None:
+def _number(value: Cell) -> float | None:
     if value is None or isinstance(value, str):
         return None
     try:
@@ -78,13 +77,17 @@ def _number(value: Any) -> float | None:
     return None if math.isnan(number) else number
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
-def metric_rows(run_id: str, scores: pd.DataFrame) -> Iterator[tuple[Any, ...]]:
+#: One row of the metrics table: (run, model, vendor, metric, value, text, ci_low, ci_high).
+MetricRow = tuple[str, str, str, str, float | None, str | None, float | None, float | None]
+
+
+def metric_rows(run_id: str, scores: pd.DataFrame) -> Iterator[MetricRow]:
     """(run, model, vendor, metric, value, text, ci_low, ci_high) for every registry metric of every vendor."""
     for row in frame_records(scores):
         for m in METRICS:
@@ -114,7 +117,7 @@ def item_frame(records: pd.DataFrame) -> pd.DataFrame:
     responses = ok & finish
     valid = np.where(responses & ((invalid > 0) | (n_calls == 0)), 0.0, 1.0)
     valid = np.where(~responses | ((unchecked > 0) & (valid == 1.0)), np.nan, valid)
-    sigs: dict[Any, str | None] = {}  # equal signatures are hashed once
+    sigs: dict[Hashable, str | None] = {}  # equal signatures are hashed once
 
     def hashed(values: pd.Series) -> list[str | None]:
         out: list[str | None] = []
@@ -140,7 +143,7 @@ def item_frame(records: pd.DataFrame) -> pd.DataFrame:
     return frame.drop_duplicates(["model", "vendor", "sample_id", "repeat"], keep="last")
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: object) -> object:
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (float, np.floating)):
@@ -192,7 +195,7 @@ def add_result(conn: sqlite3.Connection, result: ScoreResult, manifest: RunManif
 
 
 def add_run_folder(conn: sqlite3.Connection, path: str | os.PathLike[str], stats: StatsSettings | None = None,
-                   **score_options: Any) -> Added:
+                   **score_options: object) -> Added:
     """Score a run folder (or records.csv) as ``avv-score`` does, without writing its outputs, and add it. A run
     already in the history is not scored again."""
 
@@ -206,7 +209,7 @@ def add_run_folder(conn: sqlite3.Connection, path: str | os.PathLike[str], stats
 
 
 def add_run_folders(conn: sqlite3.Connection, paths: Sequence[str], stats: StatsSettings | None = None,
-                    **score_options: Any) -> list[Added]:
+                    **score_options: object) -> list[Added]:
     return [add_run_folder(conn, path, stats, **score_options) for path in paths]
 
 

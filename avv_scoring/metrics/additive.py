@@ -23,11 +23,11 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from avv_core.frame_rows import Cell
 from avv_core.measures import percentile
 from avv_scoring.stats.tests import ratio
 
@@ -38,7 +38,7 @@ Amount = float | np.ndarray
 #: What ``combine`` reads: sum name → an :data:`Amount` (a pandas Series of sums is one too).
 Sums = Mapping[str, Amount]
 #: The columns a metric function returns (numbers, counts, texts — cells of scores.json): one vendor's row.
-Columns = dict[str, Any]
+Columns = dict[str, Cell]
 
 
 def rate(num: Amount, den: Amount) -> Amount:
@@ -78,7 +78,7 @@ class Quantiles:
         array = values.to_numpy(dtype=float)
         return {column: percentile(array, q) for column, q in self.columns.items()}
 
-    def point(self, *args: Any) -> Columns:
+    def point(self, *args: object) -> Columns:
         """The percentile columns of the rows ``args``."""
         return self.of(self.values(*args))
 
@@ -130,7 +130,7 @@ def additive(features: Callable[..., pd.DataFrame], resampled: tuple[str, ...] |
     def wrap(combine: Callable[[Sums], Columns]) -> Callable[..., Columns]:
         form = Additive(features, combine, resampled, quantiles, sequential)
 
-        def metric(*args: Any, **kwargs: Any) -> Columns:
+        def metric(*args: object, **kwargs: object) -> Columns:
             out = form.point(features(*args, **kwargs))
             if quantiles is not None:
                 out.update(quantiles.point(*args, **kwargs))
@@ -145,7 +145,7 @@ def additive(features: Callable[..., pd.DataFrame], resampled: tuple[str, ...] |
     return wrap
 
 
-def form_of(func: Callable[..., Any]) -> Additive | None:
+def form_of(func: Callable[..., object]) -> Additive | None:
     """The :class:`Additive` form of a metric function (see :func:`additive`), or None."""
     form = getattr(func, "avv_additive", None)
     return form if isinstance(form, Additive) else None

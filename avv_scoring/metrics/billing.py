@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -89,7 +88,7 @@ class BillingTolerance:
         return BillingTolerance(self.default, {**configured, **self.per_model})
 
 
-def check_tolerance(value: Any, where: str) -> float:
+def check_tolerance(value: object, where: str) -> float:
     """A tolerance: a number from 0 to 1 (exclusive); InputError naming ``where`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or not 0 <= value < 1:
@@ -118,6 +117,6 @@ def parse_tolerances(items: list[str] | None) -> BillingTolerance:
 EPSILON = 1e-9
 
 
-def flagged(ratio: Any, tolerance: float) -> bool:
+def flagged(ratio: object, tolerance: float) -> bool:
     """A median ratio past the tolerance (missing: not flagged)."""
     return isinstance(ratio, (int, float)) and math.isfinite(ratio) and abs(float(ratio) - 1.0) > tolerance + EPSILON

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 
 from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.samples import Gold
 from avv_scoring.load import OK_COL
 from avv_scoring.metrics.calls import (
     AS_TEXT,
@@ -48,6 +49,8 @@ from avv_scoring.metrics.calls import (
 from avv_scoring.metrics.correctness import Call, calls_equal, calls_match_gold, name_mapper, tools_match_gold
 from avv_scoring.metrics.row_codes import distinct_rows, row_dicts
 from avv_scoring.metrics.schema import INVALID, VALID
+
+_T = TypeVar("_T")
 
 #: Disagreement kinds, in the order they are tried (the first that applies names the row).
 KINDS: dict[str, str] = {
@@ -158,7 +161,7 @@ def _kind_vs_baseline(row: JSONMapping, base: JSONMapping) -> str:
     return _call_defect(row) or _calls_kind(row[CALLS], base[CALLS], lambda c: c.name)
 
 
-def _calls_kind(mine: Sequence[Call], theirs: Sequence[Any], name: Callable[[Any], Any]) -> str:
+def _calls_kind(mine: Sequence[Call], theirs: Sequence[_T], name: Callable[[_T], object]) -> str:
     if len(mine) != len(theirs):
         return "call_count"
     if Counter(c.name for c in mine) != Counter(name(t) for t in theirs):
@@ -178,7 +181,8 @@ def _kind_vs_gold(row: JSONMapping, is_positive: bool) -> str:
     return _calls_kind(mapped, gold.expected_calls, lambda e: e["name"])
 
 
-def _differs_from_gold(gold: Any, calls: Sequence[Call], names: Any, is_positive: bool) -> bool:
+def _differs_from_gold(gold: Gold | None, calls: Sequence[Call], names: Iterable[str] | None, is_positive: bool
+                       ) -> bool:
     if gold is None or not gold.labelled:
         return False
     if is_positive != gold.expected_tool_call:

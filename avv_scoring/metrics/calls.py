@@ -16,23 +16,26 @@ from __future__ import annotations
 import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.frame_rows import Cell
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_core.samples import Gold
 from avv_core.tool_formats import find_text_calls, request_tool_names
-from avv_scoring.load import OK_COL, is_success
+from avv_scoring.load import OK_COL, ToolsBySample, is_success
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
-from avv_scoring.metrics.correctness import CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
+from avv_scoring.metrics.correctness import Call, CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
 from avv_scoring.metrics.declaration import Metric, NoiseFloor, Ratio, Regression
 from avv_scoring.metrics.gold_f1 import gold_args_f1
 from avv_scoring.metrics.normalisers import ArgNormalisation, CallNormaliser
 from avv_scoring.metrics.registry import produces
 from avv_scoring.metrics.row_codes import first_rows, row_codes, row_dicts
 from avv_scoring.metrics.schema import INVALID, UNCHECKABLE, VALID, CallChecker, parse_tool_calls
+
+_T = TypeVar("_T")
 
 TOOL_CALLS = "tool_calls"
 
@@ -61,7 +64,7 @@ PAIR_KEYS = ["sample_id", "repeat"]
 
 def annotate_calls(
     rows: pd.DataFrame,
-    tools_by_sample: Mapping[str, Sequence[Any]] | None,
+    tools_by_sample: ToolsBySample | None,
     gold_by_sample: Mapping[str, Gold] | None = None,
     normalise: ArgNormalisation | None = None,
 ) -> pd.DataFrame:
@@ -91,7 +94,7 @@ def annotate_calls(
                          for k, g in enumerate(gold_of)])
     # Rows repeat (vendors, repeats, samples sharing one tool set): each distinct (tool set, tool_calls cell)
     # is annotated once. A missing cell is code -1 (no calls); a cell neither text nor missing is done row by row.
-    toolsets: dict[Any, int] = {}
+    toolsets: dict[tuple[tuple[str, str], ...] | None, int] = {}
     toolset_of = np.array([toolsets.setdefault(None if s is None else tuple(sorted((k, e[0]) for k, e in s.items())),
                                                len(toolsets)) for s in schemas_of], dtype=np.int64)
     raw_cells = rows["tool_calls"].astype("object").to_numpy(dtype=object)
@@ -135,11 +138,11 @@ def annotate_calls(
 OBJECT_COLUMNS = frozenset((CALLS, VERDICTS, NAMES, GOLD, SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD, SCHEMAS))
 
 
-def _intern(table: dict[Any, Any], value: Any) -> Any:
+def _intern(table: dict[_T, _T], value: _T) -> _T:
     return table.setdefault(value, value)
 
 
-def _objects(values: Sequence[Any]) -> np.ndarray:
+def _objects(values: Sequence[object]) -> np.ndarray:
     """A 1-d object array holding ``values`` as they are (numpy would turn a list of lists into 2-d)."""
     out = np.empty(len(values), dtype=object)
     for i, value in enumerate(values):
@@ -175,8 +178,15 @@ def _as_text(rows: pd.DataFrame, candidates: np.ndarray, sid_codes: np.ndarray, 
     return out
 
 
-def _annotate_cell(cell: Any, count: Any, schemas: Any, book: CallBook, checker: CallChecker,
-                   cells: dict[str, list[JSONObject] | None], norm: CallNormaliser) -> tuple[Any, ...]:
+#: What one tool_calls cell is annotated with (:data:`CELL_COLUMNS`, in order): calls, verdicts, valid, invalid,
+#: uncheckable, parse error, tool signature, call signature, normalised calls.
+CellAnnotation = tuple[list[Call], list[str], int, int, int, bool, tuple[str, ...], tuple[tuple[str, str], ...],
+                       list[Call]]
+
+
+def _annotate_cell(cell: Cell, count: Cell, schemas: Mapping[str, tuple[str, JSONValue]] | None, book: CallBook,
+                   checker: CallChecker, cells: dict[str, list[JSONObject] | None], norm: CallNormaliser
+                   ) -> CellAnnotation:
     """(calls, verdicts, valid, invalid, uncheckable, parse error, tool signature, call signature, normalised
     calls) of one tool_calls cell against one sample's schemas (:data:`CELL_COLUMNS`). The lists are shared by
     every row with the same sample and cell: read-only."""
@@ -282,12 +292,12 @@ def _agreement_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.D
     }, index=pd.Index(pairs["index_v"]))
 
 
-def _memo_args_f1() -> Callable[[Sequence[Any], Sequence[Any]], float]:
+def _memo_args_f1() -> Callable[[Sequence[Call], Sequence[Call]], float]:
     """:func:`args_f1` remembered per (vendor list, baseline list) object: :func:`annotate_calls` hands every row
     with the same calls the same list, and the lists outlive the memo (one features computation)."""
     memo: dict[tuple[int, int], float] = {}
 
-    def f1(mine: Sequence[Any], theirs: Sequence[Any]) -> float:
+    def f1(mine: Sequence[Call], theirs: Sequence[Call]) -> float:
         key = (id(mine), id(theirs))
         found = memo.get(key)
         if found is None:

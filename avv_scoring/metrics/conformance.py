@@ -6,11 +6,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from avv_scoring.metrics.additive import NAN, Columns
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.registry import produces
+from avv_scoring.metrics.uncertainty import ModelTable
 
 #: A check's result for a vendor (conformance.csv's ``result``): declared here, below the checks
 #: (:mod:`avv_scoring.conformance.checks`) that give them, because this metric counts them.
@@ -25,7 +24,7 @@ PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "not_applicable"
     Metric("conformance_passed", "Conformance passed", "int", "none", order=536,
            doc="conformance checks the vendor passed (the others failed or were not applicable)"),
 )
-def conformance_failures(model_table: Any) -> dict[str, Columns]:
+def conformance_failures(model_table: ModelTable) -> dict[str, Columns]:
     """Per vendor of the model: ``conformance_failures`` = checks with result ``fail``, ``conformance_passed`` = with
     ``pass``; both missing for a vendor with no conformance results."""
     table = model_table.conformance

@@ -35,10 +35,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 from avv_core.canonical import UNPARSED, canonical, canonical_key, parse_arguments  # noqa: F401 (re-exported)
-from avv_core.json_types import JSONMapping
+from avv_core.json_types import JSONMapping, JSONValue
 
 #: Past this many candidate pairings of same-name calls the F1 pairing is greedy (largest overlap first).
 EXACT_PAIRING_LIMIT = 5040
@@ -52,10 +51,10 @@ class Call:
 
     name: str
     raw: str
-    args: Any  # parsed JSON, or UNPARSED
+    args: JSONValue  # parsed JSON, or UNPARSED
 
     @classmethod
-    def of(cls, name: Any, raw: Any) -> Call:
+    def of(cls, name: object, raw: object) -> Call:
         text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
         return cls(name if isinstance(name, str) else "", text, parse_arguments(raw))
 
@@ -84,7 +83,7 @@ class CallBook:
     def __init__(self) -> None:
         self._calls: dict[tuple[str, str], Call] = {}
 
-    def call(self, name: Any, raw: Any) -> Call:
+    def call(self, name: object, raw: object) -> Call:
         key = (name if isinstance(name, str) else "", raw if isinstance(raw, str) else json.dumps(raw))
         found = self._calls.get(key)
         if found is None:
@@ -110,13 +109,13 @@ def leaves(call: Call) -> Counter[tuple[str, str, str]]:
     return call.leaf_counts
 
 
-def value_leaves(value: Any, path: str = "") -> Counter[tuple[str, str]]:
+def value_leaves(value: object, path: str = "") -> Counter[tuple[str, str]]:
     """(JSON path, canonical value) of every leaf of an argument value: objects and arrays are walked (keys escaped
     as in a JSON pointer), anything else — an empty object or array too — is a leaf. The one walk behind
     :func:`leaves` (against the baseline) and the gold argument F1 (:mod:`.gold_f1`)."""
     out: Counter[tuple[str, str]] = Counter()
 
-    def walk(v: Any, p: str) -> None:
+    def walk(v: object, p: str) -> None:
         if isinstance(v, Mapping) and v:
             for k, x in v.items():
                 walk(x, f"{p}/{_escape(str(k))}")
@@ -175,18 +174,18 @@ def args_f1(a: Sequence[Call], b: Sequence[Call]) -> float:
 # ---------------------------------------------------------------------------------------------- gold
 
 
-def acceptable(expected: Any) -> list[Any]:
+def acceptable(expected: object) -> list[JSONValue]:
     """The acceptable values of an expected argument: a list is the alternatives, anything else is one."""
     return list(expected) if isinstance(expected, list) else [expected]
 
 
-def _element_matches(value: Any, alternative: Any) -> bool:
+def _element_matches(value: object, alternative: object) -> bool:
     if isinstance(alternative, Mapping):
         return isinstance(value, Mapping) and arguments_match(value, alternative)
     return canonical_key(value) == canonical_key(alternative)
 
 
-def value_matches(value: Any, alternative: Any) -> bool:
+def value_matches(value: object, alternative: object) -> bool:
     """One acceptable value against a given value: objects key by key, arrays element by element."""
     if isinstance(alternative, Mapping):
         return isinstance(value, Mapping) and arguments_match(value, alternative)
@@ -196,7 +195,7 @@ def value_matches(value: Any, alternative: Any) -> bool:
     return canonical_key(value) == canonical_key(alternative)
 
 
-def arguments_match(args: Any, expected: JSONMapping) -> bool:
+def arguments_match(args: object, expected: JSONMapping) -> bool:
     """Every expected argument present with an acceptable value (or absent when ``""`` is acceptable), no
     unexpected argument. ``args`` that are not an object never match."""
     if not isinstance(args, Mapping) or set(args) - set(expected):

@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Literal, cast, get_args
+
+from avv_core.frame_rows import Cell
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
 
 Fmt = Literal["rate", "num", "int", "text", "irf"]
 Better = Literal["higher", "lower", "none"]
@@ -27,7 +34,7 @@ _COLUMN_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 MISSING = "n/a"
 
 
-def fmt(value: Any, kind: str) -> str:
+def fmt(value: Cell, kind: str) -> str:
     """A value as every output prints it, by its format (a metric's :data:`Fmt`, or ``yes_no`` for a flag): rates
     with 4 decimals (0 and 1 as ``0`` / ``1``), IRF with 4 decimals, integers in full, other numbers with 4
     significant digits (≥ 1000 in full), flags as yes / no; text as is; missing (None, NaN) as ``n/a``. Declared
@@ -85,37 +92,37 @@ class Ratio:
     #: interval does not collapse at 1; :mod:`avv_scoring.stats.intervals`).
     dice: bool = False
 
-    def parts(self, features: Any) -> tuple[Any, Any]:
+    def parts(self, features: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """Per item of ``features`` (the additive form's per-item frame): the numerator and the denominator, as
         float arrays."""
         return _terms(features, self.numerator), _terms(features, self.denominator)
 
-    def share_parts(self, features: Any) -> tuple[Any, Any]:
+    def share_parts(self, features: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """Per item: the hits and trials of the proportion the metric is (its numerator and denominator, or for a
         Dice form the Jaccard share's TP and TP + FP + FN)."""
         a, b = self.parts(features)
         return (a / 2.0, b - a / 2.0) if self.dice else (a, b)
 
-    def totals(self, sums: Any) -> tuple[Any, Any]:
+    def totals(self, sums: Mapping[str, float | np.ndarray]) -> tuple[float | np.ndarray, float | np.ndarray]:
         """The numerator and the denominator on summed sums (each sum's name → its total: a number or an array):
         the successes and trials of a power estimate's standard error."""
         return _weighted(sums, self.numerator), _weighted(sums, self.denominator)
 
 
-def _weighted(sums: Any, terms: Terms) -> Any:
+def _weighted(sums: Mapping[str, float | np.ndarray], terms: Terms) -> float | np.ndarray:
     """``Σ weight · sums[name]``."""
-    total: Any = 0.0
+    total: float | np.ndarray = 0.0
     for name, weight in terms:
         total = total + weight * sums[name]
     return total
 
 
-def _terms(features: Any, terms: Terms) -> Any:
+def _terms(features: pd.DataFrame, terms: Terms) -> np.ndarray:
     """``Σ weight · features[name]`` per item (terms are never empty: checked by :class:`Metric`)."""
-    total: Any = 0.0
+    total: float | np.ndarray = 0.0
     for name, weight in terms:
         total = total + weight * features[name].to_numpy(dtype=float)
-    return total
+    return cast("np.ndarray", total)  # an array: at least one term
 
 
 @dataclass(frozen=True)
@@ -232,7 +239,7 @@ class Metric:
         return self.better == "higher"
 
 
-def check_limit(metric: Metric, limit: Any) -> Limit:
+def check_limit(metric: Metric, limit: object) -> Limit:
     """``limit`` as a valid :data:`Limit` for ``metric``; raises :class:`RegistryError` otherwise."""
     where = f"metric {metric.column!r}"
     if not (isinstance(limit, tuple) and len(limit) == 2):

@@ -17,7 +17,7 @@ Per successful response (failed items are the success rate's, never a defect her
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,7 @@ import pandas as pd
 from avv_scoring.load import is_success
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.calls import AS_TEXT, CALLS, TC_N, annotate_calls
+from avv_scoring.metrics.correctness import Call
 from avv_scoring.metrics.declaration import Metric, Ratio
 from avv_scoring.metrics.registry import produces
 
@@ -36,7 +37,7 @@ def _call_defect_features(rows: pd.DataFrame) -> pd.DataFrame:
     # annotate_calls hands rows with the same cell the same calls list: each distinct list is looked at once
     unparsed_of: dict[int, bool] = {}
 
-    def unparsed_calls(calls: Any) -> bool:
+    def unparsed_calls(calls: Sequence[Call] | None) -> bool:
         found = unparsed_of.get(id(calls))
         if found is None:
             found = unparsed_of[id(calls)] = any(not c.parsed for c in calls) if calls else False

@@ -15,8 +15,8 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from avv_core.json_types import JSONValue
 from avv_scoring.metrics.correctness import EXACT_PAIRING_LIMIT, Call, acceptable, value_leaves
 
 #: Weight of each leaf of a required argument (listed in the tool schema's ``required``) in gold argument F1.
@@ -30,22 +30,22 @@ class ExpectedCall:
     """One gold call, normalised: the name gold uses, each argument's acceptable values, the tool's required keys."""
 
     name: str
-    arguments: Mapping[str, tuple[Any, ...]]
+    arguments: Mapping[str, tuple[JSONValue, ...]]
     required: frozenset[str]
 
     def weight(self, key: str) -> float:
         return REQUIRED_WEIGHT if key in self.required else OPTIONAL_WEIGHT
 
 
-def _is_optional_marker(option: Any) -> bool:
+def _is_optional_marker(option: object) -> bool:
     return isinstance(option, str) and option == ""
 
 
-def _size(value: Any) -> int:
+def _size(value: object) -> int:
     return sum(value_leaves(value, "").values())
 
 
-def _gold_size(option: Any) -> float:
+def _gold_size(option: object) -> float:
     """Leaves an acceptable value asks for: an object alternative's required (non-optional) keys, by their first
     acceptable value; an array alternative element by element."""
     if isinstance(option, Mapping):
@@ -60,7 +60,7 @@ def _gold_size(option: Any) -> float:
 Score = tuple[float, float, float]  # (matched, gold, predicted) weighted leaves
 
 
-def _score_key(present: bool, value: Any, options: Sequence[Any], path: str, w: float) -> Score:
+def _score_key(present: bool, value: object, options: Sequence[JSONValue], path: str, w: float) -> Score:
     """One argument (``present`` in the call or not) against its acceptable values (module docstring)."""
     optional = any(_is_optional_marker(o) for o in options)
     values = [o for o in options if not _is_optional_marker(o)]
@@ -72,7 +72,7 @@ def _score_key(present: bool, value: Any, options: Sequence[Any], path: str, w: 
     return max(scored, key=lambda s: (s[0], -s[1]))
 
 
-def _score_alternative(value: Any, option: Any, path: str, w: float) -> Score:
+def _score_alternative(value: object, option: object, path: str, w: float) -> Score:
     if isinstance(option, Mapping):
         if not isinstance(value, Mapping):
             return 0.0, w * _gold_size(option), w * _size(value)

@@ -21,15 +21,14 @@ metric is one decorated function in a module of this package and nothing else.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
 from avv_core.json_types import JSONObject
 from avv_core.samples import Gold
-from avv_scoring.load import COMPARABLE_COL, is_success
+from avv_scoring.load import COMPARABLE_COL, ToolsBySample, is_success
 from avv_scoring.metrics.additive import NAN, Columns, Quantiles, Sums, additive, choose, count, numbers, rate
 from avv_scoring.metrics.calls import TC_INVALID, TC_N, TC_UNCHECKABLE, TC_VALID, annotate_calls, positive
 from avv_scoring.metrics.declaration import Metric, NoiseFloor, Ratio, Regression
@@ -201,7 +200,7 @@ def trigger_f1(sums: Sums) -> Columns:
 
 def annotate_tool_calls(
     rows: pd.DataFrame,
-    tools_by_sample: Mapping[str, Sequence[Any]] | None,
+    tools_by_sample: ToolsBySample | None,
     gold_by_sample: Mapping[str, Gold] | None = None,
     normalise: ArgNormalisation | None = None,
 ) -> pd.DataFrame:
@@ -214,7 +213,7 @@ def annotate_tool_calls(
     return annotate_calls(rows, tools_by_sample, gold_by_sample, normalise)
 
 
-def _schema_features(rows: pd.DataFrame, tools_by_sample: Mapping[str, Sequence[Any]] | None = None) -> pd.DataFrame:
+def _schema_features(rows: pd.DataFrame, tools_by_sample: ToolsBySample | None = None) -> pd.DataFrame:
     if TC_N not in rows.columns:
         rows = annotate_tool_calls(rows, tools_by_sample)
     ok = is_success(rows).to_numpy(dtype=bool)

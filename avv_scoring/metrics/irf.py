@@ -29,7 +29,6 @@ ranks it spans), and ``irf_statistical`` is the IRF sum over these ranks (:func:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -47,7 +46,7 @@ def default_irf_metrics() -> dict[str, bool]:
     return {m.column: m.higher_is_better for m in irf_inputs()}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     # read lazily (importing this module does not read the registry, which may still be loading)
     if name == "IRF_METRICS":
         return default_irf_metrics()

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -45,6 +44,7 @@ from avv_scoring.metrics.irf import statistical_irf
 from avv_scoring.metrics.registry import interval_metrics, intervals_of, metric, power_metrics, produces_derived
 from avv_scoring.metrics.uncertainty import (
     GAP,
+    Draws,
     ModelTable,
     bootstrap,
     mcnemar_net,
@@ -135,12 +135,12 @@ def declarations(metrics: Sequence[Metric]) -> tuple[Metric, ...]:
     return tuple(out)
 
 
-def _value(x: Any) -> float:
+def _value(x: float | np.ndarray) -> float:
     x = float(x)
     return NAN if math.isnan(x) else x
 
 
-def _count(x: Any) -> int:
+def _count(x: float | np.ndarray) -> int:
     return int(round(float(x)))
 
 
@@ -218,11 +218,11 @@ def uncertainty(model_table: ModelTable) -> dict[str, Columns]:
 
 
 def _add_statistical_irf(out: dict[str, Columns], vendors: Sequence[str], fixed: Mapping[str, np.ndarray],
-                         draws: Any, table: ModelTable) -> None:
+                         draws: Draws | None, table: ModelTable) -> None:
     """``irf_statistical`` and ``irf_tied_with`` of every vendor (missing unless ``--irf-ties statistical`` and
     resamples)."""
     wanted = table.settings.irf_ties == "statistical" and draws is not None and bool(table.irf_metrics)
-    if wanted:
+    if wanted and draws is not None:  # (wanted implies draws)
         irf, tied_of = statistical_irf(fixed, {c: draws.metrics.get(c) for c in table.irf_metrics},
                                        table.irf_metrics, table.settings.level)
     for j, vendor in enumerate(vendors):

@@ -4,8 +4,7 @@ tests of :mod:`.uncertainty` (docs/scoring.md, "Is the difference real?")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable
 
 import numpy as np
 import pandas as pd
@@ -57,12 +56,12 @@ def _side(frame: pd.DataFrame, unit_of: pd.Series) -> pd.DataFrame:
     }, index=frame.index).drop_duplicates(subset=["unit", "repeat"], keep="last")
 
 
-def _equal_pairs(units: np.ndarray, keys: list[Any], n: int) -> np.ndarray:
+def _equal_pairs(units: np.ndarray, keys: list[Hashable], n: int) -> np.ndarray:
     """Per unit: pairs (i < j) of its rows with equal keys = Σ over distinct keys of C(count, 2)."""
     out = np.zeros(n)
     if not len(keys):
         return out
-    ids: dict[Any, int] = {}
+    ids: dict[Hashable, int] = {}
     codes = np.array([ids.setdefault(key, len(ids)) for key in keys], dtype=np.int64)
     combined = units.astype(np.int64) * len(ids) + codes
     cells, sizes = np.unique(combined, return_counts=True)

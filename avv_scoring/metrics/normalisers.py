@@ -26,10 +26,10 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeGuard
 
 from avv_core.canonical import canonical_key
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_scoring.metrics.correctness import Call, acceptable
 from avv_scoring.metrics.gold_f1 import ExpectedCall
 
@@ -80,7 +80,7 @@ def _types(schema: JSONMapping | None) -> set[str]:
     return out
 
 
-def _enum(schema: JSONMapping | None) -> list[Any]:
+def _enum(schema: JSONMapping | None) -> list[JSONValue]:
     return [v for b in _branches(schema) for v in (b.get("enum") or [])]
 
 
@@ -146,12 +146,12 @@ def canonical_date(text: str) -> str | None:
     return None
 
 
-def _is_date(value: Any, where: Where) -> bool:
+def _is_date(value: object, where: Where) -> TypeGuard[str]:
     types = where.types
     return isinstance(value, str) and (not types or "string" in types) and canonical_date(value) is not None
 
 
-def _to_date(value: Any) -> Any:
+def _to_date(value: str) -> str:
     return canonical_date(value) or value
 
 
@@ -160,29 +160,29 @@ def _to_date(value: Any) -> Any:
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
-def _is_number_text(value: Any, where: Where) -> bool:
+def _is_number_text(value: object, where: Where) -> TypeGuard[str]:
     return (isinstance(value, str) and bool(where.types & {"number", "integer"})
             and _NUMBER.fullmatch(value.strip()) is not None and math.isfinite(float(value)))
 
 
-def _to_number(value: Any) -> Any:
+def _to_number(value: str) -> int | float:
     number = float(value)
     return int(number) if number.is_integer() and abs(number) < 2 ** 53 else number
 
 
-def _is_bool_text(value: Any, where: Where) -> bool:
+def _is_bool_text(value: object, where: Where) -> TypeGuard[str]:
     return isinstance(value, str) and "boolean" in where.types and value.strip().lower() in ("true", "false")
 
 
-def _to_bool(value: Any) -> Any:
+def _to_bool(value: str) -> bool:
     return value.strip().lower() == "true"
 
 
-def _is_enum_or_id(value: Any, where: Where) -> bool:
+def _is_enum_or_id(value: object, where: Where) -> TypeGuard[str]:
     return isinstance(value, str) and (where.enum_strings or where.is_id)
 
 
-def _to_folded(value: Any) -> Any:
+def _to_folded(value: str) -> str:
     return value.strip().casefold()
 
 
@@ -190,8 +190,8 @@ def _to_folded(value: Any) -> Any:
 class Example:
     """One case of a normaliser: two values of a property with ``schema`` (named ``key``) that differ in spelling."""
 
-    first: Any
-    second: Any
+    first: JSONValue
+    second: JSONValue
     schema: JSONMapping | None = None
     key: str = "value"
 
@@ -203,8 +203,8 @@ class Normaliser:
     name: str
     does: str  # one line: what the value becomes
     when: str  # one line: the schema condition that enables it
-    applies: Callable[[Any, Where], bool]
-    rewrite: Callable[[Any], Any]
+    applies: Callable[[object, Where], TypeGuard[str]]  # only strings are rewritten
+    rewrite: Callable[[str], str | int | float | bool]
     examples: tuple[Example, ...] = ()
 
 
@@ -264,7 +264,7 @@ class ArgNormalisation:
         return {"normalisers": list(self.names), "id_keys": self.id_keys, "source": self.source}
 
 
-def normalise_value(value: Any, schema: JSONMapping | None, settings: ArgNormalisation, key: str = "") -> Any:
+def normalise_value(value: object, schema: JSONMapping | None, settings: ArgNormalisation, key: str = "") -> JSONValue:
     """``value`` (a property ``key`` with ``schema``) with every enabled normaliser applied, objects property by
     property and arrays element by element (see the module docstring)."""
     pattern = re.compile(settings.id_keys)
@@ -281,8 +281,8 @@ def _sub_schema(schema: JSONMapping | None, word: str, key: str | None = None) -
     return None
 
 
-def _walk(value: Any, schema: JSONMapping | None, key: str, enabled: Sequence[Normaliser],
-          pattern: re.Pattern[str]) -> Any:
+def _walk(value: object, schema: JSONMapping | None, key: str, enabled: Sequence[Normaliser],
+          pattern: re.Pattern[str]) -> JSONValue:
     if isinstance(value, Mapping):
         return {k: _walk(v, _sub_schema(schema, "properties", str(k)), str(k), enabled, pattern)
                 for k, v in value.items()}
@@ -335,7 +335,7 @@ class CallNormaliser:
     _calls: dict[tuple[str, str, str], Call] = field(default_factory=dict)
     _pattern: re.Pattern[str] | None = None
 
-    def call(self, call: Call, schemas: Mapping[str, tuple[str, Any]] | None) -> Call:
+    def call(self, call: Call, schemas: Mapping[str, tuple[str, JSONValue]] | None) -> Call:
         """``call`` with its arguments normalised against its tool's schema (``schemas`` = name → (key,
         parameters), None: unknown); the same object when nothing changes or it did not parse."""
         if not self.settings.active or not call.parsed:
@@ -349,11 +349,11 @@ class CallNormaliser:
             self._calls[memo] = found
         return found
 
-    def calls(self, calls: Sequence[Call], schemas: Mapping[str, tuple[str, Any]] | None) -> list[Call]:
+    def calls(self, calls: Sequence[Call], schemas: Mapping[str, tuple[str, JSONValue]] | None) -> list[Call]:
         return [self.call(c, schemas) for c in calls]
 
     def expected(self, expected: Sequence[JSONMapping] | None, wire_name: Callable[[str], str],
-                 schemas: Mapping[str, tuple[str, Any]] | None) -> tuple[ExpectedCall, ...] | None:
+                 schemas: Mapping[str, tuple[str, JSONValue]] | None) -> tuple[ExpectedCall, ...] | None:
         """The gold calls with each acceptable value normalised like a call of that tool, and the tool's required
         keys (``wire_name`` maps a gold name to the name the request's tools use)."""
         if expected is None:
@@ -369,12 +369,12 @@ class CallNormaliser:
             out.append(ExpectedCall(name, args, required))
         return tuple(out)
 
-    def _options(self, options: Sequence[Any], schema: JSONMapping | None, key: str) -> tuple[Any, ...]:
+    def _options(self, options: Sequence[JSONValue], schema: JSONMapping | None, key: str) -> tuple[JSONValue, ...]:
         """Acceptable values normalised: an object alternative key by key (its values are acceptable-value lists
         again), an array alternative element by element, the optional marker ``""`` kept."""
         return tuple(self._alternative(o, schema, key) for o in options)
 
-    def _alternative(self, option: Any, schema: JSONMapping | None, key: str) -> Any:
+    def _alternative(self, option: object, schema: JSONMapping | None, key: str) -> JSONValue:
         if isinstance(option, str) and option == "":
             return option
         if isinstance(option, Mapping):

@@ -18,18 +18,18 @@ once, as failed when any of its calls has a class.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from jsonschema import Draft7Validator
 
-from avv_core.bounded_schema import build_validator, is_valid
-from avv_core.json_types import JSONObject
+from avv_core.bounded_schema import SchemaValidator, build_validator, is_valid
+from avv_core.json_types import JSONValue
 from avv_scoring.load import is_success
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.calls import CALLS, SCHEMAS, TC_PARSE_ERROR
+from avv_scoring.metrics.correctness import Call
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.registry import produces
 from avv_scoring.metrics.row_codes import first_rows, row_codes
@@ -42,10 +42,10 @@ LEFT_OUT = "left_out"
 
 #: Draft 7 validators by schema key (the schema's repr, as :class:`~avv_scoring.metrics.schema.CallChecker` keys
 #: them); a schema that cannot be checked maps to None. A cache: it holds no run state.
-_VALIDATORS: JSONObject = {}
+_VALIDATORS: dict[str, SchemaValidator | None] = {}
 
 
-def _validator(key: str, schema: Any) -> Any:
+def _validator(key: str, schema: object) -> SchemaValidator | None:
     if key not in _VALIDATORS:
         try:
             _VALIDATORS[key] = build_validator(schema, default=Draft7Validator)
@@ -60,7 +60,7 @@ _OUTCOMES: dict[tuple[str, str], str | None] = {}
 _OUTCOMES_KEPT = 500_000
 
 
-def call_class(name: str, args: Any, parsed: bool, schemas: Mapping[str, tuple[str, Any]] | None,
+def call_class(name: str, args: object, parsed: bool, schemas: Mapping[str, tuple[str, JSONValue]] | None,
                raw: str | None = None) -> str | None:
     """The class of one call (module docstring): one of :data:`CLASSES`, :data:`LEFT_OUT`, or None (valid).
     ``schemas``: the request's tools, name → (schema key, parameters); None when unknown. ``raw``: the arguments as
@@ -102,7 +102,7 @@ def _features(rows: pd.DataFrame) -> pd.DataFrame:
         # annotate_calls hands every row with the same (tool set, cell) the same calls list: rows with the same list,
         # tool set and parse flag have the same classes, so each distinct one is classified once
         schema_codes = row_codes(np.fromiter(map(id, schemas[at]), dtype=np.int64, count=len(at)))
-        toolsets: dict[Any, int] = {}
+        toolsets: dict[tuple[tuple[str, str], ...] | None, int] = {}
         toolset = np.array([toolsets.setdefault(_toolset_key(schemas[at[i]]), len(toolsets))
                             for i in first_rows(schema_codes)], dtype=np.int64)[schema_codes]
         combos = row_codes(np.fromiter(map(id, calls[at]), dtype=np.int64, count=len(at)), toolset, parse_error[at])
@@ -113,12 +113,13 @@ def _features(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, index=rows.index, columns=[*CLASSES, "calls", "requests", "failed_requests"])
 
 
-def _toolset_key(schemas: Mapping[str, tuple[str, Any]] | None) -> Any:
+def _toolset_key(schemas: Mapping[str, tuple[str, JSONValue]] | None) -> tuple[tuple[str, str], ...] | None:
     """Equal for requests whose tools have the same names and schema keys (the classes of a call depend on no more)."""
     return None if schemas is None else tuple(sorted((name, entry[0]) for name, entry in schemas.items()))
 
 
-def _row_classes(row_calls: Any, parse_error: bool, schemas: Any, toolset: int,
+def _row_classes(row_calls: Sequence[Call] | None, parse_error: bool,
+                 schemas: Mapping[str, tuple[str, JSONValue]] | None, toolset: int,
                  memo: dict[tuple[int, str, str], str | None]) -> list[int]:
     """One successful row's features: the count of each class, its counted calls, whether it is a counted request
     and whether it failed."""

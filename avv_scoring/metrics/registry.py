@@ -27,7 +27,7 @@ import importlib
 import inspect
 import pkgutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -66,7 +66,7 @@ class MetricFunction:
         """The function's additive form (see :mod:`.additive`), or None."""
         return form_of(self.func)
 
-    def __call__(self, rows: Any, baseline_rows: Any) -> Columns:
+    def __call__(self, rows: object, baseline_rows: object) -> Columns:
         """Call with the vendor's rows (and the baseline's, when the function needs them); the result must
         hold exactly :attr:`columns`."""
         if self.inputs == "model":
@@ -75,7 +75,7 @@ class MetricFunction:
         self._check(out)
         return dict(out)
 
-    def for_model(self, table: Any) -> dict[str, Columns]:
+    def for_model(self, table: object) -> dict[str, Columns]:
         """Call a model-level function with one model's table; each vendor's dict must hold exactly
         :attr:`columns`."""
         if self.inputs != "model":
@@ -94,12 +94,12 @@ class MetricFunction:
             )
 
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 #: Declares the columns of a derived function from the metrics declared directly (see ``produces_derived``).
 Declare = Callable[[Sequence[Metric]], Sequence[Metric]]
 
 
-def _inputs_of(func: Callable[..., Any]) -> Inputs:
+def _inputs_of(func: Callable[..., object]) -> Inputs:
     params = list(inspect.signature(func).parameters)
     if not params:
         raise RegistryError(f"{func.__name__}: a metric function takes the vendor's rows as first argument")
@@ -108,7 +108,7 @@ def _inputs_of(func: Callable[..., Any]) -> Inputs:
     return "rows+baseline" if BASELINE_PARAM in params[1:2] else "rows"
 
 
-def _check_intervals(func: Callable[..., Any], metrics: Sequence[Metric]) -> None:
+def _check_intervals(func: Callable[..., object], metrics: Sequence[Metric]) -> None:
     """An interval is resampled from the function's additive form (its sums, or one of its percentiles)."""
     wanted = [m.column for m in metrics if m.interval]
     if wanted and form_of(func) is None:
@@ -124,7 +124,7 @@ class Registry:
         self._metrics: dict[str, Metric] = {}
         self._functions: list[MetricFunction] = []
         self._derived: set[str] = set()  # columns declared by produces_derived (after the others at equal order)
-        self._pending: list[tuple[Declare, Callable[..., Any]]] = []
+        self._pending: list[tuple[Declare, Callable[..., object]]] = []
         self._checked = False  # every column a declaration names is registered (see _resolve)
 
     def produces(self, *metrics: Metric) -> Callable[[F], F]:
@@ -168,7 +168,7 @@ class Registry:
                 raise RegistryError(f"metric {m.column!r} is declared twice in one produces()")
             seen.add(m.column)
 
-    def _register(self, func: Callable[..., Any], metrics: Sequence[Metric]) -> None:
+    def _register(self, func: Callable[..., object], metrics: Sequence[Metric]) -> None:
         for m in metrics:
             if m.column in self._metrics:
                 owner = next(f.name for f in self._functions if m.column in f.columns)
@@ -202,7 +202,7 @@ class Registry:
                 raise RegistryError(f"metric {m.column!r} names unregistered columns: {', '.join(unknown)}")
         self._checked = True
 
-    def _sorted(self, metrics: Any) -> tuple[Metric, ...]:
+    def _sorted(self, metrics: Iterable[Metric]) -> tuple[Metric, ...]:
         index = {c: i for i, c in enumerate(self._metrics)}
         return tuple(sorted(metrics, key=lambda m: (m.order, m.column in self._derived, index[m.column])))
 
@@ -280,7 +280,7 @@ def _load() -> Registry:
     return REGISTRY
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "METRICS":
         return _load().metrics()
     if name == "FUNCTIONS":

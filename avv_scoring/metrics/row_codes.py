@@ -5,11 +5,11 @@ per-tool table and the disagreements share to work once per distinct row instead
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from avv_core.frame_rows import Cell
 from avv_core.json_types import JSONObject
 
 
@@ -30,7 +30,7 @@ def first_rows(codes: np.ndarray) -> np.ndarray:
     return firsts
 
 
-def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[tuple[tuple[Any, ...], int]]:
+def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[tuple[tuple[Cell, ...], int]]:
     """The distinct rows of annotation objects across ``columns``, each with how many rows hold it.
 
     :func:`annotate_calls` hands every row with the same (tool set, cell) the same list objects, so rows are

@@ -23,17 +23,17 @@ cache is the package's only module-level state.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from avv_core.bounded_schema import build_validator, is_valid
+from avv_core.bounded_schema import SchemaValidator, build_validator, is_valid
 from avv_core.canonical import UNPARSED, canonical_key, parse_json_text
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
+from avv_scoring.metrics.correctness import Call
 
 VALID = "valid"
 INVALID = "invalid"
 UNCHECKABLE = "uncheckable"
 
-_VALIDATORS: JSONObject = {}
+_VALIDATORS: dict[str, SchemaValidator | _BadSchema] = {}
 
 
 class _BadSchema:
@@ -43,7 +43,7 @@ class _BadSchema:
         self.reason = reason
 
 
-def compiled_validator(schema: Any) -> Any:
+def compiled_validator(schema: object) -> SchemaValidator | _BadSchema:
     """The cached validator for ``schema``, or a ``_BadSchema`` marker when the schema is invalid. Keyed by the
     schema's canonical JSON (:func:`avv_core.canonical.canonical_key`: key order ignored, ``1`` and ``1.0`` one
     number), so equal schemas share one validator."""
@@ -62,7 +62,7 @@ def clear_cache() -> None:
     _VALIDATORS.clear()
 
 
-def tool_schemas(tools: Sequence[Any] | None) -> JSONObject:
+def tool_schemas(tools: Sequence[JSONValue] | None) -> JSONObject:
     """``name → parameters`` for a request's ``tools`` list (first definition of a name wins).
 
     Accepts the OpenAI shape ``{"type": "function", "function": {"name", "parameters"}}`` and a flat
@@ -80,7 +80,7 @@ def tool_schemas(tools: Sequence[Any] | None) -> JSONObject:
     return out
 
 
-def parse_tool_calls(value: Any) -> list[JSONObject] | None:
+def parse_tool_calls(value: object) -> list[JSONObject] | None:
     """The ``tool_calls`` record column as a list of dicts; ``[]`` when empty, None when unparseable."""
     if value is None or (isinstance(value, float) and value != value):
         return []
@@ -110,7 +110,7 @@ def check_call(call: JSONMapping, schemas: JSONMapping | None) -> str:
         return INVALID
     raw = call.get("arguments")
     if isinstance(raw, Mapping):
-        args: Any = raw
+        args: JSONValue = raw
     elif isinstance(raw, str):
         args = parse_json_text(raw)
         if args is UNPARSED:
@@ -129,12 +129,13 @@ class CallChecker:
     schema always get the same verdict."""
 
     def __init__(self) -> None:
-        self._schemas: dict[int, dict[str, tuple[str, Any]]] = {}
-        self._keep: list[Any] = []  # the tool lists keyed by id() above stay alive while this checker does
+        self._schemas: dict[int, dict[str, tuple[str, JSONValue]]] = {}
+        # the tool lists keyed by id() above stay alive while this checker does
+        self._keep: list[Sequence[JSONValue]] = []
         self._verdicts: dict[tuple[str, str, str], str] = {}
-        self._validators: JSONObject = {}
+        self._validators: dict[str, SchemaValidator | _BadSchema] = {}
 
-    def schemas(self, tools: Sequence[Any]) -> dict[str, tuple[str, Any]]:
+    def schemas(self, tools: Sequence[JSONValue]) -> dict[str, tuple[str, JSONValue]]:
         """``name → (schema key, parameters)`` of a request's tools (:func:`tool_schemas`), cached per list.
 
         The key is ``repr``: equal for equal schemas read from equal text (the same tools in many samples),
@@ -146,7 +147,7 @@ class CallChecker:
             self._keep.append(tools)
         return found
 
-    def verdict(self, call: Any, schemas: Mapping[str, tuple[str, Any]] | None) -> str:
+    def verdict(self, call: Call, schemas: Mapping[str, tuple[str, JSONValue]] | None) -> str:
         """The verdict of one :class:`~avv_scoring.metrics.correctness.Call` (see :func:`check_call`)."""
         if schemas is None:
             return UNCHECKABLE
@@ -163,7 +164,7 @@ class CallChecker:
         return verdict
 
 
-def _check_parsed(args: Any, parameters: Any, validator: Any = None) -> str:
+def _check_parsed(args: object, parameters: object, validator: SchemaValidator | _BadSchema | None = None) -> str:
     if not isinstance(args, dict):  # unparseable (UNPARSED) or not an object
         return INVALID
     if parameters is None or (isinstance(parameters, Mapping) and not parameters):

@@ -48,14 +48,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Hashable, Sequence
 
 import pandas as pd
 
 from avv_core.agent_task import SOURCE_INJECTED
 from avv_core.canonical import parse_json_text
-from avv_core.frame_rows import frame_records
+from avv_core.frame_rows import Cell, frame_records
 from avv_core.json_types import JSONObject
 from avv_core.measures import is_missing
 from avv_scoring.load import ITEM_KEY, dedupe_with_steps, is_success, step_numbers
@@ -99,7 +98,7 @@ def first_steps(frame: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------- summarise
 
 
-def _tool_results(cell: Any) -> list[JSONObject]:
+def _tool_results(cell: object) -> list[JSONObject]:
     if not isinstance(cell, str) or not cell:
         return []
     value = parse_json_text(cell)
@@ -126,7 +125,7 @@ def _show(call: Call) -> str:
     return call.show() if len(call.raw) <= 80 else f"{call.name}({call.raw[:77]}…)"
 
 
-def _total(values: list[Any]) -> float:
+def _total(values: list[Cell]) -> float:
     """The sum of the steps' values (in step order); missing when a step has none."""
     if any(is_missing(v) for v in values):
         return NAN
@@ -188,7 +187,7 @@ def summarise(records: pd.DataFrame) -> pd.DataFrame:
         return records.assign(**{k: pd.Series([v] * len(records), index=records.index, dtype="object")
                                  for k, v in blank.items()})
     work = records.assign(_step=step, _ok=is_success(records))
-    summaries: dict[Any, JSONObject] = {}
+    summaries: dict[Hashable, JSONObject] = {}
     trajectories = work[step.notna()]
     for _, group in trajectories.groupby(list(ITEM_KEY), sort=False, dropna=False):
         ordered = group.sort_values("_step", kind="stable")

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,6 +36,8 @@ import pandas as pd
 from avv_core.decision_options import DEFAULT_CONFIDENCE
 from avv_core.decision_options import OLD_VERDICT_MODES as _OLD_VERDICT_MODES
 from avv_core.decision_options import VERDICT_MODES as _VERDICT_MODES
+from avv_core.frame_rows import Cell
+from avv_core.json_types import JSONObject
 from avv_scoring.metrics.additive import Additive, Amount, Sums
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.irf import IRF_K, IRF_TIES
@@ -106,7 +107,7 @@ class StatsSettings:
         if self.irf_ties not in IRF_TIES:
             raise ValueError(f"irf_ties must be one of {', '.join(IRF_TIES)}, got {self.irf_ties!r}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return asdict(self)
 
 
@@ -117,7 +118,7 @@ class ModelTable:
     model: str
     baseline: str  # the baseline vendor's name
     records: pd.DataFrame  # every vendor's rows of the model, de-duplicated and annotated (call helper columns)
-    scores: Mapping[str, Mapping[str, Any]]  # vendor → its per-vendor metrics (point values), in output order
+    scores: Mapping[str, Mapping[str, Cell]]  # vendor → its per-vendor metrics (point values), in output order
     settings: StatsSettings = field(default_factory=StatsSettings)
     irf_metrics: Mapping[str, bool] = field(default_factory=dict)  # IRF inputs: column → higher is better
     #: Vendor → its sums per sample id, computed with its point values (:func:`vendor_sums`); a vendor missing
@@ -184,7 +185,7 @@ def _power_estimate(m: Metric) -> PowerEstimate:
 MCNEMAR_OF = "f1"
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     # read lazily from the registry (every metric module loaded)
     if name == "CI_METRICS":  # the registry's interval=True metrics
         return tuple(m.column for m in interval_metrics())
@@ -259,7 +260,7 @@ class Totals:
     vendor_sums: np.ndarray  # (Σ resampled sums,)
     self_sums: dict[str, float]
 
-    def sums_of(self, column: str) -> dict[str, Any]:
+    def sums_of(self, column: str) -> dict[str, Amount]:
         block = self.unit_sums.block_of(column)
         return _with_zeros(block, {name: self.vendor_sums[block.start + i] for i, name in enumerate(block.resampled)})
 
@@ -273,7 +274,7 @@ class Resample:
     summed: np.ndarray  # (k, vendors, Σ resampled sums)
     self_sums: dict[str, np.ndarray]  # name → (k, 1)
 
-    def sums_of(self, column: str) -> dict[str, Any]:
+    def sums_of(self, column: str) -> dict[str, Amount]:
         """The sums the form of ``column`` reads: its resampled ones as (k, vendors) arrays, the others 0."""
         block = self.unit_sums.block_of(column)
         return _with_zeros(block, {name: self.summed[:, :, block.start + i] for i, name in enumerate(block.resampled)})
@@ -291,7 +292,7 @@ class Resample:
         return np.broadcast_to(form.combine(self.sums_of(column))[column], (k, n_vendors)).astype(float)
 
 
-def _with_zeros(block: Block, resampled: dict[str, Any]) -> dict[str, Any]:
+def _with_zeros(block: Block, resampled: Mapping[str, Amount]) -> dict[str, Amount]:
     return {**dict.fromkeys(block.sums, 0), **resampled}
 
 

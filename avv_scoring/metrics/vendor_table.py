@@ -6,13 +6,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from avv_core.json_types import JSONObject
 from avv_core.samples import Gold
+from avv_scoring.load import ToolsBySample
 from avv_scoring.metrics import registry
 from avv_scoring.metrics.additive import NAN, Additive, Columns, Quantiles, numbers
 from avv_scoring.metrics.calls import TC_N
@@ -23,7 +23,7 @@ from avv_scoring.metrics.registry import MetricFunction
 def vendor_metrics(
     rows: pd.DataFrame,
     baseline_rows: pd.DataFrame,
-    tools_by_sample: Mapping[str, Sequence[Any]] | None = None,
+    tools_by_sample: ToolsBySample | None = None,
     functions: Sequence[MetricFunction] | None = None,
     gold_by_sample: Mapping[str, Gold] | None = None,
 ) -> JSONObject:
@@ -123,7 +123,7 @@ def _repeat_functions() -> tuple[MetricFunction, ...]:
     return tuple(f for f in registry.FUNCTIONS if set(f.columns) & wanted)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     # REPEAT_METRICS is read lazily: metric modules registered after this one (registry.METRIC_MODULES) add to it.
     if name == "REPEAT_METRICS":
         return _repeat_metrics()
@@ -137,7 +137,7 @@ REPEAT_METRICS: tuple[str, ...]  # lazy: see __getattr__
 def per_repeat(
     rows: pd.DataFrame,
     baseline_rows: pd.DataFrame,
-    tools_by_sample: Mapping[str, Sequence[Any]] | None = None,
+    tools_by_sample: ToolsBySample | None = None,
 ) -> pd.DataFrame:
     """One row per repeat number with :data:`REPEAT_METRICS` computed on that repeat's items only
     (F1 joins the vendor's repeat r with the baseline's repeat r): :func:`vendor_tables`' second table.

@@ -29,7 +29,6 @@ import html
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -50,21 +49,21 @@ _SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 # ---------------------------------------------------------------------------------------------------- CSV
 
 
-def neutralise_cell(value: Any) -> Any:
+def neutralise_cell(value: object) -> object:
     """A CSV cell made safe to open in a spreadsheet (see the module docstring); non-text values unchanged."""
     if isinstance(value, str) and _NEEDS_MARK.match(value) and not _PLAIN_NUMBER.match(value):
         return CSV_TEXT_MARK + value
     return value
 
 
-def restore_cell(value: Any) -> Any:
+def restore_cell(value: object) -> object:
     """The cell :func:`neutralise_cell` was given: one leading ``'`` dropped before a marked character."""
     if isinstance(value, str) and len(value) > 1 and value[0] == CSV_TEXT_MARK and _NEEDS_MARK.match(value[1:]):
         return value[1:]
     return value
 
 
-def _map_text_cells(frame: pd.DataFrame, first: frozenset[str], change: Callable[[Any], Any]) -> pd.DataFrame:
+def _map_text_cells(frame: pd.DataFrame, first: frozenset[str], change: Callable[[object], object]) -> pd.DataFrame:
     """A copy of ``frame`` with ``change`` applied to each text cell whose first character is in ``first``
     (found vectorised; only those few cells go through Python)."""
     out = frame.copy()
@@ -99,19 +98,19 @@ def restore_frame(frame: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------- Markdown
 
 
-def markdown_text(value: Any) -> str:
+def markdown_text(value: object) -> str:
     """Text for a Markdown heading or bullet: HTML escaped (``&``, ``<``, ``>``), line breaks and tabs as
     spaces, any other control character shown escaped (``cat report.md`` runs no terminal escape)."""
     text = " ".join(html.escape(str(value), quote=False).replace("\t", " ").splitlines())
     return terminal_text(text)
 
 
-def markdown_cell(value: Any) -> str:
+def markdown_cell(value: object) -> str:
     """Text for a Markdown table cell: :func:`markdown_text` plus ``|`` escaped as ``\\|``."""
     return markdown_text(value).replace("|", "\\|")
 
 
-def markdown_table(headers: Sequence[Any], body: Iterable[Sequence[Any]]) -> str:
+def markdown_table(headers: Sequence[object], body: Iterable[Sequence[object]]) -> str:
     """A GitHub-flavoured Markdown table; every header and cell goes through :func:`markdown_cell`."""
     lines = ["| " + " | ".join(markdown_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(markdown_cell(c) for c in cells) + " |" for cells in body]
@@ -121,7 +120,7 @@ def markdown_table(headers: Sequence[Any], body: Iterable[Sequence[Any]]) -> str
 # -------------------------------------------------------------------------------------------------- HTML
 
 
-def html_text(value: Any) -> str:
+def html_text(value: object) -> str:
     """``value`` as HTML text or attribute value: ``&``, ``<``, ``>``, ``"`` and ``'`` escaped."""
     return html.escape(str(value), quote=True)
 
@@ -148,7 +147,7 @@ def _escape_char(char: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def terminal_text(value: Any, keep_newlines: bool = False) -> str:
+def terminal_text(value: object, keep_newlines: bool = False) -> str:
     """``value`` as text for a terminal: every control character shown as an escape (``\\x1b``, ``\\r``,
     ``\\u202e``); with ``keep_newlines`` a ``\\n`` stays a line break (multi-line messages)."""
     text = str(value)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import base64
 import io
 from collections.abc import Collection, Sequence
-from typing import Any, Literal, NamedTuple
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -27,11 +28,15 @@ from avv_scoring.metrics.declaration import fmt as format_value
 from avv_scoring.metrics.registry import metric
 from avv_scoring.report.escape import html_text, terminal_text
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
 #: How a cell prints: a registry format (:data:`~avv_scoring.metrics.registry.Fmt`) or ``yes_no`` (a flag).
 CellFormat = Fmt | Literal["yes_no"]
 
 
-def fmt(value: Any, kind: CellFormat) -> str:
+def fmt(value: object, kind: CellFormat) -> str:
     """A cell as every output prints it (:func:`avv_scoring.metrics.declaration.fmt`, where the formats are
     declared): rates with 4 decimals (0 and 1 as ``0`` / ``1``), IRF with 4 decimals, integers in full, other numbers
     with 4 significant digits (≥ 1000 in full), flags as yes / no; text as is; missing as ``n/a``."""
@@ -74,7 +79,7 @@ def vendor_label(row: JSONMapping) -> str:
     return f"{row['vendor']} (baseline)" if row.get("is_baseline") else str(row["vendor"])
 
 
-def one_line(text: Any, chars: int) -> str:
+def one_line(text: object, chars: int) -> str:
     """``text`` on one line (runs of white space as one space), cut to ``chars`` with ``…``; missing as empty."""
     if text is None or is_missing(text):
         return ""
@@ -120,10 +125,10 @@ def terminal_table(headers: Sequence[str], body: Sequence[Sequence[str]], left: 
 # ------------------------------------------------------------------------------------------------ figures
 
 #: vendor → its colour, the same in every figure of a page.
-Palette = dict[str, Any]
+Palette = dict[str, tuple[float, float, float, float]]
 
 
-def figure(rows: int = 1, cols: int = 1, height: float = 3.2, width: float = 10.0) -> tuple[Any, Any]:
+def figure(rows: int = 1, cols: int = 1, height: float = 3.2, width: float = 10.0) -> tuple[Figure, np.ndarray]:
     """A matplotlib figure of ``rows`` × ``cols`` axes (``height`` inches per row) and the axes as a 2-D array."""
     from matplotlib.figure import Figure
 
@@ -132,7 +137,7 @@ def figure(rows: int = 1, cols: int = 1, height: float = 3.2, width: float = 10.
     return fig, axes
 
 
-def png(fig: Any, alt: str, caption: str = "") -> str:
+def png(fig: Figure, alt: str, caption: str = "") -> str:
     """The figure as a PNG embedded in a ``<figure>`` (a ``data:`` URI: the page fetches nothing)."""
     fig.tight_layout()
     buf = io.BytesIO()
@@ -142,14 +147,14 @@ def png(fig: Any, alt: str, caption: str = "") -> str:
     return f'<figure><img alt="{html_text(alt)}" src="data:image/png;base64,{data}">{cap}</figure>'
 
 
-def note(ax: Any, text: str) -> None:
+def note(ax: Axes, text: str) -> None:
     """Axes without data: ``text`` in their middle, no ticks."""
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#5f6368")
     ax.set_xticks([])
     ax.set_yticks([])
 
 
-def plain_figure_text() -> Any:
+def plain_figure_text() -> AbstractContextManager[None]:
     """A context in which matplotlib draws figure text as written: by default it reads ``$…$`` as TeX math, so a
     tool or vendor name such as ``get$\\undefinedcmd$`` in a label raised inside its parser and lost the report."""
     import matplotlib

@@ -27,9 +27,9 @@ import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from avv_core.json_types import JSONMapping, JSONObject
+from avv_core.frame_rows import Cell
+from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_core.language import check_language
 from avv_core.measures import is_missing
 from avv_core.records import STATUS_FAILED, STATUS_SUCCESS
@@ -46,14 +46,14 @@ def k2vv_hash(request: JSONMapping) -> str:
     return hashlib.md5(json.dumps(request, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def _value(v: Any) -> Any:
+def _value(v: object) -> JSONValue:
     """A frame cell as plain JSON (missing → None, numpy scalars → Python)."""
     if is_missing(v):
         return None
     return v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v
 
 
-def _int(v: Any) -> int | None:
+def _int(v: Cell) -> int | None:
     v = _value(v)
     return None if v is None else int(v)
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any
 
 import pandas as pd
+from matplotlib.figure import Figure
 
 from avv_core.errors import InputError
 from avv_core.frame_rows import frame_records
-from avv_core.json_types import JSONObject
+from avv_core.json_types import JSONObject, JSONValue
 from avv_core.measures import is_missing
 from avv_scoring.conformance.suite import CONFORMANCE_COLUMNS
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS
@@ -33,7 +33,7 @@ REPORT_MD, REPORT_HTML = "report.md", "report.html"
 CONFORMANCE_CSV = "conformance.csv"
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> JSONValue:
     """A JSON value: missing or not finite → null (JSON has no NaN or Infinity), numpy scalars → Python."""
     if is_missing(value):
         return None
@@ -166,7 +166,6 @@ def write_stress_outputs(run_dir: str | os.PathLike[str]) -> str:
 
 def plot(levels: pd.DataFrame, column: str, ylabel: str, path: str, slo: float | None = None) -> None:
     """One line per vendor of ``column`` over the levels (log2 x axis), saved as PNG at ``path``."""
-    from matplotlib.figure import Figure  # no pyplot: no global figure state, no backend switch
     from matplotlib.ticker import ScalarFormatter
 
     with plain_figure_text():

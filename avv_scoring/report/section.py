@@ -23,7 +23,7 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import pandas as pd
 
@@ -113,7 +113,7 @@ def terminal_sections() -> tuple[AnySection, ...]:
     return tuple(sorted(sections(), key=place))
 
 
-def of_model(frame: Any, model: str) -> pd.DataFrame:
+def of_model(frame: object, model: str) -> pd.DataFrame:
     """The rows of ``model`` in a table the result carries (``per_tool``, ``disagreements``, ``records``…): all its
     rows when it has no ``model`` column, none when it is not a table."""
     if not isinstance(frame, pd.DataFrame):

@@ -3,8 +3,6 @@ of every vendor are the report's agent section: :mod:`avv_scoring.report.section
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from avv_core.canonical import parse_json_text
@@ -21,7 +19,7 @@ CONTENT_SHOWN = 160  # characters of a tool answer or a final answer in the step
 # ------------------------------------------------------------------------------------------ one trajectory
 
 
-def _cut(text: Any, chars: int = CONTENT_SHOWN) -> str:
+def _cut(text: object, chars: int = CONTENT_SHOWN) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= chars else text[: chars - 1] + "…"
 
@@ -68,7 +66,7 @@ def render_trajectory(steps: pd.DataFrame, end: str | None = None) -> str:
     return "\n".join(terminal_text(line) for line in lines) + "\n"
 
 
-def _objects(cell: Any) -> list[JSONObject]:
+def _objects(cell: object) -> list[JSONObject]:
     """The objects of a JSON-list cell (``tool_calls``, ``tool_results``); none when it is empty or not one."""
     value = parse_json_text(cell) if isinstance(cell, str) and cell else []
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []

@@ -40,7 +40,6 @@ import functools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -153,7 +152,7 @@ def encode_text(texts: Sequence[str], chars: int = TEXT_CHARS) -> np.ndarray:
     return out
 
 
-def answer_lengths(content_chars: Any, argument_chars: Any) -> np.ndarray:
+def answer_lengths(content_chars: object, argument_chars: object) -> np.ndarray:
     """The length part of each answer: ln(1 + characters of the content + characters of the calls' arguments)."""
     return np.log1p(np.asarray(content_chars, dtype=np.float64) + np.asarray(argument_chars, dtype=np.float64))
 

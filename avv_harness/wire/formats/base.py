@@ -11,18 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from avv_core.json_types import JSONMapping, JSONObject
 from avv_harness.wire.attempt import Attempt, EventReader, StreamFailure, WholeBody, json_kind
 from avv_harness.wire.sse import MalformedStream
+
+if TYPE_CHECKING:
+    from avv_harness.dialects.chat_template import ChatTemplate
 
 
 class DialectView(Protocol):
     """What a format may read of the vendor's dialect (:class:`avv_harness.dialects.dialect.Dialect`)."""
 
     @property
-    def template(self) -> Any: ...  # the loaded chat template (raw completions)
+    def template(self) -> ChatTemplate: ...  # the loaded chat template (raw completions)
 
     @property
     def tool_parser(self) -> str | None: ...  # the text tool-call format (raw completions)
@@ -39,12 +42,12 @@ class StreamEnd:
     kind: str | None  # the error kind; None: the answer is whole
     detail: str  # error_detail, with {fields} the reader fills in; for a whole answer, what the record holds
 
-    def failure(self, **fields: Any) -> StreamFailure:
+    def failure(self, **fields: object) -> StreamFailure:
         """This end as the failure of an attempt (raised by a reader's event handler)."""
         assert self.kind is not None, f"{self.key}: a whole answer is not a failure"
         return StreamFailure(self.kind, self.detail.format(**fields))
 
-    def fail(self, att: Attempt, **fields: Any) -> None:
+    def fail(self, att: Attempt, **fields: object) -> None:
         """This end as the attempt's failure, after the last event (a reader's ``end``)."""
         failure = self.failure(**fields)
         att.fail(failure.kind, failure.detail)
@@ -141,7 +144,7 @@ def int_field(obj: JSONMapping, key: str, where: str) -> int | None:
 OVERLOAD_WORDS = frozenset({"overloaded", "overloaded_error", "server_is_overloaded", "server_overloaded"})
 
 
-def overload_or_stream_error(error: Any) -> str:
+def overload_or_stream_error(error: object) -> str:
     """``overloaded`` when an error event's JSON says so (its ``type`` or ``code``, or its ``error`` object's),
     else ``stream_error``."""
     if isinstance(error, dict):

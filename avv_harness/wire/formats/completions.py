@@ -12,7 +12,7 @@ format (:mod:`avv_core.tool_formats`), and a ``stop`` with parsed calls becomes 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from avv_core.api_formats import COMPLETIONS
 from avv_core.json_types import JSONObject
@@ -22,10 +22,13 @@ from avv_harness.wire.attempt import Attempt, EventReader, ToolCallAcc
 from avv_harness.wire.formats.base import DialectView, WireFormat
 from avv_harness.wire.formats.chat import ChunkReader
 
+if TYPE_CHECKING:
+    from avv_harness.dialects.chat_template import ChatTemplate
+
 PROMPT_REPLACES = ("messages", "tools")
 
 
-def completion_body(chat_body: JSONObject, template: Any) -> JSONObject:
+def completion_body(chat_body: JSONObject, template: ChatTemplate) -> JSONObject:
     """``chat_body`` for ``/v1/completions``: ``prompt`` rendered from its messages and tools."""
     prompt = template.render(list(chat_body.get("messages") or []), chat_body.get("tools") or None)
     body = {k: v for k, v in chat_body.items() if k not in PROMPT_REPLACES}

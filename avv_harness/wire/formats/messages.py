@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 from avv_core.api_formats import ANTHROPIC_VERSION, MESSAGES, to_messages
 from avv_core.api_outcomes import finish_from_messages, usage_from_messages
@@ -92,7 +91,7 @@ class MessagesReader(EventReader):
         else:
             ENDS["cut"].fail(att)
 
-    def error_kind(self, error: Any) -> str:
+    def error_kind(self, error: object) -> str:
         return overload_or_stream_error(error)
 
     # ------------------------------------------------------------------------------------- the events

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from avv_core.api_formats import RESPONSES, to_responses
 from avv_core.api_outcomes import finish_from_responses, usage_from_responses
@@ -78,7 +78,7 @@ class ResponsesReader(EventReader):
         else:
             ENDS["cut"].fail(att)
 
-    def error_kind(self, error: Any) -> str:
+    def error_kind(self, error: object) -> str:
         return overload_or_stream_error(error)
 
     # ------------------------------------------------------------------------------------- the events

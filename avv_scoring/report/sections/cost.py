@@ -7,7 +7,6 @@ config; run.json lists each vendor's price). report.md, report.html and the term
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from avv_core.frame_rows import frame_records
 from avv_core.json_types import JSONMapping
@@ -61,7 +60,7 @@ def markdown(part: ModelCost) -> list[str]:
     return [f"{TITLE} ({part.unit}; {NOTE}):", markdown_table(*_table(part))]
 
 
-def html(parts: Parts[ModelCost], _palette: Any) -> str:
+def html(parts: Parts[ModelCost], _palette: object) -> str:
     return "".join(f"<h3>{html_text(model)}</h3><p class=meta>{html_text(part.unit.capitalize())}; {NOTE}.</p>"
                    + html_table(*_table(part)) for model, part in parts)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -18,6 +18,9 @@ from avv_scoring.report.escape import html_text
 from avv_scoring.report.format import Palette, figure, html_table, metric_cell, note, png
 from avv_scoring.report.section import ModelSection, Parts, of_model
 from avv_scoring.score import ScoreResult
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ def model_errors(result: ScoreResult, model: str) -> ModelErrors | None:
     return ModelErrors(vendors, tuple(scores), tuple(e for e, _ in counts), tuple(a for _, a in counts))
 
 
-def _stacked(ax: Any, vendors: list[str], counts: Sequence[dict[str, int]], order: Sequence[str], title: str) -> None:
+def _stacked(ax: Axes, vendors: list[str], counts: Sequence[dict[str, int]], order: Sequence[str], title: str) -> None:
     kinds = [k for k in order if any(c.get(k) for c in counts)]
     kinds += sorted({k for c in counts for k in c} - set(kinds))
     if not kinds:

@@ -13,9 +13,8 @@ could be tested for want of repeats (a run without ``--avv-repeats``: the defaul
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from avv_core.frame_rows import frame_records
+from avv_core.frame_rows import Cell, frame_records
 from avv_core.json_types import JSONMapping
 from avv_core.measures import is_missing
 from avv_scoring.metrics.identity import DIFFERS, MIN_PROMPTS, SAME, UNTESTED
@@ -49,14 +48,14 @@ def method_line(alpha: float) -> str:
             "informative, not a verdict bound. Method: docs/scoring.md (\"Is it the same model?\").")
 
 
-def _pvalue(value: Any) -> str:
+def _pvalue(value: Cell) -> str:
     """``p = 0.31``, or ``p ≤ 0.002`` at the smallest p-value the permutations can give."""
     smallest = 1 / (PERMUTATIONS + 1)
     return f"p ≤ {smallest:.1g}" if float(value) <= smallest * (1 + 1e-9) else f"p = {float(value):.3g}"
 
 
 def _noise_floor(base: JSONMapping, alpha: float) -> list[str]:
-    self_p: Any = base.get("identity_self_p")
+    self_p: Cell = base.get("identity_self_p")
     lines = []
     if is_missing(self_p):
         lines.append(f"The baseline against itself (the earlier against the later half of each prompt's answers): not "
@@ -68,7 +67,7 @@ def _noise_floor(base: JSONMapping, alpha: float) -> list[str]:
     else:
         lines.append(f"The baseline against itself (the earlier against the later half of each prompt's answers): "
                      f"{_pvalue(self_p)} — no drift seen.")
-    alike: Any = base.get("identity_alike")
+    alike: Cell = base.get("identity_alike")
     if not is_missing(alike) and float(alike) >= ALIKE_WARNING:
         lines.append(f"The baseline's repeats are all alike on {float(alike):.0%} of its prompts: above temperature 0 "
                      "that means cached or greedy answers, and a vendor that samples differs from them.")
@@ -112,7 +111,7 @@ def markdown(part: ModelIdentity) -> list[str]:
     return [f"{TITLE}:", markdown_table(*_table(part)), "\n".join(markdown_text(line) + "  " for line in part.lines)]
 
 
-def html(parts: Parts[ModelIdentity], _palette: Any) -> str:
+def html(parts: Parts[ModelIdentity], _palette: object) -> str:
     blocks = []
     for model, part in parts:
         body = "" if part.rows is None else html_table(*_table(part))

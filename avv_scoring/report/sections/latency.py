@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from avv_scoring.report.format import (
 )
 from avv_scoring.report.section import ModelSection, Parts, of_model
 from avv_scoring.score import ScoreResult
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 #: The table under the figure: the registered TTFT percentiles and TPS, in their registry formats.
 COLUMNS: tuple[Column, ...] = (Column("Vendor", "vendor", "text"),
@@ -57,7 +60,7 @@ def model_latency(result: ScoreResult, model: str) -> ModelLatency | None:
     return ModelLatency(samples, tuple(frame_records(result.model_scores(model))))
 
 
-def _ecdf(ax: Any, values: np.ndarray, label: str, colour: Any) -> None:
+def _ecdf(ax: Axes, values: np.ndarray, label: str, colour: tuple[float, float, float, float]) -> None:
     if values.size:
         xs = np.sort(values)
         ys = np.arange(1, xs.size + 1) / xs.size

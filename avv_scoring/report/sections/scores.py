@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import pandas as pd
 
@@ -97,7 +97,7 @@ def not_judged_line(part: ModelScores) -> str | None:
     return ("Not judged (reported without a verdict): " + "; ".join(part.not_judged)) if part.not_judged else None
 
 
-def repeat_line(row: Row, name: Callable[[Any], str] = str) -> str | None:
+def repeat_line(row: Row, name: Callable[[str], str] = str) -> str | None:
     """``vendor over N repeats (mean ± std): …`` for a vendor scored over two repeats or more."""
     if not row.get("n_repeats") or row["n_repeats"] < 2:
         return None

@@ -9,7 +9,6 @@ the lines; the terminal shows the lines.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from avv_core.json_types import JSONMapping
 from avv_scoring.report.escape import html_text, markdown_table, markdown_text
@@ -87,7 +86,7 @@ def markdown(content: Settle) -> list[str]:
     return blocks
 
 
-def html(content: Settle, palette: Any) -> str:
+def html(content: Settle, palette: object) -> str:
     return (html_table(HEADERS, content.rows) + "".join(f"<p>{html_text(line)}</p>" for line in content.lines)
             + "".join(f"<p class=meta>{html_text(n)}</p>" for n in content.notes)
             + "".join(f"<p><strong>{html_text(w)}</strong></p>" for w in content.warnings))

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from avv_core.frame_rows import frame_records
+from avv_core.frame_rows import Cell, frame_records
 from avv_core.measures import is_missing
 from avv_scoring.metrics.registry import metric, noise_floor_metrics, noise_test_metrics, power_metrics
 from avv_scoring.metrics.uncertainty import CI_METRICS, GAP
@@ -23,7 +22,7 @@ from avv_scoring.report.format import MISSING, Palette, figure, fmt, html_table,
 from avv_scoring.report.section import ModelSection, Parts, of_model
 from avv_scoring.score import ScoreResult
 
-Row = Mapping[str, Any]
+Row = Mapping[str, Cell]
 Rows = tuple[Row, ...]
 QUESTION = "Is the difference real?"
 
@@ -51,7 +50,7 @@ def agreement_pairs() -> tuple[tuple[str, str], ...]:
                  if m.noise_floor is not None and m.noise_floor.beside)
 
 
-def pvalue(p: Any) -> str:
+def pvalue(p: Cell) -> str:
     return MISSING if is_missing(p) else f"{float(p):.3g}"
 
 
@@ -96,8 +95,8 @@ def agreement_line(row: Row) -> str:
             if not is_missing(row.get(floor.test)):
                 tests.append(f"{label} = {pvalue(row.get(floor.test))}")
             continue
-        value: Any = row.get(m.column)
-        own: Any = row.get(floor.column)
+        value: Cell = row.get(m.column)
+        own: Cell = row.get(floor.column)
         if not is_missing(value):
             base = "" if is_missing(own) else f" vs the baseline's own {fmt(1.0 - float(own), 'rate')}"
             tests.append(f"{label} = {pvalue(row.get(floor.test))} ({floor.what} {fmt(1.0 - float(value), 'rate')}"
@@ -200,9 +199,9 @@ def _forest(model: str, rows: Rows, palette: Palette) -> str:
     for i, column in enumerate(shown):
         ax = axes[0][i]
         for y, r in enumerate(rows[::-1]):
-            value: Any = r.get(column)
-            low: Any = r.get(f"{column}_ci_low")
-            high: Any = r.get(f"{column}_ci_high")
+            value: Cell = r.get(column)
+            low: Cell = r.get(f"{column}_ci_low")
+            high: Cell = r.get(f"{column}_ci_high")
             if is_missing(value):
                 continue
             colour = palette.get(str(r["vendor"]), "#444")

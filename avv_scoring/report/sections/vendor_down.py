@@ -8,7 +8,6 @@ verdict). docs/how-to/broken-vendors.md explains the breaker.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from avv_core.json_types import JSONMapping
 from avv_scoring.report.escape import markdown_table, markdown_text
@@ -48,7 +47,7 @@ def markdown(content: VendorDown) -> list[str]:
                           "setup, not a verdict).")]
 
 
-def html(content: VendorDown, palette: Any) -> str:
+def html(content: VendorDown, palette: object) -> str:
     return (html_table(HEADERS, content.rows)
             + "<p class=meta>Their scores cover only the items they were sent; the run's exit status is 6 (a broken "
               "setup, not a verdict).</p>")
