@@ -84,11 +84,11 @@ def fake_vendors(vendors: list[str] | dict[str, dict], model: str = "m", url: st
 # ----------------------------------------------------------------------------------------- samples
 
 def numbered_samples(n: int, tools: list[dict] | None = None, content: str = "q{i}",
-                     index: str = "s{i}") -> list[dict[str, Any]]:
-    """``n`` sample lines ``s1``…``sn`` (``index`` formatted with ``i``), one user message each (``content``
-    formatted with ``i``)."""
+                     index: str = "s{i}", first: int = 1) -> list[dict[str, Any]]:
+    """``n`` sample lines ``s1``…``sn`` (``index`` formatted with ``i``, from ``first``), one user message each
+    (``content`` formatted with ``i``)."""
     lines = []
-    for i in range(1, n + 1):
+    for i in range(first, first + n):
         line: dict[str, Any] = {"data_index": index.format(i=i),
                                 "messages": [{"role": "user", "content": content.format(i=i)}]}
         if tools is not None:
