@@ -27,7 +27,15 @@ from avv_harness.locust.plugin import EXPORT_PREFIX, class_names
 from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK
 from avv_scoring import render_tables
 from avv_scoring.baseline_results import read_results
-from tests.builders import sim_vendors, vendors_config, write_inputs, write_jsonl, write_yaml
+from tests.builders import (
+    baseline_first,
+    sim_vendors,
+    vendor_entry,
+    vendors_config,
+    write_inputs,
+    write_jsonl,
+    write_yaml,
+)
 from tests.e2e_ports import free_port
 from tests.fake_vendor import ScriptedAdapter, stream_reply
 from tests.glue import make_env, options, run_to_end
@@ -349,8 +357,8 @@ def test_the_end_of_a_run_prints_the_client_bound_advice_once(tmp_path, capsys):
 def many_vendors(per_model: dict[str, int]) -> dict:
     config: dict = {}
     for model, n in per_model.items():
-        config |= vendors_config([{"name": f"v{i}", "url": "http://vendor.test/v1", "is_baseline": i == 0,
-                                   "require_key": False, "concurrency": 1} for i in range(n)], model)
+        config |= vendors_config(baseline_first([vendor_entry(f"v{i}", "http://vendor.test/v1", require_key=False,
+                                                              concurrency=1) for i in range(n)]), model)
     return config
 
 
