@@ -4,6 +4,7 @@ states only what differs from the usual.
 
     write_inputs(tmp_path, ["a", "b"])                       # vendors.yaml on the fake host + 4 samples
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", ["ref", "noisy"], "ref"))   # on the simulator
+    write_yaml(tmp_path / "sim.yaml", sim_config({"ref": FAST, "noisy": NOISY}))       # its profiles
     parse_config(vendors_config(baseline_first([vendor_entry("a"), vendor_entry("b", adapter="kimi")])), "c.yaml", {})
     write_run(tmp_path / "run", rows, samples)                # a run folder to score
     chat_body("question 3", TOOLS, stream=True, include_usage=True)
@@ -79,6 +80,12 @@ def fake_vendors(vendors: list[str] | dict[str, dict], model: str = "m", url: st
     rows = [{"name": name, "url": url.format(name=name), "is_baseline": i == 0, "require_key": False,
              "concurrency": 2, "timeout_s": 5, **extra} for i, (name, extra) in enumerate(specs.items())]
     return vendors_config(rows, model)
+
+
+def sim_config(profiles: Mapping[str, Mapping[str, Any]], **keys: Any) -> dict[str, Any]:
+    """The simulator's config (sim.yaml, for ``--avv-sim-config``): its ``profiles`` by name, and other top-level
+    ``keys`` (``defaults``)."""
+    return {"profiles": profiles, **keys}
 
 
 # ----------------------------------------------------------------------------------------- samples

@@ -12,7 +12,7 @@ import pytest
 
 from avv_core.record_file import read_records
 from avv_core.samples import load_samples
-from tests.builders import sim_url, vendor_entry, vendors_config, write_yaml
+from tests.builders import sim_config, sim_url, vendor_entry, vendors_config, write_yaml
 from tests.locust_runs import DEMO_SAMPLES, clean_env, only_run_dir, run_locust, truth_tag
 from tests.sim_records import truth_by_tag
 
@@ -44,7 +44,7 @@ VENDORS = vendors_config([
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     work = tmp_path_factory.mktemp("dialects")
-    write_yaml(work / "sim.yaml", {"profiles": PROFILES})
+    write_yaml(work / "sim.yaml", sim_config(PROFILES))
     write_yaml(work / "vendors.yaml", VENDORS)
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
                        "--avv-samples", str(DEMO_SAMPLES), "--avv-out", "out", "--avv-retries", "0"], cwd=work)
@@ -135,7 +135,7 @@ def test_run_json_keeps_each_vendors_dialect(run):
 
 def test_overrides_and_variables_reach_the_wire(tmp_path):
     """locust.conf, LOCUST_AVV_* and the command line for the overrides; .env and the environment for ${VAR}."""
-    write_yaml(tmp_path / "sim.yaml", {"profiles": {"wire": {**FAST, "log_request": True}, "ref": FAST}})
+    write_yaml(tmp_path / "sim.yaml", sim_config({"wire": {**FAST, "log_request": True}, "ref": FAST}))
     write_yaml(tmp_path / "vendors.yaml", vendors_config([
         {"name": "ref", "url": "{sim}/ref/v1", "is_baseline": True},
         {"name": "wire", "model_id": "kimi-k2-test", "url": "{sim}/${SIM_ROUTE}/v1",

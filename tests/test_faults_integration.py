@@ -9,7 +9,7 @@ import pytest
 
 from avv_core.exit_status import ExitStatus
 from avv_core.record_file import read_records
-from tests.builders import sim_url, vendor_entry, vendors_config, write_yaml
+from tests.builders import sim_config, sim_url, vendor_entry, vendors_config, write_yaml
 from tests.locust_runs import DEMO_SAMPLES, only_run_dir, run_locust, truth_tag
 from tests.sim_records import truth_by_tag
 from tests.wire_server import ScriptServer, chunk, headers, sse
@@ -72,7 +72,7 @@ def fault_run(tmp_path_factory):
     samples = DEMO_SAMPLES.read_text().splitlines()[:N_SAMPLES]
     (work / "samples.jsonl").write_text("\n".join(samples) + "\n")
     profiles = {"ok": QUICK, **{name: {**QUICK, **knobs} for name, (knobs, *_) in SIM_FAULTS.items()}}
-    write_yaml(work / "sim.yaml", {"profiles": profiles})
+    write_yaml(work / "sim.yaml", sim_config(profiles))
     script = ScriptServer()
     role = sse(chunk({"role": "assistant", "content": ""}))
     script.scripts["/nodone/v1"] = [headers(), role, sse(chunk({"content": "hi"})), sse(chunk({}, "stop")),
