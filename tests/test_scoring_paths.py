@@ -24,6 +24,10 @@ TOOL = {
 }
 
 
+#: The four samples the rows below answer (sample ids 1 to 4, each with TOOL).
+SAMPLE_LINES = numbered_samples(4, [TOOL], index="{i}")
+
+
 def _tc(city):
     return {"finish_reason": "tool_calls", "tool_calls": [call("get_weather", {"city": city})]}
 
@@ -86,7 +90,7 @@ def vendor_rows(vendor="cheap"):
 
 @pytest.fixture()
 def samples(tmp_path) -> Path:
-    return write_jsonl(tmp_path / "samples.jsonl", numbered_samples(4, [TOOL], index="{i}"))
+    return write_jsonl(tmp_path / "samples.jsonl", SAMPLE_LINES)
 
 
 @pytest.mark.integration  # scores a run and draws its figures: seconds
