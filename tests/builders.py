@@ -4,7 +4,8 @@ states only what differs from the usual.
 
     write_inputs(tmp_path, ["a", "b"])                       # vendors.yaml on the fake host + 4 samples
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", ["ref", "noisy"], "ref"))   # on the simulator
-    parse_config(vendors_config([{"name": "v", "url": ..., "is_baseline": True}]), "c.yaml", {})
+    write_yaml(tmp_path / "sim.yaml", sim_config({"ref": FAST, "noisy": NOISY}))       # its profiles
+    parse_config(vendors_config(baseline_first([vendor_entry("a"), vendor_entry("b", adapter="kimi")])), "c.yaml", {})
     write_run(tmp_path / "run", rows, samples)                # a run folder to score
     chat_body("question 3", TOOLS, stream=True, include_usage=True)
 """
@@ -20,6 +21,8 @@ import yaml
 
 #: The in-process vendor's host (tests/fake_vendor.py answers every URL; no socket is opened).
 VENDOR_URL = "http://vendor.test/{name}/v1"
+#: A loopback URL nothing answers on (port 9, discard): for configs that are parsed and never sent to.
+UNREACHABLE_URL = "http://127.0.0.1:9/v1"
 
 
 # ------------------------------------------------------------------------------------------- files
@@ -43,12 +46,27 @@ def vendors_config(vendors: Sequence[Mapping[str, Any]], model: str = "m", **mod
     return {model: {**model_keys, "vendors": [dict(v) for v in vendors]}}
 
 
+def vendor_entry(name: str, url: str = UNREACHABLE_URL, **keys: Any) -> dict[str, Any]:
+    """One vendor of vendors.yaml: ``name``, ``url`` and any other ``keys``, in that order."""
+    return {"name": name, "url": url, **keys}
+
+
+def baseline_first(vendors: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``vendors`` with the first one marked ``is_baseline: true`` (the others as they are)."""
+    return [{**vendors[0], "is_baseline": True}, *(dict(v) for v in vendors[1:])]
+
+
+def sim_url(profile: str) -> str:
+    """The URL of simulator profile ``profile``; ``{sim}`` is the base URL of the simulator the run starts."""
+    return "{sim}/" + profile + "/v1"
+
+
 def sim_vendors(model: str, names: list[str], baseline: str, **per_vendor: Any) -> dict[str, Any]:
     """vendors.yaml for the simulator the run starts (``--avv-sim-config``): vendor ``name`` is the profile of the
     same name; ``per_vendor[name]`` adds or replaces keys."""
     vendors = []
     for name in names:
-        vendor = {"name": name, "model_id": model, "url": "{sim}/" + name + "/v1", "concurrency": 1,
+        vendor = {"name": name, "model_id": model, "url": sim_url(name), "concurrency": 1,
                   "timeout_s": 15, "is_baseline": name == baseline}
         vendor.update(per_vendor.get(name, {}))
         vendors.append(vendor)
@@ -64,13 +82,22 @@ def fake_vendors(vendors: list[str] | dict[str, dict], model: str = "m", url: st
     return vendors_config(rows, model)
 
 
+def sim_config(profiles: Mapping[str, Mapping[str, Any]], **keys: Any) -> dict[str, Any]:
+    """The simulator's config (sim.yaml, for ``--avv-sim-config``): its ``profiles`` by name, and other top-level
+    ``keys`` (``defaults``)."""
+    return {"profiles": profiles, **keys}
+
+
 # ----------------------------------------------------------------------------------------- samples
 
-def numbered_samples(n: int, tools: list[dict] | None = None, content: str = "q{i}") -> list[dict[str, Any]]:
-    """``n`` sample lines ``s1``…``sn``, one user message each (``content`` formatted with ``i``)."""
+def numbered_samples(n: int, tools: list[dict] | None = None, content: str = "q{i}",
+                     index: str = "s{i}", first: int = 1) -> list[dict[str, Any]]:
+    """``n`` sample lines ``s1``…``sn`` (``index`` formatted with ``i``, from ``first``), one user message each
+    (``content`` formatted with ``i``)."""
     lines = []
-    for i in range(1, n + 1):
-        line: dict[str, Any] = {"data_index": f"s{i}", "messages": [{"role": "user", "content": content.format(i=i)}]}
+    for i in range(first, first + n):
+        line: dict[str, Any] = {"data_index": index.format(i=i),
+                                "messages": [{"role": "user", "content": content.format(i=i)}]}
         if tools is not None:
             line["tools"] = tools
         lines.append(line)

@@ -13,7 +13,7 @@ import pytest
 
 from avv_core.items import truth_tag
 from avv_core.record_file import read_records
-from tests.builders import sim_vendors, write_yaml
+from tests.builders import sim_config, sim_vendors, write_yaml
 from tests.e2e_ports import free_port
 from tests.locust_runs import ROOT, only_run_dir
 from tests.sim_records import truth_lines
@@ -30,7 +30,7 @@ REPEATS = 3
 
 
 def test_worker_killed_mid_run_every_trajectory_exactly_once(tmp_path: Path):
-    write_yaml(tmp_path / "sim.yaml", {"profiles": PROFILES})
+    write_yaml(tmp_path / "sim.yaml", sim_config(PROFILES))
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", list(PROFILES), "ref",
                                                       **{n: {"concurrency": 2} for n in PROFILES}))
     args = ["--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-out", "out",

@@ -14,7 +14,7 @@ import pytest
 from avv_core.items import truth_tag
 from avv_core.record_file import read_records
 from avv_core.samples import load_samples
-from tests.builders import sim_vendors, write_yaml
+from tests.builders import sim_config, sim_vendors, write_jsonl, write_yaml
 from tests.locust_runs import ROOT, clean_env, only_run_dir, run_locust
 from tests.sim_records import truth_lines
 
@@ -42,8 +42,8 @@ def task_lines() -> list[dict]:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     work = tmp_path_factory.mktemp("agent")
-    (work / "samples.jsonl").write_text("".join(json.dumps(x) + "\n" for x in task_lines()), encoding="utf-8")
-    write_yaml(work / "sim.yaml", {"profiles": PROFILES})
+    write_jsonl(work / "samples.jsonl", task_lines(), ensure_ascii=True)
+    write_yaml(work / "sim.yaml", sim_config(PROFILES))
     write_yaml(work / "vendors.yaml", sim_vendors("m", list(PROFILES), "ref"))
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
                        "--avv-samples", "samples.jsonl", "--avv-out", "out", "--avv-retries", "0"], cwd=work)

@@ -20,7 +20,7 @@ from avv_harness.wire.agent_loop import run_trajectory
 from avv_harness.wire.execute import ExecContext, ItemRun, RetryPolicy, build_body
 from avv_harness.wire.run_item import run_item_safely
 from avv_scoring.metrics import correctness
-from tests.builders import vendors_config, write_inputs, write_jsonl, write_yaml
+from tests.builders import VENDOR_URL, vendor_entry, vendors_config, write_inputs, write_jsonl, write_yaml
 from tests.fake_vendor import ScriptedAdapter, error_reply, fake_session_factory, stream_reply
 from tests.glue import make_env, options, run_to_end
 
@@ -50,10 +50,6 @@ def line(agent: dict | None = None, **extra) -> dict:
     return out
 
 
-def write_samples(tmp_path, *lines: dict):
-    return write_jsonl(tmp_path / "samples.jsonl", lines, ensure_ascii=True)
-
-
 # ------------------------------------------------------------------------------------------- validation
 
 
@@ -70,22 +66,22 @@ def write_samples(tmp_path, *lines: dict):
     ({"final_calls": [{"name": "cancel", "arguments": {}}]}, "final_calls[0].name 'cancel' is not a tool"),
 ])
 def test_a_malformed_agent_object_names_file_line_and_field(tmp_path, agent, message):
-    path = write_samples(tmp_path, {"messages": [{"role": "user", "content": "x"}]}, line(agent))
+    path = write_jsonl(tmp_path / "samples.jsonl", [{"messages": [{"role": "user", "content": "x"}]}, line(agent)])
     with pytest.raises(InputError) as exc:
         load_samples(path)
     assert f"{path}:2: field 'agent'" in str(exc.value) and message in str(exc.value)
 
 
 def test_an_agent_task_needs_tools(tmp_path):
-    path = write_samples(tmp_path, {"messages": [{"role": "user", "content": "x"}], "agent": {}})
+    path = write_jsonl(tmp_path / "samples.jsonl", [{"messages": [{"role": "user", "content": "x"}], "agent": {}}])
     with pytest.raises(InputError, match=r"samples.jsonl:1: field 'agent': an agent task needs 'tools'"):
         load_samples(path)
 
 
 def test_the_agent_object_is_metadata_and_never_sent(tmp_path):
-    sample = load_samples(write_samples(tmp_path, line(TASK))).samples[0]
+    sample = load_samples(write_jsonl(tmp_path / "samples.jsonl", [line(TASK)])).samples[0]
     config = load_config(write_yaml(tmp_path / "v.yaml", vendors_config([
-        {"name": "a", "url": "http://x.test/v1", "is_baseline": True, "require_key": False}])))
+        vendor_entry("a", "http://x.test/v1", is_baseline=True, require_key=False)])))
     body = build_body(sample, config.vendors[0])
     assert "agent" not in body and sample.agent.max_steps == 5 and sample.gold.agent is sample.agent
     assert sample.gold.known and not sample.gold.labelled  # an agent task alone is not a trigger label
@@ -140,10 +136,9 @@ def follows_the_task(step, body):
 
 
 def setup(tmp_path, agent=TASK, adapter="generic", retries=0):
-    sample = load_samples(write_samples(tmp_path, line(agent))).samples[0]
+    sample = load_samples(write_jsonl(tmp_path / "samples.jsonl", [line(agent)])).samples[0]
     config = load_config(write_yaml(tmp_path / "v.yaml", vendors_config([
-        {"name": "a", "url": "http://vendor.test/a/v1", "is_baseline": True, "require_key": False,
-         "adapter": adapter}])))
+        vendor_entry("a", VENDOR_URL.format(name="a"), is_baseline=True, require_key=False, adapter=adapter)])))
     item = WorkItem(ItemKey("m", "a", sample.sample_id, 1), sample)
     ctx = ExecContext(run_id="r1", worker="w", policy=RetryPolicy(retries=retries, backoff_base_s=0.0))
     return config.vendors[0], item, ctx
@@ -248,7 +243,7 @@ def test_resume_reruns_a_trajectory_whose_last_step_failed(tmp_path):
     from avv_core.records import Record
     from avv_harness.run.resume import done_items
 
-    samples = load_samples(write_samples(tmp_path, line(TASK), {**line(TASK), "data_index": "t2"}))
+    samples = load_samples(write_jsonl(tmp_path / "samples.jsonl", [line(TASK), {**line(TASK), "data_index": "t2"}]))
     digest = samples.samples[0].request_hash
     writer = RecordWriter(tmp_path / "records.csv")
     common = {"run_id": "r", "model": "m", "vendor": "a", "repeat": 1, "request_hash": digest}

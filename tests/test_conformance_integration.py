@@ -14,7 +14,7 @@ import pytest
 
 from avv_core.manifest import read_manifest
 from avv_core.record_file import read_records
-from tests.builders import sim_vendors, write_yaml
+from tests.builders import sim_config, sim_vendors, write_yaml
 from tests.locust_runs import DEMO_SAMPLES, only_run_dir, run_locust, truth_tag
 from tests.sim_records import truth_by_tag
 
@@ -45,7 +45,7 @@ VENDORS: dict[str, tuple[dict[str, Any], str, set[str]]] = {
 @pytest.fixture(scope="module")
 def conformance(tmp_path_factory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("conformance")
-    write_yaml(work / "sim.yaml", {"profiles": {name: {**FAST, **knobs} for name, (knobs, _, _) in VENDORS.items()}})
+    write_yaml(work / "sim.yaml", sim_config({name: {**FAST, **knobs} for name, (knobs, _, _) in VENDORS.items()}))
     write_yaml(work / "vendors.yaml", sim_vendors("m", list(VENDORS), "reference", **{
         name: {"endpoint": endpoint, "concurrency": 3} for name, (_, endpoint, _) in VENDORS.items()}))
     proc = run_locust(["--headless", "--avv-mode", "conformance", "--avv-config", "vendors.yaml",

@@ -13,7 +13,7 @@ import pytest
 
 from avv_core.samples import load_samples
 from avv_sim import request_hash
-from tests.builders import sim_vendors, write_yaml
+from tests.builders import sim_config, sim_vendors, write_jsonl, write_yaml
 from tests.locust_runs import ROOT, only_run_dir, run_locust
 from tests.sim_records import truth_by_tag
 
@@ -34,8 +34,8 @@ EVERY = 5  # every 5th line of samples/bfcl-mini.jsonl: 40 lines over all nine c
 def run(tmp_path_factory):
     work = tmp_path_factory.mktemp("correctness")
     lines = (ROOT / "samples" / "bfcl-mini.jsonl").read_text(encoding="utf-8").splitlines()[::EVERY]
-    (work / "samples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    write_yaml(work / "sim.yaml", {"profiles": PROFILES})
+    write_jsonl(work / "samples.jsonl", lines)
+    write_yaml(work / "sim.yaml", sim_config(PROFILES))
     write_yaml(work / "vendors.yaml", sim_vendors("m", list(PROFILES), "official"))
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
                        "--avv-samples", "samples.jsonl", "--avv-out", "out", "--avv-retries", "0"], cwd=work)

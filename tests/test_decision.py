@@ -30,7 +30,7 @@ from avv_scoring.run_outcome import broken_vendors, decision_exit_status
 from avv_scoring.stats.intervals import Proportion, defect_upper, dice, jaccard, newcombe, trials_to_decide, wilson
 from avv_scoring.testing import call, records_frame
 from avv_scoring.verdict import Thresholds
-from tests.builders import write_jsonl, write_run
+from tests.builders import numbered_samples, write_jsonl, write_run
 
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {
     "type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}}]
@@ -191,8 +191,7 @@ def test_call_defects_are_counted_per_successful_response():
 def _run(tmp_path, vendors: dict[str, str]):
     """A run folder: per vendor a behaviour ("good", "dead", "few") on 400 samples with a call each."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    samples = write_jsonl(tmp_path / "samples.jsonl", [{"data_index": str(i), "messages": [
-        {"role": "user", "content": f"q{i}"}], "tools": TOOLS} for i in range(400)])
+    samples = write_jsonl(tmp_path / "samples.jsonl", numbered_samples(400, TOOLS, index="{i}", first=0))
     rows = []
     for vendor, kind in vendors.items():
         for i in range(400 if kind != "few" else 40):

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from avv_core.exit_status import ExitStatus
-from tests.builders import numbered_samples, sim_vendors, write_inputs, write_jsonl, write_yaml
+from tests.builders import numbered_samples, sim_config, sim_vendors, write_inputs, write_jsonl, write_yaml
 from tests.fake_vendor import ScriptedAdapter, error_reply, item_of, stream_reply
 from tests.glue import make_env, options, run_to_end
 from tests.locust_runs import clean_env, only_run_dir, run_locust
@@ -106,10 +106,10 @@ def test_locust_and_avv_score_as_processes(tmp_path):
     """The shipped commands: `locust … --avv-strict` exits 7 when a vendor FAILs, with the decision block printed;
     `avv-score RUN` exits 0, `--strict` 7, a bad option 2."""
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", ["ref", "flips"], "ref"))
-    write_yaml(tmp_path / "sim.yaml", {"profiles": {
+    write_yaml(tmp_path / "sim.yaml", sim_config({
         "ref": {"ttft_ms": 5, "tokens_per_s": 2000, "output_tokens": 8, "tool_call_rate": 0.6, "follow_gold": False},
         "flips": {"ttft_ms": 5, "tokens_per_s": 2000, "output_tokens": 8, "tool_call_rate": 0.6, "follow_gold": False,
-                  "flip_rate": 0.6, "seed": 4}}})
+                  "flip_rate": 0.6, "seed": 4}}))
     write_jsonl(tmp_path / "samples.jsonl", numbered_samples(60, tools=[TOOL]))
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-samples",
                        "samples.jsonl", "--avv-out", "out", "--avv-strict"], cwd=tmp_path)

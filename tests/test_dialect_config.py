@@ -12,27 +12,21 @@ from avv_core.errors import InputError
 from avv_core.tool_formats import TOOL_PARSERS
 from avv_harness.inputs.config import load_config, parse_config
 from avv_harness.inputs.secrets import Redactor, environment_with_dotenv
-from tests.builders import vendors_config, write_yaml
+from tests.builders import baseline_first, vendor_entry, vendors_config, write_yaml
 
 HERMES = "hermes.jinja"
 
 
-def vendor(name: str, **extra) -> dict:
-    return {"name": name, "url": "http://127.0.0.1:9/v1", **extra}
-
-
-def config(tmp_path: Path, vendors: list[dict], **model_keys) -> Path:
-    vendors = [{**vendors[0], "is_baseline": True}, *vendors[1:]]
-    return write_yaml(tmp_path / "vendors.yaml", vendors_config(vendors, **model_keys))
-
-
 def load(tmp_path: Path, vendors: list[dict], env: dict | None = None, **model_keys):
-    return load_config(config(tmp_path, vendors, **model_keys), env=env or {})
+    """vendors.yaml of ``vendors`` (the first the baseline) loaded as a run loads it."""
+    path = write_yaml(tmp_path / "vendors.yaml", vendors_config(baseline_first(vendors), **model_keys))
+    return load_config(path, env=env or {})
 
 
 def test_defaults_adapters_and_model_level_keys(tmp_path):
-    cfg = load(tmp_path, [vendor("a"), vendor("b", adapter="none"), vendor("c", transforms=["strip_reasoning_content"]),
-                          vendor("d", model_id="moonshotai/kimi-k2-0905", adapter="auto")],
+    cfg = load(tmp_path, [vendor_entry("a"), vendor_entry("b", adapter="none"),
+                          vendor_entry("c", transforms=["strip_reasoning_content"]),
+                          vendor_entry("d", model_id="moonshotai/kimi-k2-0905", adapter="auto")],
                adapter="kimi")
     by = {v.name: v.dialect for v in cfg.vendors}
     kimi = ("input_role_to_system", "rename_reasoning_fields", "inject_reasoning_content", "renumber_tool_call_ids")
@@ -40,20 +34,20 @@ def test_defaults_adapters_and_model_level_keys(tmp_path):
     assert by["b"].transforms == ()  # the vendor's own adapter wins
     assert by["c"].transforms == (*kimi, "strip_reasoning_content")  # adapter's transforms, then the vendor's
     assert by["d"].adapter == "kimi" and by["d"].adapter_source.startswith("auto: model_id 'moonshotai/kimi-k2-0905'")
-    plain = load(tmp_path, [vendor("a")]).vendors[0].dialect
+    plain = load(tmp_path, [vendor_entry("a")]).vendors[0].dialect
     assert plain.is_default and plain.transforms == ("input_role_to_system",) and plain.endpoint == "chat"
 
 
 def test_run_json_entry_and_identity(tmp_path):
-    cfg = load(tmp_path, [vendor("a"), vendor("b", adapter="auto", model_id="deepseek-chat")])
+    cfg = load(tmp_path, [vendor_entry("a"), vendor_entry("b", adapter="auto", model_id="deepseek-chat")])
     entry = cfg.vendors[1].redacted()
     assert entry["adapter"] == "generic" and entry["adapter_source"].startswith("auto: ")
     assert entry["transforms"] == ["input_role_to_system"] and entry["endpoint"] == "chat"
-    default_identity = load(tmp_path, [vendor("a"), vendor("b")]).identity()
+    default_identity = load(tmp_path, [vendor_entry("a"), vendor_entry("b")]).identity()
     # what is sent decides: generic, chosen or picked, is the default; another adapter is another config
-    assert load(tmp_path, [vendor("a"), vendor("b", adapter="generic")]).identity() == default_identity
-    assert load(tmp_path, [vendor("a"), vendor("b", adapter="auto")]).identity() == default_identity
-    assert load(tmp_path, [vendor("a"), vendor("b", adapter="kimi")]).identity() != default_identity
+    assert load(tmp_path, [vendor_entry("a"), vendor_entry("b", adapter="generic")]).identity() == default_identity
+    assert load(tmp_path, [vendor_entry("a"), vendor_entry("b", adapter="auto")]).identity() == default_identity
+    assert load(tmp_path, [vendor_entry("a"), vendor_entry("b", adapter="kimi")]).identity() != default_identity
 
 
 @pytest.mark.parametrize("patch, needle", [
@@ -70,35 +64,35 @@ def test_run_json_entry_and_identity(tmp_path):
 ])
 def test_bad_dialect_keys_name_file_and_key(tmp_path, patch, needle):
     with pytest.raises(InputError) as err:
-        load(tmp_path, [vendor("a"), vendor("b", **patch)])
+        load(tmp_path, [vendor_entry("a"), vendor_entry("b", **patch)])
     assert needle in str(err.value) and "vendors.yaml" in str(err.value)
 
 
 def test_bad_model_level_keys(tmp_path):
     with pytest.raises(InputError, match=r"m.adapter: must be one of"):
-        load(tmp_path, [vendor("a")], adapter="x")
+        load(tmp_path, [vendor_entry("a")], adapter="x")
     with pytest.raises(InputError, match=r"m.chat_template: unknown key \(a model has adapter, endpoint, "
                        r"prompt_tokens_tolerance, transforms, vendors\)"):
-        load(tmp_path, [vendor("a")], chat_template="x.jinja")
+        load(tmp_path, [vendor_entry("a")], chat_template="x.jinja")
     with pytest.raises(InputError, match=r"m.endpoint: must be one of chat, completions, messages, responses"):
-        load(tmp_path, [vendor("a")], endpoint="grpc")
+        load(tmp_path, [vendor_entry("a")], endpoint="grpc")
 
 
 def test_raw_mode_template_sources(tmp_path):
     (tmp_path / "tok").mkdir()
     (tmp_path / "tok" / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ bos_token }}x"}))
     (tmp_path / "bad.jinja").write_text("{% for %}")
-    cfg = load(tmp_path, [vendor("a", endpoint="completions", chat_template=HERMES),
-                          vendor("b", endpoint="completions", chat_template="tok", tool_parser="kimi")])
+    cfg = load(tmp_path, [vendor_entry("a", endpoint="completions", chat_template=HERMES),
+                          vendor_entry("b", endpoint="completions", chat_template="tok", tool_parser="kimi")])
     a, b = (v.dialect for v in cfg.vendors)
     assert a.raw and a.tool_parser == "hermes" and a.chat_template.endswith("avv_harness/data/templates/hermes.jinja")
     assert b.chat_template == str((tmp_path / "tok").resolve()) and b.tool_parser == "kimi"
     assert a.describe()["chat_template"] == a.chat_template and "tool_parser" in b.describe()
     with pytest.raises(InputError, match=r"bad.jinja: line 1: not a valid Jinja template"):
-        load(tmp_path, [vendor("a", endpoint="completions", chat_template="bad.jinja")])
+        load(tmp_path, [vendor_entry("a", endpoint="completions", chat_template="bad.jinja")])
     (tmp_path / "tok" / "tokenizer_config.json").write_text("{}")
     with pytest.raises(InputError, match=r"tokenizer_config.json: has no chat_template"):
-        load(tmp_path, [vendor("a", endpoint="completions", chat_template="tok")])
+        load(tmp_path, [vendor_entry("a", endpoint="completions", chat_template="tok")])
 
 
 # ------------------------------------------------------------------------------------------- ${VAR}
@@ -106,7 +100,7 @@ def test_raw_mode_template_sources(tmp_path):
 
 def test_variables_are_substituted_in_url_headers_extra_body_and_key(tmp_path):
     env = {"HOST": "10.1.2.3:8000", "ROUTE": "route-secret-77", "NESTED": "nested-secret-88", "KEY": "sk-from-var"}
-    cfg = load(tmp_path, [vendor("a", url="http://${HOST}/v1", api_key="${KEY}", headers={"X-Route": "${ROUTE}"},
+    cfg = load(tmp_path, [vendor_entry("a", url="http://${HOST}/v1", api_key="${KEY}", headers={"X-Route": "${ROUTE}"},
                                  extra_body={"metadata": {"tags": ["${NESTED}", "plain", "$${LITERAL}"]}})], env)
     v = cfg.vendors[0]
     assert v.url == "http://10.1.2.3:8000/v1" and v.api_key == "sk-from-var"
@@ -121,18 +115,19 @@ def test_variables_are_substituted_in_url_headers_extra_body_and_key(tmp_path):
 
 def test_unset_variable_names_file_and_key(tmp_path):
     with pytest.raises(InputError) as err:
-        load(tmp_path, [vendor("a", headers={"X-Route": "${NOT_SET_ANYWHERE}"})], {})
+        load(tmp_path, [vendor_entry("a", headers={"X-Route": "${NOT_SET_ANYWHERE}"})], {})
     text = str(err.value)
     assert "vendors.yaml: m.vendors[0] (a).headers.X-Route: ${NOT_SET_ANYWHERE} is not set" in text
 
 
 def test_variables_come_from_dotenv_and_naming_the_classes_keeps_placeholders(tmp_path):
     (tmp_path / ".env").write_text("ROUTE=from-dotenv-99\n")
-    path = config(tmp_path, [vendor("a", url="http://127.0.0.1:9/${ROUTE}/v1")])
+    path = write_yaml(tmp_path / "vendors.yaml",
+                      vendors_config(baseline_first([vendor_entry("a", url="http://127.0.0.1:9/${ROUTE}/v1")])))
     env = environment_with_dotenv(str(tmp_path))
     assert load_config(path, env=env).vendors[0].url == "http://127.0.0.1:9/from-dotenv-99/v1"
     assert load_config(path, check_keys=False).vendors[0].url == "http://127.0.0.1:9/${ROUTE}/v1"
-    placeholder_url = parse_config(vendors_config([vendor("a", url="${BASE}/v1", is_baseline=True)]), "x.yaml",
+    placeholder_url = parse_config(vendors_config([vendor_entry("a", url="${BASE}/v1", is_baseline=True)]), "x.yaml",
                                    {}, check_keys=False)
     assert placeholder_url.vendors[0].url == "${BASE}/v1"  # checked once it is substituted
 

@@ -12,7 +12,7 @@ import pytest
 
 from avv_core.record_file import read_records
 from avv_core.samples import load_samples
-from tests.builders import vendors_config, write_yaml
+from tests.builders import sim_config, sim_url, vendor_entry, vendors_config, write_yaml
 from tests.locust_runs import DEMO_SAMPLES, clean_env, only_run_dir, run_locust, truth_tag
 from tests.sim_records import truth_by_tag
 
@@ -29,24 +29,22 @@ PROFILES = {
 }
 
 
-def vendor(name: str, profile: str, **extra) -> dict:
-    return {"name": name, "url": "{sim}/" + profile + "/v1", "concurrency": 2, "timeout_s": 15, **extra}
-
-
+PACE = {"concurrency": 2, "timeout_s": 15}  # every vendor's
 VENDORS = vendors_config([
-    vendor("reference", "reference", is_baseline=True),
-    vendor("kimi-generic", "kimi"),
-    vendor("kimi-adapted", "kimi", adapter="kimi"),
-    vendor("llamacpp-chat", "llamacpp"),
-    vendor("llamacpp-raw", "llamacpp", endpoint="completions", chat_template="hermes.jinja", tool_parser="hermes"),
-    *[vendor(f"r-{field}", f"r-{field}") for field in FIELDS],
+    vendor_entry("reference", sim_url("reference"), **PACE, is_baseline=True),
+    vendor_entry("kimi-generic", sim_url("kimi"), **PACE),
+    vendor_entry("kimi-adapted", sim_url("kimi"), **PACE, adapter="kimi"),
+    vendor_entry("llamacpp-chat", sim_url("llamacpp"), **PACE),
+    vendor_entry("llamacpp-raw", sim_url("llamacpp"), **PACE, endpoint="completions", chat_template="hermes.jinja",
+                 tool_parser="hermes"),
+    *[vendor_entry(f"r-{field}", sim_url(f"r-{field}"), **PACE) for field in FIELDS],
 ], "demo")
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     work = tmp_path_factory.mktemp("dialects")
-    write_yaml(work / "sim.yaml", {"profiles": PROFILES})
+    write_yaml(work / "sim.yaml", sim_config(PROFILES))
     write_yaml(work / "vendors.yaml", VENDORS)
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
                        "--avv-samples", str(DEMO_SAMPLES), "--avv-out", "out", "--avv-retries", "0"], cwd=work)
@@ -137,7 +135,7 @@ def test_run_json_keeps_each_vendors_dialect(run):
 
 def test_overrides_and_variables_reach_the_wire(tmp_path):
     """locust.conf, LOCUST_AVV_* and the command line for the overrides; .env and the environment for ${VAR}."""
-    write_yaml(tmp_path / "sim.yaml", {"profiles": {"wire": {**FAST, "log_request": True}, "ref": FAST}})
+    write_yaml(tmp_path / "sim.yaml", sim_config({"wire": {**FAST, "log_request": True}, "ref": FAST}))
     write_yaml(tmp_path / "vendors.yaml", vendors_config([
         {"name": "ref", "url": "{sim}/ref/v1", "is_baseline": True},
         {"name": "wire", "model_id": "kimi-k2-test", "url": "{sim}/${SIM_ROUTE}/v1",

@@ -14,7 +14,7 @@ import pytest
 
 from avv_core.record_file import read_records
 from avv_sim.tls import can_make_certificate, make_certificate
-from tests.builders import sim_vendors, write_yaml
+from tests.builders import sim_config, sim_vendors, write_yaml
 from tests.e2e_ports import free_port
 from tests.locust_runs import DEMO_SAMPLES, clean_env, locust_cmd, only_run_dir, run_locust
 from tests.test_lean_tls import each_vendor_is_checked_as_its_config_says, run_with_tls_vendors
@@ -32,7 +32,7 @@ COMPARED = ["vendor", "sample_id", "repeat", "status", "error_kind", "finish_rea
 
 def setup(work: Path, concurrency: int = 2, **profile_overrides) -> list[str]:
     profiles = {name: {**p, **profile_overrides} for name, p in PROFILES.items()}
-    write_yaml(work / "sim.yaml", {"profiles": profiles})
+    write_yaml(work / "sim.yaml", sim_config(profiles))
     per_vendor = {name: {"concurrency": concurrency} for name in PROFILES}
     write_yaml(work / "vendors.yaml", sim_vendors("m", list(PROFILES), "ref", **per_vendor))
     return ["--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-samples", str(DEMO_SAMPLES),

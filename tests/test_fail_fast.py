@@ -26,7 +26,7 @@ from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.run.preflight import PREFLIGHT_MAX_TOKENS, Preflight, Target, preflight_sample, run_preflight
 from avv_harness.run.state import RunState
 from avv_harness.wire.execute import ExecContext, ItemRun, RetryPolicy, execute_item
-from tests.builders import vendors_config
+from tests.builders import VENDOR_URL, vendors_config
 from tests.fake_vendor import ScriptedAdapter, error_reply, fake_session_factory, item_of, stream_reply
 
 URL = "http://vendor.test/v1"
@@ -77,10 +77,6 @@ def test_the_fault_table_is_declared_once_and_rendered_for_the_docs():
 
 # ----------------------------------------------------------------------------------------- the pre-flight
 
-def _vendor(name: str, **kw) -> Vendor:
-    return Vendor("m", name, "model-x", f"http://vendor.test/{name}/v1", **kw)
-
-
 def _answers(request: requests.PreparedRequest):
     vendor = request.url.split("/")[3]
     return {"ok": stream_reply("OK"),
@@ -93,7 +89,8 @@ def _answers(request: requests.PreparedRequest):
 
 def test_the_preflight_sends_one_small_request_per_vendor_and_names_what_to_check():
     adapter = ScriptedAdapter(_answers)
-    vendors = {name: _vendor(name, api_key="sk-secret-123" if name == "locked" else None)
+    vendors = {name: Vendor("m", name, "model-x", VENDOR_URL.format(name=name),
+                            api_key="sk-secret-123" if name == "locked" else None)
                for name in ("ok", "locked", "gone", "nomodel", "busy", "picky")}
     samples = SampleSet("s.jsonl", "sha", [Sample("s1", 1, {"messages": [{"role": "user", "content": "hi " * 500}],
                                                             "tools": [{"type": "function",

@@ -9,7 +9,7 @@ import pytest
 
 from avv_core.exit_status import ExitStatus
 from avv_core.record_file import read_records
-from tests.builders import vendors_config, write_yaml
+from tests.builders import sim_config, sim_url, vendor_entry, vendors_config, write_yaml
 from tests.locust_runs import DEMO_SAMPLES, only_run_dir, run_locust, truth_tag
 from tests.sim_records import truth_by_tag
 from tests.wire_server import ScriptServer, chunk, headers, sse
@@ -72,7 +72,7 @@ def fault_run(tmp_path_factory):
     samples = DEMO_SAMPLES.read_text().splitlines()[:N_SAMPLES]
     (work / "samples.jsonl").write_text("\n".join(samples) + "\n")
     profiles = {"ok": QUICK, **{name: {**QUICK, **knobs} for name, (knobs, *_) in SIM_FAULTS.items()}}
-    write_yaml(work / "sim.yaml", {"profiles": profiles})
+    write_yaml(work / "sim.yaml", sim_config(profiles))
     script = ScriptServer()
     role = sse(chunk({"role": "assistant", "content": ""}))
     script.scripts["/nodone/v1"] = [headers(), role, sse(chunk({"content": "hi"})), sse(chunk({}, "stop")),
@@ -82,12 +82,12 @@ def fault_run(tmp_path_factory):
         closed.bind(("127.0.0.1", 0))
         refused_port = closed.getsockname()[1]
     listener, fillers, hole_port = blackhole()
-    vendors = [{"name": "ok", "url": "{sim}/ok/v1", "is_baseline": True}]
-    vendors += [{"name": n, "url": "{sim}/" + n + "/v1", "timeout_s": 1.0} for n in SIM_FAULTS]
+    vendors = [vendor_entry("ok", sim_url("ok"), is_baseline=True)]
+    vendors += [vendor_entry(n, sim_url(n), timeout_s=1.0) for n in SIM_FAULTS]
     vendors += [
-        {"name": "refused", "url": f"http://127.0.0.1:{refused_port}/v1"},
-        {"name": "connect_timeout", "url": f"http://127.0.0.1:{hole_port}/v1", "timeout_s": 0.5},
-        {"name": "nodone", "url": f"http://127.0.0.1:{script.port}/nodone/v1"},
+        vendor_entry("refused", f"http://127.0.0.1:{refused_port}/v1"),
+        vendor_entry("connect_timeout", f"http://127.0.0.1:{hole_port}/v1", timeout_s=0.5),
+        vendor_entry("nodone", f"http://127.0.0.1:{script.port}/nodone/v1"),
     ]
     write_yaml(work / "vendors.yaml", vendors_config(vendors))
     try:

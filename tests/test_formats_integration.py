@@ -21,7 +21,7 @@ from avv_harness.dialects.dialect import Dialect
 from avv_harness.inputs.config import Vendor
 from avv_harness.wire.execute import ExecContext, ItemRun, RetryPolicy, execute_item
 from avv_scoring import score_paths
-from tests.builders import write_yaml
+from tests.builders import sim_config, write_yaml
 from tests.locust_runs import DEMO_SAMPLES, ROOT, only_run_dir, run_locust
 from tests.sim_records import truth_by_tag, truth_of
 
@@ -124,7 +124,7 @@ def fault_sim(tmp_path_factory):
     from avv_sim import start_simulator
 
     work = tmp_path_factory.mktemp("faults")
-    write_yaml(work / "sim.yaml", {"profiles": FAULT_PROFILES})
+    write_yaml(work / "sim.yaml", sim_config(FAULT_PROFILES))
     with start_simulator(str(work / "sim.yaml"), truth_log=work / "truth.jsonl") as proc:
         yield proc
 

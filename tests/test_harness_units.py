@@ -3,6 +3,7 @@
 import json
 import random
 import re
+from functools import partial
 
 import pytest
 
@@ -15,22 +16,18 @@ from avv_harness.inputs.config import load_config, parse_config
 from avv_harness.inputs.secrets import redact_url
 from avv_harness.run.ledger import Ledger
 from avv_harness.wire.execute import RetryPolicy, build_body, build_headers
-from tests.builders import vendors_config, write_yaml
+from tests.builders import vendor_entry, vendors_config, write_jsonl, write_yaml
 
-
-def vendor(name, **extra):
-    return {"name": name, "model_id": "m", "url": "https://api.example.com/v1", "api_key": "sk-x", **extra}
-
-
-def config(*vendors):
-    return vendors_config(vendors, "kimi-k2")
+#: A remote vendor with its key in the YAML, of model kimi-k2 (the builders with this file's defaults)
+vendor = partial(vendor_entry, url="https://api.example.com/v1", model_id="m", api_key="sk-x")
+config = partial(vendors_config, model="kimi-k2")
 
 
 # ------------------------------------------------------------------------------------------ config
 
 
 def test_config_parses_fields_and_provider_pinning():
-    cfg = parse_config(config(vendor("a", is_baseline=True, provider="fireworks", concurrency=3)), "c.yaml", {})
+    cfg = parse_config(config([vendor("a", is_baseline=True, provider="fireworks", concurrency=3)]), "c.yaml", {})
     (v,) = cfg.vendors
     assert (v.model, v.name, v.provider, v.concurrency, v.include_usage) == ("kimi-k2", "a", ["fireworks"], 3, True)
 
@@ -38,13 +35,13 @@ def test_config_parses_fields_and_provider_pinning():
 @pytest.mark.parametrize(
     "data, needle",
     [
-        (config(vendor("a", is_baseline=True, colour="red")), "kimi-k2.vendors[0] (a).colour: unknown key"),
-        (config({"name": "a", "api_key": "k", "is_baseline": True}), "kimi-k2.vendors[0] (a).url: missing"),
-        (config(vendor("a"), vendor("b")), "no vendor has is_baseline"),
-        (config(vendor("a", is_baseline=True), vendor("b", is_baseline=True)), "several baselines (a, b)"),
-        (config(vendor("a", is_baseline=True), vendor("a")), "vendor name 'a' appears twice"),
-        (config(vendor("a", is_baseline=True, concurrency="lots")), "concurrency: must be int"),
-        (config(), "kimi-k2.vendors: missing or empty"),
+        (config([vendor("a", is_baseline=True, colour="red")]), "kimi-k2.vendors[0] (a).colour: unknown key"),
+        (config([{"name": "a", "api_key": "k", "is_baseline": True}]), "kimi-k2.vendors[0] (a).url: missing"),
+        (config([vendor("a"), vendor("b")]), "no vendor has is_baseline"),
+        (config([vendor("a", is_baseline=True), vendor("b", is_baseline=True)]), "several baselines (a, b)"),
+        (config([vendor("a", is_baseline=True), vendor("a")]), "vendor name 'a' appears twice"),
+        (config([vendor("a", is_baseline=True, concurrency="lots")]), "concurrency: must be int"),
+        (config([]), "kimi-k2.vendors: missing or empty"),
     ],
 )
 def test_config_errors_name_file_and_field(data, needle):
@@ -56,24 +53,24 @@ def test_config_errors_name_file_and_field(data, needle):
 def test_missing_key_is_an_error_for_remote_vendors_only():
     remote = {"name": "openrouter", "url": "https://openrouter.ai/api/v1", "is_baseline": True}
     with pytest.raises(InputError, match=r"vendors\[0\] \(openrouter\)\.api_key: no API key"):
-        parse_config(config(remote), "c.yaml", {})
+        parse_config(config([remote]), "c.yaml", {})
     local = {"name": "sim", "url": "{sim}/reference/v1", "is_baseline": True}
-    assert parse_config(config(local), "c.yaml", {}).vendors[0].api_key is None
+    assert parse_config(config([local]), "c.yaml", {}).vendors[0].api_key is None
 
 
 def test_key_lookup_order_yaml_then_api_key_env_then_vendor_name():
     remote = {"name": "open-router", "url": "https://x.test/v1", "is_baseline": True}
     env = {"open-router": "k-name", "OPEN_ROUTER": "k-upper", "MYKEY": "k-env"}
-    assert parse_config(config(remote), "c", env).vendors[0].api_key == "k-name"
-    assert parse_config(config({**remote, "api_key_env": "MYKEY"}), "c", env).vendors[0].api_key == "k-env"
-    assert parse_config(config({**remote, "api_key": "k-yaml"}), "c", env).vendors[0].api_key == "k-yaml"
-    assert parse_config(config(remote), "c", {"OPEN_ROUTER": "k-upper"}).vendors[0].api_key == "k-upper"
+    assert parse_config(config([remote]), "c", env).vendors[0].api_key == "k-name"
+    assert parse_config(config([{**remote, "api_key_env": "MYKEY"}]), "c", env).vendors[0].api_key == "k-env"
+    assert parse_config(config([{**remote, "api_key": "k-yaml"}]), "c", env).vendors[0].api_key == "k-yaml"
+    assert parse_config(config([remote]), "c", {"OPEN_ROUTER": "k-upper"}).vendors[0].api_key == "k-upper"
 
 
 def test_dotenv_file_supplies_keys(tmp_cwd, monkeypatch):
     monkeypatch.delenv("acme", raising=False)
     (tmp_cwd / ".env").write_text("acme=sk-from-dotenv\n")
-    write_yaml(tmp_cwd / "c.yaml", config({"name": "acme", "url": "https://a.test/v1", "is_baseline": True}))
+    write_yaml(tmp_cwd / "c.yaml", config([{"name": "acme", "url": "https://a.test/v1", "is_baseline": True}]))
     assert load_config(tmp_cwd / "c.yaml").vendors[0].api_key == "sk-from-dotenv"
 
 
@@ -88,7 +85,7 @@ def test_unreadable_and_invalid_yaml(tmp_path):
 
 def test_redaction_of_keys_in_urls_and_run_json():
     assert redact_url("https://x/v1?key=abc&x=1&api_key=zz") == "https://x/v1?key=***&x=1&api_key=***"
-    v = parse_config(config(vendor("a", is_baseline=True, headers={"X-Api-Key": "h-secret", "X-Trace": "1"})),
+    v = parse_config(config([vendor("a", is_baseline=True, headers={"X-Api-Key": "h-secret", "X-Trace": "1"})]),
                      "c", {}).vendors[0]
     dumped = json.dumps(v.redacted())
     assert "sk-x" not in dumped and "h-secret" not in dumped and '"X-Trace": "1"' in dumped
@@ -97,13 +94,8 @@ def test_redaction_of_keys_in_urls_and_run_json():
 # ----------------------------------------------------------------------------------------- samples
 
 
-def write_lines(path, lines):
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
 def test_sample_ids_metadata_and_input_role(tmp_path):
-    path = write_lines(tmp_path / "s.jsonl", [
+    path = write_jsonl(tmp_path / "s.jsonl", [
         json.dumps({"data_index": 7, "messages": [{"role": "_input", "content": "sys"}], "expected_tool_call": True,
                     "_note": "x", "tools": []}),
         "",
@@ -128,7 +120,7 @@ def test_sample_ids_metadata_and_input_role(tmp_path):
     ],
 )
 def test_bad_sample_lines_name_file_and_line(tmp_path, line, needle):
-    path = write_lines(tmp_path / "s.jsonl", ['{"messages": [{"role": "user", "content": "ok"}]}', line])
+    path = write_jsonl(tmp_path / "s.jsonl", ['{"messages": [{"role": "user", "content": "ok"}]}', line])
     with pytest.raises(InputError) as err:
         load_samples(path)
     assert str(path) in str(err.value) and needle in str(err.value)
@@ -137,7 +129,7 @@ def test_bad_sample_lines_name_file_and_line(tmp_path, line, needle):
 
 
 def test_duplicate_ids_and_missing_file(tmp_path):
-    path = write_lines(tmp_path / "s.jsonl", ['{"data_index": 1, "messages": [{"role":"user","content":"a"}]}'] * 2)
+    path = write_jsonl(tmp_path / "s.jsonl", ['{"data_index": 1, "messages": [{"role":"user","content":"a"}]}'] * 2)
     with pytest.raises(InputError, match="duplicate sample id '1'"):
         load_samples(path)
     with pytest.raises(InputError, match="cannot read sample file"):
@@ -247,9 +239,9 @@ def test_item_tags_are_ascii_and_round_trip():
 
 
 def test_request_body_and_headers():
-    cfg = parse_config(config(vendor("a", is_baseline=True, model_id="moonshotai/kimi-k2", provider="fireworks",
-                                     extra_body={"temperature": 0.6, "provider": {"sort": "price"}},
-                                     headers={"X-Extra": "1"})), "c", {})
+    cfg = parse_config(config([vendor("a", is_baseline=True, model_id="moonshotai/kimi-k2", provider="fireworks",
+                                      extra_body={"temperature": 0.6, "provider": {"sort": "price"}},
+                                      headers={"X-Extra": "1"})]), "c", {})
     v = cfg.vendors[0]
     samples_body = {"messages": [{"role": "user", "content": "hi"}], "stream": False, "model": "old"}
     from avv_core.samples import Sample
@@ -260,7 +252,7 @@ def test_request_body_and_headers():
     assert body["provider"] == {"only": ["fireworks"], "sort": "price"} and body["temperature"] == 0.6
     headers = build_headers(v, "tag", 1)
     assert headers["Authorization"] == "Bearer sk-x" and headers["X-Extra"] == "1"
-    no_usage = parse_config(config(vendor("a", is_baseline=True, include_usage=False)), "c", {}).vendors[0]
+    no_usage = parse_config(config([vendor("a", is_baseline=True, include_usage=False)]), "c", {}).vendors[0]
     assert "stream_options" not in build_body(Sample("1", 1, {"messages": [], "stream_options": {"x": 1}}), no_usage)
 
 

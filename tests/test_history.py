@@ -27,7 +27,7 @@ from avv_scoring.history import db as history_db
 from avv_scoring.history.store import item_frame
 from avv_scoring.metrics.registry import METRICS
 from tests import history_records as hr
-from tests.builders import write_jsonl, write_run
+from tests.builders import numbered_samples, write_jsonl, write_run
 from tests.sim_records import TOOLS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,9 +95,7 @@ def test_adding_the_same_run_twice_adds_nothing(tmp_path):
 
 
 def _run_folder(tmp_path: Path) -> Path:
-    samples = write_jsonl(tmp_path / "samples.jsonl", [
-        {"data_index": str(i), "messages": [{"role": "user", "content": f"q{i}"}], "tools": TOOLS}
-        for i in range(20)])
+    samples = write_jsonl(tmp_path / "samples.jsonl", numbered_samples(20, TOOLS, index="{i}", first=0))
     return write_run(tmp_path / "run", hr.run_rows(2, 5, samples=20), samples=samples)
 
 

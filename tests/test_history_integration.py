@@ -17,7 +17,7 @@ import pytest
 from avv_scoring.cli import main as score_main
 from avv_scoring.history import EXIT_REGRESSION, add_result, compare, compute_trend, connect, outcomes
 from tests import history_records as hr
-from tests.builders import numbered_samples, sim_vendors, write_jsonl, write_yaml
+from tests.builders import numbered_samples, sim_config, sim_vendors, write_jsonl, write_yaml
 from tests.headless_chromium import find_chromium
 from tests.locust_runs import clean_env, run_locust
 from tests.sim_records import TOOLS, truth_by_tag
@@ -141,7 +141,7 @@ def _truth_agreement(run_dir: Path) -> float:
 
 
 def test_six_simulator_runs_flag_the_two_changes_made_at_run_5(tmp_path):
-    write_yaml(tmp_path / "sim.yaml", {"profiles": {name: SIM_BASE for name in SIM_VENDORS}})
+    write_yaml(tmp_path / "sim.yaml", sim_config({name: SIM_BASE for name in SIM_VENDORS}))
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", SIM_VENDORS, "official",
                                                       **{n: {"concurrency": 4} for n in SIM_VENDORS}))
     write_jsonl(tmp_path / "samples.jsonl", numbered_samples(40, TOOLS))

@@ -383,12 +383,12 @@ def test_processes_a_refused_worker_exits_2_and_a_matching_one_runs_the_run(tmp_
     import json
     import subprocess
 
-    from tests.builders import sim_vendors, write_yaml
+    from tests.builders import sim_config, sim_vendors, write_yaml
     from tests.e2e_ports import free_port
     from tests.locust_runs import DEMO_SAMPLES, clean_env, locust_cmd, only_run_dir
 
     fast = {"ttft_ms": 5, "tokens_per_s": 2000, "output_tokens": 4}
-    write_yaml(tmp_path / "sim.yaml", {"profiles": {"ref": fast, "alt": fast}})
+    write_yaml(tmp_path / "sim.yaml", sim_config({"ref": fast, "alt": fast}))
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", ["ref", "alt"], "ref"))
     write_yaml(tmp_path / "other.yaml", sim_vendors("m", ["ref", "alt"], "ref",
                                                     alt={"extra_body": {"temperature": 0}}))

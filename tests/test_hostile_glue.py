@@ -27,7 +27,16 @@ from avv_harness.locust.plugin import EXPORT_PREFIX, class_names
 from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_OK
 from avv_scoring import render_tables
 from avv_scoring.baseline_results import read_results
-from tests.builders import sim_vendors, vendors_config, write_inputs, write_jsonl, write_yaml
+from tests.builders import (
+    baseline_first,
+    sim_config,
+    sim_vendors,
+    vendor_entry,
+    vendors_config,
+    write_inputs,
+    write_jsonl,
+    write_yaml,
+)
 from tests.e2e_ports import free_port
 from tests.fake_vendor import ScriptedAdapter, stream_reply
 from tests.glue import make_env, options, run_to_end
@@ -183,7 +192,7 @@ def test_hostile_vendor_names_all_run_in_process(tmp_path):
 def test_hostile_vendor_names_all_run_in_a_real_locust_process(tmp_path):
     """The command a user types, with the simulator: every vendor gets one User class, runs, and is in Locust's
     stats under its own name."""
-    write_yaml(tmp_path / "sim.yaml", {"profiles": {"ref": FAST}})
+    write_yaml(tmp_path / "sim.yaml", sim_config({"ref": FAST}))
     write_yaml(tmp_path / "vendors.yaml", hostile_config("{sim}/ref/v1"))
     (tmp_path / "samples.jsonl").write_text(json.dumps(GOOD) + "\n")
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
@@ -241,7 +250,7 @@ def test_closing_line_of_a_fresh_run_says_only_the_count(tmp_path):
 
 def _web_ui_process(work: Path) -> tuple[subprocess.Popen, str]:
     slow = {"ttft_ms": 300, "tokens_per_s": 100, "output_tokens": 4}
-    write_yaml(work / "sim.yaml", {"profiles": {"a": slow, "b": slow}})
+    write_yaml(work / "sim.yaml", sim_config({"a": slow, "b": slow}))
     write_yaml(work / "vendors.yaml", sim_vendors("m", ["a", "b"], "a"))
     write_jsonl(work / "samples.jsonl", [{"messages": [{"role": "user", "content": f"q{i}"}]} for i in range(40)])
     port = free_port()
@@ -349,8 +358,8 @@ def test_the_end_of_a_run_prints_the_client_bound_advice_once(tmp_path, capsys):
 def many_vendors(per_model: dict[str, int]) -> dict:
     config: dict = {}
     for model, n in per_model.items():
-        config |= vendors_config([{"name": f"v{i}", "url": "http://vendor.test/v1", "is_baseline": i == 0,
-                                   "require_key": False, "concurrency": 1} for i in range(n)], model)
+        config |= vendors_config(baseline_first([vendor_entry(f"v{i}", "http://vendor.test/v1", require_key=False,
+                                                              concurrency=1) for i in range(n)]), model)
     return config
 
 

@@ -24,7 +24,7 @@ from avv_harness.run.controller import EXIT_INCOMPLETE, EXIT_OK, EXIT_WRITE
 from avv_harness.run.options import RunOptions, preparse_options
 from avv_harness.wire.execute import endpoint_url
 from avv_scoring.cli import main as avv_score
-from tests.builders import vendors_config, write_inputs, write_yaml
+from tests.builders import sim_config, vendors_config, write_inputs, write_yaml
 from tests.fake_vendor import ScriptedAdapter, error_reply, stream_reply
 from tests.glue import make_env, options, run_to_end
 from tests.sim_records import truth_lines
@@ -38,7 +38,7 @@ FAST = {"ttft_ms": 10, "tokens_per_s": 500, "output_tokens": 6}
 
 @pytest.mark.integration  # an in-process Locust run against the simulator as a process
 def test_non_latin1_vendor_model_run_id_and_sample_id_complete_over_real_http(tmp_path):
-    write_yaml(tmp_path / "sim.yaml", {"profiles": {"ref": FAST}})
+    write_yaml(tmp_path / "sim.yaml", sim_config({"ref": FAST}))
     lines = [{"data_index": "样本-1", "messages": [{"role": "user", "content": "你好"}]},
              {"data_index": 2, "messages": [{"role": "user", "content": "hi"}]}]
     config, samples = write_inputs(tmp_path, {"供应商": {"url": "{sim}/ref/v1"}}, sample_lines=lines, model="模型")

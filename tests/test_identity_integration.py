@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from avv_core.record_file import read_records
-from tests.builders import numbered_samples, sim_vendors, write_jsonl, write_yaml
+from tests.builders import numbered_samples, sim_config, sim_vendors, write_jsonl, write_yaml
 from tests.locust_runs import only_run_dir, run_locust
 from tests.sim_records import TOOLS, truth_lines
 
@@ -26,7 +26,7 @@ SAMPLES, REPEATS = 16, 4
 
 
 def test_twins_are_same_and_a_shifted_vendor_differs(tmp_path):
-    write_yaml(tmp_path / "sim.yaml", {"profiles": PROFILES})
+    write_yaml(tmp_path / "sim.yaml", sim_config(PROFILES))
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", list(PROFILES), "official"))
     lines = numbered_samples(SAMPLES, content="tell me about topic {i}")
     for i, line in enumerate(lines):  # half the prompts offer tools: answers are calls or text

@@ -30,10 +30,6 @@ def init_exit(args: list[str]) -> SystemExit:
     return stopped.value
 
 
-def write_samples(path, lines) -> None:
-    write_jsonl(path, lines, ensure_ascii=True)
-
-
 @pytest.mark.parametrize(
     "lines, message",
     [
@@ -48,7 +44,7 @@ def test_bad_samples_exit_2_before_any_request(tmp_path, capsys, lines, message)
     if lines is None:
         samples.unlink()
     else:
-        write_samples(samples, lines)
+        write_jsonl(samples, lines)
     stopped = init_exit(options(tmp_path, config, samples))
     err = capsys.readouterr().err
     assert stopped.code == 2 and message in err and "Traceback" not in err, err

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from avv_core.record_file import read_records
-from tests.builders import sim_vendors, write_yaml
+from tests.builders import sim_config, sim_vendors, write_yaml
 from tests.e2e_ports import free_port
 from tests.locust_runs import DEMO_SAMPLES, clean_env, locust_cmd, only_run_dir, run_locust
 from tests.wire_server import ScriptServer, headers
@@ -25,7 +25,7 @@ GOOD_LINE = '{"messages": [{"role": "user", "content": "hi"}]}'
 
 def prepare(work: Path, profiles: dict | None = None, vendors: dict | None = None) -> list[str]:
     profiles = profiles or {"a": FAST, "b": FAST}
-    write_yaml(work / "sim.yaml", {"profiles": profiles})
+    write_yaml(work / "sim.yaml", sim_config(profiles))
     write_yaml(work / "vendors.yaml", vendors or sim_vendors("m", list(profiles), next(iter(profiles))))
     return ["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml", "--avv-samples",
             str(DEMO_SAMPLES), "--avv-out", "out"]

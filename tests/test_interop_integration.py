@@ -16,7 +16,7 @@ from avv_harness.exports import export_run
 from avv_harness.run.controller import EXIT_OK
 from avv_scoring.baseline_results import BaselineResults, read_results
 from avv_scoring.entrypoints import score_paths
-from tests.builders import write_inputs, write_yaml
+from tests.builders import sim_config, sim_url, write_inputs, write_yaml
 from tests.glue import make_env, options, run_to_end
 from tests.locust_runs import DEMO_SAMPLES
 from tests.sim_records import truth_by_tag
@@ -41,8 +41,8 @@ PROMPTS = [  # (prompt, the language check the harness infers from it)
 
 
 def _run(tmp_path, profiles: dict, lines: list[dict], *extra: str):
-    write_yaml(tmp_path / "sim.yaml", {"profiles": profiles})
-    vendors = {name: {"url": "{sim}/" + name + "/v1", "concurrency": 4, "timeout_s": 15} for name in profiles}
+    write_yaml(tmp_path / "sim.yaml", sim_config(profiles))
+    vendors = {name: {"url": sim_url(name), "concurrency": 4, "timeout_s": 15} for name in profiles}
     config, samples = write_inputs(tmp_path, vendors, sample_lines=lines)
     args = options(tmp_path, config, samples, "--avv-sim-config", str(tmp_path / "sim.yaml"), "--avv-retries", "0",
                    *extra)

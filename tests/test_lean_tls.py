@@ -29,7 +29,7 @@ from avv_harness.wire.execute import attempt_record, vendor_session
 from avv_harness.wire.stream import stream_chat
 from avv_sim import start_simulator
 from avv_sim.tls import can_make_certificate, make_certificate, server_context
-from tests.builders import sim_vendors, write_yaml
+from tests.builders import chat_body, sim_config, sim_vendors, vendor_entry, vendors_config, write_yaml
 from tests.locust_runs import DEMO_SAMPLES, clean_env, only_run_dir, run_locust
 from tests.sim_records import truth_lines
 from tests.test_connection_reuse import Vendor, each_record_holds_its_own_bytes
@@ -61,11 +61,6 @@ def untimed(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def body(n: int) -> bytes:
-    return json.dumps({"model": "m", "messages": [{"role": "user", "content": f"say something #{n}"}],
-                       "stream": True, "stream_options": {"include_usage": True}}).encode()
-
-
 @pytest.fixture(autouse=True)
 def no_ca_from_the_environment(monkeypatch):
     """``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` set the CA of a session that sets none (a vendor without
@@ -94,7 +89,8 @@ def url_of(sim) -> str:
 
 
 def send(session: requests.Session, url: str, n: int = 0):
-    return stream_chat(session, url, body(n), HEADERS, 5.0, 10.0)
+    body = chat_body(f"say something #{n}", stream=True, include_usage=True)
+    return stream_chat(session, url, json.dumps(body).encode(), HEADERS, 5.0, 10.0)
 
 
 def test_an_unknown_ca_fails_the_connection_and_sends_nothing(sims):
@@ -167,7 +163,7 @@ def test_no_record_ever_holds_another_responses_bytes_over_tls(certificate):
 def test_a_locust_run_over_tls_records_what_a_plain_run_records(certificate, tmp_path):
     """The embedded simulator serving HTTPS (``AVV_SIM_TLS_CERT``/``_KEY``, as bench/measure.py --tls starts it),
     its certificate trusted through ``REQUESTS_CA_BUNDLE``: records.csv equals the plain run's but for times."""
-    write_yaml(tmp_path / "sim.yaml", {"profiles": {"p": PROFILE}})
+    write_yaml(tmp_path / "sim.yaml", sim_config({"p": PROFILE}))
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", ["p"], "p", p={"concurrency": 4}))
     tls_env = {"AVV_SIM_TLS_CERT": str(certificate[0]), "AVV_SIM_TLS_KEY": str(certificate[1]),
                "REQUESTS_CA_BUNDLE": str(certificate[0])}
@@ -204,8 +200,8 @@ def test_a_vendors_tls_verify_is_what_the_client_checks_the_certificate_against(
     other CAs (the vendor's setting wins)."""
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", certifi.where())
     own = {} if tls_verify == "absent" else {"tls_verify": vendor_ca(certificate, tmp_path) if tls_verify else False}
-    write_yaml(tmp_path / "vendors.yaml", {"m": {"vendors": [
-        {"name": "v", "url": sims["tls"].base_url("p"), "is_baseline": True, **own}]}})
+    write_yaml(tmp_path / "vendors.yaml", vendors_config([
+        vendor_entry("v", sims["tls"].base_url("p"), is_baseline=True, **own)]))
     (vendor,) = load_config(tmp_path / "vendors.yaml", env={}).vendors
     before = len(truth_lines(sims["tls"].truth_log))
     with vendor_session(client_session, vendor) as session:
@@ -226,7 +222,7 @@ TLS_VENDORS = ("own_ca", "unchecked", "default")
 def run_with_tls_vendors(certificate, work: Path, *args: str):
     """A Locust run of :data:`TLS_VENDORS` (``--avv-preflight warn``: the default vendor is sent items, and the
     circuit breaker stops it); its process and run folder."""
-    write_yaml(work / "sim.yaml", {"profiles": {name: PROFILE for name in TLS_VENDORS}})
+    write_yaml(work / "sim.yaml", sim_config({name: PROFILE for name in TLS_VENDORS}))
     write_yaml(work / "vendors.yaml", sim_vendors("m", list(TLS_VENDORS), "own_ca",
                                                   own_ca={"tls_verify": vendor_ca(certificate, work), "concurrency": 2},
                                                   unchecked={"tls_verify": False, "concurrency": 2}))

@@ -12,7 +12,7 @@ from avv_harness.inputs.config import parse_config
 from avv_harness.locust.plugin import user_classes
 from avv_harness.run.controller import EXIT_OK
 from avv_harness.run.options import MAX_CONCURRENCY, RunOptions, preparse_options
-from tests.builders import vendors_config, write_inputs
+from tests.builders import baseline_first, vendors_config, write_inputs
 from tests.fake_vendor import ScriptedAdapter, error_reply, stream_reply
 from tests.glue import make_env, options, run_to_end
 
@@ -20,7 +20,7 @@ FALLBACK = "sk-openai-fallback-0123456789"
 
 
 def _one(vendor: dict, env: dict):
-    return parse_config(vendors_config([{"is_baseline": True, **vendor}]), "c.yaml", env).vendors[0]
+    return parse_config(vendors_config(baseline_first([vendor])), "c.yaml", env).vendors[0]
 
 
 def test_openai_api_key_is_the_last_fallback_of_a_vendor_that_needs_a_key():

@@ -15,17 +15,15 @@ from avv_core.records import cached_tokens
 from avv_harness.inputs.config import load_config, parse_config
 from avv_scoring.score import score_frame
 from avv_scoring.testing import records_frame
-from tests.builders import vendors_config
+from tests.builders import baseline_first, vendor_entry, vendors_config
 from tests.locust_runs import ROOT, clean_env, run_locust
 from tests.sim_records import truth_by_tag
 
-LOCAL = "http://127.0.0.1:9/v1"
-
 
 def _config(*prices):
-    vendors = [{"name": f"v{i}", "url": LOCAL, "is_baseline": i == 0, **({"price": p} if p is not None else {})}
-               for i, p in enumerate(prices)]
-    return parse_config(vendors_config(vendors), "c.yaml", {})
+    """Vendors v0 (the baseline), v1, … with these prices (None: no price key), parsed."""
+    vendors = [vendor_entry(f"v{i}", **({"price": p} if p is not None else {})) for i, p in enumerate(prices)]
+    return parse_config(vendors_config(baseline_first(vendors)), "c.yaml", {})
 
 
 def test_price_is_read_with_defaults():

@@ -17,7 +17,7 @@ from avv_core.client_load import client_load
 from avv_core.records import ANOMALIES
 from avv_harness.locust.live_board import live_board
 from avv_harness.locust.prometheus import PROM_METRICS, exporter_for, render_prom_table
-from tests.builders import sim_vendors, write_inputs, write_yaml
+from tests.builders import sim_config, sim_vendors, write_inputs, write_yaml
 from tests.e2e_ports import free_port
 from tests.fake_vendor import ScriptedAdapter, stream_reply
 from tests.glue import make_env, options
@@ -157,8 +157,8 @@ def test_headless_run_serves_metrics_port(tmp_path):
     """--avv-metrics-port on a real headless run: a scrape mid-run shows the run's totals and counts no more
     than records.csv ends with."""
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", ["ref", "other"], "ref"))
-    write_yaml(tmp_path / "sim.yaml", {"profiles": {name: {"ttft_ms": 40, "tokens_per_s": 2000, "output_tokens": 8}
-                                                    for name in ("ref", "other")}})
+    write_yaml(tmp_path / "sim.yaml", sim_config({name: {"ttft_ms": 40, "tokens_per_s": 2000, "output_tokens": 8}
+                                                  for name in ("ref", "other")}))
     port, n = free_port(), 32
     cmd = locust_cmd("--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
                      "--avv-samples", str(DEMO_SAMPLES), "--avv-out", "out", "--avv-no-score",

@@ -9,7 +9,7 @@ import pytest
 
 from avv_core.record_file import read_records
 from avv_core.samples import load_samples
-from tests.builders import sim_vendors, write_yaml
+from tests.builders import sim_config, sim_vendors, write_yaml
 from tests.locust_runs import DEMO_SAMPLES, only_run_dir, run_locust, truth_tag
 from tests.sim_records import truth_by_tag
 
@@ -26,7 +26,7 @@ PROFILES = {
 @pytest.fixture(scope="module")
 def replay(tmp_path_factory):
     work = tmp_path_factory.mktemp("replay")
-    write_yaml(work / "sim.yaml", {"profiles": PROFILES})
+    write_yaml(work / "sim.yaml", sim_config(PROFILES))
     write_yaml(work / "vendors.yaml", sim_vendors("m1", list(PROFILES), "base",
                                                   **{name: {"concurrency": 2} for name in PROFILES}))
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
@@ -110,7 +110,7 @@ def test_scores_written_and_printed(replay):
 
 
 def test_locust_stats_have_request_and_ttft_entries(tmp_path):
-    write_yaml(tmp_path / "sim.yaml", {"profiles": {"base": PROFILES["base"]}})
+    write_yaml(tmp_path / "sim.yaml", sim_config({"base": PROFILES["base"]}))
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m1", ["base"], "base"))
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
                        "--avv-samples", str(DEMO_SAMPLES), "--avv-out", "out", "--csv", "stats", "--avv-no-score"],
@@ -123,7 +123,7 @@ def test_locust_stats_have_request_and_ttft_entries(tmp_path):
 def test_options_from_locust_conf_and_environment(tmp_path):
     from tests.locust_runs import clean_env
 
-    write_yaml(tmp_path / "sim.yaml", {"profiles": {"base": {**PROFILES["base"], "ttft_ms": 10}}})
+    write_yaml(tmp_path / "sim.yaml", sim_config({"base": {**PROFILES["base"], "ttft_ms": 10}}))
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m1", ["base"], "base"))
     lines = ["samples.jsonl"]
     (tmp_path / "samples.jsonl").write_text("\n".join(DEMO_SAMPLES.read_text().splitlines()[:3]) + "\n")

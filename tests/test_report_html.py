@@ -21,8 +21,8 @@ from avv_scoring.load import load_tools, resolve_inputs
 from avv_scoring.report.html import render_html
 from avv_scoring.report.section import html_sections
 from avv_scoring.testing import record
-from tests.builders import write_run
-from tests.test_scoring_paths import _tc, baseline_rows, vendor_rows, write_samples
+from tests.builders import write_jsonl, write_run
+from tests.test_scoring_paths import SAMPLE_LINES, _tc, baseline_rows, vendor_rows
 from tests.test_scoring_stress import write_stress_run
 
 #: A reference the browser would follow out of the file: any src/href/action that is not data: or #anchor,
@@ -60,7 +60,7 @@ def rows_with_trouble(vendor: str = "<b>noisy</b>") -> list[dict]:
 def scored(tmp_path_factory):
     """One run scored once with its report.html (the tests only read it: scoring and figures take seconds)."""
     work = tmp_path_factory.mktemp("report_html")
-    samples = write_samples(work / "samples.jsonl")
+    samples = write_jsonl(work / "samples.jsonl", SAMPLE_LINES)
     rows = [dict(r, repeat=rep) for rep in (1, 2) for r in baseline_rows() + vendor_rows()] + rows_with_trouble()
     run = write_run(work / "run", rows, samples)
     return run, score_paths([run])
@@ -130,7 +130,7 @@ def test_repeat_spread_shows_each_repeat(scored):
 
 @pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_stress_section_and_stress_only(tmp_path):
-    samples = write_samples(tmp_path / "samples.jsonl")
+    samples = write_jsonl(tmp_path / "samples.jsonl", SAMPLE_LINES)
     run = write_stress_run(tmp_path / "run", samples=samples)
     page = (run / "report.html").read_text(encoding="utf-8") if score_paths([run]) else ""
     found = sections(page)

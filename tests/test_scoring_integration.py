@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from avv_core.exit_status import ExitStatus
-from tests.builders import sim_vendors, write_yaml
+from tests.builders import sim_config, sim_vendors, write_yaml
 from tests.locust_runs import DEMO_SAMPLES, only_run_dir, run_locust
 from tests.sim_records import truth_by_tag
 
@@ -64,7 +64,7 @@ def expected_from_truth(truth: dict) -> dict[str, dict[str, float]]:
 
 
 def test_scores_equal_truth(tmp_path):
-    write_yaml(tmp_path / "sim.yaml", {"profiles": PROFILES})
+    write_yaml(tmp_path / "sim.yaml", sim_config(PROFILES))
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", list(PROFILES), "official"))
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
                        "--avv-samples", str(DEMO_SAMPLES), "--avv-repeats", "2", "--avv-out", "out",

@@ -13,7 +13,7 @@ from avv_core.errors import InputError
 from avv_scoring import SCORE_COLUMNS, load_records, render_tables, score_paths
 from avv_scoring.cli import main
 from avv_scoring.testing import call
-from tests.builders import write_jsonl, write_run
+from tests.builders import numbered_samples, write_jsonl, write_run
 
 TOOL = {
     "type": "function",
@@ -24,10 +24,8 @@ TOOL = {
 }
 
 
-def write_samples(path: Path, n: int = 4) -> Path:
-    lines = [{"data_index": i, "messages": [{"role": "user", "content": f"q{i}"}], "tools": [TOOL]}
-             for i in range(1, n + 1)]
-    return write_jsonl(path, lines, ensure_ascii=True)
+#: The four samples the rows below answer (sample ids 1 to 4, each with TOOL).
+SAMPLE_LINES = numbered_samples(4, [TOOL], index="{i}")
 
 
 def _tc(city):
@@ -92,7 +90,7 @@ def vendor_rows(vendor="cheap"):
 
 @pytest.fixture()
 def samples(tmp_path) -> Path:
-    return write_samples(tmp_path / "samples.jsonl")
+    return write_jsonl(tmp_path / "samples.jsonl", SAMPLE_LINES)
 
 
 @pytest.mark.integration  # scores a run and draws its figures: seconds

@@ -15,8 +15,8 @@ from avv_scoring import render_tables, score_paths, stress_only, write_stress_ou
 from avv_scoring.cli import main
 from avv_scoring.report.sections.stress import render_stress_markdown
 from avv_scoring.stress import StressSettings, capacity_table, level_table, settings_from_run_json, stress_tables
-from tests.builders import write_run
-from tests.test_scoring_paths import write_samples
+from tests.builders import write_jsonl, write_run
+from tests.test_scoring_paths import SAMPLE_LINES
 
 STRESS = {
     "levels": [1, 2, 4],
@@ -138,7 +138,7 @@ def test_write_stress_outputs_leaves_the_report_alone(tmp_path):
 
 @pytest.mark.integration  # scores a run and draws its figures: seconds
 def test_score_paths_on_a_stress_run_writes_one_report_with_the_stress_section(tmp_path):
-    samples = write_samples(tmp_path / "samples.jsonl")
+    samples = write_jsonl(tmp_path / "samples.jsonl", SAMPLE_LINES)
     run = write_stress_run(tmp_path / "run", samples=samples)
     result = score_paths([run], html=False)  # report.html's stress section: tests/test_report_html.py
     assert result.stress is not None and not result.scores.empty

@@ -13,7 +13,7 @@ import pytest
 
 from avv_scoring.metrics.correctness import canonical_key
 from avv_scoring.stats import tests as stats
-from tests.builders import sim_vendors, write_yaml
+from tests.builders import sim_config, sim_vendors, write_yaml
 from tests.locust_runs import DEMO_SAMPLES, only_run_dir, run_locust
 from tests.sim_records import truth_by_tag
 
@@ -33,7 +33,7 @@ def calls_key(line: dict) -> tuple[Counter, Counter]:
 
 
 def test_noise_floor_and_mcnemar_equal_the_truth_log(tmp_path):
-    write_yaml(tmp_path / "sim.yaml", {"profiles": PROFILES})
+    write_yaml(tmp_path / "sim.yaml", sim_config(PROFILES))
     write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", list(PROFILES), "official"))
     proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
                        "--avv-samples", str(DEMO_SAMPLES), "--avv-repeats", "3", "--avv-out", "out",

@@ -12,7 +12,7 @@ from avv_harness.run.options import StressSettings as HarnessStressSettings
 from avv_harness.run.options import parse_levels
 from avv_harness.run.stress_policy import StressPolicy
 from avv_scoring.stress import StressSettings, capacity_table, level_table
-from tests.builders import vendors_config, write_yaml
+from tests.builders import sim_config, sim_url, vendor_entry, vendors_config, write_yaml
 from tests.e2e_ports import free_port
 from tests.locust_runs import DEMO_SAMPLES, clean_env, locust_cmd, only_run_dir, run_locust
 
@@ -30,8 +30,8 @@ EXPECTED = {"open": (16, None), "limited": (8, 16), "queued": (8, None)}
 
 
 def prepare(work):
-    write_yaml(work / "sim.yaml", {"profiles": PROFILES})
-    vendors = [{"name": n, "url": "{sim}/" + n + "/v1", "is_baseline": n == "open"} for n in PROFILES]
+    write_yaml(work / "sim.yaml", sim_config(PROFILES))
+    vendors = [vendor_entry(n, sim_url(n), is_baseline=n == "open") for n in PROFILES]
     write_yaml(work / "vendors.yaml", vendors_config(vendors))
 
 

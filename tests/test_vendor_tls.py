@@ -17,16 +17,16 @@ from avv_core.errors import InputError
 from avv_harness.inputs.config import load_config
 from avv_harness.wire.execute import vendor_session
 from avv_harness.wire.requests_transport import environment_settings
-from tests.builders import vendors_config, write_yaml
+from tests.builders import baseline_first, vendor_entry, vendors_config, write_yaml
 
 URL = "https://127.0.0.1:9/v1"
 
 
 def config_file(folder: Path, **tls) -> Path:
     """vendors.yaml in ``folder``: baseline ``a`` and ``b``, with ``tls[name]`` as that vendor's ``tls_verify``."""
-    vendors = [{"name": name, "url": URL, "is_baseline": name == "a", "require_key": False,
-                **({"tls_verify": tls[name]} if name in tls else {})} for name in ("a", "b")]
-    return write_yaml(folder / "vendors.yaml", vendors_config(vendors))
+    vendors = [vendor_entry(name, URL, require_key=False, **({"tls_verify": tls[name]} if name in tls else {}))
+               for name in ("a", "b")]
+    return write_yaml(folder / "vendors.yaml", vendors_config(baseline_first(vendors)))
 
 
 def tls_of(path: Path) -> dict[str, bool | str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from avv_core.record_file import read_records
-from tests.builders import sim_vendors, write_yaml
+from tests.builders import sim_config, sim_vendors, write_yaml
 from tests.e2e_ports import free_port
 from tests.headless_chromium import find_chromium
 from tests.locust_runs import DEMO_SAMPLES, clean_env, locust_cmd
@@ -60,7 +60,7 @@ class UiProcess:
 
     def __init__(self, work: Path, *extra: str):
         profiles = {"ref": FAST, "alt": dict(FAST, seed=3), "bad": dict(FAST, flip_rate=0.5, bad_args_rate=0.3)}
-        write_yaml(work / "sim.yaml", {"profiles": profiles})
+        write_yaml(work / "sim.yaml", sim_config(profiles))
         write_yaml(work / "vendors.yaml", sim_vendors("m", VENDORS, "ref"))
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
