@@ -24,12 +24,14 @@ from avv_core.json_types import JSONObject
 from avv_scoring.load import is_success
 from avv_scoring.metrics.additive import NAN
 from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.frame_memo import per_frame
 from avv_scoring.metrics.registry import produces
 
 #: The default tolerance: the largest relative difference of the median ratio from 1 that is not flagged.
 DEFAULT_TOLERANCE = 0.05
 
 
+@per_frame
 def _prompt_tokens(frame: pd.DataFrame) -> pd.Series:
     ok = is_success(frame)
     tokens = pd.to_numeric(frame["prompt_tokens"].astype("object"), errors="coerce").astype(float)

@@ -13,7 +13,6 @@ call that names a tool the request does not have never matches gold, whatever it
 
 from __future__ import annotations
 
-import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -28,6 +27,7 @@ from avv_scoring.load import OK_COL, is_success
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.correctness import CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
 from avv_scoring.metrics.declaration import Metric, NoiseFloor, Ratio, Regression
+from avv_scoring.metrics.frame_memo import per_frame, shared, store_for
 from avv_scoring.metrics.gold_f1 import gold_args_f1
 from avv_scoring.metrics.normalisers import ArgNormalisation, CallNormaliser
 from avv_scoring.metrics.registry import produces
@@ -218,34 +218,20 @@ def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
     """The call pairs of a vendor with the baseline: joined on (sample_id, repeat), both sides successful
     and both called a tool (finished with tool_calls or emitted a call). Columns ``sample_id``, ``repeat``,
     ``calls`` (normalised: ``NCALLS``), ``sig_tools``, ``sig_calls``, ``names``, ``gold`` and the row's index, each
-    for the vendor (``_v``) and the baseline (``_b``). Do not modify the result: the last one is handed out again
-    for the same two frames (a vendor's agreement features and its per-tool table both read it), and the
-    baseline's side is kept for the next vendor of the model."""
-    kept = _PAIRS_KEPT.get("pairs")
-    if kept is not None and kept[0]() is rows and kept[1]() is baseline_rows:
-        return kept[2]
-    kept = _PAIRS_KEPT.get("baseline")
-    baseline_side = kept[2] if kept is not None and kept[0]() is baseline_rows else _pair_side(baseline_rows)
-    pairs = _pair_side(rows).merge(baseline_side, on=PAIR_KEYS, how="inner", suffixes=("_v", "_b"))
-    _keep("pairs", rows, baseline_rows, pairs)
-    _keep("baseline", baseline_rows, baseline_rows, baseline_side)
-    return pairs
+    for the vendor (``_v``) and the baseline (``_b``). Do not modify the result: within an open
+    :class:`~avv_scoring.metrics.frame_memo.FrameMemo` it is handed out again for the same two frames (a vendor's
+    agreement features and its per-tool table both read it), and the baseline's side is kept for the model's next
+    vendor."""
+    if store_for(baseline_rows) is None:  # the pairs are kept with the vendor's rows only when both are known
+        return _pairs_of(rows, baseline_rows)
+    return shared(rows, (call_pairs, id(baseline_rows)), lambda: _pairs_of(rows, baseline_rows))
 
 
-#: The last :func:`call_pairs` result and baseline side, with weak references to the frames they were made of:
-#: an entry goes when either frame goes (a vendor's rows are freed before the next vendor's are made).
-_PAIRS_KEPT: dict[str, tuple[weakref.ref[pd.DataFrame], weakref.ref[pd.DataFrame], pd.DataFrame]] = {}
+def _pairs_of(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
+    return _pair_side(rows).merge(_pair_side(baseline_rows), on=PAIR_KEYS, how="inner", suffixes=("_v", "_b"))
 
 
-def _keep(slot: str, rows: pd.DataFrame, baseline_rows: pd.DataFrame, result: pd.DataFrame) -> None:
-    def forget(gone: weakref.ref[pd.DataFrame]) -> None:
-        entry = _PAIRS_KEPT.get(slot)
-        if entry is not None and (entry[0] is gone or entry[1] is gone):
-            del _PAIRS_KEPT[slot]
-
-    _PAIRS_KEPT[slot] = (weakref.ref(rows, forget), weakref.ref(baseline_rows, forget), result)
-
-
+@per_frame
 def _pair_side(frame: pd.DataFrame) -> pd.DataFrame:
     """One side of :func:`call_pairs`: the rows that called a tool, the last per (sample_id, repeat)."""
     frame = ensure_annotated(frame)
@@ -348,6 +334,7 @@ def baseline_agreement(sums: Sums) -> Columns:
 # Gold labels
 
 
+@per_frame
 def positive(rows: pd.DataFrame) -> pd.Series:
     """Successful rows finishing with ``tool_calls`` (the trigger positive of F1 and of the gold trigger)."""
     finish = (rows["finish_reason"].astype("object") == TOOL_CALLS).fillna(False).astype(bool)
@@ -397,17 +384,19 @@ def gold_accuracy(rows: pd.DataFrame) -> Columns:
     are counted in ``gold_failed``. Each is missing when its denominator is 0.
     """
     rows = ensure_annotated(rows)
-    golds = rows[GOLD]
-    labelled = golds.map(lambda g: g is not None and g.labelled).astype(bool)
-    ok = is_success(rows)
-    scored = rows[labelled & ok]
-    pos = positive(scored)
-    expected = scored[GOLD].map(lambda g: g.expected_tool_call).astype(bool)
-    right_trigger = int((pos == expected).sum())
+    golds = rows[GOLD].to_numpy(dtype=object)  # masks over single columns: the wide frame is taken only if needed
+    labelled = np.fromiter((g is not None and bool(g.labelled) for g in golds), dtype=bool, count=len(golds))
+    ok = is_success(rows).to_numpy(dtype=bool)
+    scored = labelled & ok
+    scored_golds = golds[scored]
+    expected = np.fromiter((bool(g.expected_tool_call) for g in scored_golds), dtype=bool, count=len(scored_golds))
+    right_trigger = int((positive(rows).to_numpy(dtype=bool)[scored] == expected).sum())
+    with_calls = scored.copy()
+    with_calls[scored] = [g.expected_calls is not None for g in scored_golds]
     tool_ok = args_ok = n_calls = 0
     f1_sum = 0.0
     f1_of: dict[tuple[int, int, int], float] = {}  # rows share their calls and gold objects: each pair scored once
-    for row in row_dicts(scored[scored[GOLD].map(lambda g: g.expected_calls is not None).astype(bool)], ROW_FIELDS):
+    for row in row_dicts(rows[with_calls], ROW_FIELDS) if with_calls.any() else ():
         gold, calls, name_of = row[GOLD], row[CALLS], name_of_row(row)
         n_calls += 1
         tool_ok += tools_match_gold(calls, gold.expected_calls, name_of)
@@ -417,11 +406,11 @@ def gold_accuracy(rows: pd.DataFrame) -> Columns:
             f1_of[memo] = gold_args_f1(row[NCALLS], row[NGOLD] or (), name_of)
         f1_sum += f1_of[memo]
     return {
-        "gold_trigger_accuracy": rate(right_trigger, len(scored)),
+        "gold_trigger_accuracy": rate(right_trigger, int(scored.sum())),
         "gold_tool_accuracy": rate(tool_ok, n_calls),
         "gold_args_accuracy": rate(args_ok, n_calls),
         "gold_args_f1": rate(f1_sum, n_calls),
-        "gold_labelled": len(scored),
+        "gold_labelled": int(scored.sum()),
         "gold_call_items": n_calls,
         "gold_failed": int((labelled & ~ok).sum()),
     }

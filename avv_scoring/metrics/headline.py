@@ -33,6 +33,7 @@ from avv_scoring.load import COMPARABLE_COL, is_success
 from avv_scoring.metrics.additive import NAN, Columns, Quantiles, Sums, additive, choose, count, numbers, rate
 from avv_scoring.metrics.calls import TC_INVALID, TC_N, TC_UNCHECKABLE, TC_VALID, annotate_calls, positive
 from avv_scoring.metrics.declaration import Metric, NoiseFloor, Ratio, Regression
+from avv_scoring.metrics.frame_memo import per_frame
 from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.metrics.registry import produces
 from avv_scoring.metrics.schema import parse_tool_calls
@@ -90,6 +91,7 @@ def attempt_success_rate(sums: Sums) -> Columns:
     return {"attempts": total, "attempt_success_rate": rate(count(sums["successes"]), total)}
 
 
+@per_frame
 def _trigger_side(frame: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({
         "sample_id": frame["sample_id"].astype("object").astype(str),
@@ -301,6 +303,7 @@ def schema_accuracy(sums: Sums) -> Columns:
 # Cost and performance
 
 
+@per_frame
 def compared_rows(rows: pd.DataFrame) -> pd.Series:
     """The rows cost and speed are measured on: successful, and (when scoring a whole model) successful for
     every vendor of the model — see :func:`avv_scoring.score.comparable_items`."""

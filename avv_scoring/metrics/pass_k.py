@@ -15,6 +15,7 @@ from avv_core.json_types import JSONObject
 from avv_scoring.load import is_success
 from avv_scoring.metrics.additive import NAN
 from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.frame_memo import repeat_numbers
 from avv_scoring.metrics.registry import produces
 
 
@@ -35,7 +36,7 @@ def pass_at_k(rows: pd.DataFrame) -> JSONObject:
     """
     if rows.empty:
         return {"pass_at_k": NAN, "pass_hat_k": NAN, "pass_k": 0}
-    repeat = pd.to_numeric(rows["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
+    repeat = repeat_numbers(rows)
     k = int(repeat.max())
     frame = pd.DataFrame({"sample": rows["sample_id"].astype(str).to_numpy(), "repeat": repeat.to_numpy(),
                           "ok": is_success(rows).to_numpy(dtype=bool)})

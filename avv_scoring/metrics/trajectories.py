@@ -63,6 +63,7 @@ from avv_scoring.metrics.additive import NAN, Columns, rate
 from avv_scoring.metrics.calls import CALLS, GOLD, name_of_row
 from avv_scoring.metrics.correctness import Call, call_matches, each_gets_its_own
 from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.frame_memo import per_frame
 from avv_scoring.metrics.registry import produces
 
 ENDS = ("completed", "wrong_answer", "gave_up", "max_steps", "failed")
@@ -201,6 +202,7 @@ def summarise(records: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+@per_frame
 def trajectories_of(rows: pd.DataFrame) -> pd.DataFrame:
     """The trajectory rows of a per-item frame (summarised when it was not yet)."""
     if TJ not in rows.columns:
@@ -234,8 +236,11 @@ def task_completion(rows: pd.DataFrame) -> Columns:
             "tasks_completed": ends[COMPLETED], "trajectory_ends": ";".join(f"{e}:{ends[e]}" for e in ENDS if ends[e])}
 
 
-def _steps_by_pair(rows: pd.DataFrame) -> dict[tuple[str, int], int]:
-    done = rows[rows[TJ_END] == COMPLETED]
+@per_frame
+def _completed_steps(rows: pd.DataFrame) -> dict[tuple[str, int], int]:
+    """(sample_id, repeat) → steps of each completed trajectory of ``rows``."""
+    done = trajectories_of(rows)
+    done = done[done[TJ_END] == COMPLETED]
     repeats = pd.to_numeric(done["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
     return {(str(s), int(r)): int(n) for s, r, n in zip(done["sample_id"], repeats, done[TJ_STEPS], strict=True)}
 
@@ -252,7 +257,7 @@ def trajectory_steps(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> JSONObj
     """``avg_steps`` = mean ``steps`` over completed trajectories; ``steps_delta`` = mean over the pairs
     (sample_id, repeat) where both the vendor's and the baseline's trajectories completed of vendor steps − baseline
     steps (0 for the baseline itself; positive = the vendor needs more steps). Missing without such trajectories."""
-    mine, theirs = _steps_by_pair(trajectories_of(rows)), _steps_by_pair(trajectories_of(baseline_rows))
+    mine, theirs = _completed_steps(rows), _completed_steps(baseline_rows)
     pairs = [(n, theirs[key]) for key, n in mine.items() if key in theirs]
     return {"avg_steps": rate(sum(mine.values()), len(mine)),
             "steps_delta": rate(sum(v - b for v, b in pairs), len(pairs)), "steps_pairs": len(pairs)}
