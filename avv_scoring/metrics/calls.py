@@ -23,7 +23,7 @@ import pandas as pd
 from avv_core.json_types import JSONMapping, JSONObject
 from avv_core.samples import Gold
 from avv_core.tool_formats import find_text_calls, request_tool_names
-from avv_scoring.load import OK_COL, is_success
+from avv_scoring.load import OK_COL, is_success, numeric
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.correctness import CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
 from avv_scoring.metrics.declaration import Metric, NoiseFloor, Ratio, Regression
@@ -238,7 +238,7 @@ def _pair_side(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.loc[frame[CALLED], ["sample_id", "repeat", NCALLS, SIG_TOOLS, SIG_CALLS, NAMES, GOLD]]
     return pd.DataFrame({
         "sample_id": frame["sample_id"].astype("object").astype(str),
-        "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),
+        "repeat": numeric(frame["repeat"]).fillna(1).astype(int),
         "calls": frame[NCALLS], "sig_tools": frame[SIG_TOOLS], "sig_calls": frame[SIG_CALLS],
         "names": frame[NAMES], "gold": frame[GOLD], "index": frame.index,
     }).drop_duplicates(subset=PAIR_KEYS, keep="last")

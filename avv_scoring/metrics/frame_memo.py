@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
+from avv_scoring.load import numeric
+
 T = TypeVar("T")
 #: What is kept for one frame: key → value.
 Store = dict[Hashable, Any]
@@ -88,7 +90,7 @@ def per_frame(function: Callable[[pd.DataFrame], T]) -> Callable[[pd.DataFrame],
 @per_frame
 def repeat_numbers(frame: pd.DataFrame) -> pd.Series:
     """Each row's repeat number as an int (a missing or unreadable cell = 1), indexed like ``frame``."""
-    return pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
+    return numeric(frame["repeat"]).fillna(1).astype(int)
 
 
 __all__ = ["FrameMemo", "Store", "per_frame", "repeat_numbers", "shared", "store_for"]

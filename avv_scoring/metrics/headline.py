@@ -29,7 +29,7 @@ import pandas as pd
 
 from avv_core.json_types import JSONObject
 from avv_core.samples import Gold
-from avv_scoring.load import COMPARABLE_COL, is_success
+from avv_scoring.load import COMPARABLE_COL, is_success, numeric
 from avv_scoring.metrics.additive import NAN, Columns, Quantiles, Sums, additive, choose, count, numbers, rate
 from avv_scoring.metrics.calls import TC_INVALID, TC_N, TC_UNCHECKABLE, TC_VALID, annotate_calls, positive
 from avv_scoring.metrics.declaration import Metric, NoiseFloor, Ratio, Regression
@@ -43,7 +43,7 @@ from avv_scoring.metrics.schema import parse_tool_calls
 
 
 def _attempt_features(rows: pd.DataFrame) -> pd.DataFrame:
-    attempts = pd.to_numeric(rows["attempts"].astype("object"), errors="coerce").fillna(1).clip(lower=1)
+    attempts = numeric(rows["attempts"]).fillna(1).clip(lower=1)
     return pd.DataFrame({"attempts": attempts.astype(int), "successes": is_success(rows).astype(int)}, index=rows.index)
 
 
@@ -95,7 +95,7 @@ def attempt_success_rate(sums: Sums) -> Columns:
 def _trigger_side(frame: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({
         "sample_id": frame["sample_id"].astype("object").astype(str),
-        "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),
+        "repeat": numeric(frame["repeat"]).fillna(1).astype(int),
         "ok": is_success(frame),
         "pos": positive(frame),
     }, index=frame.index)
@@ -314,8 +314,8 @@ def compared_rows(rows: pd.DataFrame) -> pd.Series:
 def mean_features(rows: pd.DataFrame, column: str) -> pd.DataFrame:
     """``value`` (0 where absent) and ``present`` per row: compared rows (:func:`compared_rows`) with a value (none
     when the records predate ``column``)."""
-    cells = rows[column].astype("object") if column in rows.columns else pd.Series(NAN, index=rows.index)
-    values = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
+    cells = rows[column] if column in rows.columns else pd.Series(NAN, index=rows.index)
+    values = numeric(cells).to_numpy(dtype=float)
     present = compared_rows(rows).to_numpy(dtype=bool) & ~np.isnan(values)
     return pd.DataFrame({"value": np.where(present, values, 0.0), "present": present.astype(int)}, index=rows.index)
 
@@ -376,7 +376,7 @@ def ttft_stats(sums: Sums) -> Columns:
 
 def _reasoning_only_features(rows: pd.DataFrame) -> pd.DataFrame:
     ok = is_success(rows)
-    reasoning = pd.to_numeric(rows["reasoning_chars"].astype("object"), errors="coerce").fillna(0) > 0
+    reasoning = numeric(rows["reasoning_chars"]).fillna(0) > 0
     maybe = (ok & reasoning).to_numpy(dtype=bool, copy=True)  # content and calls are looked at on these rows only
     annotated = TC_N in rows.columns
     if annotated:

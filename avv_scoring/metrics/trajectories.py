@@ -58,7 +58,7 @@ from avv_core.canonical import parse_json_text
 from avv_core.frame_rows import frame_records
 from avv_core.json_types import JSONObject
 from avv_core.measures import is_missing
-from avv_scoring.load import ITEM_KEY, dedupe_with_steps, is_success, step_numbers
+from avv_scoring.load import ITEM_KEY, dedupe_with_steps, is_success, numeric, step_numbers
 from avv_scoring.metrics.additive import NAN, Columns, rate
 from avv_scoring.metrics.calls import CALLS, GOLD, name_of_row
 from avv_scoring.metrics.correctness import Call, call_matches, each_gets_its_own
@@ -241,7 +241,7 @@ def _completed_steps(rows: pd.DataFrame) -> dict[tuple[str, int], int]:
     """(sample_id, repeat) → steps of each completed trajectory of ``rows``."""
     done = trajectories_of(rows)
     done = done[done[TJ_END] == COMPLETED]
-    repeats = pd.to_numeric(done["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
+    repeats = numeric(done["repeat"]).fillna(1).astype(int)
     return {(str(s), int(r)): int(n) for s, r, n in zip(done["sample_id"], repeats, done[TJ_STEPS], strict=True)}
 
 
