@@ -275,12 +275,12 @@ def trajectory_steps(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> JSONObj
 def trajectory_recovery(rows: pd.DataFrame) -> JSONObject:
     """``recovery_rate = recovered / error_trajectories`` and ``loop_rate = looping / trajectories that did not end
     failed`` (module docstring). A trajectory that ends before its injection step is not an error trajectory."""
-    tj = trajectories_of(rows)
-    errors = tj[tj[TJ_ERROR].astype(bool)]
-    working = tj[tj[TJ_END] != "failed"]
-    return {"recovery_rate": rate(int(errors[TJ_RECOVERED].astype(bool).sum()), len(errors)),
-            "error_trajectories": len(errors),
-            "loop_rate": rate(int(working[TJ_LOOP].astype(bool).sum()), len(working))}
+    tj = trajectories_of(rows)  # masks over its columns, not copies of the frame
+    errors = tj[TJ_ERROR].to_numpy(dtype=bool)
+    working = tj[TJ_END].to_numpy(dtype=object) != "failed"
+    return {"recovery_rate": rate(int(tj[TJ_RECOVERED].to_numpy(dtype=bool)[errors].sum()), int(errors.sum())),
+            "error_trajectories": int(errors.sum()),
+            "loop_rate": rate(int(tj[TJ_LOOP].to_numpy(dtype=bool)[working].sum()), int(working.sum()))}
 
 
 @produces(
@@ -301,12 +301,14 @@ def task_cost(rows: pd.DataFrame) -> JSONObject:
     is left out: no price, or no usage)."""
     done = trajectories_of(rows)
     done = done[done[TJ_END] == COMPLETED]
-    tokens = pd.to_numeric(done[TJ_TOKENS], errors="coerce").dropna()
-    walls = pd.to_numeric(done[TJ_WALL_MS], errors="coerce").dropna()
-    costs = pd.to_numeric(done[TJ_COST], errors="coerce").dropna()
-    return {"avg_task_tokens": float(tokens.mean()) if len(tokens) else NAN,
-            "avg_task_wall_s": float(walls.mean()) / 1000.0 if len(walls) else NAN,
-            "avg_task_cost": float(costs.mean()) if len(costs) else NAN}
+    return {"avg_task_tokens": _mean(done, TJ_TOKENS), "avg_task_wall_s": _mean(done, TJ_WALL_MS) / 1000.0,
+            "avg_task_cost": _mean(done, TJ_COST)}
+
+
+def _mean(done: pd.DataFrame, column: str) -> float:
+    """The mean of the numbers in ``column``; missing without one (an empty frame is read no further)."""
+    values = pd.to_numeric(done[column], errors="coerce").dropna() if len(done) else ()
+    return float(values.mean()) if len(values) else NAN
 
 
 # ----------------------------------------------------------------------------------------- disagreements
