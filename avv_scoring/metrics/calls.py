@@ -27,11 +27,11 @@ from avv_scoring.load import OK_COL, is_success, numeric
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.correctness import CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
 from avv_scoring.metrics.declaration import Metric, NoiseFloor, Ratio, Regression
-from avv_scoring.metrics.frame_memo import per_frame, shared, store_for
+from avv_scoring.metrics.frame_memo import item_keys, per_frame, shared, store_for
 from avv_scoring.metrics.gold_f1 import gold_args_f1
 from avv_scoring.metrics.normalisers import ArgNormalisation, CallNormaliser
 from avv_scoring.metrics.registry import produces
-from avv_scoring.metrics.row_codes import first_rows, row_codes, row_dicts
+from avv_scoring.metrics.row_codes import first_rows, item_codes, last_rows, positions_in, row_codes, row_dicts
 from avv_scoring.metrics.schema import INVALID, UNCHECKABLE, VALID, CallChecker, parse_tool_calls
 
 TOOL_CALLS = "tool_calls"
@@ -228,7 +228,36 @@ def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _pairs_of(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
-    return _pair_side(rows).merge(_pair_side(baseline_rows), on=PAIR_KEYS, how="inner", suffixes=("_v", "_b"))
+    """The pairs, as the merge of the two :func:`_pair_side` frames on the item (inner join, the vendor's order);
+    on arrays when every sample id is present."""
+    rows, baseline_rows = ensure_annotated(rows), ensure_annotated(baseline_rows)
+    mine, theirs = _called_rows(rows), _called_rows(baseline_rows)
+    (ids_v, reps_v), (ids_b, reps_b) = item_keys(rows), item_keys(baseline_rows)
+    codes = item_codes(np.concatenate([ids_v[mine], ids_b[theirs]]), np.concatenate([reps_v[mine], reps_b[theirs]]),
+                       len(mine))
+    if codes is None:
+        return _pair_side(rows).merge(_pair_side(baseline_rows), on=PAIR_KEYS, how="inner", suffixes=("_v", "_b"))
+    last_v, last_b = last_rows(codes[0]), last_rows(codes[1])
+    at = positions_in(codes[0][last_v], codes[1][last_b])
+    v, b = mine[last_v[at >= 0]], theirs[last_b[at[at >= 0]]]  # positions in the frames of each pair's rows
+    data: dict[str, Any] = {"sample_id": rows["sample_id"].astype("object").astype(str).array.take(v),
+                            "repeat": reps_v[v]}
+    for side, frame, at_rows in (("_v", rows, v), ("_b", baseline_rows, b)):
+        for name, column in PAIR_COLUMNS:
+            data[name + side] = frame[column].to_numpy(dtype=object)[at_rows]
+        data["index" + side] = frame.index.to_numpy()[at_rows]
+    return pd.DataFrame(data)
+
+
+#: The columns of each side of :func:`call_pairs` (before its suffix) and the annotation column each is read from.
+PAIR_COLUMNS = (("calls", NCALLS), ("sig_tools", SIG_TOOLS), ("sig_calls", SIG_CALLS), ("names", NAMES),
+                ("gold", GOLD))
+
+
+@per_frame
+def _called_rows(frame: pd.DataFrame) -> np.ndarray:
+    """The positions of the rows of an annotated frame that called a tool."""
+    return np.flatnonzero(frame[CALLED].to_numpy(dtype=bool))
 
 
 @per_frame

@@ -19,6 +19,7 @@ from contextvars import ContextVar
 from functools import wraps
 from typing import Any, TypeVar
 
+import numpy as np
 import pandas as pd
 
 from avv_scoring.load import numeric
@@ -93,4 +94,11 @@ def repeat_numbers(frame: pd.DataFrame) -> pd.Series:
     return numeric(frame["repeat"]).fillna(1).astype(int)
 
 
-__all__ = ["FrameMemo", "Store", "per_frame", "repeat_numbers", "shared", "store_for"]
+@per_frame
+def item_keys(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's item as (sample id as text, repeat number: :func:`repeat_numbers`), two arrays."""
+    return (frame["sample_id"].astype("object").astype(str).to_numpy(dtype=object),
+            repeat_numbers(frame).to_numpy())
+
+
+__all__ = ["FrameMemo", "Store", "item_keys", "per_frame", "repeat_numbers", "shared", "store_for"]

@@ -33,9 +33,10 @@ from avv_scoring.load import COMPARABLE_COL, is_success, numeric
 from avv_scoring.metrics.additive import NAN, Columns, Quantiles, Sums, additive, choose, count, numbers, rate
 from avv_scoring.metrics.calls import TC_INVALID, TC_N, TC_UNCHECKABLE, TC_VALID, annotate_calls, positive
 from avv_scoring.metrics.declaration import Metric, NoiseFloor, Ratio, Regression
-from avv_scoring.metrics.frame_memo import per_frame
+from avv_scoring.metrics.frame_memo import item_keys, per_frame
 from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.metrics.registry import produces
+from avv_scoring.metrics.row_codes import item_codes, last_rows, positions_in
 from avv_scoring.metrics.schema import parse_tool_calls
 
 # --------------------------------------------------------------------------------------------------
@@ -104,18 +105,45 @@ def _trigger_side(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _trigger_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
     """Per vendor item (one per (sample_id, repeat)): matched / pair / excluded and its confusion cell."""
-    vendor = _trigger_side(rows)
-    base = _trigger_side(baseline_rows).set_index(["sample_id", "repeat"])
-    keys = pd.MultiIndex.from_frame(vendor[["sample_id", "repeat"]])
-    matched = keys.isin(base.index)
-    ok_b = base["ok"].reindex(keys).fillna(False).to_numpy(dtype=bool)
-    pos_b = base["pos"].reindex(keys).fillna(False).to_numpy(dtype=bool)
-    ok_v, pos_v = vendor["ok"].to_numpy(dtype=bool), vendor["pos"].to_numpy(dtype=bool)
+    joined = _trigger_join(rows, baseline_rows)
+    if joined is None:  # a missing sample id: pandas' join decides how it matches
+        vendor = _trigger_side(rows)
+        base = _trigger_side(baseline_rows).set_index(["sample_id", "repeat"])
+        keys = pd.MultiIndex.from_frame(vendor[["sample_id", "repeat"]])
+        matched = keys.isin(base.index)
+        ok_b = base["ok"].reindex(keys).fillna(False).to_numpy(dtype=bool)
+        pos_b = base["pos"].reindex(keys).fillna(False).to_numpy(dtype=bool)
+        ok_v, pos_v = vendor["ok"].to_numpy(dtype=bool), vendor["pos"].to_numpy(dtype=bool)
+        index = vendor.index
+    else:
+        index, matched, ok_v, pos_v, ok_b, pos_b = joined
     pair = matched & ok_v & ok_b
     return pd.DataFrame({
         "tp": pair & pos_v & pos_b, "fp": pair & pos_v & ~pos_b, "fn": pair & ~pos_v & pos_b,
         "tn": pair & ~pos_v & ~pos_b, "pairs": pair, "excluded": matched & ~(ok_v & ok_b), "unmatched": ~matched,
-    }, index=vendor.index).astype(int)
+    }, index=index).astype(int)
+
+
+#: The vendor's items (index), matched, ok and positive of the vendor, ok and positive of the baseline.
+TriggerJoin = tuple[pd.Index, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _trigger_join(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> TriggerJoin | None:
+    """:func:`_trigger_side` of both frames joined on the item, on arrays: the vendor's items (its last row of each,
+    in row order: their index), whether the baseline has the item, and ok / positive of each side (the baseline's
+    last row of the item; False without one). None when a sample id is missing."""
+    (ids_v, reps_v), (ids_b, reps_b) = item_keys(rows), item_keys(baseline_rows)
+    codes = item_codes(np.concatenate([ids_v, ids_b]), np.concatenate([reps_v, reps_b]), len(ids_v))
+    if codes is None:
+        return None
+    mine, theirs = last_rows(codes[0]), last_rows(codes[1])
+    at = positions_in(codes[0][mine], codes[1][theirs])
+    matched = at >= 0
+    base_row = theirs[np.where(matched, at, 0)] if len(theirs) else np.zeros(len(mine), dtype=np.int64)
+    ok_b = is_success(baseline_rows).to_numpy(dtype=bool)[base_row] & matched if len(theirs) else matched
+    pos_b = positive(baseline_rows).to_numpy(dtype=bool)[base_row] & matched if len(theirs) else matched
+    return (rows.index[mine], matched, is_success(rows).to_numpy(dtype=bool)[mine],
+            positive(rows).to_numpy(dtype=bool)[mine], ok_b, pos_b)
 
 
 @produces(

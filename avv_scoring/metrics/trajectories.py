@@ -307,7 +307,9 @@ def task_cost(rows: pd.DataFrame) -> JSONObject:
 
 def _mean(done: pd.DataFrame, column: str) -> float:
     """The mean of the numbers in ``column``; missing without one (an empty frame is read no further)."""
-    values = pd.to_numeric(done[column], errors="coerce").dropna() if len(done) else ()
+    if not len(done):
+        return NAN
+    values = pd.to_numeric(done[column], errors="coerce").dropna()
     return float(values.mean()) if len(values) else NAN
 
 
