@@ -83,8 +83,7 @@ def vendor_evidence(frames: FeatureFrames) -> dict[str, Evidence]:
     """:class:`Evidence` of every metric with a ratio form, from the per-item features its point value was computed
     from (``frames``: one vendor's rows and its baseline's)."""
     rows = frames.rows
-    codes, _ = pd.factorize(rows["sample_id"].astype("object").astype(str))
-    sample_of = pd.Series(codes, index=rows.index)
+    codes = frames.samples()[0]
     n = int(codes.max(initial=-1)) + 1
     repeats = rows["repeat"].astype("object") if "repeat" in rows.columns else pd.Series(1, index=rows.index)
     several = len(set(repeats.dropna().tolist())) > 1
@@ -98,7 +97,7 @@ def vendor_evidence(frames: FeatureFrames) -> dict[str, Evidence]:
         if form is None:
             continue
         features = frames.features(function, form)
-        at = sample_of.loc[features.index].to_numpy()
+        at = frames.sample_codes(features.index)
         hits, trials = ratio.share_parts(features)
         proportion = Proportion.of(np.bincount(at, weights=hits, minlength=n), np.bincount(at, weights=trials,
                                                                                        minlength=n))

@@ -33,6 +33,7 @@ from avv_scoring.load import (
 from avv_scoring.metrics.billing import BillingTolerance, flagged
 from avv_scoring.metrics.breakdown import DISAGREEMENT_COLUMNS, PER_TOOL_COLUMNS, disagreements, per_tool
 from avv_scoring.metrics.declaration import Metric, RegistryError
+from avv_scoring.metrics.frame_memo import Store
 from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.irf import MetricsSpec, default_irf_metrics, irf_scores, resolve_irf_metrics
 from avv_scoring.metrics.normalisers import ArgNormalisation
@@ -383,20 +384,24 @@ def _score_vendors(records: pd.DataFrame, baselines: Mapping[str, str]) -> Vendo
     out = VendorScores()
     groups = records.groupby([records["model"].astype(str), records["vendor"].astype(str)], sort=False).groups
     base_of: dict[str, pd.DataFrame] = {}  # each model's baseline rows, selected once
+    base_store: dict[str, Store] = {}  # what the metrics derive from them, kept for the model's next vendor
     for (model, vendor), index in groups.items():
         base_name = baselines[model]
         if model not in base_of:
             base_of[model] = records.loc[groups[(model, base_name)]] if (model, base_name) in groups \
                 else records.iloc[0:0]
+            base_store[model] = {}
         # one vendor's rows and features at a time: they go before the next vendor's are made (peak RSS)
-        _score_vendor(out, model, vendor, records.loc[index], base_name, base_of[model])
+        rows = base_of[model] if vendor == base_name else records.loc[index]  # the baseline: the same frame
+        frames = FeatureFrames(rows, base_of[model], base_store[model])
+        with frames.memo.opened():
+            _score_vendor(out, model, vendor, frames, base_name)
     return out
 
 
-def _score_vendor(out: VendorScores, model: str, vendor: str, vendor_rows: pd.DataFrame, base_name: str,
-                  base_rows: pd.DataFrame) -> None:
+def _score_vendor(out: VendorScores, model: str, vendor: str, frames: FeatureFrames, base_name: str) -> None:
     """One vendor's metrics, per-repeat table, sums, evidence, breakdowns and warnings, added to ``out``."""
-    frames = FeatureFrames(vendor_rows, base_rows)
+    vendor_rows, base_rows = frames.rows, frames.baseline_rows
     metrics, by_rep = vendor_tables(vendor_rows, base_rows, frames)
     out.sums_of.setdefault(model, {})[vendor] = vendor_sums(frames)
     out.evidence_of[(model, vendor)] = vendor_evidence(frames)

@@ -29,6 +29,7 @@ import pandas as pd
 
 from avv_core.frame_rows import Cell
 from avv_core.measures import percentile
+from avv_scoring.load import numeric
 from avv_scoring.stats.tests import ratio
 
 NAN = float("nan")
@@ -62,7 +63,7 @@ def choose(condition: bool | np.ndarray, yes: Amount, no: Amount) -> Amount:
 
 def numbers(series: pd.Series) -> pd.Series:
     """The cells of ``series`` that hold a number, as floats (text and missing cells dropped), index kept."""
-    return pd.to_numeric(series.astype("object"), errors="coerce").dropna().astype(float)
+    return numeric(series).dropna().astype(float)
 
 
 @dataclass(frozen=True)

@@ -20,20 +20,22 @@ import pandas as pd
 
 from avv_core.errors import InputError
 from avv_core.json_types import JSONObject
-from avv_scoring.load import is_success
+from avv_scoring.load import is_success, numeric
 from avv_scoring.metrics.additive import NAN
 from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.frame_memo import per_frame
 from avv_scoring.metrics.registry import produces
 
 #: The default tolerance: the largest relative difference of the median ratio from 1 that is not flagged.
 DEFAULT_TOLERANCE = 0.05
 
 
+@per_frame
 def _prompt_tokens(frame: pd.DataFrame) -> pd.Series:
     ok = is_success(frame)
-    tokens = pd.to_numeric(frame["prompt_tokens"].astype("object"), errors="coerce").astype(float)
+    tokens = numeric(frame["prompt_tokens"]).astype(float)
     keys = pd.MultiIndex.from_arrays([frame["sample_id"].astype(str),
-                                      pd.to_numeric(frame["repeat"].astype("object"), errors="coerce")])
+                                      numeric(frame["repeat"])])
     out = pd.Series(tokens.where(ok).to_numpy(), index=keys).dropna()
     return out[~out.index.duplicated(keep="last")]
 

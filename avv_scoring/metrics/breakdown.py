@@ -47,7 +47,8 @@ from avv_scoring.metrics.calls import (
     positive,
 )
 from avv_scoring.metrics.correctness import Call, calls_equal, calls_match_gold, name_mapper, tools_match_gold
-from avv_scoring.metrics.row_codes import distinct_rows, row_dicts
+from avv_scoring.metrics.frame_memo import item_keys, per_frame
+from avv_scoring.metrics.row_codes import distinct_rows, item_codes, last_rows, positions_in, row_dicts
 from avv_scoring.metrics.schema import INVALID, VALID
 
 _T = TypeVar("_T")
@@ -211,6 +212,101 @@ def _show_expected(row: JSONMapping) -> str:
 def disagreements(model: str, vendor: str, vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame,
                   is_baseline: bool) -> list[JSONObject]:
     """The disagreement rows of one vendor (see the module docstring), in the vendor's row order."""
+    fast = _on_arrays(vendor_rows, baseline_rows, is_baseline)
+    if fast is not None:
+        ok_index, ok_at, positives, vs_base, base_label, golds, calls_of, names_of = fast
+        n = len(ok_index)
+        ok: pd.DataFrame | None = None
+    else:
+        ok, positives, vs_base, base_label = _against_baseline(vendor_rows, baseline_rows, is_baseline)
+        ok_index, ok_at, n = ok.index, None, len(ok)
+        golds, calls_of, names_of = (ok[c].to_numpy(dtype=object) for c in (GOLD, CALLS, NAMES))
+    vs_gold = np.zeros(n, dtype=bool)
+    labelled = np.flatnonzero([g is not None for g in golds]) if n else np.zeros(0, dtype=np.int64)
+    if len(labelled):
+        vs_gold[labelled] = [_differs_from_gold(golds[i], calls_of[i], names_of[i], bool(positives[i]))
+                             for i in labelled]
+    # (row index, vs baseline, vs gold, baseline row index, positive)
+    chosen = np.flatnonzero(vs_base | vs_gold)
+    differing = [(ok_index[i], bool(vs_base[i]), bool(vs_gold[i]), base_label[i], bool(positives[i])) for i in chosen]
+    out = []
+    # the few fields each differing row needs, taken in one selection (not one .loc per row)
+    if ok is not None:
+        picked = ok.loc[[d[0] for d in differing]]
+    else:
+        assert ok_at is not None  # the array path set it
+        picked = vendor_rows.iloc[ok_at[chosen]]
+    mine = row_dicts(picked, ROW_FIELDS)
+    base_ids = [d[3] for d in differing if d[3] is not None]
+    theirs = dict(zip(base_ids, row_dicts(baseline_rows.loc[base_ids], ROW_FIELDS), strict=True))
+    for (_, against_base, against_gold, b, is_p), row in zip(differing, mine, strict=True):
+        base = theirs[b] if b is not None else None  # a difference from the baseline has a baseline row
+        kind = _defect(row) or (_kind_vs_baseline(row, base) if against_base and base is not None
+                                else _kind_vs_gold(row, is_p))
+        text = row.get("content")
+        content = text if isinstance(text, str) else ""
+        out.append({
+            "model": model, "vendor": vendor, "sample_id": str(row["sample_id"]), "repeat": int(row["repeat"]),
+            "kind": kind, "against": "+".join(w for w, d in (("baseline", against_base), ("gold", against_gold)) if d),
+            "baseline_finish": None if base is None else base.get("finish_reason"),
+            "baseline_calls": None if base is None else _show_calls(base[CALLS]),
+            "vendor_finish": row.get("finish_reason"), "vendor_calls": _show_calls(row[CALLS]),
+            "expected": _show_expected(row),
+            "vendor_content": content[:CONTENT_CHARS] if kind == "as_text" else "",
+        })
+    return out
+
+
+@per_frame
+def _successful(frame: pd.DataFrame) -> np.ndarray:
+    """The positions of the rows whose status is "success"."""
+    return np.flatnonzero((frame["status"].astype("object") == "success").to_numpy(dtype=bool))
+
+
+#: What :func:`_on_arrays` returns: the successful rows' index, then seven arrays over those rows.
+_ArrayRows = tuple[pd.Index, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _on_arrays(vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame,
+               is_baseline: bool) -> _ArrayRows | None:
+    """What :func:`_against_baseline` computes, on column arrays and integer item codes (no copy of the frames):
+    the successful rows' index and positions, positive, differs from the baseline, the baseline row's label, and
+    their gold, calls and tool names. None when the vendor's index repeats a label or a sample id is missing (the
+    frame path decides those)."""
+    if not vendor_rows.index.is_unique:
+        return None
+    mine, theirs = _successful(vendor_rows), _successful(baseline_rows)
+    (ids_v, reps_v), (ids_b, reps_b) = item_keys(vendor_rows), item_keys(baseline_rows)
+    codes = item_codes(np.concatenate([ids_v[mine], ids_b[theirs]]), np.concatenate([reps_v[mine], reps_b[theirs]]),
+                       len(mine))
+    if codes is None:
+        return None
+    n = len(mine)
+    called = vendor_rows[CALLED].to_numpy(dtype=bool)[mine]
+    vs_base = np.zeros(n, dtype=bool)
+    base_label = np.full(n, None, dtype=object)
+    if not is_baseline and n:
+        last = theirs[last_rows(codes[1])]  # a repeated item: its last row, as a dict would keep
+        at = positions_in(codes[0], codes[1][last_rows(codes[1])])  # -1: the baseline has no success for the item
+        found = at >= 0
+        take = last[np.where(found, at, 0)] if len(last) else np.zeros(n, dtype=np.int64)
+        base_called = baseline_rows[CALLED].to_numpy(dtype=bool)[take] if len(last) else np.zeros(n, dtype=bool)
+        sig_differs = np.zeros(n, dtype=bool)
+        both = np.flatnonzero(found & called & base_called)
+        if len(both):
+            sigs, base_sigs = vendor_rows[SIG_CALLS].to_numpy(dtype=object), baseline_rows[SIG_CALLS].to_numpy(
+                dtype=object)
+            sig_differs[both] = [sigs[mine[i]] != base_sigs[take[i]] for i in both]
+        vs_base = found & ((called != base_called) | sig_differs)
+        base_label[found] = baseline_rows.index.to_numpy(dtype=object)[take[found]]
+    gold, calls, names = (vendor_rows[c].to_numpy(dtype=object)[mine] for c in (GOLD, CALLS, NAMES))
+    return (vendor_rows.index[mine], mine, positive(vendor_rows).to_numpy(dtype=bool)[mine], vs_base, base_label,
+            gold, calls, names)
+
+
+def _against_baseline(vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame,
+                      is_baseline: bool) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
+    """The successful rows (a few columns), positive, differs from the baseline, the baseline row's label."""
     needed = [c for c in (*ROW_FIELDS, SIG_CALLS, OK_COL, "status") if c in vendor_rows.columns]
     ok = vendor_rows.loc[vendor_rows["status"].astype("object") == "success", needed]  # not every column
     is_pos = positive(ok)
@@ -235,38 +331,7 @@ def disagreements(model: str, vendor: str, vendor_rows: pd.DataFrame, baseline_r
             sig_differs[both] = [mine[i] != theirs[take[i]] for i in both]
         vs_base = found & ((called != base_called) | sig_differs)
         base_label[found] = base_sel.index.to_numpy(dtype=object)[at[found]]
-    positives = is_pos.to_numpy(dtype=bool)
-    vs_gold = np.zeros(n, dtype=bool)
-    golds = ok[GOLD].to_numpy(dtype=object)
-    labelled = np.flatnonzero([g is not None for g in golds]) if n else np.zeros(0, dtype=np.int64)
-    if len(labelled):
-        calls_of, names_of = ok[CALLS].to_numpy(dtype=object), ok[NAMES].to_numpy(dtype=object)
-        vs_gold[labelled] = [_differs_from_gold(golds[i], calls_of[i], names_of[i], bool(positives[i]))
-                             for i in labelled]
-    # (row index, vs baseline, vs gold, baseline row index, positive)
-    differing = [(ok.index[i], bool(vs_base[i]), bool(vs_gold[i]), base_label[i], bool(positives[i]))
-                 for i in np.flatnonzero(vs_base | vs_gold)]
-    out = []
-    # the few fields each differing row needs, taken in one selection (not one .loc per row)
-    mine = row_dicts(ok.loc[[d[0] for d in differing]], ROW_FIELDS)
-    base_ids = [d[3] for d in differing if d[3] is not None]
-    theirs = dict(zip(base_ids, row_dicts(baseline_rows.loc[base_ids], ROW_FIELDS), strict=True))
-    for (_, against_base, against_gold, b, is_p), row in zip(differing, mine, strict=True):
-        base = theirs[b] if b is not None else None  # a difference from the baseline has a baseline row
-        kind = _defect(row) or (_kind_vs_baseline(row, base) if against_base and base is not None
-                                else _kind_vs_gold(row, is_p))
-        text = row.get("content")
-        content = text if isinstance(text, str) else ""
-        out.append({
-            "model": model, "vendor": vendor, "sample_id": str(row["sample_id"]), "repeat": int(row["repeat"]),
-            "kind": kind, "against": "+".join(w for w, d in (("baseline", against_base), ("gold", against_gold)) if d),
-            "baseline_finish": None if base is None else base.get("finish_reason"),
-            "baseline_calls": None if base is None else _show_calls(base[CALLS]),
-            "vendor_finish": row.get("finish_reason"), "vendor_calls": _show_calls(row[CALLS]),
-            "expected": _show_expected(row),
-            "vendor_content": content[:CONTENT_CHARS] if kind == "as_text" else "",
-        })
-    return out
+    return ok, is_pos.to_numpy(dtype=bool), vs_base, base_label
 
 
 def _item_keys(rows: pd.DataFrame) -> pd.MultiIndex:

@@ -13,7 +13,6 @@ call that names a tool the request does not have never matches gold, whatever it
 
 from __future__ import annotations
 
-import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
@@ -25,14 +24,15 @@ from avv_core.frame_rows import Cell
 from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_core.samples import Gold
 from avv_core.tool_formats import find_text_calls, request_tool_names
-from avv_scoring.load import OK_COL, ToolsBySample, is_success
+from avv_scoring.load import OK_COL, ToolsBySample, is_success, numeric
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
 from avv_scoring.metrics.correctness import Call, CallBook, args_f1, calls_match_gold, name_mapper, tools_match_gold
 from avv_scoring.metrics.declaration import Metric, NoiseFloor, Ratio, Regression
+from avv_scoring.metrics.frame_memo import item_keys, per_frame, shared, store_for
 from avv_scoring.metrics.gold_f1 import gold_args_f1
 from avv_scoring.metrics.normalisers import ArgNormalisation, CallNormaliser
 from avv_scoring.metrics.registry import produces
-from avv_scoring.metrics.row_codes import first_rows, row_codes, row_dicts
+from avv_scoring.metrics.row_codes import first_rows, item_codes, last_rows, positions_in, row_codes, row_dicts
 from avv_scoring.metrics.schema import INVALID, UNCHECKABLE, VALID, CallChecker, parse_tool_calls
 
 _T = TypeVar("_T")
@@ -228,41 +228,56 @@ def call_pairs(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
     """The call pairs of a vendor with the baseline: joined on (sample_id, repeat), both sides successful
     and both called a tool (finished with tool_calls or emitted a call). Columns ``sample_id``, ``repeat``,
     ``calls`` (normalised: ``NCALLS``), ``sig_tools``, ``sig_calls``, ``names``, ``gold`` and the row's index, each
-    for the vendor (``_v``) and the baseline (``_b``). Do not modify the result: the last one is handed out again
-    for the same two frames (a vendor's agreement features and its per-tool table both read it), and the
-    baseline's side is kept for the next vendor of the model."""
-    kept = _PAIRS_KEPT.get("pairs")
-    if kept is not None and kept[0]() is rows and kept[1]() is baseline_rows:
-        return kept[2]
-    kept = _PAIRS_KEPT.get("baseline")
-    baseline_side = kept[2] if kept is not None and kept[0]() is baseline_rows else _pair_side(baseline_rows)
-    pairs = _pair_side(rows).merge(baseline_side, on=PAIR_KEYS, how="inner", suffixes=("_v", "_b"))
-    _keep("pairs", rows, baseline_rows, pairs)
-    _keep("baseline", baseline_rows, baseline_rows, baseline_side)
-    return pairs
+    for the vendor (``_v``) and the baseline (``_b``). Do not modify the result: within an open
+    :class:`~avv_scoring.metrics.frame_memo.FrameMemo` it is handed out again for the same two frames (a vendor's
+    agreement features and its per-tool table both read it), and the baseline's side is kept for the model's next
+    vendor."""
+    if store_for(baseline_rows) is None:  # the pairs are kept with the vendor's rows only when both are known
+        return _pairs_of(rows, baseline_rows)
+    return shared(rows, (call_pairs, id(baseline_rows)), lambda: _pairs_of(rows, baseline_rows))
 
 
-#: The last :func:`call_pairs` result and baseline side, with weak references to the frames they were made of:
-#: an entry goes when either frame goes (a vendor's rows are freed before the next vendor's are made).
-_PAIRS_KEPT: dict[str, tuple[weakref.ref[pd.DataFrame], weakref.ref[pd.DataFrame], pd.DataFrame]] = {}
+def _pairs_of(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
+    """The pairs, as the merge of the two :func:`_pair_side` frames on the item (inner join, the vendor's order);
+    on arrays when every sample id is present."""
+    rows, baseline_rows = ensure_annotated(rows), ensure_annotated(baseline_rows)
+    mine, theirs = _called_rows(rows), _called_rows(baseline_rows)
+    (ids_v, reps_v), (ids_b, reps_b) = item_keys(rows), item_keys(baseline_rows)
+    codes = item_codes(np.concatenate([ids_v[mine], ids_b[theirs]]), np.concatenate([reps_v[mine], reps_b[theirs]]),
+                       len(mine))
+    if codes is None:
+        return _pair_side(rows).merge(_pair_side(baseline_rows), on=PAIR_KEYS, how="inner", suffixes=("_v", "_b"))
+    last_v, last_b = last_rows(codes[0]), last_rows(codes[1])
+    at = positions_in(codes[0][last_v], codes[1][last_b])
+    v, b = mine[last_v[at >= 0]], theirs[last_b[at[at >= 0]]]  # positions in the frames of each pair's rows
+    data: dict[str, object] = {"sample_id": rows["sample_id"].astype("object").astype(str).array.take(v),
+                            "repeat": reps_v[v]}
+    for side, frame, at_rows in (("_v", rows, v), ("_b", baseline_rows, b)):
+        for name, column in PAIR_COLUMNS:
+            data[name + side] = frame[column].to_numpy(dtype=object)[at_rows]
+        data["index" + side] = frame.index.to_numpy()[at_rows]
+    return pd.DataFrame(data)
 
 
-def _keep(slot: str, rows: pd.DataFrame, baseline_rows: pd.DataFrame, result: pd.DataFrame) -> None:
-    def forget(gone: weakref.ref[pd.DataFrame]) -> None:
-        entry = _PAIRS_KEPT.get(slot)
-        if entry is not None and (entry[0] is gone or entry[1] is gone):
-            del _PAIRS_KEPT[slot]
-
-    _PAIRS_KEPT[slot] = (weakref.ref(rows, forget), weakref.ref(baseline_rows, forget), result)
+#: The columns of each side of :func:`call_pairs` (before its suffix) and the annotation column each is read from.
+PAIR_COLUMNS = (("calls", NCALLS), ("sig_tools", SIG_TOOLS), ("sig_calls", SIG_CALLS), ("names", NAMES),
+                ("gold", GOLD))
 
 
+@per_frame
+def _called_rows(frame: pd.DataFrame) -> np.ndarray:
+    """The positions of the rows of an annotated frame that called a tool."""
+    return np.flatnonzero(frame[CALLED].to_numpy(dtype=bool))
+
+
+@per_frame
 def _pair_side(frame: pd.DataFrame) -> pd.DataFrame:
     """One side of :func:`call_pairs`: the rows that called a tool, the last per (sample_id, repeat)."""
     frame = ensure_annotated(frame)
     frame = frame.loc[frame[CALLED], ["sample_id", "repeat", NCALLS, SIG_TOOLS, SIG_CALLS, NAMES, GOLD]]
     return pd.DataFrame({
         "sample_id": frame["sample_id"].astype("object").astype(str),
-        "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),
+        "repeat": numeric(frame["repeat"]).fillna(1).astype(int),
         "calls": frame[NCALLS], "sig_tools": frame[SIG_TOOLS], "sig_calls": frame[SIG_CALLS],
         "names": frame[NAMES], "gold": frame[GOLD], "index": frame.index,
     }).drop_duplicates(subset=PAIR_KEYS, keep="last")
@@ -358,6 +373,7 @@ def baseline_agreement(sums: Sums) -> Columns:
 # Gold labels
 
 
+@per_frame
 def positive(rows: pd.DataFrame) -> pd.Series:
     """Successful rows finishing with ``tool_calls`` (the trigger positive of F1 and of the gold trigger)."""
     finish = (rows["finish_reason"].astype("object") == TOOL_CALLS).fillna(False).astype(bool)
@@ -407,17 +423,19 @@ def gold_accuracy(rows: pd.DataFrame) -> Columns:
     are counted in ``gold_failed``. Each is missing when its denominator is 0.
     """
     rows = ensure_annotated(rows)
-    golds = rows[GOLD]
-    labelled = golds.map(lambda g: g is not None and g.labelled).astype(bool)
-    ok = is_success(rows)
-    scored = rows[labelled & ok]
-    pos = positive(scored)
-    expected = scored[GOLD].map(lambda g: g.expected_tool_call).astype(bool)
-    right_trigger = int((pos == expected).sum())
+    golds = rows[GOLD].to_numpy(dtype=object)  # masks over single columns: the wide frame is taken only if needed
+    labelled = np.fromiter((g is not None and bool(g.labelled) for g in golds), dtype=bool, count=len(golds))
+    ok = is_success(rows).to_numpy(dtype=bool)
+    scored = labelled & ok
+    scored_golds = golds[scored]
+    expected = np.fromiter((bool(g.expected_tool_call) for g in scored_golds), dtype=bool, count=len(scored_golds))
+    right_trigger = int((positive(rows).to_numpy(dtype=bool)[scored] == expected).sum())
+    with_calls = scored.copy()
+    with_calls[scored] = [g.expected_calls is not None for g in scored_golds]
     tool_ok = args_ok = n_calls = 0
     f1_sum = 0.0
     f1_of: dict[tuple[int, int, int], float] = {}  # rows share their calls and gold objects: each pair scored once
-    for row in row_dicts(scored[scored[GOLD].map(lambda g: g.expected_calls is not None).astype(bool)], ROW_FIELDS):
+    for row in row_dicts(rows[with_calls], ROW_FIELDS) if with_calls.any() else ():
         gold, calls, name_of = row[GOLD], row[CALLS], name_of_row(row)
         n_calls += 1
         tool_ok += tools_match_gold(calls, gold.expected_calls, name_of)
@@ -427,11 +445,11 @@ def gold_accuracy(rows: pd.DataFrame) -> Columns:
             f1_of[memo] = gold_args_f1(row[NCALLS], row[NGOLD] or (), name_of)
         f1_sum += f1_of[memo]
     return {
-        "gold_trigger_accuracy": rate(right_trigger, len(scored)),
+        "gold_trigger_accuracy": rate(right_trigger, int(scored.sum())),
         "gold_tool_accuracy": rate(tool_ok, n_calls),
         "gold_args_accuracy": rate(args_ok, n_calls),
         "gold_args_f1": rate(f1_sum, n_calls),
-        "gold_labelled": len(scored),
+        "gold_labelled": int(scored.sum()),
         "gold_call_items": n_calls,
         "gold_failed": int((labelled & ~ok).sum()),
     }

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from avv_core.measures import percentile
-from avv_scoring.load import is_success
+from avv_scoring.load import is_success, numeric
 from avv_scoring.metrics.additive import Columns
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.registry import produces
@@ -25,7 +25,7 @@ from avv_scoring.metrics.registry import produces
 def _numbers(rows: pd.DataFrame, column: str) -> pd.Series:
     if column not in rows.columns:
         return pd.Series([], dtype=float)
-    return pd.to_numeric(rows[column].astype("object"), errors="coerce").dropna()
+    return numeric(rows[column]).dropna()
 
 
 @produces(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from avv_scoring.load import numeric
 from avv_scoring.metrics.additive import NAN, Columns, Sums, additive, count, rate
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.headline import mean_features
@@ -41,10 +42,10 @@ def cost_spent(rows: pd.DataFrame) -> Columns:
     """``cost_spent = Σ cost`` over the vendor's scored rows: each single request's row (failed ones too: a vendor
     bills what it streamed) and every step of each agent task (``_tj_spent``). Not a ranking (a vendor that answered
     more items spent more), so it has no direction. Missing when no row has a cost (no price)."""
-    single = pd.to_numeric(rows["cost"].astype("object"), errors="coerce") if "cost" in rows.columns \
+    single = numeric(rows["cost"]) if "cost" in rows.columns \
         else pd.Series(NAN, index=rows.index)
     if TJ in rows.columns:
-        steps = pd.to_numeric(rows[TJ_SPENT].astype("object"), errors="coerce")
+        steps = numeric(rows[TJ_SPENT])
         single = single.where(~rows[TJ].astype(bool), steps)
     present = single.dropna()
     return {"cost_spent": float(present.sum()) if len(present) else NAN}

@@ -28,12 +28,14 @@ import pandas as pd
 
 from avv_core.json_types import JSONObject
 from avv_core.samples import Gold
-from avv_scoring.load import COMPARABLE_COL, ToolsBySample, is_success
+from avv_scoring.load import COMPARABLE_COL, ToolsBySample, is_success, numeric
 from avv_scoring.metrics.additive import NAN, Columns, Quantiles, Sums, additive, choose, count, numbers, rate
 from avv_scoring.metrics.calls import TC_INVALID, TC_N, TC_UNCHECKABLE, TC_VALID, annotate_calls, positive
 from avv_scoring.metrics.declaration import Metric, NoiseFloor, Ratio, Regression
+from avv_scoring.metrics.frame_memo import item_keys, per_frame
 from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.metrics.registry import produces
+from avv_scoring.metrics.row_codes import item_codes, last_rows, positions_in
 from avv_scoring.metrics.schema import parse_tool_calls
 
 # --------------------------------------------------------------------------------------------------
@@ -41,7 +43,7 @@ from avv_scoring.metrics.schema import parse_tool_calls
 
 
 def _attempt_features(rows: pd.DataFrame) -> pd.DataFrame:
-    attempts = pd.to_numeric(rows["attempts"].astype("object"), errors="coerce").fillna(1).clip(lower=1)
+    attempts = numeric(rows["attempts"]).fillna(1).clip(lower=1)
     return pd.DataFrame({"attempts": attempts.astype(int), "successes": is_success(rows).astype(int)}, index=rows.index)
 
 
@@ -89,10 +91,11 @@ def attempt_success_rate(sums: Sums) -> Columns:
     return {"attempts": total, "attempt_success_rate": rate(count(sums["successes"]), total)}
 
 
+@per_frame
 def _trigger_side(frame: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({
         "sample_id": frame["sample_id"].astype("object").astype(str),
-        "repeat": pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int),
+        "repeat": numeric(frame["repeat"]).fillna(1).astype(int),
         "ok": is_success(frame),
         "pos": positive(frame),
     }, index=frame.index)
@@ -101,18 +104,45 @@ def _trigger_side(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _trigger_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
     """Per vendor item (one per (sample_id, repeat)): matched / pair / excluded and its confusion cell."""
-    vendor = _trigger_side(rows)
-    base = _trigger_side(baseline_rows).set_index(["sample_id", "repeat"])
-    keys = pd.MultiIndex.from_frame(vendor[["sample_id", "repeat"]])
-    matched = keys.isin(base.index)
-    ok_b = base["ok"].reindex(keys).fillna(False).to_numpy(dtype=bool)
-    pos_b = base["pos"].reindex(keys).fillna(False).to_numpy(dtype=bool)
-    ok_v, pos_v = vendor["ok"].to_numpy(dtype=bool), vendor["pos"].to_numpy(dtype=bool)
+    joined = _trigger_join(rows, baseline_rows)
+    if joined is None:  # a missing sample id: pandas' join decides how it matches
+        vendor = _trigger_side(rows)
+        base = _trigger_side(baseline_rows).set_index(["sample_id", "repeat"])
+        keys = pd.MultiIndex.from_frame(vendor[["sample_id", "repeat"]])
+        matched = keys.isin(base.index)
+        ok_b = base["ok"].reindex(keys).fillna(False).to_numpy(dtype=bool)
+        pos_b = base["pos"].reindex(keys).fillna(False).to_numpy(dtype=bool)
+        ok_v, pos_v = vendor["ok"].to_numpy(dtype=bool), vendor["pos"].to_numpy(dtype=bool)
+        index = vendor.index
+    else:
+        index, matched, ok_v, pos_v, ok_b, pos_b = joined
     pair = matched & ok_v & ok_b
     return pd.DataFrame({
         "tp": pair & pos_v & pos_b, "fp": pair & pos_v & ~pos_b, "fn": pair & ~pos_v & pos_b,
         "tn": pair & ~pos_v & ~pos_b, "pairs": pair, "excluded": matched & ~(ok_v & ok_b), "unmatched": ~matched,
-    }, index=vendor.index).astype(int)
+    }, index=index).astype(int)
+
+
+#: The vendor's items (index), matched, ok and positive of the vendor, ok and positive of the baseline.
+TriggerJoin = tuple[pd.Index, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _trigger_join(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> TriggerJoin | None:
+    """:func:`_trigger_side` of both frames joined on the item, on arrays: the vendor's items (its last row of each,
+    in row order: their index), whether the baseline has the item, and ok / positive of each side (the baseline's
+    last row of the item; False without one). None when a sample id is missing."""
+    (ids_v, reps_v), (ids_b, reps_b) = item_keys(rows), item_keys(baseline_rows)
+    codes = item_codes(np.concatenate([ids_v, ids_b]), np.concatenate([reps_v, reps_b]), len(ids_v))
+    if codes is None:
+        return None
+    mine, theirs = last_rows(codes[0]), last_rows(codes[1])
+    at = positions_in(codes[0][mine], codes[1][theirs])
+    matched = at >= 0
+    base_row = theirs[np.where(matched, at, 0)] if len(theirs) else np.zeros(len(mine), dtype=np.int64)
+    ok_b = is_success(baseline_rows).to_numpy(dtype=bool)[base_row] & matched if len(theirs) else matched
+    pos_b = positive(baseline_rows).to_numpy(dtype=bool)[base_row] & matched if len(theirs) else matched
+    return (rows.index[mine], matched, is_success(rows).to_numpy(dtype=bool)[mine],
+            positive(rows).to_numpy(dtype=bool)[mine], ok_b, pos_b)
 
 
 @produces(
@@ -300,6 +330,7 @@ def schema_accuracy(sums: Sums) -> Columns:
 # Cost and performance
 
 
+@per_frame
 def compared_rows(rows: pd.DataFrame) -> pd.Series:
     """The rows cost and speed are measured on: successful, and (when scoring a whole model) successful for
     every vendor of the model — see :func:`avv_scoring.score.comparable_items`."""
@@ -310,8 +341,8 @@ def compared_rows(rows: pd.DataFrame) -> pd.Series:
 def mean_features(rows: pd.DataFrame, column: str) -> pd.DataFrame:
     """``value`` (0 where absent) and ``present`` per row: compared rows (:func:`compared_rows`) with a value (none
     when the records predate ``column``)."""
-    cells = rows[column].astype("object") if column in rows.columns else pd.Series(NAN, index=rows.index)
-    values = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
+    cells = rows[column] if column in rows.columns else pd.Series(NAN, index=rows.index)
+    values = numeric(cells).to_numpy(dtype=float)
     present = compared_rows(rows).to_numpy(dtype=bool) & ~np.isnan(values)
     return pd.DataFrame({"value": np.where(present, values, 0.0), "present": present.astype(int)}, index=rows.index)
 
@@ -372,7 +403,7 @@ def ttft_stats(sums: Sums) -> Columns:
 
 def _reasoning_only_features(rows: pd.DataFrame) -> pd.DataFrame:
     ok = is_success(rows)
-    reasoning = pd.to_numeric(rows["reasoning_chars"].astype("object"), errors="coerce").fillna(0) > 0
+    reasoning = numeric(rows["reasoning_chars"]).fillna(0) > 0
     maybe = (ok & reasoning).to_numpy(dtype=bool, copy=True)  # content and calls are looked at on these rows only
     annotated = TC_N in rows.columns
     if annotated:

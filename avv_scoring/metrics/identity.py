@@ -28,7 +28,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from avv_scoring.load import is_success
+from avv_scoring.load import is_success, numeric
 from avv_scoring.metrics.additive import NAN, Columns
 from avv_scoring.metrics.calls import CALLED, CALLS, SIG_CALLS, SIG_TOOLS
 from avv_scoring.metrics.declaration import Metric
@@ -127,7 +127,7 @@ def answers_of(rows: pd.DataFrame) -> Answers:
 def _temperatures(rows: pd.DataFrame) -> np.ndarray:
     if "temperature" not in rows.columns:
         return np.full(len(rows), NAN)
-    return pd.to_numeric(rows["temperature"].astype("object"), errors="coerce").to_numpy(dtype=np.float64)
+    return numeric(rows["temperature"]).to_numpy(dtype=np.float64)
 
 
 def _time_order(rows: pd.DataFrame) -> np.ndarray:
@@ -135,7 +135,7 @@ def _time_order(rows: pd.DataFrame) -> np.ndarray:
     started = pd.to_datetime(rows["started_at"].astype("object"), utc=True, errors="coerce", format="ISO8601") \
         if "started_at" in rows.columns else pd.Series(pd.NaT, index=rows.index)
     instants = started.to_numpy(dtype="datetime64[ns]").astype(np.int64)  # NaT: the smallest value, first
-    repeat = pd.to_numeric(rows["repeat"].astype("object"), errors="coerce").fillna(0).to_numpy()
+    repeat = numeric(rows["repeat"]).fillna(0).to_numpy()
     order = np.lexsort((repeat, instants))
     rank = np.empty(len(rows), dtype=np.int64)
     rank[order] = np.arange(len(rows))

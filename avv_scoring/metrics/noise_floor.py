@@ -9,7 +9,7 @@ from collections.abc import Callable, Hashable
 import numpy as np
 import pandas as pd
 
-from avv_scoring.load import OK_COL, is_success
+from avv_scoring.load import OK_COL, is_success, numeric
 from avv_scoring.metrics.additive import Amount, Sums
 from avv_scoring.metrics.calls import CALLED, SIG_CALLS, SIG_TOOLS, positive
 from avv_scoring.stats.tests import per_unit_sums, ratio
@@ -32,7 +32,7 @@ DISAGREEMENT: dict[str, tuple[Callable[[Sums], Amount], Callable[[Sums], Amount]
 
 
 def _repeat(frame: pd.DataFrame) -> pd.Series:
-    return pd.to_numeric(frame["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
+    return numeric(frame["repeat"]).fillna(1).astype(int)
 
 
 #: The record and annotation columns :func:`self_sums` reads (a caller may hand it just these).

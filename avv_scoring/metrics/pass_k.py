@@ -9,13 +9,16 @@ for a sample counts as a failed try, as in gpt-oss. With one repeat both equal t
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from avv_core.json_types import JSONObject
 from avv_scoring.load import is_success
 from avv_scoring.metrics.additive import NAN
 from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.frame_memo import repeat_numbers
 from avv_scoring.metrics.registry import produces
+from avv_scoring.metrics.row_codes import row_codes
 
 
 @produces(
@@ -35,12 +38,12 @@ def pass_at_k(rows: pd.DataFrame) -> JSONObject:
     """
     if rows.empty:
         return {"pass_at_k": NAN, "pass_hat_k": NAN, "pass_k": 0}
-    repeat = pd.to_numeric(rows["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
-    k = int(repeat.max())
-    frame = pd.DataFrame({"sample": rows["sample_id"].astype(str).to_numpy(), "repeat": repeat.to_numpy(),
-                          "ok": is_success(rows).to_numpy(dtype=bool)})
-    frame = frame[frame["repeat"] <= k].drop_duplicates(["sample", "repeat"], keep="last")
-    per_sample = frame.groupby("sample", sort=False)["ok"].agg(["any", "sum"])
-    samples = len(per_sample)
-    return {"pass_at_k": float(per_sample["any"].sum()) / samples,
-            "pass_hat_k": float((per_sample["sum"] == k).sum()) / samples, "pass_k": k}
+    repeat = repeat_numbers(rows).to_numpy()
+    k = int(repeat.max())  # every repeat is ≤ k
+    sample, names = pd.factorize(rows["sample_id"].astype(str))  # a missing id: -1, no sample
+    last = len(repeat) - 1 - np.unique(row_codes(sample, repeat)[::-1], return_index=True)[1]  # an item's last row
+    sample, ok = sample[last], is_success(rows).to_numpy(dtype=bool)[last]
+    tries_ok = np.bincount(sample[sample >= 0], weights=ok[sample >= 0], minlength=len(names))  # per sample
+    samples = len(names)
+    return {"pass_at_k": float(int((tries_ok > 0).sum())) / samples,
+            "pass_hat_k": float(int((tries_ok == k).sum())) / samples, "pass_k": k}

@@ -30,6 +30,35 @@ def first_rows(codes: np.ndarray) -> np.ndarray:
     return firsts
 
 
+def item_codes(sample_ids: np.ndarray, repeats: np.ndarray, split: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Integer codes of the items (sample id text, repeat number) of two sets of rows given end to end (the first
+    ``split`` rows, then the others): equal exactly where both parts are equal. None when a sample id is missing
+    (how pandas' joins match missing keys is left to them)."""
+    ids, _ = pd.factorize(sample_ids)
+    if len(ids) and int(ids.min()) < 0:
+        return None
+    reps, uniques = pd.factorize(repeats)
+    codes = ids.astype(np.int64) * (len(uniques) + 1) + reps
+    return codes[:split], codes[split:]
+
+
+def last_rows(codes: np.ndarray) -> np.ndarray:
+    """The position of the last row of each code, in row order (``drop_duplicates(keep="last")``'s rows)."""
+    firsts_reversed = np.unique(codes[::-1], return_index=True)[1]
+    return np.sort(len(codes) - 1 - firsts_reversed)
+
+
+def positions_in(codes: np.ndarray, among: np.ndarray) -> np.ndarray:
+    """Per code, its position in ``among`` (codes without repeats); -1 where ``among`` does not hold it."""
+    order = np.argsort(among, kind="stable")
+    ordered = among[order]
+    at = np.searchsorted(ordered, codes)
+    inside = at < len(ordered)
+    found = np.zeros(len(codes), dtype=bool)
+    found[inside] = ordered[at[inside]] == codes[inside]
+    return np.where(found, order[np.minimum(at, len(ordered) - 1)] if len(ordered) else -1, -1)
+
+
 def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[tuple[tuple[Cell, ...], int]]:
     """The distinct rows of annotation objects across ``columns``, each with how many rows hold it.
 

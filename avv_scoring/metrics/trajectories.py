@@ -57,11 +57,12 @@ from avv_core.canonical import parse_json_text
 from avv_core.frame_rows import Cell, frame_records
 from avv_core.json_types import JSONObject
 from avv_core.measures import is_missing
-from avv_scoring.load import ITEM_KEY, dedupe_with_steps, is_success, step_numbers
+from avv_scoring.load import ITEM_KEY, dedupe_with_steps, is_success, numeric, step_numbers
 from avv_scoring.metrics.additive import NAN, Columns, rate
 from avv_scoring.metrics.calls import CALLS, GOLD, name_of_row
 from avv_scoring.metrics.correctness import Call, call_matches, each_gets_its_own
 from avv_scoring.metrics.declaration import Metric
+from avv_scoring.metrics.frame_memo import per_frame
 from avv_scoring.metrics.registry import produces
 
 ENDS = ("completed", "wrong_answer", "gave_up", "max_steps", "failed")
@@ -200,6 +201,7 @@ def summarise(records: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+@per_frame
 def trajectories_of(rows: pd.DataFrame) -> pd.DataFrame:
     """The trajectory rows of a per-item frame (summarised when it was not yet)."""
     if TJ not in rows.columns:
@@ -233,9 +235,12 @@ def task_completion(rows: pd.DataFrame) -> Columns:
             "tasks_completed": ends[COMPLETED], "trajectory_ends": ";".join(f"{e}:{ends[e]}" for e in ENDS if ends[e])}
 
 
-def _steps_by_pair(rows: pd.DataFrame) -> dict[tuple[str, int], int]:
-    done = rows[rows[TJ_END] == COMPLETED]
-    repeats = pd.to_numeric(done["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
+@per_frame
+def _completed_steps(rows: pd.DataFrame) -> dict[tuple[str, int], int]:
+    """(sample_id, repeat) → steps of each completed trajectory of ``rows``."""
+    done = trajectories_of(rows)
+    done = done[done[TJ_END] == COMPLETED]
+    repeats = numeric(done["repeat"]).fillna(1).astype(int)
     return {(str(s), int(r)): int(n) for s, r, n in zip(done["sample_id"], repeats, done[TJ_STEPS], strict=True)}
 
 
@@ -251,7 +256,7 @@ def trajectory_steps(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> JSONObj
     """``avg_steps`` = mean ``steps`` over completed trajectories; ``steps_delta`` = mean over the pairs
     (sample_id, repeat) where both the vendor's and the baseline's trajectories completed of vendor steps − baseline
     steps (0 for the baseline itself; positive = the vendor needs more steps). Missing without such trajectories."""
-    mine, theirs = _steps_by_pair(trajectories_of(rows)), _steps_by_pair(trajectories_of(baseline_rows))
+    mine, theirs = _completed_steps(rows), _completed_steps(baseline_rows)
     pairs = [(n, theirs[key]) for key, n in mine.items() if key in theirs]
     return {"avg_steps": rate(sum(mine.values()), len(mine)),
             "steps_delta": rate(sum(v - b for v, b in pairs), len(pairs)), "steps_pairs": len(pairs)}
@@ -269,12 +274,12 @@ def trajectory_steps(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> JSONObj
 def trajectory_recovery(rows: pd.DataFrame) -> JSONObject:
     """``recovery_rate = recovered / error_trajectories`` and ``loop_rate = looping / trajectories that did not end
     failed`` (module docstring). A trajectory that ends before its injection step is not an error trajectory."""
-    tj = trajectories_of(rows)
-    errors = tj[tj[TJ_ERROR].astype(bool)]
-    working = tj[tj[TJ_END] != "failed"]
-    return {"recovery_rate": rate(int(errors[TJ_RECOVERED].astype(bool).sum()), len(errors)),
-            "error_trajectories": len(errors),
-            "loop_rate": rate(int(working[TJ_LOOP].astype(bool).sum()), len(working))}
+    tj = trajectories_of(rows)  # masks over its columns, not copies of the frame
+    errors = tj[TJ_ERROR].to_numpy(dtype=bool)
+    working = tj[TJ_END].to_numpy(dtype=object) != "failed"
+    return {"recovery_rate": rate(int(tj[TJ_RECOVERED].to_numpy(dtype=bool)[errors].sum()), int(errors.sum())),
+            "error_trajectories": int(errors.sum()),
+            "loop_rate": rate(int(tj[TJ_LOOP].to_numpy(dtype=bool)[working].sum()), int(working.sum()))}
 
 
 @produces(
@@ -295,12 +300,16 @@ def task_cost(rows: pd.DataFrame) -> JSONObject:
     is left out: no price, or no usage)."""
     done = trajectories_of(rows)
     done = done[done[TJ_END] == COMPLETED]
-    tokens = pd.to_numeric(done[TJ_TOKENS], errors="coerce").dropna()
-    walls = pd.to_numeric(done[TJ_WALL_MS], errors="coerce").dropna()
-    costs = pd.to_numeric(done[TJ_COST], errors="coerce").dropna()
-    return {"avg_task_tokens": float(tokens.mean()) if len(tokens) else NAN,
-            "avg_task_wall_s": float(walls.mean()) / 1000.0 if len(walls) else NAN,
-            "avg_task_cost": float(costs.mean()) if len(costs) else NAN}
+    return {"avg_task_tokens": _mean(done, TJ_TOKENS), "avg_task_wall_s": _mean(done, TJ_WALL_MS) / 1000.0,
+            "avg_task_cost": _mean(done, TJ_COST)}
+
+
+def _mean(done: pd.DataFrame, column: str) -> float:
+    """The mean of the numbers in ``column``; missing without one (an empty frame is read no further)."""
+    if not len(done):
+        return NAN
+    values = pd.to_numeric(done[column], errors="coerce").dropna()
+    return float(values.mean()) if len(values) else NAN
 
 
 # ----------------------------------------------------------------------------------------- disagreements

@@ -322,9 +322,7 @@ class VendorSums:
 
 def vendor_sums(frames: FeatureFrames) -> VendorSums:
     """Reduce one vendor's features to sums per sample id (one ``bincount`` per resampled sum, in row order)."""
-    rows = frames.rows
-    codes, samples = pd.factorize(rows["sample_id"].astype("object").astype(str))  # in order of appearance
-    sample_of = pd.Series(codes, index=rows.index)
+    samples = frames.samples()[1]  # in order of appearance
     n = len(samples)
     wanted = {m.column for m in resampled_metrics()}
     blocks: list[Block] = []
@@ -334,12 +332,12 @@ def vendor_sums(frames: FeatureFrames) -> VendorSums:
         frame = frames.features(function, form)
         resampled = form.resampled_sums(frame)
         blocks.append(Block(function, form, tuple(frame.columns), resampled, len(columns)))
-        at = sample_of.loc[frame.index].to_numpy()
+        at = frames.sample_codes(frame.index)
         columns += [per_unit_sums(at, frame[name].to_numpy(dtype=float), n) for name in resampled]
         if form.quantiles is not None and wanted & set(form.quantiles.columns):
             kept = frames.values(function, form.quantiles)
             for column in (c for c in form.quantiles.columns if c in wanted):
-                values[column] = (kept.to_numpy(dtype=float), sample_of.loc[kept.index].to_numpy())
+                values[column] = (kept.to_numpy(dtype=float), frames.sample_codes(kept.index))
     return VendorSums(pd.Index(samples), tuple(blocks), np.stack(columns, axis=1) if columns else np.zeros((n, 0)),
                       values)
 

@@ -16,6 +16,7 @@ from avv_scoring.load import ToolsBySample
 from avv_scoring.metrics import registry
 from avv_scoring.metrics.additive import NAN, Additive, Columns, Quantiles, numbers
 from avv_scoring.metrics.calls import TC_N
+from avv_scoring.metrics.frame_memo import FrameMemo, Store, repeat_numbers
 from avv_scoring.metrics.headline import annotate_tool_calls
 from avv_scoring.metrics.registry import MetricFunction
 
@@ -46,12 +47,35 @@ def vendor_metrics(
 class FeatureFrames:
     """The per-item features (and percentile values) of the additive forms over one vendor's rows and its
     baseline's, each computed once: forms that share a features function read the same frame, and the bootstrap
-    (:func:`avv_scoring.metrics.uncertainty.vendor_sums`) reads the frames the point values were computed from."""
+    (:func:`avv_scoring.metrics.uncertainty.vendor_sums`) reads the frames the point values were computed from.
 
-    def __init__(self, rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> None:
+    ``memo`` keeps what several metric functions derive from the same rows (:mod:`.frame_memo`) while it is open
+    (:func:`vendor_tables` opens it; so does the caller for its other tables of the vendor); ``baseline_store``
+    keeps the baseline's values for the model's next vendor (pass the same dict for every vendor of a model)."""
+
+    def __init__(self, rows: pd.DataFrame, baseline_rows: pd.DataFrame, baseline_store: Store | None = None) -> None:
         self.rows, self.baseline_rows = rows, baseline_rows
         self._frames: dict[Callable[..., pd.DataFrame], pd.DataFrame] = {}
         self._values: dict[Callable[..., pd.Series], pd.Series] = {}
+        self.memo = FrameMemo()
+        self.memo.add(baseline_rows, baseline_store)
+        self.memo.add(rows)  # the baseline's own rows share its store
+        self._samples: tuple[np.ndarray, pd.Index] | None = None
+
+    def samples(self) -> tuple[np.ndarray, pd.Index]:
+        """Per row of :attr:`rows` the code of its sample id (text), and the sample ids in order of appearance."""
+        if self._samples is None:
+            codes, uniques = pd.factorize(self.rows["sample_id"].astype("object").astype(str))
+            self._samples = (codes, pd.Index(uniques))
+        return self._samples
+
+    def sample_codes(self, index: pd.Index) -> np.ndarray:
+        """The sample code (:meth:`samples`) of each row of :attr:`rows` labelled ``index`` (a features frame's)."""
+        codes = self.samples()[0]
+        own = self.rows.index
+        if index is own or (own.is_unique and index.equals(own)):
+            return codes
+        return pd.Series(codes, index=own).loc[index].to_numpy()
 
     def args(self, function: MetricFunction) -> tuple[pd.DataFrame, ...]:
         """What ``function`` (and its form's features) is called with."""
@@ -77,13 +101,19 @@ def vendor_tables(rows: pd.DataFrame, baseline_rows: pd.DataFrame,
     """:func:`vendor_metrics` and :func:`per_repeat` of one vendor at once: each additive function's per-row
     features are computed once and give both the whole-table sums and the per-repeat groupby sums. ``frames``
     (of these rows) keeps the features for the caller (the bootstrap's sums)."""
+    frames = frames if frames is not None else FeatureFrames(rows, baseline_rows)
+    with frames.memo.opened():
+        return _vendor_tables(rows, baseline_rows, frames)
+
+
+def _vendor_tables(rows: pd.DataFrame, baseline_rows: pd.DataFrame,
+                   frames: FeatureFrames) -> tuple[Columns, pd.DataFrame]:
     repeats = _repeat_numbers(rows)
     repeat_numbers = sorted(set(repeats.tolist()))
     wanted = set(_repeat_metrics())
     pooled: Columns = {}
     table: dict[int, Columns] = {r: {} for r in repeat_numbers}
     looped = []
-    frames = frames if frames is not None else FeatureFrames(rows, baseline_rows)
     repeat_sums: dict[int, pd.DataFrame] = {}  # id of a features frame → its per-repeat sums
     for function in registry.FUNCTIONS:
         form = function.additive
@@ -166,6 +196,8 @@ def _repeat_parts(rows: pd.DataFrame, repeats: pd.Series) -> dict[int, pd.DataFr
     """Each repeat's rows as a slice of one stable sort by repeat: one take of the (wide) frame instead of a
     boolean-mask copy per repeat, which cost ~7 ms per repeat on a 60-column table (2 s at 100 repeats)."""
     keys = repeats.reindex(rows.index).to_numpy()
+    if len(keys) and (keys == keys[0]).all():  # one repeat: its rows are the frame itself (the memo knows it)
+        return {int(keys[0]): rows}
     order = np.argsort(keys, kind="stable")
     ordered, keys = rows.iloc[order], keys[order]
     cuts = np.flatnonzero(np.diff(keys)) + 1
@@ -186,7 +218,7 @@ def per_repeat_loop(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataF
 
 
 def _repeat_numbers(rows: pd.DataFrame) -> pd.Series:
-    return pd.to_numeric(rows["repeat"].astype("object"), errors="coerce").fillna(1).astype(int)
+    return repeat_numbers(rows)
 
 
 def repeat_summary(by_repeat: pd.DataFrame) -> JSONObject:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from avv_core.language import check_language
-from avv_scoring.load import is_success
+from avv_scoring.load import is_success, numeric
 from avv_scoring.metrics.additive import NAN, Columns, Sums, additive, count, rate
 from avv_scoring.metrics.calls import TC_N, positive
 from avv_scoring.metrics.declaration import Metric
@@ -126,7 +126,7 @@ def multi_call_similarity(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> Co
 
 
 def _qsr_features(rows: pd.DataFrame) -> pd.DataFrame:
-    attempts = pd.to_numeric(rows["attempts"].astype("object"), errors="coerce").fillna(1)
+    attempts = numeric(rows["attempts"]).fillna(1)
     within = is_success(rows) & (attempts <= QSR_MAX_ATTEMPTS)
     return pd.DataFrame({"items": 1, "within": within.astype(int)}, index=rows.index)
 
