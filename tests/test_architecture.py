@@ -1,6 +1,7 @@
 """The layering the README's "How it fits together" promises (issue 23): dependencies point one way
 (harness → scoring → core, harness → core, simulator → core), no private name is imported across modules,
-no import cycle, and importing the scoring package loads neither an HTTP client nor Locust."""
+no import cycle, and importing the scoring package loads neither an HTTP client nor Locust (nor matplotlib,
+which only report.html needs)."""
 
 from __future__ import annotations
 
@@ -60,10 +61,11 @@ def test_the_folder_order_refuses_an_upward_import_naming_file_and_line(tmp_path
 
 
 @pytest.mark.integration
-def test_importing_scoring_or_core_loads_no_http_client_and_no_locust():
-    probe = ("import sys, avv_scoring, avv_core.records, avv_core.record_file; "
-             "print(sorted(m for m in ('requests', 'urllib3', 'locust', 'gevent', 'avv_harness', 'avv_sim') "
-             "if m in sys.modules))")
+def test_importing_scoring_or_core_loads_no_http_client_no_locust_and_no_matplotlib():
+    # matplotlib: ~0.4 s to import, paid by every run that scores without drawing (report.html imports it)
+    probe = ("import sys, avv_scoring, avv_scoring.entrypoints, avv_core.records, avv_core.record_file; "
+             "print(sorted(m for m in ('requests', 'urllib3', 'locust', 'gevent', 'avv_harness', 'avv_sim', "
+             "'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT,
                          check=True).stdout
     assert out.strip() == "[]"

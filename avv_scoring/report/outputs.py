@@ -12,7 +12,6 @@ import math
 import os
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from avv_core.errors import InputError
 from avv_core.frame_rows import frame_records
@@ -166,6 +165,7 @@ def write_stress_outputs(run_dir: str | os.PathLike[str]) -> str:
 
 def plot(levels: pd.DataFrame, column: str, ylabel: str, path: str, slo: float | None = None) -> None:
     """One line per vendor of ``column`` over the levels (log2 x axis), saved as PNG at ``path``."""
+    from matplotlib.figure import Figure  # here: matplotlib costs ~0.4 s to import, and most scorings draw nothing
     from matplotlib.ticker import ScalarFormatter
 
     with plain_figure_text():
