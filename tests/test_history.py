@@ -9,6 +9,7 @@ import re
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -24,6 +25,7 @@ from avv_scoring.history import (
     render_terminal,
 )
 from avv_scoring.history import db as history_db
+from avv_scoring.history.regression import inner_join
 from avv_scoring.history.store import item_frame
 from avv_scoring.metrics.registry import METRICS
 from tests import history_records as hr
@@ -148,6 +150,30 @@ def test_item_outcomes_follow_the_records():
 
 
 # --------------------------------------------------------------------------- the tests between runs
+
+
+@pytest.mark.parametrize("case", ["unique", "codes", "repeated in b", "missing ids", "types differ"])
+def test_the_pairing_of_two_runs_is_the_merge_on_sample_and_repeat(case):
+    """regression.inner_join pairs on integer codes; its rows are pandas' inner merge's, in the same order, in the
+    cases the codes handle (unique keys, strings or codes) and those the merge answers (a key repeated in b, a
+    missing id, different key types)."""
+    rng = np.random.default_rng(5)
+    ids = np.array([f"s{i}" for i in rng.integers(0, 40, 120)], dtype=object)
+    a = pd.DataFrame({"sample_id": ids[:60], "repeat": rng.integers(1, 3, 60)}).drop_duplicates()
+    b = pd.DataFrame({"sample_id": ids[60:], "repeat": rng.integers(1, 3, 60)}).drop_duplicates().iloc[::-1]
+    if case == "codes":
+        a, b = (f.assign(sample_id=f["sample_id"].str[1:].astype(np.int64)) for f in (a, b))
+    elif case == "repeated in b":
+        b = pd.concat([b, b.iloc[:5]])
+    elif case == "missing ids":
+        a.iloc[[1, 3], 0] = None
+        b.iloc[[2, 4], 0] = None
+    elif case == "types differ":
+        b = b.assign(repeat=b["repeat"].astype(float))
+    merged = a.assign(ia=np.arange(len(a))).merge(b.assign(ib=np.arange(len(b))), on=["sample_id", "repeat"])
+    ia, ib = inner_join(a, b)
+    assert len(merged) > 10 and ia.tolist() == merged["ia"].tolist() and ib.tolist() == merged["ib"].tolist()
+
 
 
 @pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test

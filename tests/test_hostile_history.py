@@ -6,6 +6,7 @@ read-only connection, ``max_page_count``, overwritten pages); the integration ti
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -19,11 +20,13 @@ from pathlib import Path
 import pytest
 
 from avv_core.errors import InputError
+from avv_core.manifest import RunManifest
 from avv_harness.run.folder import append_to_history
 from avv_scoring.cli import main as score_main
 from avv_scoring.history import SCHEMA_VERSION, add_result, connect, open_history
 from avv_scoring.history import db as history_db
 from avv_scoring.history.trend import load_runs
+from avv_scoring.score import ScoreResult
 from tests import history_records as hr
 from tests.builders import write_jsonl, write_run
 from tests.sim_records import TOOLS
@@ -37,10 +40,27 @@ CORRUPTED = ("history database is corrupted", ".recover", "history add RUN... --
 NOT_SQLITE = ("not a history database", "not an SQLite file, or its header is corrupted")
 
 
+@functools.cache
+def _scored(run: int) -> tuple[ScoreResult, RunManifest]:
+    """Run ``run`` of history seed 0 (20 samples, no intervals), scored once per session: every test here only
+    reads it (add_result and append_to_history store it, they do not change it)."""
+    return hr.scored_run(0, run, samples=20, resamples=0)
+
+
+#: runs → the bytes of a history holding runs 1 … runs, built once (through open_history and add_result, as
+#: _history did for each test); a test's file is a copy, so what a test does to it stays in that test.
+_BUILT: dict[int, bytes] = {}
+
+
 def _history(path: Path, runs: int = 2) -> Path:
-    with open_history(path) as conn:
-        for run in range(1, runs + 1):
-            assert add_result(conn, *hr.scored_run(0, run, samples=20, resamples=0)).added
+    if runs not in _BUILT:
+        with open_history(path) as conn:
+            for run in range(1, runs + 1):
+                assert add_result(conn, *_scored(run)).added
+        _BUILT[runs] = path.read_bytes()
+    else:
+        path.write_bytes(_BUILT[runs])
+    assert _run_ids(path) == [f"s0-r{run}" for run in range(1, runs + 1)]
     return path
 
 
@@ -70,7 +90,7 @@ def test_a_writer_locked_out_gets_an_input_error_that_says_locked_and_the_histor
     holder.execute("BEGIN EXCLUSIVE")  # another process writing (here: another connection, same effect)
     try:
         with pytest.raises(InputError) as caught, open_history(path, timeout_s=0.05) as conn:
-            add_result(conn, *hr.scored_run(0, 2, samples=20, resamples=0))
+            add_result(conn, *_scored(2))
         _says(str(caught.value), path, (*LOCKED, "waited 0.05 s", "--lock-timeout"))
     finally:
         holder.execute("COMMIT")
@@ -84,7 +104,7 @@ def test_a_write_through_a_read_only_handle_says_read_only(tmp_path):
     read_only = sqlite3.connect(f"file:{path}?mode=ro", uri=True)  # what SQLite falls back to on a 0444 file
     try:
         with pytest.raises(InputError) as caught, history_db.database_errors(path):
-            add_result(read_only, *hr.scored_run(0, 2, samples=20, resamples=0))
+            add_result(read_only, *_scored(2))
     finally:
         read_only.close()
     _says(str(caught.value), path, READ_ONLY)
@@ -97,11 +117,11 @@ def test_a_full_disk_says_full_and_rolls_the_run_back(tmp_path):
     with pytest.raises(InputError) as caught, open_history(path) as conn:
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
         conn.execute(f"PRAGMA max_page_count = {pages + 2}")  # SQLite's own SQLITE_FULL, as on a full disk
-        add_result(conn, *hr.scored_run(0, 2, samples=20, resamples=0))
+        add_result(conn, *_scored(2))
     _says(str(caught.value), path, FULL)
     assert _run_ids(path) == ["s0-r1"]  # the failed run left nothing behind, the first one is intact
     with open_history(path) as conn:  # and it is added once there is room
-        assert add_result(conn, *hr.scored_run(0, 2, samples=20, resamples=0)).added
+        assert add_result(conn, *_scored(2)).added
     assert _run_ids(path) == ["s0-r1", "s0-r2"]
 
 
@@ -141,7 +161,7 @@ def test_an_error_pandas_wraps_is_translated_too(tmp_path):
 @pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_a_run_left_out_of_the_history_is_a_closing_line_problem_not_a_traceback(tmp_path, monkeypatch, caplog):
     path = _history(tmp_path / "h.sqlite", runs=1)
-    result, manifest = hr.scored_run(0, 2, samples=20, resamples=0)
+    result, manifest = _scored(2)
     monkeypatch.setattr(history_db, "BUSY_TIMEOUT_S", 0.05)
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
@@ -214,8 +234,9 @@ print("ready", flush=True)
 start = float(sys.stdin.readline())
 errors = []
 for i, path in enumerate(sys.argv[1:]):
-    while time.time() < start + 0.3 * i:
-        pass
+    time.sleep(max(0.0, start + 0.3 * i - time.time() - 0.005))  # asleep until 5 ms before, then spin: the two
+    while time.time() < start + 0.3 * i:                           # processes still call connect in the same
+        pass                                                       # instant, without spinning 6 s each
     try:
         connect(path).close()
     except Exception as exc:
