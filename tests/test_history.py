@@ -86,7 +86,7 @@ def test_a_file_that_is_not_a_history_is_refused(tmp_path):
 
 def test_adding_the_same_run_twice_adds_nothing(tmp_path):
     conn = connect(tmp_path / "h.sqlite")
-    result, manifest = hr.scored_run(1, 1, samples=20)
+    result, manifest = hr.scored_run(1, 1, samples=20, resamples=0)  # the rows, not their intervals, count
     first = add_result(conn, result, manifest)
     counts = [conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("runs", "vendors", "metrics", "items")]
     again = add_result(conn, result, manifest)
@@ -130,7 +130,7 @@ def test_the_history_reads_back_the_scores_avv_score_writes_and_history_add_is_i
 
 
 def test_no_key_reaches_the_history(tmp_path):
-    result, manifest = hr.scored_run(1, 1, samples=10)
+    result, manifest = hr.scored_run(1, 1, samples=10, resamples=0)
     manifest.vendors[0]["api_key"] = "sk-live-SECRET123"
     manifest.vendors[0]["headers"] = {"Authorization": "Bearer sk-live-SECRET123"}
     path = tmp_path / "h.sqlite"
@@ -180,7 +180,7 @@ def test_the_pairing_of_two_runs_is_the_merge_on_sample_and_repeat(case):
 def test_other_sample_sets_are_compared_on_the_common_ids(tmp_path):
     conn = connect(tmp_path / "h.sqlite")
     for run, samples in ((1, 40), (2, 30)):
-        result, manifest = hr.scored_run(4, run, samples=samples)
+        result, manifest = hr.scored_run(4, run, samples=samples, resamples=0)  # the paired tests read items
         add_result(conn, result, manifest)
     trend = compute_trend(conn, TrendOptions(vendor="steady"))
     assert set(trend.changes["compared_on"]) == {"30 common sample ids"} and trend.flagged().empty
