@@ -2,7 +2,9 @@
 writer locked out by another process, and a corrupted, read-only, locked or full database. Every case ends in
 one InputError line (exit status 2) that names the file, what is wrong and what to do, and nothing already in the
 history is lost. The unit tier makes the real SQLite errors in this process (a second connection's lock, a
-read-only connection, ``max_page_count``, overwritten pages); the integration tier runs real processes."""
+read-only connection, ``max_page_count``, overwritten pages); the integration tier runs real processes: the racing
+writers, the process that holds the lock and the shipped avv-score script it locks out; a command that waits on
+that process's lock or meets a read-only or full file system runs in this process (what it meets is real)."""
 
 from __future__ import annotations
 
@@ -305,6 +307,16 @@ def _avv_score(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=600)
 
 
+def _avv_score_here(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``avv-score ARGS`` in this process (its main, as the script calls it), its exit status and output: where the
+    lock is another process's or the file system refuses the write, the command itself need not be a process (the
+    script's own start: :func:`_avv_score` above and tests/test_packaging.py)."""
+    capsys.readouterr()
+    status = score_main(list(args))
+    said = capsys.readouterr()
+    return subprocess.CompletedProcess(["avv-score", *args], status, said.out, said.err)
+
+
 def _hold(db: Path, seconds: float) -> subprocess.Popen[str]:
     holder = _started(HOLD_LOCK, str(db), str(seconds))
     assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
@@ -312,11 +324,11 @@ def _hold(db: Path, seconds: float) -> subprocess.Popen[str]:
 
 
 @pytest.mark.integration
-def test_a_writer_locked_out_for_longer_than_5_s_waits_and_adds_its_run(tmp_path):
+def test_a_writer_locked_out_for_longer_than_5_s_waits_and_adds_its_run(tmp_path, capsys):
     db = _history(tmp_path / "h.sqlite", runs=1)
     run = _run_folder(tmp_path)
     holder = _hold(db, 8)  # SQLite's and Python's default busy timeout is 5 s: this outlasts it
-    added = _avv_score("history", "add", str(run), "--db", str(db))
+    added = _avv_score_here(capsys, "history", "add", str(run), "--db", str(db))
     holder.communicate(timeout=60)
     assert added.returncode == 0 and "added (80 items)" in added.stdout, added.stderr
     assert len(_run_ids(db)) == 2
@@ -352,7 +364,7 @@ def tmpfs(tmp_path) -> Iterator[Path]:
 
 
 @pytest.mark.integration
-def test_a_read_only_history_refuses_add_with_exit_2_and_trend_still_reads_it(tmp_path, tmpfs):
+def test_a_read_only_history_refuses_add_with_exit_2_and_trend_still_reads_it(tmp_path, tmpfs, capsys):
     db = tmpfs / "h.sqlite"
     shutil.copy(_history(tmp_path / "h.sqlite", runs=2), db)
     if os.geteuid() == 0:  # root writes a 0444 file: a read-only mount is what root cannot write
@@ -360,25 +372,25 @@ def test_a_read_only_history_refuses_add_with_exit_2_and_trend_still_reads_it(tm
         assert remount.returncode == 0, remount.stderr
     else:
         db.chmod(0o444)
-    refused = _avv_score("history", "add", str(_run_folder(tmp_path)), "--db", str(db))
+    refused = _avv_score_here(capsys, "history", "add", str(_run_folder(tmp_path)), "--db", str(db))
     assert refused.returncode == 2
     _says(refused.stderr, db, READ_ONLY)
-    trend = _avv_score("trend", "--db", str(db), "--out", str(tmp_path / "out"), "-q", "--no-html")
+    trend = _avv_score_here(capsys, "trend", "--db", str(db), "--out", str(tmp_path / "out"), "-q", "--no-html")
     assert trend.returncode == 0, trend.stderr
     assert _run_ids(db) == ["s0-r1", "s0-r2"]
 
 
 @pytest.mark.integration
-def test_a_history_on_a_full_disk_exits_2_saying_full_and_keeps_its_runs(tmp_path, tmpfs):
+def test_a_history_on_a_full_disk_exits_2_saying_full_and_keeps_its_runs(tmp_path, tmpfs, capsys):
     db = tmpfs / "h.sqlite"
     shutil.copy(_history(tmp_path / "h.sqlite", runs=1), db)
     free = shutil.disk_usage(tmpfs).free
     with open(tmpfs / "filler", "wb") as f:  # leave less room than the new run's pages
         f.write(b"\0" * max(0, free - 8 * 1024))
-    refused = _avv_score("history", "add", str(_run_folder(tmp_path)), "--db", str(db))
+    refused = _avv_score_here(capsys, "history", "add", str(_run_folder(tmp_path)), "--db", str(db))
     assert refused.returncode == 2
     _says(refused.stderr, db, FULL)
     (tmpfs / "filler").unlink()
     assert _run_ids(db) == ["s0-r1"]
-    added = _avv_score("history", "add", str(_run_folder(tmp_path)), "--db", str(db))
+    added = _avv_score_here(capsys, "history", "add", str(_run_folder(tmp_path)), "--db", str(db))
     assert added.returncode == 0 and _run_ids(db) == ["run5", "s0-r1"], added.stderr
