@@ -4,6 +4,7 @@ avv-score), the between-run tests on a synthetic history with two known changes,
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
@@ -14,6 +15,7 @@ import pandas as pd
 import pytest
 
 from avv_core.errors import InputError
+from avv_core.manifest import RunManifest
 from avv_scoring.cli import main as score_main
 from avv_scoring.history import (
     SCHEMA_VERSION,
@@ -28,11 +30,19 @@ from avv_scoring.history import db as history_db
 from avv_scoring.history.regression import inner_join
 from avv_scoring.history.store import item_frame
 from avv_scoring.metrics.registry import METRICS
+from avv_scoring.score import ScoreResult
 from tests import history_records as hr
 from tests.builders import numbered_samples, write_jsonl, write_run
 from tests.sim_records import TOOLS
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def _scored(run: int, samples: int = 30) -> tuple[ScoreResult, RunManifest]:
+    """Run ``run`` of history seed 0 (no intervals), scored once per session for the tests that only store it (none
+    changes the result or the manifest it gets: a test that does scores its own)."""
+    return hr.scored_run(0, run, samples=samples, resamples=0)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +52,7 @@ def history(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("history") / "h.sqlite"
     conn = connect(path)
     for run in range(1, 7):
-        assert add_result(conn, *hr.scored_run(0, run, samples=30, resamples=0)).added
+        assert add_result(conn, *_scored(run)).added
     conn.close()
     return path
 
@@ -86,14 +96,14 @@ def test_a_file_that_is_not_a_history_is_refused(tmp_path):
 
 def test_adding_the_same_run_twice_adds_nothing(tmp_path):
     conn = connect(tmp_path / "h.sqlite")
-    result, manifest = hr.scored_run(1, 1, samples=20, resamples=0)  # the rows, not their intervals, count
+    result, manifest = _scored(1)
     first = add_result(conn, result, manifest)
     counts = [conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("runs", "vendors", "metrics", "items")]
     again = add_result(conn, result, manifest)
-    assert first.added and first.items == 4 * 20 * hr.REPEATS and not again.added and again.items == 0
+    assert first.added and first.items == 4 * 30 * hr.REPEATS and not again.added and again.items == 0
     assert counts == [conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
                       for t in ("runs", "vendors", "metrics", "items")]
-    assert counts == [1, 4, 4 * len(METRICS), 4 * 20 * hr.REPEATS]
+    assert counts == [1, 4, 4 * len(METRICS), 4 * 30 * hr.REPEATS]
 
 
 def _run_folder(tmp_path: Path) -> Path:
@@ -175,12 +185,11 @@ def test_the_pairing_of_two_runs_is_the_merge_on_sample_and_repeat(case):
     assert len(merged) > 10 and ia.tolist() == merged["ia"].tolist() and ib.tolist() == merged["ib"].tolist()
 
 
-
 @pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_other_sample_sets_are_compared_on_the_common_ids(tmp_path):
     conn = connect(tmp_path / "h.sqlite")
     for run, samples in ((1, 40), (2, 30)):
-        result, manifest = hr.scored_run(4, run, samples=samples, resamples=0)  # the paired tests read items
+        result, manifest = _scored(run, samples)  # the paired tests read items, not intervals
         add_result(conn, result, manifest)
     trend = compute_trend(conn, TrendOptions(vendor="steady"))
     assert set(trend.changes["compared_on"]) == {"30 common sample ids"} and trend.flagged().empty
@@ -279,7 +288,7 @@ def test_a_verdict_that_becomes_fail_is_reported_and_gated_on(tmp_path, capsys):
     db = tmp_path / "h.sqlite"
     conn = connect(db)
     for run, said in ((1, "pass"), (2, "PASS"), (3, "FAIL")):
-        result, manifest = hr.scored_run(6, run, samples=30, resamples=0)
+        result, manifest = _scored(run)
         scores = result.scores.copy()
         steady = scores["vendor"] == "steady"
         scores.loc[steady, "verdict"] = said
