@@ -4,15 +4,18 @@ avv-score), the between-run tests on a synthetic history with two known changes,
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from avv_core.errors import InputError
+from avv_core.manifest import RunManifest
 from avv_scoring.cli import main as score_main
 from avv_scoring.history import (
     SCHEMA_VERSION,
@@ -24,13 +27,22 @@ from avv_scoring.history import (
     render_terminal,
 )
 from avv_scoring.history import db as history_db
+from avv_scoring.history.regression import inner_join
 from avv_scoring.history.store import item_frame
 from avv_scoring.metrics.registry import METRICS
+from avv_scoring.score import ScoreResult
 from tests import history_records as hr
 from tests.builders import numbered_samples, write_jsonl, write_run
 from tests.sim_records import TOOLS
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def _scored(run: int, samples: int = 30) -> tuple[ScoreResult, RunManifest]:
+    """Run ``run`` of history seed 0 (no intervals), scored once per session for the tests that only store it (none
+    changes the result or the manifest it gets: a test that does scores its own)."""
+    return hr.scored_run(0, run, samples=samples, resamples=0)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +52,7 @@ def history(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("history") / "h.sqlite"
     conn = connect(path)
     for run in range(1, 7):
-        assert add_result(conn, *hr.scored_run(0, run, samples=30, resamples=0)).added
+        assert add_result(conn, *_scored(run)).added
     conn.close()
     return path
 
@@ -84,14 +96,14 @@ def test_a_file_that_is_not_a_history_is_refused(tmp_path):
 
 def test_adding_the_same_run_twice_adds_nothing(tmp_path):
     conn = connect(tmp_path / "h.sqlite")
-    result, manifest = hr.scored_run(1, 1, samples=20)
+    result, manifest = _scored(1)
     first = add_result(conn, result, manifest)
     counts = [conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("runs", "vendors", "metrics", "items")]
     again = add_result(conn, result, manifest)
-    assert first.added and first.items == 4 * 20 * hr.REPEATS and not again.added and again.items == 0
+    assert first.added and first.items == 4 * 30 * hr.REPEATS and not again.added and again.items == 0
     assert counts == [conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
                       for t in ("runs", "vendors", "metrics", "items")]
-    assert counts == [1, 4, 4 * len(METRICS), 4 * 20 * hr.REPEATS]
+    assert counts == [1, 4, 4 * len(METRICS), 4 * 30 * hr.REPEATS]
 
 
 def _run_folder(tmp_path: Path) -> Path:
@@ -128,7 +140,7 @@ def test_the_history_reads_back_the_scores_avv_score_writes_and_history_add_is_i
 
 
 def test_no_key_reaches_the_history(tmp_path):
-    result, manifest = hr.scored_run(1, 1, samples=10)
+    result, manifest = hr.scored_run(1, 1, samples=10, resamples=0)
     manifest.vendors[0]["api_key"] = "sk-live-SECRET123"
     manifest.vendors[0]["headers"] = {"Authorization": "Bearer sk-live-SECRET123"}
     path = tmp_path / "h.sqlite"
@@ -150,11 +162,34 @@ def test_item_outcomes_follow_the_records():
 # --------------------------------------------------------------------------- the tests between runs
 
 
+@pytest.mark.parametrize("case", ["unique", "codes", "repeated in b", "missing ids", "types differ"])
+def test_the_pairing_of_two_runs_is_the_merge_on_sample_and_repeat(case):
+    """regression.inner_join pairs on integer codes; its rows are pandas' inner merge's, in the same order, in the
+    cases the codes handle (unique keys, strings or codes) and those the merge answers (a key repeated in b, a
+    missing id, different key types)."""
+    rng = np.random.default_rng(5)
+    ids = np.array([f"s{i}" for i in rng.integers(0, 40, 120)], dtype=object)
+    a = pd.DataFrame({"sample_id": ids[:60], "repeat": rng.integers(1, 3, 60)}).drop_duplicates()
+    b = pd.DataFrame({"sample_id": ids[60:], "repeat": rng.integers(1, 3, 60)}).drop_duplicates().iloc[::-1]
+    if case == "codes":
+        a, b = (f.assign(sample_id=f["sample_id"].str[1:].astype(np.int64)) for f in (a, b))
+    elif case == "repeated in b":
+        b = pd.concat([b, b.iloc[:5]])
+    elif case == "missing ids":
+        a.iloc[[1, 3], 0] = None
+        b.iloc[[2, 4], 0] = None
+    elif case == "types differ":
+        b = b.assign(repeat=b["repeat"].astype(float))
+    merged = a.assign(ia=np.arange(len(a))).merge(b.assign(ib=np.arange(len(b))), on=["sample_id", "repeat"])
+    ia, ib = inner_join(a, b)
+    assert len(merged) > 10 and ia.tolist() == merged["ia"].tolist() and ib.tolist() == merged["ib"].tolist()
+
+
 @pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_other_sample_sets_are_compared_on_the_common_ids(tmp_path):
     conn = connect(tmp_path / "h.sqlite")
     for run, samples in ((1, 40), (2, 30)):
-        result, manifest = hr.scored_run(4, run, samples=samples)
+        result, manifest = _scored(run, samples)  # the paired tests read items, not intervals
         add_result(conn, result, manifest)
     trend = compute_trend(conn, TrendOptions(vendor="steady"))
     assert set(trend.changes["compared_on"]) == {"30 common sample ids"} and trend.flagged().empty
@@ -253,7 +288,7 @@ def test_a_verdict_that_becomes_fail_is_reported_and_gated_on(tmp_path, capsys):
     db = tmp_path / "h.sqlite"
     conn = connect(db)
     for run, said in ((1, "pass"), (2, "PASS"), (3, "FAIL")):
-        result, manifest = hr.scored_run(6, run, samples=30, resamples=0)
+        result, manifest = _scored(run)
         scores = result.scores.copy()
         steady = scores["vendor"] == "steady"
         scores.loc[steady, "verdict"] = said

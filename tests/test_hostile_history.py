@@ -2,10 +2,13 @@
 writer locked out by another process, and a corrupted, read-only, locked or full database. Every case ends in
 one InputError line (exit status 2) that names the file, what is wrong and what to do, and nothing already in the
 history is lost. The unit tier makes the real SQLite errors in this process (a second connection's lock, a
-read-only connection, ``max_page_count``, overwritten pages); the integration tier runs real processes."""
+read-only connection, ``max_page_count``, overwritten pages); the integration tier runs real processes: the racing
+writers, the process that holds the lock and the shipped avv-score script it locks out; a command that waits on
+that process's lock or meets a read-only or full file system runs in this process (what it meets is real)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -19,11 +22,13 @@ from pathlib import Path
 import pytest
 
 from avv_core.errors import InputError
+from avv_core.manifest import RunManifest
 from avv_harness.run.folder import append_to_history
 from avv_scoring.cli import main as score_main
 from avv_scoring.history import SCHEMA_VERSION, add_result, connect, open_history
 from avv_scoring.history import db as history_db
 from avv_scoring.history.trend import load_runs
+from avv_scoring.score import ScoreResult
 from tests import history_records as hr
 from tests.builders import write_jsonl, write_run
 from tests.sim_records import TOOLS
@@ -37,10 +42,27 @@ CORRUPTED = ("history database is corrupted", ".recover", "history add RUN... --
 NOT_SQLITE = ("not a history database", "not an SQLite file, or its header is corrupted")
 
 
+@functools.cache
+def _scored(run: int) -> tuple[ScoreResult, RunManifest]:
+    """Run ``run`` of history seed 0 (20 samples, no intervals), scored once per session: every test here only
+    reads it (add_result and append_to_history store it, they do not change it)."""
+    return hr.scored_run(0, run, samples=20, resamples=0)
+
+
+#: runs → the bytes of a history holding runs 1 … runs, built once (through open_history and add_result, as
+#: _history did for each test); a test's file is a copy, so what a test does to it stays in that test.
+_BUILT: dict[int, bytes] = {}
+
+
 def _history(path: Path, runs: int = 2) -> Path:
-    with open_history(path) as conn:
-        for run in range(1, runs + 1):
-            assert add_result(conn, *hr.scored_run(0, run, samples=20, resamples=0)).added
+    if runs not in _BUILT:
+        with open_history(path) as conn:
+            for run in range(1, runs + 1):
+                assert add_result(conn, *_scored(run)).added
+        _BUILT[runs] = path.read_bytes()
+    else:
+        path.write_bytes(_BUILT[runs])
+    assert _run_ids(path) == [f"s0-r{run}" for run in range(1, runs + 1)]
     return path
 
 
@@ -70,7 +92,7 @@ def test_a_writer_locked_out_gets_an_input_error_that_says_locked_and_the_histor
     holder.execute("BEGIN EXCLUSIVE")  # another process writing (here: another connection, same effect)
     try:
         with pytest.raises(InputError) as caught, open_history(path, timeout_s=0.05) as conn:
-            add_result(conn, *hr.scored_run(0, 2, samples=20, resamples=0))
+            add_result(conn, *_scored(2))
         _says(str(caught.value), path, (*LOCKED, "waited 0.05 s", "--lock-timeout"))
     finally:
         holder.execute("COMMIT")
@@ -84,7 +106,7 @@ def test_a_write_through_a_read_only_handle_says_read_only(tmp_path):
     read_only = sqlite3.connect(f"file:{path}?mode=ro", uri=True)  # what SQLite falls back to on a 0444 file
     try:
         with pytest.raises(InputError) as caught, history_db.database_errors(path):
-            add_result(read_only, *hr.scored_run(0, 2, samples=20, resamples=0))
+            add_result(read_only, *_scored(2))
     finally:
         read_only.close()
     _says(str(caught.value), path, READ_ONLY)
@@ -97,11 +119,11 @@ def test_a_full_disk_says_full_and_rolls_the_run_back(tmp_path):
     with pytest.raises(InputError) as caught, open_history(path) as conn:
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
         conn.execute(f"PRAGMA max_page_count = {pages + 2}")  # SQLite's own SQLITE_FULL, as on a full disk
-        add_result(conn, *hr.scored_run(0, 2, samples=20, resamples=0))
+        add_result(conn, *_scored(2))
     _says(str(caught.value), path, FULL)
     assert _run_ids(path) == ["s0-r1"]  # the failed run left nothing behind, the first one is intact
     with open_history(path) as conn:  # and it is added once there is room
-        assert add_result(conn, *hr.scored_run(0, 2, samples=20, resamples=0)).added
+        assert add_result(conn, *_scored(2)).added
     assert _run_ids(path) == ["s0-r1", "s0-r2"]
 
 
@@ -141,7 +163,7 @@ def test_an_error_pandas_wraps_is_translated_too(tmp_path):
 @pytest.mark.integration  # over a second in one process: the unit tier is sub-second per test
 def test_a_run_left_out_of_the_history_is_a_closing_line_problem_not_a_traceback(tmp_path, monkeypatch, caplog):
     path = _history(tmp_path / "h.sqlite", runs=1)
-    result, manifest = hr.scored_run(0, 2, samples=20, resamples=0)
+    result, manifest = _scored(2)
     monkeypatch.setattr(history_db, "BUSY_TIMEOUT_S", 0.05)
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
@@ -214,8 +236,9 @@ print("ready", flush=True)
 start = float(sys.stdin.readline())
 errors = []
 for i, path in enumerate(sys.argv[1:]):
-    while time.time() < start + 0.3 * i:
-        pass
+    time.sleep(max(0.0, start + 0.3 * i - time.time() - 0.005))  # asleep until 5 ms before, then spin: the two
+    while time.time() < start + 0.3 * i:                           # processes still call connect in the same
+        pass                                                       # instant, without spinning 6 s each
     try:
         connect(path).close()
     except Exception as exc:
@@ -284,6 +307,16 @@ def _avv_score(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=600)
 
 
+def _avv_score_here(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``avv-score ARGS`` in this process (its main, as the script calls it), its exit status and output: where the
+    lock is another process's or the file system refuses the write, the command itself need not be a process (the
+    script's own start: :func:`_avv_score` above and tests/test_packaging.py)."""
+    capsys.readouterr()
+    status = score_main(list(args))
+    said = capsys.readouterr()
+    return subprocess.CompletedProcess(["avv-score", *args], status, said.out, said.err)
+
+
 def _hold(db: Path, seconds: float) -> subprocess.Popen[str]:
     holder = _started(HOLD_LOCK, str(db), str(seconds))
     assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
@@ -291,11 +324,11 @@ def _hold(db: Path, seconds: float) -> subprocess.Popen[str]:
 
 
 @pytest.mark.integration
-def test_a_writer_locked_out_for_longer_than_5_s_waits_and_adds_its_run(tmp_path):
+def test_a_writer_locked_out_for_longer_than_5_s_waits_and_adds_its_run(tmp_path, capsys):
     db = _history(tmp_path / "h.sqlite", runs=1)
     run = _run_folder(tmp_path)
     holder = _hold(db, 8)  # SQLite's and Python's default busy timeout is 5 s: this outlasts it
-    added = _avv_score("history", "add", str(run), "--db", str(db))
+    added = _avv_score_here(capsys, "history", "add", str(run), "--db", str(db))
     holder.communicate(timeout=60)
     assert added.returncode == 0 and "added (80 items)" in added.stdout, added.stderr
     assert len(_run_ids(db)) == 2
@@ -331,7 +364,7 @@ def tmpfs(tmp_path) -> Iterator[Path]:
 
 
 @pytest.mark.integration
-def test_a_read_only_history_refuses_add_with_exit_2_and_trend_still_reads_it(tmp_path, tmpfs):
+def test_a_read_only_history_refuses_add_with_exit_2_and_trend_still_reads_it(tmp_path, tmpfs, capsys):
     db = tmpfs / "h.sqlite"
     shutil.copy(_history(tmp_path / "h.sqlite", runs=2), db)
     if os.geteuid() == 0:  # root writes a 0444 file: a read-only mount is what root cannot write
@@ -339,25 +372,25 @@ def test_a_read_only_history_refuses_add_with_exit_2_and_trend_still_reads_it(tm
         assert remount.returncode == 0, remount.stderr
     else:
         db.chmod(0o444)
-    refused = _avv_score("history", "add", str(_run_folder(tmp_path)), "--db", str(db))
+    refused = _avv_score_here(capsys, "history", "add", str(_run_folder(tmp_path)), "--db", str(db))
     assert refused.returncode == 2
     _says(refused.stderr, db, READ_ONLY)
-    trend = _avv_score("trend", "--db", str(db), "--out", str(tmp_path / "out"), "-q", "--no-html")
+    trend = _avv_score_here(capsys, "trend", "--db", str(db), "--out", str(tmp_path / "out"), "-q", "--no-html")
     assert trend.returncode == 0, trend.stderr
     assert _run_ids(db) == ["s0-r1", "s0-r2"]
 
 
 @pytest.mark.integration
-def test_a_history_on_a_full_disk_exits_2_saying_full_and_keeps_its_runs(tmp_path, tmpfs):
+def test_a_history_on_a_full_disk_exits_2_saying_full_and_keeps_its_runs(tmp_path, tmpfs, capsys):
     db = tmpfs / "h.sqlite"
     shutil.copy(_history(tmp_path / "h.sqlite", runs=1), db)
     free = shutil.disk_usage(tmpfs).free
     with open(tmpfs / "filler", "wb") as f:  # leave less room than the new run's pages
         f.write(b"\0" * max(0, free - 8 * 1024))
-    refused = _avv_score("history", "add", str(_run_folder(tmp_path)), "--db", str(db))
+    refused = _avv_score_here(capsys, "history", "add", str(_run_folder(tmp_path)), "--db", str(db))
     assert refused.returncode == 2
     _says(refused.stderr, db, FULL)
     (tmpfs / "filler").unlink()
     assert _run_ids(db) == ["s0-r1"]
-    added = _avv_score("history", "add", str(_run_folder(tmp_path)), "--db", str(db))
+    added = _avv_score_here(capsys, "history", "add", str(_run_folder(tmp_path)), "--db", str(db))
     assert added.returncode == 0 and _run_ids(db) == ["run5", "s0-r1"], added.stderr

@@ -128,32 +128,73 @@ class Change:
     near_miss: bool = False  # large enough, Holm-adjusted p in [alpha, NEAR_MISS): reported, not flagged
 
 
+def inner_join(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The row positions ``(ia, ib)`` of ``a.merge(b, on=KEYS)`` (an inner join on sample and repeat, in ``a``'s
+    row order), found on integer key codes: a pandas merge costs ~10 ms of fixed overhead and the history joins
+    a few per vendor, test and run. The merge itself answers where the codes cannot say the same: key columns of
+    different types, a missing key (merge pairs NaN with NaN), or a key repeated in ``b`` (a row per match)."""
+    sa, sb = a["sample_id"].to_numpy(), b["sample_id"].to_numpy()
+    ra, rb = a["repeat"].to_numpy(), b["repeat"].to_numpy()
+    if sa.dtype == sb.dtype and ra.dtype == rb.dtype:
+        samples, _ = pd.factorize(np.concatenate([sa, sb]))
+        repeats, repeat_values = pd.factorize(np.concatenate([ra, rb]))
+        if len(samples) == 0 or (samples.min() >= 0 and repeats.min() >= 0):
+            keys = samples.astype(np.int64) * max(len(repeat_values), 1) + repeats
+            ka, kb = keys[:len(sa)], keys[len(sa):]
+            order = np.argsort(kb, kind="stable")
+            sorted_b = kb[order]
+            if not np.any(sorted_b[1:] == sorted_b[:-1]):  # each key at most once in b: one match per a row
+                at = np.minimum(np.searchsorted(sorted_b, ka), max(len(kb) - 1, 0))
+                hit = (sorted_b[at] == ka) if len(kb) else np.zeros(len(ka), dtype=bool)
+                return np.flatnonzero(hit), order[at[hit]]
+    positions = a[KEYS].assign(_ia=np.arange(len(a))).merge(b[KEYS].assign(_ib=np.arange(len(b))), on=KEYS)
+    return positions["_ia"].to_numpy(), positions["_ib"].to_numpy()
+
+
+def _outcome(sample_id: np.ndarray, repeat: np.ndarray, value: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame({"sample_id": sample_id, "repeat": repeat, "value": value})
+
+
 def outcomes(items: pd.DataFrame, baseline: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
     """Per test, one run's (sample_id, repeat, value) of one vendor; ``baseline`` = the baseline's items of the same
     run (None for the baseline itself)."""
     out: dict[str, pd.DataFrame] = {}
-    ok = items[items["success"] == 1]
-    both = None if baseline is None else ok.merge(baseline[baseline["success"] == 1], on=KEYS, suffixes=("", "_b"))
+    sample_id, repeat = items["sample_id"].to_numpy(), items["repeat"].to_numpy()
+    ok = items["success"].to_numpy() == 1
+    if baseline is not None:  # the items both the vendor and the baseline answered successfully, paired
+        base_ok = baseline["success"].to_numpy() == 1
+        ia, ib = inner_join(items[ok], baseline[base_ok])
+        mine, theirs = np.flatnonzero(ok)[ia], np.flatnonzero(base_ok)[ib]
     for test in regression_tests():
         item = test.item
+        values = items[item].to_numpy()
         if test.kind == "mcnemar":  # the same outcome as the baseline's, both successful and both present
-            if both is not None:
-                pairs = both[both[item].notna() & both[f"{item}_b"].notna()]
-                out[test.key] = pairs[KEYS].assign(value=(pairs[item] == pairs[f"{item}_b"]).astype(float))
+            if baseline is not None:
+                a, b = values[mine], baseline[item].to_numpy()[theirs]
+                keep = ~(pd.isna(a) | pd.isna(b))
+                rows = mine[keep]
+                out[test.key] = _outcome(sample_id[rows], repeat[rows], (a[keep] == b[keep]).astype(float))
             continue
-        present = (items if test.kind == "rate" else ok)  # a median: of successful items
-        present = present[present[item].notna()]
-        out[test.key] = present[KEYS].assign(value=present[item].astype(float))
+        present = ~pd.isna(values) & (True if test.kind == "rate" else ok)  # a median: of successful items
+        out[test.key] = _outcome(sample_id[present], repeat[present], values[present].astype(float))
     return out
 
 
+def _pairs(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The paired items of two runs' outcomes (:func:`inner_join`): their sample ids, values before, after."""
+    ia, ib = inner_join(a, b)
+    return (a["sample_id"].to_numpy()[ia], a["value"].to_numpy(dtype=float)[ia],
+            b["value"].to_numpy(dtype=float)[ib])
+
+
 def _mcnemar(a: pd.DataFrame, b: pd.DataFrame) -> tuple[int, float, float, float]:
-    pairs = a.merge(b, on=KEYS, suffixes=("_a", "_b"))
-    if pairs.empty:
+    samples, value_a, value_b = _pairs(a, b)
+    if len(samples) == 0:
         return 0, math.nan, math.nan, math.nan
-    net = (pairs["value_b"] - pairs["value_a"]).groupby(pairs["sample_id"]).sum()
+    codes, _ = pd.factorize(samples)
+    net = np.bincount(codes, weights=value_b - value_a)  # per sample: Σ over its repeats of after − before
     p = sign_test_p(int((net > 0).sum()), int((net < 0).sum()))
-    return len(pairs), float(pairs["value_a"].mean()), float(pairs["value_b"].mean()), p
+    return len(samples), float(value_a.mean()), float(value_b.mean()), p
 
 
 def _wald_p(observed: float, draws: np.ndarray) -> float:
@@ -174,8 +215,8 @@ class Resamples:
         self.ids = np.sort(sample_ids)  # unique ids; a unit is its position here
         self.weights = list(resample_counts(len(self.ids), resamples, seed))
 
-    def units(self, frame: pd.DataFrame) -> np.ndarray:
-        return np.searchsorted(self.ids, frame["sample_id"].to_numpy())
+    def units(self, sample_ids: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.ids, sample_ids)
 
     def first(self, rows: int) -> list[np.ndarray]:
         """The weights of the first ``rows`` resamples."""
@@ -189,29 +230,31 @@ class Resamples:
 
 
 def _bootstrap_rate(a: pd.DataFrame, b: pd.DataFrame, draws: Resamples) -> tuple[int, float, float, float]:
-    pairs = a.merge(b, on=KEYS, suffixes=("_a", "_b"))
-    if pairs.empty:
+    samples, value_a, value_b = _pairs(a, b)
+    if len(samples) == 0:
         return 0, math.nan, math.nan, math.nan
-    units, n = draws.units(pairs), len(draws.ids)
+    units, n = draws.units(samples), len(draws.ids)
     den = np.bincount(units, minlength=n).astype(float)
-    num_a = np.bincount(units, weights=pairs["value_a"].to_numpy(dtype=float), minlength=n)
-    num_b = np.bincount(units, weights=pairs["value_b"].to_numpy(dtype=float), minlength=n)
+    num_a = np.bincount(units, weights=value_a, minlength=n)
+    num_b = np.bincount(units, weights=value_b, minlength=n)
     before, after = num_a.sum() / den.sum(), num_b.sum() / den.sum()
     diffs = [ratio(w @ num_b - w @ num_a, w @ den) for w in draws.weights]
-    return len(pairs), float(before), float(after), _wald_p(after - before, np.concatenate(diffs) if diffs else
-                                                           np.array([]))
+    return len(samples), float(before), float(after), _wald_p(after - before, np.concatenate(diffs) if diffs else
+                                                             np.array([]))
 
 
 def _bootstrap_median(a: pd.DataFrame, b: pd.DataFrame, draws: Resamples) -> tuple[int, float, float, float]:
-    a, b = a[a["sample_id"].isin(b["sample_id"].unique())], b[b["sample_id"].isin(a["sample_id"].unique())]
-    if a.empty or b.empty:
+    sa, sb = a["sample_id"].to_numpy(), b["sample_id"].to_numpy()
+    codes, _ = pd.factorize(np.concatenate([sa, sb]))  # as Series.isin: any hashable id, NaN equal to NaN
+    in_a, in_b = np.isin(codes[:len(sa)], codes[len(sa):]), np.isin(codes[len(sa):], codes[:len(sa)])
+    if not in_a.any() or not in_b.any():
         return 0, math.nan, math.nan, math.nan
-    va, vb = a["value"].to_numpy(dtype=float), b["value"].to_numpy(dtype=float)
-    ua, ub = draws.units(a), draws.units(b)
+    va, vb = a["value"].to_numpy(dtype=float)[in_a], b["value"].to_numpy(dtype=float)[in_b]
+    ua, ub = draws.units(sa[in_a]), draws.units(sb[in_b])
     before, after = float(np.median(va)), float(np.median(vb))
     rows = max(MEDIAN_MIN_RESAMPLES, MEDIAN_CELLS // max(len(va), len(vb)))
     diffs = [weighted_percentiles(vb, ub, w, 50.0) - weighted_percentiles(va, ua, w, 50.0) for w in draws.first(rows)]
-    return len(a) + len(b), before, after, _wald_p(after - before, np.concatenate(diffs) if diffs else np.array([]))
+    return len(va) + len(vb), before, after, _wald_p(after - before, np.concatenate(diffs) if diffs else np.array([]))
 
 
 RUNNERS: dict[str, Callable[[pd.DataFrame, pd.DataFrame, Resamples], tuple[int, float, float, float]]] = {

@@ -64,6 +64,8 @@ class Trend:
     changes: pd.DataFrame
     metrics: tuple[str, ...]
     options: TrendOptions
+    #: :meth:`verdict_changes`, found on its first call (the outputs ask for it several times); read-only frames
+    _found: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
 
     def flagged(self) -> pd.DataFrame:
         return self.changes[self.changes["flagged"].astype(bool)] if len(self.changes) else self.changes
@@ -75,7 +77,9 @@ class Trend:
     def verdict_changes(self) -> pd.DataFrame:
         """Every run whose verdict differs from the vendor's previous comparable run's (:data:`VERDICT_CHANGE_COLUMNS`;
         ``regression``: it became FAIL)."""
-        return verdict_changes(self.series, self.changes)
+        if "verdict_changes" not in self._found:
+            self._found["verdict_changes"] = verdict_changes(self.series, self.changes)
+        return self._found["verdict_changes"].copy(deep=False)
 
     def latest_verdict_regressions(self) -> pd.DataFrame:
         """The verdict changes to FAIL of each vendor's latest run (``--fail-on-regression`` gates on them too)."""

@@ -126,6 +126,7 @@ class Registry:
         self._derived: set[str] = set()  # columns declared by produces_derived (after the others at equal order)
         self._pending: list[tuple[Declare, Callable[..., object]]] = []
         self._checked = False  # every column a declaration names is registered (see _resolve)
+        self._ordered: tuple[Metric, ...] | None = None  # metrics() until the next registration (read per call)
 
     def produces(self, *metrics: Metric) -> Callable[[F], F]:
         """Decorator: register the function and every column it returns (one :class:`Metric` each).
@@ -181,6 +182,7 @@ class Registry:
             self._metrics[m.column] = m
         self._functions.append(entry)
         self._checked = False
+        self._ordered = None
 
     def _resolve(self) -> None:
         """Register the pending derived declarations (see :meth:`produces_derived`), then check that every column a
@@ -209,7 +211,9 @@ class Registry:
     def metrics(self) -> tuple[Metric, ...]:
         """Every registered metric, by ``order`` (ties: derived columns last, then registration order)."""
         self._resolve()
-        return self._sorted(self._metrics.values())
+        if self._ordered is None:
+            self._ordered = self._sorted(self._metrics.values())
+        return self._ordered
 
     def functions(self) -> tuple[MetricFunction, ...]:
         """Every registered per-vendor function (``rows`` / ``rows+baseline``), in registration order."""
