@@ -22,23 +22,34 @@ pytestmark = pytest.mark.e2e
 NUMBER = r"-?\d+(?:\.\d+)?"
 
 
-def test_measure_tiny_levels_print_a_numeric_table(tmp_path: Path) -> None:
-    out = tmp_path / "result.json"
-    cmd = [sys.executable, str(BENCH / "measure.py"), "--levels", "1,4", "--ttft-ms", "40", "--tokens-per-s", "100",
-           "--output-tokens", "8", "--per-user", "2", "--out", str(tmp_path), "--json", str(out)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=90, env=bl.clean_env())
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
+    """One tiny measure.py run read by the two tests below: levels 1 and 4, each over plain TCP and over TLS (the
+    same four Locust runs the two tests made apart, in one measure.py process and one json.loads floor)."""
+    work = tmp_path_factory.mktemp("measure")
+    out = work / "result.json"
+    cmd = [sys.executable, str(BENCH / "measure.py"), "--levels", "1,4", "--transports", "plain,tls", "--ttft-ms",
+           "40", "--tokens-per-s", "100", "--output-tokens", "8", "--per-user", "2", "--out", str(work),
+           "--json", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=180, env=bl.clean_env())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, json.loads(out.read_text())
+
+
+def test_measure_tiny_levels_print_a_numeric_table(measured) -> None:
+    proc, data = measured
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("$ ") and "measure.py --levels 1,4" in lines[0]
-    rows = table_rows(lines)
+    rows = [row for row in table_rows(lines) if row[1] == "plain"]
     for level, row in zip(("1", "4"), rows, strict=True):
         assert row[:2] == [level, "plain"] and len(row) == 21, row
         assert all(re.fullmatch(NUMBER, cell) for cell in row[2:-1]), row
         assert row[-1] in ("1.00", "-"), row  # × plain of a plain row ("-" when its CPU fell between samples)
         assert row[3] == "0"  # no failed requests
-    data = json.loads(out.read_text())
     assert 0 < data["json_loads_us"] < 1000
-    for result in data["levels"]:
+    plain = [result for result in data["levels"] if result["transport"] == "plain"]
+    assert [result["level"] for result in plain] == [1, 4]
+    for result in plain:
         assert result["requests"] == result["joined"] == 2 * result["level"]
         assert abs(result["ttft_err_p50_ms"]) < 20
         # a tiny level can fall between two CPU samples (0 %); the figure must still be a measurement
@@ -58,24 +69,20 @@ def table_rows(lines: list[str]) -> list[list[str]]:
     return rows
 
 
-def test_measure_over_tls_prints_plain_and_tls_side_by_side(tmp_path: Path) -> None:
-    """``--transports plain,tls``: the same level over plain TCP and over HTTPS (a certificate made at run time),
-    every request measured against the truth in both, the TLS row against the plain one."""
-    out = tmp_path / "result.json"
-    cmd = [sys.executable, str(BENCH / "measure.py"), "--levels", "2", "--transports", "plain,tls", "--ttft-ms", "40",
-           "--tokens-per-s", "100", "--output-tokens", "8", "--per-user", "2", "--out", str(tmp_path),
-           "--json", str(out)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env=bl.clean_env())
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+def test_measure_over_tls_prints_plain_and_tls_side_by_side(measured) -> None:
+    """``--transports plain,tls``: each level over plain TCP and over HTTPS (a certificate made at run time), every
+    request measured against the truth in both, the TLS row against the plain one."""
+    proc, data = measured
     assert "REQUESTS_CA_BUNDLE=" in proc.stdout  # the TLS run's command line shows how it trusts the certificate
     rows = table_rows(proc.stdout.splitlines())
-    assert [row[:2] for row in rows] == [["2", "plain"], ["2", "tls"]], rows
-    data = json.loads(out.read_text())
-    plain, tls = data["levels"]
-    assert tls["requests"] == tls["joined"] == plain["requests"] == 4 and tls["failed"] == 0
-    assert abs(tls["ttft_err_p50_ms"]) < 20 and tls["x_json_loads"] >= 0
-    run = json.loads((bl.run_dir(Path(tls["work"])) / "run.json").read_text())
-    assert run["simulator"]["url"].startswith("https://")
+    assert [row[:2] for row in rows] == [["1", "plain"], ["1", "tls"], ["4", "plain"], ["4", "tls"]], rows
+    by_level = [data["levels"][i:i + 2] for i in (0, 2)]
+    for level, (plain, tls) in zip((1, 4), by_level, strict=True):
+        assert (plain["transport"], tls["transport"]) == ("plain", "tls")
+        assert tls["requests"] == tls["joined"] == plain["requests"] == 2 * level and tls["failed"] == 0
+        assert abs(tls["ttft_err_p50_ms"]) < 20 and tls["x_json_loads"] >= 0
+        run = json.loads((bl.run_dir(Path(tls["work"])) / "run.json").read_text())
+        assert run["simulator"]["url"].startswith("https://")
 
 
 def test_formulas_on_a_hand_made_run() -> None:

@@ -110,8 +110,9 @@ def test_the_breaker_stops_broken_vendors_the_working_one_runs_whole_and_a_resum
                      out)
     report = (run_dir / "report.md").read_text(encoding="utf-8")
     assert "Vendors stopped (circuit breaker)" in report and "connect_refused" in report
-    # the key fixed, a resume sends locked's items (closed is still down: stopped again, its items kept again)
-    resumed = run_locust([*args, "--avv-resume", str(run_dir)], cwd=tmp_path,
+    # the key fixed, a resume sends locked's items (closed is still down: stopped again, its items kept again);
+    # unscored (--avv-no-score): what follows reads records.csv and run.json, and the exit status 6 is the run's own
+    resumed = run_locust([*args, "--avv-resume", str(run_dir), "--avv-no-score"], cwd=tmp_path,
                          env=clean_env(LOCKED_KEY="right-key-77"), timeout=180)
     assert resumed.returncode == ExitStatus.VENDOR_BROKEN, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     frame = read_records(run_dir / "records.csv")

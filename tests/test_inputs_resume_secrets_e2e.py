@@ -80,7 +80,8 @@ def test_resume_after_sigkill_runs_each_item_exactly_once(tmp_path):
     first = read_records(records)
     assert 15 <= len(first) < 64
     run_dir = records.parent
-    proc = run_locust([*args, "--avv-resume", str(run_dir)], cwd=tmp_path, timeout=120)
+    # unscored (--avv-no-score): this test reads the records and run.json only
+    proc = run_locust([*args, "--avv-resume", str(run_dir), "--avv-no-score"], cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     frame = read_records(records)
     keys = list(zip(frame["vendor"], frame["sample_id"], frame["repeat"], strict=True))
@@ -115,7 +116,9 @@ def test_signals_stop_cleanly_and_keep_records(tmp_path, signals):
 
 def test_token_budget_stops_starting_items(tmp_path):
     args = prepare(tmp_path, {"a": FAST, "b": FAST})
-    proc = run_locust([*args, "--avv-max-total-tokens", "3000"], cwd=tmp_path, timeout=90)
+    # unscored (--avv-no-score): the budget's figures are in run.json and records.csv, its line in the closing
+    # summary, which an unscored run prints as well
+    proc = run_locust([*args, "--avv-max-total-tokens", "3000", "--avv-no-score"], cwd=tmp_path, timeout=90)
     run_dir = only_run_dir(tmp_path / "out")
     run = json.loads((run_dir / "run.json").read_text())
     frame = read_records(run_dir / "records.csv")

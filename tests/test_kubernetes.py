@@ -9,6 +9,7 @@ and the nightly command runs with the code and home read-only."""
 from __future__ import annotations
 
 import base64
+import copy
 import re
 import shutil
 import subprocess
@@ -32,8 +33,19 @@ UI_MASTER_FLAGS = ["--web-login", "--avv-metrics-port", "9646", "--avv-metrics-h
 UI_ACCESS = {"key": "avv-locust/ui-access", "operator": "In", "values": ["true"]}
 
 
+#: Each variant's render, made once per module: the manifests do not change while the tests run, and a render is a
+#: kubectl process plus parsing its YAML (the tests get a copy each, so none sees another's changes).
+_RENDERED: dict[str, dict[tuple[str, str], dict]] = {}
+
+
 def render(tmp_path: Path, variant: str) -> dict[tuple[str, str], dict]:
     """The rendered objects by (kind, name without kustomize's hash suffix), with a keys.env holding FAKE_KEY."""
+    if variant not in _RENDERED:
+        _RENDERED[variant] = _kustomize(tmp_path, variant)
+    return copy.deepcopy(_RENDERED[variant])
+
+
+def _kustomize(tmp_path: Path, variant: str) -> dict[tuple[str, str], dict]:
     if shutil.which("kubectl") is None:
         pytest.skip("kubectl is not installed: the kustomize render cannot be checked (install kubectl ≥ 1.14)")
     tree = tmp_path / "kubernetes"
@@ -46,7 +58,7 @@ def render(tmp_path: Path, variant: str) -> dict[tuple[str, str], dict]:
     proc = subprocess.run(["kubectl", "kustomize", str(tree / variant)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     objects = {}
-    for doc in yaml.safe_load_all(proc.stdout):
+    for doc in yaml.load_all(proc.stdout, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         name = doc["metadata"]["name"]
         if doc["kind"] in ("ConfigMap", "Secret"):
             name = name.rsplit("-", 1)[0]

@@ -160,27 +160,25 @@ def test_no_record_ever_holds_another_responses_bytes_over_tls(certificate):
     assert each_record_holds_its_own_bytes(Vendor(server_context(*certificate)), session, 300) > 300
 
 
-def test_a_locust_run_over_tls_records_what_a_plain_run_records(certificate, tmp_path):
-    """The embedded simulator serving HTTPS (``AVV_SIM_TLS_CERT``/``_KEY``, as bench/measure.py --tls starts it),
-    its certificate trusted through ``REQUESTS_CA_BUNDLE``: records.csv equals the plain run's but for times."""
-    write_yaml(tmp_path / "sim.yaml", sim_config({"p": PROFILE}))
-    write_yaml(tmp_path / "vendors.yaml", sim_vendors("m", ["p"], "p", p={"concurrency": 4}))
-    tls_env = {"AVV_SIM_TLS_CERT": str(certificate[0]), "AVV_SIM_TLS_KEY": str(certificate[1]),
-               "REQUESTS_CA_BUNDLE": str(certificate[0])}
-    frames = {}
-    for transport, extra in (("plain", {}), ("tls", tls_env)):
-        proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-sim-config", "sim.yaml",
-                           "--avv-samples", str(DEMO_SAMPLES), "--avv-out", transport, "--avv-run-id", "r",
-                           "--avv-retries", "0", "--avv-no-score"], cwd=tmp_path,
-                          env=clean_env(LOCUST_AVV_CLIENT=current["client"], **extra))
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        run_dir = only_run_dir(tmp_path / transport)
-        assert json.loads((run_dir / "run.json").read_text())["simulator"]["url"].startswith(
-            "https://" if transport == "tls" else "http://")
-        records = read_records(run_dir / "records.csv")
-        records = records.drop(columns=sorted(TIMING & set(records.columns)))
-        records["anomalies"] = records["anomalies"].map(untimed_anomalies).astype(records["anomalies"].dtype)
-        frames[transport] = records.sort_values(["sample_id", "repeat"]).reset_index(drop=True)
+def test_a_locust_run_over_tls_records_what_a_plain_run_records(sims, certificate, tmp_path):
+    """One Locust run, two vendors of the same profile: ``plain`` on the module's plain-TCP simulator, ``tls`` on its
+    HTTPS twin (its certificate trusted through ``REQUESTS_CA_BUNDLE``): the tls vendor's records equal the plain
+    one's but for times and the vendor's name. (One run instead of a plain and a TLS run: the simulator's answers
+    hang on the request and the profile only; the embedded simulator serving HTTPS is checked in
+    test_a_locust_run_checks_each_vendors_certificate_as_its_tls_verify_says.)"""
+    write_yaml(tmp_path / "vendors.yaml", vendors_config([
+        vendor_entry(name, sims[name].base_url("p"), model_id="m", concurrency=4, timeout_s=15,
+                     is_baseline=name == "plain") for name in ("plain", "tls")]))
+    proc = run_locust(["--headless", "--avv-config", "vendors.yaml", "--avv-samples", str(DEMO_SAMPLES), "--avv-out",
+                       "out", "--avv-run-id", "r", "--avv-retries", "0", "--avv-no-score"], cwd=tmp_path,
+                      env=clean_env(LOCUST_AVV_CLIENT=current["client"], REQUESTS_CA_BUNDLE=str(certificate[0])))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = read_records(only_run_dir(tmp_path / "out") / "records.csv")
+    records = records.drop(columns=sorted(TIMING & set(records.columns)))
+    records["anomalies"] = records["anomalies"].map(untimed_anomalies).astype(records["anomalies"].dtype)
+    frames = {name: part.drop(columns=["vendor", "is_baseline"]).sort_values(["sample_id", "repeat"])
+              .reset_index(drop=True) for name, part in records.groupby("vendor")}
+    assert set(frames) == {"plain", "tls"} and len(frames["plain"]) == len(DEMO_SAMPLES.read_text().splitlines())
     assert (frames["plain"]["status"] == "success").all()
     assert frames["tls"].equals(frames["plain"]), frames["tls"].compare(frames["plain"])
 
@@ -254,4 +252,6 @@ def each_vendor_is_checked_as_its_config_says(proc, run_dir: Path, work: Path) -
 def test_a_locust_run_checks_each_vendors_certificate_as_its_tls_verify_says(certificate, tmp_path):
     proc, run_dir = run_with_tls_vendors(certificate, tmp_path)
     each_vendor_is_checked_as_its_config_says(proc, run_dir, tmp_path)
+    # the embedded simulator serving HTTPS (AVV_SIM_TLS_CERT/_KEY, as bench/measure.py --transports tls starts it)
+    assert json.loads((run_dir / "run.json").read_text())["simulator"]["url"].startswith("https://")
     assert "pre-flight (a hard fault" in proc.stdout and "tls_verify" in proc.stdout  # the check names the key

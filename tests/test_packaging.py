@@ -37,11 +37,22 @@ def test_wheel_in_a_fresh_venv_runs_the_demo_from_anywhere(tmp_path):
     where = subprocess.run([str(python), "-c", "import avv_harness; print(avv_harness.__file__)"], cwd=elsewhere,
                            capture_output=True, text=True, env=clean_env())
     assert where.stdout.startswith(str(env_dir)), where.stdout + where.stderr  # not the checkout
+    # raw mode's template and the demo's default inputs (config, samples, simulator profiles) ship in the package
     shipped = subprocess.run([str(python), "-c", "from avv_harness.dialects.dialect import TEMPLATES_DIR as d; "
-                              "print((d / 'hermes.jinja').is_file(), str(d).startswith(" + repr(str(env_dir)) + "))"],
+                              "from avv_harness.run import options as o; "
+                              "files = [d / 'hermes.jinja', o.DEFAULT_CONFIG, o.DEFAULT_SIM_CONFIG, "
+                              "o.DEFAULT_SAMPLES]; "
+                              "print(*[f.is_file() and str(f).startswith(" + repr(str(env_dir)) + ") for f in files]); "
+                              "print(o.DEFAULT_SAMPLES)"],
                              cwd=elsewhere, capture_output=True, text=True, env=clean_env())
-    assert shipped.stdout.split() == ["True", "True"], shipped.stdout + shipped.stderr  # raw mode's template ships
-    demo = subprocess.run([str(env_dir / "bin" / "avv-locust"), "--headless", "--avv-out", "out"], cwd=elsewhere,
+    printed = shipped.stdout.splitlines()
+    assert printed[:1] == ["True True True True"], shipped.stdout + shipped.stderr
+    # The demo as shipped (its default config and simulator) on the first 8 of the shipped samples: the package's
+    # files and paths are what this test checks; the demo's 1,600 items are the terminal test's
+    # (tests/test_fail_fast_integration.py), here they would only cost CPU.
+    (elsewhere / "demo8.jsonl").write_text("".join(Path(printed[1]).read_text().splitlines(keepends=True)[:8]))
+    demo = subprocess.run([str(env_dir / "bin" / "avv-locust"), "--headless", "--avv-out", "out",
+                           "--avv-samples", "demo8.jsonl"], cwd=elsewhere,
                           capture_output=True, text=True, timeout=240, env=clean_env())
     assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-3000:]
     (run_dir,) = (elsewhere / "out").iterdir()
