@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
@@ -178,7 +178,7 @@ def _room(ax: Axes, renderer: RendererBase, dpi: float) -> _Room:
         labels = [tick.label1 for tick, at in zip(axis.get_major_ticks(), axis.get_majorticklocs(), strict=False)
                   if low - slack <= at <= high + slack and tick.label1.get_visible() and tick.label1.get_text()]
         boxes = [label.get_window_extent(renderer) for label in labels]
-        ticks = (axis.get_tick_padding() + axis.majorTicks[0].get_pad()) / 72 if labels else 0.0
+        ticks = (axis.get_tick_padding() + (axis.majorTicks[0].get_pad() or 0.0)) / 72 if labels else 0.0
         depth = max((b.width if across else b.height for b in boxes), default=0.0) / dpi  # away from the axes
         overhang = max((b.height if across else b.width for b in boxes), default=0.0) / dpi / 2  # past its ends
         name = axis.label.get_window_extent(renderer) if axis.label.get_text() else None
@@ -193,7 +193,9 @@ def _room(ax: Axes, renderer: RendererBase, dpi: float) -> _Room:
             sides["left"] = max(sides["left"], overhang)
             sides["right"] = max(sides["right"], overhang)
     if ax.title.get_text():
-        pad = ax.titleOffsetTrans.get_matrix()[1, 2] / dpi
+        import matplotlib
+
+        pad = float(matplotlib.rcParams["axes.titlepad"]) / 72  # the figures keep the default title pad
         sides["top"] = max(sides["top"], ax.title.get_window_extent(renderer).height / dpi + pad)
     return _Room(**sides)
 
@@ -221,23 +223,24 @@ def fit_margins(fig: Figure) -> None:
     rooms = {id(ax): _room(ax, renderer, dpi) for ax in shown}
     titles = {id(ax): ax.title.get_window_extent(renderer).width / dpi if ax.title.get_text() else 0.0 for ax in shown}
 
-    def need(side: str, where: Callable[[int, int], bool]) -> float:
-        return max((getattr(rooms[id(ax)], side) for ax in shown if where(*place[id(ax)])), default=0.0)
+    def need(side: str, row: int | None = None, col: int | None = None) -> float:
+        """The most room ``side`` takes over the axes of ``row`` (or of ``col``)."""
+        return max((getattr(rooms[id(ax)], side) for ax in shown
+                    if (row is None or place[id(ax)][0] == row) and (col is None or place[id(ax)][1] == col)),
+                   default=0.0)
 
-    left = need("left", lambda r, c: c == 0) + PAD_INCHES
-    right = need("right", lambda r, c: c == cols - 1) + PAD_INCHES
-    gap_w = max((need("right", lambda r, c, k=k: c == k) + need("left", lambda r, c, k=k: c == k + 1)
-                 for k in range(cols - 1)), default=0.0) + PAD_INCHES
+    left = need("left", col=0) + PAD_INCHES
+    right = need("right", col=cols - 1) + PAD_INCHES
+    gap_w = max((need("right", col=k) + need("left", col=k + 1) for k in range(cols - 1)), default=0.0) + PAD_INCHES
     axes_w = (width - left - right - gap_w * (cols - 1)) / cols
     over = max((t - axes_w) / 2 for t in titles.values())  # a title wider than its axes: room on both sides
     if over > 0:
         left, right = max(left, over + PAD_INCHES), max(right, over + PAD_INCHES)
         gap_w = max(gap_w, 2 * over + PAD_INCHES)
         axes_w = (width - left - right - gap_w * (cols - 1)) / cols
-    top = need("top", lambda r, c: r == 0) + PAD_INCHES
-    bottom = need("bottom", lambda r, c: r == rows - 1) + PAD_INCHES
-    gap_h = max((need("bottom", lambda r, c, k=k: r == k) + need("top", lambda r, c, k=k: r == k + 1)
-                 for k in range(rows - 1)), default=0.0) + PAD_INCHES
+    top = need("top", row=0) + PAD_INCHES
+    bottom = need("bottom", row=rows - 1) + PAD_INCHES
+    gap_h = max((need("bottom", row=k) + need("top", row=k + 1) for k in range(rows - 1)), default=0.0) + PAD_INCHES
     axes_h = (height - top - bottom - gap_h * (rows - 1)) / rows
     if axes_w <= 0 or axes_h <= 0:  # texts larger than the figure: keep matplotlib's default margins
         return
