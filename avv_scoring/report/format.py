@@ -170,15 +170,18 @@ class _Room(NamedTuple):
 def _room(ax: Axes, renderer: RendererBase, dpi: float) -> _Room:
     """What the tick labels, axis labels, offset texts and title of ``ax`` take outside its frame (inches): the
     extents of the texts the draw will show (ticks are located and labelled as the draw does; nothing is drawn)."""
+    import matplotlib
+
     sides = {"left": 0.0, "right": 0.0, "bottom": 0.0, "top": 0.0}
-    for axis, across in ((ax.xaxis, False), (ax.yaxis, True)):
+    for axis, across, pad in ((ax.xaxis, False, matplotlib.rcParams["xtick.major.pad"]),
+                              (ax.yaxis, True, matplotlib.rcParams["ytick.major.pad"])):
         axis.get_majorticklabels()  # locates and labels the ticks (and the offset text) as the draw will
         low, high = sorted(axis.get_view_interval())
         slack = (high - low) * 1e-9
         labels = [tick.label1 for tick, at in zip(axis.get_major_ticks(), axis.get_majorticklocs(), strict=False)
                   if low - slack <= at <= high + slack and tick.label1.get_visible() and tick.label1.get_text()]
         boxes = [label.get_window_extent(renderer) for label in labels]
-        ticks = (axis.get_tick_padding() + (axis.majorTicks[0].get_pad() or 0.0)) / 72 if labels else 0.0
+        ticks = (axis.get_tick_padding() + float(pad)) / 72 if labels else 0.0  # tick and gap, in points
         depth = max((b.width if across else b.height for b in boxes), default=0.0) / dpi  # away from the axes
         overhang = max((b.height if across else b.width for b in boxes), default=0.0) / dpi / 2  # past its ends
         name = axis.label.get_window_extent(renderer) if axis.label.get_text() else None
@@ -193,8 +196,6 @@ def _room(ax: Axes, renderer: RendererBase, dpi: float) -> _Room:
             sides["left"] = max(sides["left"], overhang)
             sides["right"] = max(sides["right"], overhang)
     if ax.title.get_text():
-        import matplotlib
-
         pad = float(matplotlib.rcParams["axes.titlepad"]) / 72  # the figures keep the default title pad
         sides["top"] = max(sides["top"], ax.title.get_window_extent(renderer).height / dpi + pad)
     return _Room(**sides)
