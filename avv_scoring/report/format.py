@@ -173,6 +173,7 @@ def _room(ax: Axes, renderer: RendererBase, dpi: float) -> _Room:
     import matplotlib
 
     sides = {"left": 0.0, "right": 0.0, "bottom": 0.0, "top": 0.0}
+    frame = ax.get_window_extent(renderer)
     for axis, across, pad in ((ax.xaxis, False, matplotlib.rcParams["xtick.major.pad"]),
                               (ax.yaxis, True, matplotlib.rcParams["ytick.major.pad"])):
         axis.get_majorticklabels()  # locates and labels the ticks (and the offset text) as the draw will
@@ -183,18 +184,20 @@ def _room(ax: Axes, renderer: RendererBase, dpi: float) -> _Room:
         boxes = [label.get_window_extent(renderer) for label in labels]
         ticks = (axis.get_tick_padding() + float(pad)) / 72 if labels else 0.0  # tick and gap, in points
         depth = max((b.width if across else b.height for b in boxes), default=0.0) / dpi  # away from the axes
-        overhang = max((b.height if across else b.width for b in boxes), default=0.0) / dpi / 2  # past its ends
         name = axis.label.get_window_extent(renderer) if axis.label.get_text() else None
         named = (name.width if across else name.height) / dpi + axis.labelpad / 72 if name is not None else 0.0
         offset = axis.get_offset_text()
         shift = offset.get_window_extent(renderer).height / dpi if offset.get_text() else 0.0
+        # how far the labels reach past the ends of the axis (a slanted label ends left of its tick); measured with
+        # the default margins, where the axes are narrower than once fitted: it errs on the side of room
         if across:  # the y axis: labels on the left, the offset text above
             sides["left"] = max(sides["left"], ticks + depth + named)
-            sides["top"] = max(sides["top"], overhang + shift)
+            sides["top"] = max(sides["top"], max((b.y1 - frame.y1 for b in boxes), default=0.0) / dpi + shift)
+            sides["bottom"] = max(sides["bottom"], max((frame.y0 - b.y0 for b in boxes), default=0.0) / dpi)
         else:  # the x axis: labels below, the offset text below them on the right
             sides["bottom"] = max(sides["bottom"], ticks + depth + named + shift)
-            sides["left"] = max(sides["left"], overhang)
-            sides["right"] = max(sides["right"], overhang)
+            sides["left"] = max(sides["left"], max((frame.x0 - b.x0 for b in boxes), default=0.0) / dpi)
+            sides["right"] = max(sides["right"], max((b.x1 - frame.x1 for b in boxes), default=0.0) / dpi)
     if ax.title.get_text():
         pad = float(matplotlib.rcParams["axes.titlepad"]) / 72  # the figures keep the default title pad
         sides["top"] = max(sides["top"], ax.title.get_window_extent(renderer).height / dpi + pad)
