@@ -30,6 +30,7 @@ from avv_scoring.report.escape import html_text, terminal_text
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.backend_bases import RendererBase
     from matplotlib.figure import Figure
 
 #: How a cell prints: a registry format (:data:`~avv_scoring.metrics.registry.Fmt`) or ``yes_no`` (a flag).
@@ -129,22 +130,126 @@ Palette = dict[str, tuple[float, float, float, float]]
 
 
 def figure(rows: int = 1, cols: int = 1, height: float = 3.2, width: float = 10.0) -> tuple[Figure, np.ndarray]:
-    """A matplotlib figure of ``rows`` × ``cols`` axes (``height`` inches per row) and the axes as a 2-D array."""
+    """A matplotlib figure of ``rows`` × ``cols`` axes (``height`` inches per row) and the axes as a 2-D array.
+
+    Titles sit at the top of their axes (``axes.titley`` 1): matplotlib otherwise measures every axes' tick labels at
+    each draw to move its title above any top labels, and no figure here has labels at the top."""
+    import matplotlib
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width, height * rows), dpi=90)
-    axes = fig.subplots(rows, cols, squeeze=False)
+    with matplotlib.rc_context({"axes.titley": 1.0}):
+        axes = fig.subplots(rows, cols, squeeze=False)
     return fig, axes
 
 
+#: Space (inches) kept between the texts around an axes and the figure's edge or the next axes.
+PAD_INCHES = 0.1
+
+
 def png(fig: Figure, alt: str, caption: str = "") -> str:
-    """The figure as a PNG embedded in a ``<figure>`` (a ``data:`` URI: the page fetches nothing)."""
-    fig.tight_layout()
+    """The figure as a PNG embedded in a ``<figure>`` (a ``data:`` URI: the page fetches nothing), its margins fitted
+    to its texts (:func:`fit_margins`): drawn once."""
+    fit_margins(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     data = base64.b64encode(buf.getvalue()).decode("ascii")
     cap = f"<figcaption>{html_text(caption)}</figcaption>" if caption else ""
     return f'<figure><img alt="{html_text(alt)}" src="data:image/png;base64,{data}">{cap}</figure>'
+
+
+class _Room(NamedTuple):
+    """The inches the texts of one axes take outside it, on each side."""
+
+    left: float
+    right: float
+    bottom: float
+    top: float
+
+
+def _room(ax: Axes, renderer: RendererBase, dpi: float) -> _Room:
+    """What the tick labels, axis labels, offset texts and title of ``ax`` take outside its frame (inches): the
+    extents of the texts the draw will show (ticks are located and labelled as the draw does; nothing is drawn)."""
+    import matplotlib
+
+    sides = {"left": 0.0, "right": 0.0, "bottom": 0.0, "top": 0.0}
+    frame = ax.get_window_extent(renderer)
+    for axis, across, pad in ((ax.xaxis, False, matplotlib.rcParams["xtick.major.pad"]),
+                              (ax.yaxis, True, matplotlib.rcParams["ytick.major.pad"])):
+        axis.get_majorticklabels()  # locates and labels the ticks (and the offset text) as the draw will
+        low, high = sorted(axis.get_view_interval())
+        slack = (high - low) * 1e-9
+        labels = [tick.label1 for tick, at in zip(axis.get_major_ticks(), axis.get_majorticklocs(), strict=False)
+                  if low - slack <= at <= high + slack and tick.label1.get_visible() and tick.label1.get_text()]
+        boxes = [label.get_window_extent(renderer) for label in labels]
+        ticks = (axis.get_tick_padding() + float(pad)) / 72 if labels else 0.0  # tick and gap, in points
+        depth = max((b.width if across else b.height for b in boxes), default=0.0) / dpi  # away from the axes
+        name = axis.label.get_window_extent(renderer) if axis.label.get_text() else None
+        named = (name.width if across else name.height) / dpi + axis.labelpad / 72 if name is not None else 0.0
+        offset = axis.get_offset_text()
+        shift = offset.get_window_extent(renderer).height / dpi if offset.get_text() else 0.0
+        # how far the labels reach past the ends of the axis (a slanted label ends left of its tick); measured with
+        # the default margins, where the axes are narrower than once fitted: it errs on the side of room
+        if across:  # the y axis: labels on the left, the offset text above
+            sides["left"] = max(sides["left"], ticks + depth + named)
+            sides["top"] = max(sides["top"], max((b.y1 - frame.y1 for b in boxes), default=0.0) / dpi + shift)
+            sides["bottom"] = max(sides["bottom"], max((frame.y0 - b.y0 for b in boxes), default=0.0) / dpi)
+        else:  # the x axis: labels below, the offset text below them on the right
+            sides["bottom"] = max(sides["bottom"], ticks + depth + named + shift)
+            sides["left"] = max(sides["left"], max((frame.x0 - b.x0 for b in boxes), default=0.0) / dpi)
+            sides["right"] = max(sides["right"], max((b.x1 - frame.x1 for b in boxes), default=0.0) / dpi)
+    if ax.title.get_text():
+        pad = float(matplotlib.rcParams["axes.titlepad"]) / 72  # the figures keep the default title pad
+        sides["top"] = max(sides["top"], ax.title.get_window_extent(renderer).height / dpi + pad)
+    return _Room(**sides)
+
+
+def fit_margins(fig: Figure) -> None:
+    """Place the figure's grid of axes so that every tick label, axis label and title shows, without overlapping
+    its neighbour: the room each axes' texts take is measured once (their extents, not a draw) and the outer margins
+    and the gaps between columns and rows set from the largest (``subplots_adjust``). A title wider than its axes
+    widens the gaps beside it. Replaces ``tight_layout``, which drew the figure to measure it and left a layout engine
+    that made ``savefig`` draw it twice more."""
+    shown = [ax for ax in fig.axes if ax.get_visible() and ax.get_subplotspec() is not None]
+    if not shown:
+        return
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    # the canvas savefig draws the PNG on: its renderer measures the texts, and keeps their metrics for the draw
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()
+    dpi = fig.dpi
+    grid = shown[0].get_subplotspec().get_gridspec()  # type: ignore[union-attr]
+    rows, cols = grid.get_geometry()
+    width, height = fig.get_size_inches()
+    place = {id(ax): (spec.rowspan.start, spec.colspan.start)
+             for ax in shown if (spec := ax.get_subplotspec()) is not None}
+    rooms = {id(ax): _room(ax, renderer, dpi) for ax in shown}
+    titles = {id(ax): ax.title.get_window_extent(renderer).width / dpi if ax.title.get_text() else 0.0 for ax in shown}
+
+    def need(side: str, row: int | None = None, col: int | None = None) -> float:
+        """The most room ``side`` takes over the axes of ``row`` (or of ``col``)."""
+        return max((getattr(rooms[id(ax)], side) for ax in shown
+                    if (row is None or place[id(ax)][0] == row) and (col is None or place[id(ax)][1] == col)),
+                   default=0.0)
+
+    left = need("left", col=0) + PAD_INCHES
+    right = need("right", col=cols - 1) + PAD_INCHES
+    gap_w = max((need("right", col=k) + need("left", col=k + 1) for k in range(cols - 1)), default=0.0) + PAD_INCHES
+    axes_w = (width - left - right - gap_w * (cols - 1)) / cols
+    over = max((t - axes_w) / 2 for t in titles.values())  # a title wider than its axes: room on both sides
+    if over > 0:
+        left, right = max(left, over + PAD_INCHES), max(right, over + PAD_INCHES)
+        gap_w = max(gap_w, 2 * over + PAD_INCHES)
+        axes_w = (width - left - right - gap_w * (cols - 1)) / cols
+    top = need("top", row=0) + PAD_INCHES
+    bottom = need("bottom", row=rows - 1) + PAD_INCHES
+    gap_h = max((need("bottom", row=k) + need("top", row=k + 1) for k in range(rows - 1)), default=0.0) + PAD_INCHES
+    axes_h = (height - top - bottom - gap_h * (rows - 1)) / rows
+    if axes_w <= 0 or axes_h <= 0:  # texts larger than the figure: keep matplotlib's default margins
+        return
+    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height, top=1 - top / height,
+                        wspace=gap_w / axes_w, hspace=gap_h / axes_h)
 
 
 def note(ax: Axes, text: str) -> None:
@@ -182,6 +287,7 @@ __all__ = [
     "Column",
     "Palette",
     "figure",
+    "fit_margins",
     "fmt",
     "headers_of",
     "metric_cell",

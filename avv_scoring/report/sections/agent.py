@@ -103,9 +103,16 @@ def _figure(model: str, part: ModelAgent, palette: Palette) -> str:
     if part.completed_steps is None:
         note(ax, "no trajectories")
     else:
-        for i, vendor in enumerate(vendors):
-            ys = part.completed_steps[vendor]
-            ax.scatter([i + (j % 7 - 3) * 0.04 for j in range(len(ys))], ys, s=14, color=palette.get(vendor))
+        xs: list[float] = []
+        ys: list[float] = []
+        colours = []
+        for i, vendor in enumerate(vendors):  # one collection of points for every vendor
+            steps = list(part.completed_steps[vendor])
+            xs += [i + (j % 7 - 3) * 0.04 for j in range(len(steps))]
+            ys += steps
+            colours += [palette.get(vendor, "#444")] * len(steps)
+        if xs:
+            ax.scatter(xs, ys, s=14, color=colours)
         ax.set_xticks(range(len(vendors)), vendors, fontsize=8)
         ax.set_ylabel("steps")
         ax.set_ylim(bottom=0)

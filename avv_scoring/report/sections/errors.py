@@ -1,6 +1,6 @@
 """Errors and anomalies (report section, report.html only): per model and vendor the failed items per
 ``error_kind`` (after retries) and the anomaly flags per kind (on any response, successful or not), counted from
-the records; figure: both as stacked bars."""
+the records; figure (when there is any): both as stacked bars."""
 
 from __future__ import annotations
 
@@ -80,9 +80,6 @@ def html(parts: Parts[ModelErrors], palette: Palette) -> str:
     blocks = []
     for model, part in parts:
         vendors = list(part.vendors)
-        fig, axes = figure(1, 2, height=max(2.4, 0.5 * len(vendors) + 1.2))
-        _stacked(axes[0][0], vendors, part.errors, list(ERROR_KINDS), "Failed items by error_kind")
-        _stacked(axes[0][1], vendors, part.anomalies, list(ANOMALIES), "Anomalies by kind")
         error_kinds = sorted({k for c in part.errors for k in c}, key=lambda k: list(ERROR_KINDS).index(k)
                              if k in ERROR_KINDS else len(ERROR_KINDS))
         anomaly_kinds = sorted({k for c in part.anomalies for k in c})
@@ -90,9 +87,15 @@ def html(parts: Parts[ModelErrors], palette: Palette) -> str:
         body = [[v, metric_cell(row, "items"), *(str(e.get(k, 0)) for k in error_kinds),
                  *(str(a.get(k, 0)) for k in anomaly_kinds)]
                 for v, row, e, a in zip(vendors, part.rows, part.errors, part.anomalies, strict=True)]
-        blocks.append(f"<h3>{html_text(model)}</h3>" + html_table(headers, body)
-                      + png(fig, f"{model}: errors and anomalies",
-                            "Failed items per error_kind (after retries); anomaly flags on responses, success or not."))
+        if error_kinds or anomaly_kinds:
+            fig, axes = figure(1, 2, height=max(2.4, 0.5 * len(vendors) + 1.2))
+            _stacked(axes[0][0], vendors, part.errors, list(ERROR_KINDS), "Failed items by error_kind")
+            _stacked(axes[0][1], vendors, part.anomalies, list(ANOMALIES), "Anomalies by kind")
+            shown = png(fig, f"{model}: errors and anomalies",
+                        "Failed items per error_kind (after retries); anomaly flags on responses, success or not.")
+        else:  # two empty panels would say only this
+            shown = "<p class=meta>No failed item and no anomaly flag.</p>"
+        blocks.append(f"<h3>{html_text(model)}</h3>" + html_table(headers, body) + shown)
     return "".join(blocks)
 
 

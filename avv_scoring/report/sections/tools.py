@@ -143,7 +143,9 @@ def _rate_figure(model: str, table: pd.DataFrame, palette: Palette) -> str:
             values = [float(rows.at[n, rate]) if n in rows.index and not is_missing(rows.at[n, rate]) else 0.0
                       for n in names]
             ax.bar(np.arange(len(names)) + i * width, values, width, label=vendor, color=palette.get(vendor, "grey"))
-        ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, rotation=25, fontsize=8)
+        # slanted and ending at their group: twenty long tool names side by side do not overlap
+        ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, rotation=30, ha="right",
+                      rotation_mode="anchor", fontsize=8)
         ax.set_ylabel(rate)
         ax.set_title(f"{model}: {rate} per tool", fontsize=10)
         ax.legend(fontsize=8)

@@ -198,6 +198,8 @@ def _forest(model: str, rows: Rows, palette: Palette) -> str:
     floors = noise_floors()
     for i, column in enumerate(shown):
         ax = axes[0][i]
+        spans: list[tuple[int, float, float, object]] = []  # (y, low, high, colour): one collection of lines
+        points: list[tuple[int, float, object]] = []  # (y, value, colour): one collection of points, over them
         for y, r in enumerate(rows[::-1]):
             value: Cell = r.get(column)
             low: Cell = r.get(f"{column}_ci_low")
@@ -206,8 +208,13 @@ def _forest(model: str, rows: Rows, palette: Palette) -> str:
                 continue
             colour = palette.get(str(r["vendor"]), "#444")
             if not (is_missing(low) or is_missing(high)):
-                ax.hlines(y, float(low), float(high), color=colour, linewidth=2)
-            ax.plot([float(value)], [y], "o", color=colour)
+                spans.append((y, float(low), float(high), colour))
+            points.append((y, float(value), colour))
+        if spans:
+            ax.hlines([s[0] for s in spans], [s[1] for s in spans], [s[2] for s in spans],
+                      colors=[s[3] for s in spans], linewidth=2)
+        if points:
+            ax.scatter([p[1] for p in points], [p[0] for p in points], s=36, color=[p[2] for p in points], zorder=3)
         floor = floors.get(column)
         if floor and not is_missing(rows[0].get(floor)):
             ax.axvline(float(rows[0][floor]), color="#5f6368", linestyle="--", linewidth=1)
