@@ -173,6 +173,18 @@ def json_loads_us(events: list[bytes], min_cpu_s: float = 0.2) -> float:
             return 1e6 * spent / n
 
 
+def child_result(script: str, tree: Path, runs: dict[str, str], timed: int) -> dict[str, Any]:
+    """Run ``script --child TREE`` (a same-run ``--before`` comparison's timing of one checkout, in a process of
+    its own so that it imports only that checkout's code) and return the JSON of its last output line."""
+    cmd = [sys.executable, script, "--child", str(tree), "--child-runs", json.dumps(runs),
+           "--repeats-timed", str(timed)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tree)
+    if proc.returncode != 0:
+        raise SystemExit(f"child for {tree} failed:\n{proc.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
 def command_line() -> str:
     """This script's exact command line (interpreter included)."""
     return shlex.join([sys.executable, *sys.argv])

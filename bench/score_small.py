@@ -29,7 +29,6 @@ import json
 import os
 import pstats
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -187,13 +186,10 @@ def profile_checkout(runs: dict[str, str], top: int) -> str:
 
 def run_child(tree: Path, runs: dict[str, str], timed: int) -> dict[str, Any]:
     """:func:`time_checkout` of ``tree`` in a child process (its own imports)."""
-    cmd = [sys.executable, __file__, "--child", str(tree), "--child-runs", json.dumps(runs),
-           "--repeats-timed", str(timed)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tree)
-    if proc.returncode != 0:
-        raise SystemExit(f"child for {tree} failed:\n{proc.stderr[-4000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
+    sys.path.insert(0, str(ROOT / "bench"))
+    import benchlib  # here, in the parent only: the child must import nothing of this checkout's
+
+    return benchlib.child_result(__file__, tree, runs, timed)
 
 
 # ------------------------------------------------------------------------------------------ the parent
