@@ -25,13 +25,13 @@ from avv_core.json_types import JSONMapping, JSONObject, JSONValue
 from avv_core.samples import Sample
 from avv_harness.inputs.config import Vendor
 from avv_harness.wire.execute import build_body
+from avv_scoring.baseline_choice import BaselineSpec, resolve_baselines
 from avv_scoring.cli import PROG, baseline_arg
 from avv_scoring.entrypoints import ScoreRequest
 from avv_scoring.load import RunInput, read_inputs, resolve_inputs, run_sample_set
 from avv_scoring.metrics.trajectories import first_steps
 from avv_scoring.report.escape import terminal_text
 from avv_scoring.report.k2vv import FORMAT, compare, result_row, summarize
-from avv_scoring.score import BaselineSpec, resolve_baselines
 
 EXPORT_DIR = "k2vv"
 

@@ -4,14 +4,14 @@ requests, so ``export_run`` is :func:`avv_harness.export_run`.
 
 Folders and top-level modules, lowest first (:data:`LAYERS`; a module imports only from its own folder and the ones
 before it, and ``bench/import_graph.py`` fails on an upward import): :mod:`.stats` (pure statistics over arrays:
-intervals, tests, sequential tests, the identity test) → :mod:`.probes` (a conformance run's probe lines) →
-:mod:`.load` (input: records.csv, run.json, the samples) → :mod:`.metrics` (the registry, every metric declared once
-with its additive form and interval, the modules that declare them, the bootstrap and noise floor over those forms,
-IRF) → :mod:`.conformance` (the conformance suite's checks) → :mod:`.verdict` / :mod:`.decision` (a verdict per
-vendor) → :mod:`.stress` (stress-mode tables) → :mod:`.score` (records → a frozen :class:`ScoreResult`) →
-:mod:`.report` (csv/json/md/html outputs from sections declared once; every text a person opens escaped by the rules
-of :mod:`.report.escape`) → :mod:`.entrypoints` (score and write) → :mod:`.history` → :mod:`.cli`. Rule throughout:
-a vendor's failure never improves its score. See docs/scoring.md.
+intervals, tests, sequential tests, the identity test) → :mod:`.probes` (a conformance run's probe lines) → :mod:`.load`
+(input: records.csv, run.json, the samples) → :mod:`.baseline_choice` (each model's baseline vendor) → :mod:`.metrics`
+(the registry, every metric declared once with its additive form and interval, the modules that declare them, the
+bootstrap and noise floor over those forms, IRF) → :mod:`.conformance` (the conformance suite's checks) →
+:mod:`.verdict` / :mod:`.decision` (a verdict per vendor) → :mod:`.stress` (stress-mode tables) → :mod:`.score` (records
+→ a frozen :class:`ScoreResult`) → :mod:`.report` (csv/json/md/html outputs from sections declared once; every text a
+person opens escaped by the rules of :mod:`.report.escape`) → :mod:`.entrypoints` (score and write) → :mod:`.history` →
+:mod:`.cli`. Rule throughout: a vendor's failure never improves its score. See docs/scoring.md.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ from avv_scoring.verdict import Thresholds
 
 #: The folders and top-level modules of this package, lowest first (read by bench/import_graph.py).
 LAYERS = (
-    "stats", "probes", "load", "baseline_results", "metrics", "conformance", "arg_normalise", "verdict",
-    "statistical_verdict", "presets", "decision", "settle_bounds", "stress", "score", "run_outcome", "live_scores",
-    "report", "irf_command", "entrypoints", "history", "cli", "testing",
+    "stats", "probes", "load", "baseline_choice", "baseline_results", "metrics", "conformance", "arg_normalise",
+    "verdict", "statistical_verdict", "presets", "decision", "settle_bounds", "stress", "score", "run_outcome",
+    "live_scores", "report", "irf_command", "entrypoints", "history", "cli", "testing",
 )
 
 __all__ = [

@@ -16,6 +16,7 @@ import pandas as pd
 from avv_core.errors import InputError
 from avv_core.exit_status import ExitStatus, most_serious
 from avv_core.json_types import JSONObject
+from avv_scoring.baseline_choice import BaselineSpec
 from avv_scoring.baseline_results import DEFAULT_BASELINE_NAME, BaselineResults, add_baseline_results
 from avv_scoring.decision import Decisions, settled_decision
 from avv_scoring.load import RunInput, load_tools, read_inputs, resolve_inputs
@@ -25,7 +26,7 @@ from avv_scoring.metrics.normalisers import ArgNormalisation
 from avv_scoring.metrics.uncertainty import StatsSettings
 from avv_scoring.report.outputs import write_outputs
 from avv_scoring.run_outcome import decision_exit_status
-from avv_scoring.score import REPEAT_COLUMNS, SCORE_COLUMNS, BaselineSpec, ScoreResult, decision_columns, score_frame
+from avv_scoring.score import REPEAT_COLUMNS, SCORE_COLUMNS, ScoreResult, decision_columns, score_frame
 from avv_scoring.stress import STRESS_MODE, stress_tables
 from avv_scoring.verdict import Thresholds
 

@@ -150,11 +150,11 @@ def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = 
 
 def time_bootstrap(run: Path, resamples: int) -> None:
     """Print the bootstrap's own time on a run folder (run in a child process by :func:`main`)."""
+    from avv_scoring.baseline_choice import resolve_baselines
     from avv_scoring.load import dedupe_latest, load_tools, read_inputs, resolve_inputs
     from avv_scoring.metrics.headline import annotate_tool_calls
     from avv_scoring.metrics.irf import resolve_irf_metrics
     from avv_scoring.metrics.uncertainty import ModelTable, StatsSettings, bootstrap, unit_sums
-    from avv_scoring.score import resolve_baselines
 
     inputs = resolve_inputs([str(run)])
     records = dedupe_latest(read_inputs(inputs))

@@ -24,7 +24,8 @@ def test_no_layering_violation_no_private_import_across_modules_no_cycle(capsys)
     out = capsys.readouterr().out
     assert "no layering violation, no upward import between folders, no private import across modules, no cycle" in out
     assert "avv_harness folders, lowest first: dialects → inputs → wire → run → locust" in out
-    assert "avv_scoring folders, lowest first: stats → probes → load → baseline_results → metrics" in out
+    assert ("avv_scoring folders, lowest first: stats → probes → load → baseline_choice → baseline_results → metrics"
+            in out)
 
 
 def test_the_checker_sees_what_it_is_meant_to_refuse():
