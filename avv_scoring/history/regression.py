@@ -48,6 +48,7 @@ import pandas as pd
 
 from avv_scoring.metrics.declaration import RegressionKind
 from avv_scoring.metrics.registry import regression_metrics
+from avv_scoring.metrics.row_codes import item_codes, positions_in
 from avv_scoring.stats.tests import holm, ratio, resample_counts, sign_test_p, standard_error, weighted_percentiles
 
 #: Family-wise level per vendor and comparison (Holm over its tests).
@@ -130,23 +131,18 @@ class Change:
 
 def inner_join(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """The row positions ``(ia, ib)`` of ``a.merge(b, on=KEYS)`` (an inner join on sample and repeat, in ``a``'s
-    row order), found on integer key codes: a pandas merge costs ~10 ms of fixed overhead and the history joins
-    a few per vendor, test and run. The merge itself answers where the codes cannot say the same: key columns of
-    different types, a missing key (merge pairs NaN with NaN), or a key repeated in ``b`` (a row per match)."""
+    row order), found on scoring's integer item codes (:func:`~avv_scoring.metrics.row_codes.item_codes`): a pandas
+    merge costs ~10 ms of fixed overhead and the history joins a few per vendor, test and run. The merge itself
+    answers where the codes cannot say the same: key columns of different types, a missing sample id, or a key
+    repeated in ``b`` (a row per match)."""
     sa, sb = a["sample_id"].to_numpy(), b["sample_id"].to_numpy()
     ra, rb = a["repeat"].to_numpy(), b["repeat"].to_numpy()
     if sa.dtype == sb.dtype and ra.dtype == rb.dtype:
-        samples, _ = pd.factorize(np.concatenate([sa, sb]))
-        repeats, repeat_values = pd.factorize(np.concatenate([ra, rb]))
-        if len(samples) == 0 or (samples.min() >= 0 and repeats.min() >= 0):
-            keys = samples.astype(np.int64) * max(len(repeat_values), 1) + repeats
-            ka, kb = keys[:len(sa)], keys[len(sa):]
-            order = np.argsort(kb, kind="stable")
-            sorted_b = kb[order]
-            if not np.any(sorted_b[1:] == sorted_b[:-1]):  # each key at most once in b: one match per a row
-                at = np.minimum(np.searchsorted(sorted_b, ka), max(len(kb) - 1, 0))
-                hit = (sorted_b[at] == ka) if len(kb) else np.zeros(len(ka), dtype=bool)
-                return np.flatnonzero(hit), order[at[hit]]
+        codes = item_codes(np.concatenate([sa, sb]), np.concatenate([ra, rb]), len(sa))
+        if codes is not None and len(np.unique(codes[1])) == len(codes[1]):  # one match at most per ``a`` row
+            at = positions_in(codes[0], codes[1])
+            hit = at >= 0
+            return np.flatnonzero(hit), at[hit]
     positions = a[KEYS].assign(_ia=np.arange(len(a))).merge(b[KEYS].assign(_ib=np.arange(len(b))), on=KEYS)
     return positions["_ia"].to_numpy(), positions["_ib"].to_numpy()
 
