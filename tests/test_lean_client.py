@@ -312,3 +312,38 @@ def test_an_idle_connection_with_a_byte_or_an_eof_waiting_is_not_quiet():
         if poison is not None:
             server_side.close()
         listener.close()
+
+
+def test_an_arrival_stamp_is_converted_to_the_monotonic_clock_and_never_goes_back():
+    """The kernel stamps packets with the wall clock; a read's events get that stamp on the monotonic clock:
+    ``now`` minus the packet's age, never after ``now``, never before the request's send or a time already
+    handed out (two conversions of one stamp may differ by the microsecond between the clocks' reads)."""
+    import struct
+    import time
+
+    from avv_harness.wire.lean import Conn, arrival
+
+    def stamp(age_s: float) -> bytes:
+        wall = time.time() - age_s
+        return struct.pack("@qq", int(wall), round((wall - int(wall)) * 1e9))
+
+    now = time.monotonic()
+    assert abs(arrival(stamp(0.25), now) - (now - 0.25)) < 0.002
+    assert arrival(stamp(-5.0), now) == now  # a wall clock stepped back: no arrival in the future
+    left, right = socket.socketpair()
+    try:
+        conn = Conn(left)
+        conn.sendall(b"x")  # the request: its send opens the span of arrival times
+        sent = conn.seen
+        assert conn.arrived(now + 1) == now + 1  # nothing read yet: the read's own time
+        conn.stamp = stamp(0.0)
+        first = conn.arrived(time.monotonic())
+        assert sent <= first <= time.monotonic()
+        conn.stamp = stamp(3600.0)  # older than the send: clamped to the last time handed out
+        assert conn.arrived(time.monotonic()) == first
+        conn.stamp = stamp(0.0)
+        later = time.monotonic()
+        assert first <= conn.arrived(later) <= later
+    finally:
+        conn.close()
+        right.close()

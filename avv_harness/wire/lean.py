@@ -26,6 +26,8 @@ import ipaddress
 import os
 import socket
 import ssl
+import struct
+import sys
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,6 +45,33 @@ from avv_harness.wire.transport import STALE_STATUS, AttemptTimer, ClientRefused
 
 MAX_IDLE_PER_HOST = 4  # idle connections kept per (scheme, host, port), as the requests client's pool
 STALE = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+
+#: Linux's SO_TIMESTAMPNS (the constant Python does not export): the kernel stamps every packet it receives with
+#: the wall clock, and a ``recvmsg`` hands out the stamp of the last packet it read. ``None`` elsewhere.
+SO_TIMESTAMPNS: int | None = 35 if sys.platform.startswith("linux") else None
+_STAMP_SPACE = socket.CMSG_SPACE(16) if SO_TIMESTAMPNS is not None else 0
+_TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux: seconds, nanoseconds
+
+
+def arrival(stamp: bytes, now: float) -> float:
+    """The ``time.monotonic()`` time at which the kernel received the packet stamped ``stamp`` (a timespec of the
+    wall clock), given the monotonic time ``now`` of the read that returned it: ``now`` minus the packet's age.
+    The age is read on the wall clock at once, so only a clock step between packet and read could skew it; a
+    negative age (a step backwards) is taken as zero."""
+    seconds, nanoseconds = _TIMESPEC.unpack_from(stamp)
+    age = time.time() - seconds - nanoseconds * 1e-9
+    return now - age if age > 0.0 else now
+
+
+def stamp_arrivals(sock: _socket.socket) -> bool:
+    """Ask the kernel to stamp the socket's received packets (see :data:`SO_TIMESTAMPNS`); False where it cannot."""
+    if SO_TIMESTAMPNS is None:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
 
 
 class LeanAdapter(StrictAdapter):
@@ -135,9 +164,17 @@ class Conn:
     TLS (:meth:`start_tls`) is OpenSSL over memory BIOs on the same socket: one ``recv`` takes whatever ciphertext
     has arrived, and every record it completes is decrypted in the same call and handed out as one block, so a
     read costs what it costs on plain TCP plus the decryption (gevent's SSL socket: a read per record, a Python
-    exception when it runs dry, its own wait and timeout machinery per call)."""
+    exception when it runs dry, its own wait and timeout machinery per call).
 
-    __slots__ = ("raw", "tls", "incoming", "outgoing", "drained", "saved", "_hub", "_readable", "_writable")
+    Arrival times: on Linux the kernel stamps each packet as it arrives and every read takes the stamp of the last
+    packet it read (``stamp``, :meth:`arrived`), so an event is timed when its bytes reached this machine, not when
+    this process got round to reading them: a busy event loop (hundreds of streams in one process) delays the
+    reading, not the measurement. A read that takes several packets is timed by the last of them: when this
+    process is later than the gap between two events, both carry the later one's time. (Reading less does not
+    help: the kernel merges bytes that wait in a socket into one buffer stamped with the latest arrival.)"""
+
+    __slots__ = ("raw", "tls", "incoming", "outgoing", "drained", "saved", "stamp", "stamped", "seen", "_hub",
+                 "_readable", "_writable")
 
     def __init__(self, sock: socket.socket, tls: bool = False):
         """``sock``: a connected socket (taken over: it is detached). ``tls``: TLS will be started on it
@@ -149,6 +186,9 @@ class Conn:
         self.outgoing: ssl.MemoryBIO | None = ssl.MemoryBIO() if tls else None
         self.drained = True  # nothing is waiting to be read (a request was just sent)
         self.saved = False  # its TLS session was kept for other connections (save_session)
+        self.stamp: bytes | None = None  # the kernel's arrival stamp of the last bytes read (None: none yet)
+        self.stamped = stamp_arrivals(self.raw)  # the kernel stamps what arrives (Linux)
+        self.seen = 0.0  # the request's send, then the latest arrival time handed out (arrival times never go back)
         self._hub = gevent.get_hub()
         self._readable = self._hub.loop.io(self.raw.fileno(), 1)
         self._writable = self._hub.loop.io(self.raw.fileno(), 2)
@@ -173,6 +213,29 @@ class Conn:
         self._flush()
         self.tls = tls
 
+    def _receive(self, size: int) -> bytes:
+        """One ``recv``, keeping the kernel's arrival stamp of what it read when it stamps (an EOF has none)."""
+        if not self.stamped:
+            return self.raw.recv(size)
+        data, ancillary, _, _ = self.raw.recvmsg(size, _STAMP_SPACE)
+        if ancillary:
+            self.stamp = ancillary[0][2]
+        return data
+
+    def arrived(self, now: float) -> float:
+        """When the bytes of the last read arrived (the monotonic clock; ``now``: the time of that read), as the
+        kernel stamped them; ``now`` when it keeps no stamps. Never later than ``now`` nor earlier than a time
+        already handed out for this request: the wall clock is read a moment after the monotonic one, so a
+        stamp converted twice may differ by a microsecond."""
+        stamp = self.stamp
+        if stamp is None:
+            return now
+        seen = min(arrival(stamp, now), now)
+        if seen < self.seen:
+            return self.seen
+        self.seen = seen
+        return seen
+
     def save_session(self, key: tuple[int, str, int]) -> None:
         """Keep this connection's TLS session for the next connection to the same place, once per connection and
         only when it did not resume the one kept (reading a session copies it with its certificates: ~1 ms).
@@ -193,7 +256,7 @@ class Conn:
             if self.drained:
                 self._hub.wait(self._readable)
             try:
-                data: bytes = self.raw.recv(READ_BLOCK)
+                data: bytes = self._receive(READ_BLOCK)
             except BlockingIOError:
                 self.drained = True
                 continue
@@ -217,7 +280,7 @@ class Conn:
                 if self.drained:
                     self._hub.wait(self._readable)
                 try:
-                    data: bytes = self.raw.recv(size)
+                    data: bytes = self._receive(size)
                 except BlockingIOError:
                     self.drained = True
                     continue
@@ -260,6 +323,8 @@ class Conn:
         else:
             self._send(data)
         self.drained = True
+        # A stamp from before this request times nothing of its answer, and nothing of it arrived before it was sent.
+        self.stamp, self.seen = None, time.monotonic()
 
     def _send(self, data: bytes) -> None:
         view = memoryview(data)
@@ -460,6 +525,11 @@ class LeanTransport:
             if head.length == 0:
                 self.done = self.clean = not head.rest
         return head
+
+    def arrived(self, now: float) -> float:
+        """When the last bytes :meth:`read` handed out reached this machine (see :class:`Conn`)."""
+        conn = self.conn
+        return now if conn is None else conn.arrived(now)
 
     def read(self) -> bytes:
         while not self.done:

@@ -5,7 +5,8 @@ A :class:`~avv_harness.wire.transport.Transport` supplies the bytes (:mod:`avv_h
 each becomes (error kind, retried or not) is docs/reference/wire-faults.md (:mod:`avv_harness.wire.faults`).
 
 The measurement properties: whatever has arrived is parsed at once (an event is stamped when its last byte
-arrives, never after a fixed-size block), the loop yields every YIELD_AFTER_S while bytes keep being ready (one
+arrives, never after a fixed-size block; by the kernel's arrival stamp where the transport has one, so a busy event
+loop delays the reading, not the time), the loop yields every YIELD_AFTER_S while bytes keep being ready (one
 vendor's stream cannot hold the process's other users), ``max_request_s`` bounds the whole attempt (head, error
 body and stream; checked on every read and by the attempt's one timer), ``max_event_bytes`` bounds an event, and
 the work per read is bounded. All times are ``time.monotonic()`` seconds (the simulator's truth log uses the same
@@ -84,7 +85,8 @@ def run_attempt(transport: Transport, limits: Limits, reader: EventReader, url: 
         att.t0 = time.monotonic()
         timer = AttemptTimer(limits.idle_s if transport.idle_by_timer else None, att.t0, limits.max_request_s)
         head = transport.open(att, timer)
-        att.t_headers = timer.last = time.monotonic()
+        timer.last = time.monotonic()
+        att.t_headers = transport.arrived(timer.last)
         att.http_status = head.status
         if head.status != 200:
             att.retry_after_s = parse_retry_after(head.headers.get("retry-after"))
@@ -98,7 +100,7 @@ def run_attempt(transport: Transport, limits: Limits, reader: EventReader, url: 
             return finish(att, reader) if reader.whole_body else att
         decode = content_decoder(coding_of(head.headers), max(MAX_DECODED_READ, limits.max_event_bytes))
         clean_end = consume_events(att, transport, timer, limits.max_event_bytes, reader, decode)
-        att.t_end = time.monotonic()
+        att.t_end = transport.arrived(time.monotonic())
         if att.bytes_read == 0:
             att.fail("bad_sse", "HTTP 200 with an empty body instead of an SSE stream")
     except TimeUp:
@@ -108,7 +110,7 @@ def run_attempt(transport: Transport, limits: Limits, reader: EventReader, url: 
             broken(att, "timeout", f"the attempt exceeded max_request_s ({limits.max_request_s:g}s) while still "
                                    "streaming")
     except DoneLinger:
-        att.t_end = time.monotonic()  # the answer was whole at [DONE]; stop reading the trailing bytes
+        att.t_end = transport.arrived(time.monotonic())  # the answer was whole at [DONE]; stop reading the rest
     except IdleTimeout:
         if att.t_headers is None:
             att.fail("timeout", f"no response headers within {limits.idle_s:g}s")
@@ -170,7 +172,7 @@ def consume_events(att: Attempt, transport: Transport, timer: AttemptTimer, max_
     too, and a stream that lingers DONE_GRACE_S after ``[DONE]`` is stopped. When bytes are always ready (no read
     waits) the loop yields to gevent every YIELD_AFTER_S, so one vendor's stream cannot delay the other users of
     this process."""
-    read = transport.read
+    read, arrived = transport.read, transport.arrived
     parser = SSEParser(max_event_bytes)
     monotonic = time.monotonic
     deadline = timer.deadline
@@ -183,18 +185,19 @@ def consume_events(att: Attempt, transport: Transport, timer: AttemptTimer, max_
         payload = read()
         now = timer.last = monotonic()
         if not payload:
-            apply_events(att, parser.close(), now, reader)
+            apply_events(att, parser.close(), arrived(now), reader)
             return True
         if now > deadline:
             raise TimeUp
-        if att.saw_done and att.t_end is not None and now - att.t_end > DONE_GRACE_S:
+        seen = arrived(now)  # the events are timed by when their bytes arrived, not when this loop read them
+        if att.saw_done and att.t_end is not None and seen - att.t_end > DONE_GRACE_S:
             raise DoneLinger
         att.bytes_read += len(payload)
         att.reads += 1
         if loop.iteration != turn:  # the read waited for bytes: the other users ran meanwhile
             turn, busy_since = loop.iteration, now
         elif now - busy_since > YIELD_AFTER_S:
-            # Bytes keep being ready: let the other users in (these events keep the time `now`). A sleep > 0,
+            # Bytes keep being ready: let the other users in (these events keep their time `seen`). A sleep > 0,
             # not sleep(0): gevent may run sleep(0)'s callback again before the loop polls the other sockets.
             gevent.sleep(YIELD_S)
             turn, busy_since = loop.iteration, monotonic()
@@ -203,7 +206,7 @@ def consume_events(att: Attempt, transport: Transport, timer: AttemptTimer, max_
         try:
             events = parser.feed(payload)
         except MalformedStream as exc:
-            bad_data(att, str(exc), now)
+            bad_data(att, str(exc), seen)
             return False
-        if not apply_events(att, events, now, reader):
+        if not apply_events(att, events, seen, reader):
             return False

@@ -187,6 +187,10 @@ class RequestsTransport:
         except (ProtocolError, OSError, requests.exceptions.RequestException) as exc:
             raise vendor_fault(exc) or ConnectionLost(short_error(exc)) from None
 
+    def arrived(self, now: float) -> float:
+        """When the last payload read arrived: the time it was read (urllib3's buffered socket keeps no stamps)."""
+        return now
+
     def close(self, reuse: bool) -> None:
         # urllib3 gave a fully read connection back to its pool already; this closes one read partly
         if self.resp is not None:

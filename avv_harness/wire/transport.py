@@ -63,9 +63,11 @@ class Transport(Protocol):
     """One attempt's bytes. :meth:`prepare` builds the request (before the clock starts); :meth:`open` sends it
     and returns the final head (interim 1xx skipped; a pooled connection that went stale resent once, which
     sets ``att.stale_conn_retries`` and restarts ``att.t0``); :meth:`read` returns the body's next payload
-    (de-chunked, still content-coded), b"" at its end; :meth:`close` gives the connection back to the pool when
-    ``reuse`` and the body ended cleanly, else closes it. ``idle_by_timer``: the transport's sockets do not bound
-    idleness themselves (the timer does)."""
+    (de-chunked, still content-coded), b"" at its end; :meth:`arrived` is when the last payload read reached the
+    machine, given the time ``now`` it was read (the kernel's arrival stamp where the transport has one, else
+    ``now``); :meth:`close` gives the connection back to the pool when ``reuse``
+    and the body ended cleanly, else closes it. ``idle_by_timer``: the transport's sockets do not bound idleness
+    themselves (the timer does)."""
 
     idle_by_timer: bool
 
@@ -74,6 +76,8 @@ class Transport(Protocol):
     def open(self, att: Attempt, timer: AttemptTimer) -> HeadLike: ...
 
     def read(self) -> bytes: ...
+
+    def arrived(self, now: float) -> float: ...
 
     def close(self, reuse: bool) -> None: ...
 
