@@ -43,6 +43,7 @@ from avv_harness.wire.attempt import Attempt
 from avv_harness.wire.faults import RETRYABLE
 from avv_harness.wire.formats import FORMATS
 from avv_harness.wire.headers import basic_auth, merge_headers
+from avv_harness.wire.requests_transport import EnvSettingsCache, share_environment_settings
 from avv_harness.wire.sse import DEFAULT_MAX_EVENT_BYTES
 from avv_harness.wire.stream import stream_chat
 
@@ -361,15 +362,25 @@ class ItemRun:
     rng: random.Random | None = None
 
 
-def vendor_session(make_session: Callable[[], requests.Session], vendor: Vendor) -> requests.Session:
+#: Back-off jitter of items without their own generator: one per process (a new ``random.Random()`` per item seeds
+#: itself from the OS, ~80 µs, at every request).
+BACKOFF_RANDOM = random.Random()
+
+
+def vendor_session(make_session: Callable[[], requests.Session], vendor: Vendor,
+                   env_settings: EnvSettingsCache | None = None) -> requests.Session:
     """A new HTTP session (``make_session``'s) for ``vendor``'s requests: its ``verify`` is the vendor's
     ``tls_verify`` when that is set (False, or a CA file or folder), which both clients then use instead of
     ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` (:func:`~avv_harness.wire.requests_transport.environment_settings`);
     left as it is otherwise. Each user, and each pre-flight check, has its own session, of one vendor.
 
     ``tls_verify: false`` is said once per run (:class:`~avv_harness.run.lifecycle.RunLifecycle`); urllib3's
-    ``InsecureRequestWarning``, which it prints on every request (its filter is "always"), is silenced then."""
+    ``InsecureRequestWarning``, which it prints on every request (its filter is "always"), is silenced then.
+    ``env_settings``: the environment's proxy and CA settings, shared with other sessions of the same run
+    (:func:`~avv_harness.wire.requests_transport.environment_settings`); each session works them out once otherwise."""
     session = make_session()
+    if env_settings is not None:
+        share_environment_settings(session, env_settings)
     if vendor.tls_verify is not True:
         session.verify = vendor.tls_verify
     if vendor.tls_verify is False:
@@ -384,7 +395,7 @@ def execute_item(run: ItemRun, *, step: int | None = None,
     ``request`` = the (path, body) :func:`build_request` made for it, when the caller built it already."""
     session, vendor, url, item, ctx = run.session, run.vendor, run.url, run.item, run.ctx
     sleep, on_attempt = run.sleep, run.on_attempt
-    rng = run.rng or random.Random()
+    rng = run.rng or BACKOFF_RANDOM
     policy = ctx.policy
     wire = FORMATS[vendor.dialect.endpoint]
     path, request_body = request if request is not None else build_request(item.sample, vendor, ctx.overrides)

@@ -12,7 +12,6 @@ an item whose last row is a 429 waits as the vendor told before the user's next 
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -23,7 +22,7 @@ from avv_core.records import STATUS_FAILED, Record
 from avv_harness.inputs.config import Vendor
 from avv_harness.wire.agent_loop import run_trajectory
 from avv_harness.wire.attempt import Attempt
-from avv_harness.wire.execute import ExecContext, ItemRun, execute_item, item_identity
+from avv_harness.wire.execute import BACKOFF_RANDOM, ExecContext, ItemRun, execute_item, item_identity
 
 log = logging.getLogger("avv")
 
@@ -92,5 +91,5 @@ def run_item_safely(run: ItemRun) -> list[Record]:
         records.append(row)
     if item.level is not None and records and records[-1].get("error_kind") == "http_429" and attempts:
         # Stress mode has no retries; a polite client still waits as told before its next request.
-        run.sleep(ctx.policy.delay(1, attempts[-1].retry_after_s, random.Random()))
+        run.sleep(ctx.policy.delay(1, attempts[-1].retry_after_s, run.rng or BACKOFF_RANDOM))
     return records
