@@ -65,6 +65,30 @@ def test_every_control_character_round_trips_through_the_writer_and_both_readers
     assert b'"line one\rline two' in path.read_bytes()
 
 
+def test_the_writers_per_column_encoders_write_exactly_the_line_the_column_formats_make():
+    """encode_rows (per-column encoders: it runs for every stored record) against the reference it replaces,
+    encode_cells(to_csv_row(record)), on values of every kind, the awkward ones included."""
+    import random
+
+    from avv_core.records import COLUMNS, RecordError, encode_rows, to_csv_row
+
+    texts = ["", "plain", 'a "quoted" word', "a,b", "line\nbreak", "cr\ronly", "tab\there", "\x7f", "é ü ✓",
+             "\ud800 lone", "x" * 300, "0", "true"]
+    by_kind = {
+        "str": texts + [7, 2.5],  # whatever a caller puts in a text column is written as its str()
+        "json": texts + [[], [{"name": "f", "arguments": '{"a": "b,\\"c\\""}'}], {"k": ["v", 1, None]}],
+        "int": [0, 1, 17, -3, 3.0, True, 10**20],
+        "float": [0.0, 1.5, -2.25, 1e-9, 123456.7894, float("nan"), float("inf"), 3, True],
+        "bool": [True, False, 0, 1],
+    }
+    rng = random.Random(7)
+    for _ in range(300):
+        record = {c.name: rng.choice([None, *by_kind[c.kind]]) for c in COLUMNS if rng.random() < 0.9}
+        assert encode_rows([record]) == encode_cells(to_csv_row(record)).encode("utf-8"), record
+    with pytest.raises(RecordError, match="unknown record column"):
+        encode_rows([{"run_id": "r", "no_such_column": 1}])
+
+
 def test_a_lone_surrogate_from_a_json_escape_is_written_as_a_replacement_character(tmp_path):
     # a vendor may stream "\ud800" (valid JSON, not encodable as UTF-8): the row must still be written
     path = _write(tmp_path / "records.csv", [record(content="bad \ud800 half")])

@@ -151,14 +151,19 @@ class Redactor:
         """The record with every text column redacted (in place; returned for chaining), except the item's
         identity, which comes from the config and sample file, never from a vendor: a ``${VAR}`` value that
         happens to equal a vendor's name must not turn the name into ``***``."""
-        for name, value in record.items():
-            if name in IDENTITY_COLUMNS:
-                continue
-            if isinstance(value, str) and COLUMN_KINDS.get(name) in ("str", "json"):
+        get = record.get
+        for name in _REDACTED_COLUMNS:
+            value = get(name)
+            if value and isinstance(value, str):
                 cleaned = self(value)
                 if cleaned is not value:
                     dict.__setitem__(record, name, cleaned)
         return record
+
+
+#: The columns :meth:`Redactor.record` cleans: text a vendor or the client wrote (not the item's identity).
+_REDACTED_COLUMNS = tuple(name for name, kind in COLUMN_KINDS.items()
+                          if kind in ("str", "json") and name not in IDENTITY_COLUMNS)
 
 
 class RedactingFilter(logging.Filter):

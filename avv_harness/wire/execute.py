@@ -14,6 +14,8 @@ error before any request).
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import math
 import random
@@ -171,6 +173,7 @@ def check_requests(samples: SampleSet, vendors: Iterable[Vendor], overrides: Ove
                          + "\n  ".join(problems))
 
 
+@functools.lru_cache(maxsize=256)  # a handful of (vendor URL, path) pairs per run, asked at every request
 def endpoint_url(base_url: str, path: str = "chat/completions") -> str:
     """``base/…/v1`` + ``/chat/completions``, keeping a query string after the path
     (``…/v1?api-version=2024-06-01`` → ``…/v1/chat/completions?api-version=2024-06-01``)."""
@@ -348,8 +351,8 @@ def item_identity(item: WorkItem, ctx: ExecContext, started_at: str, vendor: Ven
 class ItemRun:
     """An item to run: the item, the vendor it goes to (its config and resolved ``url``), the user's HTTP
     ``session``, how this process runs items (``ctx``), and the injected ``sleep`` (between retries), ``rng``
-    (their jitter; None: a fresh one per request) and ``on_attempt`` (each attempt as it ends). The three wire
-    paths take it: :func:`execute_item` (one request), :func:`avv_harness.wire.agent_loop.run_trajectory` (an
+    (their jitter; None: the process's :data:`BACKOFF_RANDOM`) and ``on_attempt`` (each attempt as it ends). The
+    three wire paths take it: :func:`execute_item` (one request), :func:`avv_harness.wire.agent_loop.run_trajectory` (an
     agent task) and :func:`avv_harness.wire.run_item.run_item_safely` (either, with no exception escaping)."""
 
     session: requests.Session
@@ -360,6 +363,13 @@ class ItemRun:
     sleep: Callable[[float], None] = time.sleep
     on_attempt: Callable[[Attempt], None] | None = None
     rng: random.Random | None = None
+
+    def reporting_to(self, on_attempt: Callable[[Attempt], None]) -> ItemRun:
+        """This run with ``on_attempt`` in place of its own (a shallow copy: ``dataclasses.replace`` re-runs the
+        constructor over every field, ~10–40 µs, once per item)."""
+        run = copy.copy(self)
+        object.__setattr__(run, "on_attempt", on_attempt)
+        return run
 
 
 #: Back-off jitter of items without their own generator: one per process (a new ``random.Random()`` per item seeds

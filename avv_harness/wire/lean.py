@@ -82,6 +82,7 @@ class LeanAdapter(StrictAdapter):
         super().__init__(**kwargs)
         self.idle: dict[tuple[str, str, int], list[Conn]] = {}
         self.targets: dict[str, Target] = {}
+        self.handled: dict[str, bool] = {}  # URL → the lean client sends to it (:func:`handles`), per session
 
     def close(self) -> None:
         for conns in self.idle.values():

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Protocol
 
@@ -78,7 +77,7 @@ def run_item_safely(run: ItemRun) -> list[Record]:
         step_began, attempts_before_step = _now(), len(attempts)
 
     try:
-        steps(replace(run, on_attempt=counted), on_step=step_done)
+        steps(run.reporting_to(counted), on_step=step_done)
     except Exception as exc:  # a bug or a local problem, never the vendor's fault
         step = len(records) + 1
         if trajectory:

@@ -70,6 +70,9 @@ def pick_transport(session: requests.Session, url: str, body: bytes, headers: di
         adapter = None  # the requests transport says so, as the client's error
     if isinstance(adapter, lean.LeanAdapter):
         settings = environment_settings(session, url)
-        if lean.handles(adapter, url, settings):
+        handled = adapter.handled.get(url)
+        if handled is None:  # settings are the session's for this URL, fixed once looked up: so is the answer
+            handled = adapter.handled[url] = lean.handles(adapter, url, settings)
+        if handled:
             return lean.LeanTransport(adapter, url, body, headers, limits.connect_s, settings.get("verify", True))
     return RequestsTransport(session, url, body, headers, (limits.connect_s, limits.idle_s))
