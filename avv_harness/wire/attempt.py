@@ -210,7 +210,7 @@ def apply_events(att: Attempt, events: list[SSEEvent], now: float, reader: Event
     False: the attempt failed here, stop reading."""
     read = reader.event
     for event_type, data in events:
-        if data is not None and data.strip() == b"[DONE]":
+        if data is not None and data[:1] != b"{" and data.strip() == b"[DONE]":  # a chunk's JSON starts at once
             # Keep reading to the end of the body, as the official SDK does: the last byte is the
             # true end, and a fully read response lets the connection be reused.
             att.saw_done = True
