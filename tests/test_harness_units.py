@@ -256,6 +256,26 @@ def test_request_body_and_headers():
     assert "stream_options" not in build_body(Sample("1", 1, {"messages": [], "stream_options": {"x": 1}}), no_usage)
 
 
+def test_a_request_is_built_once_per_sample_vendor_and_overrides_and_sent_as_built():
+    """Repeats of a sample to a vendor send the bytes built for the first (encoded_request's cache); another
+    vendor, a sample with another body (same id) or one not streamed gets its own request, equal to a fresh build."""
+    from avv_core.samples import Sample
+    from avv_harness.wire.execute import build_request, encoded_request
+
+    vendors = parse_config(config([vendor("a", is_baseline=True, model_id="m-a"), vendor("b", model_id="m-b")]),
+                           "c", {}).vendors
+    sample = Sample("1", 1, {"messages": [{"role": "user", "content": "hi"}]})
+    path, body, data = encoded_request(sample, vendors[0])
+    assert encoded_request(Sample("1", 1, dict(sample.body)), vendors[0])[2] is data  # a repeat: the same bytes
+    for other_sample, other_vendor in [(sample, vendors[1]), (Sample("1", 1, {"messages": []}), vendors[0]),
+                                       (Sample("1", 1, dict(sample.body), {"_stream": False}), vendors[0])]:
+        other_path, other_body = build_request(other_sample, other_vendor)
+        assert encoded_request(other_sample, other_vendor) == (
+            other_path, other_body, json.dumps(other_body, ensure_ascii=False).encode("utf-8"))
+        assert encoded_request(other_sample, other_vendor)[2] != data
+    assert (path, body) == build_request(sample, vendors[0])
+
+
 def test_backoff_grows_with_jitter_and_retry_after_is_capped():
     policy = RetryPolicy(retries=5, backoff_base_s=0.5, backoff_cap_s=3.0, retry_after_cap_s=10)
     rng = random.Random(1)

@@ -95,6 +95,29 @@ def build_request(sample: Sample, vendor: Vendor, overrides: Overrides | None = 
     return wire.path, wire.body(build_body(sample, vendor, overrides), vendor.dialect)
 
 
+#: Requests already built and encoded, by (the sample body's hash, streamed, vendor, overrides): every repeat of a
+#: sample to a vendor sends the same bytes, and building and encoding them again cost ~0.1 ms per request. The
+#: entry holds the vendor and overrides themselves, so their ids cannot be taken by other objects while it lives.
+_REQUESTS: dict[tuple[str, bool, int, int], tuple[Vendor, Overrides | None, str, JSONObject, bytes]] = {}
+MAX_CACHED_REQUESTS = 4096  # a few MB at most; emptied when full (a run cycles through its samples per repeat)
+
+
+def encoded_request(sample: Sample, vendor: Vendor, overrides: Overrides | None = None) -> tuple[str, JSONObject,
+                                                                                                bytes]:
+    """(path, body, the body's JSON bytes) of :func:`build_request`, built once per sample, vendor and overrides.
+    The body is shared: readers only."""
+    key = (sample.request_hash, sample.streamed, id(vendor), id(overrides))
+    hit = _REQUESTS.get(key)
+    if hit is not None and hit[0] is vendor and hit[1] is overrides:
+        return hit[2], hit[3], hit[4]
+    path, request_body = build_request(sample, vendor, overrides)
+    body = json.dumps(request_body, ensure_ascii=False).encode("utf-8")
+    if len(_REQUESTS) >= MAX_CACHED_REQUESTS:
+        _REQUESTS.clear()
+    _REQUESTS[key] = (vendor, overrides, path, request_body, body)
+    return path, request_body, body
+
+
 #: The client's own headers, the lowest layer of :func:`build_headers`.
 CLIENT_HEADERS = {
     "Content-Type": "application/json",
@@ -408,8 +431,11 @@ def execute_item(run: ItemRun, *, step: int | None = None,
     rng = run.rng or BACKOFF_RANDOM
     policy = ctx.policy
     wire = FORMATS[vendor.dialect.endpoint]
-    path, request_body = request if request is not None else build_request(item.sample, vendor, ctx.overrides)
-    body = json.dumps(request_body, ensure_ascii=False).encode("utf-8")
+    if request is None:
+        path, request_body, body = encoded_request(item.sample, vendor, ctx.overrides)
+    else:
+        path, request_body = request
+        body = json.dumps(request_body, ensure_ascii=False).encode("utf-8")
     endpoint = endpoint_url(url, path)
     read_timeout = ctx.timeout_s or vendor.timeout_s
     max_request_s = vendor.max_request_s or ctx.max_request_s
