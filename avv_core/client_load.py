@@ -104,6 +104,11 @@ def client_bound_cause(entry: JSONMapping) -> str | None:
     return "cpu" if cpu is not None and cpu > CPU_BOUND_PCT else None
 
 
+#: What a late event loop does to the times of the lean client, which times events by the kernel's arrival stamps.
+STAMPED = ("the lean client on Linux times events by their arrival, so only where the delay outlasted a stream's gap "
+           "between two events; each record's client_lag_ms bounds it")
+
+
 def client_bound_advice(load: JSONMapping) -> list[str]:
     """One line per client-bound process: which condition fired (:func:`client_bound_cause`), what it means for
     its TTFT / TPS, and what to do."""
@@ -116,19 +121,19 @@ def client_bound_advice(load: JSONMapping) -> list[str]:
         cpu = entry.get("cpu_max_pct")
         lines.append({
             "own_load": f"{worker} was client-bound: {lag} with its own CPU up to {cpu} %, so the load generator is "
-                        "the bottleneck and its TTFT / TPS include its own delay. Add worker processes "
-                        "(--processes N) or workers on other machines, or lower the concurrency.",
+                        f"the bottleneck and its TTFT / TPS may include its own delay ({STAMPED}). Add worker "
+                        "processes (--processes N) or workers on other machines, or lower the concurrency.",
             "machine_busy": f"{worker} was delayed by its machine: {lag} while its own CPU stayed at most {cpu} % "
                             f"(< {CPU_OWN_LOAD_PCT:g} %), so the machine is busy with something else (another process, "
-                            "e.g. a vendor or the simulator on the same host) and the measured TTFT includes the "
-                            "machine's delay. Move the load generator or the other load to another machine; more "
-                            "processes here would not help.",
+                            "e.g. a vendor or the simulator on the same host) and the measured TTFT may include the "
+                            f"machine's delay ({STAMPED}). Move the load generator or the other load to another "
+                            "machine; more processes here would not help.",
             "cpu": f"{worker} was client-bound: its CPU reached {cpu} % > {CPU_BOUND_PCT:g} % (lag p99 "
                    f"{entry['lag_p99_ms']} ms), so its TTFT / TPS may include its own delay. Add worker processes "
                    "(--processes N) or workers on other machines, or lower the concurrency.",
             "lag": f"{worker} was client-bound: {lag} (its CPU was not measured): its own work or other load on the "
-                   "machine delayed it, and its TTFT / TPS include that delay. Add worker processes or move other "
-                   "load off the machine.",
+                   f"machine delayed it, and its TTFT / TPS may include that delay ({STAMPED}). Add worker "
+                   "processes or move other load off the machine.",
         }[cause])
     return lines
 
