@@ -24,15 +24,19 @@ from __future__ import annotations
 import _socket
 import ipaddress
 import os
+import select
 import socket
 import ssl
 import struct
 import sys
 import time
+from collections import deque
 from typing import Any
 from urllib.parse import urlsplit
 
 import gevent
+import gevent.event
+import gevent.monkey
 import requests
 from requests.utils import requote_uri, select_proxy
 
@@ -72,6 +76,123 @@ def stamp_arrivals(sock: _socket.socket) -> bool:
     except OSError:
         return False
     return True
+
+
+class FirstBytes:
+    """Reads the connections that wait for their first token from an OS thread of its own, so the first token keeps
+    its own arrival stamp however busy the event loop is (issue 39).
+
+    The kernel merges bytes that wait unread in a socket into one buffer stamped with the newest arrival, so when
+    the event loop reads a first token later than the gap to the next event (hundreds of streams in one process
+    keep it that busy), both are timed by the later one. This thread waits on those sockets alone (``epoll``, no
+    GIL held) and takes each packet as it arrives, with its stamp, within the interpreter's switch interval (5 ms)
+    however busy the loop: the reading greenlet then takes the pieces in order (:meth:`take`). A connection is
+    watched from its request's send until its first token is timed or the attempt ends (:meth:`release`); then the
+    greenlet reads the socket itself again. One per process (a forked worker starts its own)."""
+
+    def __init__(self) -> None:
+        self.lock = gevent.monkey.get_original("_thread", "allocate_lock")()
+        self._conns: dict[int, Conn] = {}
+        self._epoll: Any = None
+        self._pid = 0
+        self._loop: Any = None
+
+    def watch(self, conn: Conn) -> None:
+        if self._pid != os.getpid():
+            self._start()
+        fd = conn.raw.fileno()
+        with self.lock:
+            conn.early = deque()
+            self._conns[fd] = conn
+            try:
+                self._epoll.register(fd, select.EPOLLIN)
+            except FileExistsError:  # still registered from its last request
+                pass
+
+    def release(self, conn: Conn) -> None:
+        """Stop reading ``conn`` here; pieces already taken stay for its greenlet, which reads the socket after them."""
+        with self.lock:
+            self._forget(conn)
+
+    def _forget(self, conn: Conn) -> None:
+        fd = conn.raw.fileno()
+        if self._conns.get(fd) is conn:
+            del self._conns[fd]
+            try:
+                self._epoll.unregister(fd)
+            except OSError:
+                pass
+        if conn.early is not None and not conn.early:
+            conn.early = None
+        conn.ready.set()  # a greenlet waiting for a piece reads the socket now
+
+    def take(self, conn: Conn, size: int) -> bytes | None:
+        """The next piece the thread read for ``conn`` (at most ``size`` bytes; its stamp becomes the connection's),
+        waiting for one while the thread reads it; None once it is released and every piece was taken."""
+        while True:
+            with self.lock:
+                early = conn.early
+                if early:
+                    data, stamp = early.popleft()
+                    if isinstance(data, bytes) and len(data) > size:
+                        early.appendleft((data[size:], stamp))
+                        data = data[:size]
+                    if not early and self._conns.get(conn.raw.fileno()) is not conn:
+                        conn.early = None
+                elif early is None or self._conns.get(conn.raw.fileno()) is not conn:
+                    conn.early = None
+                    return None
+                else:
+                    conn.ready.clear()
+                    data = None
+            if data is None:
+                conn.ready.wait()
+                continue
+            if isinstance(data, BaseException):
+                raise data
+            if stamp is not None:
+                conn.stamp = stamp
+            return data
+
+    def _start(self) -> None:
+        self._epoll = gevent.monkey.get_original("select", "epoll")()
+        self._conns = {}
+        self._loop = gevent.get_hub().loop
+        self._pid = os.getpid()
+        gevent.monkey.get_original("_thread", "start_new_thread")(self._run, (self._epoll, self._pid))
+
+    def _run(self, epoll: Any, pid: int) -> None:
+        while self._pid == pid:
+            try:
+                ready = epoll.poll(1.0)
+            except InterruptedError:
+                continue
+            woken = []
+            with self.lock:
+                for fd, _ in ready:
+                    conn = self._conns.get(fd)
+                    if conn is None or conn.early is None:
+                        continue
+                    data: bytes | OSError
+                    try:
+                        data, ancillary, _, _ = conn.raw.recvmsg(READ_BLOCK, _STAMP_SPACE)
+                    except BlockingIOError:
+                        continue
+                    except OSError as exc:  # reset, …: the greenlet raises it where it reads
+                        data, ancillary = exc, []
+                    conn.early.append((data, ancillary[0][2] if ancillary else None))
+                    if not isinstance(data, bytes) or not data:  # an error or the server's EOF: nothing more comes
+                        del self._conns[fd]
+                        try:
+                            epoll.unregister(fd)
+                        except OSError:
+                            pass
+                    woken.append(conn.ready)
+            for event in woken:
+                self._loop.run_callback_threadsafe(event.set)
+
+
+FIRST_BYTES = FirstBytes()
 
 
 class LeanAdapter(StrictAdapter):
@@ -174,8 +295,8 @@ class Conn:
     process is later than the gap between two events, both carry the later one's time. (Reading less does not
     help: the kernel merges bytes that wait in a socket into one buffer stamped with the latest arrival.)"""
 
-    __slots__ = ("raw", "tls", "incoming", "outgoing", "drained", "saved", "stamp", "stamped", "seen", "_hub",
-                 "_readable", "_writable")
+    __slots__ = ("raw", "tls", "incoming", "outgoing", "drained", "saved", "stamp", "stamped", "seen", "early",
+                 "ready", "_hub", "_readable", "_writable")
 
     def __init__(self, sock: socket.socket, tls: bool = False):
         """``sock``: a connected socket (taken over: it is detached). ``tls``: TLS will be started on it
@@ -190,6 +311,8 @@ class Conn:
         self.stamp: bytes | None = None  # the kernel's arrival stamp of the last bytes read (None: none yet)
         self.stamped = stamp_arrivals(self.raw)  # the kernel stamps what arrives (Linux)
         self.seen = 0.0  # the request's send, then the latest arrival time handed out (arrival times never go back)
+        self.early: deque[tuple[bytes | OSError, bytes | None]] | None = None  # pieces FIRST_BYTES read (watched)
+        self.ready = gevent.event.Event()  # FIRST_BYTES read a piece (or let the connection go)
         self._hub = gevent.get_hub()
         self._readable = self._hub.loop.io(self.raw.fileno(), 1)
         self._writable = self._hub.loop.io(self.raw.fileno(), 2)
@@ -253,20 +376,30 @@ class Conn:
 
     def _fill(self) -> bool:
         """Wait for ciphertext and move what has arrived into the TLS input; False at the server's EOF."""
+        data = self._read_raw(READ_BLOCK)
+        if not data:
+            return False
+        assert self.incoming is not None
+        self.incoming.write(data)
+        return True
+
+    def _read_raw(self, size: int) -> bytes:
+        """The socket's next bytes (at most ``size``; b"" at EOF), waiting for them: the pieces :data:`FIRST_BYTES`
+        read while it watches this connection, else one ``recv`` once the socket is readable."""
         while True:
+            if self.early is not None:
+                piece = FIRST_BYTES.take(self, size)
+                if piece is not None:
+                    return piece
             if self.drained:
                 self._hub.wait(self._readable)
             try:
-                data: bytes = self._receive(READ_BLOCK)
+                data: bytes = self._receive(size)
             except BlockingIOError:
                 self.drained = True
                 continue
-            self.drained = len(data) < READ_BLOCK
-            if not data:
-                return False
-            assert self.incoming is not None
-            self.incoming.write(data)
-            return True
+            self.drained = len(data) < size
+            return data
 
     def _flush(self) -> None:
         assert self.outgoing is not None
@@ -277,16 +410,7 @@ class Conn:
     def recv(self, size: int, /) -> bytes:
         tls = self.tls
         if tls is None:
-            while True:
-                if self.drained:
-                    self._hub.wait(self._readable)
-                try:
-                    data: bytes = self._receive(size)
-                except BlockingIOError:
-                    self.drained = True
-                    continue
-                self.drained = len(data) < size
-                return data
+            return self._read_raw(size)
         incoming = self.incoming
         assert incoming is not None
         while True:
@@ -326,6 +450,13 @@ class Conn:
         self.drained = True
         # A stamp from before this request times nothing of its answer, and nothing of it arrived before it was sent.
         self.stamp, self.seen = None, time.monotonic()
+        if self.stamped:
+            FIRST_BYTES.watch(self)
+
+    def first_token_timed(self) -> None:
+        """The first token has its time: this connection's greenlet reads its socket itself again."""
+        if self.early is not None:
+            FIRST_BYTES.release(self)
 
     def _send(self, data: bytes) -> None:
         view = memoryview(data)
@@ -376,6 +507,8 @@ class Conn:
         return False  # a data byte
 
     def close(self) -> None:
+        if self.early is not None:
+            FIRST_BYTES.release(self)
         self._readable.close()
         self._writable.close()
         self.raw.close()
@@ -532,6 +665,10 @@ class LeanTransport:
         conn = self.conn
         return now if conn is None else conn.arrived(now)
 
+    def first_token_timed(self) -> None:
+        if self.conn is not None:
+            self.conn.first_token_timed()
+
     def read(self) -> bytes:
         while not self.done:
             block = self.rest
@@ -577,6 +714,7 @@ class LeanTransport:
         if conn is None:
             return
         self.conn = None
+        conn.first_token_timed()  # the attempt is over: no piece of it is read elsewhere
         idle = self.adapter.idle.setdefault(self.target.key, [])
         head = self.head
         if (reuse and self.clean and not self.rest and head is not None and head.keep_alive

@@ -181,6 +181,7 @@ def consume_events(att: Attempt, transport: Transport, timer: AttemptTimer, max_
     loop = gevent.get_hub().loop
     turn = loop.iteration
     busy_since = monotonic()
+    untimed = att.t_first_token is None
     while True:
         payload = read()
         now = timer.last = monotonic()
@@ -210,3 +211,6 @@ def consume_events(att: Attempt, transport: Transport, timer: AttemptTimer, max_
             return False
         if not apply_events(att, events, seen, reader):
             return False
+        if untimed and att.t_first_token is not None:
+            untimed = False
+            transport.first_token_timed()

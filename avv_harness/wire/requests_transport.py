@@ -204,6 +204,9 @@ class RequestsTransport:
         """When the last payload read arrived: the time it was read (urllib3's buffered socket keeps no stamps)."""
         return now
 
+    def first_token_timed(self) -> None:
+        """Nothing to do: urllib3 reads its socket itself."""
+
     def close(self, reuse: bool) -> None:
         # urllib3 gave a fully read connection back to its pool already; this closes one read partly
         if self.resp is not None:

@@ -65,7 +65,8 @@ class Transport(Protocol):
     sets ``att.stale_conn_retries`` and restarts ``att.t0``); :meth:`read` returns the body's next payload
     (de-chunked, still content-coded), b"" at its end; :meth:`arrived` is when the last payload read reached the
     machine, given the time ``now`` it was read (the kernel's arrival stamp where the transport has one, else
-    ``now``); :meth:`close` gives the connection back to the pool when ``reuse``
+    ``now``); :meth:`first_token_timed` says the attempt's first token has its time (a transport may watch the first
+    bytes more closely until then); :meth:`close` gives the connection back to the pool when ``reuse``
     and the body ended cleanly, else closes it. ``idle_by_timer``: the transport's sockets do not bound idleness
     themselves (the timer does)."""
 
@@ -78,6 +79,8 @@ class Transport(Protocol):
     def read(self) -> bytes: ...
 
     def arrived(self, now: float) -> float: ...
+
+    def first_token_timed(self) -> None: ...
 
     def close(self, reuse: bool) -> None: ...
 
