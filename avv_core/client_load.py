@@ -105,8 +105,8 @@ def client_bound_cause(entry: JSONMapping) -> str | None:
 
 
 #: What a late event loop does to the times of the lean client, which times events by the kernel's arrival stamps.
-STAMPED = ("the lean client on Linux times events by their arrival, so only where the delay outlasted a stream's gap "
-           "between two events; each record's client_lag_ms bounds it")
+STAMPED = ("the lean client on Linux times events by their arrival, so there only a late send or connect; each "
+           "record's client_lag_ms bounds it")
 
 
 def client_bound_advice(load: JSONMapping) -> list[str]:

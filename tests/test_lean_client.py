@@ -347,3 +347,45 @@ def test_an_arrival_stamp_is_converted_to_the_monotonic_clock_and_never_goes_bac
     finally:
         conn.close()
         right.close()
+
+
+def test_until_the_first_token_a_thread_reads_each_packet_as_it_arrives_with_its_own_stamp():
+    """Two packets that arrive while the connection's greenlet does not read (here it sleeps) come out as two
+    reads with their own arrival times (unread, the kernel would merge them under the later stamp); once the first
+    token is timed the greenlet reads the socket itself again, and an EOF read by the thread is an EOF."""
+    import time
+
+    import gevent
+
+    from avv_harness.wire.lean import Conn
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    left = socket.create_connection(listener.getsockname())
+    right, _ = listener.accept()
+    listener.close()
+    conn = Conn(left)
+    try:
+        conn.sendall(b"request")
+        if not conn.stamped:
+            pytest.skip("no kernel arrival stamps on this platform")
+        right.send(b"first")
+        time.sleep(0.03)  # a real thread: the packet is read now, while this greenlet is away
+        right.send(b"second")
+        gevent.sleep(0.03)
+        assert conn.recv(100) == b"first"
+        first = conn.arrived(time.monotonic())
+        assert conn.recv(100) == b"second"
+        second = conn.arrived(time.monotonic())
+        assert 0.02 <= second - first <= 0.05, (first, second)  # each packet its own time, 30 ms apart
+        conn.first_token_timed()
+        right.send(b"third")
+        assert conn.recv(100) == b"third" and conn.early is None
+        conn.sendall(b"next request")  # watched again
+        got = b""
+        while len(got) < len(b"requestnext request"):  # the server reads both requests before it closes
+            got += right.recv(100)
+        assert got == b"requestnext request"
+        right.close()
+        assert conn.recv(100) == b""
+    finally:
+        conn.close()

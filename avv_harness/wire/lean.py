@@ -78,6 +78,11 @@ def stamp_arrivals(sock: _socket.socket) -> bool:
     return True
 
 
+#: The most :class:`FirstBytes` reads of one answer before its first token (an answer's head and first events are
+#: a few KiB): past it the thread lets the connection go, so a vendor flooding bytes cannot fill memory or the thread.
+FIRST_BYTES_LIMIT = 4 * READ_BLOCK
+
+
 class FirstBytes:
     """Reads the connections that wait for their first token from an OS thread of its own, so the first token keeps
     its own arrival stamp however busy the event loop is (issue 39).
@@ -102,7 +107,7 @@ class FirstBytes:
             self._start()
         fd = conn.raw.fileno()
         with self.lock:
-            conn.early = deque()
+            conn.early, conn.early_bytes = deque(), 0
             self._conns[fd] = conn
             try:
                 self._epoll.register(fd, select.EPOLLIN)
@@ -146,7 +151,8 @@ class FirstBytes:
                     conn.ready.clear()
                     data = None
             if data is None:
-                conn.ready.wait()
+                # With a timeout: its timer keeps the loop alive while only the thread can wake this greenlet.
+                conn.ready.wait(1.0)
                 continue
             if isinstance(data, BaseException):
                 raise data
@@ -181,7 +187,10 @@ class FirstBytes:
                     except OSError as exc:  # reset, …: the greenlet raises it where it reads
                         data, ancillary = exc, []
                     conn.early.append((data, ancillary[0][2] if ancillary else None))
-                    if not isinstance(data, bytes) or not data:  # an error or the server's EOF: nothing more comes
+                    conn.early_bytes += len(data) if isinstance(data, bytes) else 0
+                    # An error or the server's EOF: nothing more comes. Past FIRST_BYTES_LIMIT without a first token
+                    # (a hostile or unusual answer): its greenlet reads the rest itself, at its own pace.
+                    if not isinstance(data, bytes) or not data or conn.early_bytes >= FIRST_BYTES_LIMIT:
                         del self._conns[fd]
                         try:
                             epoll.unregister(fd)
@@ -291,12 +300,12 @@ class Conn:
     Arrival times: on Linux the kernel stamps each packet as it arrives and every read takes the stamp of the last
     packet it read (``stamp``, :meth:`arrived`), so an event is timed when its bytes reached this machine, not when
     this process got round to reading them: a busy event loop (hundreds of streams in one process) delays the
-    reading, not the measurement. A read that takes several packets is timed by the last of them: when this
-    process is later than the gap between two events, both carry the later one's time. (Reading less does not
-    help: the kernel merges bytes that wait in a socket into one buffer stamped with the latest arrival.)"""
+    reading, not the measurement. A read that takes several packets is timed by the last of them (the kernel merges
+    bytes that wait in a socket into one buffer stamped with the latest arrival), so until the first token is timed
+    :data:`FIRST_BYTES` reads the connection (``early``: the pieces it read, each with its own stamp)."""
 
     __slots__ = ("raw", "tls", "incoming", "outgoing", "drained", "saved", "stamp", "stamped", "seen", "early",
-                 "ready", "_hub", "_readable", "_writable")
+                 "early_bytes", "ready", "_hub", "_readable", "_writable")
 
     def __init__(self, sock: socket.socket, tls: bool = False):
         """``sock``: a connected socket (taken over: it is detached). ``tls``: TLS will be started on it
@@ -312,6 +321,7 @@ class Conn:
         self.stamped = stamp_arrivals(self.raw)  # the kernel stamps what arrives (Linux)
         self.seen = 0.0  # the request's send, then the latest arrival time handed out (arrival times never go back)
         self.early: deque[tuple[bytes | OSError, bytes | None]] | None = None  # pieces FIRST_BYTES read (watched)
+        self.early_bytes = 0  # bytes FIRST_BYTES read of this answer
         self.ready = gevent.event.Event()  # FIRST_BYTES read a piece (or let the connection go)
         self._hub = gevent.get_hub()
         self._readable = self._hub.loop.io(self.raw.fileno(), 1)
