@@ -32,7 +32,7 @@ from avv_scoring.metrics.calls import CALLS, SCHEMAS, TC_PARSE_ERROR
 from avv_scoring.metrics.correctness import Call
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.registry import produces
-from avv_scoring.metrics.row_codes import first_rows, row_codes
+from avv_scoring.metrics.row_codes import first_rows, identity_codes, row_codes
 
 INVALID_JSON, UNKNOWN_TOOL, SCHEMA_MISMATCH = "invalid_json", "unknown_tool", "schema_mismatch"
 #: The classes, in the order they are checked.
@@ -101,11 +101,11 @@ def _features(rows: pd.DataFrame) -> pd.DataFrame:
     if len(at):
         # annotate_calls hands every row with the same (tool set, cell) the same calls list: rows with the same list,
         # tool set and parse flag have the same classes, so each distinct one is classified once
-        schema_codes = row_codes(np.fromiter(map(id, schemas[at]), dtype=np.int64, count=len(at)))
+        schema_codes = identity_codes(schemas[at])
         toolsets: dict[tuple[tuple[str, str], ...] | None, int] = {}
         toolset = np.array([toolsets.setdefault(_toolset_key(schemas[at[i]]), len(toolsets))
                             for i in first_rows(schema_codes)], dtype=np.int64)[schema_codes]
-        combos = row_codes(np.fromiter(map(id, calls[at]), dtype=np.int64, count=len(at)), toolset, parse_error[at])
+        combos = row_codes(identity_codes(calls[at]), toolset, parse_error[at])
         memo: dict[tuple[int, str, str], str | None] = {}
         classes = np.array([_row_classes(calls[at[i]], bool(parse_error[at[i]]), schemas[at[i]], toolset[i], memo)
                             for i in first_rows(combos)], dtype=np.int64).reshape(-1, out.shape[1])
