@@ -239,9 +239,27 @@ def disagreements(model: str, vendor: str, vendor_rows: pd.DataFrame, baseline_r
     mine = row_dicts(picked, ROW_FIELDS)
     base_ids = [d[3] for d in differing if d[3] is not None]
     theirs = dict(zip(base_ids, row_dicts(baseline_rows.loc[base_ids], ROW_FIELDS), strict=True))
+    # rows share their calls lists (annotate_calls): each list shown, and each pair of lists told apart, once
+    shown: dict[int, str] = {}
+    kinds: dict[tuple[object, ...], str] = {}
+
+    def show(calls: Sequence[Call]) -> str:
+        found = shown.get(id(calls))
+        if found is None:
+            found = shown[id(calls)] = _show_calls(calls)
+        return found
+
+    def kind_vs_baseline(row: JSONMapping, base: JSONMapping) -> str:
+        key = (row[CALLED], base[CALLED], row.get("finish_reason") == "tool_calls",  # all _kind_vs_baseline reads
+               *map(id, (row[CALLS], row[NAMES], row[VERDICTS], base[CALLS])))
+        found = kinds.get(key)
+        if found is None:
+            found = kinds[key] = _kind_vs_baseline(row, base)
+        return found
+
     for (_, against_base, against_gold, b, is_p), row in zip(differing, mine, strict=True):
         base = theirs[b] if b is not None else None  # a difference from the baseline has a baseline row
-        kind = _defect(row) or (_kind_vs_baseline(row, base) if against_base and base is not None
+        kind = _defect(row) or (kind_vs_baseline(row, base) if against_base and base is not None
                                 else _kind_vs_gold(row, is_p))
         text = row.get("content")
         content = text if isinstance(text, str) else ""
@@ -249,8 +267,8 @@ def disagreements(model: str, vendor: str, vendor_rows: pd.DataFrame, baseline_r
             "model": model, "vendor": vendor, "sample_id": str(row["sample_id"]), "repeat": int(row["repeat"]),
             "kind": kind, "against": "+".join(w for w, d in (("baseline", against_base), ("gold", against_gold)) if d),
             "baseline_finish": None if base is None else base.get("finish_reason"),
-            "baseline_calls": None if base is None else _show_calls(base[CALLS]),
-            "vendor_finish": row.get("finish_reason"), "vendor_calls": _show_calls(row[CALLS]),
+            "baseline_calls": None if base is None else show(base[CALLS]),
+            "vendor_finish": row.get("finish_reason"), "vendor_calls": show(row[CALLS]),
             "expected": _show_expected(row),
             "vendor_content": content[:CONTENT_CHARS] if kind == "as_text" else "",
         })
