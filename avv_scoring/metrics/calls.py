@@ -137,13 +137,16 @@ def annotate_calls(
                  SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD, SCHEMAS):
         values = cols[name]
         out[name] = pd.Series(values, index=rows.index, dtype="object") if name in OBJECT_COLUMNS \
-            else pd.Series(values.tolist(), index=rows.index)
+            else pd.Series(values.astype(FLAG_COLUMNS.get(name, np.int64)), index=rows.index) if n \
+            else pd.Series(values.tolist(), index=rows.index)  # no rows: the dtype pandas gives an empty list
     finish = (out["finish_reason"].astype("object") == TOOL_CALLS).fillna(False).astype(bool)
     out[CALLED] = is_success(out) & (finish | pd.Series(~no_calls, index=rows.index))  # no walk over the lists
     return out
 
 
 OBJECT_COLUMNS = frozenset((CALLS, VERDICTS, NAMES, GOLD, SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD, SCHEMAS))
+#: The helper columns of flags (the others not in OBJECT_COLUMNS count calls: int64, as pandas reads Python ints).
+FLAG_COLUMNS = {TC_PARSE_ERROR: bool, AS_TEXT: bool}
 
 
 def _intern(table: dict[_T, _T], value: _T) -> _T:
