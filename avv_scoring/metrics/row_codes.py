@@ -79,7 +79,8 @@ def positions_in(codes: np.ndarray, among: np.ndarray) -> np.ndarray:
     return np.where(found, order[np.minimum(at, len(ordered) - 1)] if len(ordered) else -1, -1)
 
 
-def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[tuple[tuple[Cell, ...], int]]:
+def distinct_rows(*columns: pd.Series | np.ndarray, by: Sequence[int] | None = None
+                  ) -> list[tuple[tuple[Cell, ...], int]]:
     """The distinct rows of annotation objects across ``columns``, each with how many rows hold it.
 
     :func:`annotate_calls` hands every row with the same (tool set, cell) the same list objects, so rows are
@@ -89,7 +90,7 @@ def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[
     n = len(columns[0]) if columns else 0
     if not n:
         return []
-    objects = [c.to_numpy(dtype=object) for c in columns]
+    objects = [np.asarray(c, dtype=object) for c in columns]
     codes = row_codes(*(_ids(objects[k]) for k in (by or range(len(objects)))))
     counts = np.bincount(codes)
     return [(tuple(values[i] for values in objects), int(count))
