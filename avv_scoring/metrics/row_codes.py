@@ -92,9 +92,9 @@ def distinct_rows(*columns: pd.Series | np.ndarray, by: Sequence[int] | None = N
         return []
     objects = [np.asarray(c, dtype=object) for c in columns]
     codes = row_codes(*(_ids(objects[k]) for k in (by or range(len(objects)))))
-    counts = np.bincount(codes)
-    return [(tuple(values[i] for values in objects), int(count))
-            for i, count in zip(first_rows(codes), counts, strict=True)]
+    firsts = first_rows(codes)
+    distinct = zip(*(values[firsts].tolist() for values in objects), strict=True)  # an object array's cells as they are
+    return list(zip(distinct, np.bincount(codes).tolist(), strict=True))
 
 
 def row_dicts(frame: pd.DataFrame, columns: Sequence[str]) -> list[JSONObject]:
