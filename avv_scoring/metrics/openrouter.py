@@ -78,11 +78,13 @@ def call_class(name: str, args: object, parsed: bool, schemas: Mapping[str, tupl
     key, parameters = entry
     if parameters is None or (isinstance(parameters, Mapping) and not parameters):
         return None
+    if verdict in (VALID, INVALID) and isinstance(args, dict) and _drafts_agree(key, parameters):
+        # an object validated (or not) by the same keywords; a verdict means the 2020-12 validator was built, and
+        # Draft 7's metaschema accepts whatever 2020-12's does in these keywords: no Draft 7 validator is needed
+        return None if verdict == VALID else SCHEMA_MISMATCH
     validator = _validator(key, parameters)
     if validator is None:
         return LEFT_OUT
-    if verdict in (VALID, INVALID) and isinstance(args, dict) and _drafts_agree(key, parameters):
-        return None if verdict == VALID else SCHEMA_MISMATCH  # an object validated (or not) by the same keywords
     if raw is not None and (key, raw) in _OUTCOMES:
         return _OUTCOMES[(key, raw)]
     try:
@@ -113,7 +115,8 @@ _SCHEMA_LIST_KEYWORDS = frozenset({"allOf", "anyOf", "oneOf"})
 
 def drafts_agree(schema: object) -> bool:
     """Whether ``schema`` gives every JSON object the same outcome under Draft 7 and Draft 2020-12: it is made of the
-    keywords both drafts read alike (above), at every level."""
+    keywords both drafts read alike (above), at every level. Both metaschemas ask the same of these keywords (Draft 7
+    does not know ``deprecated``, so accepts it in any form), so such a schema 2020-12 can check Draft 7 can too."""
     if isinstance(schema, bool):
         return True
     if not isinstance(schema, dict):
