@@ -420,8 +420,8 @@ def sample_holds(rows: pd.DataFrame, gold_by_sample: GoldBySample | None,
     sids = distinct_text(rows["sample_id"])
     golds = [(gold_by_sample or {}).get(s) for s in sids]
     holds = {need for need, present in (
-        ("language", "expected_language" in rows.columns and rows["expected_language"].astype("object")
-         .map(lambda v: isinstance(v, str) and bool(v)).any()),
+        ("language", "expected_language" in rows.columns and any(  # each distinct cell once
+            isinstance(v, str) and bool(v) for v in pd.unique(rows["expected_language"].astype("object")))),
         ("gold", any(g is not None and g.labelled for g in golds)),
         ("gold_calls", any(g is not None and g.expected_calls is not None for g in golds)),
         ("agent", any(g is not None and g.agent is not None for g in golds))) if present}

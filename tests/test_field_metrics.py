@@ -5,11 +5,14 @@ honesty (the prompt-token ratio to the baseline, its spread, its flag and tolera
 from __future__ import annotations
 
 import pytest
+from jsonschema import Draft7Validator
 
+from avv_core.bounded_schema import build_validator, is_valid
 from avv_core.errors import InputError
 from avv_scoring.metrics.billing import BillingTolerance, flagged, parse_tolerances
-from avv_scoring.metrics.openrouter import INVALID_JSON, SCHEMA_MISMATCH, UNKNOWN_TOOL, call_class
+from avv_scoring.metrics.openrouter import INVALID_JSON, SCHEMA_MISMATCH, UNKNOWN_TOOL, call_class, drafts_agree
 from avv_scoring.metrics.registry import metric
+from avv_scoring.metrics.schema import INVALID, VALID
 from avv_scoring.score import score_frame
 from avv_scoring.testing import call, record, records_frame
 
@@ -62,6 +65,43 @@ def test_call_class_order_and_left_out_calls() -> None:
     assert call_class("free", "anything", True, schemas) is None
     assert call_class("get_weather", {}, True, None) == "left_out"  # the sample's tools are unknown
     assert call_class("bad", {}, True, {"bad": ("b", {"type": 12})}) == "left_out"  # a schema that is no schema
+
+
+#: Schemas both drafts read alike, and objects on each side of them (an array item false, contains on an empty array,
+#: if / then / else, a pattern, an enum).
+AGREEING = [
+    (WEATHER["function"]["parameters"], [{"city": "x"}, {"city": 3}, {}, {"city": "x", "more": 1}]),
+    ({"type": "object", "properties": {"tags": {"type": "array", "items": False}}},
+     [{"tags": []}, {"tags": [1]}, {"tags": "x"}]),
+    ({"type": "object", "properties": {"ids": {"type": "array", "contains": {"type": "integer"}, "uniqueItems": True}}},
+     [{"ids": []}, {"ids": ["a", 2]}, {"ids": [1, 1]}, {"ids": ["a"]}]),
+    ({"if": {"properties": {"kind": {"const": "a"}}}, "then": {"required": ["a"]}, "else": {"required": ["b"]},
+      "propertyNames": {"pattern": "^[a-z]+$"}, "anyOf": [{"minProperties": 1}, {"enum": [{}]}]},
+     [{"kind": "a", "a": 1}, {"kind": "a"}, {"b": 2}, {"B": 2}, {}]),
+]
+
+
+def test_the_schema_verdict_is_taken_only_where_the_drafts_agree() -> None:
+    """OpenRouter's class of a call takes the call annotation's verdict (Draft 2020-12) instead of validating again
+    under Draft 7 only for a schema both drafts read alike: there the outcomes are equal; a schema with a keyword
+    of one draft alone (prefixItems, items as a list, $ref, dependencies) is validated under Draft 7."""
+    for schema, objects in AGREEING:
+        assert drafts_agree(schema)
+        draft7, draft2020 = build_validator(schema, default=Draft7Validator), build_validator(schema)
+        for value in objects:
+            assert is_valid(draft7, value) == is_valid(draft2020, value), (schema, value)
+    for schema in (PAIR["function"]["parameters"], {"type": "array", "items": [{"type": "integer"}]},
+                   {"properties": {"a": {"$ref": "#/definitions/a"}}, "definitions": {"a": {}}},
+                   {"dependencies": {"a": ["b"]}}, {"$schema": "http://json-schema.org/draft-07/schema#"}):
+        assert not drafts_agree(schema), schema
+    schemas = {"get_weather": ("k", WEATHER["function"]["parameters"]), "pair": ("p", PAIR["function"]["parameters"])}
+    # the verdict is what is read where the drafts agree (here told wrong on purpose, to show it is read)...
+    assert call_class("get_weather", {"city": 3}, True, schemas, verdict=VALID) is None
+    assert call_class("get_weather", {"city": "x"}, True, schemas, verdict=INVALID) == SCHEMA_MISMATCH
+    # ... and not where they differ: Draft 7 ignores prefixItems, 2020-12 refuses the pair
+    assert call_class("pair", {"pair": ["x", 1]}, True, schemas, verdict=INVALID) is None
+    # nor for arguments that are no object (the annotation calls them invalid before any schema)
+    assert call_class("get_weather", [1], True, schemas, verdict=VALID) == SCHEMA_MISMATCH
 
 
 def billing_rows(vendor_tokens: list[int | None]) -> list[dict]:

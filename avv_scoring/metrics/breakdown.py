@@ -85,48 +85,69 @@ def _tool(call: Call, name_of: Callable[[str], str | None]) -> str:
 # -------------------------------------------------------------------------------------------- per tool
 
 
+class _ToolStats:
+    """What :func:`per_tool` counts of one tool (weighted by how many rows hold each distinct row)."""
+
+    __slots__ = ("args_ok", "calls", "checked", "gold_items", "gold_ok", "pairs", "tool_ok", "valid")
+
+    def __init__(self) -> None:
+        self.calls = self.valid = self.checked = self.gold_items = self.gold_ok = 0
+        self.pairs = self.tool_ok = self.args_ok = 0
+
+
 def per_tool(vendor_rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> list[JSONObject]:
     """The per-tool rows of one vendor (without model / vendor), by calls (descending), then tool name."""
-    stats: dict[str, Counter[str]] = {}
+    stats: dict[str, _ToolStats] = {}
+    mappers: dict[tuple[int, int], Callable[[str], str | None]] = {}  # rows share their names and gold objects
 
-    def tool_stats(tool: str) -> Counter[str]:
-        return stats.setdefault(tool, Counter())
+    def tool_stats(tool: str) -> _ToolStats:
+        found = stats.get(tool)
+        if found is None:
+            found = stats[tool] = _ToolStats()
+        return found
 
-    ok = vendor_rows.loc[vendor_rows["status"].astype("object") == "success", [CALLS, VERDICTS, NAMES, GOLD]]
-    for (calls, verdicts, names, gold), w in distinct_rows(ok[CALLS], ok[VERDICTS], ok[NAMES], ok[GOLD], by=(0, 2, 3)):
-        name_of = name_mapper(names, gold.tool_names if gold is not None else {})
+    def mapper(names: Iterable[str] | None, gold: Gold | None) -> Callable[[str], str | None]:
+        key = (id(names), id(gold))
+        found = mappers.get(key)
+        if found is None:
+            found = mappers[key] = name_mapper(names, gold.tool_names if gold is not None else {})
+        return found
+
+    ok = _successful(vendor_rows)
+    columns = [vendor_rows[c].to_numpy(dtype=object)[ok] for c in (CALLS, VERDICTS, NAMES, GOLD)]
+    for (calls, verdicts, names, gold), w in distinct_rows(*columns, by=(0, 2, 3)):
+        name_of = mapper(names, gold)
         for call, verdict in zip(calls, verdicts, strict=False):
             s = tool_stats(_tool(call, name_of))
-            s["calls"] += w
-            s["valid"] += w * (verdict == VALID)
-            s["checked"] += w * (verdict in (VALID, INVALID))
+            s.calls += w
+            s.valid += w * (verdict == VALID)
+            s.checked += w * (verdict in (VALID, INVALID))
         if gold is not None and gold.expected_calls is not None:
             for tool in {e["name"] for e in gold.expected_calls}:
                 s = tool_stats(tool)
-                s["gold_items"] += w
+                s.gold_items += w
                 mine = [c for c in calls if name_of(c.name) == tool]
-                s["gold_ok"] += w * calls_match_gold(mine, [e for e in gold.expected_calls if e["name"] == tool],
-                                                     name_of)
+                s.gold_ok += w * calls_match_gold(mine, [e for e in gold.expected_calls if e["name"] == tool], name_of)
     pairs = call_pairs(vendor_rows, baseline_rows)
     for (calls_v, calls_b, sig_v, sig_b, names, gold), w in distinct_rows(
             pairs["calls_v"], pairs["calls_b"], pairs["sig_calls_v"], pairs["sig_calls_b"], pairs["names_b"],
             pairs["gold_b"], by=(0, 1, 4, 5)):
-        name_of = name_mapper(names, gold.tool_names if gold is not None else {})
+        name_of = mapper(names, gold)
         for tool in {_tool(c, name_of) for c in calls_b}:
             s = tool_stats(tool)
-            s["pairs"] += w
+            s.pairs += w
             if sig_v == sig_b:  # the same calls: every tool's subset matches
-                s["tool_ok"] += w
-                s["args_ok"] += w
+                s.tool_ok += w
+                s.args_ok += w
                 continue
             mine = [c for c in calls_v if _tool(c, name_of) == tool]
             theirs = [c for c in calls_b if _tool(c, name_of) == tool]
-            s["tool_ok"] += w * (len(mine) == len(theirs))
-            s["args_ok"] += w * calls_equal(mine, theirs)
+            s.tool_ok += w * (len(mine) == len(theirs))
+            s.args_ok += w * calls_equal(mine, theirs)
     out = [{
-        "tool": tool, "calls": s["calls"], "schema_valid": _ratio(s["valid"], s["checked"]), "pairs": s["pairs"],
-        "tool_match": _ratio(s["tool_ok"], s["pairs"]), "args_match": _ratio(s["args_ok"], s["pairs"]),
-        "gold_items": s["gold_items"], "gold_accuracy": _ratio(s["gold_ok"], s["gold_items"]),
+        "tool": tool, "calls": s.calls, "schema_valid": _ratio(s.valid, s.checked), "pairs": s.pairs,
+        "tool_match": _ratio(s.tool_ok, s.pairs), "args_match": _ratio(s.args_ok, s.pairs),
+        "gold_items": s.gold_items, "gold_accuracy": _ratio(s.gold_ok, s.gold_items),
     } for tool, s in stats.items()]
     return sorted(out, key=lambda r: (-r["calls"], -r["pairs"], -r["gold_items"], r["tool"]))
 
@@ -239,9 +260,27 @@ def disagreements(model: str, vendor: str, vendor_rows: pd.DataFrame, baseline_r
     mine = row_dicts(picked, ROW_FIELDS)
     base_ids = [d[3] for d in differing if d[3] is not None]
     theirs = dict(zip(base_ids, row_dicts(baseline_rows.loc[base_ids], ROW_FIELDS), strict=True))
+    # rows share their calls lists (annotate_calls): each list shown, and each pair of lists told apart, once
+    shown: dict[int, str] = {}
+    kinds: dict[tuple[object, ...], str] = {}
+
+    def show(calls: Sequence[Call]) -> str:
+        found = shown.get(id(calls))
+        if found is None:
+            found = shown[id(calls)] = _show_calls(calls)
+        return found
+
+    def kind_vs_baseline(row: JSONMapping, base: JSONMapping) -> str:
+        key = (row[CALLED], base[CALLED], row.get("finish_reason") == "tool_calls",  # all _kind_vs_baseline reads
+               *map(id, (row[CALLS], row[NAMES], row[VERDICTS], base[CALLS])))
+        found = kinds.get(key)
+        if found is None:
+            found = kinds[key] = _kind_vs_baseline(row, base)
+        return found
+
     for (_, against_base, against_gold, b, is_p), row in zip(differing, mine, strict=True):
         base = theirs[b] if b is not None else None  # a difference from the baseline has a baseline row
-        kind = _defect(row) or (_kind_vs_baseline(row, base) if against_base and base is not None
+        kind = _defect(row) or (kind_vs_baseline(row, base) if against_base and base is not None
                                 else _kind_vs_gold(row, is_p))
         text = row.get("content")
         content = text if isinstance(text, str) else ""
@@ -249,8 +288,8 @@ def disagreements(model: str, vendor: str, vendor_rows: pd.DataFrame, baseline_r
             "model": model, "vendor": vendor, "sample_id": str(row["sample_id"]), "repeat": int(row["repeat"]),
             "kind": kind, "against": "+".join(w for w, d in (("baseline", against_base), ("gold", against_gold)) if d),
             "baseline_finish": None if base is None else base.get("finish_reason"),
-            "baseline_calls": None if base is None else _show_calls(base[CALLS]),
-            "vendor_finish": row.get("finish_reason"), "vendor_calls": _show_calls(row[CALLS]),
+            "baseline_calls": None if base is None else show(base[CALLS]),
+            "vendor_finish": row.get("finish_reason"), "vendor_calls": show(row[CALLS]),
             "expected": _show_expected(row),
             "vendor_content": content[:CONTENT_CHARS] if kind == "as_text" else "",
         })

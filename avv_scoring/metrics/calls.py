@@ -14,7 +14,7 @@ call that names a tool the request does not have never matches gold, whatever it
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -32,7 +32,15 @@ from avv_scoring.metrics.frame_memo import item_keys, per_frame, shared, store_f
 from avv_scoring.metrics.gold_f1 import gold_args_f1
 from avv_scoring.metrics.normalisers import ArgNormalisation, CallNormaliser
 from avv_scoring.metrics.registry import produces
-from avv_scoring.metrics.row_codes import first_rows, item_codes, last_rows, positions_in, row_codes, row_dicts
+from avv_scoring.metrics.row_codes import (
+    first_rows,
+    identity_codes,
+    item_codes,
+    last_rows,
+    positions_in,
+    row_codes,
+    row_dicts,
+)
 from avv_scoring.metrics.schema import INVALID, UNCHECKABLE, VALID, CallChecker, parse_tool_calls
 
 _T = TypeVar("_T")
@@ -129,13 +137,16 @@ def annotate_calls(
                  SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD, SCHEMAS):
         values = cols[name]
         out[name] = pd.Series(values, index=rows.index, dtype="object") if name in OBJECT_COLUMNS \
-            else pd.Series(values.tolist(), index=rows.index)
+            else pd.Series(values.astype(FLAG_COLUMNS.get(name, np.int64)), index=rows.index) if n \
+            else pd.Series(values.tolist(), index=rows.index)  # no rows: the dtype pandas gives an empty list
     finish = (out["finish_reason"].astype("object") == TOOL_CALLS).fillna(False).astype(bool)
     out[CALLED] = is_success(out) & (finish | pd.Series(~no_calls, index=rows.index))  # no walk over the lists
     return out
 
 
 OBJECT_COLUMNS = frozenset((CALLS, VERDICTS, NAMES, GOLD, SIG_TOOLS, SIG_CALLS, NCALLS, NGOLD, SCHEMAS))
+#: The helper columns of flags (the others not in OBJECT_COLUMNS count calls: int64, as pandas reads Python ints).
+FLAG_COLUMNS = {TC_PARSE_ERROR: bool, AS_TEXT: bool}
 
 
 def _intern(table: dict[_T, _T], value: _T) -> _T:
@@ -290,36 +301,27 @@ def _pair_side(frame: pd.DataFrame) -> pd.DataFrame:
 def _agreement_features(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
     """Per call pair (:func:`call_pairs`, indexed by the vendor's row): equal called names, equal calls, equal
     number of calls, argument F1 (1 where the calls are equal). Equal signatures = equal multisets
-    (``tools_equal`` / ``calls_equal``)."""
+    (``tools_equal`` / ``calls_equal``). Computed once per distinct pair of call lists: :func:`annotate_calls` hands
+    every row with the same calls the same list objects, and a row's signatures come with its list."""
     pairs = call_pairs(rows, baseline_rows)
-    f1_of = _memo_args_f1()
-    tools_v, tools_b = pairs["sig_tools_v"].tolist(), pairs["sig_tools_b"].tolist()
-    same_calls = [a == b for a, b in zip(pairs["sig_calls_v"], pairs["sig_calls_b"], strict=True)]
+    calls_v, calls_b = pairs["calls_v"].to_numpy(dtype=object), pairs["calls_b"].to_numpy(dtype=object)
+    codes = row_codes(identity_codes(calls_v), identity_codes(calls_b)) if len(pairs) else np.zeros(0, np.int64)
+    firsts = first_rows(codes)
+    tools_v, tools_b = pairs["sig_tools_v"].to_numpy(dtype=object)[firsts], pairs["sig_tools_b"].to_numpy(
+        dtype=object)[firsts]
+    sigs_v, sigs_b = pairs["sig_calls_v"].to_numpy(dtype=object)[firsts], pairs["sig_calls_b"].to_numpy(
+        dtype=object)[firsts]
+    same_calls = [a == b for a, b in zip(sigs_v, sigs_b, strict=True)]
     return pd.DataFrame({
         "pairs": np.ones(len(pairs), dtype=np.int64),
-        "tool_eq": np.array([a == b for a, b in zip(tools_v, tools_b, strict=True)], dtype=np.int64),
-        "args_eq": np.array(same_calls, dtype=np.int64),
-        "count_eq": np.array([len(a) == len(b) for a, b in zip(tools_v, tools_b, strict=True)], dtype=np.int64),
-        # argument F1 only where the calls differ, once per distinct pair of call lists (rows share them)
-        "f1": np.array([1.0 if same else f1_of(v, b)
-                        for same, v, b in zip(same_calls, pairs["calls_v"], pairs["calls_b"], strict=True)],
-                       dtype=float),
+        "tool_eq": np.array([a == b for a, b in zip(tools_v, tools_b, strict=True)], dtype=np.int64)[codes],
+        "args_eq": np.array(same_calls, dtype=np.int64)[codes],
+        "count_eq": np.array([len(a) == len(b) for a, b in zip(tools_v, tools_b, strict=True)], dtype=np.int64)[codes],
+        # argument F1 only where the calls differ
+        "f1": np.array([1.0 if same else args_f1(v, b)
+                        for same, v, b in zip(same_calls, calls_v[firsts], calls_b[firsts], strict=True)],
+                       dtype=float)[codes],
     }, index=pd.Index(pairs["index_v"]))
-
-
-def _memo_args_f1() -> Callable[[Sequence[Call], Sequence[Call]], float]:
-    """:func:`args_f1` remembered per (vendor list, baseline list) object: :func:`annotate_calls` hands every row
-    with the same calls the same list, and the lists outlive the memo (one features computation)."""
-    memo: dict[tuple[int, int], float] = {}
-
-    def f1(mine: Sequence[Call], theirs: Sequence[Call]) -> float:
-        key = (id(mine), id(theirs))
-        found = memo.get(key)
-        if found is None:
-            found = memo[key] = args_f1(mine, theirs)
-        return found
-
-    return f1
 
 
 @produces(

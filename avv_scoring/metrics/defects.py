@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
 
 from avv_scoring.load import is_success
@@ -28,6 +27,7 @@ from avv_scoring.metrics.calls import AS_TEXT, CALLS, TC_N, annotate_calls
 from avv_scoring.metrics.correctness import Call
 from avv_scoring.metrics.declaration import Metric, Ratio
 from avv_scoring.metrics.registry import produces
+from avv_scoring.metrics.row_codes import per_distinct
 
 
 def _call_defect_features(rows: pd.DataFrame) -> pd.DataFrame:
@@ -35,15 +35,7 @@ def _call_defect_features(rows: pd.DataFrame) -> pd.DataFrame:
         rows = annotate_calls(rows, None)
     ok = is_success(rows).to_numpy(dtype=bool)
     # annotate_calls hands rows with the same cell the same calls list: each distinct list is looked at once
-    unparsed_of: dict[int, bool] = {}
-
-    def unparsed_calls(calls: Sequence[Call] | None) -> bool:
-        found = unparsed_of.get(id(calls))
-        if found is None:
-            found = unparsed_of[id(calls)] = any(not c.parsed for c in calls) if calls else False
-        return found
-
-    unparsed = np.fromiter(map(unparsed_calls, rows[CALLS].to_numpy(dtype=object)), dtype=bool, count=len(rows))
+    unparsed = per_distinct(rows[CALLS].to_numpy(dtype=object), _has_unparsed_call)
     length = (rows["finish_reason"].astype("object") == "length").to_numpy(dtype=bool)
     return pd.DataFrame({
         "successes": ok,
@@ -51,6 +43,10 @@ def _call_defect_features(rows: pd.DataFrame) -> pd.DataFrame:
         "truncated": ok & length & unparsed,
         "invalid_json": ok & ~length & unparsed,
     }, index=rows.index).astype(int)
+
+
+def _has_unparsed_call(calls: Sequence[Call] | None) -> bool:
+    return any(not c.parsed for c in calls) if calls else False
 
 
 @produces(

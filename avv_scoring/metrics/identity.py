@@ -33,7 +33,7 @@ from avv_scoring.metrics.additive import NAN, Columns
 from avv_scoring.metrics.calls import CALLED, CALLS, SIG_CALLS, SIG_TOOLS
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.registry import produces
-from avv_scoring.metrics.row_codes import first_rows, row_codes
+from avv_scoring.metrics.row_codes import first_rows, identity_codes
 from avv_scoring.metrics.uncertainty import ModelTable
 from avv_scoring.stats.identity import (
     MIN_ANSWERS,
@@ -99,7 +99,7 @@ def _argument_chars(rows: pd.DataFrame) -> np.ndarray:
     if not len(called):
         return out
     # the annotation shares one list per distinct cell: count each once (the rows keep the lists alive: ids hold)
-    codes = row_codes(np.fromiter(map(id, calls[called]), dtype=np.int64, count=len(called)))
+    codes = identity_codes(calls[called])
     chars = np.array([sum(len(c.raw) for c in cs) if isinstance(cs, (list, tuple)) else 0
                       for cs in calls[called[first_rows(codes)]]], dtype=np.float64)
     out[called] = chars[codes]

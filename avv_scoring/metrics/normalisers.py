@@ -264,11 +264,19 @@ class ArgNormalisation:
         return {"normalisers": list(self.names), "id_keys": self.id_keys, "source": self.source}
 
 
-def normalise_value(value: object, schema: JSONMapping | None, settings: ArgNormalisation, key: str = "") -> JSONValue:
+#: Normalised leaves already seen: (key, id of the schema, the value's type, the value) → (the schema, the leaf
+#: normalised). The schema is kept to tell a reused id apart; the type and a float's repr tell apart values that
+#: compare equal (``1``, ``1.0``, ``True``; ``0.0``, ``-0.0``).
+LeafMemo = dict[tuple[object, ...], tuple[object, JSONValue]]
+
+
+def normalise_value(value: object, schema: JSONMapping | None, settings: ArgNormalisation, key: str = "",
+                    leaves: LeafMemo | None = None) -> JSONValue:
     """``value`` (a property ``key`` with ``schema``) with every enabled normaliser applied, objects property by
-    property and arrays element by element (see the module docstring)."""
+    property and arrays element by element (see the module docstring). ``leaves``: a memo of the leaves normalised
+    with the same ``settings`` (each distinct (key, schema, value) normalised once)."""
     pattern = re.compile(settings.id_keys)
-    return _walk(value, schema, key, [_BY_NAME[n] for n in settings.names], pattern)
+    return _walk(value, schema, key, [_BY_NAME[n] for n in settings.names], pattern, leaves)
 
 
 def _sub_schema(schema: JSONMapping | None, word: str, key: str | None = None) -> JSONMapping | None:
@@ -282,17 +290,25 @@ def _sub_schema(schema: JSONMapping | None, word: str, key: str | None = None) -
 
 
 def _walk(value: object, schema: JSONMapping | None, key: str, enabled: Sequence[Normaliser],
-          pattern: re.Pattern[str]) -> JSONValue:
+          pattern: re.Pattern[str], leaves: LeafMemo | None = None) -> JSONValue:
     if isinstance(value, Mapping):
-        return {k: _walk(v, _sub_schema(schema, "properties", str(k)), str(k), enabled, pattern)
+        return {k: _walk(v, _sub_schema(schema, "properties", str(k)), str(k), enabled, pattern, leaves)
                 for k, v in value.items()}
     if isinstance(value, list):
         items = _sub_schema(schema, "items")
-        return [_walk(v, items, key, enabled, pattern) for v in value]
+        return [_walk(v, items, key, enabled, pattern, leaves) for v in value]
+    memo = None
+    if leaves is not None and isinstance(value, (str, int, float, type(None))):  # bool is an int
+        memo = (key, id(schema), type(value), repr(value) if isinstance(value, float) else value)
+        found = leaves.get(memo)
+        if found is not None and found[0] is schema:
+            return found[1]
     where = Where(key, schema if isinstance(schema, Mapping) else None, pattern)
     for normaliser in enabled:
         if normaliser.applies(value, where):
             value = normaliser.rewrite(value)
+    if memo is not None and leaves is not None:
+        leaves[memo] = (schema, value)  # type: ignore[assignment]  # a JSON leaf
     return value
 
 
@@ -333,6 +349,7 @@ class CallNormaliser:
 
     settings: ArgNormalisation = field(default_factory=ArgNormalisation)
     _calls: dict[tuple[str, str, str], Call] = field(default_factory=dict)
+    _leaves: LeafMemo = field(default_factory=dict)
     _pattern: re.Pattern[str] | None = None
 
     def call(self, call: Call, schemas: Mapping[str, tuple[str, JSONValue]] | None) -> Call:
@@ -344,7 +361,7 @@ class CallNormaliser:
         memo = (entry[0] if entry else "", call.name, call.raw)
         found = self._calls.get(memo)
         if found is None:
-            args = normalise_value(call.args, entry[1] if entry else None, self.settings)
+            args = normalise_value(call.args, entry[1] if entry else None, self.settings, leaves=self._leaves)
             found = call if canonical_key(args) == call.key else Call(call.name, call.raw, args)
             self._calls[memo] = found
         return found

@@ -28,11 +28,12 @@ from avv_core.bounded_schema import SchemaValidator, build_validator, is_valid
 from avv_core.json_types import JSONValue
 from avv_scoring.load import is_success
 from avv_scoring.metrics.additive import Columns, Sums, additive, count, rate
-from avv_scoring.metrics.calls import CALLS, SCHEMAS, TC_PARSE_ERROR
+from avv_scoring.metrics.calls import CALLS, SCHEMAS, TC_PARSE_ERROR, VERDICTS
 from avv_scoring.metrics.correctness import Call
 from avv_scoring.metrics.declaration import Metric
 from avv_scoring.metrics.registry import produces
-from avv_scoring.metrics.row_codes import first_rows, row_codes
+from avv_scoring.metrics.row_codes import first_rows, identity_codes, row_codes
+from avv_scoring.metrics.schema import INVALID, VALID
 
 INVALID_JSON, UNKNOWN_TOOL, SCHEMA_MISMATCH = "invalid_json", "unknown_tool", "schema_mismatch"
 #: The classes, in the order they are checked.
@@ -61,10 +62,12 @@ _OUTCOMES_KEPT = 500_000
 
 
 def call_class(name: str, args: object, parsed: bool, schemas: Mapping[str, tuple[str, JSONValue]] | None,
-               raw: str | None = None) -> str | None:
+               raw: str | None = None, verdict: str | None = None) -> str | None:
     """The class of one call (module docstring): one of :data:`CLASSES`, :data:`LEFT_OUT`, or None (valid).
     ``schemas``: the request's tools, name → (schema key, parameters); None when unknown. ``raw``: the arguments as
-    sent (``args`` parsed), when known: the outcome is remembered per (schema, raw)."""
+    sent (``args`` parsed), when known: the outcome is remembered per (schema, raw). ``verdict``: the call
+    annotation's verdict of the call against the same ``schemas`` (:mod:`.schema`, Draft 2020-12), when known: taken
+    for the outcome when the schema means the same under both drafts (:func:`drafts_agree`), not validated again."""
     if not parsed:
         return INVALID_JSON
     if schemas is None:
@@ -75,6 +78,10 @@ def call_class(name: str, args: object, parsed: bool, schemas: Mapping[str, tupl
     key, parameters = entry
     if parameters is None or (isinstance(parameters, Mapping) and not parameters):
         return None
+    if verdict in (VALID, INVALID) and isinstance(args, dict) and _drafts_agree(key, parameters):
+        # an object validated (or not) by the same keywords; a verdict means the 2020-12 validator was built, and
+        # Draft 7's metaschema accepts whatever 2020-12's does in these keywords: no Draft 7 validator is needed
+        return None if verdict == VALID else SCHEMA_MISMATCH
     validator = _validator(key, parameters)
     if validator is None:
         return LEFT_OUT
@@ -91,9 +98,59 @@ def call_class(name: str, args: object, parsed: bool, schemas: Mapping[str, tupl
     return outcome
 
 
+#: The keywords that Draft 7 and Draft 2020-12 read alike in the forms :func:`drafts_agree` accepts (jsonschema checks
+#: them with the same function, or — ``items`` as one schema, ``contains`` without ``minContains`` — the same way;
+#: formats are asserted by neither), by what their value is: annotations and bounds, one subschema, a map of them, a
+#: list of them. ``$ref``, ``items`` as a list, ``dependencies``, ``prefixItems``, ``unevaluated*``, ``$schema`` and
+#: every other keyword are left out: a schema using one is validated under Draft 7 itself.
+_VALUE_KEYWORDS = frozenset({
+    "title", "description", "default", "examples", "$comment", "format", "readOnly", "writeOnly", "deprecated",
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxLength",
+    "minLength", "pattern", "maxItems", "minItems", "uniqueItems", "maxProperties", "minProperties", "required"})
+_SCHEMA_KEYWORDS = frozenset({"additionalProperties", "items", "contains", "propertyNames", "not", "if", "then",
+                              "else"})
+_SCHEMA_MAP_KEYWORDS = frozenset({"properties", "patternProperties"})
+_SCHEMA_LIST_KEYWORDS = frozenset({"allOf", "anyOf", "oneOf"})
+
+
+def drafts_agree(schema: object) -> bool:
+    """Whether ``schema`` gives every JSON object the same outcome under Draft 7 and Draft 2020-12: it is made of the
+    keywords both drafts read alike (above), at every level. Both metaschemas ask the same of these keywords (Draft 7
+    does not know ``deprecated``, so accepts it in any form), so such a schema 2020-12 can check Draft 7 can too."""
+    if isinstance(schema, bool):
+        return True
+    if not isinstance(schema, dict):
+        return False
+    for keyword, value in schema.items():
+        if keyword in _VALUE_KEYWORDS:
+            continue
+        if keyword in _SCHEMA_KEYWORDS:
+            agree = drafts_agree(value)
+        elif keyword in _SCHEMA_MAP_KEYWORDS:
+            agree = isinstance(value, dict) and all(drafts_agree(v) for v in value.values())
+        elif keyword in _SCHEMA_LIST_KEYWORDS:
+            agree = isinstance(value, list) and all(drafts_agree(v) for v in value)
+        else:
+            agree = False
+        if not agree:
+            return False
+    return True
+
+
+#: :func:`drafts_agree` by schema key (a cache, as :data:`_VALIDATORS`).
+_AGREE: dict[str, bool] = {}
+
+
+def _drafts_agree(key: str, schema: object) -> bool:
+    if key not in _AGREE:
+        _AGREE[key] = drafts_agree(schema)
+    return _AGREE[key]
+
+
 def _features(rows: pd.DataFrame) -> pd.DataFrame:
     ok = is_success(rows).to_numpy(dtype=bool)
     calls = rows[CALLS].to_numpy(dtype=object)
+    verdicts = rows[VERDICTS].to_numpy(dtype=object)  # a row's verdicts come with its calls list
     schemas = rows[SCHEMAS].to_numpy(dtype=object)
     parse_error = rows[TC_PARSE_ERROR].to_numpy(dtype=bool)
     out = np.zeros((len(rows), len(CLASSES) + 3), dtype=np.int64)  # classes, counted calls, requests, failed
@@ -101,13 +158,14 @@ def _features(rows: pd.DataFrame) -> pd.DataFrame:
     if len(at):
         # annotate_calls hands every row with the same (tool set, cell) the same calls list: rows with the same list,
         # tool set and parse flag have the same classes, so each distinct one is classified once
-        schema_codes = row_codes(np.fromiter(map(id, schemas[at]), dtype=np.int64, count=len(at)))
+        schema_codes = identity_codes(schemas[at])
         toolsets: dict[tuple[tuple[str, str], ...] | None, int] = {}
         toolset = np.array([toolsets.setdefault(_toolset_key(schemas[at[i]]), len(toolsets))
                             for i in first_rows(schema_codes)], dtype=np.int64)[schema_codes]
-        combos = row_codes(np.fromiter(map(id, calls[at]), dtype=np.int64, count=len(at)), toolset, parse_error[at])
+        combos = row_codes(identity_codes(calls[at]), toolset, parse_error[at])
         memo: dict[tuple[int, str, str], str | None] = {}
-        classes = np.array([_row_classes(calls[at[i]], bool(parse_error[at[i]]), schemas[at[i]], toolset[i], memo)
+        classes = np.array([_row_classes(calls[at[i]], verdicts[at[i]], bool(parse_error[at[i]]), schemas[at[i]],
+                                         toolset[i], memo)
                             for i in first_rows(combos)], dtype=np.int64).reshape(-1, out.shape[1])
         out[at] = classes[combos]
     return pd.DataFrame(out, index=rows.index, columns=[*CLASSES, "calls", "requests", "failed_requests"])
@@ -118,21 +176,23 @@ def _toolset_key(schemas: Mapping[str, tuple[str, JSONValue]] | None) -> tuple[t
     return None if schemas is None else tuple(sorted((name, entry[0]) for name, entry in schemas.items()))
 
 
-def _row_classes(row_calls: Sequence[Call] | None, parse_error: bool,
+def _row_classes(row_calls: Sequence[Call] | None, row_verdicts: Sequence[str] | None, parse_error: bool,
                  schemas: Mapping[str, tuple[str, JSONValue]] | None, toolset: int,
                  memo: dict[tuple[int, str, str], str | None]) -> list[int]:
     """One successful row's features: the count of each class, its counted calls, whether it is a counted request
-    and whether it failed."""
+    and whether it failed. ``row_verdicts``: the call annotation's verdict of each call (:func:`call_class`)."""
     row_calls = row_calls or []
     if parse_error:
         found: list[str | None] = [INVALID_JSON] * max(1, len(row_calls))
     else:
         found = []
-        for call in row_calls:
+        verdicts = row_verdicts if row_verdicts is not None and len(row_verdicts) == len(row_calls) \
+            else [None] * len(row_calls)
+        for call, verdict in zip(row_calls, verdicts, strict=True):
             key = (toolset, call.name, call.raw)
             if key not in memo:
                 memo[key] = call_class(call.name, call.args, call.parsed, schemas,
-                                       call.raw if isinstance(call.raw, str) else None)
+                                       call.raw if isinstance(call.raw, str) else None, verdict)
             found.append(memo[key])
     counted = [c for c in found if c != LEFT_OUT]
     return [*(counted.count(name) for name in CLASSES), len(counted), int(bool(counted)),

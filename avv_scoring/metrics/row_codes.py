@@ -4,7 +4,8 @@ per-tool table and the disagreements share to work once per distinct row instead
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,25 @@ def row_codes(*arrays: np.ndarray) -> np.ndarray:
         more, uniques = pd.factorize(values)
         codes, _ = pd.factorize(codes.astype(np.int64) * len(uniques) + more)  # < rows², one integer per pair
     return codes
+
+
+def identity_codes(objects: np.ndarray) -> np.ndarray:
+    """Per cell of an object array the code of the object it holds, told apart by identity (0, 1, … in order of first
+    appearance): :func:`annotate_calls` hands every row with the same (tool set, cell) the same list objects, so
+    equal codes mean equal annotations. The rows must keep the objects alive (ids of live objects never repeat)."""
+    return row_codes(_ids(objects))
+
+
+def _ids(objects: np.ndarray) -> np.ndarray:
+    return np.fromiter(map(id, objects), dtype=np.int64, count=len(objects))
+
+
+def per_distinct(objects: np.ndarray, function: Callable[[Any], object], dtype: type = bool) -> np.ndarray:
+    """``function`` of each cell of an object array, called once per distinct object (:func:`identity_codes`)."""
+    if not len(objects):
+        return np.zeros(0, dtype=dtype)
+    codes = identity_codes(objects)
+    return np.array([function(objects[i]) for i in first_rows(codes)], dtype=dtype)[codes]
 
 
 def first_rows(codes: np.ndarray) -> np.ndarray:
@@ -59,7 +79,8 @@ def positions_in(codes: np.ndarray, among: np.ndarray) -> np.ndarray:
     return np.where(found, order[np.minimum(at, len(ordered) - 1)] if len(ordered) else -1, -1)
 
 
-def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[tuple[tuple[Cell, ...], int]]:
+def distinct_rows(*columns: pd.Series | np.ndarray, by: Sequence[int] | None = None
+                  ) -> list[tuple[tuple[Cell, ...], int]]:
     """The distinct rows of annotation objects across ``columns``, each with how many rows hold it.
 
     :func:`annotate_calls` hands every row with the same (tool set, cell) the same list objects, so rows are
@@ -69,12 +90,11 @@ def distinct_rows(*columns: pd.Series, by: Sequence[int] | None = None) -> list[
     n = len(columns[0]) if columns else 0
     if not n:
         return []
-    objects = [c.to_numpy(dtype=object) for c in columns]
-    ids = [np.fromiter(map(id, objects[k]), dtype=np.int64, count=n) for k in (by or range(len(objects)))]
-    codes = row_codes(*ids)
-    counts = np.bincount(codes)
-    return [(tuple(values[i] for values in objects), int(count))
-            for i, count in zip(first_rows(codes), counts, strict=True)]
+    objects = [np.asarray(c, dtype=object) for c in columns]
+    codes = row_codes(*(_ids(objects[k]) for k in (by or range(len(objects)))))
+    firsts = first_rows(codes)
+    distinct = zip(*(values[firsts].tolist() for values in objects), strict=True)  # an object array's cells as they are
+    return list(zip(distinct, np.bincount(codes).tolist(), strict=True))
 
 
 def row_dicts(frame: pd.DataFrame, columns: Sequence[str]) -> list[JSONObject]:
