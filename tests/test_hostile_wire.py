@@ -352,8 +352,10 @@ def test_a_busy_event_loop_delays_the_reading_not_the_lean_clients_time():
         proc.stop()
     assert rec["status"] == "success", rec
     if wire_clients.current["client"] == "lean":
-        assert 99.0 <= rec["ttft_ms"] <= 108.0, rec["ttft_ms"]
-        assert 149.0 <= rec["latency_ms"] <= 165.0, rec["latency_ms"]
+        # The thread reads within the interpreter's switch interval (5 ms) when it gets a core: on a loaded CI
+        # machine that was 10 ms once. Well below the next token's 150 ms and the read's ~270 ms either way.
+        assert 99.0 <= rec["ttft_ms"] <= 130.0, rec["ttft_ms"]
+        assert 149.0 <= rec["latency_ms"] <= 175.0, rec["latency_ms"]
     else:
         assert rec["ttft_ms"] >= 260.0, rec["ttft_ms"]
 
